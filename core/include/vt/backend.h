@@ -1,0 +1,264 @@
+/*
+ * vt/backend.h - the backend plugin table: memory, capabilities and the
+ * compute ops the model plugins call.
+ *
+ * A backend plugin's descriptor (vt/plugin.h) has kind VT_PLUGIN_BACKEND and
+ * its table is a vt_backend_api. A model plugin never includes a vendor
+ * header: it allocates "device" memory through this table and calls ops on
+ * it. Ops are eager: when an op returns VT_OK its result is visible to the
+ * next op on the same context (a backend with async queues orders them; the
+ * host sees results after synchronize()/copy_d2h()).
+ *
+ * Conventions for every op:
+ *  - Pointers named x, y, a, b, q, k, v, state, out... are device memory of
+ *    this backend (for backend-cpu: host memory). Arrays documented "host" are
+ *    host memory read before the op returns.
+ *  - Activations are float32, row-major; `ld*` arguments are row strides in
+ *    elements (floats), so strided views (e.g. the query half of an
+ *    interleaved [query|gate] row) need no copy.
+ *  - Shapes are written [rows, cols] with cols contiguous.
+ *  - Failures return a vt_status and set host->set_error() with what failed.
+ *
+ * Required vs capabilities (DESIGN.md "The plugin ABI"): the memory functions
+ * and init/shutdown are required (NULL is a load error). Every other member is
+ * an optional capability and the table's `caps` list must declare each
+ * capability id this ABI knows as PRESENT (function set) or ABSENT (function
+ * NULL, with a one-line reason). Per-weight-type matmul and row gather are
+ * capabilities VT_CAP_MAT_MUL(type) and VT_CAP_GET_ROWS(type).
+ *
+ * Thread-safety: one vt_backend_ctx is used by one thread at a time.
+ */
+#ifndef VT_BACKEND_H
+#define VT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/plugin.h"
+#include "vt/status.h"
+#include "vt/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- capabilities ---- */
+
+typedef enum vt_cap_id {
+    /* memory and platform */
+    VT_CAP_MEMORY_PROBE = 0,             /* memory_probe(): free/total device bytes */
+    VT_CAP_PINNED_HOST_ALLOC = 1,        /* host_alloc_pinned()/host_free_pinned() */
+    VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY = 2, /* device pointers are host pointers (CPU, unified memory) */
+    VT_CAP_ASYNC_QUEUE = 3,              /* ops may run asynchronously until synchronize() */
+    VT_CAP_PEER_COPY = 4,                /* copy between two devices of this backend */
+    /* ops (one capability per op; weight-typed ops below) */
+    VT_CAP_OP_RMS_NORM = 16,
+    VT_CAP_OP_L2_NORM = 17,
+    VT_CAP_OP_ROPE_NEOX = 18,
+    VT_CAP_OP_ATTENTION = 19,
+    VT_CAP_OP_SSM_CONV = 20,
+    VT_CAP_OP_GATED_DELTA_NET = 21,
+    VT_CAP_OP_UNARY = 22,
+    VT_CAP_OP_BINARY = 23,
+    VT_CAP_OP_SCALE = 24,
+    VT_CAP_OP_MUL_ROWS = 25,
+    VT_CAP_OP_COPY_2D = 26,
+    VT_CAP_OP_GATHER_ROWS = 27,
+    VT_CAP_OP_SCATTER_ADD = 28,
+    VT_CAP_OP_SOFTMAX_TOPK = 29,
+    VT_CAP_FIXED_COUNT = 30, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
+    /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
+    VT_CAP_MAT_MUL_BASE = 64,
+    VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
+    VT_CAP_ID_LIMIT = 64 + 2 * VT_TYPE_SLOTS
+} vt_cap_id;
+
+#define VT_CAP_MAT_MUL(type) ((uint32_t)VT_CAP_MAT_MUL_BASE + (uint32_t)(type))
+#define VT_CAP_GET_ROWS(type) ((uint32_t)VT_CAP_GET_ROWS_BASE + (uint32_t)(type))
+
+typedef enum vt_cap_state { VT_CAP_ABSENT = 0, VT_CAP_PRESENT = 1 } vt_cap_state;
+
+/* One declaration. A backend lists one entry per capability id its ABI minor knows. */
+typedef struct vt_capability {
+    uint32_t id;        /* vt_cap_id (or VT_CAP_MAT_MUL(t) / VT_CAP_GET_ROWS(t)) */
+    uint32_t state;     /* vt_cap_state */
+    const char *reason; /* ABSENT: one line saying why (required); PRESENT: NULL or a note */
+} vt_capability;
+
+/* ---- objects ---- */
+
+typedef struct vt_backend_ctx vt_backend_ctx; /* defined by each backend */
+
+typedef struct vt_backend_params {
+    uint32_t struct_size;
+    int32_t device;      /* device index, 0-based */
+    int32_t n_threads;   /* CPU worker threads; <= 0: one per online core */
+    const char *kernels; /* "auto" (NULL) picks by CPU/GPU features; "scalar" forces the
+                            plain reference kernels (float32 throughout) */
+    const vt_host_api *host;
+} vt_backend_params;
+
+/* A 2-D weight matrix [n_out rows][n_in cols] of `type`, rows packed (gguf.md §3):
+ * y = W x computes y[o] = dot(row o, x). An expert slice of a stacked tensor is
+ * such a matrix too. */
+typedef struct vt_weight {
+    uint32_t type;      /* ggml type id */
+    int64_t n_in;       /* ne[0]: elements per row (multiple of the block size) */
+    int64_t n_out;      /* rows */
+    uint64_t row_bytes; /* vt_type_row_bytes(type, n_in) */
+    const void *data;   /* device memory, n_out * row_bytes bytes */
+    const char *name;   /* tensor name, for error messages */
+} vt_weight;
+
+typedef enum vt_unary_op {
+    VT_UNARY_SILU = 0,     /* x / (1 + e^-x) */
+    VT_UNARY_SIGMOID = 1,  /* 1 / (1 + e^-x) */
+    VT_UNARY_SOFTPLUS = 2, /* x > 20 ? x : log(1 + e^x)  (qwen35moe.md §5.1) */
+    VT_UNARY_GELU_TANH = 3,/* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+    VT_UNARY_EXP = 4,
+    VT_UNARY_TANH = 5
+} vt_unary_op;
+
+typedef enum vt_binary_op {
+    VT_BINARY_ADD = 0,
+    VT_BINARY_MUL = 1
+} vt_binary_op;
+
+/* ---- the table ---- */
+
+typedef struct vt_backend_api {
+    uint32_t struct_size;
+
+    /* Capability declarations: n_caps entries. */
+    const vt_capability *caps;
+    uint32_t n_caps;
+
+    /* -- required -- */
+    /* Number of devices this backend can drive now (0 when none; never an error). */
+    int (*device_count)(void);
+    /* Create a context on params->device. */
+    vt_status (*init)(const vt_backend_params *params, vt_backend_ctx **out);
+    void (*shutdown)(vt_backend_ctx *ctx);
+    /* Allocate `bytes` of device memory (aligned to 64 bytes); `what` names the
+     * allocation in the error message ("KV cache blk.3", "scratch"). */
+    vt_status (*alloc)(vt_backend_ctx *ctx, size_t bytes, const char *what, void **out);
+    void (*free)(vt_backend_ctx *ctx, void *ptr);
+    vt_status (*copy_h2d)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    vt_status (*copy_d2h)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    vt_status (*copy_d2d)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    vt_status (*memset_zero)(vt_backend_ctx *ctx, void *dst, size_t bytes);
+    vt_status (*synchronize)(vt_backend_ctx *ctx);
+
+    /* -- capabilities: memory and platform -- */
+    /* Live free and total bytes of the device. */
+    vt_status (*memory_probe)(vt_backend_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
+    vt_status (*host_alloc_pinned)(vt_backend_ctx *ctx, size_t bytes, const char *what, void **out);
+    void (*host_free_pinned)(vt_backend_ctx *ctx, void *ptr);
+    vt_status (*copy_peer)(vt_backend_ctx *dst_ctx, void *dst, vt_backend_ctx *src_ctx,
+                           const void *src, size_t bytes);
+
+    /* -- capabilities: weight-typed ops, indexed by ggml type id -- */
+    /* y[T, n_out] (row stride ldy) = x[T, n_in] (row stride ldx) · Wᵀ. (gguf.md §3) */
+    vt_status (*mat_mul[VT_TYPE_SLOTS])(vt_backend_ctx *ctx, const vt_weight *w, const float *x,
+                                        int64_t ldx, float *y, int64_t ldy, int64_t n_tokens);
+    /* out[i, n_in] = dequantised row ids[i] of w, for i < n (ids: host). (embedding lookup) */
+    vt_status (*get_rows[VT_TYPE_SLOTS])(vt_backend_ctx *ctx, const vt_weight *w,
+                                         const int32_t *ids, int64_t n, float *out);
+
+    /* -- capabilities: ops -- */
+    /* y[r, :n] = x[r, :n] / sqrt(mean(x[r]^2) + eps) * w[:n]  (w NULL: no weight),
+     * r < n_rows; sum of squares accumulated in double. (qwen35moe.md §5.1) */
+    vt_status (*rms_norm)(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                          float *y, int64_t ldy, int64_t n_rows, int64_t n, float eps);
+    /* y[r, :n] = x[r, :n] / max(||x[r]||_2, eps). (qwen35moe.md §5.1, llama.cpp form) */
+    vt_status (*l2_norm)(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y,
+                         int64_t ldy, int64_t n_rows, int64_t n, float eps);
+    /* In-place NeoX RoPE on x viewed as [n_tokens][n_head][head_dim] with token stride
+     * ld_token and head stride ld_head (elements). Token t has position pos[t] (host).
+     * Pairs (i, i + n_rot/2) for i < n_rot/2 rotate by angle pos·base^(−2i/n_rot)
+     * (divided by freq_factors[i] when freq_factors, device, is not NULL);
+     * dims n_rot..head_dim-1 untouched. (qwen35moe.md §5.5, gemma4.md) */
+    vt_status (*rope_neox)(vt_backend_ctx *ctx, float *x, int64_t ld_token, int64_t ld_head,
+                           int64_t n_tokens, int64_t n_head, int64_t n_rot, const int32_t *pos,
+                           float base, const float *freq_factors);
+    /*
+     * Causal GQA attention over a KV cache.
+     * q: [n_tokens][n_head][head_dim] (token stride ldq, head stride ldq_head);
+     * k_cache, v_cache: [n_kv][n_head_kv * head_dim] contiguous (positions 0..n_kv-1
+     * of this sequence, the current tokens already appended);
+     * query t sits at position pos0 + t and sees cache positions s with
+     * s <= pos0 + t and (window == 0 or s > pos0 + t − window).
+     * Query head j uses KV head j / (n_head / n_head_kv) (grouped).
+     * score = scale · q·k, then (softcap > 0) softcap·tanh(score/softcap);
+     * softmax in float32 (max-subtracted); out: [n_tokens][n_head * head_dim] (ldo).
+     * (qwen35moe.md §5.4 step 6)
+     */
+    vt_status (*attention)(vt_backend_ctx *ctx, const float *q, int64_t ldq, int64_t ldq_head,
+                           const float *k_cache, const float *v_cache, float *out, int64_t ldo,
+                           int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                           int64_t pos0, int64_t n_kv, int64_t window, float scale, float softcap);
+    /*
+     * Causal depthwise conv with carried state, then SiLU (qwen35moe.md §5.7.2).
+     * x: [n_tokens][n_ch] (ldx); w: [n_ch][d_conv] contiguous, tap 0 = oldest;
+     * state: [d_conv-1][n_ch] raw inputs of the previous tokens, oldest first,
+     * updated in place to the last d_conv-1 inputs; y: [n_tokens][n_ch] (ldy).
+     */
+    vt_status (*ssm_conv)(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                          float *state, float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
+                          int64_t d_conv);
+    /*
+     * Gated delta rule, recurrent form (qwen35moe.md §5.7.4), per value head h
+     * with key head h % n_k (tiled order, §5.7.3):
+     *   S ← exp(g)·S; m = Sᵀk; δ = β(v − m); S ← S + k ⊗ δ; o = Sᵀq
+     * q, k: [n_tokens][n_k * d_k] (ldqk; already L2-normed, q scaled);
+     * v: [n_tokens][n_v * d_v] (ldv); g, beta: [n_tokens][n_v] contiguous;
+     * state: [n_v][d_k][d_v] float32 (S[i][j], i key dim), updated in place;
+     * out: [n_tokens][n_v * d_v] (ldo).
+     */
+    vt_status (*gated_delta_net)(vt_backend_ctx *ctx, const float *q, const float *k, int64_t ldqk,
+                                 const float *v, int64_t ldv, const float *g, const float *beta,
+                                 float *state, float *out, int64_t ldo, int64_t n_tokens,
+                                 int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v);
+    /* y[i] = op(x[i]) for i < n (x == y allowed). */
+    vt_status (*unary)(vt_backend_ctx *ctx, vt_unary_op op, const float *x, float *y, int64_t n);
+    /* y[i] = a[i] op b[i % nb] for i < n (nb divides n; y may alias a). */
+    vt_status (*binary)(vt_backend_ctx *ctx, vt_binary_op op, const float *a, const float *b,
+                        float *y, int64_t n, int64_t nb);
+    /* y[i] = s · x[i] (x == y allowed). */
+    vt_status (*scale)(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s);
+    /* y[r, c] = x[r, c] · s[r]; s device, [n_rows]; rows contiguous of n_cols (x == y allowed). */
+    vt_status (*mul_rows)(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
+                          int64_t n_rows, int64_t n_cols);
+    /* dst[r, :n_cols] = src[r, :n_cols] with row strides (elements). */
+    vt_status (*copy_2d)(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
+                         int64_t ld_dst, int64_t n_rows, int64_t n_cols);
+    /* dst[i, :] = src[idx[i], :] for i < n (idx: host). */
+    vt_status (*gather_rows)(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                             const int32_t *idx, int64_t n, int64_t n_cols, float *dst,
+                             int64_t ld_dst);
+    /* dst[idx[i], :] += wt[i] · src[i, :] for i < n (idx, wt: host; wt NULL = 1).
+     * idx entries may repeat; additions happen in order of i. */
+    vt_status (*scatter_add)(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                             const int32_t *idx, const float *wt, int64_t n, int64_t n_cols,
+                             float *dst, int64_t ld_dst);
+    /*
+     * MoE routing (qwen35moe.md §5.8 steps 1-3): per row r of logits [n_rows][n]:
+     * p = softmax(logits[r]) over all n, pick the k largest p (ties: lower index),
+     * write ids[r][:k] (host) and weights[r][:k] (host) = p / max(sum of picked p,
+     * 6.103515625e-5) when renorm, else p. probs (host, may be NULL) gets p.
+     */
+    vt_status (*softmax_topk)(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
+                              int64_t k, int renorm, int32_t *ids, float *weights, float *probs);
+} vt_backend_api;
+
+/* A backend instance as the core and models see it. */
+typedef struct vt_backend {
+    const vt_backend_api *api;
+    vt_backend_ctx *ctx;
+    const char *name; /* plugin name, "cpu" */
+} vt_backend;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,159 @@
+/*
+ * vt/gguf.h - the GGUF v3 reader (and a minimal writer) of the vt core.
+ *
+ * Format: ../shared/spec/gguf.md (§1 rules, §2 layout, §3 dimension order,
+ * §5 multi-file splits). A vt_gguf is one model: a single file, or every shard
+ * of a split model opened from its first shard (`-00001-of-0000N.gguf`).
+ * Metadata is read from shard 0 only; tensors come from all shards.
+ *
+ * Every count, length, dimension and offset read from a file is bounds- and
+ * overflow-checked before use; a malformed file is refused with VT_ERR_FORMAT
+ * and a message naming the field (and the file). Tensor data is mmap-ed
+ * read-only (MAP_PRIVATE) unless the open flags say otherwise.
+ *
+ * Thread-safety: an opened vt_gguf is immutable; any number of threads may read
+ * it concurrently. Open/close are not thread-safe for the same object.
+ */
+#ifndef VT_GGUF_H
+#define VT_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "vt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Metadata value types (gguf.md §2.1). */
+typedef enum vt_gguf_type {
+    VT_GGUF_UINT8 = 0,
+    VT_GGUF_INT8 = 1,
+    VT_GGUF_UINT16 = 2,
+    VT_GGUF_INT16 = 3,
+    VT_GGUF_UINT32 = 4,
+    VT_GGUF_INT32 = 5,
+    VT_GGUF_FLOAT32 = 6,
+    VT_GGUF_BOOL = 7,
+    VT_GGUF_STRING = 8,
+    VT_GGUF_ARRAY = 9,
+    VT_GGUF_UINT64 = 10,
+    VT_GGUF_INT64 = 11,
+    VT_GGUF_FLOAT64 = 12,
+    VT_GGUF_TYPE_COUNT = 13
+} vt_gguf_type;
+
+/* A string inside the file (not NUL-terminated in the file; vt copies add a NUL). */
+typedef struct vt_gguf_str {
+    const char *ptr; /* NUL-terminated copy owned by the vt_gguf */
+    uint64_t len;    /* bytes, without the NUL */
+} vt_gguf_str;
+
+/* One tensor of the model. ne[] beyond n_dims are 1. */
+typedef struct vt_gguf_tensor {
+    const char *name;     /* NUL-terminated, owned by the vt_gguf */
+    uint32_t type;        /* ggml type id (vt/types.h) */
+    uint32_t n_dims;      /* 1..4 as stored (0 = scalar) */
+    int64_t ne[4];        /* elements per dimension, ne[0] contiguous */
+    uint64_t nbytes;      /* bytes of the tensor's data */
+    uint64_t offset;      /* bytes from its shard's data section start */
+    uint64_t file_offset; /* absolute byte offset in its shard file */
+    uint32_t shard;       /* shard index (0 for a single file) */
+    const void *data;     /* mmap-ed bytes, NULL when the data is not mapped */
+} vt_gguf_tensor;
+
+typedef struct vt_gguf vt_gguf;
+
+/* vt_gguf_open flags */
+#define VT_GGUF_NO_MMAP 0x1u    /* parse only: tensor.data stays NULL */
+#define VT_GGUF_SINGLE_FILE 0x2u /* do not follow split.* keys (used by tools) */
+
+/*
+ * Open a model file. For a split model pass the first shard; the other shards
+ * are opened by name (gguf.md §5). A later shard passed alone is refused with
+ * a message naming the first shard's file name.
+ * Errors: VT_ERR_IO, VT_ERR_FORMAT, VT_ERR_OUT_OF_MEMORY (vt_last_error()).
+ */
+vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out);
+void vt_gguf_close(vt_gguf *g);
+
+/* Model-level facts. */
+uint32_t vt_gguf_version(const vt_gguf *g);
+uint32_t vt_gguf_alignment(const vt_gguf *g);
+uint32_t vt_gguf_n_shards(const vt_gguf *g);
+const char *vt_gguf_shard_path(const vt_gguf *g, uint32_t shard);
+int vt_gguf_shard_fd(const vt_gguf *g, uint32_t shard); /* open read-only fd, for pread */
+uint64_t vt_gguf_shard_data_start(const vt_gguf *g, uint32_t shard);
+uint64_t vt_gguf_shard_size(const vt_gguf *g, uint32_t shard);
+
+/* ---- metadata (shard 0) ---- */
+int64_t vt_gguf_n_kv(const vt_gguf *g);
+const char *vt_gguf_kv_key(const vt_gguf *g, int64_t i);
+vt_gguf_type vt_gguf_kv_type(const vt_gguf *g, int64_t i);
+/* Index of key, or -1. */
+int64_t vt_gguf_find_key(const vt_gguf *g, const char *key);
+
+/*
+ * Typed getters. Integer getters accept any integer value type (and BOOL)
+ * range-checked into the destination; float getters accept FLOAT32/FLOAT64.
+ * Return VT_ERR_NOT_FOUND when the key is absent (no error message is set, so
+ * callers can apply defaults), VT_ERR_FORMAT naming the key when its type is
+ * wrong or its value out of range.
+ */
+vt_status vt_gguf_get_u32(const vt_gguf *g, const char *key, uint32_t *out);
+vt_status vt_gguf_get_i64(const vt_gguf *g, const char *key, int64_t *out);
+vt_status vt_gguf_get_f32(const vt_gguf *g, const char *key, float *out);
+vt_status vt_gguf_get_bool(const vt_gguf *g, const char *key, int *out);
+vt_status vt_gguf_get_str(const vt_gguf *g, const char *key, vt_gguf_str *out);
+
+/*
+ * Arrays. vt_gguf_get_arr gives element type and count; numeric element data
+ * is returned as a pointer to count packed little-endian elements of that type
+ * (host byte order on little-endian hosts; vt only supports those). For a
+ * string array, *data is NULL: read elements with vt_gguf_get_arr_str.
+ */
+vt_status vt_gguf_get_arr(const vt_gguf *g, const char *key, vt_gguf_type *elem_type,
+                          uint64_t *count, const void **data);
+vt_status vt_gguf_get_arr_str(const vt_gguf *g, const char *key, uint64_t i, vt_gguf_str *out);
+/* Array element i of an integer array, converted with range check to int64. */
+vt_status vt_gguf_get_arr_i64(const vt_gguf *g, const char *key, uint64_t i, int64_t *out);
+
+/* Print the value of metadata entry i in a one-line human form (arrays abbreviated). */
+void vt_gguf_kv_print(const vt_gguf *g, int64_t i, FILE *f);
+
+/* ---- tensors (all shards) ---- */
+int64_t vt_gguf_n_tensors(const vt_gguf *g);
+const vt_gguf_tensor *vt_gguf_tensor_at(const vt_gguf *g, int64_t i);
+const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name);
+
+const char *vt_gguf_type_name(vt_gguf_type t);
+
+/* ---- writer (for generated demo models and test files) ----
+ * Accumulate metadata and tensors, then write a single GGUF v3 file with the
+ * given alignment. Tensor data is copied at add time. */
+typedef struct vt_gguf_writer vt_gguf_writer;
+vt_gguf_writer *vt_gguf_writer_new(uint32_t alignment);
+void vt_gguf_writer_free(vt_gguf_writer *w);
+vt_status vt_gguf_writer_set_u32(vt_gguf_writer *w, const char *key, uint32_t v);
+vt_status vt_gguf_writer_set_i32(vt_gguf_writer *w, const char *key, int32_t v);
+vt_status vt_gguf_writer_set_u16(vt_gguf_writer *w, const char *key, uint16_t v);
+vt_status vt_gguf_writer_set_f32(vt_gguf_writer *w, const char *key, float v);
+vt_status vt_gguf_writer_set_bool(vt_gguf_writer *w, const char *key, int v);
+vt_status vt_gguf_writer_set_str(vt_gguf_writer *w, const char *key, const char *v);
+/* Numeric array: count elements of elem_type packed in data. */
+vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_type elem_type,
+                                 const void *data, uint64_t count);
+vt_status vt_gguf_writer_set_arr_str(vt_gguf_writer *w, const char *key, const char *const *v,
+                                     uint64_t count);
+/* ne has n_dims entries; nbytes must equal the size the type and ne imply. */
+vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_t type,
+                                    uint32_t n_dims, const int64_t *ne, const void *data,
+                                    uint64_t nbytes);
+vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

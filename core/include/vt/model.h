@@ -1,0 +1,90 @@
+/*
+ * vt/model.h - the model plugin table.
+ *
+ * A model plugin (descriptor kind VT_PLUGIN_MODEL) serves one or more GGUF
+ * architectures (`general.architecture`). The core opens the GGUF, picks the
+ * plugin whose `architectures` list holds the file's architecture, creates the
+ * backend, and calls load(). The plugin maps tensors by name, checks every
+ * shape against the hyperparameters (errors name the tensor), and places the
+ * weights in backend memory (directly from the mmap when the backend declares
+ * VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY PRESENT, else through copy_h2d).
+ *
+ * Sequences: each vt_model_seq holds one sequence's state (KV cache for
+ * attention layers, conv + recurrent state for recurrent layers) and the
+ * number of tokens already evaluated (its position). forward() appends
+ * n_tokens tokens to a sequence; calling it on a prompt in one chunk, in
+ * chunks, or token by token gives the same logits up to float rounding.
+ *
+ * Thread-safety: one model and its sequences are used by one thread at a time.
+ */
+#ifndef VT_MODEL_H
+#define VT_MODEL_H
+
+#include <stdint.h>
+
+#include "vt/backend.h"
+#include "vt/gguf.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vt_model vt_model;         /* defined by each model plugin */
+typedef struct vt_model_seq vt_model_seq; /* defined by each model plugin */
+
+typedef struct vt_model_params {
+    uint32_t struct_size;
+    uint32_t n_ctx;      /* KV cache length in tokens per sequence (0: min(trained, 4096)) */
+    uint32_t n_batch;    /* most tokens one forward() call will be given (sizes scratch) */
+} vt_model_params;
+
+typedef struct vt_model_info {
+    uint32_t struct_size;
+    int64_t n_vocab;     /* logits per position */
+    int64_t n_embd;
+    int64_t n_layer;
+    uint32_t n_ctx;      /* KV cache length actually allocated per sequence */
+    uint32_t n_ctx_train;
+} vt_model_info;
+
+typedef struct vt_model_api {
+    uint32_t struct_size;
+    /* NULL-terminated list of `general.architecture` values this plugin serves. */
+    const char *const *architectures;
+
+    /* Capabilities this model needs of its backend for this file (its weight
+     * types included): fills ids[0..*n) (at most cap) and returns VT_OK. Called
+     * when the configuration is resolved, before any weight is read. */
+    vt_status (*required_caps)(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
+                               uint32_t cap, uint32_t *n);
+    /* Load the model from an opened GGUF onto a backend. */
+    vt_status (*load)(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
+                      const vt_model_params *params, vt_model **out);
+    void (*free)(vt_model *m);
+    void (*info)(const vt_model *m, vt_model_info *out);
+
+    vt_status (*seq_new)(vt_model *m, vt_model_seq **out);
+    void (*seq_free)(vt_model *m, vt_model_seq *s);
+    /* Forget the sequence's tokens: empty KV cache, zero recurrent state. */
+    vt_status (*seq_reset)(vt_model *m, vt_model_seq *s);
+    /* Tokens already evaluated in the sequence. */
+    int64_t (*seq_pos)(const vt_model *m, const vt_model_seq *s);
+
+    /*
+     * Evaluate n_tokens tokens (host ids, each < n_vocab) at positions
+     * seq_pos .. seq_pos + n_tokens − 1 and append them to the sequence.
+     * logits (host, may be NULL): all_logits ? [n_tokens][n_vocab] : [1][n_vocab]
+     * (the last token's). n_tokens ≤ params.n_batch; the sequence must have room
+     * (VT_ERR_RANGE naming n_ctx otherwise). On error the sequence is left in an
+     * unspecified state: reset it.
+     */
+    vt_status (*forward)(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
+                         float *logits, int all_logits);
+} vt_model_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,106 @@
+/*
+ * vt/plugin.h - the plugin ABI: the descriptor every plugin exports and the
+ * host table the core hands to plugins.
+ *
+ * A plugin is a shared object loaded with dlopen(). It exports exactly one
+ * symbol, VT_PLUGIN_ENTRY_SYMBOL ("vt_plugin_entry"), of type
+ * vt_plugin_entry_fn, returning a pointer to a static vt_plugin_desc.
+ *
+ * Versioning (after PJRT's struct_size and SQLite's iVersion):
+ *  - abi_major: a different major is refused at load, naming the file.
+ *  - abi_minor: the plugin's minor. Tables are append-only: a member added in
+ *    minor N is only read when the plugin's minor is >= N and the table's
+ *    struct_size covers it. A table smaller than what its declared minor
+ *    requires is refused at load, naming the file.
+ *  - Every struct that crosses the boundary starts with uint32_t struct_size.
+ *
+ * Ownership: the descriptor, its strings and its table are owned by the plugin
+ * and must stay valid until dlclose(). The host table is owned by the core and
+ * valid for the life of the process.
+ */
+#ifndef VT_PLUGIN_H
+#define VT_PLUGIN_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "vt/gguf.h"
+#include "vt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VT_ABI_MAJOR 1
+#define VT_ABI_MINOR 0
+
+#define VT_PLUGIN_ENTRY_SYMBOL "vt_plugin_entry"
+
+#if defined(__GNUC__)
+#define VT_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define VT_PLUGIN_EXPORT
+#endif
+
+typedef enum vt_plugin_kind {
+    VT_PLUGIN_BACKEND = 1, /* table: vt_backend_api (vt/backend.h) */
+    VT_PLUGIN_MODEL = 2,   /* table: vt_model_api (vt/model.h) */
+    VT_PLUGIN_STORE = 3    /* table: expert slot store (a later ABI minor) */
+} vt_plugin_kind;
+
+typedef struct vt_plugin_desc {
+    uint32_t struct_size; /* sizeof(vt_plugin_desc) as the plugin was built */
+    uint16_t abi_major;   /* VT_ABI_MAJOR the plugin was built against */
+    uint16_t abi_minor;   /* VT_ABI_MINOR the plugin was built against */
+    uint32_t kind;        /* vt_plugin_kind */
+    const char *name;     /* short name: "cpu", "qwen35"; [a-z0-9_-]+ */
+    const char *version;  /* plugin's own version string, e.g. "0.1.0" */
+    const char *description; /* one line, for `vt plugins` */
+    const void *table;    /* the kind's function table; starts with uint32_t struct_size */
+} vt_plugin_desc;
+
+typedef const vt_plugin_desc *(*vt_plugin_entry_fn)(void);
+
+/* Log levels; anything that changes where work runs is logged at WARN. */
+typedef enum vt_log_level {
+    VT_LOG_ERROR = 0,
+    VT_LOG_WARN = 1,
+    VT_LOG_INFO = 2,
+    VT_LOG_DEBUG = 3
+} vt_log_level;
+
+/*
+ * The host table: what the core offers every plugin. Plugins never link the
+ * core; they call through this table. Members are appended only; check
+ * struct_size before reading a member newer than VT_ABI_MINOR 0.
+ * Every function is thread-safe.
+ */
+typedef struct vt_host_api {
+    uint32_t struct_size;
+    uint16_t abi_major, abi_minor;
+
+    /* Log a printf-style message at a level (prefixed with the level). */
+    void (*log)(vt_log_level level, const char *fmt, ...);
+    /* Set the calling thread's last-error message (printf-style). Returns nothing;
+     * the plugin then returns its vt_status. */
+    void (*set_error)(const char *fmt, ...);
+    /* Read the calling thread's last-error message ("" when none). */
+    const char *(*last_error)(void);
+
+    /* GGUF access: see vt/gguf.h for the contracts. */
+    vt_status (*gguf_get_u32)(const vt_gguf *g, const char *key, uint32_t *out);
+    vt_status (*gguf_get_f32)(const vt_gguf *g, const char *key, float *out);
+    vt_status (*gguf_get_bool)(const vt_gguf *g, const char *key, int *out);
+    vt_status (*gguf_get_str)(const vt_gguf *g, const char *key, vt_gguf_str *out);
+    vt_status (*gguf_get_arr)(const vt_gguf *g, const char *key, vt_gguf_type *elem_type,
+                              uint64_t *count, const void **data);
+    vt_status (*gguf_get_arr_i64)(const vt_gguf *g, const char *key, uint64_t i, int64_t *out);
+    const vt_gguf_tensor *(*gguf_find_tensor)(const vt_gguf *g, const char *name);
+    int64_t (*gguf_n_tensors)(const vt_gguf *g);
+    const vt_gguf_tensor *(*gguf_tensor_at)(const vt_gguf *g, int64_t i);
+} vt_host_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

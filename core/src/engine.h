@@ -1,0 +1,50 @@
+/*
+ * engine.h - one model loaded for generation: the GGUF, its tokenizer, the
+ * model plugin chosen by `general.architecture`, the backend, one sequence.
+ *
+ * This is what the vt command and the fixture tests drive. Prefill is split
+ * into chunks of at most n_batch tokens; decode is one token per call.
+ */
+#ifndef VT_ENGINE_H
+#define VT_ENGINE_H
+
+#include <stdint.h>
+
+#include "tokenizer.h"
+#include "vt/gguf.h"
+#include "vt/model.h"
+#include "vt/status.h"
+
+typedef struct vt_engine vt_engine;
+
+typedef struct vt_engine_params {
+    const char *model_path;  /* GGUF file, or the first shard of a split model */
+    const char *plugin_dir;  /* --plugin-dir (NULL: VT_PLUGIN_PATH, install/build dirs) */
+    const char *device;      /* backend name: "cpu" (NULL: "cpu") */
+    int n_threads;           /* <= 0: every online core */
+    const char *kernels;     /* "auto" (NULL) or "scalar" (reference kernels); env VT_KERNELS */
+    uint32_t n_ctx;          /* KV cache tokens (0: min(trained context, 4096)) */
+    uint32_t n_batch;        /* prefill chunk size in tokens (0: 512) */
+} vt_engine_params;
+
+vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out);
+void vt_engine_close(vt_engine *e);
+
+const vt_gguf *vt_engine_gguf(const vt_engine *e);
+const vt_tokenizer *vt_engine_tokenizer(const vt_engine *e);
+const char *vt_engine_arch(const vt_engine *e);
+void vt_engine_model_info(const vt_engine *e, vt_model_info *out);
+double vt_engine_load_seconds(const vt_engine *e);
+
+/* Forget all evaluated tokens. */
+vt_status vt_engine_reset(vt_engine *e);
+/* Tokens evaluated so far. */
+int64_t vt_engine_pos(const vt_engine *e);
+/*
+ * Append n tokens to the sequence, in chunks of at most n_batch.
+ * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token.
+ */
+vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *logits,
+                         int all_logits);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * error.c - per-thread last-error message and stderr logging (see error.h).
+ */
+#include "error.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define VT_ERROR_MAX 1024
+
+static _Thread_local char tl_error[VT_ERROR_MAX];
+
+void vt_set_error_v(const char *fmt, va_list ap)
+{
+    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
+}
+
+void vt_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vt_set_error_v(fmt, ap);
+    va_end(ap);
+}
+
+void vt_error_prefix(const char *fmt, ...)
+{
+    char prefix[VT_ERROR_MAX], old[VT_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, tl_error, sizeof old);
+    snprintf(tl_error, sizeof tl_error, "%s: %s", prefix, old);
+}
+
+const char *vt_last_error(void) { return tl_error; }
+
+void vt_clear_error(void) { tl_error[0] = '\0'; }
+
+/* ---- logging ---- */
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_level = VT_LOG_WARN; /* set once from the environment, then by the CLI */
+
+static void log_init(void)
+{
+    const char *e = getenv("VT_LOG_LEVEL");
+    if (!e) return;
+    if (!strcasecmp(e, "error")) log_level = VT_LOG_ERROR;
+    else if (!strcasecmp(e, "warn")) log_level = VT_LOG_WARN;
+    else if (!strcasecmp(e, "info")) log_level = VT_LOG_INFO;
+    else if (!strcasecmp(e, "debug")) log_level = VT_LOG_DEBUG;
+}
+
+void vt_log_set_level(vt_log_level level)
+{
+    pthread_once(&log_once, log_init);
+    log_level = level;
+}
+
+vt_log_level vt_log_get_level(void)
+{
+    pthread_once(&log_once, log_init);
+    return (vt_log_level)log_level;
+}
+
+void vt_log(vt_log_level level, const char *fmt, ...)
+{
+    static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+    pthread_once(&log_once, log_init);
+    if ((int)level > log_level) return;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "vt: %s: %s\n", names[level < 4 ? level : 3], buf);
+}
+
+const char *vt_status_name(vt_status s)
+{
+    switch (s) {
+    case VT_OK: return "VT_OK";
+    case VT_ERR_INVALID_ARG: return "VT_ERR_INVALID_ARG";
+    case VT_ERR_IO: return "VT_ERR_IO";
+    case VT_ERR_FORMAT: return "VT_ERR_FORMAT";
+    case VT_ERR_NOT_FOUND: return "VT_ERR_NOT_FOUND";
+    case VT_ERR_OUT_OF_MEMORY: return "VT_ERR_OUT_OF_MEMORY";
+    case VT_ERR_UNSUPPORTED: return "VT_ERR_UNSUPPORTED";
+    case VT_ERR_ABI: return "VT_ERR_ABI";
+    case VT_ERR_CAPABILITY: return "VT_ERR_CAPABILITY";
+    case VT_ERR_RANGE: return "VT_ERR_RANGE";
+    case VT_ERR_INTERNAL: return "VT_ERR_INTERNAL";
+    }
+    return "VT_ERR_?";
+}

@@ -1,0 +1,90 @@
+/*
+ * tokenizer.h - tokenizers read from GGUF metadata, detokenization (streaming
+ * safe) and the families' chat templates.
+ *
+ * Spec: ../shared/spec/tokenizers.md. Kinds: byte-level BPE
+ * (tokenizer.ggml.model = "gpt2", pre-tokenizers "qwen35" and "qwen2", with NFC
+ * normalization for the Qwen families, §4). A later kind (Gemma 4, §5) is added
+ * here too: a tokenizer kind is core code, not a model's private code.
+ */
+#ifndef VT_TOKENIZER_H
+#define VT_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/gguf.h"
+#include "vt/status.h"
+
+typedef struct vt_tokenizer vt_tokenizer;
+
+/* Token attributes (tokenizers.md §1.1). */
+enum {
+    VT_TOKEN_NORMAL = 1,
+    VT_TOKEN_UNKNOWN = 2,
+    VT_TOKEN_CONTROL = 3,
+    VT_TOKEN_USER_DEFINED = 4,
+    VT_TOKEN_UNUSED = 5,
+    VT_TOKEN_BYTE = 6
+};
+
+/* Build from the tokenizer.ggml.* keys of g (g may be closed afterwards).
+ * Errors name the key: VT_ERR_FORMAT, VT_ERR_UNSUPPORTED (unknown model/pre). */
+vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out);
+void vt_tokenizer_free(vt_tokenizer *t);
+
+int64_t vt_tokenizer_n_vocab(const vt_tokenizer *t);
+int32_t vt_tokenizer_bos(const vt_tokenizer *t); /* -1 when none */
+int32_t vt_tokenizer_eos(const vt_tokenizer *t); /* -1 when none */
+int vt_tokenizer_add_bos(const vt_tokenizer *t);
+/* End-of-generation token (tokenizers.md §9)? */
+int vt_tokenizer_is_eog(const vt_tokenizer *t, int32_t id);
+/* Attribute of a token (VT_TOKEN_*), 0 for an out-of-range id. */
+int vt_tokenizer_token_type(const vt_tokenizer *t, int32_t id);
+/* Id of a token by its exact text, -1 if none. */
+int32_t vt_tokenizer_find(const vt_tokenizer *t, const char *text);
+
+/*
+ * Tokenize len bytes of UTF-8 text (tokenizers.md §2): add_special adds BOS/EOS
+ * as the file says; parse_special matches CONTROL tokens written in the text
+ * (USER_DEFINED ones are always matched). *ids is malloc-ed (caller frees),
+ * *n_ids its length (may be 0 with *ids NULL).
+ */
+vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int add_special,
+                      int parse_special, int32_t **ids, int64_t *n_ids);
+
+/* The bytes token id stands for (tokenizers.md §7): CONTROL/UNKNOWN render
+ * only when special. Writes at most cap bytes; returns the full length
+ * (may exceed cap), or -1 for an invalid id. */
+int64_t vt_token_to_piece(const vt_tokenizer *t, int32_t id, int special, char *buf, size_t cap);
+
+/*
+ * Streaming detokenizer: push ids one at a time and get back only complete
+ * UTF-8 characters; a multi-byte character split across tokens is held until
+ * it completes. flush() returns what is left (invalid bytes as-is).
+ */
+typedef struct vt_detok_stream vt_detok_stream;
+vt_detok_stream *vt_detok_stream_new(const vt_tokenizer *t, int special);
+void vt_detok_stream_free(vt_detok_stream *s);
+/* Returns a pointer to n bytes valid until the next call on s. */
+const char *vt_detok_stream_push(vt_detok_stream *s, int32_t id, size_t *n);
+const char *vt_detok_stream_flush(vt_detok_stream *s, size_t *n);
+
+/* ---- chat templates (tokenizers.md §10) ---- */
+typedef struct vt_chat_msg {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content; /* UTF-8; trimmed by the renderer as the templates do */
+} vt_chat_msg;
+
+/*
+ * Render messages with the chat template of a family ("qwen35"), as the
+ * released models' templates render them (§10.1), ending with the generation
+ * prompt when add_generation_prompt. *out is malloc-ed. VT_ERR_UNSUPPORTED for
+ * an unknown family.
+ */
+vt_status vt_chat_render(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
+                         int add_generation_prompt, char **out);
+/* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35"), NULL if unknown. */
+const char *vt_chat_family_for_arch(const char *arch);
+
+#endif
