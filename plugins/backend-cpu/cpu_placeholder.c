@@ -1,0 +1,1 @@
+/* placeholder until the backend lands; replaced by backend-cpu sources */

@@ -1,0 +1,1 @@
+/* placeholder until the model plugin lands; replaced by model-qwen35 sources */

@@ -1,0 +1,89 @@
+/*
+ * test_util.h - helpers shared by the cmocka suites: where the fixtures are
+ * (and what to do when they are not), reading whole files, plugin and binary
+ * locations from the build.
+ */
+#ifndef VT_TEST_UTIL_H
+#define VT_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+/*
+ * The fixture folder: env VT_FIXTURES_DIR, else the CMake option baked into
+ * the test's environment. When it is absent: under CI=true the calling test
+ * fails; otherwise the test is skipped with a loud message. Returns NULL when
+ * the caller must return (after skip()).
+ */
+static inline const char *vt_test_fixtures(void)
+{
+    const char *d = getenv("VT_FIXTURES_DIR");
+    if (!d || !*d) d = getenv("VT_TEST_FIXTURES_DEFAULT");
+    struct stat st;
+    if (d && *d && stat(d, &st) == 0 && S_ISDIR(st.st_mode)) return d;
+    const char *ci = getenv("CI");
+    if (ci && !strcmp(ci, "true")) {
+        fail_msg("fixture folder '%s' is absent and CI=true: fixtures are required under CI",
+                 d ? d : "(unset)");
+        return NULL;
+    }
+    fprintf(stderr,
+            "\n**********************************************************************\n"
+            "*** SKIPPING: fixture folder '%s' not found.\n"
+            "*** Set VT_FIXTURES_DIR (or -DVT_FIXTURES_DIR=) to ../shared/fixtures.\n"
+            "**********************************************************************\n\n",
+            d ? d : "(unset)");
+    skip();
+    return NULL;
+}
+
+/* Join fixture dir + relative path into a static-ish buffer the caller owns. */
+static inline char *vt_test_path(const char *dir, const char *rel)
+{
+    size_t n = strlen(dir) + strlen(rel) + 2;
+    char *p = malloc(n);
+    assert_non_null(p);
+    snprintf(p, n, "%s/%s", dir, rel);
+    return p;
+}
+
+/* A required file of the fixture set: missing is a failure (the folder exists). */
+static inline void *vt_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open fixture file %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) fail_msg("short read of %s", path);
+    fclose(f);
+    ((char *)buf)[n] = 0;
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static inline const char *vt_test_plugin_dir(void)
+{
+    const char *d = getenv("VT_TEST_PLUGIN_DIR");
+    assert_non_null(d);
+    return d;
+}
+
+static inline const char *vt_test_vt_bin(void)
+{
+    const char *d = getenv("VT_TEST_VT_BIN");
+    assert_non_null(d);
+    return d;
+}
+
+#endif
