@@ -1,0 +1,510 @@
+/*
+ * main.c - the vt command: run | logits | tokenize | info | plugins | mkmodel.
+ *
+ * Each subcommand parses its own options (getopt_long) and reports failures
+ * as "vt <cmd>: <message>" with the core's error text, exit status 1 (2 for
+ * usage errors).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "capabilities.h"
+#include "engine.h"
+#include "error.h"
+#include "gguf_info.h"
+#include "mkmodel.h"
+#include "registry.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+#define VT_VERSION_STRING "0.1.0"
+
+static const char *usage_text =
+    "usage: vt <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [--temp T] [--top-k K] [--top-p P]\n"
+    "            [--min-p P] [--seed S] [--chat] [--system TEXT] [--stats] [--ids]\n"
+    "            generate text (streams to stdout; --ids: token ids instead)\n"
+    "  logits    -m MODEL --tokens 1,2,3 -o FILE   write float32 logits [n_tokens][n_vocab]\n"
+    "  tokenize  -m MODEL -p TEXT                  print the token ids\n"
+    "  info      -m MODEL                          metadata, tensor table, totals\n"
+    "  plugins                                     list plugins and their capabilities\n"
+    "  mkmodel   -o FILE [--type f32|bf16] [--seed S]  write a random-weight qwen35moe demo model\n"
+    "\n"
+    "common options:\n"
+    "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
+    "  -t, --threads N       CPU threads (default: every core)\n"
+    "  --device NAME         backend plugin (default: cpu)\n"
+    "  --plugin-dir DIR      search DIR for plugins first (also VT_PLUGIN_PATH)\n"
+    "  --kernels auto|scalar scalar = plain float32 reference kernels (also VT_KERNELS)\n"
+    "  --ctx N               KV cache length in tokens (default min(trained, 4096))\n"
+    "  --batch N             prefill chunk size in tokens (default 512)\n"
+    "  -v, --verbose         log INFO (VT_LOG_LEVEL=debug for more)\n"
+    "\n"
+    "Plugins are searched in --plugin-dir, VT_PLUGIN_PATH, then <bindir>/../lib/vt/plugins.\n";
+
+typedef struct opts {
+    const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type;
+    int n_predict, threads, chat, stats, ids, ignore_eos, have_seed;
+    uint32_t ctx, batch;
+    vt_sampler_params sp;
+} opts;
+
+enum {
+    O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS
+};
+
+static const struct option long_opts[] = {
+    {"model", required_argument, 0, 'm'},   {"prompt", required_argument, 0, 'p'},
+    {"n-predict", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},
+    {"output", required_argument, 0, 'o'},  {"verbose", no_argument, 0, 'v'},
+    {"help", no_argument, 0, 'h'},          {"temp", required_argument, 0, O_TEMP},
+    {"top-k", required_argument, 0, O_TOPK}, {"top-p", required_argument, 0, O_TOPP},
+    {"min-p", required_argument, 0, O_MINP}, {"seed", required_argument, 0, O_SEED},
+    {"chat", no_argument, 0, O_CHAT},       {"system", required_argument, 0, O_SYSTEM},
+    {"stats", no_argument, 0, O_STATS},     {"ids", no_argument, 0, O_IDS},
+    {"tokens", required_argument, 0, O_TOKENS}, {"device", required_argument, 0, O_DEVICE},
+    {"plugin-dir", required_argument, 0, O_PLUGIN_DIR}, {"kernels", required_argument, 0, O_KERNELS},
+    {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
+    {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
+    {0, 0, 0, 0}};
+
+static int parse_long(const char *s, long lo, long hi, const char *what, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "vt: %s must be an integer in [%ld, %ld], got '%s'\n", what, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, const char *what, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "vt: %s must be a number, got '%s'\n", what, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = 64;
+    o->sp = (vt_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
+    long v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:p:n:t:o:vh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'p': o->prompt = optarg; break;
+        case 'n': if (parse_long(optarg, -1, INT_MAX, "-n", &v)) return -1; o->n_predict = (int)v; break;
+        case 't': if (parse_long(optarg, 0, 4096, "--threads", &v)) return -1; o->threads = (int)v; break;
+        case 'o': o->output = optarg; break;
+        case 'v': vt_log_set_level(VT_LOG_INFO); break;
+        case 'h': fputs(usage_text, stdout); exit(0);
+        case O_TEMP: if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1; break;
+        case O_TOPK: if (parse_long(optarg, 0, INT_MAX, "--top-k", &v)) return -1; o->sp.top_k = (int32_t)v; break;
+        case O_TOPP: if (parse_float(optarg, "--top-p", &o->sp.top_p)) return -1; break;
+        case O_MINP: if (parse_float(optarg, "--min-p", &o->sp.min_p)) return -1; break;
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (errno || *end || end == optarg) {
+                fprintf(stderr, "vt: --seed must be a non-negative integer, got '%s'\n", optarg);
+                return -1;
+            }
+            o->sp.seed = s;
+            o->have_seed = 1;
+            break;
+        }
+        case O_CHAT: o->chat = 1; break;
+        case O_SYSTEM: o->system = optarg; break;
+        case O_STATS: o->stats = 1; break;
+        case O_IDS: o->ids = 1; break;
+        case O_TOKENS: o->tokens = optarg; break;
+        case O_DEVICE: o->device = optarg; break;
+        case O_PLUGIN_DIR: o->plugin_dir = optarg; break;
+        case O_KERNELS:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "scalar")) {
+                fprintf(stderr, "vt: --kernels must be 'auto' or 'scalar', got '%s'\n", optarg);
+                return -1;
+            }
+            o->kernels = optarg;
+            break;
+        case O_CTX: if (parse_long(optarg, 1, 1L << 24, "--ctx", &v)) return -1; o->ctx = (uint32_t)v; break;
+        case O_BATCH: if (parse_long(optarg, 1, 1L << 16, "--batch", &v)) return -1; o->batch = (uint32_t)v; break;
+        case O_TYPE: o->type = optarg; break;
+        case O_IGNORE_EOS: o->ignore_eos = 1; break;
+        default: return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "vt: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+static int fail(const char *cmd)
+{
+    fprintf(stderr, "vt %s: %s\n", cmd, vt_last_error()[0] ? vt_last_error() : "failed");
+    return 1;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static vt_status open_engine(const opts *o, vt_engine **e)
+{
+    vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
+                          .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
+                          .n_batch = o->batch};
+    return vt_engine_open(&p, e);
+}
+
+/* ------------------------------------------------------------------ run */
+
+static int cmd_run(const opts *o)
+{
+    if (!o->model || !o->prompt) {
+        fprintf(stderr, "vt run: -m MODEL and -p PROMPT are required\n");
+        return 2;
+    }
+    vt_engine *e;
+    if (open_engine(o, &e) != VT_OK) return fail("run");
+    const vt_tokenizer *tok = vt_engine_tokenizer(e);
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    int rc = 1;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    uint8_t *banned = NULL;
+    vt_sampler *smp = NULL;
+    vt_detok_stream *ds = NULL;
+
+    const char *prompt = o->prompt;
+    if (o->chat) {
+        const char *family = vt_chat_family_for_arch(vt_engine_arch(e));
+        vt_chat_msg msgs[2];
+        size_t n = 0;
+        if (o->system) msgs[n++] = (vt_chat_msg){"system", o->system};
+        msgs[n++] = (vt_chat_msg){"user", o->prompt};
+        if (!family) {
+            vt_set_error("no chat template for architecture '%s'", vt_engine_arch(e));
+            goto out;
+        }
+        if (vt_chat_render(family, msgs, n, 1, &text) != VT_OK) goto out;
+        prompt = text;
+    }
+    int64_t n_ids = 0;
+    if (vt_tokenize(tok, prompt, strlen(prompt), 1, 1, &ids, &n_ids) != VT_OK) goto out;
+    if (n_ids == 0) {
+        vt_set_error("the prompt tokenizes to nothing");
+        goto out;
+    }
+    logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    banned = calloc((size_t)info.n_vocab, 1);
+    if (!logits || !banned) {
+        vt_set_error("out of memory for %lld logits", (long long)info.n_vocab);
+        goto out;
+    }
+    for (int64_t i = 0; i < info.n_vocab; i++)
+        banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED;
+    vt_sampler_params sp = o->sp;
+    if (!o->have_seed) sp.seed = (uint64_t)time(NULL);
+    if (vt_sampler_new(&sp, info.n_vocab, banned, &smp) != VT_OK) goto out;
+    ds = vt_detok_stream_new(tok, 0);
+    if (!ds) {
+        vt_set_error("out of memory for the detokenizer");
+        goto out;
+    }
+
+    double t0 = now_seconds();
+    if (vt_engine_eval(e, ids, n_ids, logits, 0) != VT_OK) goto out;
+    double t1 = now_seconds();
+    int n_gen = 0;
+    for (; o->n_predict < 0 || n_gen < o->n_predict; n_gen++) {
+        int32_t id = vt_sampler_sample(smp, logits);
+        if (!o->ignore_eos && vt_tokenizer_is_eog(tok, id)) break;
+        if (o->ids) {
+            printf(n_gen ? " %d" : "%d", id);
+        } else {
+            size_t n;
+            const char *piece = vt_detok_stream_push(ds, id, &n);
+            fwrite(piece, 1, n, stdout);
+        }
+        fflush(stdout);
+        if (o->n_predict >= 0 && n_gen + 1 >= o->n_predict) {
+            n_gen++;
+            break;
+        }
+        if (vt_engine_eval(e, &id, 1, logits, 0) != VT_OK) goto out;
+    }
+    double t2 = now_seconds();
+    if (!o->ids) {
+        size_t n;
+        const char *rest = vt_detok_stream_flush(ds, &n);
+        fwrite(rest, 1, n, stdout);
+    }
+    printf("\n");
+    if (o->stats) {
+        /* the last sampled token is not evaluated: decode steps = n_gen - 1 */
+        int steps = n_gen > 0 ? n_gen - 1 : 0;
+        fprintf(stderr, "load: %.3f s\n", vt_engine_load_seconds(e));
+        fprintf(stderr, "prefill: %lld tokens in %.4f s (%.1f tokens/s)\n", (long long)n_ids,
+                t1 - t0, n_ids / (t1 - t0));
+        fprintf(stderr, "decode: %d tokens in %.4f s (%.1f tokens/s)\n", steps, t2 - t1,
+                steps > 0 ? steps / (t2 - t1) : 0.0);
+    }
+    rc = 0;
+out:
+    if (rc) fail("run");
+    vt_detok_stream_free(ds);
+    vt_sampler_free(smp);
+    free(banned);
+    free(logits);
+    free(ids);
+    free(text);
+    vt_engine_close(e);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ logits */
+
+static int parse_token_list(const char *s, int32_t **out, int64_t *n)
+{
+    int64_t cap = 16, k = 0;
+    int32_t *v = malloc((size_t)cap * sizeof *v);
+    if (!v) return -1;
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX) {
+            fprintf(stderr, "vt logits: bad token id near '%.20s'\n", p);
+            free(v);
+            return -1;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+            if (!nv) {
+                free(v);
+                return -1;
+            }
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+static int cmd_logits(const opts *o)
+{
+    if (!o->model || !o->tokens || !o->output) {
+        fprintf(stderr, "vt logits: -m MODEL, --tokens LIST and -o FILE are required\n");
+        return 2;
+    }
+    int32_t *toks;
+    int64_t n;
+    if (parse_token_list(o->tokens, &toks, &n)) return 2;
+    if (n == 0) {
+        fprintf(stderr, "vt logits: --tokens is empty\n");
+        free(toks);
+        return 2;
+    }
+    vt_engine *e;
+    if (open_engine(o, &e) != VT_OK) {
+        free(toks);
+        return fail("logits");
+    }
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    int rc = 1;
+    float *logits = malloc((size_t)n * (size_t)info.n_vocab * sizeof *logits);
+    if (!logits) {
+        vt_set_error("out of memory for %lld x %lld logits", (long long)n, (long long)info.n_vocab);
+    } else if (vt_engine_eval(e, toks, n, logits, 1) == VT_OK) {
+        FILE *f = fopen(o->output, "wb");
+        if (!f) {
+            vt_set_error("cannot create %s: %s", o->output, strerror(errno));
+        } else {
+            size_t cnt = (size_t)n * (size_t)info.n_vocab;
+            if (fwrite(logits, sizeof *logits, cnt, f) != cnt || fclose(f) != 0)
+                vt_set_error("write %s failed: %s", o->output, strerror(errno));
+            else
+                rc = 0;
+        }
+    }
+    if (rc) fail("logits");
+    free(logits);
+    free(toks);
+    vt_engine_close(e);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ tokenize */
+
+static int cmd_tokenize(const opts *o)
+{
+    if (!o->model || !o->prompt) {
+        fprintf(stderr, "vt tokenize: -m MODEL and -p TEXT are required\n");
+        return 2;
+    }
+    vt_gguf *g;
+    if (vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK) return fail("tokenize");
+    vt_tokenizer *t;
+    if (vt_tokenizer_load(g, &t) != VT_OK) {
+        vt_gguf_close(g);
+        return fail("tokenize");
+    }
+    int32_t *ids;
+    int64_t n;
+    int rc = 0;
+    if (vt_tokenize(t, o->prompt, strlen(o->prompt), 1, 1, &ids, &n) != VT_OK) {
+        rc = fail("tokenize");
+    } else {
+        for (int64_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+        free(ids);
+    }
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ info */
+
+static int cmd_info(const opts *o)
+{
+    if (!o->model) {
+        fprintf(stderr, "vt info: -m MODEL is required\n");
+        return 2;
+    }
+    vt_gguf *g;
+    if (vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK) return fail("info");
+    vt_gguf_print_info(g, stdout);
+    vt_gguf_close(g);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ plugins */
+
+static const char *kind_str(uint32_t k)
+{
+    return k == VT_PLUGIN_BACKEND ? "backend" : k == VT_PLUGIN_MODEL ? "model" : k == VT_PLUGIN_STORE ? "store" : "?";
+}
+
+static int cmd_plugins(const opts *o)
+{
+    const char *dirs[2] = {o->plugin_dir, NULL};
+    vt_registry *r;
+    if (vt_registry_open(o->plugin_dir ? dirs : NULL, &r) != VT_OK) return fail("plugins");
+    printf("plugin directories: %s\n", vt_registry_dirs(r));
+    int any_error = 0;
+    for (size_t i = 0; i < vt_registry_count(r); i++) {
+        const vt_plugin_entry *e = vt_registry_at(r, i);
+        if (!e->desc) {
+            printf("\nREFUSED %s\n  %s\n", e->path, e->error ? e->error : "");
+            any_error = 1;
+            continue;
+        }
+        const vt_plugin_desc *d = e->desc;
+        printf("\n%s '%s' %s  ABI %u.%u  priority %d%s\n  file: %s\n", kind_str(d->kind), d->name,
+               d->version ? d->version : "", d->abi_major, d->abi_minor, e->priority,
+               e->shadowed ? "  (shadowed)" : "", e->path);
+        if (d->description) printf("  %s\n", d->description);
+        if (d->kind == VT_PLUGIN_MODEL) {
+            const vt_model_api *m = d->table;
+            printf("  architectures:");
+            for (size_t j = 0; m->architectures[j]; j++) printf(" %s", m->architectures[j]);
+            printf("\n");
+        } else if (d->kind == VT_PLUGIN_BACKEND) {
+            const vt_backend_api *b = d->table;
+            printf("  devices: %d\n  capabilities:\n", b->device_count());
+            for (uint32_t id = 0; id < VT_CAP_ID_LIMIT; id++) {
+                if (!vt_cap_known(id, NULL)) continue;
+                const char *reason;
+                char name[64];
+                vt_cap_state s = vt_caps_state(d, id, &reason);
+                printf("    %-34s %s%s%s\n", vt_cap_name(id, name, sizeof name),
+                       s == VT_CAP_PRESENT ? "PRESENT" : "ABSENT",
+                       reason && *reason ? "  " : "", reason ? reason : "");
+            }
+        }
+    }
+    vt_registry_close(r);
+    return any_error ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ mkmodel */
+
+static int cmd_mkmodel(const opts *o)
+{
+    if (!o->output) {
+        fprintf(stderr, "vt mkmodel: -o FILE is required\n");
+        return 2;
+    }
+    vt_mkmodel_params p;
+    vt_mkmodel_defaults(&p);
+    if (o->type && vt_mkmodel_set_type(&p, o->type) != VT_OK) return fail("mkmodel");
+    if (o->have_seed) p.seed = o->sp.seed;
+    if (vt_mkmodel_qwen35moe(o->output, &p) != VT_OK) return fail("mkmodel");
+    fprintf(stderr, "wrote %s\n", o->output);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        fputs(usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("vt %s (plugin ABI %d.%d)\n", VT_VERSION_STRING, VT_ABI_MAJOR, VT_ABI_MINOR);
+        return 0;
+    }
+    const char *cmd = argv[1];
+    opts o;
+    if (parse_opts(argc - 1, argv + 1, &o)) {
+        fprintf(stderr, "run 'vt --help' for usage\n");
+        return 2;
+    }
+    if (!strcmp(cmd, "run")) return cmd_run(&o);
+    if (!strcmp(cmd, "logits")) return cmd_logits(&o);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(&o);
+    if (!strcmp(cmd, "info")) return cmd_info(&o);
+    if (!strcmp(cmd, "plugins")) return cmd_plugins(&o);
+    if (!strcmp(cmd, "mkmodel")) return cmd_mkmodel(&o);
+    fprintf(stderr, "vt: unknown command '%s'\n%s", cmd, usage_text);
+    return 2;
+}

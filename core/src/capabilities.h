@@ -1,0 +1,31 @@
+/*
+ * capabilities.h - the capability ids this core's ABI knows, their names, the
+ * ABI minor that introduced each, and the checks the registry and the
+ * configuration resolver run on a backend's declarations.
+ */
+#ifndef VT_CAPABILITIES_H
+#define VT_CAPABILITIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/backend.h"
+#include "vt/model.h"
+
+/* Table sizes each ABI minor requires (append-only tables). */
+#define VT_BACKEND_API_SIZE_1_0 sizeof(vt_backend_api)
+#define VT_MODEL_API_SIZE_1_0 sizeof(vt_model_api)
+
+/* Name of a capability id ("memory_probe", "mat_mul.Q8_0"); writes into buf. */
+const char *vt_cap_name(uint32_t id, char *buf, size_t cap);
+/* Whether id is a capability of this ABI, and the minor that introduced it. */
+int vt_cap_known(uint32_t id, uint16_t *minor);
+
+/* Validate a backend descriptor's capability list (registry load check). */
+vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap);
+
+/* State of capability id for a validated backend: VT_CAP_PRESENT or
+ * VT_CAP_ABSENT, with *reason set for ABSENT (never NULL). */
+vt_cap_state vt_caps_state(const vt_plugin_desc *d, uint32_t id, const char **reason);
+
+#endif

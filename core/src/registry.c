@@ -1,0 +1,470 @@
+/*
+ * registry.c - finds, dlopen-s and validates plugins; the host table.
+ *
+ * What it checks before a plugin may be used (DESIGN.md "The plugin ABI"):
+ *  - the entry symbol exists and returns a descriptor;
+ *  - the descriptor's struct_size covers the fields of ABI 1.0, its abi_major
+ *    equals the core's, its kind is known, its name is [a-z0-9_-]+;
+ *  - the kind's table is at least as large as the plugin's declared ABI minor
+ *    requires, and every required function is set;
+ *  - a backend declares every capability its ABI minor knows, each exactly
+ *    once, PRESENT with its function set or ABSENT with the function NULL and
+ *    a reason. Capabilities newer than the plugin's minor read as ABSENT with
+ *    the reason "plugin built for ABI x.y".
+ * A refused plugin stays in the list with the reason (shown by `vt plugins`)
+ * and its handle closed. Directories writable by group or others are refused.
+ */
+#include "registry.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capabilities.h"
+#include "error.h"
+#include "vt/gguf.h"
+
+struct vt_registry {
+    vt_plugin_entry *items;
+    size_t n, cap;
+    char dirs[4096]; /* ':'-joined list of searched directories, for messages */
+};
+
+/* ---------------------------------------------------------------- host table */
+
+static void host_log(vt_log_level level, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    vt_log(level, "%s", buf);
+}
+
+static void host_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vt_set_error_v(fmt, ap);
+    va_end(ap);
+}
+
+static const vt_host_api host_table = {
+    .struct_size = sizeof(vt_host_api),
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .log = host_log,
+    .set_error = host_set_error,
+    .last_error = vt_last_error,
+    .gguf_get_u32 = vt_gguf_get_u32,
+    .gguf_get_f32 = vt_gguf_get_f32,
+    .gguf_get_bool = vt_gguf_get_bool,
+    .gguf_get_str = vt_gguf_get_str,
+    .gguf_get_arr = vt_gguf_get_arr,
+    .gguf_get_arr_i64 = vt_gguf_get_arr_i64,
+    .gguf_find_tensor = vt_gguf_find_tensor,
+    .gguf_n_tensors = vt_gguf_n_tensors,
+    .gguf_tensor_at = vt_gguf_tensor_at,
+};
+
+const vt_host_api *vt_host_table(void) { return &host_table; }
+
+/* ------------------------------------------------------------- validation */
+
+static int valid_name(const char *s)
+{
+    if (!s || !*s || strlen(s) > 64) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+#define REQUIRE_FN(tab, fn)                                                                  \
+    do {                                                                                     \
+        if (!(tab)->fn) {                                                                    \
+            snprintf(why, why_cap, "required function '" #fn "' is NULL");                  \
+            return VT_ERR_ABI;                                                               \
+        }                                                                                    \
+    } while (0)
+
+static vt_status check_backend(const vt_plugin_desc *d, char *why, size_t why_cap)
+{
+    const vt_backend_api *t = d->table;
+    if (t->struct_size < VT_BACKEND_API_SIZE_1_0) {
+        snprintf(why, why_cap,
+                 "backend table is %u bytes, ABI %u.%u requires at least %zu",
+                 t->struct_size, d->abi_major, d->abi_minor, (size_t)VT_BACKEND_API_SIZE_1_0);
+        return VT_ERR_ABI;
+    }
+    REQUIRE_FN(t, device_count);
+    REQUIRE_FN(t, init);
+    REQUIRE_FN(t, shutdown);
+    REQUIRE_FN(t, alloc);
+    REQUIRE_FN(t, free);
+    REQUIRE_FN(t, copy_h2d);
+    REQUIRE_FN(t, copy_d2h);
+    REQUIRE_FN(t, copy_d2d);
+    REQUIRE_FN(t, memset_zero);
+    REQUIRE_FN(t, synchronize);
+    return vt_caps_validate(d, why, why_cap);
+}
+
+static vt_status check_model(const vt_plugin_desc *d, char *why, size_t why_cap)
+{
+    const vt_model_api *t = d->table;
+    if (t->struct_size < VT_MODEL_API_SIZE_1_0) {
+        snprintf(why, why_cap, "model table is %u bytes, ABI %u.%u requires at least %zu",
+                 t->struct_size, d->abi_major, d->abi_minor, (size_t)VT_MODEL_API_SIZE_1_0);
+        return VT_ERR_ABI;
+    }
+    REQUIRE_FN(t, architectures);
+    REQUIRE_FN(t, required_caps);
+    REQUIRE_FN(t, load);
+    REQUIRE_FN(t, free);
+    REQUIRE_FN(t, info);
+    REQUIRE_FN(t, seq_new);
+    REQUIRE_FN(t, seq_free);
+    REQUIRE_FN(t, seq_reset);
+    REQUIRE_FN(t, seq_pos);
+    REQUIRE_FN(t, forward);
+    for (size_t i = 0; t->architectures[i]; i++)
+        if (i > 64 || !valid_name(t->architectures[i])) {
+            snprintf(why, why_cap, "architecture list entry %zu is not a valid name", i);
+            return VT_ERR_ABI;
+        }
+    return VT_OK;
+}
+
+static vt_status check_desc(const vt_plugin_desc *d, char *why, size_t why_cap)
+{
+    if (!d) {
+        snprintf(why, why_cap, "%s() returned NULL", VT_PLUGIN_ENTRY_SYMBOL);
+        return VT_ERR_ABI;
+    }
+    if (d->struct_size < sizeof(vt_plugin_desc)) {
+        snprintf(why, why_cap, "descriptor is %u bytes, ABI 1.0 requires %zu", d->struct_size,
+                 sizeof(vt_plugin_desc));
+        return VT_ERR_ABI;
+    }
+    if (d->abi_major != VT_ABI_MAJOR) {
+        snprintf(why, why_cap, "plugin built for ABI %u.%u, this vt has ABI %d.%d (major differs)",
+                 d->abi_major, d->abi_minor, VT_ABI_MAJOR, VT_ABI_MINOR);
+        return VT_ERR_ABI;
+    }
+    if (!valid_name(d->name)) {
+        snprintf(why, why_cap, "plugin name is missing or not [a-z0-9_-]+");
+        return VT_ERR_ABI;
+    }
+    if (!d->table || *(const uint32_t *)d->table < sizeof(uint32_t)) {
+        snprintf(why, why_cap, "plugin '%s' has no function table", d->name);
+        return VT_ERR_ABI;
+    }
+    switch (d->kind) {
+    case VT_PLUGIN_BACKEND: return check_backend(d, why, why_cap);
+    case VT_PLUGIN_MODEL: return check_model(d, why, why_cap);
+    case VT_PLUGIN_STORE:
+        snprintf(why, why_cap, "store plugins arrive with a later ABI minor; this vt has %d.%d",
+                 VT_ABI_MAJOR, VT_ABI_MINOR);
+        return VT_ERR_UNSUPPORTED;
+    default:
+        snprintf(why, why_cap, "unknown plugin kind %u", d->kind);
+        return VT_ERR_ABI;
+    }
+}
+
+/* ------------------------------------------------------------- manifests */
+
+typedef struct manifest {
+    int priority;
+    char kind[32], name[72], file[256];
+} manifest;
+
+static int manifest_handler(void *user, const char *section, const char *key, const char *value)
+{
+    manifest *m = user;
+    if (strcmp(section, "plugin")) return 1; /* other sections are for other tools */
+    if (!strcmp(key, "priority")) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (*end || v < -1000000 || v > 1000000) return 0;
+        m->priority = (int)v;
+    } else if (!strcmp(key, "kind")) {
+        snprintf(m->kind, sizeof m->kind, "%s", value);
+    } else if (!strcmp(key, "name")) {
+        snprintf(m->name, sizeof m->name, "%s", value);
+    } else if (!strcmp(key, "file")) {
+        snprintf(m->file, sizeof m->file, "%s", value);
+    }
+    return 1;
+}
+
+static const char *kind_name(uint32_t k)
+{
+    switch (k) {
+    case VT_PLUGIN_BACKEND: return "backend";
+    case VT_PLUGIN_MODEL: return "model";
+    case VT_PLUGIN_STORE: return "store";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------- loading */
+
+static vt_plugin_entry *push_entry(vt_registry *r, const char *path)
+{
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 16;
+        vt_plugin_entry *ni = realloc(r->items, nc * sizeof *ni);
+        if (!ni) return NULL;
+        r->items = ni;
+        r->cap = nc;
+    }
+    vt_plugin_entry *e = &r->items[r->n++];
+    memset(e, 0, sizeof *e);
+    e->path = strdup(path);
+    return e;
+}
+
+static void refuse(vt_plugin_entry *e, const char *why)
+{
+    size_t n = strlen(e->path) + strlen(why) + 32;
+    free(e->error);
+    e->error = malloc(n);
+    if (e->error) snprintf(e->error, n, "plugin %s refused: %s", e->path, why);
+    vt_set_error("plugin %s refused: %s", e->path, why);
+    if (e->handle) dlclose(e->handle);
+    e->handle = NULL;
+    e->desc = NULL;
+}
+
+/* Resolve equal kind+name: higher priority wins; equal priorities are an error naming both. */
+static void resolve_shadowing(vt_registry *r, vt_plugin_entry *e)
+{
+    for (size_t i = 0; i + 1 < r->n; i++) {
+        vt_plugin_entry *o = &r->items[i];
+        if (!o->desc || o->shadowed || o == e) continue;
+        if (o->desc->kind != e->desc->kind || strcmp(o->desc->name, e->desc->name)) continue;
+        if (e->priority > o->priority) {
+            o->shadowed = 1;
+        } else if (e->priority < o->priority) {
+            e->shadowed = 1;
+        } else {
+            char why[1024];
+            snprintf(why, sizeof why, "%s plugin '%s' also provided by %s with the same priority %d",
+                     kind_name(e->desc->kind), e->desc->name, o->path, e->priority);
+            refuse(e, why);
+            snprintf(why, sizeof why, "%s plugin '%s' also provided by %s with the same priority %d",
+                     kind_name(o->desc->kind), o->desc->name, e->path, o->priority);
+            refuse(o, why);
+            return;
+        }
+    }
+}
+
+vt_status vt_registry_load_file(vt_registry *r, const char *path)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real)) snprintf(real, sizeof real, "%s", path);
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(r->items[i].path, real)) return r->items[i].error ? VT_ERR_ABI : VT_OK;
+
+    vt_plugin_entry *e = push_entry(r, real);
+    if (!e || !e->path) {
+        vt_set_error("out of memory recording plugin %s", path);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    char why[1024];
+
+    /* manifest NAME.ini beside NAME.so */
+    size_t len = strlen(real);
+    if (len > 3 && !strcmp(real + len - 3, ".so")) {
+        char ini[PATH_MAX];
+        snprintf(ini, sizeof ini, "%.*s.ini", (int)(len - 3), real);
+        if (access(ini, R_OK) == 0) {
+            manifest m = {0};
+            int rc = ini_parse(ini, manifest_handler, &m);
+            if (rc != 0) {
+                snprintf(why, sizeof why, "manifest %s: parse error at line %d", ini, rc);
+                refuse(e, why);
+                return VT_ERR_FORMAT;
+            }
+            e->manifest = strdup(ini);
+            e->priority = m.priority;
+        }
+    }
+
+    e->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    if (!e->handle) {
+        snprintf(why, sizeof why, "dlopen failed: %s", dlerror());
+        refuse(e, why);
+        return VT_ERR_IO;
+    }
+    vt_plugin_entry_fn entry;
+    *(void **)&entry = dlsym(e->handle, VT_PLUGIN_ENTRY_SYMBOL);
+    if (!entry) {
+        snprintf(why, sizeof why, "no '%s' symbol (not a vt plugin)", VT_PLUGIN_ENTRY_SYMBOL);
+        refuse(e, why);
+        return VT_ERR_ABI;
+    }
+    const vt_plugin_desc *d = entry();
+    vt_status st = check_desc(d, why, sizeof why);
+    if (st != VT_OK) {
+        refuse(e, why);
+        return st;
+    }
+    e->desc = d;
+    resolve_shadowing(r, e);
+    if (!e->desc) return VT_ERR_ABI;
+    vt_log(VT_LOG_DEBUG, "loaded %s plugin '%s' %s from %s", kind_name(d->kind), d->name,
+           d->version ? d->version : "", real);
+    return VT_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void append_dir_note(vt_registry *r, const char *dir)
+{
+    size_t used = strlen(r->dirs);
+    snprintf(r->dirs + used, sizeof r->dirs - used, "%s%s", used ? ":" : "", dir);
+}
+
+static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], size_t *n_seen)
+{
+    char real[PATH_MAX];
+    if (!realpath(dir, real)) return; /* a missing directory is not an error */
+    for (size_t i = 0; i < *n_seen; i++)
+        if (!strcmp(seen[i], real)) return;
+    if (*n_seen < 16) snprintf(seen[(*n_seen)++], PATH_MAX, "%s", real);
+    append_dir_note(r, real);
+
+    struct stat st;
+    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        vt_plugin_entry *e = push_entry(r, real);
+        if (e) refuse(e, "plugin directory is writable by group or others; refusing to load from it");
+        return;
+    }
+    DIR *dh = opendir(real);
+    if (!dh) return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dh))) {
+        size_t l = strlen(de->d_name);
+        if (l < 4 || strcmp(de->d_name + l - 3, ".so")) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+        }
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(dh);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", real, names[i]);
+        (void)vt_registry_load_file(r, p);
+        free(names[i]);
+    }
+    free(names);
+}
+
+vt_status vt_registry_open(const char *const *dirs, vt_registry **out)
+{
+    vt_registry *r = calloc(1, sizeof *r);
+    if (!r) {
+        vt_set_error("out of memory creating the plugin registry");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    char (*seen)[PATH_MAX] = calloc(16, PATH_MAX); /* directories already scanned */
+    size_t n_seen = 0;
+    if (!seen) {
+        free(r);
+        vt_set_error("out of memory creating the plugin registry");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; dirs && dirs[i]; i++) scan_dir(r, dirs[i], seen, &n_seen);
+
+    const char *env = getenv("VT_PLUGIN_PATH");
+    if (env && *env) {
+        char *copy = strdup(env), *save = NULL;
+        for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok; tok = strtok_r(NULL, ":", &save))
+            scan_dir(r, tok, seen, &n_seen);
+        free(copy);
+    }
+    /* relative to the executable: <bindir>/../lib/vt/plugins (install and build tree alike) */
+    char exe[PATH_MAX];
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (l > 0) {
+        exe[l] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char p[PATH_MAX + 32];
+            snprintf(p, sizeof p, "%s/../lib/vt/plugins", exe);
+            scan_dir(r, p, seen, &n_seen);
+        }
+    }
+#ifdef VT_BUILD_PLUGIN_DIR
+    /* when vt runs from its build tree (the test binaries live beside it) */
+    if (l > 0 && !strncmp(exe, VT_BUILD_PLUGIN_DIR, strlen(VT_BUILD_PLUGIN_DIR) - strlen("/lib/vt/plugins")))
+        scan_dir(r, VT_BUILD_PLUGIN_DIR, seen, &n_seen);
+#endif
+    free(seen);
+    *out = r;
+    return VT_OK;
+}
+
+void vt_registry_close(vt_registry *r)
+{
+    if (!r) return;
+    for (size_t i = 0; i < r->n; i++) {
+        vt_plugin_entry *e = &r->items[i];
+        if (e->handle) dlclose(e->handle);
+        free(e->path);
+        free(e->manifest);
+        free(e->error);
+    }
+    free(r->items);
+    free(r);
+}
+
+size_t vt_registry_count(const vt_registry *r) { return r->n; }
+const vt_plugin_entry *vt_registry_at(const vt_registry *r, size_t i) { return i < r->n ? &r->items[i] : NULL; }
+const char *vt_registry_dirs(const vt_registry *r) { return r->dirs[0] ? r->dirs : "(none)"; }
+
+const vt_plugin_entry *vt_registry_find(const vt_registry *r, vt_plugin_kind kind, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const vt_plugin_entry *e = &r->items[i];
+        if (e->desc && !e->shadowed && e->desc->kind == (uint32_t)kind && !strcmp(e->desc->name, name))
+            return e;
+    }
+    return NULL;
+}
+
+const vt_plugin_entry *vt_registry_find_model(const vt_registry *r, const char *arch)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const vt_plugin_entry *e = &r->items[i];
+        if (!e->desc || e->shadowed || e->desc->kind != VT_PLUGIN_MODEL) continue;
+        const vt_model_api *m = e->desc->table;
+        for (size_t j = 0; m->architectures[j]; j++)
+            if (!strcmp(m->architectures[j], arch)) return e;
+    }
+    return NULL;
+}

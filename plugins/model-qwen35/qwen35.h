@@ -1,0 +1,184 @@
+/*
+ * qwen35.h - internal types of the Qwen3.5 model plugin (model-qwen35).
+ *
+ * The plugin serves the GGUF architectures `qwen35moe` (Gated DeltaNet + gated
+ * full attention, routed-expert MoE with a shared expert) and `qwen35` (the
+ * same with a dense SwiGLU FFN). Specification: ../shared/spec/qwen35moe.md.
+ *
+ * Files:
+ *   qwen35_plugin.c   descriptor, vt_model_api table, sequences, info
+ *   qwen35_load.c     hyperparameters (§3), tensor mapping and shape checks
+ *                     (§4), weight placement, required_caps
+ *   qwen35_forward.c  the forward pass (§5), all compute through backend ops
+ *
+ * Nothing here is visible outside the plugin (hidden visibility); the only
+ * exported symbol is vt_plugin_entry.
+ */
+#ifndef VT_QWEN35_H
+#define VT_QWEN35_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/backend.h"
+#include "vt/gguf.h"
+#include "vt/model.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+#include "vt/types.h"
+
+/* ---- hyperparameters (spec §3) ---- */
+
+typedef struct qwen35_hparams {
+    char arch[16];           /* "qwen35moe" or "qwen35" */
+    int is_moe;              /* qwen35moe: routed experts + shared expert */
+    uint32_t n_ctx_train;    /* context_length */
+    uint32_t n_embd;         /* embedding_length */
+    uint32_t n_layer_all;    /* block_count (main + MTP layers) */
+    uint32_t n_nextn;        /* nextn_predict_layers (MTP blocks, skipped) */
+    uint32_t n_layer;        /* n_layer_all - n_nextn: layers that run */
+    uint32_t head_dim;       /* attention.key_length (= value_length) */
+    float eps;               /* attention.layer_norm_rms_epsilon: every RMSNorm and L2 norm */
+    uint32_t n_rot;          /* rope.dimension_count */
+    float rope_base;         /* rope.freq_base (default 10000) */
+    uint32_t interval;       /* full_attention_interval (default 4) */
+    /* MoE (qwen35moe) */
+    uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    /* dense FFN (qwen35) */
+    uint32_t n_ff;
+    /* Gated DeltaNet (names of §3; pitfall 9) */
+    uint32_t d_conv;         /* ssm.conv_kernel */
+    uint32_t d_k;            /* ssm.state_size: key head dim */
+    uint32_t n_k;            /* ssm.group_count: key heads */
+    uint32_t n_v;            /* ssm.time_step_rank: value heads */
+    uint32_t d_v;            /* ssm.inner_size / n_v */
+    uint32_t key_dim;        /* n_k * d_k */
+    uint32_t value_dim;      /* n_v * d_v (ssm.inner_size) */
+    uint32_t conv_dim;       /* 2 * key_dim + value_dim */
+    int64_t n_vocab;         /* token_embd ne[1] */
+    /* per main layer (n_layer entries) */
+    uint8_t *is_linear;      /* 1: Gated DeltaNet layer, 0: full attention */
+    uint32_t *n_head;        /* attention.head_count (scalar or per layer) */
+    uint32_t *n_head_kv;     /* attention.head_count_kv */
+} qwen35_hparams;
+
+/* ---- weights ---- */
+
+/* A stacked expert tensor [n_in, n_out, n_expert] (or a fused gate_up one with
+ * n_out = 2 * n_ff_exp); slice e is bytes [e*n_out*row_bytes, (e+1)*...). */
+typedef struct qwen35_stack {
+    uint32_t type;
+    int64_t n_in, n_out, n_expert;
+    uint64_t row_bytes;
+    const uint8_t *data; /* device memory of the whole stack */
+    const char *name;
+} qwen35_stack;
+
+/* Matrices of one routed expert, as qwen35_expert_weight() hands them out. */
+typedef enum qwen35_expert_matrix {
+    QWEN35_EXP_GATE = 0,
+    QWEN35_EXP_UP = 1,
+    QWEN35_EXP_DOWN = 2
+} qwen35_expert_matrix;
+
+typedef struct qwen35_layer {
+    int linear;               /* Gated DeltaNet (1) or full attention (0) */
+    uint32_t n_head, n_head_kv;
+    const float *attn_norm;   /* [n_embd], +1 baked in (pitfall 1) */
+    const float *post_norm;   /* post_attention_norm [n_embd]: the pre-FFN norm */
+
+    /* full attention (§4.3) */
+    vt_weight wq;             /* [n_embd -> 2*n_head*head_dim], per head [query | gate] */
+    vt_weight wk, wv;         /* [n_embd -> n_head_kv*head_dim] */
+    vt_weight wo;             /* [n_head*head_dim -> n_embd] */
+    const float *q_norm, *k_norm; /* [head_dim] */
+
+    /* Gated DeltaNet (§4.4) */
+    vt_weight wqkv;           /* [n_embd -> conv_dim] */
+    vt_weight wz;             /* attn_gate [n_embd -> value_dim] */
+    vt_weight wbeta, walpha;  /* [n_embd -> n_v] */
+    vt_weight wssm_out;       /* [value_dim -> n_embd] */
+    const float *conv1d;      /* [conv_dim][d_conv], tap 0 oldest */
+    const float *dt_bias;     /* [n_v] */
+    const float *ssm_a;       /* [n_v], already -exp(A_log) */
+    const float *ssm_norm;    /* [d_v], no +1 */
+
+    /* MoE FFN (§4.5) */
+    vt_weight router;         /* ffn_gate_inp [n_embd -> n_expert] */
+    qwen35_stack gate_exps, up_exps, down_exps; /* gate_exps.data NULL when fused */
+    qwen35_stack gate_up_exps; /* fused form (ffn_gate_up_exps), used when fused_gate_up */
+    int fused_gate_up;
+    vt_weight shexp_gate;     /* ffn_gate_inp_shexp as a [n_embd -> 1] matrix */
+    vt_weight gate_shexp, up_shexp, down_shexp;
+
+    /* dense FFN (qwen35) */
+    vt_weight ffn_gate, ffn_up, ffn_down;
+} qwen35_layer;
+
+/* ---- the model ---- */
+
+struct vt_model {
+    const vt_host_api *host;
+    const vt_backend *backend;
+    const vt_backend_api *api;
+    vt_backend_ctx *ctx;
+    qwen35_hparams hp;
+    int zero_copy;            /* weights used straight from the GGUF mmap */
+
+    vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
+    vt_weight output;         /* LM head (token_embd when tied) */
+    const float *output_norm;
+    qwen35_layer *layers;     /* n_layer */
+
+    void **dev_allocs;        /* device allocations owned by the model */
+    size_t n_dev_allocs, cap_dev_allocs;
+
+    uint32_t n_ctx;           /* KV cache positions per sequence */
+    uint32_t n_batch;         /* most tokens per forward() */
+    int64_t head_rows;        /* rows of LM-head output per chunk */
+
+    /* scratch, device memory, sized for n_batch tokens */
+    void *scratch;
+    float *x, *h, *a;         /* [T][n_embd]: residual, normed input, mixer/FFN out */
+    float *s_a, *s_b, *s_c, *s_d, *s_e, *s_f, *s_g; /* mixer temporaries, see forward */
+    float *s_beta, *s_gdecay; /* [T][n_v] */
+    float *r_logits;          /* [T][n_expert] */
+    float *f_x, *f_g, *f_u, *f_y; /* FFN: gathered input, gate, up, down out */
+    float *f_gamma;           /* [T] shared-expert gate */
+    float *logits_buf;        /* [head_rows][n_vocab] */
+
+    /* host scratch */
+    int32_t *pos;             /* [n_batch] */
+    int32_t *topk_ids;        /* [n_batch * n_expert_used] */
+    float *topk_w;            /* [n_batch * n_expert_used] */
+    int32_t *exp_count;       /* [n_expert + 1] */
+    int32_t *exp_tok;         /* [n_batch * n_expert_used] token of each routed pair, by expert */
+    float *exp_w;             /* weights, same order */
+
+    const char *dump_path;    /* VT_QWEN35_DUMP: append hidden states here */
+};
+
+struct vt_model_seq {
+    int64_t pos;              /* tokens already evaluated */
+    float **k_cache, **v_cache; /* per layer (NULL for linear layers): [n_ctx][n_head_kv*head_dim] */
+    float **conv_state;       /* per layer (NULL for full): [d_conv-1][conv_dim] */
+    float **rec_state;        /* per layer (NULL for full): [n_v][d_k][d_v] */
+};
+
+/* qwen35_load.c */
+vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
+                               uint32_t cap, uint32_t *n);
+vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
+                      const vt_model_params *params, vt_model **out);
+void qwen35_free(vt_model *m);
+/* View of expert e's matrix of layer il (a slice of its stacked tensor). This
+ * is the one place that knows where expert bytes live; the expert streamer
+ * (ensure(layer, matrix, expert) -> slot) replaces it. */
+vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
+                               uint32_t e, vt_weight *out);
+
+/* qwen35_forward.c */
+vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
+                         float *logits, int all_logits);
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * test_registry.c - what the plugin registry accepts and refuses: a wrong ABI
+ * major, a too-small table, undeclared/inconsistent capabilities (each refused
+ * with the plugin's file named), group-writable directories, duplicate names
+ * (priority wins; equal priority is an error naming both files), and
+ * capability lookups of a good plugin.
+ */
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include "capabilities.h"
+#include "error.h"
+#include "registry.h"
+
+static char *fake_path(const char *variant)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s/backend-fake.so", VT_FAKE_PLUGIN_ROOT, variant);
+    return buf;
+}
+
+static vt_registry *empty_registry(void)
+{
+    const char *dirs[] = {"/nonexistent-vt-dir", NULL};
+    vt_registry *r;
+    unsetenv("VT_PLUGIN_PATH");
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    /* the exe-relative scan may find the real build plugins; that is fine */
+    return r;
+}
+
+static void expect_refused(const char *variant, const char *needle)
+{
+    vt_registry *r = empty_registry();
+    const char *path = fake_path(variant);
+    vt_status st = vt_registry_load_file(r, path);
+    assert_int_not_equal(st, VT_OK);
+    const char *msg = vt_last_error();
+    if (!strstr(msg, "backend-fake.so") || !strstr(msg, variant))
+        fail_msg("refusal does not name the file: %s", msg);
+    if (!strstr(msg, needle)) fail_msg("refusal of %s lacks '%s': %s", variant, needle, msg);
+    assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    vt_registry_close(r);
+}
+
+static void test_wrong_abi_major(void **s)
+{
+    (void)s;
+    expect_refused("abi2", "ABI 2.");
+}
+
+static void test_small_table(void **s)
+{
+    (void)s;
+    expect_refused("small", "table is 64 bytes");
+}
+
+static void test_undeclared_capability(void **s)
+{
+    (void)s;
+    expect_refused("undeclared", "'memory_probe' is not declared");
+}
+
+static void test_present_with_null(void **s)
+{
+    (void)s;
+    expect_refused("present_null", "'memory_probe' declared PRESENT but its function is NULL");
+}
+
+static void test_absent_with_function(void **s)
+{
+    (void)s;
+    expect_refused("absent_set", "'op.rms_norm' declared ABSENT but its function is set");
+}
+
+static void test_good_plugin_and_caps(void **s)
+{
+    (void)s;
+    vt_registry *r = empty_registry();
+    assert_int_equal(vt_registry_load_file(r, fake_path("good")), VT_OK);
+    const vt_plugin_entry *e = vt_registry_find(r, VT_PLUGIN_BACKEND, "fake");
+    assert_non_null(e);
+    const char *reason;
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_MEMORY_PROBE, &reason), VT_CAP_PRESENT);
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_MAT_MUL(VT_TYPE_Q8_0), &reason), VT_CAP_ABSENT);
+    assert_string_equal(reason, "fake backend computes nothing");
+    char name[64];
+    assert_string_equal(vt_cap_name(VT_CAP_MAT_MUL(VT_TYPE_Q8_0), name, sizeof name), "mat_mul.Q8_0");
+    vt_registry_close(r);
+}
+
+/* Copy a plugin file into dir (with an optional manifest). */
+static void install_copy(const char *src, const char *dir, const char *name, int priority)
+{
+    char dst[4096], cmd[9000];
+    snprintf(dst, sizeof dst, "%s/%s.so", dir, name);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+    assert_int_equal(system(cmd), 0);
+    if (priority != INT32_MIN) {
+        snprintf(dst, sizeof dst, "%s/%s.ini", dir, name);
+        FILE *f = fopen(dst, "w");
+        assert_non_null(f);
+        fprintf(f, "[plugin]\nkind = backend\nname = fake\nfile = %s.so\npriority = %d\n", name, priority);
+        fclose(f);
+    }
+}
+
+static void test_priority_and_duplicates(void **s)
+{
+    (void)s;
+    char d1[] = "/tmp/vt-reg-XXXXXX", d2[] = "/tmp/vt-reg-XXXXXX";
+    assert_non_null(mkdtemp(d1));
+    assert_non_null(mkdtemp(d2));
+    install_copy(fake_path("good"), d1, "backend-fake", 5);
+    install_copy(fake_path("good"), d2, "backend-fake", 1);
+    const char *dirs[] = {d1, d2, NULL};
+    vt_registry *r;
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    const vt_plugin_entry *e = vt_registry_find(r, VT_PLUGIN_BACKEND, "fake");
+    assert_non_null(e);
+    assert_non_null(strstr(e->path, d1));
+    int shadowed = 0;
+    for (size_t i = 0; i < vt_registry_count(r); i++)
+        if (vt_registry_at(r, i)->shadowed) shadowed++;
+    assert_int_equal(shadowed, 1);
+    vt_registry_close(r);
+
+    /* equal priority: both refused, each naming the other file */
+    install_copy(fake_path("good"), d2, "backend-fake", 5);
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    int refused = 0;
+    for (size_t i = 0; i < vt_registry_count(r); i++) {
+        const vt_plugin_entry *x = vt_registry_at(r, i);
+        if (x->error && strstr(x->error, "same priority")) {
+            refused++;
+            assert_non_null(strstr(x->error, d1));
+            assert_non_null(strstr(x->error, d2));
+        }
+    }
+    assert_int_equal(refused, 2);
+    vt_registry_close(r);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", d1, d2);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_group_writable_dir_refused(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-reg-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    install_copy(fake_path("good"), d, "backend-fake", INT32_MIN);
+    assert_int_equal(chmod(d, 0775), 0);
+    const char *dirs[] = {d, NULL};
+    vt_registry *r;
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    int named = 0;
+    for (size_t i = 0; i < vt_registry_count(r); i++) {
+        const vt_plugin_entry *x = vt_registry_at(r, i);
+        if (x->error && strstr(x->error, d) && strstr(x->error, "writable")) named = 1;
+    }
+    assert_true(named);
+    vt_registry_close(r);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_not_a_plugin(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-reg-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    char p[256];
+    snprintf(p, sizeof p, "%s/backend-junk.so", d);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("not an ELF file", f);
+    fclose(f);
+    vt_registry *r = empty_registry();
+    assert_int_not_equal(vt_registry_load_file(r, p), VT_OK);
+    assert_non_null(strstr(vt_last_error(), "backend-junk.so"));
+    vt_registry_close(r);
+    unlink(p);
+    rmdir(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrong_abi_major),
+        cmocka_unit_test(test_small_table),
+        cmocka_unit_test(test_undeclared_capability),
+        cmocka_unit_test(test_present_with_null),
+        cmocka_unit_test(test_absent_with_function),
+        cmocka_unit_test(test_good_plugin_and_caps),
+        cmocka_unit_test(test_priority_and_duplicates),
+        cmocka_unit_test(test_group_writable_dir_refused),
+        cmocka_unit_test(test_not_a_plugin),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
