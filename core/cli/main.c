@@ -37,6 +37,7 @@ static const char *usage_text =
     "  info      -m MODEL                          metadata, tensor table, totals\n"
     "  plugins                                     list plugins and their capabilities\n"
     "  mkmodel   -o FILE [--type f32|bf16] [--seed S]  write a random-weight qwen35moe demo model\n"
+    "  bench     -m MODEL [--n-prompt N] [-n N] [--reps R]  prefill/decode tokens/s (median)\n"
     "\n"
     "common options:\n"
     "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
@@ -52,14 +53,14 @@ static const char *usage_text =
 
 typedef struct opts {
     const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type;
-    int n_predict, threads, chat, stats, ids, ignore_eos, have_seed;
+    int n_predict, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps;
     uint32_t ctx, batch;
     vt_sampler_params sp;
 } opts;
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS
 };
 
 static const struct option long_opts[] = {
@@ -75,6 +76,7 @@ static const struct option long_opts[] = {
     {"plugin-dir", required_argument, 0, O_PLUGIN_DIR}, {"kernels", required_argument, 0, O_KERNELS},
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
+    {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     {0, 0, 0, 0}};
 
 static int parse_long(const char *s, long lo, long hi, const char *what, long *out)
@@ -154,6 +156,8 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_BATCH: if (parse_long(optarg, 1, 1L << 16, "--batch", &v)) return -1; o->batch = (uint32_t)v; break;
         case O_TYPE: o->type = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
+        case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
+        case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
         default: return -1;
         }
     }
@@ -483,6 +487,74 @@ static int cmd_mkmodel(const opts *o)
     return 0;
 }
 
+/* ------------------------------------------------------------------ bench */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prefill of n_prompt random tokens and decode of n tokens, repeated; medians. */
+static int cmd_bench(const opts *o)
+{
+    if (!o->model) {
+        fprintf(stderr, "vt bench: -m MODEL is required\n");
+        return 2;
+    }
+    int n_prompt = o->n_prompt ? o->n_prompt : 128, n_gen = o->n_predict > 0 ? o->n_predict : 64;
+    int reps = o->reps ? o->reps : 5;
+    opts oo = *o;
+    if (!oo.ctx) oo.ctx = (uint32_t)(n_prompt + n_gen + 8);
+    vt_engine *e;
+    if (open_engine(&oo, &e) != VT_OK) return fail("bench");
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    int32_t *toks = malloc((size_t)(n_prompt + n_gen) * sizeof *toks);
+    float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    int rc = 1;
+    if (!toks || !logits || !pp || !tg) {
+        vt_set_error("out of memory");
+        goto out;
+    }
+    uint64_t x = 12345;
+    for (int i = 0; i < n_prompt + n_gen; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        toks[i] = (int32_t)((x >> 33) % (uint64_t)(info.n_vocab < 256 ? info.n_vocab : 256));
+    }
+    for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
+        if (vt_engine_reset(e) != VT_OK) goto out;
+        double t0 = now_seconds();
+        if (vt_engine_eval(e, toks, n_prompt, logits, 0) != VT_OK) goto out;
+        double t1 = now_seconds();
+        for (int i = 0; i < n_gen; i++)
+            if (vt_engine_eval(e, &toks[n_prompt + i], 1, logits, 0) != VT_OK) goto out;
+        double t2 = now_seconds();
+        if (r > 0) {
+            pp[r - 1] = n_prompt / (t1 - t0);
+            tg[r - 1] = n_gen / (t2 - t1);
+        }
+    }
+    qsort(pp, (size_t)reps, sizeof *pp, cmp_double);
+    qsort(tg, (size_t)reps, sizeof *tg, cmp_double);
+    printf("model: %s\nthreads: %d  kernels: %s  batch: %u\n", o->model, o->threads,
+           o->kernels ? o->kernels : "auto", o->batch ? o->batch : 512);
+    printf("prefill %d tokens: %.1f tokens/s (median of %d; min %.1f max %.1f)\n", n_prompt,
+           pp[reps / 2], reps, pp[0], pp[reps - 1]);
+    printf("decode  %d tokens: %.1f tokens/s (median of %d; min %.1f max %.1f)\n", n_gen,
+           tg[reps / 2], reps, tg[0], tg[reps - 1]);
+    rc = 0;
+out:
+    if (rc) fail("bench");
+    free(toks);
+    free(logits);
+    free(pp);
+    free(tg);
+    vt_engine_close(e);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
@@ -505,6 +577,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "info")) return cmd_info(&o);
     if (!strcmp(cmd, "plugins")) return cmd_plugins(&o);
     if (!strcmp(cmd, "mkmodel")) return cmd_mkmodel(&o);
+    if (!strcmp(cmd, "bench")) return cmd_bench(&o);
     fprintf(stderr, "vt: unknown command '%s'\n%s", cmd, usage_text);
     return 2;
 }

@@ -1,0 +1,985 @@
+/*
+ * qwen35_load.c - loading a Qwen3.5 GGUF (qwen35moe / qwen35): hyperparameters,
+ * tensor mapping with shape checks, weight placement, scratch, and the list of
+ * backend capabilities the file needs.
+ *
+ * Spec: ../shared/spec/qwen35moe.md §3 (keys, validation), §4 (tensors),
+ * §4.7 (MTP blocks are skipped, MTP sidecars refused), §8 (pitfalls 7, 8, 9,
+ * 17, 18, 21).
+ *
+ * One mapping routine serves two purposes: required_caps() runs it "dry"
+ * (reads only the tensor table, records the weight types it would use), and
+ * load() runs it for real (places every weight in backend memory). So the
+ * capabilities asked for are exactly those the forward pass will call.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qwen35.h"
+
+#define Q35_HEAD_ROWS 16 /* LM-head rows computed per chunk (bounds the logits scratch) */
+
+/* ================================================================ */
+/* hyperparameters (spec §3)                                          */
+/* ================================================================ */
+
+typedef struct q35_keys {
+    const vt_host_api *host;
+    const vt_gguf *g;
+    const char *arch;
+} q35_keys;
+
+static const char *q35_key(const q35_keys *k, const char *suffix, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s.%s", k->arch, suffix);
+    return buf;
+}
+
+/* A u32 key: required (error names the key) or defaulted. */
+static vt_status q35_u32(const q35_keys *k, const char *suffix, int required, uint32_t dflt,
+                         uint32_t *out)
+{
+    char key[128];
+    q35_key(k, suffix, key, sizeof key);
+    vt_status st = k->host->gguf_get_u32(k->g, key, out);
+    if (st == VT_ERR_NOT_FOUND) {
+        if (required) {
+            k->host->set_error("qwen35: required metadata key '%s' is missing", key);
+            return VT_ERR_NOT_FOUND;
+        }
+        *out = dflt;
+        return VT_OK;
+    }
+    return st; /* VT_ERR_FORMAT names the key */
+}
+
+static vt_status q35_f32(const q35_keys *k, const char *suffix, int required, float dflt,
+                         float *out)
+{
+    char key[128];
+    q35_key(k, suffix, key, sizeof key);
+    vt_status st = k->host->gguf_get_f32(k->g, key, out);
+    if (st == VT_ERR_NOT_FOUND) {
+        if (required) {
+            k->host->set_error("qwen35: required metadata key '%s' is missing", key);
+            return VT_ERR_NOT_FOUND;
+        }
+        *out = dflt;
+        return VT_OK;
+    }
+    return st;
+}
+
+/* A u32 that is either a scalar or an array with one entry per block
+ * (attention.head_count[_kv], §3). out has n entries. */
+static vt_status q35_u32_per_layer(const q35_keys *k, const char *suffix, int required,
+                                   const uint32_t *dflt, uint32_t n, uint32_t *out)
+{
+    char key[128];
+    q35_key(k, suffix, key, sizeof key);
+    uint32_t v;
+    vt_status st = k->host->gguf_get_u32(k->g, key, &v);
+    if (st == VT_OK) {
+        for (uint32_t i = 0; i < n; i++) out[i] = v;
+        return VT_OK;
+    }
+    if (st == VT_ERR_NOT_FOUND) {
+        if (required) {
+            k->host->set_error("qwen35: required metadata key '%s' is missing", key);
+            return VT_ERR_NOT_FOUND;
+        }
+        for (uint32_t i = 0; i < n; i++) out[i] = dflt[i];
+        return VT_OK;
+    }
+    /* not a scalar: try an array */
+    vt_gguf_type et;
+    uint64_t count;
+    const void *data;
+    if (k->host->gguf_get_arr(k->g, key, &et, &count, &data) != VT_OK) {
+        k->host->set_error("qwen35: metadata key '%s' is neither a u32 nor an integer array", key);
+        return VT_ERR_FORMAT;
+    }
+    if (count < n) {
+        k->host->set_error("qwen35: metadata key '%s' has %" PRIu64 " entries, block_count is %u",
+                           key, count, n);
+        return VT_ERR_FORMAT;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t x;
+        st = k->host->gguf_get_arr_i64(k->g, key, i, &x);
+        if (st != VT_OK) return st;
+        if (x < 0 || x > (int64_t)UINT32_MAX) {
+            k->host->set_error("qwen35: metadata key '%s'[%u] = %" PRId64 " is out of range", key,
+                               i, x);
+            return VT_ERR_RANGE;
+        }
+        out[i] = (uint32_t)x;
+    }
+    return VT_OK;
+}
+
+/* attention.recurrent_layers: optional per-block flag array (bool/i32/u32;
+ * non-zero = linear layer). Returns VT_ERR_NOT_FOUND when absent. */
+static vt_status q35_recurrent_layers(const q35_keys *k, uint32_t n_all, uint32_t n_layer,
+                                      uint8_t *is_linear)
+{
+    char key[128];
+    q35_key(k, "attention.recurrent_layers", key, sizeof key);
+    vt_gguf_type et;
+    uint64_t count;
+    const void *data;
+    vt_status st = k->host->gguf_get_arr(k->g, key, &et, &count, &data);
+    if (st != VT_OK) return st;
+    if (count != n_all || !data) {
+        k->host->set_error("qwen35: metadata key '%s' has %" PRIu64
+                           " entries; expected block_count = %u numeric entries",
+                           key, count, n_all);
+        return VT_ERR_FORMAT;
+    }
+    size_t esz;
+    switch (et) {
+    case VT_GGUF_BOOL: case VT_GGUF_UINT8: case VT_GGUF_INT8: esz = 1; break;
+    case VT_GGUF_UINT16: case VT_GGUF_INT16: esz = 2; break;
+    case VT_GGUF_UINT32: case VT_GGUF_INT32: esz = 4; break;
+    case VT_GGUF_UINT64: case VT_GGUF_INT64: esz = 8; break;
+    default:
+        k->host->set_error("qwen35: metadata key '%s' has element type %d; expected bool or integer",
+                           key, (int)et);
+        return VT_ERR_FORMAT;
+    }
+    const uint8_t *p = data;
+    for (uint32_t i = 0; i < n_layer; i++) {
+        int nz = 0;
+        for (size_t b = 0; b < esz; b++) nz |= p[i * esz + b] != 0;
+        is_linear[i] = (uint8_t)nz;
+    }
+    return VT_OK;
+}
+
+static vt_status q35_invalid(const vt_host_api *host, const char *what)
+{
+    host->set_error("qwen35: invalid hyperparameters: %s", what);
+    return VT_ERR_FORMAT;
+}
+
+static void q35_hparams_free(qwen35_hparams *hp)
+{
+    free(hp->is_linear);
+    free(hp->n_head);
+    free(hp->n_head_kv);
+    hp->is_linear = NULL;
+    hp->n_head = hp->n_head_kv = NULL;
+}
+
+/* Read and validate every hyperparameter (§3, "Validation at load"). */
+static vt_status q35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwen35_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    vt_gguf_str arch;
+    vt_status st = host->gguf_get_str(g, "general.architecture", &arch);
+    if (st == VT_ERR_NOT_FOUND) {
+        host->set_error("qwen35: required metadata key 'general.architecture' is missing");
+        return st;
+    }
+    if (st != VT_OK) return st;
+    if (!strcmp(arch.ptr, "qwen3next")) {
+        host->set_error("qwen35: architecture 'qwen3next' (Qwen3-Next: fused ssm_in/ssm_ba, grouped "
+                        "V-head order) is not compatible with the qwen35 plugin");
+        return VT_ERR_UNSUPPORTED;
+    }
+    if (strcmp(arch.ptr, "qwen35moe") && strcmp(arch.ptr, "qwen35")) {
+        host->set_error("qwen35: architecture '%s' is not served by this plugin (qwen35moe, qwen35)",
+                        arch.ptr);
+        return VT_ERR_UNSUPPORTED;
+    }
+    snprintf(hp->arch, sizeof hp->arch, "%s", arch.ptr);
+    hp->is_moe = !strcmp(arch.ptr, "qwen35moe");
+    q35_keys k = {host, g, hp->arch};
+
+#define Q35_TRY(x) do { vt_status s_ = (x); if (s_ != VT_OK) return s_; } while (0)
+    Q35_TRY(q35_u32(&k, "context_length", 1, 0, &hp->n_ctx_train));
+    Q35_TRY(q35_u32(&k, "embedding_length", 1, 0, &hp->n_embd));
+    Q35_TRY(q35_u32(&k, "block_count", 1, 0, &hp->n_layer_all));
+    Q35_TRY(q35_u32(&k, "nextn_predict_layers", 0, 0, &hp->n_nextn));
+    uint32_t key_length, value_length;
+    Q35_TRY(q35_u32(&k, "attention.key_length", 1, 0, &key_length));
+    Q35_TRY(q35_u32(&k, "attention.value_length", 1, 0, &value_length));
+    Q35_TRY(q35_f32(&k, "attention.layer_norm_rms_epsilon", 1, 0.0f, &hp->eps));
+    Q35_TRY(q35_u32(&k, "rope.dimension_count", 1, 0, &hp->n_rot));
+    Q35_TRY(q35_f32(&k, "rope.freq_base", 0, 10000.0f, &hp->rope_base));
+    Q35_TRY(q35_u32(&k, "full_attention_interval", 0, 4, &hp->interval));
+    Q35_TRY(q35_u32(&k, "ssm.conv_kernel", 1, 0, &hp->d_conv));
+    Q35_TRY(q35_u32(&k, "ssm.state_size", 1, 0, &hp->d_k));
+    Q35_TRY(q35_u32(&k, "ssm.group_count", 1, 0, &hp->n_k));
+    Q35_TRY(q35_u32(&k, "ssm.time_step_rank", 1, 0, &hp->n_v));
+    Q35_TRY(q35_u32(&k, "ssm.inner_size", 1, 0, &hp->value_dim));
+    if (hp->is_moe) {
+        Q35_TRY(q35_u32(&k, "expert_count", 1, 0, &hp->n_expert));
+        Q35_TRY(q35_u32(&k, "expert_used_count", 1, 0, &hp->n_expert_used));
+        Q35_TRY(q35_u32(&k, "expert_feed_forward_length", 1, 0, &hp->n_ff_exp));
+        Q35_TRY(q35_u32(&k, "expert_shared_feed_forward_length", 1, 0, &hp->n_ff_shexp));
+    } else {
+        Q35_TRY(q35_u32(&k, "feed_forward_length", 1, 0, &hp->n_ff));
+    }
+
+    /* rope.dimension_sections: required (llama.cpp refuses without); its value
+     * does not matter for text positions (§5.5). */
+    {
+        char key[128];
+        vt_gguf_type et;
+        uint64_t count;
+        const void *data;
+        q35_key(&k, "rope.dimension_sections", key, sizeof key);
+        st = host->gguf_get_arr(g, key, &et, &count, &data);
+        if (st == VT_ERR_NOT_FOUND) {
+            host->set_error("qwen35: required metadata key '%s' is missing", key);
+            return st;
+        }
+        if (st != VT_OK) return st;
+    }
+    /* RoPE scaling is not implemented (§5.5): refuse rather than ignore it. */
+    {
+        char key[128];
+        vt_gguf_str sc;
+        q35_key(&k, "rope.scaling.type", key, sizeof key);
+        st = host->gguf_get_str(g, key, &sc);
+        if (st == VT_OK && strcmp(sc.ptr, "none")) {
+            host->set_error("qwen35: metadata key '%s' = '%s': RoPE scaling is not supported", key,
+                            sc.ptr);
+            return VT_ERR_UNSUPPORTED;
+        }
+    }
+
+    /* validation (§3 "Validation at load") */
+    char why[256];
+    if (hp->n_embd == 0) return q35_invalid(host, "embedding_length is 0");
+    if (hp->n_nextn >= hp->n_layer_all) {
+        snprintf(why, sizeof why, "nextn_predict_layers (%u) must be < block_count (%u)",
+                 hp->n_nextn, hp->n_layer_all);
+        return q35_invalid(host, why);
+    }
+    hp->n_layer = hp->n_layer_all - hp->n_nextn;
+    if (key_length == 0 || key_length != value_length) {
+        snprintf(why, sizeof why,
+                 "attention.key_length (%u) and attention.value_length (%u) must be equal and > 0",
+                 key_length, value_length);
+        return q35_invalid(host, why);
+    }
+    hp->head_dim = key_length;
+    if (hp->n_rot == 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2) {
+        snprintf(why, sizeof why, "rope.dimension_count (%u) must be even and in 2..head_dim (%u)",
+                 hp->n_rot, hp->head_dim);
+        return q35_invalid(host, why);
+    }
+    if (!(hp->eps > 0.0f) || !isfinite(hp->eps))
+        return q35_invalid(host, "attention.layer_norm_rms_epsilon must be > 0");
+    if (!(hp->rope_base > 0.0f) || !isfinite(hp->rope_base))
+        return q35_invalid(host, "rope.freq_base must be > 0");
+    if (hp->d_conv < 1 || hp->d_k == 0 || hp->n_k == 0 || hp->n_v == 0 || hp->value_dim == 0)
+        return q35_invalid(host, "ssm.conv_kernel, ssm.state_size, ssm.group_count, "
+                                 "ssm.time_step_rank and ssm.inner_size must be > 0");
+    if (hp->n_v % hp->n_k) {
+        snprintf(why, sizeof why,
+                 "ssm.time_step_rank (n_v = %u) must be a multiple of ssm.group_count (n_k = %u)",
+                 hp->n_v, hp->n_k);
+        return q35_invalid(host, why);
+    }
+    if (hp->value_dim % hp->n_v || hp->value_dim / hp->n_v != hp->d_k) {
+        snprintf(why, sizeof why,
+                 "ssm.inner_size (%u) / ssm.time_step_rank (%u) must equal ssm.state_size (%u) (d_v == d_k)",
+                 hp->value_dim, hp->n_v, hp->d_k);
+        return q35_invalid(host, why);
+    }
+    hp->d_v = hp->value_dim / hp->n_v;
+    hp->key_dim = hp->n_k * hp->d_k;
+    hp->conv_dim = 2 * hp->key_dim + hp->value_dim;
+    if (hp->is_moe) {
+        if (hp->n_expert == 0 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert) {
+            snprintf(why, sizeof why, "expert_used_count (%u) must be in 1..expert_count (%u)",
+                     hp->n_expert_used, hp->n_expert);
+            return q35_invalid(host, why);
+        }
+        if (hp->n_ff_exp == 0 || hp->n_ff_shexp == 0)
+            return q35_invalid(host, "expert_feed_forward_length and "
+                                     "expert_shared_feed_forward_length must be > 0");
+    } else if (hp->n_ff == 0) {
+        return q35_invalid(host, "feed_forward_length must be > 0");
+    }
+    if (hp->interval == 0) return q35_invalid(host, "full_attention_interval must be > 0");
+
+    /* per-layer facts */
+    uint32_t n_all = hp->n_layer_all;
+    hp->is_linear = calloc(n_all, 1);
+    hp->n_head = calloc(n_all, sizeof(uint32_t));
+    hp->n_head_kv = calloc(n_all, sizeof(uint32_t));
+    if (!hp->is_linear || !hp->n_head || !hp->n_head_kv) {
+        host->set_error("qwen35: out of memory for %u layer descriptors", n_all);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    Q35_TRY(q35_u32_per_layer(&k, "attention.head_count", 1, NULL, n_all, hp->n_head));
+    Q35_TRY(q35_u32_per_layer(&k, "attention.head_count_kv", 0, hp->n_head, n_all, hp->n_head_kv));
+    st = q35_recurrent_layers(&k, n_all, hp->n_layer, hp->is_linear);
+    if (st == VT_ERR_NOT_FOUND) {
+        /* pitfall 7: linear iff (il + 1) % interval != 0, il < n_layer */
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            hp->is_linear[il] = (il + 1) % hp->interval != 0;
+    } else if (st != VT_OK) {
+        return st;
+    }
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (hp->is_linear[il]) continue;
+        uint32_t nh = hp->n_head[il], nkv = hp->n_head_kv[il];
+        if (nh == 0 || nkv == 0 || nh % nkv) {
+            snprintf(why, sizeof why,
+                     "layer %u: attention.head_count (%u) must be a non-zero multiple of "
+                     "attention.head_count_kv (%u)", il, nh, nkv);
+            return q35_invalid(host, why);
+        }
+    }
+#undef Q35_TRY
+    return VT_OK;
+}
+
+/* ================================================================ */
+/* tensor mapping (spec §4)                                           */
+/* ================================================================ */
+
+typedef struct q35_loader {
+    const vt_host_api *host;
+    const vt_gguf *g;
+    vt_model *m;
+    int dry;              /* record types only; place nothing */
+    uint32_t *caps;       /* dry: capability ids collected */
+    uint32_t n_caps, cap_caps;
+} q35_loader;
+
+static void q35_add_cap(q35_loader *L, uint32_t id)
+{
+    for (uint32_t i = 0; i < L->n_caps; i++)
+        if (L->caps[i] == id) return;
+    if (L->n_caps < L->cap_caps) L->caps[L->n_caps] = id;
+    L->n_caps++; /* counts past the capacity so the caller can report it */
+}
+
+/* "[256, 512]" with trailing 1s dropped (at least one dim). */
+static void q35_fmt_shape(const int64_t *ne, int n, char *buf, size_t cap)
+{
+    while (n > 1 && ne[n - 1] == 1) n--;
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", ne[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* Shape check, trailing 1s treated as absent ([n, 1] == [n]). */
+static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, const int64_t *exp)
+{
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        int64_t e = i < n ? exp[i] : 1;
+        if (t->ne[i] != e) ok = 0;
+    }
+    if (ok) return VT_OK;
+    char have[96], want[96];
+    q35_fmt_shape(t->ne, 4, have, sizeof have);
+    q35_fmt_shape(exp, n, want, sizeof want);
+    L->host->set_error("qwen35: tensor '%s' has shape %s, expected %s", t->name, have, want);
+    return VT_ERR_FORMAT;
+}
+
+/* Make a tensor's bytes usable by the backend: the mmap pointer itself when
+ * device memory is host-addressable, else a named allocation + copy_h2d. */
+static vt_status q35_place(q35_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
+{
+    *out = NULL;
+    if (L->dry) return VT_OK;
+    vt_model *m = L->m;
+    if (bytes > t->nbytes) {
+        L->host->set_error("qwen35: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
+                           t->name, t->nbytes, bytes);
+        return VT_ERR_FORMAT;
+    }
+    if (!t->data) {
+        L->host->set_error("qwen35: tensor '%s' has no mapped data (GGUF opened without mmap)",
+                           t->name);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (m->zero_copy) {
+        *out = t->data;
+        return VT_OK;
+    }
+    if (m->n_dev_allocs == m->cap_dev_allocs) {
+        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
+        void **na = realloc(m->dev_allocs, nc * sizeof *na);
+        if (!na) {
+            L->host->set_error("qwen35: out of memory for the allocation list (%zu entries)", nc);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        m->dev_allocs = na;
+        m->cap_dev_allocs = nc;
+    }
+    void *p = NULL;
+    vt_status st = m->api->alloc(m->ctx, (size_t)bytes, t->name, &p);
+    if (st != VT_OK) return st;
+    m->dev_allocs[m->n_dev_allocs++] = p;
+    st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
+    if (st != VT_OK) return st;
+    *out = p;
+    return VT_OK;
+}
+
+static const vt_gguf_tensor *q35_find(q35_loader *L, const char *name)
+{
+    return L->host->gguf_find_tensor(L->g, name);
+}
+
+static vt_status q35_missing(q35_loader *L, const char *name)
+{
+    L->host->set_error("qwen35: required tensor '%s' is missing", name);
+    return VT_ERR_NOT_FOUND;
+}
+
+/* A weight type the matmul ops can take: a known block type that is not an
+ * integer type. */
+static int q35_is_weight_type(uint32_t type)
+{
+    if (vt_type_block_size(type) == 0) return 0;
+    switch (type) {
+    case VT_TYPE_I8: case VT_TYPE_I16: case VT_TYPE_I32: case VT_TYPE_I64: case VT_TYPE_F64:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/* Weight-typed capability bookkeeping: dry mode records it, load checks the op. */
+static vt_status q35_need_typed(q35_loader *L, const char *tname, uint32_t type, int get_rows)
+{
+    if (L->dry) {
+        q35_add_cap(L, get_rows ? VT_CAP_GET_ROWS(type) : VT_CAP_MAT_MUL(type));
+        return VT_OK;
+    }
+    const vt_backend_api *api = L->m->api;
+    if (type >= VT_TYPE_SLOTS || (get_rows ? !api->get_rows[type] : !api->mat_mul[type])) {
+        L->host->set_error("qwen35: tensor '%s' has type %s, but backend '%s' has no %s for it",
+                           tname, vt_type_name(type), L->m->backend->name,
+                           get_rows ? "get_rows" : "mat_mul");
+        return VT_ERR_CAPABILITY;
+    }
+    return VT_OK;
+}
+
+/* A 2-D weight [n_in, n_out] (ne order) used through mat_mul. *found tells an
+ * optional one's presence (found NULL: required). */
+static vt_status q35_matrix(q35_loader *L, const char *name, int64_t n_in, int64_t n_out,
+                            vt_weight *w, int *found)
+{
+    memset(w, 0, sizeof *w);
+    const vt_gguf_tensor *t = q35_find(L, name);
+    if (found) *found = t != NULL;
+    if (!t) return found ? VT_OK : q35_missing(L, name);
+    int64_t exp[2] = {n_in, n_out};
+    vt_status st = q35_check_shape(L, t, 2, exp);
+    if (st != VT_OK) return st;
+    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
+    if (!q35_is_weight_type(t->type) || rb == 0) {
+        L->host->set_error("qwen35: tensor '%s' has unsupported type %s (id %u) for a weight with "
+                           "rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
+        return VT_ERR_UNSUPPORTED;
+    }
+    st = q35_need_typed(L, t->name, t->type, 0);
+    if (st != VT_OK) return st;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = rb;
+    w->name = t->name;
+    return q35_place(L, t, rb * (uint64_t)n_out, &w->data);
+}
+
+/* An F32 tensor read straight from memory by ops (norm weights, ssm_a,
+ * ssm_dt.bias, ssm_conv1d): type must be F32. */
+static vt_status q35_f32_tensor(q35_loader *L, const char *name, int n, const int64_t *exp,
+                                const float **out)
+{
+    *out = NULL;
+    const vt_gguf_tensor *t = q35_find(L, name);
+    if (!t) return q35_missing(L, name);
+    vt_status st = q35_check_shape(L, t, n, exp);
+    if (st != VT_OK) return st;
+    if (t->type != VT_TYPE_F32) {
+        L->host->set_error("qwen35: tensor '%s' has type %s; expected F32", name,
+                           vt_type_name(t->type));
+        return VT_ERR_UNSUPPORTED;
+    }
+    uint64_t count = 1;
+    for (int i = 0; i < n; i++) count *= (uint64_t)exp[i];
+    const void *p;
+    st = q35_place(L, t, count * 4, &p);
+    *out = p;
+    return st;
+}
+
+static vt_status q35_vec(q35_loader *L, const char *name, int64_t n, const float **out)
+{
+    return q35_f32_tensor(L, name, 1, &n, out);
+}
+
+/* A stacked expert tensor [n_in, n_out, n_expert]. */
+static vt_status q35_stack_map(q35_loader *L, const char *name, int64_t n_in, int64_t n_out,
+                               int64_t n_expert, qwen35_stack *s)
+{
+    memset(s, 0, sizeof *s);
+    const vt_gguf_tensor *t = q35_find(L, name);
+    if (!t) return q35_missing(L, name);
+    int64_t exp[3] = {n_in, n_out, n_expert};
+    vt_status st = q35_check_shape(L, t, 3, exp);
+    if (st != VT_OK) return st;
+    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
+    if (!q35_is_weight_type(t->type) || rb == 0) {
+        L->host->set_error("qwen35: tensor '%s' has unsupported type %s (id %u) for an expert "
+                           "stack with rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
+        return VT_ERR_UNSUPPORTED;
+    }
+    st = q35_need_typed(L, t->name, t->type, 0);
+    if (st != VT_OK) return st;
+    s->type = t->type;
+    s->n_in = n_in;
+    s->n_out = n_out;
+    s->n_expert = n_expert;
+    s->row_bytes = rb;
+    s->name = t->name;
+    const void *p;
+    st = q35_place(L, t, rb * (uint64_t)n_out * (uint64_t)n_expert, &p);
+    s->data = p;
+    return st;
+}
+
+/* A tensor this plugin does not implement must not be silently ignored. */
+static vt_status q35_refuse_if_present(q35_loader *L, const char *name, const char *why)
+{
+    if (q35_find(L, name)) {
+        L->host->set_error("qwen35: tensor '%s' is present: %s", name, why);
+        return VT_ERR_UNSUPPORTED;
+    }
+    return VT_OK;
+}
+
+static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
+{
+    const qwen35_hparams *hp = &L->m->hp;
+    char nm[96];
+    vt_status st;
+    const int64_t E = hp->n_embd;
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
+#define TRY(x) do { st = (x); if (st != VT_OK) return st; } while (0)
+
+    ly->linear = hp->is_linear[il];
+    ly->n_head = hp->n_head[il];
+    ly->n_head_kv = hp->n_head_kv[il];
+    TRY(q35_vec(L, NAME("attn_norm.weight"), E, &ly->attn_norm));
+    TRY(q35_vec(L, NAME("post_attention_norm.weight"), E, &ly->post_norm));
+
+    if (ly->linear) {
+        /* §4.4; V-indexed tensors are in tiled head order (pitfall 3) */
+        TRY(q35_matrix(L, NAME("attn_qkv.weight"), E, hp->conv_dim, &ly->wqkv, NULL));
+        TRY(q35_matrix(L, NAME("attn_gate.weight"), E, hp->value_dim, &ly->wz, NULL));
+        TRY(q35_matrix(L, NAME("ssm_beta.weight"), E, hp->n_v, &ly->wbeta, NULL));
+        TRY(q35_matrix(L, NAME("ssm_alpha.weight"), E, hp->n_v, &ly->walpha, NULL));
+        TRY(q35_matrix(L, NAME("ssm_out.weight"), hp->value_dim, E, &ly->wssm_out, NULL));
+        int64_t conv_ne[2] = {hp->d_conv, hp->conv_dim}; /* pitfall 10 */
+        TRY(q35_f32_tensor(L, NAME("ssm_conv1d.weight"), 2, conv_ne, &ly->conv1d));
+        TRY(q35_vec(L, NAME("ssm_dt.bias"), hp->n_v, &ly->dt_bias));
+        TRY(q35_vec(L, NAME("ssm_a"), hp->n_v, &ly->ssm_a));
+        TRY(q35_vec(L, NAME("ssm_norm.weight"), hp->d_v, &ly->ssm_norm));
+        TRY(q35_refuse_if_present(L, NAME("ssm_in.weight"),
+                                  "a Qwen3-Next (qwen3next) layout, not supported by qwen35"));
+    } else {
+        const int64_t hd = hp->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
+        TRY(q35_matrix(L, NAME("attn_q.weight"), E, 2 * nh * hd, &ly->wq, NULL)); /* pitfall 5 */
+        TRY(q35_matrix(L, NAME("attn_k.weight"), E, nkv * hd, &ly->wk, NULL));
+        TRY(q35_matrix(L, NAME("attn_v.weight"), E, nkv * hd, &ly->wv, NULL));
+        TRY(q35_matrix(L, NAME("attn_output.weight"), nh * hd, E, &ly->wo, NULL));
+        TRY(q35_vec(L, NAME("attn_q_norm.weight"), hd, &ly->q_norm)); /* pitfall 15 */
+        TRY(q35_vec(L, NAME("attn_k_norm.weight"), hd, &ly->k_norm));
+        TRY(q35_refuse_if_present(L, NAME("attn_q.bias"), "attention biases are not implemented"));
+        TRY(q35_refuse_if_present(L, NAME("attn_k.bias"), "attention biases are not implemented"));
+        TRY(q35_refuse_if_present(L, NAME("attn_v.bias"), "attention biases are not implemented"));
+        TRY(q35_refuse_if_present(L, NAME("attn_qkv.weight"),
+                                  "a fused QKV in a full-attention layer is not a qwen35 layout"));
+    }
+
+    if (hp->is_moe) {
+        const int64_t F = hp->n_ff_exp, X = hp->n_expert;
+        TRY(q35_matrix(L, NAME("ffn_gate_inp.weight"), E, X, &ly->router, NULL));
+        int fused = q35_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
+        ly->fused_gate_up = fused;
+        if (fused) { /* pitfall 6: per expert rows 0..F-1 gate, F..2F-1 up */
+            TRY(q35_stack_map(L, NAME("ffn_gate_up_exps.weight"), E, 2 * F, X, &ly->gate_up_exps));
+        } else {
+            TRY(q35_stack_map(L, NAME("ffn_gate_exps.weight"), E, F, X, &ly->gate_exps));
+            TRY(q35_stack_map(L, NAME("ffn_up_exps.weight"), E, F, X, &ly->up_exps));
+        }
+        TRY(q35_stack_map(L, NAME("ffn_down_exps.weight"), F, E, X, &ly->down_exps));
+        /* [n_embd] or [n_embd, 1] (pitfall 17): a one-row matrix */
+        TRY(q35_matrix(L, NAME("ffn_gate_inp_shexp.weight"), E, 1, &ly->shexp_gate, NULL));
+        const int64_t S = hp->n_ff_shexp;
+        TRY(q35_matrix(L, NAME("ffn_gate_shexp.weight"), E, S, &ly->gate_shexp, NULL));
+        TRY(q35_matrix(L, NAME("ffn_up_shexp.weight"), E, S, &ly->up_shexp, NULL));
+        TRY(q35_matrix(L, NAME("ffn_down_shexp.weight"), S, E, &ly->down_shexp, NULL));
+    } else {
+        const int64_t F = hp->n_ff;
+        TRY(q35_matrix(L, NAME("ffn_gate.weight"), E, F, &ly->ffn_gate, NULL));
+        TRY(q35_matrix(L, NAME("ffn_up.weight"), E, F, &ly->ffn_up, NULL));
+        TRY(q35_matrix(L, NAME("ffn_down.weight"), F, E, &ly->ffn_down, NULL));
+    }
+#undef NAME
+#undef TRY
+    return VT_OK;
+}
+
+/* Map the whole model into L->m (hparams already read). */
+static vt_status q35_map_model(q35_loader *L)
+{
+    vt_model *m = L->m;
+    qwen35_hparams *hp = &m->hp;
+    vt_status st;
+
+    /* §4.7: an MTP sidecar has no main blocks */
+    if (!q35_find(L, "blk.0.attn_norm.weight")) {
+        L->host->set_error("qwen35: tensor 'blk.0.attn_norm.weight' is missing: this looks like an "
+                           "MTP/NextN sidecar (mtp-*.gguf), not a main model");
+        return VT_ERR_UNSUPPORTED;
+    }
+    /* pitfall 21: Qwen3-Next layout under a qwen35 name */
+    st = q35_refuse_if_present(L, "blk.0.ssm_ba.weight",
+                               "a Qwen3-Next (qwen3next) layout, not supported by qwen35");
+    if (st != VT_OK) return st;
+
+    const vt_gguf_tensor *te = q35_find(L, "token_embd.weight");
+    if (!te) return q35_missing(L, "token_embd.weight");
+    if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
+        L->host->set_error("qwen35: tensor 'token_embd.weight' has %" PRId64 " rows (n_vocab)",
+                           te->ne[1]);
+        return VT_ERR_FORMAT;
+    }
+    hp->n_vocab = te->ne[1]; /* pitfall 19: padded vocabulary */
+    st = q35_matrix(L, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->token_embd, NULL);
+    if (st != VT_OK) return st;
+    st = q35_need_typed(L, "token_embd.weight", m->token_embd.type, 1);
+    if (st != VT_OK) return st;
+    int has_output = 0;
+    st = q35_matrix(L, "output.weight", hp->n_embd, hp->n_vocab, &m->output, &has_output);
+    if (st != VT_OK) return st;
+    if (!has_output) m->output = m->token_embd; /* tied LM head */
+    st = q35_vec(L, "output_norm.weight", hp->n_embd, &m->output_norm);
+    if (st != VT_OK) return st;
+
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        st = q35_map_layer(L, il, &m->layers[il]);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+/* Op capabilities the forward pass calls for this configuration. */
+static void q35_op_caps(const qwen35_hparams *hp, q35_loader *L)
+{
+    int any_lin = 0, any_full = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (hp->is_linear[il]) any_lin = 1;
+        else any_full = 1;
+    }
+    q35_add_cap(L, VT_CAP_OP_RMS_NORM);
+    q35_add_cap(L, VT_CAP_OP_UNARY);
+    q35_add_cap(L, VT_CAP_OP_BINARY);
+    if (any_lin) {
+        q35_add_cap(L, VT_CAP_OP_L2_NORM);
+        q35_add_cap(L, VT_CAP_OP_SCALE);
+        q35_add_cap(L, VT_CAP_OP_SSM_CONV);
+        q35_add_cap(L, VT_CAP_OP_GATED_DELTA_NET);
+    }
+    if (any_full) {
+        q35_add_cap(L, VT_CAP_OP_ROPE_NEOX);
+        q35_add_cap(L, VT_CAP_OP_ATTENTION);
+        q35_add_cap(L, VT_CAP_OP_COPY_2D);
+    }
+    if (hp->is_moe) {
+        q35_add_cap(L, VT_CAP_OP_SOFTMAX_TOPK);
+        q35_add_cap(L, VT_CAP_OP_GATHER_ROWS);
+        q35_add_cap(L, VT_CAP_OP_SCATTER_ADD);
+        q35_add_cap(L, VT_CAP_OP_MUL_ROWS);
+    }
+}
+
+/* Whether the backend table has the function behind an op capability. */
+static int q35_op_present(const vt_backend_api *a, uint32_t id, const char **name)
+{
+    switch (id) {
+    case VT_CAP_OP_RMS_NORM: *name = "rms_norm"; return a->rms_norm != NULL;
+    case VT_CAP_OP_L2_NORM: *name = "l2_norm"; return a->l2_norm != NULL;
+    case VT_CAP_OP_ROPE_NEOX: *name = "rope_neox"; return a->rope_neox != NULL;
+    case VT_CAP_OP_ATTENTION: *name = "attention"; return a->attention != NULL;
+    case VT_CAP_OP_SSM_CONV: *name = "ssm_conv"; return a->ssm_conv != NULL;
+    case VT_CAP_OP_GATED_DELTA_NET: *name = "gated_delta_net"; return a->gated_delta_net != NULL;
+    case VT_CAP_OP_UNARY: *name = "unary"; return a->unary != NULL;
+    case VT_CAP_OP_BINARY: *name = "binary"; return a->binary != NULL;
+    case VT_CAP_OP_SCALE: *name = "scale"; return a->scale != NULL;
+    case VT_CAP_OP_MUL_ROWS: *name = "mul_rows"; return a->mul_rows != NULL;
+    case VT_CAP_OP_COPY_2D: *name = "copy_2d"; return a->copy_2d != NULL;
+    case VT_CAP_OP_GATHER_ROWS: *name = "gather_rows"; return a->gather_rows != NULL;
+    case VT_CAP_OP_SCATTER_ADD: *name = "scatter_add"; return a->scatter_add != NULL;
+    case VT_CAP_OP_SOFTMAX_TOPK: *name = "softmax_topk"; return a->softmax_topk != NULL;
+    default: *name = "?"; return 0;
+    }
+}
+
+/* ================================================================ */
+/* required_caps                                                      */
+/* ================================================================ */
+
+vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
+                               uint32_t cap, uint32_t *n)
+{
+    if (!host || !g || !n || (cap && !ids)) {
+        if (host) host->set_error("qwen35: required_caps: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    *n = 0;
+    vt_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.host = host;
+    vt_status st = q35_read_hparams(host, g, &tmp.hp);
+    if (st != VT_OK) {
+        q35_hparams_free(&tmp.hp);
+        return st;
+    }
+    tmp.layers = calloc(tmp.hp.n_layer, sizeof *tmp.layers);
+    if (!tmp.layers) {
+        q35_hparams_free(&tmp.hp);
+        host->set_error("qwen35: out of memory for %u layers", tmp.hp.n_layer);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    q35_loader L = {host, g, &tmp, 1, ids, 0, cap};
+    q35_op_caps(&tmp.hp, &L);
+    st = q35_map_model(&L);
+    free(tmp.layers);
+    q35_hparams_free(&tmp.hp);
+    if (st != VT_OK) return st;
+    if (L.n_caps > cap) {
+        host->set_error("qwen35: required_caps needs room for %u capability ids, got %u", L.n_caps,
+                        cap);
+        *n = L.n_caps;
+        return VT_ERR_RANGE;
+    }
+    *n = L.n_caps;
+    return VT_OK;
+}
+
+/* ================================================================ */
+/* load / free                                                        */
+/* ================================================================ */
+
+static int q35_host_addressable(const vt_backend_api *a)
+{
+    for (uint32_t i = 0; i < a->n_caps; i++)
+        if (a->caps[i].id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY)
+            return a->caps[i].state == VT_CAP_PRESENT;
+    return 0;
+}
+
+static size_t q35_max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* Carve the device scratch for n_batch tokens out of one allocation. */
+static vt_status q35_alloc_scratch(vt_model *m)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const size_t T = m->n_batch;
+    size_t max_nh = 0, max_nkv = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (hp->is_linear[il]) continue;
+        if (hp->n_head[il] > max_nh) max_nh = hp->n_head[il];
+        if (hp->n_head_kv[il] > max_nkv) max_nkv = hp->n_head_kv[il];
+    }
+    const size_t hd = hp->head_dim, E = hp->n_embd;
+    const size_t n_ff = q35_max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_ff);
+    m->head_rows = m->n_batch < Q35_HEAD_ROWS ? m->n_batch : Q35_HEAD_ROWS;
+
+    struct { float **p; size_t n; } parts[] = {
+        {&m->x, T * E}, {&m->h, T * E}, {&m->a, T * E},
+        {&m->s_a, T * q35_max3(hp->conv_dim, 2 * max_nh * hd, 1)},  /* m | qg */
+        {&m->s_b, T * q35_max3(hp->conv_dim, max_nh * hd, 1)},      /* conv out | q */
+        {&m->s_c, T * q35_max3(hp->value_dim, max_nh * hd, 1)},     /* z | gate */
+        {&m->s_d, T * q35_max3(hp->key_dim, max_nkv * hd, 1)},      /* q̂ | k proj */
+        {&m->s_e, T * hp->key_dim},                                 /* k̂ */
+        {&m->s_f, T * q35_max3(hp->value_dim, max_nh * hd, 1)},     /* delta out | attn out */
+        {&m->s_g, T * hp->value_dim},                               /* gated norm out */
+        {&m->s_beta, T * hp->n_v}, {&m->s_gdecay, T * hp->n_v},
+        {&m->r_logits, T * (hp->n_expert ? hp->n_expert : 1)},
+        {&m->f_x, T * E}, {&m->f_g, T * n_ff}, {&m->f_u, T * n_ff}, {&m->f_y, T * E},
+        {&m->f_gamma, T},
+        {&m->logits_buf, (size_t)m->head_rows * (size_t)hp->n_vocab},
+    };
+    const size_t n_parts = sizeof parts / sizeof parts[0];
+    size_t total = 0;
+    for (size_t i = 0; i < n_parts; i++) total += (parts[i].n + 15) / 16 * 16;
+    vt_status st = m->api->alloc(m->ctx, total * sizeof(float), "qwen35 activation scratch",
+                                 &m->scratch);
+    if (st != VT_OK) return st;
+    float *p = m->scratch;
+    for (size_t i = 0; i < n_parts; i++) {
+        *parts[i].p = p;
+        p += (parts[i].n + 15) / 16 * 16;
+    }
+
+    size_t k = hp->is_moe ? hp->n_expert_used : 1;
+    m->pos = calloc(T, sizeof *m->pos);
+    m->topk_ids = calloc(T * k, sizeof *m->topk_ids);
+    m->topk_w = calloc(T * k, sizeof *m->topk_w);
+    m->exp_count = calloc((size_t)hp->n_expert + 2, sizeof *m->exp_count);
+    m->exp_tok = calloc(T * k, sizeof *m->exp_tok);
+    m->exp_w = calloc(T * k, sizeof *m->exp_w);
+    if (!m->pos || !m->topk_ids || !m->topk_w || !m->exp_count || !m->exp_tok || !m->exp_w) {
+        m->host->set_error("qwen35: out of memory for host scratch of %zu tokens", T);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    return VT_OK;
+}
+
+void qwen35_free(vt_model *m)
+{
+    if (!m) return;
+    if (m->api) {
+        for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
+        if (m->scratch) m->api->free(m->ctx, m->scratch);
+    }
+    free(m->dev_allocs);
+    free(m->layers);
+    free(m->pos);
+    free(m->topk_ids);
+    free(m->topk_w);
+    free(m->exp_count);
+    free(m->exp_tok);
+    free(m->exp_w);
+    q35_hparams_free(&m->hp);
+    free(m);
+}
+
+vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
+                      const vt_model_params *params, vt_model **out)
+{
+    if (!host || !g || !backend || !backend->api || !out) {
+        if (host) host->set_error("qwen35: load: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    vt_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        host->set_error("qwen35: out of memory for the model object");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    m->host = host;
+    m->backend = backend;
+    m->api = backend->api;
+    m->ctx = backend->ctx;
+    vt_status st = q35_read_hparams(host, g, &m->hp);
+    if (st != VT_OK) goto fail;
+    const qwen35_hparams *hp = &m->hp;
+
+    /* every op the forward pass calls must be there (the core checks the
+     * declared capabilities first; this guards the function pointers) */
+    {
+        uint32_t ids[32];
+        q35_loader C = {host, g, m, 1, ids, 0, 32};
+        q35_op_caps(hp, &C);
+        for (uint32_t i = 0; i < C.n_caps && i < 32; i++) {
+            const char *nm;
+            if (!q35_op_present(m->api, ids[i], &nm)) {
+                host->set_error("qwen35: backend '%s' has no '%s' op, which this model needs",
+                                backend->name ? backend->name : "?", nm);
+                st = VT_ERR_CAPABILITY;
+                goto fail;
+            }
+        }
+    }
+
+    m->zero_copy = q35_host_addressable(m->api);
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        host->set_error("qwen35: out of memory for %u layers", hp->n_layer);
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    q35_loader L = {host, g, m, 0, NULL, 0, 0};
+    st = q35_map_model(&L);
+    if (st != VT_OK) goto fail;
+
+    uint32_t n_ctx = params ? params->n_ctx : 0;
+    if (n_ctx == 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (n_ctx == 0) n_ctx = 4096;
+    m->n_ctx = n_ctx;
+    m->n_batch = params && params->n_batch ? params->n_batch : 512;
+    st = q35_alloc_scratch(m);
+    if (st != VT_OK) goto fail;
+
+    const char *dump = getenv("VT_QWEN35_DUMP");
+    m->dump_path = dump && *dump ? dump : NULL;
+
+    uint32_t n_lin = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) n_lin += hp->is_linear[il];
+    host->log(VT_LOG_INFO,
+              "qwen35: %s, %u layers (%u linear, %u full attention%s), n_embd %u, n_vocab %" PRId64
+              ", %s%s, weights %s",
+              hp->arch, hp->n_layer, n_lin, hp->n_layer - n_lin,
+              hp->n_nextn ? ", MTP block skipped" : "", hp->n_embd, hp->n_vocab,
+              hp->is_moe ? "experts " : "dense FFN",
+              hp->is_moe ? "" : "", m->zero_copy ? "zero-copy from the mmap" : "copied to the device");
+    *out = m;
+    return VT_OK;
+fail:
+    qwen35_free(m);
+    return st;
+}
+
+/* ================================================================ */
+/* expert views                                                       */
+/* ================================================================ */
+
+vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
+                               uint32_t e, vt_weight *out)
+{
+    const qwen35_layer *ly = &m->layers[il];
+    const qwen35_stack *s;
+    int64_t rows, row0 = 0;
+    if (which == QWEN35_EXP_DOWN) {
+        s = &ly->down_exps;
+        rows = s->n_out;
+    } else if (ly->fused_gate_up) {
+        s = &ly->gate_up_exps;
+        rows = s->n_out / 2;
+        row0 = which == QWEN35_EXP_UP ? rows : 0;
+    } else {
+        s = which == QWEN35_EXP_GATE ? &ly->gate_exps : &ly->up_exps;
+        rows = s->n_out;
+    }
+    if ((int64_t)e >= s->n_expert) {
+        m->host->set_error("qwen35: expert %u of '%s' is out of range (%" PRId64 " experts)", e,
+                           s->name, s->n_expert);
+        return VT_ERR_INTERNAL;
+    }
+    out->type = s->type;
+    out->n_in = s->n_in;
+    out->n_out = rows;
+    out->row_bytes = s->row_bytes;
+    out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
+    out->name = s->name;
+    return VT_OK;
+}

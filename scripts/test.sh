@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: a -Werror build with every cmocka suite and fixture
+# comparison, then an ASan+UBSan (clang) build running the parser, tokenizer
+# and registry suites. Fixtures are read from ../shared/fixtures (or
+# $VT_FIXTURES_DIR); without them the fixture tests skip loudly, and under
+# CI=true they fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+cmake -S . -B build -DVT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+cmake -S . -B build-asan -DVT_WERROR=ON -DVT_SANITIZE=ON -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_BUILD_TYPE=Debug
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L 'parser|tokenizer|registry'
