@@ -44,6 +44,7 @@ static const char *usage_text =
     "  -t, --threads N       CPU threads (default: every core)\n"
     "  --device NAME         backend plugin (default: cpu)\n"
     "  --plugin-dir DIR      search DIR for plugins first (also VT_PLUGIN_PATH)\n"
+    "  --config FILE         residency config (default: $VT_CONFIG, <prefix>/share/vt/residency.yaml)\n"
     "  --kernels auto|scalar scalar = plain float32 reference kernels (also VT_KERNELS)\n"
     "  --ctx N               KV cache length in tokens (default min(trained, 4096))\n"
     "  --batch N             prefill chunk size in tokens (default 512)\n"
@@ -52,7 +53,7 @@ static const char *usage_text =
     "Plugins are searched in --plugin-dir, VT_PLUGIN_PATH, then <bindir>/../lib/vt/plugins.\n";
 
 typedef struct opts {
-    const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type;
+    const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type, *config;
     int n_predict, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps;
     uint32_t ctx, batch;
     vt_sampler_params sp;
@@ -60,7 +61,7 @@ typedef struct opts {
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG
 };
 
 static const struct option long_opts[] = {
@@ -76,7 +77,7 @@ static const struct option long_opts[] = {
     {"plugin-dir", required_argument, 0, O_PLUGIN_DIR}, {"kernels", required_argument, 0, O_KERNELS},
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
-    {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
+    {"config", required_argument, 0, O_CONFIG}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     {0, 0, 0, 0}};
 
 static int parse_long(const char *s, long lo, long hi, const char *what, long *out)
@@ -156,6 +157,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_BATCH: if (parse_long(optarg, 1, 1L << 16, "--batch", &v)) return -1; o->batch = (uint32_t)v; break;
         case O_TYPE: o->type = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
+        case O_CONFIG: o->config = optarg; break;
         case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
         case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
         default: return -1;
@@ -185,7 +187,7 @@ static vt_status open_engine(const opts *o, vt_engine **e)
 {
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
-                          .n_batch = o->batch};
+                          .n_batch = o->batch, .config_path = o->config};
     return vt_engine_open(&p, e);
 }
 

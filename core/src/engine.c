@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "capabilities.h"
+#include "config.h"
 #include "error.h"
 #include "registry.h"
 
@@ -79,9 +80,23 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     }
     snprintf(e->arch, sizeof e->arch, "%s", arch.ptr);
 
+    vt_config cfg;
+    if ((st = vt_config_load(p->config_path, &cfg)) != VT_OK) goto fail;
     const char *dirs[2] = {p->plugin_dir, NULL};
     if ((st = vt_registry_open(p->plugin_dir ? dirs : NULL, &e->reg)) != VT_OK) goto fail;
-    e->mplug = vt_registry_find_model(e->reg, e->arch);
+    const char *mname = vt_config_model_for_arch(&cfg, e->arch);
+    if (mname) {
+        e->mplug = vt_registry_find(e->reg, VT_PLUGIN_MODEL, mname);
+        if (!e->mplug) {
+            vt_set_error("config %s maps architecture '%s' to model plugin '%s', which was not "
+                         "found (plugin directories: %s)", cfg.path[0] ? cfg.path : "(built-in)",
+                         e->arch, mname, vt_registry_dirs(e->reg));
+            st = VT_ERR_NOT_FOUND;
+            goto fail;
+        }
+    } else {
+        e->mplug = vt_registry_find_model(e->reg, e->arch);
+    }
     if (!e->mplug) {
         vt_set_error("no model plugin serves architecture '%s' of %s (plugin directories: %s)",
                      e->arch, p->model_path, vt_registry_dirs(e->reg));
@@ -89,10 +104,13 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         goto fail;
     }
     e->mapi = e->mplug->desc->table;
-    const char *device = p->device ? p->device : "cpu";
-    e->bplug = vt_registry_find(e->reg, VT_PLUGIN_BACKEND, device);
+    const char *device = p->device ? p->device : cfg.default_platform;
+    const vt_config_platform *plat = vt_config_platform_get(&cfg, device);
+    const char *bname = plat ? plat->backend : device;
+    e->bplug = vt_registry_find(e->reg, VT_PLUGIN_BACKEND, bname);
     if (!e->bplug) {
-        vt_set_error("no backend plugin '%s' (plugin directories: %s)", device, vt_registry_dirs(e->reg));
+        vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s)", device, bname,
+                     vt_registry_dirs(e->reg));
         st = VT_ERR_NOT_FOUND;
         goto fail;
     }
@@ -115,7 +133,8 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         vt_error_prefix("backend '%s' init", device);
         goto fail;
     }
-    vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = p->n_ctx, .n_batch = e->n_batch};
+    vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = p->n_ctx ? p->n_ctx : cfg.kv_cache_tokens,
+                          .n_batch = e->n_batch};
     if ((st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, &mp, &e->model)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
         goto fail;

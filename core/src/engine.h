@@ -25,6 +25,7 @@ typedef struct vt_engine_params {
     const char *kernels;     /* "auto" (NULL) or "scalar" (reference kernels); env VT_KERNELS */
     uint32_t n_ctx;          /* KV cache tokens (0: min(trained context, 4096)) */
     uint32_t n_batch;        /* prefill chunk size in tokens (0: 512) */
+    const char *config_path; /* residency config (NULL: search, see config.h) */
 } vt_engine_params;
 
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out);

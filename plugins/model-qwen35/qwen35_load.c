@@ -376,18 +376,18 @@ static void q35_fmt_shape(const int64_t *ne, int n, char *buf, size_t cap)
 }
 
 /* Shape check, trailing 1s treated as absent ([n, 1] == [n]). */
-static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, const int64_t *exp)
+static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want)
 {
     int ok = 1;
     for (int i = 0; i < 4; i++) {
-        int64_t e = i < n ? exp[i] : 1;
+        int64_t e = i < n ? want[i] : 1;
         if (t->ne[i] != e) ok = 0;
     }
     if (ok) return VT_OK;
-    char have[96], want[96];
+    char have[96], wants[96];
     q35_fmt_shape(t->ne, 4, have, sizeof have);
-    q35_fmt_shape(exp, n, want, sizeof want);
-    L->host->set_error("qwen35: tensor '%s' has shape %s, expected %s", t->name, have, want);
+    q35_fmt_shape(want, n, wants, sizeof wants);
+    L->host->set_error("qwen35: tensor '%s' has shape %s, expected %s", t->name, have, wants);
     return VT_ERR_FORMAT;
 }
 
@@ -482,8 +482,8 @@ static vt_status q35_matrix(q35_loader *L, const char *name, int64_t n_in, int64
     const vt_gguf_tensor *t = q35_find(L, name);
     if (found) *found = t != NULL;
     if (!t) return found ? VT_OK : q35_missing(L, name);
-    int64_t exp[2] = {n_in, n_out};
-    vt_status st = q35_check_shape(L, t, 2, exp);
+    int64_t want[2] = {n_in, n_out};
+    vt_status st = q35_check_shape(L, t, 2, want);
     if (st != VT_OK) return st;
     uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
     if (!q35_is_weight_type(t->type) || rb == 0) {
@@ -503,13 +503,13 @@ static vt_status q35_matrix(q35_loader *L, const char *name, int64_t n_in, int64
 
 /* An F32 tensor read straight from memory by ops (norm weights, ssm_a,
  * ssm_dt.bias, ssm_conv1d): type must be F32. */
-static vt_status q35_f32_tensor(q35_loader *L, const char *name, int n, const int64_t *exp,
+static vt_status q35_f32_tensor(q35_loader *L, const char *name, int n, const int64_t *want,
                                 const float **out)
 {
     *out = NULL;
     const vt_gguf_tensor *t = q35_find(L, name);
     if (!t) return q35_missing(L, name);
-    vt_status st = q35_check_shape(L, t, n, exp);
+    vt_status st = q35_check_shape(L, t, n, want);
     if (st != VT_OK) return st;
     if (t->type != VT_TYPE_F32) {
         L->host->set_error("qwen35: tensor '%s' has type %s; expected F32", name,
@@ -517,7 +517,7 @@ static vt_status q35_f32_tensor(q35_loader *L, const char *name, int n, const in
         return VT_ERR_UNSUPPORTED;
     }
     uint64_t count = 1;
-    for (int i = 0; i < n; i++) count *= (uint64_t)exp[i];
+    for (int i = 0; i < n; i++) count *= (uint64_t)want[i];
     const void *p;
     st = q35_place(L, t, count * 4, &p);
     *out = p;
@@ -536,8 +536,8 @@ static vt_status q35_stack_map(q35_loader *L, const char *name, int64_t n_in, in
     memset(s, 0, sizeof *s);
     const vt_gguf_tensor *t = q35_find(L, name);
     if (!t) return q35_missing(L, name);
-    int64_t exp[3] = {n_in, n_out, n_expert};
-    vt_status st = q35_check_shape(L, t, 3, exp);
+    int64_t want[3] = {n_in, n_out, n_expert};
+    vt_status st = q35_check_shape(L, t, 3, want);
     if (st != VT_OK) return st;
     uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
     if (!q35_is_weight_type(t->type) || rb == 0) {
@@ -937,11 +937,11 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     for (uint32_t il = 0; il < hp->n_layer; il++) n_lin += hp->is_linear[il];
     host->log(VT_LOG_INFO,
               "qwen35: %s, %u layers (%u linear, %u full attention%s), n_embd %u, n_vocab %" PRId64
-              ", %s%s, weights %s",
+              ", %u experts top-%u, n_ctx %u, n_batch %u, weights %s",
               hp->arch, hp->n_layer, n_lin, hp->n_layer - n_lin,
-              hp->n_nextn ? ", MTP block skipped" : "", hp->n_embd, hp->n_vocab,
-              hp->is_moe ? "experts " : "dense FFN",
-              hp->is_moe ? "" : "", m->zero_copy ? "zero-copy from the mmap" : "copied to the device");
+              hp->n_nextn ? ", MTP block skipped" : "", hp->n_embd, hp->n_vocab, hp->n_expert,
+              hp->n_expert_used, m->n_ctx, m->n_batch,
+              m->zero_copy ? "zero-copy from the mmap" : "copied to the device");
     *out = m;
     return VT_OK;
 fail:

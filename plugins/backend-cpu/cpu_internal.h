@@ -1,0 +1,184 @@
+/*
+ * cpu_internal.h - internals of backend-cpu shared by its source files and by
+ * the backend's own tests (tests/test_cpu_*.c, tests/test_quant.c). Not part
+ * of the plugin ABI: nothing here crosses the dlopen boundary.
+ *
+ * Structure of the backend:
+ *  - kernel sets (vt_cpu_kernels): "scalar" (the float32 reference,
+ *    cpu_kernels_scalar.c), "avx2" and "avx512" (cpu_kernels_avx2.c,
+ *    cpu_kernels_avx512.c, both instantiating the width-generic body
+ *    cpu_simd_body.h) and "avx2w16" (the 16-lane body emulated with pairs of
+ *    AVX2 registers; a test instantiation that lets a machine without AVX-512
+ *    run the AVX-512 body's lane logic). A kernel works on one slice of an op
+ *    (a block of rows, one attention head, one delta-net head) on the calling
+ *    thread.
+ *  - the thread pool (cpu_pool.c) that runs an op's slices on every core.
+ *  - the ops (cpu_ops.c): argument checks, splitting into slices, dispatch.
+ *  - the plugin table (cpu_backend.c): memory, capabilities, init/shutdown.
+ */
+#ifndef VT_CPU_INTERNAL_H
+#define VT_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vt/backend.h"
+
+/* ---- half-precision conversions (gguf.md §6.1), exact ---- */
+
+static inline float vt_cpu_f16_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31;
+    uint32_t e = (h >> 10) & 31u;
+    uint32_t m = h & 1023u;
+    uint32_t bits;
+    if (e == 0) {
+        if (m == 0) {
+            bits = s;
+        } else { /* subnormal: M · 2^-24, normalised for binary32 */
+            int sh = 0;
+            while (!(m & 1024u)) {
+                m <<= 1;
+                sh++;
+            }
+            bits = s | ((uint32_t)(127 - 15 + 1 - sh) << 23) | ((m & 1023u) << 13);
+        }
+    } else if (e == 31) {
+        bits = s | 0x7f800000u | (m << 13); /* inf, NaN keeps its payload */
+    } else {
+        bits = s | ((e + 127 - 15) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline float vt_cpu_bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline uint16_t vt_cpu_rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* Bytes of a Q8_0 block (gguf.md §6.2): f16 d, int8 qs[32]. */
+#define VT_CPU_Q8_0_BYTES 34
+
+/*
+ * Dequantise n elements (one row or a run of whole blocks) of `type` from src
+ * into dst, exactly (gguf.md §6). Supported: F32, F16, BF16, Q8_0.
+ * Returns VT_ERR_UNSUPPORTED for other types, VT_ERR_INVALID_ARG when n is not
+ * a multiple of the block size.
+ */
+vt_status vt_cpu_dequant_row(uint32_t type, const void *src, int64_t n, float *dst);
+/* 1 when vt_cpu_dequant_row and the mat_mul/get_rows kernels handle `type`. */
+int vt_cpu_type_supported(uint32_t type);
+
+/* ---- kernel sets ---- */
+
+/*
+ * One matmul slice: y[t*ldy + r] = dot(row r of w, x[t*ldx ...]) for r < n_rows,
+ * t < n_tok. w points at the slice's first row; rows are row_bytes apart.
+ * scratch: at least n_in floats (the scalar kernel dequantises a row there).
+ */
+typedef void (*vt_cpu_mm_fn)(const uint8_t *w, size_t row_bytes, int64_t n_in, const float *x,
+                             int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
+                             float *scratch);
+
+typedef struct vt_cpu_kernels {
+    const char *name; /* "scalar", "avx2", "avx512", "avx2w16" */
+    const char *isa;  /* for the INFO log line */
+    int lanes;        /* floats per vector (1 for scalar) */
+    int (*supported)(void); /* 1 when this CPU can run the set */
+
+    vt_cpu_mm_fn mat_mul[VT_TYPE_SLOTS]; /* NULL: type not handled */
+
+    /* One row: y = x / sqrt(mean(x²) + eps) (· w when w); sum of squares in double. */
+    void (*rms_norm_row)(const float *x, const float *w, float *y, int64_t n, float eps);
+    /* One row: y = x / max(||x||, eps); sum of squares in double. */
+    void (*l2_norm_row)(const float *x, float *y, int64_t n, float eps);
+    /*
+     * One query head of one token: out[d] = Σ_s softmax(score)_s · v[s][d] over
+     * cache positions s0 <= s < s1 (s1 > s0); k, v: the KV head's column in the
+     * caches (row stride ld_kv). scores: s1 floats of scratch;
+     * acc: head_dim doubles of scratch (used by the scalar kernel).
+     */
+    void (*attn_head)(const float *q, const float *k, const float *v, int64_t ld_kv,
+                      int64_t head_dim, int64_t s0, int64_t s1, float scale, float softcap,
+                      float *scores, double *acc, float *out);
+    /*
+     * One value head of the gated delta rule over n_tokens tokens (qwen35moe.md
+     * §5.7.4). q, k: the key head's columns (token stride ldqk); v: the value
+     * head's (ldv); g, beta: this head's entry of token 0, token stride ld_gb;
+     * S: [d_k][d_v] state; out: this head's columns (ldo).
+     * scratch: 3 * d_v doubles.
+     */
+    void (*delta_head)(const float *q, const float *k, int64_t ldqk, const float *v, int64_t ldv,
+                       const float *g, const float *beta, int64_t ld_gb, float *S, float *out,
+                       int64_t ldo, int64_t n_tokens, int64_t d_k, int64_t d_v, double *scratch);
+    /*
+     * Channels [0, n_ch) of the causal conv + SiLU (qwen35moe.md §5.7.2); every
+     * pointer is already offset to the slice's first channel; ld_state is the
+     * state's row stride (the op's total channel count).
+     */
+    void (*ssm_conv)(const float *x, int64_t ldx, const float *w, float *state, int64_t ld_state,
+                     float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch, int64_t d_conv);
+    void (*unary)(vt_unary_op op, const float *x, float *y, int64_t n);
+    /* y[r*nb + c] = a[r*nb + c] op b[c], r < n_rows, c < nb. */
+    void (*binary)(vt_binary_op op, const float *a, const float *b, float *y, int64_t n_rows,
+                   int64_t nb);
+    void (*scale)(const float *x, float *y, int64_t n, float s);
+    /* y[r][c] = x[r][c] · s[r]. */
+    void (*mul_rows)(const float *x, const float *s, float *y, int64_t n_rows, int64_t n_cols);
+} vt_cpu_kernels;
+
+extern const vt_cpu_kernels vt_cpu_kernels_scalar;
+extern const vt_cpu_kernels vt_cpu_kernels_avx2;
+extern const vt_cpu_kernels vt_cpu_kernels_avx2w16;
+extern const vt_cpu_kernels vt_cpu_kernels_avx512;
+
+/* The set named `name` ("scalar", "avx2", "avx512", "avx2w16"), or NULL. */
+const vt_cpu_kernels *vt_cpu_kernels_find(const char *name);
+/* The fastest set this CPU supports. */
+const vt_cpu_kernels *vt_cpu_kernels_best(void);
+
+/* Shared scalar helpers (cpu_kernels_scalar.c), also used by SIMD sets for tails. */
+float vt_cpu_unary_ref(vt_unary_op op, float x);
+
+/* ---- thread pool ---- */
+
+typedef struct vt_cpu_pool vt_cpu_pool;
+/* One slice of an op: task index in [0, n_tasks), thread index in [0, n_threads). */
+typedef void (*vt_cpu_task_fn)(void *arg, int64_t task, int thread);
+
+/* Largest task count one vt_cpu_pool_run accepts. */
+#define VT_CPU_POOL_MAX_TASKS ((int64_t)(1 << 20) - 1)
+
+/* n_threads >= 1 counts the calling thread: n_threads - 1 workers are started. */
+vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out);
+/* Stops and joins every worker. NULL is fine. */
+void vt_cpu_pool_destroy(vt_cpu_pool *p);
+int vt_cpu_pool_threads(const vt_cpu_pool *p);
+/* Runs fn for every task (caller included) and returns when all are done. */
+void vt_cpu_pool_run(vt_cpu_pool *p, vt_cpu_task_fn fn, void *arg, int64_t n_tasks);
+
+/* CPUs this process may run on (sched_getaffinity; sysconf fallback). */
+int vt_cpu_online_cores(void);
+
+/* ---- the backend ---- */
+
+/* The plugin's table (cpu_backend.c). */
+const vt_backend_api *vt_cpu_backend_api(void);
+const vt_plugin_desc *vt_cpu_plugin_desc(void);
+
+/* Test hook: switch an initialised context to another kernel set (one the CPU supports). */
+void vt_cpu_ctx_set_kernels(vt_backend_ctx *ctx, const vt_cpu_kernels *k);
+const vt_cpu_kernels *vt_cpu_ctx_kernels(const vt_backend_ctx *ctx);
+
+#endif

@@ -1,0 +1,307 @@
+/*
+ * qwen35_forward.c - the Qwen3.5 forward pass (qwen35moe.md §5), expressed
+ * entirely as backend ops (vt/backend.h); the plugin touches no activation
+ * itself, so the same code drives every backend.
+ *
+ * Layout of the activations (T = tokens of this call, rows contiguous):
+ *   x [T][n_embd] residual stream, h [T][n_embd] normed input of a sublayer,
+ *   a [T][n_embd] sublayer output. Mixer temporaries s_a..s_g are described
+ *   where they are used; FFN temporaries f_*.
+ *
+ * Pitfalls of §8 are referenced by number where the code guards against them.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qwen35.h"
+
+#define TRY(x) do { vt_status st_ = (x); if (st_ != VT_OK) return st_; } while (0)
+
+/* y[T, n_out] (ldy) = x[T, n_in] (ldx) · Wᵀ through the weight type's matmul. */
+static vt_status q35_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
+                        int64_t ldy, int64_t T)
+{
+    if (w->type >= VT_TYPE_SLOTS || !m->api->mat_mul[w->type]) {
+        m->host->set_error("qwen35: backend has no mat_mul for type %s (tensor '%s')",
+                           vt_type_name(w->type), w->name ? w->name : "?");
+        return VT_ERR_CAPABILITY;
+    }
+    return m->api->mat_mul[w->type](m->ctx, w, x, ldx, y, ldy, T);
+}
+
+/* Append T rows of n floats (device) to the debug dump file (VT_QWEN35_DUMP). */
+static vt_status q35_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
+{
+    if (!m->dump_path) return VT_OK;
+    size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
+    float *buf = malloc(bytes ? bytes : 1);
+    if (!buf) return VT_OK;
+    vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
+    if (st == VT_OK) {
+        FILE *f = fopen(m->dump_path, "ab");
+        if (f) {
+            fwrite(buf, 1, bytes, f);
+            fclose(f);
+        }
+        double ss = 0;
+        for (size_t i = 0; i < (size_t)rows * (size_t)n; i++) ss += (double)buf[i] * buf[i];
+        m->host->log(VT_LOG_DEBUG, "qwen35 dump: %" PRId64 " x %" PRId64 " rms %.6g", rows, n,
+                     sqrt(ss / (double)((size_t)rows * (size_t)n ? (size_t)rows * (size_t)n : 1)));
+    }
+    free(buf);
+    return st;
+}
+
+/* ---------------------------------------------------------------- */
+/* Gated DeltaNet (§5.7)                                              */
+/* ---------------------------------------------------------------- */
+
+static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const qwen35_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, CD = hp->conv_dim, KD = hp->key_dim, VD = hp->value_dim;
+    const int64_t nv = hp->n_v, nk = hp->n_k, dk = hp->d_k, dv = hp->d_v;
+    float *mix = m->s_a;    /* [T][conv_dim] raw q|k|v projections */
+    float *conv = m->s_b;   /* [T][conv_dim] after conv + SiLU */
+    float *z = m->s_c;      /* [T][value_dim] */
+    float *qn = m->s_d;     /* [T][key_dim] L2-normed, scaled q */
+    float *kn = m->s_e;     /* [T][key_dim] L2-normed k */
+    float *o = m->s_f;      /* [T][value_dim] delta-rule output */
+    float *y = m->s_g;      /* [T][value_dim] gated norm output */
+    float *beta = m->s_beta, *g = m->s_gdecay; /* [T][n_v] */
+
+    /* §5.7.1 projections */
+    TRY(q35_mm(m, &ly->wqkv, m->h, E, mix, CD, T));
+    TRY(q35_mm(m, &ly->wz, m->h, E, z, VD, T));
+    TRY(q35_mm(m, &ly->wbeta, m->h, E, beta, nv, T));
+    TRY(A->unary(c, VT_UNARY_SIGMOID, beta, beta, T * nv));
+    TRY(q35_mm(m, &ly->walpha, m->h, E, g, nv, T));
+    /* g = ssm_a · softplus(alpha + dt_bias); ssm_a is already −exp(A_log) (pitfall 2) */
+    TRY(A->binary(c, VT_BINARY_ADD, g, ly->dt_bias, g, T * nv, nv));
+    TRY(A->unary(c, VT_UNARY_SOFTPLUS, g, g, T * nv));
+    TRY(A->binary(c, VT_BINARY_MUL, g, ly->ssm_a, g, T * nv, nv));
+
+    /* §5.7.2 causal conv over the raw projections with carried state, SiLU (pitfalls 10, 11) */
+    TRY(A->ssm_conv(c, mix, CD, ly->conv1d, s->conv_state[il], conv, CD, T, CD, hp->d_conv));
+
+    /* §5.7.3 L2 norm per key head (one call per head: the head rows are
+     * strided by conv_dim), then q / sqrt(d_k) */
+    for (int64_t hk = 0; hk < nk; hk++) {
+        TRY(A->l2_norm(c, conv + hk * dk, CD, qn + hk * dk, KD, T, dk, hp->eps));
+        TRY(A->l2_norm(c, conv + KD + hk * dk, CD, kn + hk * dk, KD, T, dk, hp->eps));
+    }
+    TRY(A->scale(c, qn, qn, T * KD, 1.0f / sqrtf((float)dk)));
+
+    /* §5.7.4 recurrence; value head h uses key head h % n_k (pitfall 3, in the op) */
+    TRY(A->gated_delta_net(c, qn, kn, KD, conv + 2 * KD, CD, g, beta, s->rec_state[il], o, VD, T,
+                           nk, nv, dk, dv));
+
+    /* §5.7.5 y_h = RMSNorm(o_h; ssm_norm) ⊙ silu(z_h) (pitfall 13), then ssm_out */
+    TRY(A->rms_norm(c, o, dv, ly->ssm_norm, y, dv, T * nv, dv, hp->eps));
+    TRY(A->unary(c, VT_UNARY_SILU, z, z, T * VD));
+    TRY(A->binary(c, VT_BINARY_MUL, y, z, y, T * VD, T * VD));
+    TRY(q35_mm(m, &ly->wssm_out, y, VD, m->a, E, T));
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* gated full attention (§5.4, §5.5)                                  */
+/* ---------------------------------------------------------------- */
+
+static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const qwen35_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, hd = hp->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
+    const int64_t QD = nh * hd, KVD = nkv * hd, pos0 = s->pos;
+    float *qg = m->s_a;   /* [T][n_head][query | gate] (pitfall 5) */
+    float *q = m->s_b;    /* [T][n_head][head_dim] normed, roped queries */
+    float *gate = m->s_c; /* [T][n_head*head_dim] */
+    float *kp = m->s_d;   /* [T][n_head_kv*head_dim] raw keys */
+    float *att = m->s_f;  /* [T][n_head*head_dim] */
+    float *kc = s->k_cache[il] + pos0 * KVD, *vc = s->v_cache[il] + pos0 * KVD;
+
+    TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
+    TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
+    TRY(q35_mm(m, &ly->wv, m->h, E, vc, KVD, T)); /* V goes to the cache as is */
+
+    /* per-head RMSNorm with weights shared by all heads (pitfall 15); the
+     * query rows of qg are uniformly strided by 2*head_dim */
+    TRY(A->rms_norm(c, qg, 2 * hd, ly->q_norm, q, hd, T * nh, hd, hp->eps));
+    TRY(A->rms_norm(c, kp, hd, ly->k_norm, kc, hd, T * nkv, hd, hp->eps));
+
+    /* NeoX RoPE on the first n_rot dims after the norm (pitfall 14) */
+    TRY(A->rope_neox(c, q, QD, hd, T, nh, hp->n_rot, m->pos, hp->rope_base, NULL));
+    TRY(A->rope_neox(c, kc, KVD, hd, T, nkv, hp->n_rot, m->pos, hp->rope_base, NULL));
+
+    /* grouped GQA: query head j uses KV head j / n_gqa (pitfall 4, in the op);
+     * scale 1/sqrt(head_dim) with head_dim = key_length (pitfall 8) */
+    TRY(A->attention(c, q, QD, hd, s->k_cache[il], s->v_cache[il], att, QD, T, nh, nkv, hd, pos0,
+                     pos0 + T, 0, 1.0f / sqrtf((float)hd), 0.0f));
+
+    /* o ⊙ sigmoid(gate), then W_o */
+    TRY(A->copy_2d(c, qg + hd, 2 * hd, gate, hd, T * nh, hd));
+    TRY(A->unary(c, VT_UNARY_SIGMOID, gate, gate, T * QD));
+    TRY(A->binary(c, VT_BINARY_MUL, att, gate, att, T * QD, T * QD));
+    TRY(q35_mm(m, &ly->wo, att, QD, m->a, E, T));
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* FFN (§5.8): routed experts + shared expert, or dense SwiGLU         */
+/* ---------------------------------------------------------------- */
+
+/* y = W_down (silu(W_gate x) ⊙ W_up x) for rows of x [n][n_embd]; y [n][n_embd]. */
+static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
+                            const vt_weight *wd, const float *x, float *y, int64_t n)
+{
+    const int64_t E = m->hp.n_embd, F = wg->n_out;
+    TRY(q35_mm(m, wg, x, E, m->f_g, F, n));
+    TRY(q35_mm(m, wu, x, E, m->f_u, F, n));
+    TRY(m->api->unary(m->ctx, VT_UNARY_SILU, m->f_g, m->f_g, n * F));
+    TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
+    TRY(q35_mm(m, wd, m->f_g, F, y, E, n));
+    return VT_OK;
+}
+
+/* x += MoE(h) + sigmoid(w_shgate · h) · SharedExpert(h) */
+static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const qwen35_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
+
+    /* router: softmax over all experts, top-k, renormalise (pitfall 13) */
+    TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
+    TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
+
+    /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
+    int32_t *cnt = m->exp_count;
+    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < T * K; i++) {
+        int32_t e = m->topk_ids[i];
+        if (e < 0 || e >= nx) {
+            m->host->set_error("qwen35: blk.%u router picked expert %d of %" PRId64, il, e, nx);
+            return VT_ERR_INTERNAL;
+        }
+        cnt[e + 1]++;
+    }
+    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
+    for (int64_t i = 0; i < T * K; i++) {
+        int32_t e = m->topk_ids[i];
+        int32_t at = cnt[e]++;
+        m->exp_tok[at] = (int32_t)(i / K);
+        m->exp_w[at] = m->topk_w[i];
+    }
+    /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0) */
+    for (int64_t e = 0; e < nx; e++) {
+        int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
+        if (n == 0) continue;
+        vt_weight wg, wu, wd;
+        TRY(qwen35_expert_weight(m, il, QWEN35_EXP_GATE, (uint32_t)e, &wg));
+        TRY(qwen35_expert_weight(m, il, QWEN35_EXP_UP, (uint32_t)e, &wu));
+        TRY(qwen35_expert_weight(m, il, QWEN35_EXP_DOWN, (uint32_t)e, &wd));
+        const float *xin = m->h;
+        if (T > 1) {
+            TRY(A->gather_rows(c, m->h, E, m->exp_tok + b, n, E, m->f_x, E));
+            xin = m->f_x;
+        }
+        TRY(q35_swiglu(m, &wg, &wu, &wd, xin, m->f_y, n));
+        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + b, m->exp_w + b, n, E, m->x, E));
+    }
+
+    /* shared expert, gated by sigmoid of a dot product per token */
+    TRY(q35_swiglu(m, &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp, m->h, m->f_y, T));
+    TRY(q35_mm(m, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T));
+    TRY(A->unary(c, VT_UNARY_SIGMOID, m->f_gamma, m->f_gamma, T));
+    TRY(A->mul_rows(c, m->f_y, m->f_gamma, m->f_y, T, E));
+    TRY(A->binary(c, VT_BINARY_ADD, m->x, m->f_y, m->x, T * E, T * E));
+    return VT_OK;
+}
+
+static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_layer *ly = &m->layers[il];
+    const int64_t E = m->hp.n_embd;
+    TRY(q35_swiglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, m->h, m->f_y, T));
+    TRY(m->api->binary(m->ctx, VT_BINARY_ADD, m->x, m->f_y, m->x, T * E, T * E));
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* the whole step                                                     */
+/* ---------------------------------------------------------------- */
+
+vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
+                         float *logits, int all_logits)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+
+    if (!s || (!tokens && T > 0)) {
+        m->host->set_error("qwen35: forward: NULL sequence or tokens");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (T <= 0 || T > (int64_t)m->n_batch) {
+        m->host->set_error("qwen35: forward: %" PRId64 " tokens; must be 1..n_batch (%u)", T,
+                           m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    if (s->pos + T > (int64_t)m->n_ctx) {
+        m->host->set_error("qwen35: forward: %" PRId64 " tokens at position %" PRId64
+                           " exceed n_ctx (%u)", T, s->pos, m->n_ctx);
+        return VT_ERR_RANGE;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab) {
+            m->host->set_error("qwen35: forward: token %d at index %" PRId64
+                               " is outside the vocabulary (n_vocab %" PRId64 ")",
+                               tokens[t], t, hp->n_vocab);
+            return VT_ERR_RANGE;
+        }
+        m->pos[t] = (int32_t)(s->pos + t);
+    }
+
+    /* §5.2 embeddings (no scaling) */
+    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(q35_dump(m, m->x, T, E));
+
+    for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
+        const qwen35_layer *ly = &m->layers[il];
+        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
+        if (ly->linear) TRY(q35_linear_attn(m, s, il, T));
+        else TRY(q35_full_attn(m, s, il, T));
+        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
+        /* post_attention_norm is the pre-FFN norm; the FFN adds to x (pitfall 16) */
+        TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, T, E, hp->eps));
+        if (hp->is_moe) TRY(q35_moe(m, il, T));
+        else TRY(q35_dense_ffn(m, il, T));
+        TRY(q35_dump(m, m->x, T, E));
+    }
+    s->pos += T;
+
+    if (!logits) return VT_OK;
+    /* §5.9 final norm and LM head, only for the rows whose logits are wanted,
+     * in chunks of head_rows to bound the scratch */
+    const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
+    TRY(A->rms_norm(c, m->x + r0 * E, E, m->output_norm, m->h, E, nr, E, hp->eps));
+    TRY(q35_dump(m, m->h, nr, E));
+    for (int64_t r = 0; r < nr; r += m->head_rows) {
+        int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;
+        TRY(q35_mm(m, &m->output, m->h + r * E, E, m->logits_buf, V, n));
+        TRY(A->copy_d2h(c, logits + r * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
+    }
+    return VT_OK;
+}

@@ -1,0 +1,173 @@
+/*
+ * qwen35_plugin.c - the model-qwen35 plugin's descriptor and vt_model_api
+ * table (vt/model.h): model info and per-sequence state.
+ *
+ * Per-sequence state (qwen35moe.md §6), all float32 in backend memory:
+ *   full-attention layer: K and V caches [n_ctx][n_head_kv * head_dim]
+ *     (post-RoPE K, raw V);
+ *   Gated DeltaNet layer: conv state [d_conv - 1][conv_dim] (raw projections,
+ *     oldest first) and recurrent state [n_v][d_k][d_v] (S[i][j], i = key dim).
+ * A new or reset sequence has position 0 and zero conv/recurrent state; KV
+ * cache rows beyond the position are never read.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qwen35.h"
+
+static void q35_info(const vt_model *m, vt_model_info *out)
+{
+    if (!m || !out) return;
+    vt_model_info i;
+    memset(&i, 0, sizeof i);
+    i.struct_size = sizeof i;
+    i.n_vocab = m->hp.n_vocab;
+    i.n_embd = m->hp.n_embd;
+    i.n_layer = m->hp.n_layer;
+    i.n_ctx = m->n_ctx;
+    i.n_ctx_train = m->hp.n_ctx_train;
+    /* the caller's struct may be older (smaller) than ours */
+    size_t n = out->struct_size && out->struct_size < sizeof i ? out->struct_size : sizeof i;
+    memcpy(out, &i, n);
+    out->struct_size = (uint32_t)n;
+}
+
+static void q35_seq_free(vt_model *m, vt_model_seq *s)
+{
+    if (!s) return;
+    for (uint32_t il = 0; m && il < m->hp.n_layer; il++) {
+        if (s->k_cache && s->k_cache[il]) m->api->free(m->ctx, s->k_cache[il]);
+        if (s->v_cache && s->v_cache[il]) m->api->free(m->ctx, s->v_cache[il]);
+        if (s->conv_state && s->conv_state[il]) m->api->free(m->ctx, s->conv_state[il]);
+        if (s->rec_state && s->rec_state[il]) m->api->free(m->ctx, s->rec_state[il]);
+    }
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->conv_state);
+    free(s->rec_state);
+    free(s);
+}
+
+static size_t q35_conv_bytes(const vt_model *m)
+{
+    return (size_t)(m->hp.d_conv - 1) * m->hp.conv_dim * sizeof(float);
+}
+
+static size_t q35_rec_bytes(const vt_model *m)
+{
+    return (size_t)m->hp.n_v * m->hp.d_k * m->hp.d_v * sizeof(float);
+}
+
+static vt_status q35_seq_reset(vt_model *m, vt_model_seq *s)
+{
+    if (!m || !s) return VT_ERR_INVALID_ARG;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        if (!m->layers[il].linear) continue;
+        if (q35_conv_bytes(m)) {
+            vt_status st = m->api->memset_zero(m->ctx, s->conv_state[il], q35_conv_bytes(m));
+            if (st != VT_OK) return st;
+        }
+        vt_status st = m->api->memset_zero(m->ctx, s->rec_state[il], q35_rec_bytes(m));
+        if (st != VT_OK) return st;
+    }
+    s->pos = 0;
+    return VT_OK;
+}
+
+static vt_status q35_seq_alloc(vt_model *m, size_t bytes, const char *what, uint32_t il,
+                               float **out)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s blk.%u", what, il);
+    void *p = NULL;
+    vt_status st = m->api->alloc(m->ctx, bytes ? bytes : 64, name, &p);
+    if (st != VT_OK) return st;
+    *out = p;
+    return m->api->memset_zero(m->ctx, p, bytes ? bytes : 64);
+}
+
+static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
+{
+    if (!m || !out) return VT_ERR_INVALID_ARG;
+    *out = NULL;
+    const uint32_t L = m->hp.n_layer;
+    vt_model_seq *s = calloc(1, sizeof *s);
+    if (s) {
+        s->k_cache = calloc(L, sizeof(float *));
+        s->v_cache = calloc(L, sizeof(float *));
+        s->conv_state = calloc(L, sizeof(float *));
+        s->rec_state = calloc(L, sizeof(float *));
+    }
+    if (!s || !s->k_cache || !s->v_cache || !s->conv_state || !s->rec_state) {
+        m->host->set_error("qwen35: out of memory for a sequence of %u layers", L);
+        q35_seq_free(m, s);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    vt_status st = VT_OK;
+    for (uint32_t il = 0; il < L && st == VT_OK; il++) {
+        const qwen35_layer *ly = &m->layers[il];
+        if (ly->linear) {
+            st = q35_seq_alloc(m, q35_conv_bytes(m), "conv state", il, &s->conv_state[il]);
+            if (st == VT_OK)
+                st = q35_seq_alloc(m, q35_rec_bytes(m), "recurrent state", il, &s->rec_state[il]);
+        } else {
+            size_t kv = (size_t)m->n_ctx * ly->n_head_kv * m->hp.head_dim * sizeof(float);
+            st = q35_seq_alloc(m, kv, "KV cache K", il, &s->k_cache[il]);
+            if (st == VT_OK) st = q35_seq_alloc(m, kv, "KV cache V", il, &s->v_cache[il]);
+        }
+    }
+    if (st != VT_OK) {
+        q35_seq_free(m, s);
+        return st;
+    }
+    *out = s;
+    return VT_OK;
+}
+
+static int64_t q35_seq_pos(const vt_model *m, const vt_model_seq *s)
+{
+    (void)m;
+    return s ? s->pos : 0;
+}
+
+static vt_status q35_forward_entry(vt_model *m, vt_model_seq *s, const int32_t *tokens,
+                                   int64_t n_tokens, float *logits, int all_logits)
+{
+    if (!m) return VT_ERR_INVALID_ARG;
+    return qwen35_forward(m, s, tokens, n_tokens, logits, all_logits);
+}
+
+static const char *const q35_architectures[] = {"qwen35moe", "qwen35", NULL};
+
+static const vt_model_api q35_api = {
+    .struct_size = sizeof(vt_model_api),
+    .architectures = q35_architectures,
+    .required_caps = qwen35_required_caps,
+    .load = qwen35_load,
+    .free = qwen35_free,
+    .info = q35_info,
+    .seq_new = q35_seq_new,
+    .seq_free = q35_seq_free,
+    .seq_reset = q35_seq_reset,
+    .seq_pos = q35_seq_pos,
+    .forward = q35_forward_entry,
+};
+
+static const vt_plugin_desc q35_desc = {
+    .struct_size = sizeof(vt_plugin_desc),
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .kind = VT_PLUGIN_MODEL,
+    .name = "qwen35",
+    .version = "0.1.0",
+    .description = "Qwen3.5 MoE (qwen35moe) and dense (qwen35): Gated DeltaNet + gated attention",
+    .table = &q35_api,
+};
+
+VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void);
+
+VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void)
+{
+    return &q35_desc;
+}
