@@ -31,6 +31,7 @@ static const char *usage_text =
     "commands:\n"
     "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [--temp T] [--top-k K] [--top-p P]\n"
     "            [--min-p P] [--seed S] [--chat] [--system TEXT] [--stats] [--ids]\n"
+    "            [--ignore-eos] [--verbose-prompt]\n"
     "            generate text (streams to stdout; --ids: token ids instead)\n"
     "  logits    -m MODEL --tokens 1,2,3 -o FILE   write float32 logits [n_tokens][n_vocab]\n"
     "  tokenize  -m MODEL -p TEXT                  print the token ids\n"
@@ -54,14 +55,14 @@ static const char *usage_text =
 
 typedef struct opts {
     const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type, *config;
-    int n_predict, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps;
+    int n_predict, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps, verbose_prompt;
     uint32_t ctx, batch;
     vt_sampler_params sp;
 } opts;
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT
 };
 
 static const struct option long_opts[] = {
@@ -77,7 +78,7 @@ static const struct option long_opts[] = {
     {"plugin-dir", required_argument, 0, O_PLUGIN_DIR}, {"kernels", required_argument, 0, O_KERNELS},
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
-    {"config", required_argument, 0, O_CONFIG}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
+    {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     {0, 0, 0, 0}};
 
 static int parse_long(const char *s, long lo, long hi, const char *what, long *out)
@@ -158,6 +159,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_TYPE: o->type = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_CONFIG: o->config = optarg; break;
+        case O_VERBOSE_PROMPT: o->verbose_prompt = 1; break;
         case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
         case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
         default: return -1;
@@ -231,6 +233,11 @@ static int cmd_run(const opts *o)
     if (n_ids == 0) {
         vt_set_error("the prompt tokenizes to nothing");
         goto out;
+    }
+    if (o->verbose_prompt) {
+        fprintf(stderr, "prompt: \"%s\"\nprompt tokens (%lld):", prompt, (long long)n_ids);
+        for (int64_t i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
     }
     logits = malloc((size_t)info.n_vocab * sizeof *logits);
     banned = calloc((size_t)info.n_vocab, 1);

@@ -84,6 +84,16 @@ typedef struct vt_chat_msg {
  */
 vt_status vt_chat_render(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
                          int add_generation_prompt, char **out);
+/* vt_chat_render_ex flags */
+#define VT_CHAT_NO_THINKING 0x1u /* qwen35: generation prompt with an empty, closed think
+                                    block (the template's enable_thinking=false) */
+/* vt_chat_render with flags (VT_CHAT_*). The qwen35 renderer also accepts role
+ * "tool" (results wrapped in <tool_response> inside a user turn, as the
+ * template does) and refuses, with VT_ERR_INVALID_ARG, what the template
+ * refuses: no messages, a system message that is not first, an unknown role,
+ * no user query. */
+vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
+                            int add_generation_prompt, unsigned flags, char **out);
 /* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35"), NULL if unknown. */
 const char *vt_chat_family_for_arch(const char *arch);
 

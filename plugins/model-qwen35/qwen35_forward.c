@@ -46,10 +46,11 @@ static vt_status q35_dump(vt_model *m, const float *dev, int64_t rows, int64_t n
             fwrite(buf, 1, bytes, f);
             fclose(f);
         }
+        size_t cnt = (size_t)rows * (size_t)n;
         double ss = 0;
-        for (size_t i = 0; i < (size_t)rows * (size_t)n; i++) ss += (double)buf[i] * buf[i];
+        for (size_t i = 0; i < cnt; i++) ss += (double)buf[i] * buf[i];
         m->host->log(VT_LOG_DEBUG, "qwen35 dump: %" PRId64 " x %" PRId64 " rms %.6g", rows, n,
-                     sqrt(ss / (double)((size_t)rows * (size_t)n ? (size_t)rows * (size_t)n : 1)));
+                     cnt ? sqrt(ss / (double)cnt) : 0.0);
     }
     free(buf);
     return st;

@@ -27,10 +27,7 @@ static void q35_info(const vt_model *m, vt_model_info *out)
     i.n_layer = m->hp.n_layer;
     i.n_ctx = m->n_ctx;
     i.n_ctx_train = m->hp.n_ctx_train;
-    /* the caller's struct may be older (smaller) than ours */
-    size_t n = out->struct_size && out->struct_size < sizeof i ? out->struct_size : sizeof i;
-    memcpy(out, &i, n);
-    out->struct_size = (uint32_t)n;
+    *out = i;
 }
 
 static void q35_seq_free(vt_model *m, vt_model_seq *s)

@@ -1,0 +1,124 @@
+/*
+ * gguf_info.c - the `vt info` report of a GGUF model (see gguf_info.h).
+ *
+ * One function writes the files, metadata, tensor table and totals; the CLI
+ * (core/cli) only opens the model and calls it. Byte totals split dense
+ * weights from routed-expert stacks (`*_exps*`, gguf.md §8.3) because that is
+ * the split the expert streamer and the fit check care about.
+ */
+#include "gguf_info.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "error.h"
+#include "vt/types.h"
+
+int vt_gguf_is_routed_expert(const char *name)
+{
+    return name && strstr(name, "_exps") != NULL;
+}
+
+static uint64_t n_elements(const vt_gguf_tensor *t)
+{
+    return (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2] * (uint64_t)t->ne[3];
+}
+
+static void print_bytes(FILE *f, uint64_t b)
+{
+    fprintf(f, "%" PRIu64 " bytes", b);
+    if (b >= (1u << 30)) fprintf(f, " (%.2f GiB)", (double)b / (1u << 30));
+    else if (b >= (1u << 20)) fprintf(f, " (%.2f MiB)", (double)b / (1u << 20));
+    else if (b >= 1024) fprintf(f, " (%.2f KiB)", (double)b / 1024);
+}
+
+static void print_ne(FILE *f, const vt_gguf_tensor *t)
+{
+    fputs("ne=[", f);
+    uint32_t n = t->n_dims ? t->n_dims : 1;
+    for (uint32_t d = 0; d < n && d < 4; d++) fprintf(f, "%s%" PRId64, d ? ", " : "", t->ne[d]);
+    fputc(']', f);
+}
+
+typedef struct total {
+    uint64_t tensors, elements, bytes;
+} total;
+
+static void add_total(total *a, const vt_gguf_tensor *t)
+{
+    a->tensors++;
+    a->elements += n_elements(t);
+    a->bytes += t->nbytes;
+}
+
+static void print_total(FILE *f, const char *label, const total *a, uint64_t all_bytes)
+{
+    fprintf(f, "%-24s %6" PRIu64 " tensors  %12" PRIu64 " elements  ", label, a->tensors,
+            a->elements);
+    print_bytes(f, a->bytes);
+    if (all_bytes) fprintf(f, "  %.1f%%", 100.0 * (double)a->bytes / (double)all_bytes);
+    fputc('\n', f);
+}
+
+vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
+{
+    if (!g || !f) {
+        vt_set_error("vt_gguf_print_info: model and stream are required");
+        return VT_ERR_INVALID_ARG;
+    }
+    uint32_t ns = vt_gguf_n_shards(g);
+    int64_t nt = vt_gguf_n_tensors(g);
+    fprintf(f, "GGUF v%" PRIu32 "   alignment: %" PRIu32 "   shards: %" PRIu32
+               "   tensors: %" PRId64 "   metadata keys: %" PRId64 "\n",
+            vt_gguf_version(g), vt_gguf_alignment(g), ns, nt, vt_gguf_n_kv(g));
+
+    fputs("-- files --\n", f);
+    for (uint32_t s = 0; s < ns; s++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < nt; i++) cnt += vt_gguf_tensor_at(g, i)->shard == s;
+        fprintf(f, "shard %" PRIu32 " : %s : %" PRIu64 " bytes : data at %" PRIu64
+                   " : %" PRId64 " tensors\n",
+                s, vt_gguf_shard_path(g, s), vt_gguf_shard_size(g, s),
+                vt_gguf_shard_data_start(g, s), cnt);
+    }
+
+    fputs("-- metadata (key : type : value) --\n", f);
+    for (int64_t i = 0; i < vt_gguf_n_kv(g); i++) {
+        vt_gguf_type t = vt_gguf_kv_type(g, i);
+        fprintf(f, "%s : ", vt_gguf_kv_key(g, i));
+        if (t != VT_GGUF_ARRAY) fprintf(f, "%s : ", vt_gguf_type_name(t));
+        vt_gguf_kv_print(g, i, f); /* arrays print "ARRAY[T] len=N : [...]" themselves */
+        fputc('\n', f);
+    }
+
+    fputs("-- tensors: name | type | ne | n_elements | n_bytes | shard | offset --\n", f);
+    total dense = {0}, routed = {0}, all = {0};
+    total by_type[VT_TYPE_SLOTS] = {{0}};
+    for (int64_t i = 0; i < nt; i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        fprintf(f, "%-40s | %-5s | ", t->name, vt_type_name(t->type));
+        print_ne(f, t);
+        fprintf(f, " | %" PRIu64 " | %" PRIu64 " | %" PRIu32 " | %" PRIu64 "\n", n_elements(t),
+                t->nbytes, t->shard, t->offset);
+        add_total(vt_gguf_is_routed_expert(t->name) ? &routed : &dense, t);
+        add_total(&all, t);
+        if (t->type < VT_TYPE_SLOTS) add_total(&by_type[t->type], t);
+    }
+
+    fputs("-- totals --\n", f);
+    print_total(f, "dense", &dense, all.bytes);
+    print_total(f, "routed experts (_exps)", &routed, all.bytes);
+    print_total(f, "all", &all, all.bytes);
+    for (uint32_t ty = 0; ty < VT_TYPE_SLOTS; ty++) {
+        if (!by_type[ty].tensors) continue;
+        char label[40];
+        snprintf(label, sizeof label, "type %s", vt_type_name(ty));
+        print_total(f, label, &by_type[ty], all.bytes);
+    }
+    if (fflush(f) != 0 || ferror(f)) {
+        vt_set_error("vt info: writing the report failed: %s", strerror(errno));
+        return VT_ERR_IO;
+    }
+    return VT_OK;
+}

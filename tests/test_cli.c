@@ -1,0 +1,251 @@
+/*
+ * test_cli.c - the vt command end to end, on the fixtures, as a user runs it:
+ * greedy `vt run --temp 0 --ids` reproduces transformers' 32 greedy ids;
+ * `--chat --system` renders the Qwen3.5 template strings of
+ * spec/tokenizers.md §10.1 exactly; `vt logits` matches the reference logits
+ * and the 3-shard split gives bit-identical logits; `vt tokenize`, `vt info`,
+ * `vt plugins`; and refusals that name the file, device or shard.
+ */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *fx;
+
+/* Run the vt binary with argv (NULL-terminated, without argv[0]); capture
+ * stdout and stderr into malloc-ed strings. Returns the exit status. */
+static int run_vt(const char *const *args, char **out, char **err)
+{
+    char o_path[] = "/tmp/vt-cli-out-XXXXXX", e_path[] = "/tmp/vt-cli-err-XXXXXX";
+    int ofd = mkstemp(o_path), efd = mkstemp(e_path);
+    assert_true(ofd >= 0 && efd >= 0);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = vt_test_vt_bin();
+    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    close(ofd);
+    close(efd);
+    *out = vt_test_read_file(o_path, NULL);
+    *err = vt_test_read_file(e_path, NULL);
+    unlink(o_path);
+    unlink(e_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static cJSON *read_json(const char *rel)
+{
+    char *p = vt_test_path(fx, rel);
+    char *text = vt_test_read_file(p, NULL);
+    cJSON *j = cJSON_Parse(text);
+    if (!j) fail_msg("cannot parse %s", p);
+    free(text);
+    free(p);
+    return j;
+}
+
+static char *model(const char *rel)
+{
+    static char buf[8][4096];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, 4096, "%s/qwen35moe-tiny/gguf/%s", fx, rel);
+    return b;
+}
+
+static void test_greedy_ids(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    cJSON *g = read_json("qwen35moe-tiny/refs/greedy.json");
+    const char *prompt = cJSON_GetObjectItem(g, "prompt_text")->valuestring;
+    const char *args[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", prompt, "--temp", "0",
+                          "--ids", "-n", "32", "--ignore-eos", "--kernels", "scalar",
+                          "--verbose-prompt", NULL};
+    char *out, *err;
+    int rc = run_vt(args, &out, &err);
+    if (rc) fail_msg("vt run exited %d: %s", rc, err);
+    /* the prompt tokenized by vt is the reference prompt */
+    char want[4096] = "";
+    cJSON *pid = cJSON_GetObjectItem(g, "prompt_ids"), *it;
+    cJSON_ArrayForEach(it, pid) snprintf(want + strlen(want), sizeof want - strlen(want), " %d", it->valueint);
+    if (!strstr(err, want)) fail_msg("prompt tokens differ; want%s\n%s", want, err);
+    /* 32 greedy ids */
+    cJSON *ids = cJSON_GetObjectItem(g, "new_ids");
+    char *p = out;
+    int i = 0;
+    cJSON_ArrayForEach(it, ids) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) fail_msg("vt printed only %d ids: %s", i, out);
+        if (v != it->valueint) fail_msg("greedy id %d: vt %ld, reference %d (output: %s)", i, v, it->valueint, out);
+        p = end;
+        i++;
+    }
+    assert_int_equal(i, 32);
+    free(out);
+    free(err);
+    cJSON_Delete(g);
+}
+
+static void test_chat_template(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    const char *args[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "--chat", "--system", "  SYS\n",
+                          "-p", "\tUSER ", "--temp", "0", "-n", "1", "--verbose-prompt", NULL};
+    char *out, *err;
+    int rc = run_vt(args, &out, &err);
+    if (rc) fail_msg("vt run --chat exited %d: %s", rc, err);
+    /* spec/tokenizers.md §10.1, "System + user, then generate" */
+    const char *want = "prompt: \"<|im_start|>system\nSYS<|im_end|>\n<|im_start|>user\nUSER<|im_end|>\n"
+                       "<|im_start|>assistant\n<think>\n\"\n";
+    if (!strstr(err, want)) fail_msg("chat prompt not rendered as the spec says:\n%s", err);
+    /* <|im_start|> (4071) and <|im_end|> (4072) are single tokens */
+    assert_non_null(strstr(err, "prompt tokens"));
+    assert_non_null(strstr(err, ": 4071 "));
+    assert_non_null(strstr(err, " 4072 "));
+    free(out);
+    free(err);
+}
+
+static float *read_f32(const char *path, size_t *n)
+{
+    size_t len;
+    float *v = vt_test_read_file(path, &len);
+    *n = len / 4;
+    return v;
+}
+
+static void test_logits_and_split(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    cJSON *idx = read_json("qwen35moe-tiny/refs/index.json");
+    cJSON *pr = cJSON_GetArrayItem(cJSON_GetObjectItem(idx, "prompts"), 1); /* len8 */
+    char toks[1024] = "";
+    cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(pr, "prompt_ids"))
+        snprintf(toks + strlen(toks), sizeof toks - strlen(toks), "%s%d", toks[0] ? "," : "", it->valueint);
+    char o1[] = "/tmp/vt-logits-XXXXXX", o2[] = "/tmp/vt-logits-XXXXXX", o3[] = "/tmp/vt-logits-XXXXXX";
+    close(mkstemp(o1));
+    close(mkstemp(o2));
+    close(mkstemp(o3));
+    char *out, *err;
+    const char *a1[] = {"logits", "-m", model("qwen35moe-tiny-bf16.gguf"), "--tokens", toks, "-o", o1,
+                        "--kernels", "scalar", NULL};
+    if (run_vt(a1, &out, &err)) fail_msg("vt logits failed: %s", err);
+    free(out), free(err);
+    size_t n, nr;
+    float *got = read_f32(o1, &n);
+    char *rp = vt_test_path(fx, "qwen35moe-tiny/refs/logits-len8.f32.bin");
+    float *ref = read_f32(rp, &nr);
+    assert_int_equal(n, nr);
+    assert_int_equal(n, 8 * 4096);
+    double maxd = 0;
+    for (size_t i = 0; i < n; i++) maxd = fmax(maxd, fabs((double)got[i] - ref[i]));
+    printf("vt logits (bf16, scalar) vs transformers, len8: max |d| = %.3g\n", maxd);
+    assert_true(maxd <= 1e-2);
+
+    const char *a2[] = {"logits", "-m", model("qwen35moe-tiny-q8_0.gguf"), "--tokens", toks, "-o", o2, NULL};
+    if (run_vt(a2, &out, &err)) fail_msg("vt logits q8_0 failed: %s", err);
+    free(out), free(err);
+    const char *a3[] = {"logits", "-m", model("split/qwen35moe-tiny-q8_0-split-00001-of-00003.gguf"),
+                        "--tokens", toks, "-o", o3, NULL};
+    if (run_vt(a3, &out, &err)) fail_msg("vt logits split failed: %s", err);
+    free(out), free(err);
+    size_t n2, n3;
+    float *l2 = read_f32(o2, &n2), *l3 = read_f32(o3, &n3);
+    assert_int_equal(n2, n3);
+    assert_memory_equal(l2, l3, n2 * 4);
+    unlink(o1), unlink(o2), unlink(o3);
+    free(got), free(ref), free(rp), free(l2), free(l3);
+    cJSON_Delete(idx);
+}
+
+static void test_tokenize_info_plugins(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    cJSON *tt = read_json("tokenizers/qwen35-tiny/tokenizer-tests.json");
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(tt, "cases"), 0);
+    const char *text = cJSON_GetObjectItem(c0, "text")->valuestring;
+    char want[4096] = "";
+    cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c0, "ids"))
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", want[0] ? " " : "", it->valueint);
+    char *out, *err;
+    const char *a1[] = {"tokenize", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", text, NULL};
+    if (run_vt(a1, &out, &err)) fail_msg("vt tokenize failed: %s", err);
+    if (strncmp(out, want, strlen(want)) || (out[strlen(want)] != '\n'))
+        fail_msg("vt tokenize '%s': got '%s' want '%s'", text, out, want);
+    free(out), free(err);
+    cJSON_Delete(tt);
+
+    const char *a2[] = {"info", "-m", model("split/qwen35moe-tiny-q8_0-split-00001-of-00003.gguf"), NULL};
+    if (run_vt(a2, &out, &err)) fail_msg("vt info failed: %s", err);
+    assert_non_null(strstr(out, "blk.3.attn_q.weight"));
+    assert_non_null(strstr(out, "qwen35moe-tiny-q8_0-split-00003-of-00003.gguf"));
+    free(out), free(err);
+
+    const char *a3[] = {"plugins", NULL};
+    if (run_vt(a3, &out, &err)) fail_msg("vt plugins failed (%s): %s", out, err);
+    assert_non_null(strstr(out, "backend 'cpu'"));
+    assert_non_null(strstr(out, "model 'qwen35'"));
+    assert_non_null(strstr(out, "qwen35moe"));
+    assert_non_null(strstr(out, "mat_mul.Q8_0"));
+    free(out), free(err);
+}
+
+static void test_refusals(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    char *out, *err;
+    const char *a1[] = {"run", "-m", "/nonexistent/model.gguf", "-p", "x", NULL};
+    assert_int_equal(run_vt(a1, &out, &err), 1);
+    assert_non_null(strstr(err, "/nonexistent/model.gguf"));
+    free(out), free(err);
+
+    const char *a2[] = {"run", "-m", model("split/qwen35moe-tiny-q8_0-split-00002-of-00003.gguf"), "-p", "x", NULL};
+    assert_int_equal(run_vt(a2, &out, &err), 1);
+    if (!strstr(err, "qwen35moe-tiny-q8_0-split-00001-of-00003.gguf"))
+        fail_msg("later shard refusal does not name the first shard: %s", err);
+    free(out), free(err);
+
+    const char *a3[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "--device", "nosuch", NULL};
+    assert_int_equal(run_vt(a3, &out, &err), 1);
+    assert_non_null(strstr(err, "nosuch"));
+    free(out), free(err);
+
+    const char *a4[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "--temp", "abc", NULL};
+    assert_int_equal(run_vt(a4, &out, &err), 2);
+    assert_non_null(strstr(err, "--temp"));
+    free(out), free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_ids),
+        cmocka_unit_test(test_chat_template),
+        cmocka_unit_test(test_logits_and_split),
+        cmocka_unit_test(test_tokenize_info_plugins),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
