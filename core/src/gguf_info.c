@@ -110,6 +110,20 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
     print_total(f, "dense", &dense, all.bytes);
     print_total(f, "routed experts (_exps)", &routed, all.bytes);
     print_total(f, "all", &all, all.bytes);
+    /* one expert's share of the routed bytes: the unit the expert streamer moves */
+    vt_gguf_str arch;
+    uint32_t n_expert = 0;
+    if (routed.tensors && vt_gguf_get_str(g, "general.architecture", &arch) == VT_OK) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.expert_count", arch.ptr);
+        if (vt_gguf_get_u32(g, key, &n_expert) == VT_OK && n_expert > 0) {
+            fprintf(f, "%-24s %6" PRIu32 " experts  one expert, all layers: ", "routed experts",
+                    n_expert);
+            print_bytes(f, routed.bytes / n_expert);
+            fputc('\n', f);
+        }
+    }
+    vt_clear_error();
     for (uint32_t ty = 0; ty < VT_TYPE_SLOTS; ty++) {
         if (!by_type[ty].tensors) continue;
         char label[40];

@@ -640,12 +640,15 @@ static vt_status read_tensor_info(reader *r, vt_gguf *g, uint32_t shard, int64_t
     return VT_OK;
 }
 
-/* Sort helper: tensors of one shard by offset, for the overlap check. */
-static const vt_gguf_tensor *g_sort_base;
-static int cmp_by_offset(const void *a, const void *b)
+/* Sort key for the overlap check: one tensor's byte range in its shard. */
+typedef struct span {
+    uint64_t offset, nbytes;
+    int64_t idx;
+} span;
+
+static int cmp_span(const void *a, const void *b)
 {
-    const vt_gguf_tensor *x = &g_sort_base[*(const int64_t *)a];
-    const vt_gguf_tensor *y = &g_sort_base[*(const int64_t *)b];
+    const span *x = a, *y = b;
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
@@ -668,25 +671,30 @@ static vt_status check_tensor_offsets(reader *r, vt_gguf *g, gguf_shard *s, int6
                            t->offset, t->nbytes, s->data_start, s->size);
     }
     if (n < 2) return VT_OK;
-    int64_t *order = malloc((size_t)n * sizeof *order);
+    span *order = malloc((size_t)n * sizeof *order);
     if (!order) {
         vt_set_error("%s: out of memory: sorting %" PRId64 " tensors", s->path, n);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    for (int64_t i = 0; i < n; i++) order[i] = first + i;
-    g_sort_base = g->tensors; /* open is not thread-safe for one object; qsort needs a global */
-    qsort(order, (size_t)n, sizeof *order, cmp_by_offset);
+    for (int64_t i = 0; i < n; i++)
+        order[i] = (span){g->tensors[first + i].offset, g->tensors[first + i].nbytes, first + i};
+    qsort(order, (size_t)n, sizeof *order, cmp_span);
     vt_status st = VT_OK;
-    for (int64_t i = 1; i < n; i++) {
-        const vt_gguf_tensor *a = &g->tensors[order[i - 1]], *b = &g->tensors[order[i]];
-        if (a->nbytes && b->nbytes && a->offset + a->nbytes > b->offset) {
+    /* sweep in offset order: a non-empty tensor must start at or after the end of
+     * every earlier one (empty tensors occupy nothing) */
+    const vt_gguf_tensor *last = NULL; /* the tensor reaching furthest so far */
+    for (int64_t i = 0; i < n; i++) {
+        const vt_gguf_tensor *b = &g->tensors[order[i].idx];
+        if (!b->nbytes) continue;
+        if (last && last->offset + last->nbytes > b->offset) {
             r->ctx = CTX_TENSOR;
             r->ctx_name = b->name;
             st = rd_fail(r, "offset %" PRIu64 " overlaps tensor '%s' (offset %" PRIu64 ", %" PRIu64
                             " bytes)",
-                         b->offset, a->name, a->offset, a->nbytes);
+                         b->offset, last->name, last->offset, last->nbytes);
             break;
         }
+        if (!last || b->offset + b->nbytes > last->offset + last->nbytes) last = b;
     }
     free(order);
     return st;
@@ -743,7 +751,7 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         goto out;
     }
     if ((st = rd_u32(&r, &s->version, "version"))) goto out;
-    if ((s->version & 0xFFFFu) == 0) {
+    if (s->version != 0 && (s->version & 0xFFFFu) == 0) {
         st = rd_fail(&r, "version 0x%08" PRIx32 " is byte-swapped: a big-endian GGUF file "
                          "(host/model endianness mismatch) is not supported",
                      s->version);

@@ -59,7 +59,7 @@ struct vt_tokenizer {
     uint32_t *str_len;
     int32_t *str_vocab; /* vocab id of the string, -1 when it is not a token */
     uint32_t n_str, cap_str;
-    uint32_t *str_hash; /* open addressing: intern id + 1, 0 = empty */
+    uint64_t *str_hash; /* open addressing: (hash >> 32) << 32 | (intern id + 1), 0 = empty */
     uint32_t str_hash_cap;
 
     /* merges */
@@ -91,51 +91,69 @@ static uint64_t hash_bytes(const char *s, size_t n)
         h ^= (unsigned char)s[i];
         h *= 1099511628211ull;
     }
+    h ^= h >> 32; /* fold the well-mixed high half into the slot bits */
+    h *= 0x94D049BB133111EBull;
     return h ^ (h >> 29);
 }
 
 static const char *str_ptr(const vt_tokenizer *t, uint32_t iid) { return t->arena + t->str_off[iid]; }
 
-static uint32_t str_lookup(const vt_tokenizer *t, const char *s, size_t n)
+/* Slot tag: the hash's high half, compared before touching the string. */
+static uint64_t hash_tag(uint64_t h) { return h & 0xFFFFFFFF00000000ull; }
+
+static uint32_t str_lookup_h(const vt_tokenizer *t, const char *s, size_t n, uint64_t hash)
 {
     if (!t->str_hash_cap) return NONE;
     uint32_t mask = t->str_hash_cap - 1;
-    for (uint32_t h = (uint32_t)hash_bytes(s, n) & mask;; h = (h + 1) & mask) {
-        uint32_t v = t->str_hash[h];
+    for (uint32_t h = (uint32_t)hash & mask;; h = (h + 1) & mask) {
+        uint64_t v = t->str_hash[h];
         if (!v) return NONE;
-        uint32_t iid = v - 1;
+        if (hash_tag(v) != hash_tag(hash)) continue;
+        uint32_t iid = (uint32_t)v - 1;
         if (t->str_len[iid] == n && !memcmp(str_ptr(t, iid), s, n)) return iid;
     }
 }
 
-static vt_status str_hash_grow(vt_tokenizer *t)
+static uint32_t str_lookup(const vt_tokenizer *t, const char *s, size_t n)
 {
-    uint32_t cap = t->str_hash_cap ? t->str_hash_cap * 2 : 1024;
-    if (cap == 0 || cap > (1u << 31)) {
+    return str_lookup_h(t, s, n, hash_bytes(s, n));
+}
+
+/* Grow the string hash to at least min_cap slots (a power of two). */
+static vt_status str_hash_grow(vt_tokenizer *t, uint64_t min_cap)
+{
+    uint64_t cap = t->str_hash_cap ? (uint64_t)t->str_hash_cap * 2 : 1024;
+    while (cap < min_cap) cap *= 2;
+    if (cap > (1u << 31)) {
         vt_set_error("tokenizer: too many distinct strings (%" PRIu32 ")", t->n_str);
         return VT_ERR_FORMAT;
     }
-    uint32_t *h = calloc(cap, sizeof *h);
+    uint64_t *h = calloc(cap, sizeof *h);
     if (!h) {
         vt_set_error("tokenizer: cannot allocate %zu bytes for the string hash",
                      (size_t)cap * sizeof *h);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    for (uint32_t i = 0; i < t->n_str; i++) {
-        uint32_t s = (uint32_t)hash_bytes(str_ptr(t, i), t->str_len[i]) & (cap - 1);
+    for (uint32_t i = 0; i < t->str_hash_cap; i++) {
+        uint64_t v = t->str_hash[i];
+        if (!v) continue;
+        uint32_t iid = (uint32_t)v - 1;
+        uint64_t hash = hash_bytes(str_ptr(t, iid), t->str_len[iid]);
+        uint32_t s = (uint32_t)hash & (cap - 1);
         while (h[s]) s = (s + 1) & (cap - 1);
-        h[s] = i + 1;
+        h[s] = v;
     }
     free(t->str_hash);
     t->str_hash = h;
-    t->str_hash_cap = cap;
+    t->str_hash_cap = (uint32_t)cap;
     return VT_OK;
 }
 
 /* Intern s[0..n); *iid gets its id (existing or new). */
 static vt_status str_intern(vt_tokenizer *t, const char *s, size_t n, uint32_t *iid)
 {
-    uint32_t found = str_lookup(t, s, n);
+    const uint64_t hash = hash_bytes(s, n);
+    uint32_t found = str_lookup_h(t, s, n, hash);
     if (found != NONE) {
         *iid = found;
         return VT_OK;
@@ -145,7 +163,7 @@ static vt_status str_intern(vt_tokenizer *t, const char *s, size_t n, uint32_t *
         return VT_ERR_FORMAT;
     }
     if ((uint64_t)(t->n_str + 1) * 2 > t->str_hash_cap) {
-        vt_status st = str_hash_grow(t);
+        vt_status st = str_hash_grow(t, 0);
         if (st != VT_OK) return st;
     }
     if (t->n_str == t->cap_str) {
@@ -181,9 +199,9 @@ static vt_status str_intern(vt_tokenizer *t, const char *s, size_t n, uint32_t *
     t->arena[t->arena_len + n] = 0;
     t->arena_len += n + 1;
     uint32_t mask = t->str_hash_cap - 1;
-    uint32_t h = (uint32_t)hash_bytes(s, n) & mask;
+    uint32_t h = (uint32_t)hash & mask;
     while (t->str_hash[h]) h = (h + 1) & mask;
-    t->str_hash[h] = id + 1;
+    t->str_hash[h] = hash_tag(hash) | (id + 1u);
     *iid = id;
     return VT_OK;
 }
@@ -192,7 +210,15 @@ static vt_status str_intern(vt_tokenizer *t, const char *s, size_t n, uint32_t *
 /* merge pairs                                                               */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t pair_hash(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 17; }
+/* splitmix64 finalizer: every key bit reaches the low bits used as the slot */
+static uint64_t pair_hash(uint64_t key)
+{
+    key ^= key >> 30;
+    key *= 0xBF58476D1CE4E5B9ull;
+    key ^= key >> 27;
+    key *= 0x94D049BB133111EBull;
+    return key ^ (key >> 31);
+}
 
 static const pair_slot *pair_find(const vt_tokenizer *t, uint32_t a, uint32_t b)
 {
@@ -320,6 +346,8 @@ static vt_status load_vocab(vt_tokenizer *t, const vt_gguf *g)
         return VT_ERR_FORMAT;
     }
     t->n_vocab = (int64_t)count;
+    /* room for the vocab and the few merge strings that are no token, without rehashing */
+    if ((st = str_hash_grow(t, count * 2 + count / 4)) != VT_OK) return st;
     t->tok_str = malloc(count * sizeof *t->tok_str);
     t->tok_type = malloc(count);
     t->tok_attr = malloc(count);
@@ -469,7 +497,7 @@ static vt_status finish_attributes(vt_tokenizer *t, const int32_t *eog_ids, size
         "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
         "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
         "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~["};
+        "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>" /* <｜end▁of▁sentence｜> */, "[e~["};
     for (size_t k = 0; k < sizeof eog_texts / sizeof *eog_texts; k++) mark_eog_text(t, eog_texts[k]);
     for (size_t k = 0; k < n_eog_ids; k++)
         if (eog_ids[k] >= 0) t->tok_attr[eog_ids[k]] |= ATTR_EOG;

@@ -29,7 +29,12 @@ enum {
 };
 
 /* Build from the tokenizer.ggml.* keys of g (g may be closed afterwards).
- * Errors name the key: VT_ERR_FORMAT, VT_ERR_UNSUPPORTED (unknown model/pre). */
+ * Errors name the key: VT_ERR_FORMAT, VT_ERR_UNSUPPORTED (unknown model/pre).
+ * Stricter than llama.cpp: a *_token_id key outside the vocabulary, array
+ * lengths that differ from tokenizer.ggml.tokens, a token type outside 0..6
+ * and a merge that is not "A B" are refused. gpt2 has no default BOS/EOS
+ * (llama.cpp's placeholder id 11 is not used): absent keys give -1. A missing
+ * tokenizer.ggml.pre falls back to the qwen2 split without NFC (WARN log). */
 vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out);
 void vt_tokenizer_free(vt_tokenizer *t);
 

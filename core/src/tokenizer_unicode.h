@@ -45,7 +45,7 @@ int vt_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 vt_status vt_utf8_decode(const char *s, size_t n, uint32_t **out, size_t *n_out);
 
 /*
- * NFC of cps[0..*n) in place-or-replace: on return *cps/*n hold the composed
+ * NFC of cps[0..*n): on return *cps and *n hold the composed
  * code points (a new malloc-ed array when it changed; the old one is freed).
  * The input must be valid code points (vt_utf8_decode output).
  */

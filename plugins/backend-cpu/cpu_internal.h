@@ -116,12 +116,16 @@ typedef struct vt_cpu_kernels {
      * One value head of the gated delta rule over n_tokens tokens (qwen35moe.md
      * §5.7.4). q, k: the key head's columns (token stride ldqk); v: the value
      * head's (ldv); g, beta: this head's entry of token 0, token stride ld_gb;
-     * S: [d_k][d_v] state; out: this head's columns (ldo).
+     * S: [d_k][ld_s] state; out: this head's columns (ldo).
+     * Column j of S evolves independently of the others, so a call may cover a
+     * strip of d_v columns of the head: v, S and out then point at the strip's
+     * first column and ld_s is the head's full d_v.
      * scratch: 3 * d_v doubles.
      */
     void (*delta_head)(const float *q, const float *k, int64_t ldqk, const float *v, int64_t ldv,
-                       const float *g, const float *beta, int64_t ld_gb, float *S, float *out,
-                       int64_t ldo, int64_t n_tokens, int64_t d_k, int64_t d_v, double *scratch);
+                       const float *g, const float *beta, int64_t ld_gb, float *S, int64_t ld_s,
+                       float *out, int64_t ldo, int64_t n_tokens, int64_t d_k, int64_t d_v,
+                       double *scratch);
     /*
      * Channels [0, n_ch) of the causal conv + SiLU (qwen35moe.md §5.7.2); every
      * pointer is already offset to the slice's first channel; ld_state is the
@@ -172,6 +176,78 @@ void vt_cpu_pool_run(vt_cpu_pool *p, vt_cpu_task_fn fn, void *arg, int64_t n_tas
 int vt_cpu_online_cores(void);
 
 /* ---- the backend ---- */
+
+/* Work (roughly: multiply-adds or elements touched) below which an op runs on
+ * the calling thread without waking the workers. */
+#define VT_CPU_INLINE_WORK 16384
+
+struct vt_backend_ctx {
+    const vt_host_api *host;
+    const vt_cpu_kernels *k;
+    vt_cpu_pool *pool;
+    int n_threads;
+    void **scratch;       /* per thread, 64-byte aligned */
+    size_t scratch_bytes; /* size of each */
+    /* RoPE: cos/sin of the last single position rotated (the q and k calls of a
+     * decode step share it); keyed by position, base, n_rot and the frequency
+     * factors' values. */
+    struct {
+        int valid;
+        int32_t pos;
+        float base;
+        int64_t n_rot;
+        int has_ff;
+        float *ff;  /* n_rot/2 */
+        double *cs; /* n_rot: cos[0..n_rot/2), sin[n_rot/2..n_rot) */
+        int64_t cap; /* n_rot the buffers hold */
+    } rope;
+};
+
+/* Set the error through the host table (stderr when there is none); returns st. */
+vt_status vt_cpu_fail(const vt_backend_ctx *ctx, vt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Each thread's scratch holds at least `bytes`. */
+vt_status vt_cpu_scratch_reserve(vt_backend_ctx *ctx, size_t bytes);
+
+/* The ops (cpu_ops.c), with the signatures of vt_backend_api. */
+vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w, const float *x,
+                         int64_t ldx, float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_cpu_get_rows(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w,
+                          const int32_t *ids, int64_t n, float *out);
+vt_status vt_cpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                          float *y, int64_t ldy, int64_t n_rows, int64_t n, float eps);
+vt_status vt_cpu_l2_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y, int64_t ldy,
+                         int64_t n_rows, int64_t n, float eps);
+vt_status vt_cpu_rope_neox(vt_backend_ctx *ctx, float *x, int64_t ld_token, int64_t ld_head,
+                           int64_t n_tokens, int64_t n_head, int64_t n_rot, const int32_t *pos,
+                           float base, const float *freq_factors);
+vt_status vt_cpu_attention(vt_backend_ctx *ctx, const float *q, int64_t ldq, int64_t ldq_head,
+                           const float *k_cache, const float *v_cache, float *out, int64_t ldo,
+                           int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                           int64_t pos0, int64_t n_kv, int64_t window, float scale, float softcap);
+vt_status vt_cpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                          float *state, float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
+                          int64_t d_conv);
+vt_status vt_cpu_gated_delta_net(vt_backend_ctx *ctx, const float *q, const float *k, int64_t ldqk,
+                                 const float *v, int64_t ldv, const float *g, const float *beta,
+                                 float *state, float *out, int64_t ldo, int64_t n_tokens,
+                                 int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v);
+vt_status vt_cpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const float *x, float *y, int64_t n);
+vt_status vt_cpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a, const float *b,
+                        float *y, int64_t n, int64_t nb);
+vt_status vt_cpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s);
+vt_status vt_cpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
+                          int64_t n_rows, int64_t n_cols);
+vt_status vt_cpu_copy_2d(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
+                         int64_t ld_dst, int64_t n_rows, int64_t n_cols);
+vt_status vt_cpu_gather_rows(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                             const int32_t *idx, int64_t n, int64_t n_cols, float *dst,
+                             int64_t ld_dst);
+vt_status vt_cpu_scatter_add(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                             const int32_t *idx, const float *wt, int64_t n, int64_t n_cols,
+                             float *dst, int64_t ld_dst);
+vt_status vt_cpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
+                              int64_t k, int renorm, int32_t *ids, float *weights, float *probs);
 
 /* The plugin's table (cpu_backend.c). */
 const vt_backend_api *vt_cpu_backend_api(void);

@@ -1,0 +1,563 @@
+/*
+ * mkmodel.c - writes small random-weight demo models (see mkmodel.h).
+ *
+ * The qwen35moe generator mirrors what the llama.cpp converter writes for a
+ * Qwen3.5-MoE checkpoint (spec/qwen35moe.md §3 metadata, §4 tensors, in the
+ * converter's tensor order), with the GGUF writer of gguf_writer.c. Each
+ * tensor draws from its own random stream (seed and tensor name), so values do
+ * not depend on which other tensors exist. The tokenizer is trained here:
+ * byte-level BPE (spec/tokenizers.md §4) over the embedded text below,
+ * greedily merging the most frequent adjacent pair.
+ */
+#include "mkmodel.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+#include "vt/gguf.h"
+#include "vt/types.h"
+
+void vt_mkmodel_defaults(vt_mkmodel_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->n_embd = 256;
+    p->n_layer = 4;
+    p->full_attention_interval = 4;
+    p->n_head = 4;
+    p->n_head_kv = 2;
+    p->head_dim = 64;
+    p->n_rot = 16;
+    p->n_expert = 8;
+    p->n_expert_used = 2;
+    p->n_ff_exp = 256;
+    p->n_ff_shexp = 256;
+    p->ssm_d_conv = 4;
+    p->ssm_d_k = 64;
+    p->ssm_n_k = 2;
+    p->ssm_n_v = 4;
+    p->context_length = 4096;
+    p->n_merges = 400;
+    p->weight_type = VT_TYPE_BF16;
+    p->seed = 1234;
+    p->name = "vt demo qwen35moe";
+}
+
+vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name)
+{
+    if (name && !strcasecmp(name, "f32")) p->weight_type = VT_TYPE_F32;
+    else if (name && !strcasecmp(name, "bf16")) p->weight_type = VT_TYPE_BF16;
+    else {
+        vt_set_error("mkmodel: weight type '%s' is not supported (use f32 or bf16)",
+                     name ? name : "(null)");
+        return VT_ERR_INVALID_ARG;
+    }
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Deterministic random numbers (no libm: identical on every host)           */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+
+/* Approximately standard normal: Irwin-Hall sum of 4 uniforms, rescaled to unit variance. */
+static double normalish(uint64_t *s)
+{
+    double a = uniform01(s) + uniform01(s) + uniform01(s) + uniform01(s) - 2.0;
+    return a * 1.7320508075688772; /* sqrt(3): variance 4/12 -> 1 */
+}
+
+static uint64_t name_seed(uint64_t seed, const char *name)
+{
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (; *name; name++) h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { GEN_NORMAL, GEN_NEG_UNIFORM } gen_kind;
+
+/* How to fill one tensor: mean + std * normal, or -uniform(lo, hi). */
+typedef struct gen {
+    gen_kind kind;
+    double a, b; /* NORMAL: mean, std; NEG_UNIFORM: lo, hi */
+} gen;
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (values here are finite) */
+    return (uint16_t)(u >> 16);
+}
+
+typedef struct mk {
+    vt_gguf_writer *w;
+    const vt_mkmodel_params *p;
+    vt_status st;
+} mk;
+
+static void add(mk *m, const char *name, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
+                int64_t ne2, gen g)
+{
+    if (m->st) return;
+    int64_t ne[3] = {ne0, ne1, ne2};
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) n *= (uint64_t)ne[d];
+    size_t es = type == VT_TYPE_F32 ? 4 : 2;
+    void *buf = malloc((size_t)n * es);
+    if (!buf) {
+        vt_set_error("mkmodel: out of memory: tensor '%s' of %" PRIu64 " bytes", name, n * es);
+        m->st = VT_ERR_OUT_OF_MEMORY;
+        return;
+    }
+    uint64_t s = name_seed(m->p->seed, name);
+    for (uint64_t i = 0; i < n; i++) {
+        double v = g.kind == GEN_NORMAL ? g.a + g.b * normalish(&s)
+                                        : -(g.a + (g.b - g.a) * uniform01(&s));
+        if (type == VT_TYPE_F32) ((float *)buf)[i] = (float)v;
+        else ((uint16_t *)buf)[i] = f32_to_bf16((float)v);
+    }
+    m->st = vt_gguf_writer_add_tensor(m->w, name, type, n_dims, ne, buf, n * es);
+    free(buf);
+}
+
+static gen normal(double mean, double std) { return (gen){GEN_NORMAL, mean, std}; }
+
+/* A weight matrix [n_in, n_out(, n_expert)] with std 1/sqrt(n_in): unit-scale outputs. */
+static gen matrix(int64_t n_in)
+{
+    double x = (double)n_in, r = 1.0;
+    for (int i = 0; i < 30; i++) r = 0.5 * (r + x / r); /* sqrt without libm */
+    return normal(0.0, 1.0 / r);
+}
+
+/* Norm weights as the converter stores them: 1 + w (§4.6), w small. */
+static gen norm_w(void) { return normal(1.0, 0.05); }
+
+static void add_tensors(mk *m, uint32_t n_vocab)
+{
+    const vt_mkmodel_params *p = m->p;
+    const uint32_t wt = p->weight_type, F = VT_TYPE_F32;
+    const int64_t E = p->n_embd, key_dim = (int64_t)p->ssm_n_k * p->ssm_d_k,
+                  value_dim = (int64_t)p->ssm_n_v * p->ssm_d_k, conv_dim = 2 * key_dim + value_dim,
+                  nv = p->ssm_n_v, hd = p->head_dim;
+    char nm[96];
+    /* §4.1 (the converter writes output first, then token_embd) */
+    add(m, "output.weight", wt, 2, E, n_vocab, 1, matrix(E));
+    add(m, "token_embd.weight", wt, 2, E, n_vocab, 1, normal(0.0, 1.0));
+    for (uint32_t il = 0; il < p->n_layer && !m->st; il++) {
+        bool full = (il + 1) % p->full_attention_interval == 0;
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%" PRIu32 ".%s", il, suffix), nm)
+        add(m, NAME("attn_norm.weight"), F, 1, E, 1, 1, norm_w());
+        if (!full) { /* §4.4 Gated DeltaNet */
+            add(m, NAME("ssm_a"), F, 1, nv, 1, 1, (gen){GEN_NEG_UNIFORM, 1.0, 16.0});
+            add(m, NAME("ssm_conv1d.weight"), F, 2, p->ssm_d_conv, conv_dim, 1, normal(0.0, 0.3));
+            add(m, NAME("ssm_dt.bias"), F, 1, nv, 1, 1, normal(1.0, 0.1));
+            add(m, NAME("ssm_alpha.weight"), wt, 2, E, nv, 1, matrix(E));
+            add(m, NAME("ssm_beta.weight"), wt, 2, E, nv, 1, matrix(E));
+            add(m, NAME("attn_qkv.weight"), wt, 2, E, conv_dim, 1, matrix(E));
+            add(m, NAME("attn_gate.weight"), wt, 2, E, value_dim, 1, matrix(E));
+            add(m, NAME("ssm_norm.weight"), F, 1, p->ssm_d_k, 1, 1, norm_w());
+            add(m, NAME("ssm_out.weight"), wt, 2, value_dim, E, 1, matrix(value_dim));
+        }
+        /* §4.5 MoE */
+        add(m, NAME("ffn_down_exps.weight"), wt, 3, p->n_ff_exp, E, p->n_expert,
+            matrix(p->n_ff_exp));
+        add(m, NAME("ffn_gate_exps.weight"), wt, 3, E, p->n_ff_exp, p->n_expert, matrix(E));
+        add(m, NAME("ffn_up_exps.weight"), wt, 3, E, p->n_ff_exp, p->n_expert, matrix(E));
+        add(m, NAME("ffn_gate_inp.weight"), F, 2, E, p->n_expert, 1, matrix(E));
+        add(m, NAME("ffn_down_shexp.weight"), wt, 2, p->n_ff_shexp, E, 1, matrix(p->n_ff_shexp));
+        add(m, NAME("ffn_gate_shexp.weight"), wt, 2, E, p->n_ff_shexp, 1, matrix(E));
+        add(m, NAME("ffn_up_shexp.weight"), wt, 2, E, p->n_ff_shexp, 1, matrix(E));
+        add(m, NAME("ffn_gate_inp_shexp.weight"), F, 2, E, 1, 1, matrix(E));
+        add(m, NAME("post_attention_norm.weight"), F, 1, E, 1, 1, norm_w());
+        if (full) { /* §4.3 gated full attention */
+            add(m, NAME("attn_k_norm.weight"), F, 1, hd, 1, 1, norm_w());
+            add(m, NAME("attn_k.weight"), wt, 2, E, (int64_t)p->n_head_kv * hd, 1, matrix(E));
+            add(m, NAME("attn_output.weight"), wt, 2, (int64_t)p->n_head * hd, E, 1,
+                matrix((int64_t)p->n_head * hd));
+            add(m, NAME("attn_q_norm.weight"), F, 1, hd, 1, 1, norm_w());
+            add(m, NAME("attn_q.weight"), wt, 2, E, 2 * (int64_t)p->n_head * hd, 1, matrix(E));
+            add(m, NAME("attn_v.weight"), wt, 2, E, (int64_t)p->n_head_kv * hd, 1, matrix(E));
+        }
+#undef NAME
+    }
+    add(m, "output_norm.weight", F, 1, E, 1, 1, norm_w());
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizer: byte-level BPE trained on the embedded text                    */
+/* ------------------------------------------------------------------------ */
+
+/* Training text (written for vt; plain English with some digits and punctuation). */
+static const char demo_text[] =
+    "The river runs past the old mill and under the stone bridge, then out to the sea.\n"
+    "In the morning the people of the town walk along the water and talk about the weather, "
+    "the market and the news of the day. There is a small school near the bridge where the "
+    "children learn to read, to write and to count from 1 to 100.\n"
+    "A model is a set of numbers that turns one thing into another. This model reads a "
+    "sentence, breaks it into tokens, and then guesses the next token again and again. "
+    "It has many experts, but for each token it asks only two of them, and that is why it "
+    "can be large and still fast.\n"
+    "What is the time? It is ten past three in the afternoon, and the sun is still high.\n"
+    "She said that they would meet at the station at 7:30, and that he should not be late "
+    "this time. He was there at 7:15, and he waited with a cup of tea and a book.\n"
+    "The weather was cold in the winter, warm in the spring, hot in the summer and wet in "
+    "the autumn. Every season has its own colours and its own sounds.\n"
+    "Computers store text as bytes. Each byte is a number between 0 and 255, and a token "
+    "can stand for one byte or for a whole word that appears often in the training text.\n"
+    "Hello! How are you today? I am fine, thank you. Where are you going? I am going to "
+    "the library to find a book about the history of the world.\n"
+    "Once upon a time there was a little house at the edge of a forest. In the house there "
+    "lived an old man, his daughter and a very clever cat. The cat liked to sit by the "
+    "window and watch the birds in the trees.\n"
+    "The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly.\n"
+    "We should write the code so that it is simple to read, simple to test and simple to "
+    "change. A good test must be able to fail, and it should say clearly what went wrong.\n"
+    "User: Can you tell me a story about the sea?\n"
+    "Assistant: Of course. Long ago a young sailor left her village to see what lay beyond "
+    "the horizon. She sailed for many days and nights, and she learned to read the stars, "
+    "the wind and the waves. When she came home, she was older and wiser, and she told her "
+    "friends everything she had seen.\n"
+    "User: Thank you, that was a nice story.\n"
+    "Assistant: You are welcome. Would you like to hear another one?\n";
+
+#define MAX_SYM 64 /* bytes of one token string (merges of short words stay far below) */
+
+typedef struct bpe {
+    char (*tok)[MAX_SYM]; /* token strings in GPT-2 byte-symbol form */
+    uint32_t n_tok, cap_tok;
+    char (*merges)[2 * MAX_SYM + 1];
+    uint32_t n_merges;
+    /* chunks of the text: symbol sequences with counts */
+    uint32_t **word;
+    uint32_t *word_len, *word_count;
+    uint32_t n_word;
+} bpe;
+
+/* GPT-2 bytes_to_unicode (tokenizers.md §4.1): the symbol of byte b as UTF-8. */
+static void byte_symbol(unsigned b, char out[4])
+{
+    unsigned cp;
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) {
+        cp = b;
+    } else { /* the 68 others in ascending order -> U+0100.. */
+        unsigned k = 0;
+        for (unsigned x = 0; x < b; x++)
+            if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF)))
+                k++;
+        cp = 0x100 + k;
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        out[2] = 0;
+    }
+}
+
+static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+
+/* Length of the pre-tokenizer chunk at s (a simplified qwen35 split: " word",
+ * one digit, " punctuation run", whitespace). */
+static size_t chunk_len(const char *s)
+{
+    size_t i = 0;
+    if (is_digit((unsigned char)s[0])) return 1;
+    if (s[0] == ' ' && (is_alpha((unsigned char)s[1]) || (s[1] && !is_digit((unsigned char)s[1]) &&
+                                                          s[1] != ' ' && s[1] != '\n')))
+        i = 1;
+    if (is_alpha((unsigned char)s[i])) {
+        while (is_alpha((unsigned char)s[i])) i++;
+        return i;
+    }
+    if (s[i] == ' ' || s[i] == '\n') {
+        while (s[i] == ' ' || s[i] == '\n') i++;
+        return i;
+    }
+    while (s[i] && !is_alpha((unsigned char)s[i]) && !is_digit((unsigned char)s[i]) &&
+           s[i] != ' ' && s[i] != '\n')
+        i++;
+    return i ? i : 1;
+}
+
+static void bpe_free(bpe *b)
+{
+    for (uint32_t i = 0; i < b->n_word; i++) free(b->word[i]);
+    free(b->word);
+    free(b->word_len);
+    free(b->word_count);
+    free(b->tok);
+    free(b->merges);
+}
+
+static int32_t find_tok(const bpe *b, const char *s)
+{
+    for (uint32_t i = 0; i < b->n_tok; i++)
+        if (!strcmp(b->tok[i], s)) return (int32_t)i;
+    return -1;
+}
+
+typedef struct pair_count {
+    uint64_t key; /* left << 32 | right */
+    uint32_t count;
+} pair_count;
+
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = ((const pair_count *)a)->key, y = ((const pair_count *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+static vt_status bpe_train(bpe *b, uint32_t max_merges)
+{
+    const size_t text_len = sizeof demo_text - 1;
+    b->cap_tok = 256 + max_merges;
+    b->tok = calloc(b->cap_tok, sizeof *b->tok);
+    b->merges = calloc(max_merges ? max_merges : 1, sizeof *b->merges);
+    b->word = calloc(text_len, sizeof *b->word);
+    b->word_len = calloc(text_len, sizeof *b->word_len);
+    b->word_count = calloc(text_len, sizeof *b->word_count);
+    pair_count *pc = malloc(text_len * sizeof *pc);
+    if (!b->tok || !b->merges || !b->word || !b->word_len || !b->word_count || !pc) {
+        free(pc);
+        vt_set_error("mkmodel: out of memory training the tokenizer");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (unsigned i = 0; i < 256; i++) byte_symbol(i, b->tok[i]);
+    b->n_tok = 256;
+    /* distinct chunks with counts */
+    for (size_t pos = 0; pos < text_len;) {
+        size_t n = chunk_len(demo_text + pos);
+        uint32_t w;
+        for (w = 0; w < b->n_word; w++) {
+            if (b->word_len[w] != n) continue;
+            uint32_t k = 0;
+            while (k < n && b->word[w][k] == (unsigned char)demo_text[pos + k]) k++;
+            if (k == n) break;
+        }
+        if (w == b->n_word) {
+            if (!(b->word[w] = malloc(n * sizeof **b->word))) {
+                free(pc);
+                vt_set_error("mkmodel: out of memory training the tokenizer");
+                return VT_ERR_OUT_OF_MEMORY;
+            }
+            for (size_t k = 0; k < n; k++) b->word[w][k] = (unsigned char)demo_text[pos + k];
+            b->word_len[w] = (uint32_t)n;
+            b->n_word++;
+        }
+        b->word_count[w]++;
+        pos += n;
+    }
+    /* greedy merges of the most frequent adjacent pair (ties: smallest ids), down to
+     * pairs seen once, until max_merges or every chunk is a single token */
+    while (b->n_merges < max_merges) {
+        size_t np = 0;
+        for (uint32_t w = 0; w < b->n_word; w++)
+            for (uint32_t k = 0; k + 1 < b->word_len[w]; k++)
+                pc[np++] = (pair_count){(uint64_t)b->word[w][k] << 32 | b->word[w][k + 1],
+                                        b->word_count[w]};
+        if (!np) break;
+        qsort(pc, np, sizeof *pc, cmp_key);
+        uint64_t best = 0;
+        uint32_t best_n = 0;
+        for (size_t i = 0; i < np;) {
+            size_t j = i;
+            uint32_t c = 0;
+            while (j < np && pc[j].key == pc[i].key) c += pc[j++].count;
+            if (c > best_n) {
+                best_n = c;
+                best = pc[i].key;
+            }
+            i = j;
+        }
+        if (best_n < 1) break;
+        uint32_t l = (uint32_t)(best >> 32), r = (uint32_t)best;
+        char joined[2 * MAX_SYM];
+        snprintf(joined, sizeof joined, "%s%s", b->tok[l], b->tok[r]);
+        if (strlen(joined) >= MAX_SYM) break;
+        snprintf(b->merges[b->n_merges++], sizeof *b->merges, "%s %s", b->tok[l], b->tok[r]);
+        int32_t id = find_tok(b, joined);
+        if (id < 0) {
+            id = (int32_t)b->n_tok;
+            memcpy(b->tok[b->n_tok++], joined, strlen(joined) + 1);
+        }
+        for (uint32_t w = 0; w < b->n_word; w++) {
+            uint32_t o = 0;
+            for (uint32_t k = 0; k < b->word_len[w]; k++) {
+                if (k + 1 < b->word_len[w] && b->word[w][k] == l && b->word[w][k + 1] == r) {
+                    b->word[w][o++] = (uint32_t)id;
+                    k++;
+                } else {
+                    b->word[w][o++] = b->word[w][k];
+                }
+            }
+            b->word_len[w] = o;
+        }
+    }
+    free(pc);
+    return VT_OK;
+}
+
+static const char chatml_template[] =
+    "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+    "{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+static vt_status add_tokenizer(vt_gguf_writer *w, bpe *b, uint32_t *n_vocab)
+{
+    static const char *const special[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    uint32_t n = b->n_tok + 3;
+    const char **toks = malloc(n * sizeof *toks);
+    const char **merges = malloc((b->n_merges ? b->n_merges : 1) * sizeof *merges);
+    int32_t *types = malloc(n * sizeof *types);
+    vt_status st = VT_OK;
+    if (!toks || !merges || !types) {
+        vt_set_error("mkmodel: out of memory for %" PRIu32 " tokens", n);
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    for (uint32_t i = 0; i < b->n_tok; i++) {
+        toks[i] = b->tok[i];
+        types[i] = 1; /* NORMAL */
+    }
+    for (uint32_t i = 0; i < 3; i++) {
+        toks[b->n_tok + i] = special[i];
+        types[b->n_tok + i] = 3; /* CONTROL */
+    }
+    for (uint32_t i = 0; i < b->n_merges; i++) merges[i] = b->merges[i];
+    if ((st = vt_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
+        (st = vt_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35")) ||
+        (st = vt_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n)) ||
+        (st = vt_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", VT_GGUF_INT32, types, n)) ||
+        (st = vt_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, b->n_merges)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", b->n_tok + 2)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", b->n_tok)) ||
+        (st = vt_gguf_writer_set_str(w, "tokenizer.chat_template", chatml_template)))
+        goto out;
+    *n_vocab = n;
+out:
+    free(toks);
+    free(merges);
+    free(types);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The model                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static vt_status check_params(const vt_mkmodel_params *p)
+{
+#define REQUIRE(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            vt_set_error("mkmodel: " __VA_ARGS__);                                                 \
+            return VT_ERR_INVALID_ARG;                                                             \
+        }                                                                                          \
+    } while (0)
+    REQUIRE(p->n_embd > 0 && p->n_layer > 0 && p->n_head > 0 && p->n_head_kv > 0 &&
+                p->head_dim > 0 && p->n_expert > 0 && p->n_ff_exp > 0 && p->n_ff_shexp > 0 &&
+                p->ssm_d_conv > 0 && p->ssm_d_k > 0 && p->ssm_n_k > 0 && p->ssm_n_v > 0 &&
+                p->full_attention_interval > 0 && p->context_length > 0,
+            "every size parameter must be positive");
+    REQUIRE(p->n_head % p->n_head_kv == 0, "n_head %" PRIu32 " is not a multiple of n_head_kv %" PRIu32,
+            p->n_head, p->n_head_kv);
+    REQUIRE(p->ssm_n_v % p->ssm_n_k == 0, "ssm_n_v %" PRIu32 " is not a multiple of ssm_n_k %" PRIu32,
+            p->ssm_n_v, p->ssm_n_k);
+    REQUIRE(p->n_rot % 2 == 0 && p->n_rot <= p->head_dim && p->n_rot > 0,
+            "n_rot %" PRIu32 " must be even, positive and <= head_dim %" PRIu32, p->n_rot,
+            p->head_dim);
+    REQUIRE(p->n_expert_used >= 1 && p->n_expert_used <= p->n_expert,
+            "n_expert_used %" PRIu32 " must be in 1..n_expert (%" PRIu32 ")", p->n_expert_used,
+            p->n_expert);
+    REQUIRE(p->weight_type == VT_TYPE_F32 || p->weight_type == VT_TYPE_BF16,
+            "weight_type %" PRIu32 " must be F32 (0) or BF16 (30)", p->weight_type);
+    REQUIRE(p->n_merges <= 20000, "n_merges %" PRIu32 " exceeds 20000", p->n_merges);
+#undef REQUIRE
+    return VT_OK;
+}
+
+vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params)
+{
+    vt_mkmodel_params def;
+    if (!params) {
+        vt_mkmodel_defaults(&def);
+        params = &def;
+    }
+    if (!path) {
+        vt_set_error("mkmodel: an output path is required");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_status st = check_params(params);
+    if (st) return st;
+    const vt_mkmodel_params *p = params;
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    if (!w) return VT_ERR_OUT_OF_MEMORY;
+    bpe b = {0};
+    const char *A = "qwen35moe";
+    char key[128];
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", A, suffix), key)
+    /* §3 metadata, in the converter's order */
+    uint32_t pairs = p->n_rot / 2, s0 = (pairs * 11 + 31) / 32;
+    if (2 * s0 > pairs) s0 = pairs / 2;
+    const int32_t sections[4] = {(int32_t)s0, (int32_t)s0, (int32_t)(pairs - 2 * s0), 0};
+    if ((st = vt_gguf_writer_set_str(w, "general.architecture", A)) ||
+        (st = vt_gguf_writer_set_str(w, "general.type", "model")) ||
+        (st = vt_gguf_writer_set_str(w, "general.name", p->name ? p->name : "vt demo")) ||
+        (st = vt_gguf_writer_set_u32(w, K("block_count"), p->n_layer)) ||
+        (st = vt_gguf_writer_set_u32(w, K("context_length"), p->context_length)) ||
+        (st = vt_gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
+        (st = vt_gguf_writer_set_arr(w, K("rope.dimension_sections"), VT_GGUF_INT32, sections, 4)) ||
+        (st = vt_gguf_writer_set_f32(w, K("rope.freq_base"), 10000.0f)) ||
+        (st = vt_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f)) ||
+        (st = vt_gguf_writer_set_u32(w, K("expert_count"), p->n_expert)) ||
+        (st = vt_gguf_writer_set_u32(w, K("expert_used_count"), p->n_expert_used)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
+        (st = vt_gguf_writer_set_u32(w, "general.file_type",
+                                     p->weight_type == VT_TYPE_F32 ? 0u : 32u)) ||
+        (st = vt_gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)) ||
+        (st = vt_gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), p->n_ff_shexp)) ||
+        (st = vt_gguf_writer_set_u32(w, K("ssm.conv_kernel"), p->ssm_d_conv)) ||
+        (st = vt_gguf_writer_set_u32(w, K("ssm.state_size"), p->ssm_d_k)) ||
+        (st = vt_gguf_writer_set_u32(w, K("ssm.group_count"), p->ssm_n_k)) ||
+        (st = vt_gguf_writer_set_u32(w, K("ssm.time_step_rank"), p->ssm_n_v)) ||
+        (st = vt_gguf_writer_set_u32(w, K("ssm.inner_size"), p->ssm_n_v * p->ssm_d_k)) ||
+        (st = vt_gguf_writer_set_u32(w, K("full_attention_interval"), p->full_attention_interval)) ||
+        (st = vt_gguf_writer_set_u32(w, K("rope.dimension_count"), p->n_rot)) ||
+        (st = vt_gguf_writer_set_u32(w, "general.quantization_version", 2)))
+        goto out;
+#undef K
+    uint32_t n_vocab = 0;
+    if ((st = bpe_train(&b, p->n_merges)) || (st = add_tokenizer(w, &b, &n_vocab))) goto out;
+    mk m = {w, p, VT_OK};
+    add_tensors(&m, n_vocab);
+    if ((st = m.st)) goto out;
+    st = vt_gguf_writer_write(w, path);
+out:
+    bpe_free(&b);
+    vt_gguf_writer_free(w);
+    return st;
+}

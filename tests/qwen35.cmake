@@ -1,0 +1,13 @@
+# Qwen3.5 model plugin (plugins/model-qwen35): reference-logit comparisons on
+# the qwen35moe-tiny fixtures through the engine, greedy decoding, split
+# files, chunked prefill; and load-time refusals on edited copies of the
+# fixture GGUF.
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+
+vt_add_test(test_qwen35_fixtures SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_fixtures.c
+            LIBS vtcore PkgConfig::CJSON LABELS "qwen35;fixtures" TIMEOUT 120)
+add_dependencies(test_qwen35_fixtures model-qwen35 backend-cpu)
+
+vt_add_test(test_qwen35_load SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_load.c
+            LIBS vtcore LABELS "qwen35;fixtures" TIMEOUT 60)
+add_dependencies(test_qwen35_load model-qwen35 backend-cpu)
