@@ -125,7 +125,7 @@ static vt_status parse_platform(parser *p, vt_config_platform *pl)
 {
     vt_status st = expect(p, YAML_MAPPING_START_EVENT, "a mapping for the platform");
     if (st != VT_OK) return st;
-    snprintf(pl->backend, sizeof pl->backend, "%s", pl->name);
+    memcpy(pl->backend, pl->name, sizeof pl->backend); /* both 64 bytes, NUL-terminated */
     snprintf(pl->experts, sizeof pl->experts, "resident");
     for (;;) {
         if ((st = next(p)) != VT_OK) return st;

@@ -106,6 +106,8 @@ static void build(void)
     table.synchronize = fake_sync;
 #ifndef FAKE_PRESENT_NULL
     table.memory_probe = fake_probe;
+#else
+    (void)fake_probe;
 #endif
 #ifdef FAKE_ABSENT_SET
     table.rms_norm = fake_rms;
