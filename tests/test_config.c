@@ -57,7 +57,7 @@ static void test_refusals(void **s)
     expect_refusal("platforms:\n  cpu:\n    experts: streamed\n", "'platforms.cpu.experts' = 'streamed'");
     expect_refusal("models: [a, b]\n", "a mapping under 'models'");
     expect_refusal("defaults: {platform: gpu}\n", "defaults.platform 'gpu' is not listed");
-    expect_refusal("version: 1\ndefaults: {platform: [\n", "YAML error");
+    expect_refusal("\"unterminated: 1\n", "YAML error");
     expect_refusal("version: 7\n", "'version' must be an integer in [1, 1]");
 }
 
