@@ -59,7 +59,8 @@ static inline vt_backend_ctx *tc_ctx(const char *kernels, int n_threads)
     vt_backend_params p = {sizeof p, 0, n_threads, kernels, &tc_host};
     vt_backend_ctx *ctx = NULL;
     vt_status st = tc_api()->init(&p, &ctx);
-    if (st != VT_OK) fail_msg("init(kernels=%s, n_threads=%d): %s", kernels, n_threads, tc_err);
+    if (st != VT_OK)
+        fail_msg("init(kernels=%s, n_threads=%d): %s", kernels ? kernels : "(null)", n_threads, tc_err);
     return ctx;
 }
 

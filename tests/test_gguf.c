@@ -323,6 +323,69 @@ static void test_split_missing_shard(void **state)
     rm_tree(d);
 }
 
+/* Write shard k (0-based) of a count-shard writer-made split model under dir. */
+static void write_shard(const char *dir, unsigned k, unsigned count, uint16_t no, uint16_t cnt,
+                        int32_t total, const char *const *names, int n_names)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/w-%05u-of-%05u.gguf", dir, k + 1, count);
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    assert_non_null(w);
+    if (k == 0) assert_int_equal(vt_gguf_writer_set_str(w, "general.architecture", "w"), VT_OK);
+    assert_int_equal(vt_gguf_writer_set_u16(w, "split.no", no), VT_OK);
+    assert_int_equal(vt_gguf_writer_set_u16(w, "split.count", cnt), VT_OK);
+    assert_int_equal(vt_gguf_writer_set_i32(w, "split.tensors.count", total), VT_OK);
+    float v[8];
+    for (int i = 0; i < 8; i++) v[i] = (float)(k * 100 + (unsigned)i);
+    const int64_t ne[1] = {8};
+    for (int i = 0; i < n_names; i++)
+        assert_int_equal(vt_gguf_writer_add_tensor(w, names[i], VT_TYPE_F32, 1, ne, v, 32), VT_OK);
+    assert_int_equal(vt_gguf_writer_write(w, path), VT_OK);
+    vt_gguf_writer_free(w);
+}
+
+static void test_split_writer_made(void **state)
+{
+    (void)state;
+    char *d = make_tmpdir();
+    char first[600];
+    snprintf(first, sizeof first, "%s/w-00001-of-00002.gguf", d);
+    const char *n0[2] = {"a", "b"}, *n1[1] = {"c"}, *dup[1] = {"a"};
+    vt_gguf *g = NULL;
+
+    write_shard(d, 0, 2, 0, 2, 3, n0, 2);
+    write_shard(d, 1, 2, 1, 2, 3, n1, 1);
+    assert_int_equal(vt_gguf_open(first, 0, &g), VT_OK);
+    assert_int_equal(vt_gguf_n_shards(g), 2);
+    assert_int_equal(vt_gguf_n_tensors(g), 3);
+    const vt_gguf_tensor *c = vt_gguf_find_tensor(g, "c");
+    assert_int_equal(c->shard, 1);
+    assert_true(((const float *)c->data)[3] == 103.0f);
+    assert_true(((const float *)vt_gguf_find_tensor(g, "b")->data)[7] == 7.0f);
+    vt_gguf_close(g);
+
+    write_shard(d, 1, 2, 1, 2, 3, dup, 1); /* name "a" in both shards */
+    assert_int_equal(vt_gguf_open(first, 0, &g), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "duplicate"));
+    assert_non_null(strstr(vt_last_error(), "'a'"));
+
+    write_shard(d, 1, 2, 1, 2, 3, n1, 1);
+    write_shard(d, 0, 2, 0, 2, 4, n0, 2); /* total says 4, shards hold 3 */
+    assert_int_equal(vt_gguf_open(first, 0, &g), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "split.tensors.count"));
+
+    write_shard(d, 0, 2, 0, 2, 3, n0, 2);
+    write_shard(d, 1, 2, 1, 3, 3, n1, 1); /* shard 2 says 3 shards */
+    assert_int_equal(vt_gguf_open(first, 0, &g), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "split.count"));
+    assert_non_null(strstr(vt_last_error(), "w-00002-of-00002.gguf"));
+
+    write_shard(d, 0, 2, 2, 2, 3, n0, 2); /* split.no out of range */
+    assert_int_equal(vt_gguf_open(first, 0, &g), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "split.no"));
+    rm_tree(d);
+}
+
 static void test_gemma_and_quant_zoo(void **state)
 {
     (void)state;
@@ -611,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_split_from_first_shard),
         cmocka_unit_test(test_split_later_shard_refused),
         cmocka_unit_test(test_split_missing_shard),
+        cmocka_unit_test(test_split_writer_made),
         cmocka_unit_test(test_gemma_and_quant_zoo),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_writer_roundtrip_32),

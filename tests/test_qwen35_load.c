@@ -17,6 +17,7 @@
  */
 #include "test_util.h"
 
+#include <math.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -79,45 +80,55 @@ typedef struct edits {
     const char *f16_tensor;    /* relabel an F32 tensor as F16 (half the bytes) */
     int shexp_1d;              /* store ffn_gate_inp_shexp as 1-D [n_embd] */
     int add_mtp;               /* block_count 5 + nextn 1 + blk.4 (copy of blk.3) + nextn.* */
+    int dense;                 /* arch qwen35: FFN = the shared expert's matrices, no MoE */
+    int moe_as_dense;          /* every routed expert = the shared expert's matrices, and
+                                  ffn_down_shexp zeroed: the MoE FFN then equals `dense`'s */
 } edits;
 
 static void copy_kv(const vt_gguf *g, vt_gguf_writer *w, int64_t i, const edits *ed)
 {
-    const char *key = vt_gguf_kv_key(g, i);
-    if (!strncmp(key, "GGUF.", 5) || !strcmp(key, "general.alignment")) return;
-    if (ed->drop_key && !strcmp(key, ed->drop_key)) return;
+    const char *src = vt_gguf_kv_key(g, i), *key = src;
+    char renamed[160];
+    if (!strncmp(src, "GGUF.", 5) || !strcmp(src, "general.alignment")) return;
+    if (ed->drop_key && !strcmp(src, ed->drop_key)) return;
+    if (ed->dense && !strncmp(src, "qwen35moe.", 10)) {
+        if (strstr(src, "expert")) return;
+        snprintf(renamed, sizeof renamed, "qwen35.%s", src + 10);
+        key = renamed;
+    }
     vt_gguf_type t = vt_gguf_kv_type(g, i);
     switch (t) {
     case VT_GGUF_UINT32: {
         uint32_t v;
-        assert_int_equal(vt_gguf_get_u32(g, key, &v), VT_OK);
+        assert_int_equal(vt_gguf_get_u32(g, src, &v), VT_OK);
         assert_int_equal(vt_gguf_writer_set_u32(w, key, v), VT_OK);
         break;
     }
     case VT_GGUF_INT32: case VT_GGUF_UINT16: {
         int64_t v;
-        assert_int_equal(vt_gguf_get_i64(g, key, &v), VT_OK);
+        assert_int_equal(vt_gguf_get_i64(g, src, &v), VT_OK);
         if (t == VT_GGUF_INT32) assert_int_equal(vt_gguf_writer_set_i32(w, key, (int32_t)v), VT_OK);
         else assert_int_equal(vt_gguf_writer_set_u16(w, key, (uint16_t)v), VT_OK);
         break;
     }
     case VT_GGUF_FLOAT32: {
         float v;
-        assert_int_equal(vt_gguf_get_f32(g, key, &v), VT_OK);
+        assert_int_equal(vt_gguf_get_f32(g, src, &v), VT_OK);
         assert_int_equal(vt_gguf_writer_set_f32(w, key, v), VT_OK);
         break;
     }
     case VT_GGUF_BOOL: {
         int v;
-        assert_int_equal(vt_gguf_get_bool(g, key, &v), VT_OK);
+        assert_int_equal(vt_gguf_get_bool(g, src, &v), VT_OK);
         assert_int_equal(vt_gguf_writer_set_bool(w, key, v), VT_OK);
         break;
     }
     case VT_GGUF_STRING: {
         vt_gguf_str s;
-        assert_int_equal(vt_gguf_get_str(g, key, &s), VT_OK);
+        assert_int_equal(vt_gguf_get_str(g, src, &s), VT_OK);
         const char *v = s.ptr;
         if (ed->arch && !strcmp(key, "general.architecture")) v = ed->arch;
+        if (ed->dense && !strcmp(key, "general.architecture")) v = "qwen35";
         assert_int_equal(vt_gguf_writer_set_str(w, key, v), VT_OK);
         break;
     }
@@ -125,12 +136,12 @@ static void copy_kv(const vt_gguf *g, vt_gguf_writer *w, int64_t i, const edits 
         vt_gguf_type et;
         uint64_t n;
         const void *data;
-        assert_int_equal(vt_gguf_get_arr(g, key, &et, &n, &data), VT_OK);
+        assert_int_equal(vt_gguf_get_arr(g, src, &et, &n, &data), VT_OK);
         if (et == VT_GGUF_STRING) {
             const char **v = malloc(sizeof(char *) * (size_t)(n ? n : 1));
             for (uint64_t j = 0; j < n; j++) {
                 vt_gguf_str s;
-                assert_int_equal(vt_gguf_get_arr_str(g, key, j, &s), VT_OK);
+                assert_int_equal(vt_gguf_get_arr_str(g, src, j, &s), VT_OK);
                 v[j] = s.ptr;
             }
             assert_int_equal(vt_gguf_writer_set_arr_str(w, key, v, n), VT_OK);
@@ -169,6 +180,47 @@ static void add_tensor_as(vt_gguf_writer *w, const vt_gguf_tensor *t, const char
     free(tmp);
 }
 
+/* FFN tensors of the dense / moe_as_dense variants (the fixture's n_ff_exp and
+ * n_ff_shexp are both 256, so the shared expert's matrices fit either role). */
+static void ffn_variant(const vt_gguf *g, vt_gguf_writer *w, const vt_gguf_tensor *t,
+                        const edits *ed)
+{
+    static const char *const mats[3] = {"gate", "up", "down"};
+    int il;
+    char kind[64];
+    assert_int_equal(sscanf(t->name, "blk.%d.%63[^.]", &il, kind), 2);
+    for (int j = 0; j < 3; j++) {
+        char want[64], nm[96], src[96];
+        snprintf(want, sizeof want, "ffn_%s_shexp", mats[j]);
+        if (strcmp(kind, want)) continue;
+        snprintf(src, sizeof src, "blk.%d.ffn_%s_shexp.weight", il, mats[j]);
+        const vt_gguf_tensor *sh = vt_gguf_find_tensor(g, src);
+        assert_non_null(sh);
+        if (ed->dense) {
+            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.weight", il, mats[j]);
+            assert_int_equal(vt_gguf_writer_add_tensor(w, nm, sh->type, 2, sh->ne, sh->data,
+                                                       sh->nbytes), VT_OK);
+            return;
+        }
+        /* moe_as_dense: stack 8 copies; keep the shared expert, zero its down */
+        int64_t ne[3] = {sh->ne[0], sh->ne[1], 8};
+        uint8_t *stack = malloc(sh->nbytes * 8);
+        for (int e = 0; e < 8; e++) memcpy(stack + (size_t)e * sh->nbytes, sh->data, sh->nbytes);
+        snprintf(nm, sizeof nm, "blk.%d.ffn_%s_exps.weight", il, mats[j]);
+        assert_int_equal(vt_gguf_writer_add_tensor(w, nm, sh->type, 3, ne, stack, sh->nbytes * 8),
+                         VT_OK);
+        free(stack);
+        void *zero = calloc(1, sh->nbytes);
+        assert_int_equal(vt_gguf_writer_add_tensor(w, sh->name, sh->type, 2, sh->ne,
+                                                   j == 2 ? zero : sh->data, sh->nbytes), VT_OK);
+        free(zero);
+        return;
+    }
+    /* routed stacks are rebuilt above; the router and shared gate stay for the MoE variant */
+    if (ed->moe_as_dense && (!strcmp(kind, "ffn_gate_inp") || !strcmp(kind, "ffn_gate_inp_shexp")))
+        add_tensor_as(w, t, t->name, ed);
+}
+
 /* Write an edited copy of fixture file `src` to g_tmp/<out>; returns the path. */
 static char *write_variant(const char *src, const char *out, const edits *ed)
 {
@@ -184,9 +236,15 @@ static char *write_variant(const char *src, const char *out, const edits *ed)
         assert_int_equal(vt_gguf_writer_set_u32(w, "qwen35moe.block_count", 5), VT_OK);
         assert_int_equal(vt_gguf_writer_set_u32(w, "qwen35moe.nextn_predict_layers", 1), VT_OK);
     }
+    if (ed->dense)
+        assert_int_equal(vt_gguf_writer_set_u32(w, "qwen35.feed_forward_length", 256), VT_OK);
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         if (ed->drop_tensor && !strcmp(t->name, ed->drop_tensor)) continue;
+        if ((ed->dense || ed->moe_as_dense) && strstr(t->name, "ffn_")) {
+            ffn_variant(g, w, t, ed);
+            continue;
+        }
         add_tensor_as(w, t, t->name, ed);
         if (ed->add_mtp && !strncmp(t->name, "blk.3.", 6)) {
             char nm[128];
@@ -433,6 +491,14 @@ static void test_mtp_block_skipped(void **state)
     if (!setup_backend()) return;
     char *orig = fx_file("qwen35moe-tiny-bf16.gguf");
     char *mtp = write_variant("qwen35moe-tiny-bf16.gguf", "mtp.gguf", &(edits){.add_mtp = 1});
+    vt_gguf *g;
+    uint32_t bc = 0;
+    assert_int_equal(vt_gguf_open(mtp, 0, &g), VT_OK);
+    assert_int_equal(vt_gguf_get_u32(g, "qwen35moe.block_count", &bc), VT_OK);
+    assert_int_equal(bc, 5);
+    assert_non_null(vt_gguf_find_tensor(g, "blk.4.attn_q.weight"));
+    assert_non_null(vt_gguf_find_tensor(g, "blk.4.ffn_down_exps.weight"));
+    vt_gguf_close(g);
     same_logits(orig, 0, mtp, 0, "file with an MTP block vs without");
     free(orig);
     free(mtp);
@@ -447,6 +513,42 @@ static void test_shexp_gate_1d(void **state)
     same_logits(orig, 0, v, 0, "1-D vs 2-D ffn_gate_inp_shexp");
     free(orig);
     free(v);
+}
+
+/* The dense qwen35 path on a dense file whose FFN equals, by construction, the
+ * MoE FFN of a qwen35moe file (all experts identical, shared expert off):
+ * same logits up to rounding (the MoE sums w1·y + w2·y with w1 + w2 = 1). */
+static void test_dense_variant(void **state)
+{
+    (void)state;
+    if (!setup_backend()) return;
+    char *d = write_variant("qwen35moe-tiny-bf16.gguf", "dense.gguf", &(edits){.dense = 1});
+    char *m = write_variant("qwen35moe-tiny-bf16.gguf", "moe-dense.gguf",
+                            &(edits){.moe_as_dense = 1});
+    uint32_t ids[256], n;
+    if (caps_of(d, ids, &n) != VT_OK) fail_msg("required_caps(dense): %s", vt_last_error());
+    assert_false(has_cap(ids, n, VT_CAP_OP_SOFTMAX_TOPK));
+    assert_true(has_cap(ids, n, VT_CAP_MAT_MUL(VT_TYPE_BF16)));
+    loaded A, B;
+    load_model(&A, d, 0);
+    float *la = logits_of(&A);
+    unload_model(&A);
+    load_model(&B, m, 0);
+    float *lb = logits_of(&B);
+    unload_model(&B);
+    double md = 0, mx = 0;
+    for (size_t i = 0; i < 8 * 4096; i++) {
+        double dd = fabs((double)la[i] - (double)lb[i]);
+        if (!(dd <= md)) md = dd;
+        if (fabs(lb[i]) > mx) mx = fabs(lb[i]);
+    }
+    printf("[qwen35] dense qwen35 vs equivalent qwen35moe: max |d| %.3g (max |logit| %.3g)\n", md,
+           mx);
+    if (!(md <= 1e-4 * mx)) fail_msg("dense vs MoE-equivalent: max |d| %.4g", md);
+    free(la);
+    free(lb);
+    free(d);
+    free(m);
 }
 
 static void test_copy_path(void **state)
@@ -498,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_required_caps),    cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_mtp_block_skipped), cmocka_unit_test(test_shexp_gate_1d),
         cmocka_unit_test(test_copy_path),         cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_dense_variant),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }

@@ -425,9 +425,9 @@ static int cmd_info(const opts *o)
     }
     vt_gguf *g;
     if (vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK) return fail("info");
-    vt_gguf_print_info(g, stdout);
+    vt_status st = vt_gguf_print_info(g, stdout);
     vt_gguf_close(g);
-    return 0;
+    return st == VT_OK ? 0 : fail("info");
 }
 
 /* ------------------------------------------------------------------ plugins */

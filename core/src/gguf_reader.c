@@ -573,7 +573,6 @@ static vt_status tensors_grow(vt_gguf *g, uint64_t more)
     if (!n) goto oom;
     g->tensor_names = n;
     g->cap_tensors = (int64_t)need;
-    /* names must stay valid for the index: rebuild pointers after realloc */
     return VT_OK;
 oom:
     vt_set_error("out of memory: table of %" PRIu64 " tensors", need);
@@ -922,6 +921,7 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
         return VT_ERR_OUT_OF_MEMORY;
     }
     g->shards = sh;
+    s0 = &g->shards[0]; /* the array moved */
     for (uint64_t k = 1; k < count; k++) {
         gguf_shard *s = &g->shards[k];
         memset(s, 0, sizeof *s);
@@ -1023,6 +1023,12 @@ vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out)
         if (!found_count) count = 1;
     }
     if (count > 1) {
+        if (no >= count) {
+            vt_set_error("%s: split.no = %" PRIu64 " is not below split.count = %" PRIu64, path, no,
+                         count);
+            st = VT_ERR_FORMAT;
+            goto fail;
+        }
         if (no != 0) {
             long plen = split_prefix_len(path, NULL, NULL);
             char *first = plen >= 0 ? shard_name(path, plen, 1, (unsigned)count) : NULL;

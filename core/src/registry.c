@@ -373,7 +373,7 @@ static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], siz
         names[n++] = strdup(de->d_name);
     }
     closedir(dh);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n; i++) {
         char p[PATH_MAX];
         snprintf(p, sizeof p, "%s/%s", real, names[i]);

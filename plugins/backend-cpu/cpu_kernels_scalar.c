@@ -28,8 +28,12 @@ float vt_cpu_unary_ref(vt_unary_op op, float xf)
     case VT_UNARY_SOFTPLUS:
         return xf > 20.0f ? xf : (float)log1p(exp(x));
     case VT_UNARY_GELU_TANH: {
+        /* 0.5x(1 + tanh(u)) = x / (1 + e^(-2u)): the same function without the
+         * cancellation of 1 + tanh(u) for u << 0 (which loses every digit below
+         * x ≈ -7 even in double) */
         const double c = 0.79788456080286535588; /* sqrt(2/pi) */
-        return (float)(0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x))));
+        double u = c * (x + 0.044715 * x * x * x);
+        return (float)(x / (1.0 + exp(-2.0 * u)));
     }
     case VT_UNARY_EXP:
         return (float)exp(x);

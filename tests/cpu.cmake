@@ -1,0 +1,18 @@
+# backend-cpu (plugins/backend-cpu): the scalar reference ops against naive
+# double re-computations, every SIMD kernel set against the scalar set, the
+# plugin as dlopen sees it, and dequantisation against the quant-zoo and
+# qwen35moe-tiny fixtures. The suites link the static library vt_cpu_kernels
+# (the plugin's code without its entry point). Also the matvec bandwidth
+# benchmark (bench/bench_cpu_matvec.c), built but not run as a test.
+vt_add_test(test_cpu_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_ops.c
+            LIBS vt_cpu_kernels LABELS cpu TIMEOUT 60)
+vt_add_test(test_cpu_simd SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_simd.c
+            LIBS vt_cpu_kernels LABELS cpu TIMEOUT 60)
+vt_add_test(test_cpu_plugin SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_plugin.c
+            LIBS ${CMAKE_DL_LIBS} LABELS cpu TIMEOUT 30)
+add_dependencies(test_cpu_plugin backend-cpu)
+vt_add_test(test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.c
+            LIBS vt_cpu_kernels vtcore LABELS "cpu;fixtures" TIMEOUT 60)
+
+add_executable(bench_cpu_matvec ${CMAKE_SOURCE_DIR}/bench/bench_cpu_matvec.c)
+target_link_libraries(bench_cpu_matvec PRIVATE vt_cpu_kernels)
