@@ -16,3 +16,5 @@ vt_add_test(test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.c
 
 add_executable(bench_cpu_matvec ${CMAKE_SOURCE_DIR}/bench/bench_cpu_matvec.c)
 target_link_libraries(bench_cpu_matvec PRIVATE vt_cpu_kernels)
+add_executable(bench_cpu_ops ${CMAKE_SOURCE_DIR}/bench/bench_cpu_ops.c)
+target_link_libraries(bench_cpu_ops PRIVATE vt_cpu_kernels)

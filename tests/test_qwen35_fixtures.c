@@ -172,12 +172,12 @@ static cmp_stats run_file(const char *rel, const char *kernels, const char *labe
         cmp_stats one = {.exact_ok = 1};
         compare(&one, &g_p[i], got);
         compare(&pooled, &g_p[i], got);
-        char what[96];
+        char what[256];
         snprintf(what, sizeof what, "%s %s", label, g_p[i].name);
         print_stats(what, &one);
         free(got);
     }
-    char what[96];
+    char what[256];
     snprintf(what, sizeof what, "%s pooled", label);
     print_stats(what, &pooled);
     vt_engine_close(e);
@@ -195,7 +195,7 @@ static void test_bf16_scalar_exact(void **state)
         float *got = eval_prompt(e, p);
         cmp_stats s = {.exact_ok = 1};
         compare(&s, p, got);
-        char what[64];
+        char what[256];
         snprintf(what, sizeof what, "bf16 scalar %s", p->name);
         print_stats(what, &s);
         for (int t = 0; t < p->n; t++) {

@@ -80,6 +80,7 @@ typedef struct edits {
     const char *f16_tensor;    /* relabel an F32 tensor as F16 (half the bytes) */
     int shexp_1d;              /* store ffn_gate_inp_shexp as 1-D [n_embd] */
     int add_mtp;               /* block_count 5 + nextn 1 + blk.4 (copy of blk.3) + nextn.* */
+    int per_layer_keys;        /* head_count[_kv] as per-block arrays + recurrent_layers */
     int dense;                 /* arch qwen35: FFN = the shared expert's matrices, no MoE */
     int moe_as_dense;          /* every routed expert = the shared expert's matrices, and
                                   ffn_down_shexp zeroed: the MoE FFN then equals `dense`'s */
@@ -238,6 +239,17 @@ static char *write_variant(const char *src, const char *out, const edits *ed)
     }
     if (ed->dense)
         assert_int_equal(vt_gguf_writer_set_u32(w, "qwen35.feed_forward_length", 256), VT_OK);
+    if (ed->per_layer_keys) { /* §3: u32[] per block; zeros where a layer has no attention */
+        const int32_t nh[4] = {0, 0, 0, 4}, nkv[4] = {0, 0, 0, 2};
+        const uint8_t rec[4] = {1, 1, 1, 0};
+        assert_int_equal(vt_gguf_writer_set_arr(w, "qwen35moe.attention.head_count", VT_GGUF_INT32,
+                                                nh, 4), VT_OK);
+        assert_int_equal(vt_gguf_writer_set_arr(w, "qwen35moe.attention.head_count_kv",
+                                                VT_GGUF_INT32, nkv, 4), VT_OK);
+        assert_int_equal(vt_gguf_writer_set_arr(w, "qwen35moe.attention.recurrent_layers",
+                                                VT_GGUF_BOOL, rec, 4), VT_OK);
+        assert_int_equal(vt_gguf_writer_set_u32(w, "qwen35moe.full_attention_interval", 3), VT_OK);
+    }
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         if (ed->drop_tensor && !strcmp(t->name, ed->drop_tensor)) continue;
@@ -551,6 +563,25 @@ static void test_dense_variant(void **state)
     free(m);
 }
 
+/* Per-block head counts and an explicit recurrent_layers array (overriding a
+ * deliberately wrong full_attention_interval) describe the same model. */
+static void test_per_layer_keys(void **state)
+{
+    (void)state;
+    if (!setup_backend()) return;
+    char *orig = fx_file("qwen35moe-tiny-bf16.gguf");
+    char *v = write_variant("qwen35moe-tiny-bf16.gguf", "per-layer.gguf",
+                            &(edits){.per_layer_keys = 1});
+    vt_gguf *g;
+    uint32_t u;
+    assert_int_equal(vt_gguf_open(v, 0, &g), VT_OK);
+    assert_int_not_equal(vt_gguf_get_u32(g, "qwen35moe.attention.head_count", &u), VT_OK);
+    vt_gguf_close(g);
+    same_logits(orig, 0, v, 0, "per-layer head counts + recurrent_layers vs scalars");
+    free(orig);
+    free(v);
+}
+
 static void test_copy_path(void **state)
 {
     (void)state;
@@ -600,7 +631,7 @@ int main(void)
         cmocka_unit_test(test_required_caps),    cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_mtp_block_skipped), cmocka_unit_test(test_shexp_gate_1d),
         cmocka_unit_test(test_copy_path),         cmocka_unit_test(test_forward_errors),
-        cmocka_unit_test(test_dense_variant),
+        cmocka_unit_test(test_dense_variant),     cmocka_unit_test(test_per_layer_keys),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }

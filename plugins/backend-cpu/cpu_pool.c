@@ -3,26 +3,31 @@
  *
  * One job at a time, submitted by the context's thread (the "caller", thread
  * index 0), which works on the job too and returns when every task is done.
- * Workers claim tasks one by one from a single 64-bit word that packs the
- * job's generation, the next task index and the task count:
  *
- *   claim = gen << 42 | n_tasks << 21 | next
+ * Claiming: the job's tasks are cut into one contiguous range per thread
+ * (task i in range i·n_threads/n_tasks), so an op of the same shape gives the
+ * same rows to the same thread call after call and its weights stay in that
+ * core's cache. A thread runs the tasks of its own range first, then steals
+ * from the others' ranges, so a slow or descheduled thread delays nobody.
+ * Each range is one 64-bit word on its own cache line:
  *
- * A worker claims task `next` with a compare-and-swap that also checks the
- * generation, so a worker that wakes late and still holds an older job's
- * function pointer can never run it against the new job: its CAS fails. The
- * job's function and argument are written before the claim word is published
- * (release) and are rewritten only after every task of the job has finished,
- * which needs every claimed task to complete, so a successful CAS proves the
- * function and argument read before it belong to that generation.
+ *   range = gen << 42 | end << 21 | next
+ *
+ * A task is claimed with a compare-and-swap that also checks the generation:
+ * a worker that wakes late still holding an older job's function pointer
+ * fails its CAS and never runs it against the new job. The job's function
+ * and argument are written before the range words and the generation are
+ * published (release) and are rewritten only after every task of the job has
+ * finished, so a successful CAS proves that the function and argument read
+ * before it belong to that generation.
  *
  * Waiting: workers spin (pause) for up to VT_CPU_POOL_SPIN_NS after their
  * last job, then sleep on a condition variable. The caller wakes sleepers only
- * when some are asleep (a seq_cst store of the claim word and a seq_cst load
+ * when some are asleep (a seq_cst store of the generation and a seq_cst load
  * of the sleeper count, paired with the workers' increment-then-recheck under
- * the mutex, so no wake-up is lost). Per-op overhead while workers spin is a
- * few hundred nanoseconds; the caller never waits for a worker that has no
- * task.
+ * the mutex, so no wake-up is lost). While workers spin, one pool round trip
+ * costs well under a microsecond; the caller never waits for a worker that
+ * holds no task.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -47,25 +52,31 @@
 #define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
 #define GEN_SHIFT (2 * IDX_BITS)
 
-static inline uint64_t claim_pack(uint64_t gen, uint64_t n, uint64_t next)
+static inline uint64_t range_pack(uint64_t gen, uint64_t end, uint64_t next)
 {
-    return gen << GEN_SHIFT | n << IDX_BITS | next;
+    return gen << GEN_SHIFT | end << IDX_BITS | next;
 }
-static inline uint64_t claim_gen(uint64_t c) { return c >> GEN_SHIFT; }
-static inline uint64_t claim_n(uint64_t c) { return (c >> IDX_BITS) & IDX_MASK; }
-static inline uint64_t claim_next(uint64_t c) { return c & IDX_MASK; }
+static inline uint64_t range_gen(uint64_t c) { return c >> GEN_SHIFT; }
+static inline uint64_t range_end(uint64_t c) { return (c >> IDX_BITS) & IDX_MASK; }
+static inline uint64_t range_next(uint64_t c) { return c & IDX_MASK; }
+#define GEN_MASK ((UINT64_C(1) << (64 - GEN_SHIFT)) - 1)
+
+struct range {
+    _Atomic uint64_t w;
+    char pad[64 - sizeof(uint64_t)];
+};
 
 struct vt_cpu_pool {
     int n_threads; /* including the caller */
     pthread_t *threads;
     struct worker_arg *args;
-    _Atomic uint64_t claim;
+    struct range *ranges; /* n_threads, cache-line aligned */
+    _Atomic uint64_t gen; /* published generation */
     _Atomic(vt_cpu_task_fn) fn;
     _Atomic(void *) arg;
     _Atomic int64_t n_done;
     _Atomic int n_sleeping;
     _Atomic int stop;
-    uint64_t gen; /* caller only */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -82,20 +93,24 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Claim and run tasks of generation gen until none is left; returns tasks run. */
+/* Claim and run tasks of generation gen, own range first, then the others';
+ * returns the number of tasks run. */
 static int64_t run_tasks(vt_cpu_pool *p, uint64_t gen, int thread)
 {
     vt_cpu_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
     void *arg = atomic_load_explicit(&p->arg, memory_order_relaxed);
     int64_t ran = 0;
-    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
-    for (;;) {
-        if (claim_gen(c) != gen || claim_next(c) >= claim_n(c)) break;
-        if (atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
-                                                  memory_order_acquire)) {
-            fn(arg, (int64_t)claim_next(c), thread);
-            ran++;
-            c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    for (int k = 0; k < p->n_threads; k++) {
+        int r = thread + k < p->n_threads ? thread + k : thread + k - p->n_threads;
+        _Atomic uint64_t *w = &p->ranges[r].w;
+        uint64_t c = atomic_load_explicit(w, memory_order_acquire);
+        while (range_gen(c) == gen && range_next(c) < range_end(c)) {
+            if (atomic_compare_exchange_weak_explicit(w, &c, c + 1, memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+                fn(arg, (int64_t)range_next(c), thread);
+                ran++;
+                c = atomic_load_explicit(w, memory_order_acquire);
+            }
         }
     }
     return ran;
@@ -105,20 +120,19 @@ static void *worker_main(void *varg)
 {
     struct worker_arg *wa = varg;
     vt_cpu_pool *p = wa->pool;
-    uint64_t seen = claim_gen(atomic_load(&p->claim));
+    uint64_t seen = atomic_load(&p->gen), g = seen;
     for (;;) {
-        uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
-        if (claim_gen(c) == seen && !atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+        g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (g == seen && !atomic_load_explicit(&p->stop, memory_order_relaxed)) {
             uint64_t t0 = now_ns();
             for (unsigned spins = 1;; spins++) {
                 cpu_relax();
-                c = atomic_load_explicit(&p->claim, memory_order_acquire);
-                if (claim_gen(c) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
-                    break;
+                g = atomic_load_explicit(&p->gen, memory_order_acquire);
+                if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
                 if ((spins & 255u) == 0 && now_ns() - t0 > VT_CPU_POOL_SPIN_NS) {
                     pthread_mutex_lock(&p->mu);
                     atomic_fetch_add(&p->n_sleeping, 1);
-                    while (claim_gen(c = atomic_load(&p->claim)) == seen && !atomic_load(&p->stop))
+                    while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
                         pthread_cond_wait(&p->cv, &p->mu);
                     atomic_fetch_sub(&p->n_sleeping, 1);
                     pthread_mutex_unlock(&p->mu);
@@ -127,7 +141,7 @@ static void *worker_main(void *varg)
             }
         }
         if (atomic_load(&p->stop)) break;
-        seen = claim_gen(c);
+        seen = g;
         int64_t ran = run_tasks(p, seen, wa->index);
         if (ran) atomic_fetch_add_explicit(&p->n_done, ran, memory_order_release);
     }
@@ -154,7 +168,7 @@ vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out)
     vt_cpu_pool *p = calloc(1, sizeof *p);
     if (!p) return VT_ERR_OUT_OF_MEMORY;
     p->n_threads = n_threads;
-    atomic_init(&p->claim, 0);
+    atomic_init(&p->gen, 0);
     atomic_init(&p->fn, NULL);
     atomic_init(&p->arg, NULL);
     atomic_init(&p->n_done, 0);
@@ -162,6 +176,13 @@ vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out)
     atomic_init(&p->stop, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    if (posix_memalign((void **)&p->ranges, 64, sizeof(struct range) * (size_t)n_threads) != 0) {
+        p->ranges = NULL;
+        p->n_threads = 1;
+        vt_cpu_pool_destroy(p);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->ranges[i].w, 0);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads, sizeof *p->threads);
         p->args = calloc((size_t)n_threads, sizeof *p->args);
@@ -195,6 +216,7 @@ void vt_cpu_pool_destroy(vt_cpu_pool *p)
     pthread_mutex_destroy(&p->mu);
     free(p->threads);
     free(p->args);
+    free(p->ranges);
     free(p);
 }
 
@@ -210,14 +232,19 @@ void vt_cpu_pool_run(vt_cpu_pool *p, vt_cpu_task_fn fn, void *arg, int64_t n_tas
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
-    p->gen = (p->gen + 1) & ((UINT64_C(1) << (64 - GEN_SHIFT)) - 1);
-    atomic_store(&p->claim, claim_pack(p->gen, (uint64_t)n_tasks, 0)); /* seq_cst publish */
+    uint64_t gen = (atomic_load_explicit(&p->gen, memory_order_relaxed) + 1) & GEN_MASK;
+    const int nt = p->n_threads;
+    for (int r = 0; r < nt; r++) {
+        uint64_t b = (uint64_t)((int64_t)r * n_tasks / nt), e = (uint64_t)((int64_t)(r + 1) * n_tasks / nt);
+        atomic_store_explicit(&p->ranges[r].w, range_pack(gen, e, b), memory_order_release);
+    }
+    atomic_store(&p->gen, gen); /* seq_cst publish */
     if (atomic_load(&p->n_sleeping) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    int64_t mine = run_tasks(p, p->gen, 0);
+    int64_t mine = run_tasks(p, gen, 0);
     unsigned spins = 0;
     while (mine + atomic_load_explicit(&p->n_done, memory_order_acquire) < n_tasks) {
         cpu_relax();

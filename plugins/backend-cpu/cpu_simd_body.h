@@ -74,7 +74,7 @@ BODY_INLINE void mm_tile_flt(uint32_t type, const uint8_t *w, size_t rb, int64_t
         for (int t = 0; t < NT; t++) {
             float s = v_hsum(acc[r][t]);
             for (int64_t i = nv; i < n_in; i++)
-                s = fmaf(w_elem(type, w + (size_t)r * rb, i), x[i], s);
+                s = fmaf(w_elem(type, w + (size_t)r * rb, i), x[t * ldx + i], s);
             y[t * ldy + r] = s;
         }
 }

@@ -13,6 +13,14 @@
  *
  * Nothing here is visible outside the plugin (hidden visibility); the only
  * exported symbol is vt_plugin_entry.
+ *
+ * Precision: weights are dequantised by the backend's mat_mul; activations,
+ * KV cache, conv and recurrent state are float32 throughout.
+ *
+ * Debugging: env VT_QWEN35_DUMP=FILE appends, for every forward() call, the
+ * float32 hidden states [n_layer + 2][n_tokens][n_embd] (embeddings, the
+ * residual after each layer, then the final-normed rows whose logits were
+ * asked for) to FILE: the layout of the fixtures' refs/hidden-*.f32.bin.
  */
 #ifndef VT_QWEN35_H
 #define VT_QWEN35_H

@@ -102,9 +102,9 @@ static vt_status q35_u32_per_layer(const q35_keys *k, const char *suffix, int re
         k->host->set_error("qwen35: metadata key '%s' is neither a u32 nor an integer array", key);
         return VT_ERR_FORMAT;
     }
-    if (count < n) {
-        k->host->set_error("qwen35: metadata key '%s' has %" PRIu64 " entries, block_count is %u",
-                           key, count, n);
+    if (count != n) {
+        k->host->set_error("qwen35: metadata key '%s' has %" PRIu64 " entries; expected one per "
+                           "block (block_count = %u)", key, count, n);
         return VT_ERR_FORMAT;
     }
     for (uint32_t i = 0; i < n; i++) {
