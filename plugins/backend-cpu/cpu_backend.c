@@ -15,6 +15,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/sysinfo.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "cpu_internal.h"
 
@@ -65,6 +68,17 @@ const vt_cpu_kernels *vt_cpu_kernels_find(const char *name)
     for (size_t i = 0; i < sizeof all_sets / sizeof all_sets[0]; i++)
         if (!strcmp(all_sets[i]->name, name)) return all_sets[i];
     return NULL;
+}
+
+int vt_cpu_has_f16c(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c >> 29) & 1u;
+#else
+    return 0;
+#endif
 }
 
 const vt_cpu_kernels *vt_cpu_kernels_best(void)

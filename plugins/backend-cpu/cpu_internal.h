@@ -147,6 +147,9 @@ extern const vt_cpu_kernels vt_cpu_kernels_avx2;
 extern const vt_cpu_kernels vt_cpu_kernels_avx2w16;
 extern const vt_cpu_kernels vt_cpu_kernels_avx512;
 
+/* F16C (CPUID.1:ECX bit 29); clang's __builtin_cpu_supports does not know it. */
+int vt_cpu_has_f16c(void);
+
 /* The set named `name` ("scalar", "avx2", "avx512", "avx2w16"), or NULL. */
 const vt_cpu_kernels *vt_cpu_kernels_find(const char *name);
 /* The fastest set this CPU supports. */
@@ -169,7 +172,10 @@ vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out);
 /* Stops and joins every worker. NULL is fine. */
 void vt_cpu_pool_destroy(vt_cpu_pool *p);
 int vt_cpu_pool_threads(const vt_cpu_pool *p);
-/* Runs fn for every task (caller included) and returns when all are done. */
+/* Runs fn for every task on the pool (the caller works too) and returns when
+ * all are done. Tasks are cut into one contiguous range per thread, run by
+ * that thread first (the same shape maps the same tasks to the same thread
+ * call after call) and stolen by the others when it is late. */
 void vt_cpu_pool_run(vt_cpu_pool *p, vt_cpu_task_fn fn, void *arg, int64_t n_tasks);
 
 /* CPUs this process may run on (sched_getaffinity; sysconf fallback). */

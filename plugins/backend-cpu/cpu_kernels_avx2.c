@@ -39,8 +39,7 @@ static inline vf v_tanh(vf x) { return a8_tanh(x); }
 static inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 static inline double sumsq_d(const float *x, int64_t n) { return a8_sumsq_d(x, n); }
 
-/* rows per matmul tile for 1..4 tokens: accumulators + inputs within 16 ymm registers */
-#define MM_R1 8
+/* rows per matmul tile for 2..4 tokens: accumulators + inputs within 16 ymm registers */
 #define MM_R2 4
 #define MM_R3 2
 #define MM_R4 2
@@ -64,7 +63,7 @@ static int supported(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           vt_cpu_has_f16c();
 }
 
 #else /* not x86 */

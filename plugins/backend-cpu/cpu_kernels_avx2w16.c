@@ -55,7 +55,6 @@ static inline vf v_tanh(vf x) { return mk(a8_tanh(x.lo), a8_tanh(x.hi)); }
 static inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 static inline double sumsq_d(const float *x, int64_t n) { return a8_sumsq_d(x, n); }
 
-#define MM_R1 4
 #define MM_R2 2
 #define MM_R3 1
 #define MM_R4 1
@@ -79,7 +78,7 @@ static int supported(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           vt_cpu_has_f16c();
 }
 
 #else

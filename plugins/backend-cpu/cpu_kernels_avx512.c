@@ -111,8 +111,7 @@ static inline double sumsq_d(const float *x, int64_t n)
     return sum;
 }
 
-/* rows per matmul tile for 1..4 tokens: within 32 zmm registers */
-#define MM_R1 8
+/* rows per matmul tile for 2..4 tokens: within 32 zmm registers */
 #define MM_R2 4
 #define MM_R3 4
 #define MM_R4 4
@@ -136,7 +135,7 @@ static int supported(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("fma") && vt_cpu_has_f16c();
 }
 
 #else

@@ -7,7 +7,7 @@
  *   v_zero v_set1 v_load v_store v_add v_sub v_mul v_div v_max v_fma(a,b,c)=a·b+c
  *   v_hsum v_hmax v_load_f16 v_load_bf16 v_load_i8 (VW elements from bytes)
  *   v_exp v_tanh, f16_scalar(uint16_t), sumsq_d(x, n) (double sum of squares),
- *   MM_R1..MM_R4 (rows per matmul tile for 1..4 tokens; at most 8),
+ *   MM_R2..MM_R4 (rows per matmul tile for 2..4 tokens; at most 8),
  *   KSET (the vt_cpu_kernels object's name), KNAME, KISA, KSUPPORTED.
  *
  * Arithmetic: activations float32, weights dequantised to float32 exactly in
@@ -124,6 +124,53 @@ BODY_INLINE void mm_tile(uint32_t type, const uint8_t *w, size_t rb, int64_t n_i
         mm_tile_flt(type, w, rb, n_in, x, ldx, y, ldy, R, NT);
 }
 
+/* One token (decode): each row is one sequential stream through memory (the
+ * hardware prefetcher's best case; short rows of many interleaved streams are
+ * not), with four independent accumulators to cover the FMA latency. */
+BODY_INLINE void mm_rows_1tok(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in,
+                              const float *x, float *y, int64_t n_rows)
+{
+    const int64_t nv = n_in - n_in % VW;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        vf a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero();
+        float s;
+        if (type == VT_TYPE_Q8_0) {
+            const int64_t nb = n_in / 32;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + (size_t)b * VT_CPU_Q8_0_BYTES;
+                vf d = v_set1(f16_scalar(vt_cpu_rd16(blk)));
+                const float *xb = x + b * 32;
+                if (VW == 8) {
+                    a0 = v_fma(v_mul(v_load_i8(blk + 2), d), v_load(xb), a0);
+                    a1 = v_fma(v_mul(v_load_i8(blk + 2 + VW), d), v_load(xb + VW), a1);
+                    a2 = v_fma(v_mul(v_load_i8(blk + 2 + 2 * VW), d), v_load(xb + 2 * VW), a2);
+                    a3 = v_fma(v_mul(v_load_i8(blk + 2 + 3 * VW), d), v_load(xb + 3 * VW), a3);
+                } else if (b & 1) {
+                    a2 = v_fma(v_mul(v_load_i8(blk + 2), d), v_load(xb), a2);
+                    a3 = v_fma(v_mul(v_load_i8(blk + 2 + VW), d), v_load(xb + VW), a3);
+                } else {
+                    a0 = v_fma(v_mul(v_load_i8(blk + 2), d), v_load(xb), a0);
+                    a1 = v_fma(v_mul(v_load_i8(blk + 2 + VW), d), v_load(xb + VW), a1);
+                }
+            }
+            s = v_hsum(v_add(v_add(a0, a1), v_add(a2, a3)));
+        } else {
+            int64_t i = 0;
+            for (; i + 4 * VW <= nv; i += 4 * VW) {
+                a0 = v_fma(w_vec(type, row, i), v_load(x + i), a0);
+                a1 = v_fma(w_vec(type, row, i + VW), v_load(x + i + VW), a1);
+                a2 = v_fma(w_vec(type, row, i + 2 * VW), v_load(x + i + 2 * VW), a2);
+                a3 = v_fma(w_vec(type, row, i + 3 * VW), v_load(x + i + 3 * VW), a3);
+            }
+            for (; i < nv; i += VW) a0 = v_fma(w_vec(type, row, i), v_load(x + i), a0);
+            s = v_hsum(v_add(v_add(a0, a1), v_add(a2, a3)));
+            for (; i < n_in; i++) s = fmaf(w_elem(type, row, i), x[i], s);
+        }
+        y[r] = s;
+    }
+}
+
 /* Every row of the slice for NT tokens: tiles of R rows, then single rows. */
 BODY_INLINE void mm_rows(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
                          int64_t ldx, float *y, int64_t ldy, int64_t n_rows, const int R,
@@ -145,7 +192,7 @@ BODY_INLINE void mm_all(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in
     switch (n_tok - t) {
     case 3: mm_rows(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, MM_R3, 3); break;
     case 2: mm_rows(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, MM_R2, 2); break;
-    case 1: mm_rows(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, MM_R1, 1); break;
+    case 1: mm_rows_1tok(type, w, rb, n_in, x + t * ldx, y + t * ldy, n_rows); break;
     default: break;
     }
 }
