@@ -114,7 +114,9 @@ typedef enum vt_unary_op {
     VT_UNARY_SILU = 0,     /* x / (1 + e^-x) */
     VT_UNARY_SIGMOID = 1,  /* 1 / (1 + e^-x) */
     VT_UNARY_SOFTPLUS = 2, /* x > 20 ? x : log(1 + e^x)  (qwen35moe.md §5.1) */
-    VT_UNARY_GELU_TANH = 3,/* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+    VT_UNARY_GELU_TANH = 3,/* 0.5x(1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715x^3); computed as
+                              x / (1 + e^(-2u)), which is the same value without the
+                              cancellation of 1 + tanh(u) for large negative x */
     VT_UNARY_EXP = 4,
     VT_UNARY_TANH = 5
 } vt_unary_op;
@@ -167,10 +169,12 @@ typedef struct vt_backend_api {
 
     /* -- capabilities: ops -- */
     /* y[r, :n] = x[r, :n] / sqrt(mean(x[r]^2) + eps) * w[:n]  (w NULL: no weight),
-     * r < n_rows; sum of squares accumulated in double. (qwen35moe.md §5.1) */
+     * r < n_rows; sum of squares accumulated in double. x == y (same ld) allowed.
+     * (qwen35moe.md §5.1) */
     vt_status (*rms_norm)(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
                           float *y, int64_t ldy, int64_t n_rows, int64_t n, float eps);
-    /* y[r, :n] = x[r, :n] / max(||x[r]||_2, eps). (qwen35moe.md §5.1, llama.cpp form) */
+    /* y[r, :n] = x[r, :n] / max(||x[r]||_2, eps). x == y (same ld) allowed.
+     * (qwen35moe.md §5.1, llama.cpp form) */
     vt_status (*l2_norm)(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y,
                          int64_t ldy, int64_t n_rows, int64_t n, float eps);
     /* In-place NeoX RoPE on x viewed as [n_tokens][n_head][head_dim] with token stride
@@ -202,6 +206,7 @@ typedef struct vt_backend_api {
      * x: [n_tokens][n_ch] (ldx); w: [n_ch][d_conv] contiguous, tap 0 = oldest;
      * state: [d_conv-1][n_ch] raw inputs of the previous tokens, oldest first,
      * updated in place to the last d_conv-1 inputs; y: [n_tokens][n_ch] (ldy).
+     * y must not alias x (later tokens read earlier inputs).
      */
     vt_status (*ssm_conv)(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
                           float *state, float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
