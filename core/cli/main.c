@@ -46,7 +46,8 @@ static const char *usage_text =
     "  --device NAME         backend plugin (default: cpu)\n"
     "  --plugin-dir DIR      search DIR for plugins first (also VT_PLUGIN_PATH)\n"
     "  --config FILE         residency config (default: $VT_CONFIG, <prefix>/share/vt/residency.yaml)\n"
-    "  --kernels auto|scalar scalar = plain float32 reference kernels (also VT_KERNELS)\n"
+    "  --kernels SET         auto | scalar | avx2 | avx512; scalar = plain float32\n"
+    "                        reference kernels (also env VT_KERNELS)\n"
     "  --ctx N               KV cache length in tokens (default min(trained, 4096))\n"
     "  --batch N             prefill chunk size in tokens (default 512)\n"
     "  -v, --verbose         log INFO (VT_LOG_LEVEL=debug for more)\n"
@@ -148,8 +149,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_DEVICE: o->device = optarg; break;
         case O_PLUGIN_DIR: o->plugin_dir = optarg; break;
         case O_KERNELS:
-            if (strcmp(optarg, "auto") && strcmp(optarg, "scalar")) {
-                fprintf(stderr, "vt: --kernels must be 'auto' or 'scalar', got '%s'\n", optarg);
+            if (strcmp(optarg, "auto") && strcmp(optarg, "scalar") && strcmp(optarg, "avx2") &&
+                strcmp(optarg, "avx512")) {
+                fprintf(stderr, "vt: --kernels must be auto, scalar, avx2 or avx512, got '%s'\n", optarg);
                 return -1;
             }
             o->kernels = optarg;
