@@ -67,5 +67,5 @@ int main(void)
         cmocka_unit_test(test_shipped_config),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

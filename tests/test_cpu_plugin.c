@@ -170,5 +170,5 @@ int main(void)
         cmocka_unit_test(test_manifest),
         cmocka_unit_test(test_smoke),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -681,5 +681,5 @@ int main(void)
         cmocka_unit_test(test_writer_roundtrip_other_alignments),
         cmocka_unit_test(test_writer_errors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -628,5 +628,5 @@ int main(void)
         cmocka_unit_test(test_random_overwrites),
         cmocka_unit_test(test_small_file_every_byte),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return vt_test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

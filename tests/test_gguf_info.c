@@ -321,5 +321,5 @@ int main(void)
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_gemma_and_zoo),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -496,5 +496,5 @@ int main(void)
         cmocka_unit_test(test_tokenizer_loads),
         cmocka_unit_test(test_engine_runs),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return vt_test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -339,5 +339,5 @@ int main(void)
         cmocka_unit_test(test_q8_0),              cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_split_identical),   cmocka_unit_test(test_prefill_chunks),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -633,5 +633,5 @@ int main(void)
         cmocka_unit_test(test_copy_path),         cmocka_unit_test(test_forward_errors),
         cmocka_unit_test(test_dense_variant),     cmocka_unit_test(test_per_layer_keys),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, teardown));
 }

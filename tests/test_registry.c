@@ -146,6 +146,93 @@ static void test_priority_and_duplicates(void **s)
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_three_equal_priorities(void **s)
+{
+    (void)s;
+    char d[3][32];
+    const char *dirs[4];
+    for (int i = 0; i < 3; i++) {
+        snprintf(d[i], sizeof d[i], "/tmp/vt-reg-XXXXXX");
+        assert_non_null(mkdtemp(d[i]));
+        install_copy(fake_path("good"), d[i], "backend-fake", INT32_MIN); /* no manifest: priority 0 */
+        dirs[i] = d[i];
+    }
+    dirs[3] = NULL;
+    vt_registry *r;
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    /* none of the three may win silently */
+    assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    int refused = 0;
+    for (size_t i = 0; i < vt_registry_count(r); i++) {
+        const vt_plugin_entry *x = vt_registry_at(r, i);
+        if (x->error && strstr(x->error, "same priority")) refused++;
+    }
+    assert_int_equal(refused, 3);
+    vt_registry_close(r);
+    for (int i = 0; i < 3; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d[i]);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+static void write_manifest(const char *dir, const char *body)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/backend-fake.ini", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+}
+
+static void test_manifest_checks(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-reg-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    install_copy(fake_path("good"), d, "backend-fake", INT32_MIN);
+    char so[256];
+    snprintf(so, sizeof so, "%s/backend-fake.so", d);
+    static const struct {
+        const char *ini, *needle;
+    } cases[] = {
+        {"[plugin]\nkind = model\nname = fake\n", "says model 'fake' but the plugin is backend 'fake'"},
+        {"[plugin]\nkind = backend\nname = gpu\n", "says backend 'gpu' but the plugin is backend 'fake'"},
+        {"[plugin]\nfile = other.so\n", "names file 'other.so', not 'backend-fake.so'"},
+        {"[plugin]\npriority = abc\n", "line 2: priority must be an integer"},
+        {"[plugin]\nprioritty = 3\n", "unknown key 'prioritty'"},
+        {"[other]\npriority = 3\n", "has no [plugin] section"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_manifest(d, cases[i].ini);
+        vt_registry *r = empty_registry();
+        assert_int_not_equal(vt_registry_load_file(r, so), VT_OK);
+        if (!strstr(vt_last_error(), cases[i].needle) || !strstr(vt_last_error(), d))
+            fail_msg("manifest case %zu: expected '%s' in: %s", i, cases[i].needle, vt_last_error());
+        vt_registry_close(r);
+    }
+    /* a good manifest with a description */
+    write_manifest(d, "[plugin]\nkind = backend\nname = fake\nfile = backend-fake.so\npriority = 3\n"
+                      "description = test backend\n");
+    vt_registry *r = empty_registry();
+    assert_int_equal(vt_registry_load_file(r, so), VT_OK);
+    const vt_plugin_entry *e = vt_registry_find(r, VT_PLUGIN_BACKEND, "fake");
+    assert_non_null(e);
+    assert_int_equal(e->priority, 3);
+    assert_string_equal(e->description, "test backend");
+    vt_registry_close(r);
+    /* a plugin file others can write is refused even in a safe directory */
+    assert_int_equal(chmod(so, 0666), 0);
+    r = empty_registry();
+    assert_int_not_equal(vt_registry_load_file(r, so), VT_OK);
+    assert_non_null(strstr(vt_last_error(), "plugin file is writable by group or others"));
+    vt_registry_close(r);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_group_writable_dir_refused(void **s)
 {
     (void)s;
@@ -198,8 +285,10 @@ int main(void)
         cmocka_unit_test(test_absent_with_function),
         cmocka_unit_test(test_good_plugin_and_caps),
         cmocka_unit_test(test_priority_and_duplicates),
+        cmocka_unit_test(test_three_equal_priorities),
+        cmocka_unit_test(test_manifest_checks),
         cmocka_unit_test(test_group_writable_dir_refused),
         cmocka_unit_test(test_not_a_plugin),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

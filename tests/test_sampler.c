@@ -94,5 +94,5 @@ int main(void)
         cmocka_unit_test(test_seed_and_distribution),
         cmocka_unit_test(test_top_p_and_min_p),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

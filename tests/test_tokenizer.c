@@ -1025,5 +1025,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_small_vocab_bpe, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_hostile_metadata, setup_tmp, teardown_tmp),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -17,6 +17,22 @@
 
 #include <cmocka.h>
 
+/* Set when a test case was skipped for lack of fixtures (one per test binary). */
+static int vt_test_fixtures_skipped;
+
+/* ctest's SKIP_RETURN_CODE (tests/CMakeLists.txt): a binary whose cases were
+ * skipped for lack of fixtures reports "Skipped" in ctest's summary instead
+ * of passing quietly. */
+#define VT_TEST_SKIP_CODE 77
+
+/* Exit status of a test binary: failures first, then fixture skips. Use as
+ * `return vt_test_exit(cmocka_run_group_tests(...));`. */
+static inline int vt_test_exit(int failed)
+{
+    if (failed) return failed;
+    return vt_test_fixtures_skipped ? VT_TEST_SKIP_CODE : 0;
+}
+
 /*
  * The fixture folder: env VT_FIXTURES_DIR, else the CMake option baked into
  * the test's environment. When it is absent: under CI=true the calling test
@@ -41,6 +57,7 @@ static inline const char *vt_test_fixtures(void)
             "*** Set VT_FIXTURES_DIR (or -DVT_FIXTURES_DIR=) to ../shared/fixtures.\n"
             "**********************************************************************\n\n",
             d ? d : "(unset)");
+    vt_test_fixtures_skipped = 1;
     skip();
     return NULL;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "capabilities.h"
 #include "engine.h"
@@ -56,7 +57,7 @@ static const char *usage_text =
 
 typedef struct opts {
     const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type, *config;
-    int n_predict, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps, verbose_prompt;
+    int n_predict, n_predict_set, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps, verbose_prompt;
     uint32_t ctx, batch;
     vt_sampler_params sp;
 } opts;
@@ -120,20 +121,42 @@ static int parse_opts(int argc, char **argv, opts *o)
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
-        case 'n': if (parse_long(optarg, -1, INT_MAX, "-n", &v)) return -1; o->n_predict = (int)v; break;
+        case 'n':
+            if (parse_long(optarg, -1, INT_MAX, "-n", &v)) return -1;
+            o->n_predict = (int)v;
+            o->n_predict_set = 1;
+            break;
         case 't': if (parse_long(optarg, 0, 4096, "--threads", &v)) return -1; o->threads = (int)v; break;
         case 'o': o->output = optarg; break;
         case 'v': vt_log_set_level(VT_LOG_INFO); break;
         case 'h': fputs(usage_text, stdout); exit(0);
-        case O_TEMP: if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1; break;
+        case O_TEMP:
+            if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1;
+            if (o->sp.temperature < 0) {
+                fprintf(stderr, "vt: --temp must be >= 0 (0 = greedy), got '%s'\n", optarg);
+                return -1;
+            }
+            break;
         case O_TOPK: if (parse_long(optarg, 0, INT_MAX, "--top-k", &v)) return -1; o->sp.top_k = (int32_t)v; break;
-        case O_TOPP: if (parse_float(optarg, "--top-p", &o->sp.top_p)) return -1; break;
-        case O_MINP: if (parse_float(optarg, "--min-p", &o->sp.min_p)) return -1; break;
+        case O_TOPP:
+            if (parse_float(optarg, "--top-p", &o->sp.top_p)) return -1;
+            if (o->sp.top_p <= 0 || o->sp.top_p > 1) {
+                fprintf(stderr, "vt: --top-p must be in (0, 1] (1 = off), got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case O_MINP:
+            if (parse_float(optarg, "--min-p", &o->sp.min_p)) return -1;
+            if (o->sp.min_p < 0 || o->sp.min_p > 1) {
+                fprintf(stderr, "vt: --min-p must be in [0, 1] (0 = off), got '%s'\n", optarg);
+                return -1;
+            }
+            break;
         case O_SEED: {
             char *end;
             errno = 0;
             unsigned long long s = strtoull(optarg, &end, 10);
-            if (errno || *end || end == optarg) {
+            if (errno || *end || end == optarg || optarg[0] == '-') {
                 fprintf(stderr, "vt: --seed must be a non-negative integer, got '%s'\n", optarg);
                 return -1;
             }
@@ -217,7 +240,7 @@ static int cmd_run(const opts *o)
     vt_detok_stream *ds = NULL;
 
     const char *prompt = o->prompt;
-    if (o->chat) {
+    if (o->chat || o->system) { /* --system implies --chat */
         const char *family = vt_chat_family_for_arch(vt_engine_arch(e));
         vt_chat_msg msgs[2];
         size_t n = 0;
@@ -250,7 +273,13 @@ static int cmd_run(const opts *o)
     for (int64_t i = 0; i < info.n_vocab; i++)
         banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED;
     vt_sampler_params sp = o->sp;
-    if (!o->have_seed) sp.seed = (uint64_t)time(NULL);
+    if (!o->have_seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sp.seed = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+    }
+    vt_log(VT_LOG_INFO, "sampling: temp %.3g top-k %d top-p %.3g min-p %.3g seed %llu",
+           sp.temperature, sp.top_k, sp.top_p, sp.min_p, (unsigned long long)sp.seed);
     if (vt_sampler_new(&sp, info.n_vocab, banned, &smp) != VT_OK) goto out;
     ds = vt_detok_stream_new(tok, 0);
     if (!ds) {
@@ -261,7 +290,7 @@ static int cmd_run(const opts *o)
     double t0 = now_seconds();
     if (vt_engine_eval(e, ids, n_ids, logits, 0) != VT_OK) goto out;
     double t1 = now_seconds();
-    int n_gen = 0;
+    int n_gen = 0, ctx_full = 0;
     for (; o->n_predict < 0 || n_gen < o->n_predict; n_gen++) {
         int32_t id = vt_sampler_sample(smp, logits);
         if (!o->ignore_eos && vt_tokenizer_is_eog(tok, id)) break;
@@ -277,6 +306,11 @@ static int cmd_run(const opts *o)
             n_gen++;
             break;
         }
+        if (info.n_ctx && vt_engine_pos(e) >= (int64_t)info.n_ctx) {
+            n_gen++;
+            ctx_full = 1;
+            break;
+        }
         if (vt_engine_eval(e, &id, 1, logits, 0) != VT_OK) goto out;
     }
     double t2 = now_seconds();
@@ -286,6 +320,9 @@ static int cmd_run(const opts *o)
         fwrite(rest, 1, n, stdout);
     }
     printf("\n");
+    fflush(stdout);
+    if (ctx_full)
+        fprintf(stderr, "vt run: stopped: the context of %u tokens is full (raise --ctx)\n", info.n_ctx);
     if (o->stats) {
         /* the last sampled token is not evaluated: decode steps = n_gen - 1 */
         int steps = n_gen > 0 ? n_gen - 1 : 0;
@@ -294,6 +331,7 @@ static int cmd_run(const opts *o)
                 t1 - t0, n_ids / (t1 - t0));
         fprintf(stderr, "decode: %d tokens in %.4f s (%.1f tokens/s)\n", steps, t2 - t1,
                 steps > 0 ? steps / (t2 - t1) : 0.0);
+        fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
     }
     rc = 0;
 out:
@@ -458,6 +496,8 @@ static int cmd_plugins(const opts *o)
                d->version ? d->version : "", d->abi_major, d->abi_minor, e->priority,
                e->shadowed ? "  (shadowed)" : "", e->path);
         if (d->description) printf("  %s\n", d->description);
+        if (e->manifest) printf("  manifest: %s%s%s\n", e->manifest, e->description ? "  " : "",
+                                e->description ? e->description : "");
         if (d->kind == VT_PLUGIN_MODEL) {
             const vt_model_api *m = d->table;
             printf("  architectures:");
@@ -491,9 +531,13 @@ static int cmd_mkmodel(const opts *o)
     }
     vt_mkmodel_params p;
     vt_mkmodel_defaults(&p);
-    if (o->type && vt_mkmodel_set_type(&p, o->type) != VT_OK) return fail("mkmodel");
+    /* mkmodel's messages already start with "mkmodel: " */
     if (o->have_seed) p.seed = o->sp.seed;
-    if (vt_mkmodel_qwen35moe(o->output, &p) != VT_OK) return fail("mkmodel");
+    if ((o->type && vt_mkmodel_set_type(&p, o->type) != VT_OK) ||
+        vt_mkmodel_qwen35moe(o->output, &p) != VT_OK) {
+        fprintf(stderr, "vt %s\n", vt_last_error());
+        return 1;
+    }
     fprintf(stderr, "wrote %s\n", o->output);
     return 0;
 }
@@ -513,7 +557,11 @@ static int cmd_bench(const opts *o)
         fprintf(stderr, "vt bench: -m MODEL is required\n");
         return 2;
     }
-    int n_prompt = o->n_prompt ? o->n_prompt : 128, n_gen = o->n_predict > 0 ? o->n_predict : 64;
+    if (o->n_predict_set && o->n_predict <= 0) {
+        fprintf(stderr, "vt bench: -n must be at least 1\n");
+        return 2;
+    }
+    int n_prompt = o->n_prompt ? o->n_prompt : 128, n_gen = o->n_predict_set ? o->n_predict : 64;
     int reps = o->reps ? o->reps : 5;
     opts oo = *o;
     if (!oo.ctx) oo.ctx = (uint32_t)(n_prompt + n_gen + 8);
@@ -549,8 +597,10 @@ static int cmd_bench(const opts *o)
     }
     qsort(pp, (size_t)reps, sizeof *pp, cmp_double);
     qsort(tg, (size_t)reps, sizeof *tg, cmp_double);
-    printf("model: %s\nthreads: %d  kernels: %s  batch: %u\n", o->model, o->threads,
-           o->kernels ? o->kernels : "auto", o->batch ? o->batch : 512);
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *kern = o->kernels ? o->kernels : getenv("VT_KERNELS");
+    printf("model: %s\nthreads: %d  kernels: %s  batch: %u\n", o->model,
+           o->threads > 0 ? o->threads : (int)ncores, kern ? kern : "auto", o->batch ? o->batch : 512);
     printf("prefill %d tokens: %.1f tokens/s (median of %d; min %.1f max %.1f)\n", n_prompt,
            pp[reps / 2], reps, pp[0], pp[reps - 1]);
     printf("decode  %d tokens: %.1f tokens/s (median of %d; min %.1f max %.1f)\n", n_gen,
@@ -577,6 +627,9 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *cmd = argv[1];
+    char prog[64];
+    snprintf(prog, sizeof prog, "vt %s", cmd);
+    argv[1] = prog; /* getopt's messages then read "vt run: ..." */
     opts o;
     if (parse_opts(argc - 1, argv + 1, &o)) {
         fprintf(stderr, "run 'vt --help' for usage\n");

@@ -89,8 +89,9 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         e->mplug = vt_registry_find(e->reg, VT_PLUGIN_MODEL, mname);
         if (!e->mplug) {
             vt_set_error("config %s maps architecture '%s' to model plugin '%s', which was not "
-                         "found (plugin directories: %s)", cfg.path[0] ? cfg.path : "(built-in)",
-                         e->arch, mname, vt_registry_dirs(e->reg));
+                         "found (plugin directories: %s; %zu plugin file(s) refused, see 'vt plugins')",
+                         cfg.path[0] ? cfg.path : "(built-in)", e->arch, mname,
+                         vt_registry_dirs(e->reg), vt_registry_n_refused(e->reg));
             st = VT_ERR_NOT_FOUND;
             goto fail;
         }
@@ -98,8 +99,9 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         e->mplug = vt_registry_find_model(e->reg, e->arch);
     }
     if (!e->mplug) {
-        vt_set_error("no model plugin serves architecture '%s' of %s (plugin directories: %s)",
-                     e->arch, p->model_path, vt_registry_dirs(e->reg));
+        vt_set_error("no model plugin serves architecture '%s' of %s (plugin directories: %s; "
+                     "%zu plugin file(s) refused, see 'vt plugins')", e->arch, p->model_path,
+                     vt_registry_dirs(e->reg), vt_registry_n_refused(e->reg));
         st = VT_ERR_NOT_FOUND;
         goto fail;
     }
@@ -109,8 +111,9 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     const char *bname = plat ? plat->backend : device;
     e->bplug = vt_registry_find(e->reg, VT_PLUGIN_BACKEND, bname);
     if (!e->bplug) {
-        vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s)", device, bname,
-                     vt_registry_dirs(e->reg));
+        vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s; %zu plugin "
+                     "file(s) refused, see 'vt plugins')", device, bname, vt_registry_dirs(e->reg),
+                     vt_registry_n_refused(e->reg));
         st = VT_ERR_NOT_FOUND;
         goto fail;
     }
@@ -141,6 +144,10 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     }
     e->info.struct_size = sizeof e->info;
     e->mapi->info(e->model, &e->info);
+    if (e->info.n_ctx_train && e->info.n_ctx > e->info.n_ctx_train)
+        vt_log(VT_LOG_WARN, "context of %u tokens exceeds the %u the model was trained with; "
+               "quality past %u tokens is not expected", e->info.n_ctx, e->info.n_ctx_train,
+               e->info.n_ctx_train);
     if ((st = e->mapi->seq_new(e->model, &e->seq)) != VT_OK) goto fail;
     if ((st = vt_tokenizer_load(e->gguf, &e->tok)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
@@ -186,8 +193,12 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *
             return VT_ERR_RANGE;
         }
     if (e->info.n_ctx && vt_engine_pos(e) + n > (int64_t)e->info.n_ctx) {
-        vt_set_error("%lld tokens after %lld exceed the context of %u tokens (raise --ctx)",
-                     (long long)n, (long long)vt_engine_pos(e), e->info.n_ctx);
+        if (vt_engine_pos(e) == 0)
+            vt_set_error("the prompt has %lld tokens but the context holds %u (raise --ctx)",
+                         (long long)n, e->info.n_ctx);
+        else
+            vt_set_error("%lld more tokens after %lld do not fit the context of %u tokens (raise --ctx)",
+                         (long long)n, (long long)vt_engine_pos(e), e->info.n_ctx);
         return VT_ERR_RANGE;
     }
     for (int64_t off = 0; off < n; off += e->n_batch) {

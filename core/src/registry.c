@@ -185,17 +185,24 @@ static vt_status check_desc(const vt_plugin_desc *d, char *why, size_t why_cap)
 
 typedef struct manifest {
     int priority;
-    char kind[32], name[72], file[256];
+    int has_plugin_section;
+    char kind[32], name[72], file[256], description[256];
+    char bad[160]; /* the first invalid entry, for the message */
 } manifest;
 
 static int manifest_handler(void *user, const char *section, const char *key, const char *value)
 {
     manifest *m = user;
     if (strcmp(section, "plugin")) return 1; /* other sections are for other tools */
+    m->has_plugin_section = 1;
     if (!strcmp(key, "priority")) {
         char *end;
+        errno = 0;
         long v = strtol(value, &end, 10);
-        if (*end || v < -1000000 || v > 1000000) return 0;
+        if (errno || end == value || *end || v < -1000000 || v > 1000000) {
+            snprintf(m->bad, sizeof m->bad, "priority must be an integer in [-1000000, 1000000], got '%s'", value);
+            return 0;
+        }
         m->priority = (int)v;
     } else if (!strcmp(key, "kind")) {
         snprintf(m->kind, sizeof m->kind, "%s", value);
@@ -203,6 +210,11 @@ static int manifest_handler(void *user, const char *section, const char *key, co
         snprintf(m->name, sizeof m->name, "%s", value);
     } else if (!strcmp(key, "file")) {
         snprintf(m->file, sizeof m->file, "%s", value);
+    } else if (!strcmp(key, "description")) {
+        snprintf(m->description, sizeof m->description, "%s", value);
+    } else {
+        snprintf(m->bad, sizeof m->bad, "unknown key '%s' in [plugin]", key);
+        return 0;
     }
     return 1;
 }
@@ -241,30 +253,42 @@ static void refuse(vt_plugin_entry *e, const char *why)
     e->error = malloc(n);
     if (e->error) snprintf(e->error, n, "plugin %s refused: %s", e->path, why);
     vt_set_error("plugin %s refused: %s", e->path, why);
+    vt_log(VT_LOG_WARN, "plugin %s refused: %s", e->path, why);
     if (e->handle) dlclose(e->handle);
     e->handle = NULL;
     e->desc = NULL;
 }
 
-/* Resolve equal kind+name: higher priority wins; equal priorities are an error naming both. */
+/*
+ * Resolve plugins of equal kind+name (DESIGN.md): the higher priority wins and
+ * the others are shadowed; equal priorities at the top are an error naming
+ * the files, and stay an error when yet another copy with that priority
+ * appears (entries refused for a conflict keep their kind, name, priority).
+ */
 static void resolve_shadowing(vt_registry *r, vt_plugin_entry *e)
 {
-    for (size_t i = 0; i + 1 < r->n; i++) {
+    for (size_t i = 0; i < r->n; i++) {
         vt_plugin_entry *o = &r->items[i];
-        if (!o->desc || o->shadowed || o == e) continue;
-        if (o->desc->kind != e->desc->kind || strcmp(o->desc->name, e->desc->name)) continue;
-        if (e->priority > o->priority) {
-            o->shadowed = 1;
-        } else if (e->priority < o->priority) {
+        if (o == e || !o->name[0] || o->kind != e->kind || strcmp(o->name, e->name)) continue;
+        if (!o->desc && !o->conflict) continue; /* refused for another reason */
+        if (e->priority < o->priority) {
             e->shadowed = 1;
-        } else {
+        } else if (e->priority > o->priority) {
+            o->shadowed = 1;
+        } else if (!o->shadowed || o->conflict) {
             char why[1024];
-            snprintf(why, sizeof why, "%s plugin '%s' also provided by %s with the same priority %d",
-                     kind_name(e->desc->kind), e->desc->name, o->path, e->priority);
+            snprintf(why, sizeof why, "%s plugin '%s' also provided by %s with the same priority %d "
+                     "(set a different priority in a manifest)", kind_name(e->kind), e->name,
+                     o->path, e->priority);
             refuse(e, why);
-            snprintf(why, sizeof why, "%s plugin '%s' also provided by %s with the same priority %d",
-                     kind_name(o->desc->kind), o->desc->name, e->path, o->priority);
-            refuse(o, why);
+            e->conflict = 1;
+            if (o->desc) {
+                snprintf(why, sizeof why, "%s plugin '%s' also provided by %s with the same priority %d "
+                         "(set a different priority in a manifest)", kind_name(o->kind), o->name,
+                         e->path, o->priority);
+                refuse(o, why);
+                o->conflict = 1;
+            }
             return;
         }
     }
@@ -283,6 +307,7 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
         return VT_ERR_OUT_OF_MEMORY;
     }
     char why[1024];
+    manifest man = {0};
 
     /* manifest NAME.ini beside NAME.so */
     size_t len = strlen(real);
@@ -290,16 +315,33 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
         char ini[PATH_MAX];
         snprintf(ini, sizeof ini, "%.*s.ini", (int)(len - 3), real);
         if (access(ini, R_OK) == 0) {
-            manifest m = {0};
-            int rc = ini_parse(ini, manifest_handler, &m);
+            int rc = ini_parse(ini, manifest_handler, &man);
             if (rc != 0) {
-                snprintf(why, sizeof why, "manifest %s: parse error at line %d", ini, rc);
+                snprintf(why, sizeof why, "manifest %s: line %d: %s", ini, rc,
+                         man.bad[0] ? man.bad : "not valid INI");
+                refuse(e, why);
+                return VT_ERR_FORMAT;
+            }
+            if (!man.has_plugin_section) {
+                snprintf(why, sizeof why, "manifest %s has no [plugin] section", ini);
+                refuse(e, why);
+                return VT_ERR_FORMAT;
+            }
+            const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+            if (man.file[0] && strcmp(man.file, base)) {
+                snprintf(why, sizeof why, "manifest %s names file '%s', not '%s'", ini, man.file, base);
                 refuse(e, why);
                 return VT_ERR_FORMAT;
             }
             e->manifest = strdup(ini);
-            e->priority = m.priority;
+            e->priority = man.priority;
+            if (man.description[0]) e->description = strdup(man.description);
         }
+    }
+    struct stat fst;
+    if (stat(real, &fst) == 0 && (fst.st_mode & (S_IWGRP | S_IWOTH))) {
+        refuse(e, "plugin file is writable by group or others; refusing to load it");
+        return VT_ERR_IO;
     }
 
     e->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
@@ -321,7 +363,16 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
         refuse(e, why);
         return st;
     }
+    if ((man.kind[0] && strcmp(man.kind, kind_name(d->kind))) || (man.name[0] && strcmp(man.name, d->name))) {
+        snprintf(why, sizeof why, "manifest %s says %s '%s' but the plugin is %s '%s'", e->manifest,
+                 man.kind[0] ? man.kind : kind_name(d->kind), man.name[0] ? man.name : d->name,
+                 kind_name(d->kind), d->name);
+        refuse(e, why);
+        return VT_ERR_ABI;
+    }
     e->desc = d;
+    e->kind = d->kind;
+    snprintf(e->name, sizeof e->name, "%s", d->name);
     resolve_shadowing(r, e);
     if (!e->desc) return VT_ERR_ABI;
     vt_log(VT_LOG_DEBUG, "loaded %s plugin '%s' %s from %s", kind_name(d->kind), d->name,
@@ -340,10 +391,14 @@ static void append_dir_note(vt_registry *r, const char *dir)
     snprintf(r->dirs + used, sizeof r->dirs - used, "%s%s", used ? ":" : "", dir);
 }
 
-static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], size_t *n_seen)
+static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], size_t *n_seen,
+                     int explicit)
 {
     char real[PATH_MAX];
-    if (!realpath(dir, real)) return; /* a missing directory is not an error */
+    if (!realpath(dir, real)) { /* a missing default directory is normal; a named one is not */
+        if (explicit) vt_log(VT_LOG_WARN, "plugin directory %s: %s", dir, strerror(errno));
+        return;
+    }
     for (size_t i = 0; i < *n_seen; i++)
         if (!strcmp(seen[i], real)) return;
     if (*n_seen < 16) snprintf(seen[(*n_seen)++], PATH_MAX, "%s", real);
@@ -397,13 +452,13 @@ vt_status vt_registry_open(const char *const *dirs, vt_registry **out)
         vt_set_error("out of memory creating the plugin registry");
         return VT_ERR_OUT_OF_MEMORY;
     }
-    for (size_t i = 0; dirs && dirs[i]; i++) scan_dir(r, dirs[i], seen, &n_seen);
+    for (size_t i = 0; dirs && dirs[i]; i++) scan_dir(r, dirs[i], seen, &n_seen, 1);
 
     const char *env = getenv("VT_PLUGIN_PATH");
     if (env && *env) {
         char *copy = strdup(env), *save = NULL;
         for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok; tok = strtok_r(NULL, ":", &save))
-            scan_dir(r, tok, seen, &n_seen);
+            scan_dir(r, tok, seen, &n_seen, 1);
         free(copy);
     }
     /* relative to the executable: <bindir>/../lib/vt/plugins (install and build tree alike) */
@@ -416,13 +471,13 @@ vt_status vt_registry_open(const char *const *dirs, vt_registry **out)
             *slash = 0;
             char p[PATH_MAX + 32];
             snprintf(p, sizeof p, "%s/../lib/vt/plugins", exe);
-            scan_dir(r, p, seen, &n_seen);
+            scan_dir(r, p, seen, &n_seen, 0);
         }
     }
 #ifdef VT_BUILD_PLUGIN_DIR
     /* when vt runs from its build tree (the test binaries live beside it) */
     if (l > 0 && !strncmp(exe, VT_BUILD_PLUGIN_DIR, strlen(VT_BUILD_PLUGIN_DIR) - strlen("/lib/vt/plugins")))
-        scan_dir(r, VT_BUILD_PLUGIN_DIR, seen, &n_seen);
+        scan_dir(r, VT_BUILD_PLUGIN_DIR, seen, &n_seen, 0);
 #endif
     free(seen);
     *out = r;
@@ -438,6 +493,7 @@ void vt_registry_close(vt_registry *r)
         free(e->path);
         free(e->manifest);
         free(e->error);
+        free(e->description);
     }
     free(r->items);
     free(r);
@@ -446,6 +502,13 @@ void vt_registry_close(vt_registry *r)
 size_t vt_registry_count(const vt_registry *r) { return r->n; }
 const vt_plugin_entry *vt_registry_at(const vt_registry *r, size_t i) { return i < r->n ? &r->items[i] : NULL; }
 const char *vt_registry_dirs(const vt_registry *r) { return r->dirs[0] ? r->dirs : "(none)"; }
+
+size_t vt_registry_n_refused(const vt_registry *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++) n += r->items[i].error != NULL;
+    return n;
+}
 
 const vt_plugin_entry *vt_registry_find(const vt_registry *r, vt_plugin_kind kind, const char *name)
 {

@@ -27,6 +27,10 @@ typedef struct vt_plugin_entry {
     const vt_plugin_desc *desc; /* NULL when refused */
     char *error;         /* why it was refused, or NULL */
     int shadowed;        /* another plugin of the same kind+name won */
+    int conflict;        /* refused: same kind+name+priority as another file */
+    uint32_t kind;       /* from the descriptor once read (0 before) */
+    char name[72];       /* from the descriptor once read ("" before) */
+    char *description;   /* the manifest's description, or NULL */
 } vt_plugin_entry;
 
 typedef struct vt_registry vt_registry;
@@ -43,6 +47,9 @@ size_t vt_registry_count(const vt_registry *r);
 const vt_plugin_entry *vt_registry_at(const vt_registry *r, size_t i);
 /* Directories searched, for messages. */
 const char *vt_registry_dirs(const vt_registry *r);
+
+/* How many plugin files were refused (their reasons: entries' error). */
+size_t vt_registry_n_refused(const vt_registry *r);
 
 /* The loaded, non-shadowed plugin of kind and name, or NULL. */
 const vt_plugin_entry *vt_registry_find(const vt_registry *r, vt_plugin_kind kind, const char *name);

@@ -1122,7 +1122,7 @@ const char *vt_detok_stream_flush(vt_detok_stream *s, size_t *n)
     *n = 0;
     if (!s) return "";
     if (!reserve(&s->out, &s->cap_out, s->n_pending + 1)) return "";
-    memcpy(s->out, s->pending, s->n_pending);
+    if (s->n_pending) memcpy(s->out, s->pending, s->n_pending); /* pending is NULL before any push */
     s->out[s->n_pending] = 0;
     *n = s->n_pending;
     s->n_pending = 0;
