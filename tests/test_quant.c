@@ -138,5 +138,5 @@ int main(void)
         cmocka_unit_test(test_quant_zoo),
         cmocka_unit_test(test_q8_0_vs_bf16),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
