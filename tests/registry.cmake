@@ -24,3 +24,9 @@ add_dependencies(test_registry ${VT_FAKE_TARGETS})
 target_compile_definitions(test_registry PRIVATE VT_FAKE_PLUGIN_ROOT="${CMAKE_BINARY_DIR}/tests/fake-plugins")
 
 vt_add_test(test_sampler SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_sampler.c LIBS vtcore LABELS "sampler")
+
+# test_cli runs `vt --plugin-dir <fake-plugins/good> --device fake` to see the
+# capability refusal by name.
+if(TARGET test_cli)
+  add_dependencies(test_cli fake-backend-good)
+endif()

@@ -232,6 +232,17 @@ static void test_refusals(void **s)
     assert_non_null(strstr(err, "nosuch"));
     free(out), free(err);
 
+    /* a backend that declares the ops ABSENT: refused by capability name before any weight is read */
+    char fake_dir[4096];
+    snprintf(fake_dir, sizeof fake_dir, "%s/tests/fake-plugins/good", getenv("VT_TEST_BINARY_DIR"));
+    const char *a5[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "--plugin-dir", fake_dir,
+                        "--device", "fake", NULL};
+    assert_int_equal(run_vt(a5, &out, &err), 1);
+    if (!strstr(err, "model 'qwen35' needs capability '") ||
+        !strstr(err, "which backend 'fake' declares ABSENT (reason: fake backend computes nothing)"))
+        fail_msg("capability refusal not as documented: %s", err);
+    free(out), free(err);
+
     const char *a4[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "--temp", "abc", NULL};
     assert_int_equal(run_vt(a4, &out, &err), 2);
     assert_non_null(strstr(err, "--temp"));

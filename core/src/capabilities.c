@@ -141,7 +141,8 @@ vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap)
         int has_fn;
         const void *fn = cap_function(t, c->id, &has_fn);
         if (c->state == VT_CAP_PRESENT) {
-            if (has_fn && !fn) {
+            if (has_fn && (!fn || (c->id == VT_CAP_PINNED_HOST_ALLOC &&
+                                   (!t->host_alloc_pinned || !t->host_free_pinned)))) {
                 snprintf(why, why_cap, "capability '%s' declared PRESENT but its function is NULL",
                          vt_cap_name(c->id, name, sizeof name));
                 return VT_ERR_ABI;

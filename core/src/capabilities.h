@@ -12,9 +12,12 @@
 #include "vt/backend.h"
 #include "vt/model.h"
 
-/* Table sizes each ABI minor requires (append-only tables). */
-#define VT_BACKEND_API_SIZE_1_0 sizeof(vt_backend_api)
-#define VT_MODEL_API_SIZE_1_0 sizeof(vt_model_api)
+/* Table sizes each ABI minor requires (append-only tables): frozen at the
+ * last member of that minor, so appending members later does not make older
+ * plugins "too small". */
+#define VT_BACKEND_API_SIZE_1_0 (offsetof(vt_backend_api, softmax_topk) + sizeof(void *))
+#define VT_MODEL_API_SIZE_1_0 (offsetof(vt_model_api, forward) + sizeof(void *))
+#define VT_PLUGIN_DESC_SIZE_1_0 (offsetof(vt_plugin_desc, table) + sizeof(void *))
 
 /* Name of a capability id ("memory_probe", "mat_mul.Q8_0"); writes into buf. */
 const char *vt_cap_name(uint32_t id, char *buf, size_t cap);

@@ -114,6 +114,10 @@ static vt_status parse_models(parser *p, vt_config *c)
             return VT_ERR_FORMAT;
         }
         vt_config_pair *e = &c->models[c->n_models++];
+        if (p->ev.data.scalar.length >= sizeof e->key) {
+            vt_set_error("%s:%zu: architecture name under 'models' is too long", p->path, line(p));
+            return VT_ERR_FORMAT;
+        }
         snprintf(e->key, sizeof e->key, "%s", (const char *)p->ev.data.scalar.value);
         char key[96];
         snprintf(key, sizeof key, "models.%s", e->key);
@@ -171,6 +175,10 @@ static vt_status parse_platforms(parser *p, vt_config *c)
             return VT_ERR_FORMAT;
         }
         vt_config_platform *pl = &c->platforms[c->n_platforms++];
+        if (p->ev.data.scalar.length >= sizeof pl->name) {
+            vt_set_error("%s:%zu: platform name is too long", p->path, line(p));
+            return VT_ERR_FORMAT;
+        }
         snprintf(pl->name, sizeof pl->name, "%s", (const char *)p->ev.data.scalar.value);
         if ((st = parse_platform(p, pl)) != VT_OK) return st;
     }

@@ -126,18 +126,31 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     }
     if ((st = check_required_caps(e)) != VT_OK) goto fail;
 
-    const char *kernels = p->kernels;
-    if (!kernels) kernels = getenv("VT_KERNELS");
+    /* the tokenizer first: a refusal there must not wait for the weights */
+    if ((st = vt_tokenizer_load(e->gguf, &e->tok)) != VT_OK) {
+        vt_error_prefix("%s", p->model_path);
+        goto fail;
+    }
+    /* kernels NULL: the backend reads VT_KERNELS itself */
     vt_backend_params bp = {.struct_size = sizeof bp, .device = 0, .n_threads = p->n_threads,
-                            .kernels = kernels, .host = vt_host_table()};
+                            .kernels = p->kernels, .host = vt_host_table()};
     e->backend.api = bapi;
     e->backend.name = e->bplug->desc->name;
     if ((st = bapi->init(&bp, &e->backend.ctx)) != VT_OK) {
         vt_error_prefix("backend '%s' init", device);
         goto fail;
     }
-    vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = p->n_ctx ? p->n_ctx : cfg.kv_cache_tokens,
-                          .n_batch = e->n_batch};
+    /* default KV length: the config's, capped by the trained context */
+    uint32_t n_ctx = p->n_ctx;
+    if (!n_ctx) {
+        char key[128];
+        uint32_t trained = 0;
+        snprintf(key, sizeof key, "%s.context_length", e->arch);
+        n_ctx = cfg.kv_cache_tokens;
+        if (vt_gguf_get_u32(e->gguf, key, &trained) == VT_OK && trained > 0 && trained < n_ctx)
+            n_ctx = trained;
+    }
+    vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch};
     if ((st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, &mp, &e->model)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
         goto fail;
@@ -148,11 +161,14 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         vt_log(VT_LOG_WARN, "context of %u tokens exceeds the %u the model was trained with; "
                "quality past %u tokens is not expected", e->info.n_ctx, e->info.n_ctx_train,
                e->info.n_ctx_train);
-    if ((st = e->mapi->seq_new(e->model, &e->seq)) != VT_OK) goto fail;
-    if ((st = vt_tokenizer_load(e->gguf, &e->tok)) != VT_OK) {
-        vt_error_prefix("%s", p->model_path);
+    if (vt_tokenizer_n_vocab(e->tok) > e->info.n_vocab) {
+        vt_set_error("%s: the tokenizer has %lld tokens but the model's vocabulary (token_embd) "
+                     "has %lld rows", p->model_path, (long long)vt_tokenizer_n_vocab(e->tok),
+                     (long long)e->info.n_vocab);
+        st = VT_ERR_FORMAT;
         goto fail;
     }
+    if ((st = e->mapi->seq_new(e->model, &e->seq)) != VT_OK) goto fail;
     e->load_seconds = now_seconds() - t0;
     *out = e;
     return VT_OK;

@@ -150,14 +150,15 @@ static vt_status check_desc(const vt_plugin_desc *d, char *why, size_t why_cap)
         snprintf(why, why_cap, "%s() returned NULL", VT_PLUGIN_ENTRY_SYMBOL);
         return VT_ERR_ABI;
     }
-    if (d->struct_size < sizeof(vt_plugin_desc)) {
-        snprintf(why, why_cap, "descriptor is %u bytes, ABI 1.0 requires %zu", d->struct_size,
-                 sizeof(vt_plugin_desc));
-        return VT_ERR_ABI;
-    }
+    /* struct_size, abi_major and abi_minor are the fixed prefix of every major */
     if (d->abi_major != VT_ABI_MAJOR) {
         snprintf(why, why_cap, "plugin built for ABI %u.%u, this vt has ABI %d.%d (major differs)",
                  d->abi_major, d->abi_minor, VT_ABI_MAJOR, VT_ABI_MINOR);
+        return VT_ERR_ABI;
+    }
+    if (d->struct_size < VT_PLUGIN_DESC_SIZE_1_0) {
+        snprintf(why, why_cap, "descriptor is %u bytes, ABI 1.0 requires %zu", d->struct_size,
+                 (size_t)VT_PLUGIN_DESC_SIZE_1_0);
         return VT_ERR_ABI;
     }
     if (!valid_name(d->name)) {

@@ -12,7 +12,11 @@
  *    minor N is only read when the plugin's minor is >= N and the table's
  *    struct_size covers it. A table smaller than what its declared minor
  *    requires is refused at load, naming the file.
- *  - Every struct that crosses the boundary starts with uint32_t struct_size.
+ *  - Every function table and parameter struct that crosses the boundary
+ *    starts with uint32_t struct_size (vt_plugin_desc, vt_host_api,
+ *    vt_backend_api, vt_backend_params, vt_model_api, vt_model_params,
+ *    vt_model_info). Plain value records (vt_weight, vt_capability,
+ *    vt_gguf_tensor, vt_gguf_str, vt_backend) are fixed for an ABI major.
  *
  * Ownership: the descriptor, its strings and its table are owned by the plugin
  * and must stay valid until dlclose(). The host table is owned by the core and
