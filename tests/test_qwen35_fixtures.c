@@ -216,7 +216,9 @@ static void test_bf16_scalar_exact(void **state)
     vt_engine_close(e);
 }
 
-/* 2. fast kernels on bf16 */
+/* 2. fast kernels on bf16. The issue's loose bar (pooled mean |d| <= 0.1, top-1 >= 40
+ * of 49) is for kernels that round activations; vt's fast kernels keep activations
+ * in float32 (README), so they are held to the exact criterion as well. */
 static void test_bf16_fast(void **state)
 {
     (void)state;
@@ -226,6 +228,9 @@ static void test_bf16_fast(void **state)
     assert_int_equal(s.positions, 49);
     if (!(mean <= 0.1)) fail_msg("bf16 fast kernels: pooled mean |d| %.4g > 0.1", mean);
     if (s.top1_agree < 40) fail_msg("bf16 fast kernels: top-1 %d of 49 < 40", s.top1_agree);
+    if (!s.exact_ok)
+        fail_msg("bf16 fast kernels: exact criterion not met (max |d| %.4g; needs <= 1e-2 and the "
+                 "same argmax where the margin > 1e-3)", s.max_abs);
 }
 
 /* 3. q8_0 weights (lossy): a smoke test against the f32 reference */
