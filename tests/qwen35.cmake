@@ -11,3 +11,10 @@ add_dependencies(test_qwen35_fixtures model-qwen35 backend-cpu)
 vt_add_test(test_qwen35_load SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_load.c
             LIBS vtcore LABELS "qwen35;fixtures" TIMEOUT 60)
 add_dependencies(test_qwen35_load model-qwen35 backend-cpu)
+
+# Hostile hyperparameters: every key the loader reads set to 0, 1, 2^31,
+# 2^32-1, a wrong type or removed, through required_caps, the engine and one
+# forward; refusals must name the key, peak RSS < 1 GiB.
+vt_add_test(test_qwen35_hostile SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_hostile.c
+            LIBS vtcore LABELS "qwen35;fixtures" TIMEOUT 60)
+add_dependencies(test_qwen35_hostile model-qwen35 backend-cpu)

@@ -2,7 +2,8 @@
  * test_qwen35_load.c - the Qwen3.5 model plugin's load-time behaviour,
  * driven through its vt_model_api table directly (no engine, no tokenizer):
  *   - required_caps lists the ops and the per-type mat_mul/get_rows of the
- *     file's weight types (bf16 and q8_0 fixtures);
+ *     file's weight types (bf16 and q8_0 fixtures), get_rows only for
+ *     token_embd unless the LM head is tied to it;
  *   - refusals on edited copies of the fixture GGUF name the key or tensor
  *     (missing key, wrong shape with both shapes, non-F32 norm, MTP sidecar,
  *     qwen3next, key_length != value_length);
@@ -10,7 +11,9 @@
  *   - an appended MTP block (block_count 5, nextn_predict_layers 1) is
  *     skipped: logits bit-identical to the file without it;
  *   - the copy path (backend without host-addressable memory) gives the same
- *     logits bit for bit as the zero-copy path.
+ *     logits bit for bit as the zero-copy path;
+ *   - absurd n_ctx / n_batch load parameters are refused by name.
+ * (Hostile hyperparameters: test_qwen35_hostile.c.)
  * Logits here are compared with the plugin's own other path only where the
  * two computations must be identical by construction; agreement with the
  * reference is test_qwen35_fixtures.c's job.
@@ -78,6 +81,8 @@ typedef struct edits {
     const char *shape_tensor;  /* replace ne[1] (data truncated/zero-extended) */
     int64_t shape_ne1;
     const char *f16_tensor;    /* relabel an F32 tensor as F16 (half the bytes) */
+    const char *relabel_tensor; /* relabel a tensor as relabel_type of the same byte size */
+    uint32_t relabel_type;
     int shexp_1d;              /* store ffn_gate_inp_shexp as 1-D [n_embd] */
     int add_mtp;               /* block_count 5 + nextn 1 + blk.4 (copy of blk.3) + nextn.* */
     int per_layer_keys;        /* head_count[_kv] as per-block arrays + recurrent_layers */
@@ -176,6 +181,7 @@ static void add_tensor_as(vt_gguf_writer *w, const vt_gguf_tensor *t, const char
         type = 1; /* F16 */
         nbytes = t->nbytes / 2;
     }
+    if (ed->relabel_tensor && !strcmp(t->name, ed->relabel_tensor)) type = ed->relabel_type;
     if (ed->shexp_1d && strstr(t->name, "ffn_gate_inp_shexp")) nd = 1;
     assert_int_equal(vt_gguf_writer_add_tensor(w, name, type, nd, ne, data, nbytes), VT_OK);
     free(tmp);
@@ -351,6 +357,34 @@ static void test_required_caps(void **state)
     assert_int_equal(g_mapi->required_caps(vt_host_table(), g, ids, 3, &n), VT_ERR_RANGE);
     assert_true(n > 3);
     vt_gguf_close(g);
+    free(p);
+}
+
+/* token_embd is read by get_rows only, unless it is also the LM head (no
+ * output.weight): a token_embd type different from every matrix's (F16 here,
+ * the bf16 bytes relabelled: only the types matter to required_caps) shows
+ * which of the two it is asked for. */
+static void test_required_caps_embd(void **state)
+{
+    (void)state;
+    if (!setup_env()) return;
+    uint32_t ids[256], n;
+    const char *src = "qwen35moe-tiny-bf16.gguf";
+    char *p = write_variant(src, "embd-f16.gguf",
+                            &(edits){.relabel_tensor = "token_embd.weight",
+                                     .relabel_type = VT_TYPE_F16});
+    if (caps_of(p, ids, &n) != VT_OK) fail_msg("required_caps(embd f16): %s", vt_last_error());
+    assert_true(has_cap(ids, n, VT_CAP_GET_ROWS(VT_TYPE_F16)));
+    assert_false(has_cap(ids, n, VT_CAP_MAT_MUL(VT_TYPE_F16)));
+    assert_true(has_cap(ids, n, VT_CAP_MAT_MUL(VT_TYPE_BF16))); /* output.weight */
+    assert_false(has_cap(ids, n, VT_CAP_GET_ROWS(VT_TYPE_BF16)));
+    free(p);
+    p = write_variant(src, "embd-f16-tied.gguf",
+                      &(edits){.relabel_tensor = "token_embd.weight", .relabel_type = VT_TYPE_F16,
+                               .drop_tensor = "output.weight"});
+    if (caps_of(p, ids, &n) != VT_OK) fail_msg("required_caps(tied f16): %s", vt_last_error());
+    assert_true(has_cap(ids, n, VT_CAP_GET_ROWS(VT_TYPE_F16)));
+    assert_true(has_cap(ids, n, VT_CAP_MAT_MUL(VT_TYPE_F16)));
     free(p);
 }
 
@@ -613,6 +647,33 @@ static void test_forward_errors(void **state)
     free(p);
 }
 
+/* Absurd n_ctx / n_batch from the caller are refused by name before any
+ * allocation is sized from them (positions and routed pairs are int32). */
+static void test_params_range(void **state)
+{
+    (void)state;
+    if (!setup_backend()) return;
+    char *p = fx_file("qwen35moe-tiny-q8_0.gguf");
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(p, 0, &g), VT_OK);
+    vt_backend be = {.api = g_bapi, .name = "cpu"};
+    vt_backend_params bp = {.struct_size = sizeof bp, .kernels = "scalar", .host = vt_host_table()};
+    assert_int_equal(g_bapi->init(&bp, &be.ctx), VT_OK);
+    const uint32_t cases[2][2] = {{UINT32_MAX, 16}, {64, UINT32_MAX}};
+    for (int i = 0; i < 2; i++) {
+        vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = cases[i][0],
+                              .n_batch = cases[i][1]};
+        vt_model *m = NULL;
+        assert_int_equal(g_mapi->load(vt_host_table(), g, &be, &mp, &m), VT_ERR_RANGE);
+        assert_null(m);
+        assert_non_null(strstr(vt_last_error(), i == 0 ? "n_ctx" : "n_batch"));
+        printf("[qwen35] refused: %s\n", vt_last_error());
+    }
+    g_bapi->shutdown(be.ctx);
+    vt_gguf_close(g);
+    free(p);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -628,10 +689,12 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_required_caps),    cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_required_caps),    cmocka_unit_test(test_required_caps_embd),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_mtp_block_skipped), cmocka_unit_test(test_shexp_gate_1d),
         cmocka_unit_test(test_copy_path),         cmocka_unit_test(test_forward_errors),
         cmocka_unit_test(test_dense_variant),     cmocka_unit_test(test_per_layer_keys),
+        cmocka_unit_test(test_params_range),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, teardown));
 }

@@ -50,6 +50,7 @@ typedef struct qwen35_hparams {
     uint32_t n_rot;          /* rope.dimension_count */
     float rope_base;         /* rope.freq_base (default 10000) */
     uint32_t interval;       /* full_attention_interval (default 4) */
+    int kinds_explicit;      /* layer kinds from attention.recurrent_layers, not the interval */
     /* MoE (qwen35moe) */
     uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     /* dense FFN (qwen35) */

@@ -262,7 +262,8 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     }
     if (s->pos + T > (int64_t)m->n_ctx) {
         m->host->set_error("qwen35: forward: %" PRId64 " tokens at position %" PRId64
-                           " exceed n_ctx (%u)", T, s->pos, m->n_ctx);
+                           " exceed n_ctx (%u: the KV cache length; the model's %s.context_length"
+                           " is %u)", T, s->pos, m->n_ctx, hp->arch, hp->n_ctx_train);
         return VT_ERR_RANGE;
     }
     for (int64_t t = 0; t < T; t++) {

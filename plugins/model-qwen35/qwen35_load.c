@@ -11,6 +11,13 @@
  * (reads only the tensor table, records the weight types it would use), and
  * load() runs it for real (places every weight in backend memory). So the
  * capabilities asked for are exactly those the forward pass will call.
+ *
+ * Hostile files: every hyperparameter is range-checked as it is validated
+ * (Q35_MAX_*), products that size rows and states are formed in uint64 with
+ * overflow checks, and block_count is bounded by the tensor table, all
+ * before anything is allocated from them; a refusal names the key and its
+ * value, and a tensor shape mismatch names the keys the expected shape came
+ * from. tests/test_qwen35_hostile.c drives every key through the engine.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -165,6 +172,42 @@ static vt_status q35_invalid(const vt_host_api *host, const char *what)
     return VT_ERR_FORMAT;
 }
 
+/* Bounds on hyperparameters, far above any released Qwen3.5 (largest: n_embd
+ * 4096, head_dim 256, 512 experts, conv kernel 4, recurrent state 2^20
+ * floats per layer) and low enough that no size computed from them can
+ * overflow: one dimension or count, one row (elements of one activation row
+ * or projection output), one per-layer state (elements), experts, conv
+ * kernel width. */
+#define Q35_MAX_DIM (1u << 20)
+#define Q35_MAX_ROW ((uint64_t)INT32_MAX)
+#define Q35_MAX_STATE ((uint64_t)1 << 28)
+#define Q35_MAX_EXPERT (1u << 16)
+#define Q35_MAX_CONV 1024u
+
+/* key (arch-prefixed suffix) must be in lo..hi; note (may be NULL) says why hi. */
+static vt_status q35_range(const q35_keys *k, const char *suffix, uint64_t v, uint64_t lo,
+                           uint64_t hi, const char *note)
+{
+    if (v >= lo && v <= hi) return VT_OK;
+    char key[128];
+    q35_key(k, suffix, key, sizeof key);
+    k->host->set_error("qwen35: metadata key '%s' = %" PRIu64 " is out of range: must be in "
+                       "%" PRIu64 "..%" PRIu64 "%s%s%s", key, v, lo, hi, note ? " (" : "",
+                       note ? note : "", note ? ")" : "");
+    return VT_ERR_FORMAT;
+}
+
+/* A float key that must be finite and > 0 (not NaN, not inf). */
+static vt_status q35_positive(const q35_keys *k, const char *suffix, float v)
+{
+    if (v > 0.0f && isfinite(v)) return VT_OK;
+    char key[128];
+    q35_key(k, suffix, key, sizeof key);
+    k->host->set_error("qwen35: metadata key '%s' = %g is invalid: must be finite and > 0", key,
+                       (double)v);
+    return VT_ERR_FORMAT;
+}
+
 static void q35_hparams_free(qwen35_hparams *hp)
 {
     free(hp->is_linear);
@@ -253,34 +296,63 @@ static vt_status q35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwe
         }
     }
 
-    /* validation (§3 "Validation at load") */
-    char why[256];
-    if (hp->n_embd == 0) return q35_invalid(host, "embedding_length is 0");
+    /* validation (§3 "Validation at load"), and bounds against hostile files:
+     * every dimension is range-checked before any product is formed, and each
+     * product that sizes a row, a tensor or a per-sequence state is formed in
+     * uint64 with an overflow check and capped (Q35_MAX_*). So nothing below
+     * (or in the tensor mapping, the scratch and the sequence state) can
+     * overflow, and no per-layer array is sized from an unchecked count. */
+    char why[320];
+    Q35_TRY(q35_range(&k, "embedding_length", hp->n_embd, 1, Q35_MAX_DIM, NULL));
+    /* block_count: every block has several tensors, so a file cannot hold
+     * more blocks than tensors; this bounds the per-layer arrays by the size
+     * of the file's tensor table before they are allocated. */
+    {
+        int64_t n_tensors = host->gguf_n_tensors(g);
+        snprintf(why, sizeof why, "the file has %" PRId64 " tensors", n_tensors);
+        Q35_TRY(q35_range(&k, "block_count", hp->n_layer_all, 1,
+                          n_tensors > 0 ? (uint64_t)n_tensors : 0, why));
+    }
     if (hp->n_nextn >= hp->n_layer_all) {
         snprintf(why, sizeof why, "nextn_predict_layers (%u) must be < block_count (%u)",
                  hp->n_nextn, hp->n_layer_all);
         return q35_invalid(host, why);
     }
     hp->n_layer = hp->n_layer_all - hp->n_nextn;
+    /* the last main block must be in the file (a file without blk.0 is an MTP
+     * sidecar, refused by name when the tensors are mapped) */
+    {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.%u.attn_norm.weight", hp->n_layer - 1);
+        if (host->gguf_find_tensor(g, "blk.0.attn_norm.weight") && !host->gguf_find_tensor(g, nm)) {
+            char key[128];
+            host->set_error("qwen35: metadata key '%s' = %u (with nextn_predict_layers = %u: %u "
+                            "main blocks), but tensor '%s' is missing",
+                            q35_key(&k, "block_count", key, sizeof key), hp->n_layer_all,
+                            hp->n_nextn, hp->n_layer, nm);
+            return VT_ERR_FORMAT;
+        }
+    }
     if (key_length == 0 || key_length != value_length) {
         snprintf(why, sizeof why,
                  "attention.key_length (%u) and attention.value_length (%u) must be equal and > 0",
                  key_length, value_length);
         return q35_invalid(host, why);
     }
+    Q35_TRY(q35_range(&k, "attention.key_length", key_length, 1, Q35_MAX_DIM, NULL));
     hp->head_dim = key_length;
     if (hp->n_rot == 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2) {
         snprintf(why, sizeof why, "rope.dimension_count (%u) must be even and in 2..head_dim (%u)",
                  hp->n_rot, hp->head_dim);
         return q35_invalid(host, why);
     }
-    if (!(hp->eps > 0.0f) || !isfinite(hp->eps))
-        return q35_invalid(host, "attention.layer_norm_rms_epsilon must be > 0");
-    if (!(hp->rope_base > 0.0f) || !isfinite(hp->rope_base))
-        return q35_invalid(host, "rope.freq_base must be > 0");
-    if (hp->d_conv < 1 || hp->d_k == 0 || hp->n_k == 0 || hp->n_v == 0 || hp->value_dim == 0)
-        return q35_invalid(host, "ssm.conv_kernel, ssm.state_size, ssm.group_count, "
-                                 "ssm.time_step_rank and ssm.inner_size must be > 0");
+    Q35_TRY(q35_positive(&k, "attention.layer_norm_rms_epsilon", hp->eps));
+    Q35_TRY(q35_positive(&k, "rope.freq_base", hp->rope_base));
+    Q35_TRY(q35_range(&k, "ssm.conv_kernel", hp->d_conv, 1, Q35_MAX_CONV, NULL));
+    Q35_TRY(q35_range(&k, "ssm.state_size", hp->d_k, 1, Q35_MAX_DIM, NULL));
+    Q35_TRY(q35_range(&k, "ssm.group_count", hp->n_k, 1, Q35_MAX_DIM, NULL));
+    Q35_TRY(q35_range(&k, "ssm.time_step_rank", hp->n_v, 1, Q35_MAX_DIM, NULL));
+    Q35_TRY(q35_range(&k, "ssm.inner_size", hp->value_dim, 1, Q35_MAX_ROW, NULL));
     if (hp->n_v % hp->n_k) {
         snprintf(why, sizeof why,
                  "ssm.time_step_rank (n_v = %u) must be a multiple of ssm.group_count (n_k = %u)",
@@ -294,23 +366,47 @@ static vt_status q35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwe
         return q35_invalid(host, why);
     }
     hp->d_v = hp->value_dim / hp->n_v;
-    hp->key_dim = hp->n_k * hp->d_k;
-    hp->conv_dim = 2 * hp->key_dim + hp->value_dim;
+    {
+        /* key_dim = n_k·d_k, conv_dim = 2·key_dim + value_dim (one row of the
+         * fused projection), conv state + kernel d_conv·conv_dim, recurrent
+         * state n_v·d_k·d_v per layer; factors are <= 2^31, so the products
+         * of two are exact in uint64 and the checks below catch the rest */
+        uint64_t key_dim = (uint64_t)hp->n_k * hp->d_k;
+        uint64_t conv_dim = 2 * key_dim + hp->value_dim;
+        uint64_t rec = 0, conv = 0;
+        int ovf = __builtin_mul_overflow((uint64_t)hp->value_dim, (uint64_t)hp->d_k, &rec);
+        ovf |= __builtin_mul_overflow(conv_dim, (uint64_t)hp->d_conv, &conv);
+        if (key_dim > Q35_MAX_ROW || conv_dim > Q35_MAX_ROW || ovf || conv > Q35_MAX_STATE ||
+            rec > Q35_MAX_STATE) {
+            snprintf(why, sizeof why,
+                     "ssm.group_count (%u) x ssm.state_size (%u), ssm.inner_size (%u) and "
+                     "ssm.conv_kernel (%u) give key_dim %" PRIu64 ", conv_dim %" PRIu64
+                     ", conv kernel %" PRIu64 " and recurrent state %" PRIu64
+                     " elements per layer: limits are %" PRIu64 " per row and %" PRIu64
+                     " per state", hp->n_k, hp->d_k, hp->value_dim, hp->d_conv, key_dim,
+                     conv_dim, ovf ? UINT64_MAX : conv, ovf ? UINT64_MAX : rec,
+                     (uint64_t)Q35_MAX_ROW, (uint64_t)Q35_MAX_STATE);
+            return q35_invalid(host, why);
+        }
+        hp->key_dim = (uint32_t)key_dim;
+        hp->conv_dim = (uint32_t)conv_dim;
+    }
     if (hp->is_moe) {
-        if (hp->n_expert == 0 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert) {
+        Q35_TRY(q35_range(&k, "expert_count", hp->n_expert, 1, Q35_MAX_EXPERT, NULL));
+        if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert) {
             snprintf(why, sizeof why, "expert_used_count (%u) must be in 1..expert_count (%u)",
                      hp->n_expert_used, hp->n_expert);
             return q35_invalid(host, why);
         }
-        if (hp->n_ff_exp == 0 || hp->n_ff_shexp == 0)
-            return q35_invalid(host, "expert_feed_forward_length and "
-                                     "expert_shared_feed_forward_length must be > 0");
-    } else if (hp->n_ff == 0) {
-        return q35_invalid(host, "feed_forward_length must be > 0");
+        Q35_TRY(q35_range(&k, "expert_feed_forward_length", hp->n_ff_exp, 1, Q35_MAX_DIM, NULL));
+        Q35_TRY(q35_range(&k, "expert_shared_feed_forward_length", hp->n_ff_shexp, 1, Q35_MAX_DIM,
+                          NULL));
+    } else {
+        Q35_TRY(q35_range(&k, "feed_forward_length", hp->n_ff, 1, Q35_MAX_DIM, NULL));
     }
-    if (hp->interval == 0) return q35_invalid(host, "full_attention_interval must be > 0");
+    Q35_TRY(q35_range(&k, "full_attention_interval", hp->interval, 1, UINT32_MAX, NULL));
 
-    /* per-layer facts */
+    /* per-layer facts (n_all <= number of tensors, checked above) */
     uint32_t n_all = hp->n_layer_all;
     hp->is_linear = calloc(n_all, 1);
     hp->n_head = calloc(n_all, sizeof(uint32_t));
@@ -322,6 +418,7 @@ static vt_status q35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwe
     Q35_TRY(q35_u32_per_layer(&k, "attention.head_count", 1, NULL, n_all, hp->n_head));
     Q35_TRY(q35_u32_per_layer(&k, "attention.head_count_kv", 0, hp->n_head, n_all, hp->n_head_kv));
     st = q35_recurrent_layers(&k, n_all, hp->n_layer, hp->is_linear);
+    hp->kinds_explicit = st == VT_OK;
     if (st == VT_ERR_NOT_FOUND) {
         /* pitfall 7: linear iff (il + 1) % interval != 0, il < n_layer */
         for (uint32_t il = 0; il < hp->n_layer; il++)
@@ -332,10 +429,22 @@ static vt_status q35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwe
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         if (hp->is_linear[il]) continue;
         uint32_t nh = hp->n_head[il], nkv = hp->n_head_kv[il];
-        if (nh == 0 || nkv == 0 || nh % nkv) {
+        char kh[128], kkv[128];
+        q35_key(&k, "attention.head_count", kh, sizeof kh);
+        q35_key(&k, "attention.head_count_kv", kkv, sizeof kkv);
+        if (nh == 0 || nh > Q35_MAX_DIM || nkv == 0 || nh % nkv) {
             snprintf(why, sizeof why,
-                     "layer %u: attention.head_count (%u) must be a non-zero multiple of "
-                     "attention.head_count_kv (%u)", il, nh, nkv);
+                     "layer %u: %s (%u) must be in 1..%u and a multiple of %s (%u)", il, kh, nh,
+                     (unsigned)Q35_MAX_DIM, kkv, nkv);
+            return q35_invalid(host, why);
+        }
+        /* rows of the query+gate projection: 2·n_head·head_dim (<= 2^41, exact) */
+        uint64_t q_rows = 2 * (uint64_t)nh * hp->head_dim;
+        if (q_rows > Q35_MAX_ROW) {
+            snprintf(why, sizeof why,
+                     "layer %u: 2 x %s (%u) x %s.attention.key_length (%u) = %" PRIu64
+                     " exceeds %" PRIu64 " (one projection row)", il, kh, nh, hp->arch,
+                     hp->head_dim, q_rows, (uint64_t)Q35_MAX_ROW);
             return q35_invalid(host, why);
         }
     }
@@ -364,10 +473,10 @@ static void q35_add_cap(q35_loader *L, uint32_t id)
     L->n_caps++; /* counts past the capacity so the caller can report it */
 }
 
-/* "[256, 512]" with trailing 1s dropped (at least one dim). */
-static void q35_fmt_shape(const int64_t *ne, int n, char *buf, size_t cap)
+/* "[256, 512]" with trailing 1s dropped, keeping at least min_n dims. */
+static void q35_fmt_shape(const int64_t *ne, int n, int min_n, char *buf, size_t cap)
 {
-    while (n > 1 && ne[n - 1] == 1) n--;
+    while (n > min_n && n > 1 && ne[n - 1] == 1) n--;
     size_t o = 0;
     o += (size_t)snprintf(buf + o, cap - o, "[");
     for (int i = 0; i < n && o < cap; i++)
@@ -375,8 +484,11 @@ static void q35_fmt_shape(const int64_t *ne, int n, char *buf, size_t cap)
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-/* Shape check, trailing 1s treated as absent ([n, 1] == [n]). */
-static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want)
+/* Shape check, trailing 1s treated as absent ([n, 1] == [n]). `from` names
+ * the metadata keys the expected shape comes from, for the message (a
+ * hostile or mis-converted file is most often wrong in its metadata). */
+static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want,
+                                 const char *from)
 {
     int ok = 1;
     for (int i = 0; i < 4; i++) {
@@ -385,9 +497,10 @@ static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, 
     }
     if (ok) return VT_OK;
     char have[96], wants[96];
-    q35_fmt_shape(t->ne, 4, have, sizeof have);
-    q35_fmt_shape(want, n, wants, sizeof wants);
-    L->host->set_error("qwen35: tensor '%s' has shape %s, expected %s", t->name, have, wants);
+    q35_fmt_shape(t->ne, 4, n, have, sizeof have);
+    q35_fmt_shape(want, n, n, wants, sizeof wants);
+    L->host->set_error("qwen35: tensor '%s' has shape %s, expected %s = %s from the metadata",
+                       t->name, have, wants, from);
     return VT_ERR_FORMAT;
 }
 
@@ -473,17 +586,22 @@ static vt_status q35_need_typed(q35_loader *L, const char *tname, uint32_t type,
     return VT_OK;
 }
 
-/* A 2-D weight [n_in, n_out] (ne order) used through mat_mul. *found tells an
+/* How a 2-D weight is used by the forward pass (bit mask): through mat_mul
+ * (a projection, the LM head) and/or get_rows (the embedding lookup). */
+#define Q35_USE_MAT_MUL 1
+#define Q35_USE_GET_ROWS 2
+
+/* A 2-D weight [n_in, n_out] (ne order) used as `uses` says. *found tells an
  * optional one's presence (found NULL: required). */
-static vt_status q35_matrix(q35_loader *L, const char *name, int64_t n_in, int64_t n_out,
-                            vt_weight *w, int *found)
+static vt_status q35_weight(q35_loader *L, const char *name, const char *from, int64_t n_in,
+                            int64_t n_out, int uses, vt_weight *w, int *found)
 {
     memset(w, 0, sizeof *w);
     const vt_gguf_tensor *t = q35_find(L, name);
     if (found) *found = t != NULL;
     if (!t) return found ? VT_OK : q35_missing(L, name);
     int64_t want[2] = {n_in, n_out};
-    vt_status st = q35_check_shape(L, t, 2, want);
+    vt_status st = q35_check_shape(L, t, 2, want, from);
     if (st != VT_OK) return st;
     uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
     if (!q35_is_weight_type(t->type) || rb == 0) {
@@ -491,8 +609,14 @@ static vt_status q35_matrix(q35_loader *L, const char *name, int64_t n_in, int64
                            "rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
         return VT_ERR_UNSUPPORTED;
     }
-    st = q35_need_typed(L, t->name, t->type, 0);
-    if (st != VT_OK) return st;
+    if (uses & Q35_USE_MAT_MUL) {
+        st = q35_need_typed(L, t->name, t->type, 0);
+        if (st != VT_OK) return st;
+    }
+    if (uses & Q35_USE_GET_ROWS) {
+        st = q35_need_typed(L, t->name, t->type, 1);
+        if (st != VT_OK) return st;
+    }
     w->type = t->type;
     w->n_in = n_in;
     w->n_out = n_out;
@@ -501,15 +625,22 @@ static vt_status q35_matrix(q35_loader *L, const char *name, int64_t n_in, int64
     return q35_place(L, t, rb * (uint64_t)n_out, &w->data);
 }
 
+/* A 2-D weight used through mat_mul. */
+static vt_status q35_matrix(q35_loader *L, const char *name, const char *from, int64_t n_in,
+                            int64_t n_out, vt_weight *w, int *found)
+{
+    return q35_weight(L, name, from, n_in, n_out, Q35_USE_MAT_MUL, w, found);
+}
+
 /* An F32 tensor read straight from memory by ops (norm weights, ssm_a,
  * ssm_dt.bias, ssm_conv1d): type must be F32. */
-static vt_status q35_f32_tensor(q35_loader *L, const char *name, int n, const int64_t *want,
-                                const float **out)
+static vt_status q35_f32_tensor(q35_loader *L, const char *name, const char *from, int n,
+                                const int64_t *want, const float **out)
 {
     *out = NULL;
     const vt_gguf_tensor *t = q35_find(L, name);
     if (!t) return q35_missing(L, name);
-    vt_status st = q35_check_shape(L, t, n, want);
+    vt_status st = q35_check_shape(L, t, n, want, from);
     if (st != VT_OK) return st;
     if (t->type != VT_TYPE_F32) {
         L->host->set_error("qwen35: tensor '%s' has type %s; expected F32", name,
@@ -524,20 +655,21 @@ static vt_status q35_f32_tensor(q35_loader *L, const char *name, int n, const in
     return st;
 }
 
-static vt_status q35_vec(q35_loader *L, const char *name, int64_t n, const float **out)
+static vt_status q35_vec(q35_loader *L, const char *name, const char *from, int64_t n,
+                         const float **out)
 {
-    return q35_f32_tensor(L, name, 1, &n, out);
+    return q35_f32_tensor(L, name, from, 1, &n, out);
 }
 
 /* A stacked expert tensor [n_in, n_out, n_expert]. */
-static vt_status q35_stack_map(q35_loader *L, const char *name, int64_t n_in, int64_t n_out,
-                               int64_t n_expert, qwen35_stack *s)
+static vt_status q35_stack_map(q35_loader *L, const char *name, const char *from, int64_t n_in,
+                               int64_t n_out, int64_t n_expert, qwen35_stack *s)
 {
     memset(s, 0, sizeof *s);
     const vt_gguf_tensor *t = q35_find(L, name);
     if (!t) return q35_missing(L, name);
     int64_t want[3] = {n_in, n_out, n_expert};
-    vt_status st = q35_check_shape(L, t, 3, want);
+    vt_status st = q35_check_shape(L, t, 3, want, from);
     if (st != VT_OK) return st;
     uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
     if (!q35_is_weight_type(t->type) || rb == 0) {
@@ -569,6 +701,24 @@ static vt_status q35_refuse_if_present(q35_loader *L, const char *name, const ch
     return VT_OK;
 }
 
+/* Expected shapes in metadata terms (§3, §4), for shape-mismatch messages. */
+#define Q35_CONV_DIM "2 x ssm.group_count x ssm.state_size + ssm.inner_size"
+#define Q35_F_E "[embedding_length]"
+#define Q35_F_QKV "[embedding_length, " Q35_CONV_DIM "]"
+#define Q35_F_CONV "[ssm.conv_kernel, " Q35_CONV_DIM "]"
+#define Q35_F_NV "[ssm.time_step_rank]"
+#define Q35_F_Q "[embedding_length, 2 x attention.head_count x attention.key_length]"
+#define Q35_F_KV "[embedding_length, attention.head_count_kv x attention.key_length]"
+#define Q35_F_O "[attention.head_count x attention.key_length, embedding_length]"
+#define Q35_F_HD "[attention.key_length]"
+#define Q35_F_EXP "[embedding_length, expert_feed_forward_length, expert_count]"
+#define Q35_F_EXP_GU "[embedding_length, 2 x expert_feed_forward_length, expert_count]"
+#define Q35_F_EXP_D "[expert_feed_forward_length, embedding_length, expert_count]"
+#define Q35_F_SH "[embedding_length, expert_shared_feed_forward_length]"
+#define Q35_F_SH_D "[expert_shared_feed_forward_length, embedding_length]"
+#define Q35_F_FF "[embedding_length, feed_forward_length]"
+#define Q35_F_FF_D "[feed_forward_length, embedding_length]"
+
 static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
 {
     const qwen35_hparams *hp = &L->m->hp;
@@ -581,31 +731,39 @@ static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
     ly->linear = hp->is_linear[il];
     ly->n_head = hp->n_head[il];
     ly->n_head_kv = hp->n_head_kv[il];
-    TRY(q35_vec(L, NAME("attn_norm.weight"), E, &ly->attn_norm));
-    TRY(q35_vec(L, NAME("post_attention_norm.weight"), E, &ly->post_norm));
+    TRY(q35_vec(L, NAME("attn_norm.weight"), Q35_F_E, E, &ly->attn_norm));
+    TRY(q35_vec(L, NAME("post_attention_norm.weight"), Q35_F_E, E, &ly->post_norm));
 
     if (ly->linear) {
         /* §4.4; V-indexed tensors are in tiled head order (pitfall 3) */
-        TRY(q35_matrix(L, NAME("attn_qkv.weight"), E, hp->conv_dim, &ly->wqkv, NULL));
-        TRY(q35_matrix(L, NAME("attn_gate.weight"), E, hp->value_dim, &ly->wz, NULL));
-        TRY(q35_matrix(L, NAME("ssm_beta.weight"), E, hp->n_v, &ly->wbeta, NULL));
-        TRY(q35_matrix(L, NAME("ssm_alpha.weight"), E, hp->n_v, &ly->walpha, NULL));
-        TRY(q35_matrix(L, NAME("ssm_out.weight"), hp->value_dim, E, &ly->wssm_out, NULL));
-        int64_t conv_ne[2] = {hp->d_conv, hp->conv_dim}; /* pitfall 10 */
-        TRY(q35_f32_tensor(L, NAME("ssm_conv1d.weight"), 2, conv_ne, &ly->conv1d));
-        TRY(q35_vec(L, NAME("ssm_dt.bias"), hp->n_v, &ly->dt_bias));
-        TRY(q35_vec(L, NAME("ssm_a"), hp->n_v, &ly->ssm_a));
-        TRY(q35_vec(L, NAME("ssm_norm.weight"), hp->d_v, &ly->ssm_norm));
+        const int64_t CD = hp->conv_dim, VD = hp->value_dim, NV = hp->n_v;
+        TRY(q35_matrix(L, NAME("attn_qkv.weight"), Q35_F_QKV, E, CD, &ly->wqkv, NULL));
+        TRY(q35_matrix(L, NAME("attn_gate.weight"), "[embedding_length, ssm.inner_size]", E, VD,
+                       &ly->wz, NULL));
+        TRY(q35_matrix(L, NAME("ssm_beta.weight"), "[embedding_length, ssm.time_step_rank]", E,
+                       NV, &ly->wbeta, NULL));
+        TRY(q35_matrix(L, NAME("ssm_alpha.weight"), "[embedding_length, ssm.time_step_rank]", E,
+                       NV, &ly->walpha, NULL));
+        TRY(q35_matrix(L, NAME("ssm_out.weight"), "[ssm.inner_size, embedding_length]", VD, E,
+                       &ly->wssm_out, NULL));
+        int64_t conv_ne[2] = {hp->d_conv, CD}; /* pitfall 10 */
+        TRY(q35_f32_tensor(L, NAME("ssm_conv1d.weight"), Q35_F_CONV, 2, conv_ne, &ly->conv1d));
+        TRY(q35_vec(L, NAME("ssm_dt.bias"), Q35_F_NV, NV, &ly->dt_bias));
+        TRY(q35_vec(L, NAME("ssm_a"), Q35_F_NV, NV, &ly->ssm_a));
+        TRY(q35_vec(L, NAME("ssm_norm.weight"), "[ssm.inner_size / ssm.time_step_rank]", hp->d_v,
+                    &ly->ssm_norm));
         TRY(q35_refuse_if_present(L, NAME("ssm_in.weight"),
                                   "a Qwen3-Next (qwen3next) layout, not supported by qwen35"));
     } else {
+        /* products are bounded by q35_read_hparams (2·n_head·head_dim <= INT32_MAX) */
         const int64_t hd = hp->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
-        TRY(q35_matrix(L, NAME("attn_q.weight"), E, 2 * nh * hd, &ly->wq, NULL)); /* pitfall 5 */
-        TRY(q35_matrix(L, NAME("attn_k.weight"), E, nkv * hd, &ly->wk, NULL));
-        TRY(q35_matrix(L, NAME("attn_v.weight"), E, nkv * hd, &ly->wv, NULL));
-        TRY(q35_matrix(L, NAME("attn_output.weight"), nh * hd, E, &ly->wo, NULL));
-        TRY(q35_vec(L, NAME("attn_q_norm.weight"), hd, &ly->q_norm)); /* pitfall 15 */
-        TRY(q35_vec(L, NAME("attn_k_norm.weight"), hd, &ly->k_norm));
+        TRY(q35_matrix(L, NAME("attn_q.weight"), Q35_F_Q, E, 2 * nh * hd, &ly->wq,
+                       NULL)); /* pitfall 5 */
+        TRY(q35_matrix(L, NAME("attn_k.weight"), Q35_F_KV, E, nkv * hd, &ly->wk, NULL));
+        TRY(q35_matrix(L, NAME("attn_v.weight"), Q35_F_KV, E, nkv * hd, &ly->wv, NULL));
+        TRY(q35_matrix(L, NAME("attn_output.weight"), Q35_F_O, nh * hd, E, &ly->wo, NULL));
+        TRY(q35_vec(L, NAME("attn_q_norm.weight"), Q35_F_HD, hd, &ly->q_norm)); /* pitfall 15 */
+        TRY(q35_vec(L, NAME("attn_k_norm.weight"), Q35_F_HD, hd, &ly->k_norm));
         TRY(q35_refuse_if_present(L, NAME("attn_q.bias"), "attention biases are not implemented"));
         TRY(q35_refuse_if_present(L, NAME("attn_k.bias"), "attention biases are not implemented"));
         TRY(q35_refuse_if_present(L, NAME("attn_v.bias"), "attention biases are not implemented"));
@@ -615,27 +773,30 @@ static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
 
     if (hp->is_moe) {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
-        TRY(q35_matrix(L, NAME("ffn_gate_inp.weight"), E, X, &ly->router, NULL));
+        TRY(q35_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
+                       &ly->router, NULL));
         int fused = q35_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
         ly->fused_gate_up = fused;
         if (fused) { /* pitfall 6: per expert rows 0..F-1 gate, F..2F-1 up */
-            TRY(q35_stack_map(L, NAME("ffn_gate_up_exps.weight"), E, 2 * F, X, &ly->gate_up_exps));
+            TRY(q35_stack_map(L, NAME("ffn_gate_up_exps.weight"), Q35_F_EXP_GU, E, 2 * F, X,
+                              &ly->gate_up_exps));
         } else {
-            TRY(q35_stack_map(L, NAME("ffn_gate_exps.weight"), E, F, X, &ly->gate_exps));
-            TRY(q35_stack_map(L, NAME("ffn_up_exps.weight"), E, F, X, &ly->up_exps));
+            TRY(q35_stack_map(L, NAME("ffn_gate_exps.weight"), Q35_F_EXP, E, F, X, &ly->gate_exps));
+            TRY(q35_stack_map(L, NAME("ffn_up_exps.weight"), Q35_F_EXP, E, F, X, &ly->up_exps));
         }
-        TRY(q35_stack_map(L, NAME("ffn_down_exps.weight"), F, E, X, &ly->down_exps));
+        TRY(q35_stack_map(L, NAME("ffn_down_exps.weight"), Q35_F_EXP_D, F, E, X, &ly->down_exps));
         /* [n_embd] or [n_embd, 1] (pitfall 17): a one-row matrix */
-        TRY(q35_matrix(L, NAME("ffn_gate_inp_shexp.weight"), E, 1, &ly->shexp_gate, NULL));
+        TRY(q35_matrix(L, NAME("ffn_gate_inp_shexp.weight"), "[embedding_length, 1]", E, 1,
+                       &ly->shexp_gate, NULL));
         const int64_t S = hp->n_ff_shexp;
-        TRY(q35_matrix(L, NAME("ffn_gate_shexp.weight"), E, S, &ly->gate_shexp, NULL));
-        TRY(q35_matrix(L, NAME("ffn_up_shexp.weight"), E, S, &ly->up_shexp, NULL));
-        TRY(q35_matrix(L, NAME("ffn_down_shexp.weight"), S, E, &ly->down_shexp, NULL));
+        TRY(q35_matrix(L, NAME("ffn_gate_shexp.weight"), Q35_F_SH, E, S, &ly->gate_shexp, NULL));
+        TRY(q35_matrix(L, NAME("ffn_up_shexp.weight"), Q35_F_SH, E, S, &ly->up_shexp, NULL));
+        TRY(q35_matrix(L, NAME("ffn_down_shexp.weight"), Q35_F_SH_D, S, E, &ly->down_shexp, NULL));
     } else {
         const int64_t F = hp->n_ff;
-        TRY(q35_matrix(L, NAME("ffn_gate.weight"), E, F, &ly->ffn_gate, NULL));
-        TRY(q35_matrix(L, NAME("ffn_up.weight"), E, F, &ly->ffn_up, NULL));
-        TRY(q35_matrix(L, NAME("ffn_down.weight"), F, E, &ly->ffn_down, NULL));
+        TRY(q35_matrix(L, NAME("ffn_gate.weight"), Q35_F_FF, E, F, &ly->ffn_gate, NULL));
+        TRY(q35_matrix(L, NAME("ffn_up.weight"), Q35_F_FF, E, F, &ly->ffn_up, NULL));
+        TRY(q35_matrix(L, NAME("ffn_down.weight"), Q35_F_FF_D, F, E, &ly->ffn_down, NULL));
     }
 #undef NAME
 #undef TRY
@@ -668,19 +829,37 @@ static vt_status q35_map_model(q35_loader *L)
         return VT_ERR_FORMAT;
     }
     hp->n_vocab = te->ne[1]; /* pitfall 19: padded vocabulary */
-    st = q35_matrix(L, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->token_embd, NULL);
+    /* token_embd is read by get_rows; it is also the LM head (mat_mul) only
+     * when output.weight is absent (tied embeddings) */
+    const int tied = q35_find(L, "output.weight") == NULL;
+    st = q35_weight(L, "token_embd.weight", "[embedding_length, n_vocab]", hp->n_embd, hp->n_vocab,
+                    Q35_USE_GET_ROWS | (tied ? Q35_USE_MAT_MUL : 0), &m->token_embd, NULL);
     if (st != VT_OK) return st;
-    st = q35_need_typed(L, "token_embd.weight", m->token_embd.type, 1);
-    if (st != VT_OK) return st;
-    int has_output = 0;
-    st = q35_matrix(L, "output.weight", hp->n_embd, hp->n_vocab, &m->output, &has_output);
-    if (st != VT_OK) return st;
-    if (!has_output) m->output = m->token_embd; /* tied LM head */
-    st = q35_vec(L, "output_norm.weight", hp->n_embd, &m->output_norm);
+    if (tied) {
+        m->output = m->token_embd;
+    } else {
+        st = q35_matrix(L, "output.weight", "[embedding_length, n_vocab (token_embd rows)]",
+                        hp->n_embd, hp->n_vocab, &m->output, NULL);
+        if (st != VT_OK) return st;
+    }
+    st = q35_vec(L, "output_norm.weight", "[embedding_length]", hp->n_embd, &m->output_norm);
     if (st != VT_OK) return st;
 
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         st = q35_map_layer(L, il, &m->layers[il]);
+        if (st == VT_ERR_NOT_FOUND) {
+            /* a missing tensor is most often a wrong layer kind: say where the
+             * kind came from (pitfall 7) */
+            char prev[512], why[160];
+            snprintf(prev, sizeof prev, "%s", L->host->last_error());
+            if (hp->kinds_explicit)
+                snprintf(why, sizeof why, "%s.attention.recurrent_layers[%u]", hp->arch, il);
+            else
+                snprintf(why, sizeof why, "%s.full_attention_interval = %u", hp->arch,
+                         hp->interval);
+            L->host->set_error("%s (blk.%u is a %s layer by %s)", prev, il,
+                               hp->is_linear[il] ? "linear-attention" : "full-attention", why);
+        }
         if (st != VT_OK) return st;
     }
     return VT_OK;
@@ -813,31 +992,47 @@ static vt_status q35_alloc_scratch(vt_model *m)
     const size_t n_ff = q35_max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_ff);
     m->head_rows = m->n_batch < Q35_HEAD_ROWS ? m->n_batch : Q35_HEAD_ROWS;
 
-    struct { float **p; size_t n; } parts[] = {
-        {&m->x, T * E}, {&m->h, T * E}, {&m->a, T * E},
-        {&m->s_a, T * q35_max3(hp->conv_dim, 2 * max_nh * hd, 1)},  /* m | qg */
-        {&m->s_b, T * q35_max3(hp->conv_dim, max_nh * hd, 1)},      /* conv out | q */
-        {&m->s_c, T * q35_max3(hp->value_dim, max_nh * hd, 1)},     /* z | gate */
-        {&m->s_d, T * q35_max3(hp->key_dim, max_nkv * hd, 1)},      /* q̂ | k proj */
-        {&m->s_e, T * hp->key_dim},                                 /* k̂ */
-        {&m->s_f, T * q35_max3(hp->value_dim, max_nh * hd, 1)},     /* delta out | attn out */
-        {&m->s_g, T * hp->value_dim},                               /* gated norm out */
-        {&m->s_beta, T * hp->n_v}, {&m->s_gdecay, T * hp->n_v},
-        {&m->r_logits, T * (hp->n_expert ? hp->n_expert : 1)},
-        {&m->f_x, T * E}, {&m->f_g, T * n_ff}, {&m->f_u, T * n_ff}, {&m->f_y, T * E},
-        {&m->f_gamma, T},
-        {&m->logits_buf, (size_t)m->head_rows * (size_t)hp->n_vocab},
+    /* part sizes as rows x columns (floats), each padded to 16 floats; the
+     * hyperparameters are bounded (q35_read_hparams) but n_batch comes from
+     * the caller, so every product and the sum are overflow-checked */
+    struct { float **p; size_t rows, cols; } parts[] = {
+        {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
+        {&m->s_a, T, q35_max3(hp->conv_dim, 2 * max_nh * hd, 1)},  /* m | qg */
+        {&m->s_b, T, q35_max3(hp->conv_dim, max_nh * hd, 1)},      /* conv out | q */
+        {&m->s_c, T, q35_max3(hp->value_dim, max_nh * hd, 1)},     /* z | gate */
+        {&m->s_d, T, q35_max3(hp->key_dim, max_nkv * hd, 1)},      /* q̂ | k proj */
+        {&m->s_e, T, hp->key_dim},                                 /* k̂ */
+        {&m->s_f, T, q35_max3(hp->value_dim, max_nh * hd, 1)},     /* delta out | attn out */
+        {&m->s_g, T, hp->value_dim},                               /* gated norm out */
+        {&m->s_beta, T, hp->n_v}, {&m->s_gdecay, T, hp->n_v},
+        {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
+        {&m->f_x, T, E}, {&m->f_g, T, n_ff}, {&m->f_u, T, n_ff}, {&m->f_y, T, E},
+        {&m->f_gamma, T, 1},
+        {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
-    size_t total = 0;
-    for (size_t i = 0; i < n_parts; i++) total += (parts[i].n + 15) / 16 * 16;
-    vt_status st = m->api->alloc(m->ctx, total * sizeof(float), "qwen35 activation scratch",
-                                 &m->scratch);
+    size_t padded[sizeof parts / sizeof parts[0]];
+    size_t total = 0, bytes = 0;
+    int ovf = 0;
+    for (size_t i = 0; i < n_parts; i++) {
+        size_t n = 0;
+        ovf |= __builtin_mul_overflow(parts[i].rows, parts[i].cols, &n);
+        ovf |= __builtin_add_overflow(n, (size_t)15, &n);
+        padded[i] = n / 16 * 16;
+        ovf |= __builtin_add_overflow(total, padded[i], &total);
+    }
+    ovf |= __builtin_mul_overflow(total, sizeof(float), &bytes);
+    if (ovf) {
+        m->host->set_error("qwen35: the activation scratch for n_batch = %u tokens overflows the "
+                           "address space", m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    vt_status st = m->api->alloc(m->ctx, bytes, "qwen35 activation scratch", &m->scratch);
     if (st != VT_OK) return st;
     float *p = m->scratch;
     for (size_t i = 0; i < n_parts; i++) {
         *parts[i].p = p;
-        p += (parts[i].n + 15) / 16 * 16;
+        p += padded[i];
     }
 
     size_t k = hp->is_moe ? hp->n_expert_used : 1;
@@ -918,15 +1113,26 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
         st = VT_ERR_OUT_OF_MEMORY;
         goto fail;
     }
-    q35_loader L = {host, g, m, 0, NULL, 0, 0};
-    st = q35_map_model(&L);
-    if (st != VT_OK) goto fail;
 
+    /* the caller's sizes, checked before any weight is placed */
     uint32_t n_ctx = params ? params->n_ctx : 0;
     if (n_ctx == 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (n_ctx == 0) n_ctx = 4096;
     m->n_ctx = n_ctx;
     m->n_batch = params && params->n_batch ? params->n_batch : 512;
+    /* positions are int32 (rope, attention); routed (token, expert) pairs
+     * are counted in int32 */
+    if (m->n_ctx > (uint32_t)INT32_MAX ||
+        (uint64_t)m->n_batch * (hp->is_moe ? hp->n_expert_used : 1) > (uint64_t)INT32_MAX) {
+        host->set_error("qwen35: n_ctx = %u / n_batch = %u is too large (n_ctx and n_batch x "
+                        "expert_used_count must be <= %d)", m->n_ctx, m->n_batch, INT32_MAX);
+        st = VT_ERR_RANGE;
+        goto fail;
+    }
+    q35_loader L = {host, g, m, 0, NULL, 0, 0};
+    st = q35_map_model(&L);
+    if (st != VT_OK) goto fail;
+
     st = q35_alloc_scratch(m);
     if (st != VT_OK) goto fail;
 

@@ -109,7 +109,16 @@ static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
             if (st == VT_OK)
                 st = q35_seq_alloc(m, q35_rec_bytes(m), "recurrent state", il, &s->rec_state[il]);
         } else {
-            size_t kv = (size_t)m->n_ctx * ly->n_head_kv * m->hp.head_dim * sizeof(float);
+            /* n_ctx comes from the caller: the product is overflow-checked */
+            size_t kv = 0;
+            if (__builtin_mul_overflow((size_t)m->n_ctx, (size_t)ly->n_head_kv * m->hp.head_dim,
+                                       &kv) ||
+                __builtin_mul_overflow(kv, sizeof(float), &kv)) {
+                m->host->set_error("qwen35: the KV cache of blk.%u for n_ctx = %u overflows the "
+                                   "address space", il, m->n_ctx);
+                st = VT_ERR_RANGE;
+                break;
+            }
             st = q35_seq_alloc(m, kv, "KV cache K", il, &s->k_cache[il]);
             if (st == VT_OK) st = q35_seq_alloc(m, kv, "KV cache V", il, &s->v_cache[il]);
         }
