@@ -1,9 +1,17 @@
 /*
- * bench_cpu_matvec.c - weight bandwidth of backend-cpu's mat_mul at batch 1
- * (decode), per weight type, for 1 and 2 threads (and the scalar reference
- * for comparison). GB/s = weight bytes streamed per second. Not a test.
+ * bench_cpu_matvec.c - backend-cpu's mat_mul per weight type, for 1 and 2
+ * threads (and the scalar reference for comparison). At batch 1 (decode) the
+ * figure of merit is weight bandwidth: GB/s = weight bytes streamed per
+ * second. At n_tok > 1 (prefill, or the tokens routed to one expert) it is
+ * arithmetic: GFLOP/s = 2·n_out·n_in·n_tok per second. Each case reports the
+ * median of 7 timed runs of `seconds_per_case`/7 each, so a shared machine's
+ * noise shows as min/max spread instead of moving the figure; "best" is the
+ * fastest run, and "cpu" divides the process's CPU time (not wall time) by
+ * the thread count, which time-slicing by other jobs does not inflate (the
+ * pool's workers spin while they wait, so idle threads count too). Not a test.
  *
- *   usage: bench_cpu_matvec [n_out [n_in [seconds_per_case]]]   (default 8192 2048 0.5)
+ *   usage: bench_cpu_matvec [n_out [n_in [seconds_per_case [n_tok [kernels]]]]]
+ *          (default 8192 2048 0.5 1 auto; kernels "noscalar" skips the reference)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +20,14 @@
 
 #include "cpu_internal.h"
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 static void bench_log(vt_log_level l, const char *fmt, ...) { (void)l; (void)fmt; }
 static void bench_err(const char *fmt, ...)
@@ -30,55 +40,80 @@ static void bench_err(const char *fmt, ...)
 }
 static const char *bench_last(void) { return ""; }
 
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define REPS 7
+
 int main(int argc, char **argv)
 {
     int64_t n_out = argc > 1 ? atoll(argv[1]) : 8192, n_in = argc > 2 ? atoll(argv[2]) : 2048;
     double secs = argc > 3 ? atof(argv[3]) : 0.5;
+    int64_t n_tok = argc > 4 ? atoll(argv[4]) : 1;
+    int with_scalar = !(argc > 5 && !strcmp(argv[5], "noscalar"));
+    if (n_out <= 0 || n_in <= 0 || n_tok <= 0 || secs <= 0) {
+        fprintf(stderr, "usage: %s [n_out [n_in [seconds_per_case [n_tok [noscalar]]]]]\n", argv[0]);
+        return 2;
+    }
     vt_host_api host = {sizeof host, VT_ABI_MAJOR, VT_ABI_MINOR, bench_log, bench_err, bench_last,
                         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     const vt_backend_api *api = vt_cpu_backend_api();
     static const uint32_t types[] = {VT_TYPE_F32, VT_TYPE_F16, VT_TYPE_BF16, VT_TYPE_Q8_0};
-    float *x = malloc(sizeof(float) * (size_t)n_in), *y = malloc(sizeof(float) * (size_t)n_out);
-    for (int64_t i = 0; i < n_in; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-    printf("mat_mul batch 1, [%lld x %lld], kernel set auto = %s\n", (long long)n_out,
-           (long long)n_in, vt_cpu_kernels_best()->name);
-    printf("%-6s %-8s %8s %10s %10s\n", "type", "kernels", "threads", "us/call", "GB/s");
+    float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
+    float *y = malloc(sizeof(float) * (size_t)(n_out * n_tok));
+    if (!x || !y) return 1;
+    for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+    printf("mat_mul [%lld x %lld] x %lld token(s), kernel set auto = %s, median of %d\n",
+           (long long)n_out, (long long)n_in, (long long)n_tok, vt_cpu_kernels_best()->name, REPS);
+    printf("%-6s %-7s %3s %9s %8s %8s %8s %8s %8s\n", "type", "kernels", "thr", "us/call", "GB/s",
+           "GFLOP/s", "best", "cpu", "spread%");
     for (int ti = 0; ti < 4; ti++) {
         uint32_t type = types[ti];
         uint64_t rb = vt_type_row_bytes(type, (uint64_t)n_in);
         size_t bytes = (size_t)rb * (size_t)n_out;
         uint8_t *data = malloc(bytes);
+        if (!data) return 1;
         for (size_t i = 0; i < bytes; i++) data[i] = (uint8_t)(i * 131 + (i >> 9));
-        if (type == VT_TYPE_F16 || type == VT_TYPE_BF16 || type == VT_TYPE_F32 || type == VT_TYPE_Q8_0) {
-            /* keep values finite: clear exponent-all-ones patterns */
-            for (size_t i = 0; i < bytes; i += (type == VT_TYPE_F32 ? 4 : 2)) {
-                if (type == VT_TYPE_F32) data[i + 3] &= 0x3f;
-                else if (type == VT_TYPE_F16) data[i + 1] &= 0x3b;
-                else if (type == VT_TYPE_BF16) data[i + 1] &= 0x3f;
-            }
-            if (type == VT_TYPE_Q8_0)
-                for (size_t b = 0; b < bytes; b += 34) data[b + 1] = 0x20; /* scale ~0.008 */
+        /* keep values finite: clear exponent-all-ones patterns */
+        for (size_t i = 0; i < bytes; i += (type == VT_TYPE_F32 ? 4 : 2)) {
+            if (type == VT_TYPE_F32) data[i + 3] &= 0x3f;
+            else if (type == VT_TYPE_F16) data[i + 1] &= 0x3b;
+            else if (type == VT_TYPE_BF16) data[i + 1] &= 0x3f;
         }
+        if (type == VT_TYPE_Q8_0)
+            for (size_t b = 0; b < bytes; b += 34) data[b + 1] = 0x20; /* scale ~0.008 */
         vt_weight w = {type, n_in, n_out, rb, data, "bench"};
         static const struct {
             const char *k;
             int t;
         } cfg[] = {{"auto", 1}, {"auto", 2}, {"scalar", 1}};
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < (with_scalar ? 3 : 2); c++) {
             vt_backend_params p = {sizeof p, 0, cfg[c].t, cfg[c].k, &host};
             vt_backend_ctx *ctx = NULL;
             if (api->init(&p, &ctx) != VT_OK) return 1;
-            api->mat_mul[type](ctx, &w, x, n_in, y, n_out, 1); /* warm up */
-            int64_t iters = 0;
-            double t0 = now_s(), t1;
-            do {
-                api->mat_mul[type](ctx, &w, x, n_in, y, n_out, 1);
-                iters++;
-                t1 = now_s();
-            } while (t1 - t0 < (cfg[c].k[0] == 's' ? secs / 2 : secs));
-            double per = (t1 - t0) / (double)iters;
-            printf("%-6s %-8s %8d %10.1f %10.2f\n", vt_type_name(type), cfg[c].k, cfg[c].t, per * 1e6,
-                   (double)bytes / per / 1e9);
+            api->mat_mul[type](ctx, &w, x, n_in, y, n_out, n_tok); /* warm up */
+            double per[REPS], cpu[REPS], slot = (cfg[c].k[0] == 's' ? secs / 2 : secs) / REPS;
+            for (int r = 0; r < REPS; r++) {
+                int64_t iters = 0;
+                double t0 = now_s(), c0 = cpu_s(), t1;
+                do {
+                    api->mat_mul[type](ctx, &w, x, n_in, y, n_out, n_tok);
+                    iters++;
+                    t1 = now_s();
+                } while (t1 - t0 < slot);
+                per[r] = (t1 - t0) / (double)iters;
+                cpu[r] = (cpu_s() - c0) / (double)iters / cfg[c].t;
+            }
+            qsort(per, REPS, sizeof per[0], cmp_d);
+            qsort(cpu, REPS, sizeof cpu[0], cmp_d);
+            double med = per[REPS / 2], flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
+            printf("%-6s %-7s %3d %9.1f %8.2f %8.2f %8.2f %8.2f %8.1f\n", vt_type_name(type),
+                   cfg[c].k, cfg[c].t, med * 1e6, (double)bytes / med / 1e9, flop / med / 1e9,
+                   flop / per[0] / 1e9, flop / cpu[REPS / 2] / 1e9,
+                   100.0 * (per[REPS - 1] - per[0]) / med);
             api->shutdown(ctx);
         }
         free(data);

@@ -33,41 +33,67 @@ static const char *set_of(void **state) { return (const char *)*state; }
 
 /* ---------------- mat_mul ---------------- */
 
-static void mm_case(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, uint32_t type,
-                    int64_t n_in, int64_t n_out, int64_t T, const char *set)
+/* A weight of n_out × n_in random values in [-1, 1) encoded as `type` (*rb: row bytes). */
+static uint8_t *mm_weight(tc_rng *rng, uint32_t type, int64_t n_in, int64_t n_out, size_t *rb)
+{
+    float *wf = tc_alloc_f(n_out * n_in);
+    tc_fill(rng, wf, n_out * n_in, -1.0f, 1.0f);
+    uint8_t *wd = tc_encode(type, wf, n_out, n_in, rb);
+    free(wf);
+    return wd;
+}
+
+/* SIMD against scalar for one shape; x rows ldx apart, y rows ldy apart (gaps must survive). */
+static void mm_case_ld(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, uint32_t type,
+                       int64_t n_in, int64_t n_out, int64_t T, int64_t ldx, int64_t ldy,
+                       const char *set)
 {
     const vt_backend_api *api = tc_api();
-    int64_t ldx = n_in + 3, ldy = n_out + 5;
-    float *wf = tc_alloc_f(n_out * n_in), *x = tc_alloc_f(T * ldx);
+    float *x = tc_alloc_f(T * ldx);
     float *y0 = tc_alloc_f(T * ldy), *y1 = tc_alloc_f(T * ldy);
-    tc_fill(rng, wf, n_out * n_in, -1.0f, 1.0f);
     tc_fill(rng, x, T * ldx, -1.0f, 1.0f);
     size_t rb;
-    uint8_t *wd = tc_encode(type, wf, n_out, n_in, &rb);
+    uint8_t *wd = mm_weight(rng, type, n_in, n_out, &rb);
     vt_weight w = {type, n_in, n_out, rb, wd, "test.weight"};
-    for (int64_t i = 0; i < T * ldy; i++) y0[i] = y1[i] = -12345.0f; /* gaps must survive */
+    for (int64_t i = 0; i < T * ldy; i++) y0[i] = y1[i] = -12345.0f;
     assert_int_equal(api->mat_mul[type](ref, &w, x, ldx, y0, ldy, T), VT_OK);
     assert_int_equal(api->mat_mul[type](simd, &w, x, ldx, y1, ldy, T), VT_OK);
+    float *wabs = tc_alloc_f(n_out * n_in); /* |W|, decoded once */
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t i = 0; i < n_in; i++) wabs[r * n_in + i] = fabsf(tc_decode(type, wd + r * rb, i));
     for (int64_t t = 0; t < T; t++) {
         for (int64_t r = 0; r < n_out; r++) {
             double mag = 0.0;
-            for (int64_t i = 0; i < n_in; i++)
-                mag += fabs((double)tc_decode(type, wd + r * rb, i) * x[t * ldx + i]);
+            for (int64_t i = 0; i < n_in; i++) mag += (double)wabs[r * n_in + i] * fabs(x[t * ldx + i]);
             double want = y0[t * ldy + r];
             NEAR(y1[t * ldy + r], want, (n_in + 16) * TC_U * mag + 2 * TC_U * fabs(want),
-                 "mat_mul %s set %s n_in %lld n_out %lld T %lld: token %lld row %lld\n",
+                 "mat_mul %s set %s n_in %lld n_out %lld T %lld ldx %lld ldy %lld: token %lld "
+                 "row %lld\n",
                  vt_type_name(type), set, (long long)n_in, (long long)n_out, (long long)T,
-                 (long long)t, (long long)r);
+                 (long long)ldx, (long long)ldy, (long long)t, (long long)r);
         }
         for (int64_t r = n_out; r < ldy; r++) assert_true(y1[t * ldy + r] == -12345.0f);
     }
-    free(wf);
+    free(wabs);
     free(x);
     free(y0);
     free(y1);
     free(wd);
 }
 
+static void mm_case(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, uint32_t type,
+                    int64_t n_in, int64_t n_out, int64_t T, const char *set)
+{
+    mm_case_ld(ref, simd, rng, type, n_in, n_out, T, n_in + 3, n_out + 5, set);
+}
+
+/*
+ * Shapes for the tiled multi-token path (cpu_simd_body.h): row counts that
+ * leave every row-group remainder of 3- and 4-row tiles (1, 2, 3, 4, 5, 7,
+ * 17, 33), token counts that leave every remainder of 4- and 6-token tiles
+ * and a single token (1, 2, 3, 5, 6, 8, 11, 17), n_in with and without
+ * column tails (float types); x and y strided.
+ */
 static void test_mat_mul(void **state)
 {
     const char *set = set_of(state);
@@ -75,8 +101,8 @@ static void test_mat_mul(void **state)
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     tc_rng rng = {0x5eed0001};
-    static const int64_t rows[] = {1, 3, 17, 33};
-    static const int64_t toks[] = {1, 2, 3, 5, 6, 11};
+    static const int64_t rows[] = {1, 2, 3, 4, 5, 7, 17, 33};
+    static const int64_t toks[] = {1, 2, 3, 5, 6, 8, 11, 17};
     static const int64_t in_blk[] = {32, 96, 544};
     static const int64_t in_flt[] = {1, 5, 32, 37, 100, 544};
     for (int ti = 0; ti < 4; ti++) {
@@ -84,14 +110,78 @@ static void test_mat_mul(void **state)
         const int64_t *ins = type == VT_TYPE_Q8_0 ? in_blk : in_flt;
         int n_ins = type == VT_TYPE_Q8_0 ? 3 : 6;
         for (int a = 0; a < n_ins; a++)
-            for (int b = 0; b < 4; b++)
-                for (int c = 0; c < 6; c++) mm_case(ref, simd, &rng, type, ins[a], rows[b], toks[c], set);
+            for (int b = 0; b < 8; b++)
+                for (int c = 0; c < 8; c++) mm_case(ref, simd, &rng, type, ins[a], rows[b], toks[c], set);
+        /* unstrided x and y */
+        mm_case_ld(ref, simd, &rng, type, ins[n_ins - 1], 7, 5, ins[n_ins - 1], 7, set);
+        /* several column blocks of 512 (the last one short, with a column tail for
+         * float types), token chunks of 64 crossed (the last chunk a single token) */
+        mm_case(ref, simd, &rng, type, type == VT_TYPE_Q8_0 ? 1056 : 1061, 37, 65, set);
         /* big enough to be split across threads, token blocks of 64 crossed */
         mm_case(ref, simd, &rng, type, 512, 300, 70, set);
         mm_case(ref, simd, &rng, type, 2048, 257, 1, set);
     }
     tc_api()->shutdown(ref);
     tc_api()->shutdown(simd);
+}
+
+/*
+ * Every output of a SIMD matmul is computed the same way whatever the split:
+ * results are bit-identical for 1, 2 and 3 threads, and equal to calling the
+ * kernel on the whole matrix or on any partition of the rows and on token
+ * ranges that start at multiples of VT_CPU_MM_TOK_CHUNK (the op's contract).
+ */
+static void test_mat_mul_splits(void **state)
+{
+    const char *set = set_of(state);
+    const vt_cpu_kernels *k = vt_cpu_kernels_find(set);
+    vt_backend_ctx *c1 = tc_simd_ctx(set, 1);
+    if (!c1) skip();
+    vt_backend_ctx *c2 = tc_simd_ctx(set, 2), *c3 = tc_simd_ctx(set, 3);
+    const vt_backend_api *api = tc_api();
+    tc_rng rng = {0x5eed0008};
+    static const int64_t toks[] = {2, 5, 17, 65, 130};
+    for (int ti = 0; ti < 4; ti++) {
+        uint32_t type = tc_types[ti];
+        const int64_t n_in = type == VT_TYPE_Q8_0 ? 576 : 605, n_out = 37;
+        const int64_t ldx = n_in + 1, ldy = n_out + 2, T_max = 130;
+        size_t rb;
+        uint8_t *wd = mm_weight(&rng, type, n_in, n_out, &rb);
+        vt_weight w = {type, n_in, n_out, rb, wd, "test.split"};
+        float *x = tc_alloc_f(T_max * ldx), *y[4];
+        tc_fill(&rng, x, T_max * ldx, -1.0f, 1.0f);
+        for (int i = 0; i < 4; i++) y[i] = tc_alloc_f(T_max * ldy);
+        float *scratch = aligned_alloc(64, sizeof(float) * VT_CPU_MM_SCRATCH((size_t)n_in));
+        assert_non_null(scratch);
+        for (int a = 0; a < 5; a++) {
+            int64_t T = toks[a];
+            assert_int_equal(api->mat_mul[type](c1, &w, x, ldx, y[0], ldy, T), VT_OK);
+            assert_int_equal(api->mat_mul[type](c2, &w, x, ldx, y[1], ldy, T), VT_OK);
+            assert_int_equal(api->mat_mul[type](c3, &w, x, ldx, y[2], ldy, T), VT_OK);
+            /* the kernel itself: rows cut at 0, 5, 6, 30, 37; tokens at multiples of the chunk */
+            static const int64_t cuts[] = {0, 5, 6, 30, 37};
+            for (int64_t t0 = 0; t0 < T; t0 += VT_CPU_MM_TOK_CHUNK) {
+                int64_t nt = T - t0 < VT_CPU_MM_TOK_CHUNK ? T - t0 : VT_CPU_MM_TOK_CHUNK;
+                for (int c = 0; c + 1 < 5; c++)
+                    k->mat_mul[type](wd + (size_t)cuts[c] * rb, rb, n_in, x + t0 * ldx, ldx,
+                                     y[3] + t0 * ldy + cuts[c], ldy, cuts[c + 1] - cuts[c], nt,
+                                     scratch);
+            }
+            for (int i = 1; i < 4; i++)
+                for (int64_t t = 0; t < T; t++)
+                    if (memcmp(y[0] + t * ldy, y[i] + t * ldy, sizeof(float) * (size_t)n_out))
+                        fail_msg("mat_mul %s set %s T %lld: token %lld differs between 1 thread and "
+                                 "%s", vt_type_name(type), set, (long long)T, (long long)t,
+                                 i == 1 ? "2 threads" : i == 2 ? "3 threads" : "a direct split");
+        }
+        free(scratch);
+        for (int i = 0; i < 4; i++) free(y[i]);
+        free(x);
+        free(wd);
+    }
+    api->shutdown(c1);
+    api->shutdown(c2);
+    api->shutdown(c3);
 }
 
 /*
@@ -536,6 +626,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_choice), SET_TESTS(test_dequant_exact), SET_TESTS(test_mat_mul),
+        SET_TESTS(test_mat_mul_splits),
         SET_TESTS(test_norms),  SET_TESTS(test_attention),   SET_TESTS(test_delta_net),
         SET_TESTS(test_ssm_conv), SET_TESTS(test_elementwise),
     };

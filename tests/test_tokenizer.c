@@ -12,6 +12,7 @@
  * - streaming detokenization, chat template strings of §10.1, a 100 kB input,
  *   invalid UTF-8 (§2), a small hand-made vocab for BPE order and the special
  *   partition (§3, §4.3), and hostile tokenizer metadata.
+ * - regressions: inputs found by the libFuzzer targets of tests/fuzz/.
  */
 #include "test_util.h"
 
@@ -964,6 +965,22 @@ static void test_small_vocab_bpe(void **state)
     vt_tokenizer_free(t);
 }
 
+/* Inputs found by tests/fuzz/ (bench/fuzz.sh); each once broke a sanitizer. */
+static void test_fuzz_regressions(void **state)
+{
+    (void)state;
+    vt_tokenizer *t = small_vocab(M_OK);
+    /* flush before any push: memcpy from the still-NULL pending buffer (UBSan nonnull) */
+    vt_detok_stream *s = vt_detok_stream_new(t, 0);
+    assert_non_null(s);
+    size_t k = 99;
+    const char *p = vt_detok_stream_flush(s, &k);
+    assert_non_null(p);
+    assert_int_equal(k, 0);
+    vt_detok_stream_free(s);
+    vt_tokenizer_free(t);
+}
+
 static void test_hostile_metadata(void **state)
 {
     (void)state;
@@ -1024,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test_setup_teardown(test_small_vocab_bpe, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_hostile_metadata, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_fuzz_regressions, setup_tmp, teardown_tmp),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

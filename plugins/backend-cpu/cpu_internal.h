@@ -85,8 +85,16 @@ int vt_cpu_type_supported(uint32_t type);
 /*
  * One matmul slice: y[t*ldy + r] = dot(row r of w, x[t*ldx ...]) for r < n_rows,
  * t < n_tok. w points at the slice's first row; rows are row_bytes apart.
- * scratch: at least n_in floats (the scalar kernel dequantises a row there).
+ * scratch: at least VT_CPU_MM_SCRATCH(n_in) floats, 64-byte aligned (the
+ * scalar kernel dequantises a row there, the SIMD kernels a weight panel).
+ * A SIMD kernel takes tokens in chunks of VT_CPU_MM_TOK_CHUNK from the
+ * slice's first and n_in in blocks of VT_CPU_MM_KB columns; the op starts
+ * every token slice at a multiple of the chunk, so each output is computed
+ * the same way for every thread count (cpu_simd_body.h).
  */
+#define VT_CPU_MM_KB 256
+#define VT_CPU_MM_TOK_CHUNK 64
+#define VT_CPU_MM_SCRATCH(n_in) ((n_in) > 9 * VT_CPU_MM_KB ? (n_in) : 9 * VT_CPU_MM_KB)
 typedef void (*vt_cpu_mm_fn)(const uint8_t *w, size_t row_bytes, int64_t n_in, const float *x,
                              int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
                              float *scratch);

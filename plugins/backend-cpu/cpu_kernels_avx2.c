@@ -31,6 +31,7 @@ static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline float v_hsum(vf v) { return a8_hsum(v); }
 static inline float v_hmax(vf v) { return a8_hmax(v); }
+static inline void v_hsum4(vf a, vf b, vf c, vf d, float out[4]) { a8_hsum4(a, b, c, d, out); }
 static inline vf v_load_f16(const uint8_t *p) { return a8_load_f16(p); }
 static inline vf v_load_bf16(const uint8_t *p) { return a8_load_bf16(p); }
 static inline vf v_load_i8(const uint8_t *p) { return a8_load_i8(p); }
@@ -39,10 +40,16 @@ static inline vf v_tanh(vf x) { return a8_tanh(x); }
 static inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 static inline double sumsq_d(const float *x, int64_t n) { return a8_sumsq_d(x, n); }
 
-/* rows per matmul tile for 2..4 tokens: accumulators + inputs within 16 ymm registers */
-#define MM_R2 4
-#define MM_R3 2
-#define MM_R4 2
+/* matmul register tile: 3 rows × 4 tokens = 12 accumulators + 3 weight vectors
+ * + 1 input vector = the 16 ymm registers. A chunk of 2 (3) tokens: 6 (4) rows
+ * × 2 (3) tokens + 2 (3) input vectors + 1 weight vector; Q8_0 keeps a scale
+ * per row as well: 4 (3) rows. */
+#define MM_R 3
+#define MM_NT 4
+#define MM_R2 6
+#define MM_R3 4
+#define MM_R2Q 4
+#define MM_R3Q 3
 
 static int supported(void);
 

@@ -47,6 +47,12 @@ static inline vf v_fma(vf a, vf b, vf c)
 }
 static inline float v_hsum(vf v) { return a8_hsum(_mm256_add_ps(v.lo, v.hi)); }
 static inline float v_hmax(vf v) { return a8_hmax(_mm256_max_ps(v.lo, v.hi)); }
+/* lanes i and i + 8 first, as the AVX-512 set does */
+static inline void v_hsum4(vf a, vf b, vf c, vf d, float out[4])
+{
+    a8_hsum4(_mm256_add_ps(a.lo, a.hi), _mm256_add_ps(b.lo, b.hi), _mm256_add_ps(c.lo, c.hi),
+             _mm256_add_ps(d.lo, d.hi), out);
+}
 static inline vf v_load_f16(const uint8_t *p) { return mk(a8_load_f16(p), a8_load_f16(p + 16)); }
 static inline vf v_load_bf16(const uint8_t *p) { return mk(a8_load_bf16(p), a8_load_bf16(p + 16)); }
 static inline vf v_load_i8(const uint8_t *p) { return mk(a8_load_i8(p), a8_load_i8(p + 8)); }
@@ -55,9 +61,14 @@ static inline vf v_tanh(vf x) { return mk(a8_tanh(x.lo), a8_tanh(x.hi)); }
 static inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 static inline double sumsq_d(const float *x, int64_t n) { return a8_sumsq_d(x, n); }
 
-#define MM_R2 2
-#define MM_R3 1
-#define MM_R4 1
+/* the AVX-512 set's matmul tile, so its tile and tail logic is what runs here
+ * (it spills registers: this set is for tests) */
+#define MM_R 4
+#define MM_NT 6
+#define MM_R2 8
+#define MM_R3 8
+#define MM_R2Q 8
+#define MM_R3Q 6
 
 static int supported(void);
 

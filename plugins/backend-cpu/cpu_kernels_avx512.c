@@ -17,7 +17,7 @@
 #pragma GCC target("avx512f,avx2,fma,f16c")
 #endif
 
-#include <immintrin.h>
+#include "cpu_simd_avx2.h"
 
 #define VW 16
 typedef __m512 vf;
@@ -33,6 +33,16 @@ static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline float v_hsum(vf v) { return _mm512_reduce_add_ps(v); }
 static inline float v_hmax(vf v) { return _mm512_reduce_max_ps(v); }
+/* lanes i and i + 8 first, then the 8-lane sums of a8_hsum4 */
+static inline __m256 fold8(vf v)
+{
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+static inline void v_hsum4(vf a, vf b, vf c, vf d, float out[4])
+{
+    a8_hsum4(fold8(a), fold8(b), fold8(c), fold8(d), out);
+}
 static inline vf v_load_f16(const uint8_t *p)
 {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
@@ -111,10 +121,16 @@ static inline double sumsq_d(const float *x, int64_t n)
     return sum;
 }
 
-/* rows per matmul tile for 2..4 tokens: within 32 zmm registers */
-#define MM_R2 4
-#define MM_R3 4
-#define MM_R4 4
+/* matmul register tile: 4 rows × 6 tokens = 24 accumulators + 4 weight vectors
+ * + 1 input vector, within the 32 zmm registers. A chunk of 2 (3) tokens: 8
+ * rows × 2 (3) tokens + 2 (3) input vectors + 1 weight vector; Q8_0 keeps a
+ * scale per row as well: 8 (6) rows. */
+#define MM_R 4
+#define MM_NT 6
+#define MM_R2 8
+#define MM_R3 8
+#define MM_R2Q 8
+#define MM_R3Q 6
 
 static int supported(void);
 

@@ -102,14 +102,14 @@ vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w,
     if (!fn)
         return vt_cpu_fail(ctx, VT_ERR_UNSUPPORTED, "mat_mul %s: weight type %s not implemented", nm,
                            vt_type_name(type));
-    st = vt_cpu_scratch_reserve(ctx, (size_t)w->n_in * sizeof(float));
+    st = vt_cpu_scratch_reserve(ctx, (size_t)VT_CPU_MM_SCRATCH(w->n_in) * sizeof(float));
     if (st) return st;
 
     struct mm_job j = {ctx, fn, w->data, (size_t)w->row_bytes, w->n_in, w->n_out, ldx, ldy,
                        n_tokens, x, y, w->n_out, 1, n_tokens};
     double work = (double)w->n_in * (double)w->n_out * (double)n_tokens;
     if (ctx->n_threads > 1 && work >= VT_CPU_INLINE_WORK) {
-        j.tok_per = n_tokens > 64 ? 64 : n_tokens;
+        j.tok_per = min64(n_tokens, VT_CPU_MM_TOK_CHUNK);
         int64_t n_tb = ceil_div(n_tokens, j.tok_per);
         int64_t want_rb = max64(1, ceil_div(4 * (int64_t)ctx->n_threads, n_tb));
         int64_t rp = (ceil_div(w->n_out, want_rb) + 7) / 8 * 8;

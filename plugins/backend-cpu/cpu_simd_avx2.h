@@ -73,6 +73,14 @@ static inline float a8_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+/* out[j] = the sum of the lanes of the j-th argument, as
+ * ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)) whatever the other three are. */
+static inline void a8_hsum4(__m256 a, __m256 b, __m256 c, __m256 d, float out[4])
+{
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
 static inline float a8_hmax(__m256 v)
 {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

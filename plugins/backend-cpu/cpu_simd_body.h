@@ -5,9 +5,14 @@
  * cpu_kernels_avx2w16.c) after that file has defined, for its vector of VW
  * floats `vf`:
  *   v_zero v_set1 v_load v_store v_add v_sub v_mul v_div v_max v_fma(a,b,c)=a·b+c
- *   v_hsum v_hmax v_load_f16 v_load_bf16 v_load_i8 (VW elements from bytes)
+ *   v_hsum v_hmax v_load_f16 v_load_bf16 v_load_i8 (VW elements from bytes),
+ *   v_hsum4(a, b, c, d, out[4]) (four sums at once; each sum's association
+ *   must not depend on the other three arguments),
  *   v_exp v_tanh, f16_scalar(uint16_t), sumsq_d(x, n) (double sum of squares),
- *   MM_R2..MM_R4 (rows per matmul tile for 2..4 tokens; at most 8),
+ *   MM_R, MM_NT (rows × tokens of the matmul micro-kernel's register tile;
+ *   MM_R <= 8, 4 <= MM_NT <= 8), MM_R2, MM_R3 (rows of the tile when a chunk
+ *   has only 2 or 3 tokens; <= 8), MM_R2Q, MM_R3Q (the same for Q8_0, whose
+ *   row scales take registers too),
  *   KSET (the vt_cpu_kernels object's name), KNAME, KISA, KSUPPORTED.
  *
  * Arithmetic: activations float32, weights dequantised to float32 exactly in
@@ -44,84 +49,6 @@ BODY_INLINE vf w_vec(uint32_t type, const uint8_t *row, int64_t i)
     case VT_TYPE_BF16: return v_load_bf16(row + 2 * i);
     default: return v_load((const float *)(const void *)(row + 4 * i));
     }
-}
-
-/* R rows × NT tokens of an F32/F16/BF16 weight (type is a constant here). */
-BODY_INLINE void mm_tile_flt(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in,
-                             const float *x, int64_t ldx, float *y, int64_t ldy, const int R,
-                             const int NT)
-{
-    vf acc[8][4];
-    const int64_t nv = n_in - n_in % VW;
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) acc[r][t] = v_zero();
-    for (int64_t i = 0; i < nv; i += VW) {
-        vf xv[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) xv[t] = v_load(x + t * ldx + i);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            vf wv = w_vec(type, w + (size_t)r * rb, i);
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) acc[r][t] = v_fma(wv, xv[t], acc[r][t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            float s = v_hsum(acc[r][t]);
-            for (int64_t i = nv; i < n_in; i++)
-                s = fmaf(w_elem(type, w + (size_t)r * rb, i), x[t * ldx + i], s);
-            y[t * ldy + r] = s;
-        }
-}
-
-/* R rows × NT tokens of a Q8_0 weight: per block, w = d·q in registers (exact). */
-BODY_INLINE void mm_tile_q8(const uint8_t *w, size_t rb, int64_t n_in, const float *x,
-                            int64_t ldx, float *y, int64_t ldy, const int R, const int NT)
-{
-    vf acc[8][4];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) acc[r][t] = v_zero();
-    const int64_t nb = n_in / 32;
-    for (int64_t b = 0; b < nb; b++) {
-        vf d[8];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            d[r] = v_set1(f16_scalar(vt_cpu_rd16(w + (size_t)r * rb + (size_t)b * VT_CPU_Q8_0_BYTES)));
-#pragma GCC unroll 4
-        for (int u = 0; u < 32 / VW; u++) {
-            vf xv[4];
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) xv[t] = v_load(x + t * ldx + b * 32 + u * VW);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                const uint8_t *qs = w + (size_t)r * rb + (size_t)b * VT_CPU_Q8_0_BYTES + 2;
-                vf wv = v_mul(v_load_i8(qs + u * VW), d[r]);
-#pragma GCC unroll 4
-                for (int t = 0; t < NT; t++) acc[r][t] = v_fma(wv, xv[t], acc[r][t]);
-            }
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) y[t * ldy + r] = v_hsum(acc[r][t]);
-}
-
-BODY_INLINE void mm_tile(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in,
-                         const float *x, int64_t ldx, float *y, int64_t ldy, const int R,
-                         const int NT)
-{
-    if (type == VT_TYPE_Q8_0)
-        mm_tile_q8(w, rb, n_in, x, ldx, y, ldy, R, NT);
-    else
-        mm_tile_flt(type, w, rb, n_in, x, ldx, y, ldy, R, NT);
 }
 
 /* One token (decode): each row is one sequential stream through memory (the
@@ -171,29 +98,334 @@ BODY_INLINE void mm_rows_1tok(uint32_t type, const uint8_t *w, size_t rb, int64_
     }
 }
 
-/* Every row of the slice for NT tokens: tiles of R rows, then single rows. */
-BODY_INLINE void mm_rows(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
-                         int64_t ldx, float *y, int64_t ldy, int64_t n_rows, const int R,
-                         const int NT)
+/*
+ * Several tokens (prefill, the tokens routed to one expert): a GEMM tiled so
+ * that each weight element is loaded and dequantised once per chunk of up to
+ * VT_CPU_MM_TOK_CHUNK tokens.
+ *  - n_in is cut into blocks of VT_CPU_MM_KB columns, the outer loop: the
+ *    chunk's x block (64 tokens × 512 columns, 128 KiB) stays in L2 while
+ *    every row of the slice passes.
+ *  - In a block, rows are taken MM_R at a time (a row group) and multiplied
+ *    with the chunk's tokens MM_NT at a time by a micro-kernel holding
+ *    MM_R × MM_NT vector accumulators in registers.
+ *  - The first tile of a row group dequantises the weights in registers and
+ *    also stores them, as float32, to a panel in the thread's scratch
+ *    (MM_R × 512 floats, in L1); the group's other tiles read the panel. So
+ *    the conversion runs once per chunk, overlapped with the first tile's
+ *    FMAs instead of in a pass of its own. F32 weights are read in place.
+ *  - With 8 tokens or more, the weights two row groups on are prefetched
+ *    while a group computes: the runs of a block (1 KiB of bf16 per row, rows
+ *    KiBs apart) are too short for the hardware prefetcher.
+ * Arithmetic of one output y[t][r], whatever tile, slice or thread computes
+ * it: per column block, one vector accumulator takes the FMAs of the block's
+ * whole vectors in order, v_hsum4 reduces it, the block's tail columns (float
+ * types, last block) are added by scalar FMA; block sums are added in block
+ * order. So results are the same for every thread count. A chunk of one token
+ * takes the decode path (mm_rows_1tok); the op cuts token ranges at multiples
+ * of the chunk too, so that choice does not depend on the split either.
+ */
+
+#define MM_KB VT_CPU_MM_KB
+/* Prefetch (two row groups ahead) from this many tokens on: with fewer, a
+ * group's compute is too short to hide the fetch, and the prefetch
+ * instructions (one per 64 bytes) cost more than they save. */
+#define MM_PF_TOKENS 8
+
+/* Bytes of n columns of a row of `type` (n a multiple of 32 for Q8_0). */
+BODY_INLINE size_t mm_col_bytes(uint32_t type, int64_t n)
 {
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R)
-        mm_tile(type, w + (size_t)r * rb, rb, n_in, x, ldx, y + r, ldy, R, NT);
-    for (; r < n_rows; r++) mm_tile(type, w + (size_t)r * rb, rb, n_in, x, ldx, y + r, ldy, 1, NT);
+    return type == VT_TYPE_Q8_0 ? (size_t)(n / 32) * VT_CPU_Q8_0_BYTES
+                                : (size_t)n * (type == VT_TYPE_F32 ? 4 : 2);
 }
 
-/* Token groups of 4 outermost: the slice's weight rows stay in cache across groups. */
-BODY_INLINE void mm_all(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
-                        int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok)
+/* Prefetch `len` bytes from each of rows [0, R) (rb apart) starting at p. */
+BODY_INLINE void mm_prefetch(const uint8_t *p, size_t rb, size_t len, const int R)
 {
-    int64_t t = 0;
-    for (; t + 4 <= n_tok; t += 4)
-        mm_rows(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, MM_R4, 4);
-    switch (n_tok - t) {
-    case 3: mm_rows(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, MM_R3, 3); break;
-    case 2: mm_rows(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, MM_R2, 2); break;
-    case 1: mm_rows_1tok(type, w, rb, n_in, x + t * ldx, y + t * ldy, n_rows); break;
+    for (int r = 0; r < R; r++, p += rb) {
+        for (size_t b = 0; b < len; b += 64) __builtin_prefetch(p + b);
+        __builtin_prefetch(p + len - 1);
+    }
+}
+
+/* How a tile gets its weights. */
+enum {
+    MM_PANEL = 0,   /* float32 from the panel (or F32 rows in place) */
+    MM_FILL = 1,    /* dequantise from the rows, and store to the panel */
+    MM_CONVERT = 2, /* dequantise from the rows (the group's only tile) */
+};
+
+/* Weight vector of row r at the current column: from the panel row pr_r, or
+ * dequantised from wq_r (Q8_0: the quants, scale d_r) and, for MM_FILL, also
+ * stored to the panel row pw_r. */
+BODY_INLINE vf mm_wvec(uint32_t type, const uint8_t *wq_r, const float *d_r, const float *pr_r,
+                       float *pw_r, const int MODE)
+{
+    if (MODE == MM_PANEL) return v_load(pr_r);
+    vf v = type == VT_TYPE_Q8_0 ? v_mul(v_load_i8(wq_r), v_set1(*d_r)) : w_vec(type, wq_r, 0);
+    if (MODE == MM_FILL) v_store(pw_r, v);
+    return v;
+}
+
+/* One vector step of the micro-kernel at column i: wq is row 0's weight
+ * bytes there (dequantising modes), d[r] row r's Q8_0 scale. */
+BODY_INLINE void mm_step(uint32_t type, const uint8_t *wq, size_t rb, const float *d,
+                         const float *pr, float *pw, int64_t ldw, const float *x, int64_t ldx,
+                         int64_t i, vf acc[8][8], const int R, const int NT, const int MODE)
+{
+#define MM_W(r)                                                                                \
+    mm_wvec(type, wq + (size_t)(r) * rb, d + (r), pr + (r) * ldw + i, pw + (r) * ldw + i, MODE)
+    if (R <= NT) {
+        vf wv[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) wv[r] = MM_W(r);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            vf xv = v_load(x + t * ldx + i);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r][t] = v_fma(wv[r], xv, acc[r][t]);
+        }
+    } else {
+        vf xv[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) xv[t] = v_load(x + t * ldx + i);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            vf wv = MM_W(r);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) acc[r][t] = v_fma(wv, xv[t], acc[r][t]);
+        }
+    }
+#undef MM_W
+}
+
+/* s[t][r] = the reduction of acc[r][t], by v_hsum4 four accumulators at a
+ * time (four rows of a token when R allows, so they land side by side); a
+ * group of fewer repeats its first: every output is reduced the same way. */
+BODY_INLINE void mm_reduce(vf acc[8][8], float s[8][8], const int R, const int NT)
+{
+    if (R % 4 == 0) {
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r += 4)
+                v_hsum4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t], &s[t][r]);
+        return;
+    }
+#pragma GCC unroll 16
+    for (int f = 0; f < R * NT; f += 4) {
+        vf a = acc[f % R][f / R];
+        vf b = f + 1 < R * NT ? acc[(f + 1) % R][(f + 1) / R] : a;
+        vf c = f + 2 < R * NT ? acc[(f + 2) % R][(f + 2) / R] : a;
+        vf d = f + 3 < R * NT ? acc[(f + 3) % R][(f + 3) / R] : a;
+        float o[4];
+        v_hsum4(a, b, c, d, o);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++)
+            if (f + g < R * NT) s[(f + g) / R][(f + g) % R] = o[g];
+    }
+}
+
+/*
+ * R rows × NT tokens over the block's whole vectors [0, nv): s[r][t] = the
+ * reduced accumulator of row r and token t. The smaller side of the tile is
+ * held in registers through a vector step.
+ */
+BODY_INLINE void mm_micro(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
+                          const float *pr, float *pw, int64_t ldw, const float *x, int64_t ldx,
+                          int64_t nv, float s[8][8], const int R, const int NT,
+                          const int MODE)
+{
+    vf acc[8][8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) acc[r][t] = v_zero();
+    if (type == VT_TYPE_Q8_0 && MODE != MM_PANEL) { /* by blocks of 32: nv is a multiple */
+        for (int64_t b = 0; b < nv / 32; b++) {
+            const uint8_t *blk = wk + (size_t)b * VT_CPU_Q8_0_BYTES;
+            /* scales: MM_FILL (a tile of many that follow) has them converted
+             * beforehand into qd; MM_CONVERT (a chunk's only tile) converts
+             * them here, among the FMAs */
+            float dc[8];
+            const float *d = dc;
+            if (MODE == MM_FILL) {
+                d = qd + b * 8;
+            } else {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) dc[r] = f16_scalar(vt_cpu_rd16(blk + (size_t)r * rb));
+            }
+#pragma GCC unroll 4
+            for (int u = 0; u < 32 / VW; u++)
+                mm_step(type, blk + 2 + u * VW, rb, d, pr, pw, ldw, x, ldx, b * 32 + u * VW, acc, R,
+                        NT, MODE);
+        }
+    } else {
+        const size_t esz = type == VT_TYPE_F32 ? 4 : 2; /* (Q8_0 reads the panel here) */
+        for (int64_t i = 0; i < nv; i += VW)
+            mm_step(type, wk + (size_t)i * esz, rb, NULL, pr, pw, ldw, x, ldx, i, acc, R, NT, MODE);
+    }
+    mm_reduce(acc, s, R, NT);
+}
+
+/* One tile: the micro-kernel, the tail columns [nv, n) from the panel, then
+ * y = s (first block) or y += s. */
+BODY_INLINE void mm_tile(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
+                         const float *pr, float *pw, int64_t ldw, int64_t nv, int64_t n,
+                         const float *x, int64_t ldx, float *y, int64_t ldy, int first,
+                         const int R, const int NT, const int MODE)
+{
+    float s[8][8];
+    mm_micro(type, wk, rb, qd, pr, pw, ldw, x, ldx, nv, s, R, NT, MODE);
+    if (n > nv)
+        for (int t = 0; t < NT; t++)
+            for (int r = 0; r < R; r++)
+                for (int64_t i = nv; i < n; i++) s[t][r] = fmaf(pr[r * ldw + i], x[t * ldx + i], s[t][r]);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        float *yt = y + t * ldy;
+        if (first)
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) yt[r] = s[t][r];
+        else
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) yt[r] += s[t][r];
+    }
+}
+
+/* The last n_tok % MM_NT tokens of a row group (MODE: MM_PANEL or MM_CONVERT). */
+BODY_INLINE void mm_tail(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
+                         const float *pr, float *pw, int64_t ldw, int64_t nv, int64_t n,
+                         const float *x, int64_t ldx, float *y, int64_t ldy, int first,
+                         int64_t nt, const int R, const int MODE)
+{
+#define MM_TAIL(NT) mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, first, R, NT, MODE)
+    switch (nt) {
+#if MM_NT > 7
+    case 7: MM_TAIL(7); break;
+#endif
+#if MM_NT > 6
+    case 6: MM_TAIL(6); break;
+#endif
+#if MM_NT > 5
+    case 5: MM_TAIL(5); break;
+#endif
+#if MM_NT > 4
+    case 4: MM_TAIL(4); break;
+#endif
+#if MM_NT > 3
+    case 3: MM_TAIL(3); break;
+#endif
+    case 2: MM_TAIL(2); break;
+    case 1: MM_TAIL(1); break;
     default: break;
+    }
+#undef MM_TAIL
+}
+
+/*
+ * Rows [0, R) of w (row 0 of the group), columns [k0, k0 + n), × every token
+ * of the chunk. next_rows: the group that many rows on is prefetched (0: none).
+ */
+BODY_INLINE void mm_rowgroup(uint32_t type, const uint8_t *w, size_t rb, int64_t k0, int64_t n,
+                             const float *x, int64_t ldx, float *y, int64_t ldy, int64_t n_tok,
+                             float *scratch, int64_t next_rows, const int R)
+{
+    const size_t off = mm_col_bytes(type, k0);
+    const uint8_t *wk = w + off;
+    const int64_t nv = n - n % VW;
+    if (next_rows) mm_prefetch(wk + (size_t)next_rows * rb, rb, mm_col_bytes(type, n), R);
+    x += k0;
+    const float *pr;
+    float *pw = scratch; /* the panel: up to 8 rows of MM_KB */
+    float *qd = scratch + 8 * MM_KB; /* Q8_0 scales for MM_FILL: [block][row], 8 rows */
+    int64_t ldw = MM_KB;
+    if (type == VT_TYPE_F32) {
+        pr = (const float *)(const void *)wk;
+        ldw = (int64_t)(rb / sizeof(float));
+    } else {
+        pr = pw;
+        if (type == VT_TYPE_Q8_0 && n_tok >= MM_NT) /* n is a multiple of 32 */
+            for (int64_t b = 0; b < n / 32; b++)
+                for (int r = 0; r < R; r++)
+                    qd[b * 8 + r] = f16_scalar(
+                        vt_cpu_rd16(wk + (size_t)r * rb + (size_t)b * VT_CPU_Q8_0_BYTES));
+        for (int r = 0; r < R; r++) /* tail columns: scalar, before any tile needs them */
+            for (int64_t i = nv; i < n; i++) pw[r * MM_KB + i] = w_elem(type, wk + (size_t)r * rb, i);
+    }
+    int64_t t = 0;
+    if (n_tok >= MM_NT) {
+        if (type == VT_TYPE_F32)
+            mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, k0 == 0, R, MM_NT, MM_PANEL);
+        else
+            mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, k0 == 0, R, MM_NT, MM_FILL);
+        for (t = MM_NT; t + MM_NT <= n_tok; t += MM_NT)
+            mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x + t * ldx, ldx, y + t * ldy, ldy,
+                    k0 == 0, R, MM_NT, MM_PANEL);
+    }
+    if (t == n_tok) return;
+    if (t == 0 && type != VT_TYPE_F32)
+        mm_tail(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, k0 == 0, n_tok, R, MM_CONVERT);
+    else
+        mm_tail(type, wk, rb, qd, pr, pw, ldw, nv, n, x + t * ldx, ldx, y + t * ldy, ldy, k0 == 0,
+                n_tok - t, R, MM_PANEL);
+}
+
+/* Every row of the slice in groups of RG rows (then one group of the rest),
+ * for columns [k0, k0 + n). */
+BODY_INLINE void mm_rows(uint32_t type, const uint8_t *w, size_t rb, int64_t k0, int64_t n,
+                         const float *x, int64_t ldx, float *y, int64_t ldy, int64_t n_rows,
+                         int64_t n_tok, float *scratch, const int RG)
+{
+    int64_t r = 0;
+    for (; r + RG <= n_rows; r += RG)
+        mm_rowgroup(type, w + (size_t)r * rb, rb, k0, n, x, ldx, y + r, ldy, n_tok, scratch,
+                    n_tok >= MM_PF_TOKENS && r + 3 * RG <= n_rows ? 2 * RG : 0, RG);
+    const uint8_t *wr = w + (size_t)r * rb;
+#define MM_ROWS(R)                                                                             \
+    if (RG > R) mm_rowgroup(type, wr, rb, k0, n, x, ldx, y + r, ldy, n_tok, scratch, 0, R)
+    switch (n_rows - r) {
+    case 7: MM_ROWS(7); break;
+    case 6: MM_ROWS(6); break;
+    case 5: MM_ROWS(5); break;
+    case 4: MM_ROWS(4); break;
+    case 3: MM_ROWS(3); break;
+    case 2: MM_ROWS(2); break;
+    case 1: MM_ROWS(1); break;
+    default: break;
+    }
+#undef MM_ROWS
+}
+
+/* A chunk of 2..VT_CPU_MM_TOK_CHUNK tokens × every row of the slice. A chunk
+ * of 2 or 3 tokens is one tile wide: taller row groups (MM_R2, MM_R3 rows;
+ * MM_R2Q, MM_R3Q for Q8_0) fill the registers there. */
+BODY_INLINE void mm_chunk(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
+                          int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
+                          float *scratch)
+{
+    for (int64_t k0 = 0; k0 < n_in; k0 += MM_KB) {
+        int64_t n = n_in - k0 < MM_KB ? n_in - k0 : MM_KB;
+        if (n_tok == 2)
+            mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, 2, scratch,
+                    type == VT_TYPE_Q8_0 ? MM_R2Q : MM_R2);
+        else if (n_tok == 3)
+            mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, 3, scratch,
+                    type == VT_TYPE_Q8_0 ? MM_R3Q : MM_R3);
+        else
+            mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, n_tok, scratch, MM_R);
+    }
+}
+
+BODY_INLINE void mm_all(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
+                        int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
+                        float *scratch)
+{
+    for (int64_t t = 0; t < n_tok; t += VT_CPU_MM_TOK_CHUNK) {
+        int64_t nt = n_tok - t < VT_CPU_MM_TOK_CHUNK ? n_tok - t : VT_CPU_MM_TOK_CHUNK;
+        if (nt == 1)
+            mm_rows_1tok(type, w, rb, n_in, x + t * ldx, y + t * ldy, n_rows);
+        else
+            mm_chunk(type, w, rb, n_in, x + t * ldx, ldx, y + t * ldy, ldy, n_rows, nt, scratch);
     }
 }
 
@@ -201,8 +433,7 @@ BODY_INLINE void mm_all(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in
     static void NAME(const uint8_t *w, size_t rb, int64_t n_in, const float *x, int64_t ldx,  \
                      float *y, int64_t ldy, int64_t n_rows, int64_t n_tok, float *scratch)     \
     {                                                                                          \
-        (void)scratch;                                                                         \
-        mm_all(TYPE, w, rb, n_in, x, ldx, y, ldy, n_rows, n_tok);                              \
+        mm_all(TYPE, w, rb, n_in, x, ldx, y, ldy, n_rows, n_tok, scratch);                     \
     }
 MM_FN(mm_f32, VT_TYPE_F32)
 MM_FN(mm_f16, VT_TYPE_F16)
@@ -329,49 +560,74 @@ static void attn_head(const float *q, const float *k, const float *v, int64_t ld
 
 /* ---- gated delta rule, one value head (qwen35moe.md §5.7.4) ----
  * Column j of S evolves from column j, k, q, v_j, g and β alone, so the head
- * is done in column strips of 2·VW kept in registers for every token: one
- * pass over the strip's rows decays S and forms m = Sᵀk, a second adds k ⊗ δ
- * and forms o = Sᵀq. */
+ * is done in column strips of NV·VW columns kept in registers for every token.
+ * Per token t: S ← e^{g_t}·S, m = Sᵀk_t, δ = β_t(v_t − m), S ← S + k_t δᵀ,
+ * o_t = Sᵀq_t. One pass over the strip's rows does the second half of token t
+ * and the first half of token t+1 (same operations, same order, as two
+ * passes), so S is loaded and stored once per token. */
 
 BODY_INLINE void delta_strip(const float *q, const float *k, int64_t ldqk, const float *v,
                              int64_t ldv, const float *g, const float *beta, int64_t ld_gb,
                              float *S, int64_t ld_s, float *out, int64_t ldo, int64_t n_tokens,
                              int64_t d_k, const int NV)
 {
-    for (int64_t t = 0; t < n_tokens; t++) {
-        const float *qt = q + t * ldqk, *kt = k + t * ldqk;
-        vf eg = v_set1(expf(g[t * ld_gb]));
-        vf m[2], o[2], dl[2];
+    vf m[2];
+    { /* token 0: decay and m = Sᵀk */
+        vf eg = v_set1(expf(g[0]));
 #pragma GCC unroll 2
         for (int u = 0; u < NV; u++) m[u] = v_zero();
         for (int64_t i = 0; i < d_k; i++) {
-            vf ki = v_set1(kt[i]);
+            vf ki = v_set1(k[i]);
             float *row = S + i * ld_s;
 #pragma GCC unroll 2
             for (int u = 0; u < NV; u++) {
-                vf s = v_mul(v_load(row + u * VW), eg);
-                v_store(row + u * VW, s);
-                m[u] = v_fma(s, ki, m[u]);
+                vf sv = v_mul(v_load(row + u * VW), eg);
+                v_store(row + u * VW, sv);
+                m[u] = v_fma(sv, ki, m[u]);
             }
         }
-        vf b = v_set1(beta[t * ld_gb]);
+    }
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *qt = q + t * ldqk, *kt = k + t * ldqk;
+        vf b = v_set1(beta[t * ld_gb]), o[2], dl[2], mn[2];
 #pragma GCC unroll 2
         for (int u = 0; u < NV; u++) {
             dl[u] = v_mul(b, v_sub(v_load(v + t * ldv + u * VW), m[u]));
             o[u] = v_zero();
+            mn[u] = v_zero();
         }
-        for (int64_t i = 0; i < d_k; i++) {
-            vf ki = v_set1(kt[i]), qi = v_set1(qt[i]);
-            float *row = S + i * ld_s;
+        if (t + 1 < n_tokens) { /* update for t, decay and m for t+1 */
+            const float *kn = kt + ldqk;
+            vf egn = v_set1(expf(g[(t + 1) * ld_gb]));
+            for (int64_t i = 0; i < d_k; i++) {
+                vf ki = v_set1(kt[i]), qi = v_set1(qt[i]), kni = v_set1(kn[i]);
+                float *row = S + i * ld_s;
 #pragma GCC unroll 2
-            for (int u = 0; u < NV; u++) {
-                vf s = v_fma(ki, dl[u], v_load(row + u * VW));
-                v_store(row + u * VW, s);
-                o[u] = v_fma(s, qi, o[u]);
+                for (int u = 0; u < NV; u++) {
+                    vf sv = v_fma(ki, dl[u], v_load(row + u * VW));
+                    o[u] = v_fma(sv, qi, o[u]);
+                    sv = v_mul(sv, egn);
+                    v_store(row + u * VW, sv);
+                    mn[u] = v_fma(sv, kni, mn[u]);
+                }
+            }
+        } else { /* last token: update only */
+            for (int64_t i = 0; i < d_k; i++) {
+                vf ki = v_set1(kt[i]), qi = v_set1(qt[i]);
+                float *row = S + i * ld_s;
+#pragma GCC unroll 2
+                for (int u = 0; u < NV; u++) {
+                    vf sv = v_fma(ki, dl[u], v_load(row + u * VW));
+                    v_store(row + u * VW, sv);
+                    o[u] = v_fma(sv, qi, o[u]);
+                }
             }
         }
 #pragma GCC unroll 2
-        for (int u = 0; u < NV; u++) v_store(out + t * ldo + u * VW, o[u]);
+        for (int u = 0; u < NV; u++) {
+            v_store(out + t * ldo + u * VW, o[u]);
+            m[u] = mn[u];
+        }
     }
 }
 
@@ -492,23 +748,48 @@ static void mul_rows(const float *x, const float *s, float *y, int64_t n_rows, i
     for (int64_t r = 0; r < n_rows; r++) scale_f32(x + r * n_cols, y + r * n_cols, n_cols, s[r]);
 }
 
-/* ---- causal depthwise conv + SiLU (qwen35moe.md §5.7.2) ---- */
+/* ---- causal depthwise conv + SiLU (qwen35moe.md §5.7.2) ----
+ * Channels VW at a time: the block's d_conv taps are gathered once into
+ * vectors (w is [channel][tap]), then every token is d_conv FMAs of whole
+ * vectors from the state or x rows. Per channel, whichever loop runs: y = 0,
+ * one FMA per tap in tap order, then SiLU (vector SiLU for the channels of
+ * whole vectors, the reference's past them). Slices start at multiples of 64
+ * channels (cpu_ops.c), so which channels those are does not depend on the split. */
+
+#define CONV_MAX_TAPS 16
 
 static void ssm_conv(const float *x, int64_t ldx, const float *w, float *state, int64_t ld_state,
                      float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch, int64_t d_conv)
 {
     const int64_t K1 = d_conv - 1;
-    for (int64_t t = 0; t < n_tokens; t++) {
+    /* gathering the taps costs about a token's FMAs: not worth it for a few tokens */
+    const int64_t nvc = d_conv <= CONV_MAX_TAPS && n_tokens >= 4 ? n_ch - n_ch % VW : 0;
+    for (int64_t c = 0; c < nvc; c += VW) {
+        float wt[CONV_MAX_TAPS][VW];
+        for (int64_t kk = 0; kk < d_conv; kk++)
+            for (int l = 0; l < VW; l++) wt[kk][l] = w[(c + l) * d_conv + kk];
+        for (int64_t t = 0; t < n_tokens; t++) {
+            vf acc = v_zero();
+            for (int64_t kk = 0; kk < d_conv; kk++) {
+                int64_t col = t + kk; /* column of X = [state, x] */
+                const float *src = col < K1 ? state + col * ld_state : x + (col - K1) * ldx;
+                acc = v_fma(v_load(wt[kk]), v_load(src + c), acc);
+            }
+            v_store(y + t * ldy + c, v_silu(acc));
+        }
+    }
+    /* channels past the vectors (all of them for a few tokens or many taps) */
+    const int64_t nv_all = n_ch - n_ch % VW;
+    for (int64_t t = 0; t < n_tokens && nvc < n_ch; t++) {
         float *yt = y + t * ldy;
-        for (int64_t c = 0; c < n_ch; c++) yt[c] = 0.0f;
+        for (int64_t c = nvc; c < n_ch; c++) yt[c] = 0.0f;
         for (int64_t kk = 0; kk < d_conv; kk++) {
             int64_t col = t + kk;
             const float *src = col < K1 ? state + col * ld_state : x + (col - K1) * ldx;
-            for (int64_t c = 0; c < n_ch; c++) yt[c] = fmaf(w[c * d_conv + kk], src[c], yt[c]);
+            for (int64_t c = nvc; c < n_ch; c++) yt[c] = fmaf(w[c * d_conv + kk], src[c], yt[c]);
         }
-        int64_t c = 0;
-        for (; c + VW <= n_ch; c += VW) v_store(yt + c, v_silu(v_load(yt + c)));
-        for (; c < n_ch; c++) yt[c] = vt_cpu_unary_ref(VT_UNARY_SILU, yt[c]);
+        for (int64_t c = nvc; c < nv_all; c += VW) v_store(yt + c, v_silu(v_load(yt + c)));
+        for (int64_t c = nv_all; c < n_ch; c++) yt[c] = vt_cpu_unary_ref(VT_UNARY_SILU, yt[c]);
     }
     for (int64_t j = 0; j < K1; j++) {
         int64_t col = n_tokens + j;
