@@ -12,13 +12,15 @@
 #                           fuzz_vocab"), all at once, one process each
 #          FUZZ_TIMEOUT     seconds one input may take before it counts as a
 #                           finding (default 1)
-#          FUZZ_ARGS        extra libFuzzer flags
+#          FUZZ_ARGS        extra libFuzzer flags (e.g. -len_control=20 lets the
+#                           text targets reach long inputs sooner)
 #
 # The corpus of each target is kept in WORK/corpus/<target> (runs resume from
 # it); crash-*, leak-*, timeout-*, oom-* and slow-unit-* inputs land in
 # WORK/artifacts/<target>/, the log in WORK/<target>.log. To replay an
 # input: BUILD/bin/<target> FILE. Exit status 1 when any target found
-# something.
+# something. A target that aborts leaves its scratch folder
+# (/dev/shm/vt-fuzz-*, else /tmp) behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-300}

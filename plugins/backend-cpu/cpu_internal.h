@@ -92,7 +92,7 @@ int vt_cpu_type_supported(uint32_t type);
  * every token slice at a multiple of the chunk, so each output is computed
  * the same way for every thread count (cpu_simd_body.h).
  */
-#define VT_CPU_MM_KB 256
+#define VT_CPU_MM_KB 512
 #define VT_CPU_MM_TOK_CHUNK 64
 #define VT_CPU_MM_SCRATCH(n_in) ((n_in) > 9 * VT_CPU_MM_KB ? (n_in) : 9 * VT_CPU_MM_KB)
 typedef void (*vt_cpu_mm_fn)(const uint8_t *w, size_t row_bytes, int64_t n_in, const float *x,

@@ -154,26 +154,25 @@ enum {
     MM_CONVERT = 2, /* dequantise from the rows (the group's only tile) */
 };
 
-/* Weight vector of row r at the current column: from the panel row pr_r, or
- * dequantised from wq_r (Q8_0: the quants, scale d_r) and, for MM_FILL, also
- * stored to the panel row pw_r. */
-BODY_INLINE vf mm_wvec(uint32_t type, const uint8_t *wq_r, const float *d_r, const float *pr_r,
-                       float *pw_r, const int MODE)
+/* Weight vector of row r at column i: from the panel (rows ldw apart), or
+ * dequantised from the row's bytes (wq: row 0's at column i; Q8_0: scale
+ * d[r]) and, for MM_FILL, also stored to the panel. */
+BODY_INLINE vf mm_wvec(uint32_t type, const uint8_t *wq, size_t rb, const float *d,
+                       const float *pr, float *pw, int64_t ldw, int r, int64_t i, const int MODE)
 {
-    if (MODE == MM_PANEL) return v_load(pr_r);
-    vf v = type == VT_TYPE_Q8_0 ? v_mul(v_load_i8(wq_r), v_set1(*d_r)) : w_vec(type, wq_r, 0);
-    if (MODE == MM_FILL) v_store(pw_r, v);
+    if (MODE == MM_PANEL) return v_load(pr + r * ldw + i);
+    const uint8_t *q = wq + (size_t)r * rb;
+    vf v = type == VT_TYPE_Q8_0 ? v_mul(v_load_i8(q), v_set1(d[r])) : w_vec(type, q, 0);
+    if (MODE == MM_FILL) v_store(pw + r * ldw + i, v);
     return v;
 }
 
-/* One vector step of the micro-kernel at column i: wq is row 0's weight
- * bytes there (dequantising modes), d[r] row r's Q8_0 scale. */
+/* One vector step of the micro-kernel at column i (arguments as mm_wvec's). */
 BODY_INLINE void mm_step(uint32_t type, const uint8_t *wq, size_t rb, const float *d,
                          const float *pr, float *pw, int64_t ldw, const float *x, int64_t ldx,
                          int64_t i, vf acc[8][8], const int R, const int NT, const int MODE)
 {
-#define MM_W(r)                                                                                \
-    mm_wvec(type, wq + (size_t)(r) * rb, d + (r), pr + (r) * ldw + i, pw + (r) * ldw + i, MODE)
+#define MM_W(r) mm_wvec(type, wq, rb, d, pr, pw, ldw, r, i, MODE)
     if (R <= NT) {
         vf wv[8];
 #pragma GCC unroll 8
@@ -226,9 +225,10 @@ BODY_INLINE void mm_reduce(vf acc[8][8], float s[8][8], const int R, const int N
 }
 
 /*
- * R rows × NT tokens over the block's whole vectors [0, nv): s[r][t] = the
+ * R rows × NT tokens over the block's whole vectors [0, nv): s[t][r] = the
  * reduced accumulator of row r and token t. The smaller side of the tile is
- * held in registers through a vector step.
+ * held in registers through a vector step. wk: row 0's bytes at the block's
+ * first column; qd: the group's Q8_0 scales for MM_FILL, [block][8 rows].
  */
 BODY_INLINE void mm_micro(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
                           const float *pr, float *pw, int64_t ldw, const float *x, int64_t ldx,
@@ -262,7 +262,7 @@ BODY_INLINE void mm_micro(uint32_t type, const uint8_t *wk, size_t rb, const flo
     } else {
         const size_t esz = type == VT_TYPE_F32 ? 4 : 2; /* (Q8_0 reads the panel here) */
         for (int64_t i = 0; i < nv; i += VW)
-            mm_step(type, wk + (size_t)i * esz, rb, NULL, pr, pw, ldw, x, ldx, i, acc, R, NT, MODE);
+            mm_step(type, wk + (size_t)i * esz, rb, qd, pr, pw, ldw, x, ldx, i, acc, R, NT, MODE);
     }
     mm_reduce(acc, s, R, NT);
 }
@@ -279,7 +279,8 @@ BODY_INLINE void mm_tile(uint32_t type, const uint8_t *wk, size_t rb, const floa
     if (n > nv)
         for (int t = 0; t < NT; t++)
             for (int r = 0; r < R; r++)
-                for (int64_t i = nv; i < n; i++) s[t][r] = fmaf(pr[r * ldw + i], x[t * ldx + i], s[t][r]);
+                for (int64_t i = nv; i < n; i++)
+                    s[t][r] = fmaf(pr[r * ldw + i], x[t * ldx + i], s[t][r]);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
         float *yt = y + t * ldy;

@@ -8,12 +8,13 @@
  * separator FUZZ_SHARD_SEP, up to 4 shards written as
  * fz-0000k-of-0000N.gguf so the split code (gguf.md §5) is reached too.
  * Each input is opened twice (with and without VT_GGUF_NO_MMAP; a third time
- * with VT_GGUF_SINGLE_FILE when it names split.* keys). A loaded
- * model has every getter called on every key, its tensors checked against
- * the file (and their mapped bytes touched), its report printed to
- * /dev/null and its tokenizer loaded and used. A refusal must be a
- * VT_ERR_FORMAT / VT_ERR_IO / VT_ERR_NOT_FOUND with a message; anything else
- * aborts, so libFuzzer records the input.
+ * with VT_GGUF_SINGLE_FILE when it names split.* keys); mapping must not
+ * change the outcome. A loaded model has every getter called on every key
+ * (and their answers must agree with the key's type and with each other),
+ * its tensors checked against the file (mapped bytes equal to pread ones),
+ * its report printed to /dev/null and its tokenizer loaded and used. A
+ * refusal must be a VT_ERR_FORMAT / VT_ERR_IO / VT_ERR_NOT_FOUND with a
+ * message; anything else aborts, so libFuzzer records the input.
  */
 #include <stdint.h>
 #include <stdio.h>
