@@ -89,9 +89,10 @@ static void mm_case(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, uint
 
 /*
  * Shapes for the tiled multi-token path (cpu_simd_body.h): row counts that
- * leave every row-group remainder of 3- and 4-row tiles (1, 2, 3, 4, 5, 7,
- * 17, 33), token counts that leave every remainder of 4- and 6-token tiles
- * and a single token (1, 2, 3, 5, 6, 8, 11, 17), n_in with and without
+ * leave short row groups of every kind for groups of 3, 4, 6 and 8 rows (1,
+ * 2, 3, 4, 5, 7, 17, 33); token counts for the decode path (1), the 2- and
+ * 3-token chunks, chunks shorter than a tile (4, 5 with 6-token tiles) and
+ * every remainder of 4- and 6-token tiles (4..17); n_in with and without
  * column tails (float types); x and y strided.
  */
 static void test_mat_mul(void **state)
@@ -102,7 +103,7 @@ static void test_mat_mul(void **state)
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     tc_rng rng = {0x5eed0001};
     static const int64_t rows[] = {1, 2, 3, 4, 5, 7, 17, 33};
-    static const int64_t toks[] = {1, 2, 3, 5, 6, 8, 11, 17};
+    static const int64_t toks[] = {1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 13, 17};
     static const int64_t in_blk[] = {32, 96, 544};
     static const int64_t in_flt[] = {1, 5, 32, 37, 100, 544};
     for (int ti = 0; ti < 4; ti++) {
@@ -111,7 +112,8 @@ static void test_mat_mul(void **state)
         int n_ins = type == VT_TYPE_Q8_0 ? 3 : 6;
         for (int a = 0; a < n_ins; a++)
             for (int b = 0; b < 8; b++)
-                for (int c = 0; c < 8; c++) mm_case(ref, simd, &rng, type, ins[a], rows[b], toks[c], set);
+                for (int c = 0; c < 12; c++)
+                    mm_case(ref, simd, &rng, type, ins[a], rows[b], toks[c], set);
         /* unstrided x and y */
         mm_case_ld(ref, simd, &rng, type, ins[n_ins - 1], 7, 5, ins[n_ins - 1], 7, set);
         /* several column blocks of 512 (the last one short, with a column tail for

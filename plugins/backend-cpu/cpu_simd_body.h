@@ -15,16 +15,31 @@
  *   row scales take registers too),
  *   KSET (the vt_cpu_kernels object's name), KNAME, KISA, KSUPPORTED.
  *
- * Arithmetic: activations float32, weights dequantised to float32 exactly in
- * registers (Q8_0: d·q is exact), float32 products accumulated in float32 with
- * fused multiply-add. Only the order of summation (and FMA's single rounding)
+ * Arithmetic: activations float32, weights dequantised to float32 exactly (in
+ * registers, or into a float32 panel in scratch; Q8_0: d·q is exact), float32
+ * products accumulated in float32 with fused multiply-add. Only the order of summation (and FMA's single rounding)
  * differs from the scalar reference; tests/test_cpu_simd.c bounds that.
  * Tails (sizes not a multiple of VW) run the same arithmetic in scalar form.
  */
 
 #include <math.h>
 
+/* Optimised builds force inlining: the matmul's tile shapes and modes are
+ * compile-time arguments that must fold away. Unoptimised (sanitizer) builds
+ * leave it to the compiler, which keeps their compile time small. */
+#if defined(__OPTIMIZE__)
 #define BODY_INLINE static inline __attribute__((always_inline))
+#else
+#define BODY_INLINE static inline
+#endif
+/* Full unrolling of the tile loops (trip counts are compile-time): GCC needs
+ * telling at -O2; clang unrolls them anyway and compiles much slower when told. */
+#define BODY_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define BODY_UNROLL(n)
+#else
+#define BODY_UNROLL(n) BODY_PRAGMA(GCC unroll n)
+#endif
 
 /* ---- matmul ---- */
 
@@ -110,9 +125,19 @@ BODY_INLINE void mm_rows_1tok(uint32_t type, const uint8_t *w, size_t rb, int64_
  *    MM_R × MM_NT vector accumulators in registers.
  *  - The first tile of a row group dequantises the weights in registers and
  *    also stores them, as float32, to a panel in the thread's scratch
- *    (MM_R × 512 floats, in L1); the group's other tiles read the panel. So
- *    the conversion runs once per chunk, overlapped with the first tile's
- *    FMAs instead of in a pass of its own. F32 weights are read in place.
+ *    (MM_R × 512 floats, in L1) (MM_FILL); the group's other tiles read the
+ *    panel (MM_PANEL). So the conversion runs once per chunk, overlapped with
+ *    the first tile's FMAs instead of in a pass of its own. F32 weights are
+ *    read in place.
+ *  - A chunk of 2 or 3 tokens is a single tile: taller row groups (MM_R2,
+ *    MM_R3; MM_R2Q, MM_R3Q for Q8_0) fill the registers, and the weights are
+ *    dequantised in registers only (MM_CONVERT).
+ *  - A short row group (the slice's last) and a chunk of 4..MM_NT-1 tokens
+ *    are dequantised into the panel by a pass of their own (mm_pack; rows
+ *    past the group's end are zeros, computed but not stored, or, when they
+ *    would be half the group or more, the real rows go one at a time), then
+ *    go the MM_PANEL way. So only a few tile shapes are compiled: every
+ *    MM_PANEL tile (any type) runs in one function per row-group height.
  *  - With 8 tokens or more, the weights two row groups on are prefetched
  *    while a group computes: the runs of a block (1 KiB of bf16 per row, rows
  *    KiBs apart) are too short for the hardware prefetcher.
@@ -138,10 +163,10 @@ BODY_INLINE size_t mm_col_bytes(uint32_t type, int64_t n)
                                 : (size_t)n * (type == VT_TYPE_F32 ? 4 : 2);
 }
 
-/* Prefetch `len` bytes from each of rows [0, R) (rb apart) starting at p. */
-BODY_INLINE void mm_prefetch(const uint8_t *p, size_t rb, size_t len, const int R)
+/* Prefetch `len` bytes from each of rows [0, nr) (rb apart) starting at p. */
+BODY_INLINE void mm_prefetch(const uint8_t *p, size_t rb, size_t len, int64_t nr)
 {
-    for (int r = 0; r < R; r++, p += rb) {
+    for (int64_t r = 0; r < nr; r++, p += rb) {
         for (size_t b = 0; b < len; b += 64) __builtin_prefetch(p + b);
         __builtin_prefetch(p + len - 1);
     }
@@ -175,22 +200,22 @@ BODY_INLINE void mm_step(uint32_t type, const uint8_t *wq, size_t rb, const floa
 #define MM_W(r) mm_wvec(type, wq, rb, d, pr, pw, ldw, r, i, MODE)
     if (R <= NT) {
         vf wv[8];
-#pragma GCC unroll 8
+BODY_UNROLL(8)
         for (int r = 0; r < R; r++) wv[r] = MM_W(r);
-#pragma GCC unroll 8
+BODY_UNROLL(8)
         for (int t = 0; t < NT; t++) {
             vf xv = v_load(x + t * ldx + i);
-#pragma GCC unroll 8
+BODY_UNROLL(8)
             for (int r = 0; r < R; r++) acc[r][t] = v_fma(wv[r], xv, acc[r][t]);
         }
     } else {
         vf xv[8];
-#pragma GCC unroll 8
+BODY_UNROLL(8)
         for (int t = 0; t < NT; t++) xv[t] = v_load(x + t * ldx + i);
-#pragma GCC unroll 8
+BODY_UNROLL(8)
         for (int r = 0; r < R; r++) {
             vf wv = MM_W(r);
-#pragma GCC unroll 8
+BODY_UNROLL(8)
             for (int t = 0; t < NT; t++) acc[r][t] = v_fma(wv, xv[t], acc[r][t]);
         }
     }
@@ -203,14 +228,14 @@ BODY_INLINE void mm_step(uint32_t type, const uint8_t *wq, size_t rb, const floa
 BODY_INLINE void mm_reduce(vf acc[8][8], float s[8][8], const int R, const int NT)
 {
     if (R % 4 == 0) {
-#pragma GCC unroll 8
+BODY_UNROLL(8)
         for (int t = 0; t < NT; t++)
-#pragma GCC unroll 2
+BODY_UNROLL(2)
             for (int r = 0; r < R; r += 4)
                 v_hsum4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t], &s[t][r]);
         return;
     }
-#pragma GCC unroll 16
+BODY_UNROLL(16)
     for (int f = 0; f < R * NT; f += 4) {
         vf a = acc[f % R][f / R];
         vf b = f + 1 < R * NT ? acc[(f + 1) % R][(f + 1) / R] : a;
@@ -218,27 +243,29 @@ BODY_INLINE void mm_reduce(vf acc[8][8], float s[8][8], const int R, const int N
         vf d = f + 3 < R * NT ? acc[(f + 3) % R][(f + 3) / R] : a;
         float o[4];
         v_hsum4(a, b, c, d, o);
-#pragma GCC unroll 4
+BODY_UNROLL(4)
         for (int g = 0; g < 4; g++)
             if (f + g < R * NT) s[(f + g) / R][(f + g) % R] = o[g];
     }
 }
 
 /*
- * R rows × NT tokens over the block's whole vectors [0, nv): s[t][r] = the
- * reduced accumulator of row r and token t. The smaller side of the tile is
- * held in registers through a vector step. wk: row 0's bytes at the block's
- * first column; qd: the group's Q8_0 scales for MM_FILL, [block][8 rows].
+ * One tile, R rows × NT tokens of a column block: over the block's whole
+ * vectors [0, nv) the micro-kernel (the smaller side of the tile held in
+ * registers through a vector step), then the tail columns [nv, n) from the
+ * panel by scalar FMA, then y = s (first block) or y += s for rows [0, nr).
+ * wk: row 0's bytes at the block's first column (dequantising modes); qd:
+ * the group's Q8_0 scales for MM_FILL, [block][8 rows].
  */
-BODY_INLINE void mm_micro(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
-                          const float *pr, float *pw, int64_t ldw, const float *x, int64_t ldx,
-                          int64_t nv, float s[8][8], const int R, const int NT,
-                          const int MODE)
+BODY_INLINE void mm_tile(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
+                         const float *pr, float *pw, int64_t ldw, int64_t nv, int64_t n,
+                         const float *x, int64_t ldx, float *y, int64_t ldy, int64_t nr,
+                         int first, const int R, const int NT, const int MODE)
 {
     vf acc[8][8];
-#pragma GCC unroll 8
+BODY_UNROLL(8)
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
+BODY_UNROLL(8)
         for (int t = 0; t < NT; t++) acc[r][t] = v_zero();
     if (type == VT_TYPE_Q8_0 && MODE != MM_PANEL) { /* by blocks of 32: nv is a multiple */
         for (int64_t b = 0; b < nv / 32; b++) {
@@ -251,169 +278,203 @@ BODY_INLINE void mm_micro(uint32_t type, const uint8_t *wk, size_t rb, const flo
             if (MODE == MM_FILL) {
                 d = qd + b * 8;
             } else {
-#pragma GCC unroll 8
+BODY_UNROLL(8)
                 for (int r = 0; r < R; r++) dc[r] = f16_scalar(vt_cpu_rd16(blk + (size_t)r * rb));
             }
-#pragma GCC unroll 4
+BODY_UNROLL(4)
             for (int u = 0; u < 32 / VW; u++)
                 mm_step(type, blk + 2 + u * VW, rb, d, pr, pw, ldw, x, ldx, b * 32 + u * VW, acc, R,
                         NT, MODE);
         }
     } else {
-        const size_t esz = type == VT_TYPE_F32 ? 4 : 2; /* (Q8_0 reads the panel here) */
+        const size_t esz = type == VT_TYPE_F32 ? 4 : 2;
         for (int64_t i = 0; i < nv; i += VW)
-            mm_step(type, wk + (size_t)i * esz, rb, qd, pr, pw, ldw, x, ldx, i, acc, R, NT, MODE);
+            mm_step(type, MODE == MM_PANEL ? wk : wk + (size_t)i * esz, rb, qd, pr, pw, ldw, x, ldx,
+                    i, acc, R, NT, MODE);
     }
-    mm_reduce(acc, s, R, NT);
-}
-
-/* One tile: the micro-kernel, the tail columns [nv, n) from the panel, then
- * y = s (first block) or y += s. */
-BODY_INLINE void mm_tile(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
-                         const float *pr, float *pw, int64_t ldw, int64_t nv, int64_t n,
-                         const float *x, int64_t ldx, float *y, int64_t ldy, int first,
-                         const int R, const int NT, const int MODE)
-{
     float s[8][8];
-    mm_micro(type, wk, rb, qd, pr, pw, ldw, x, ldx, nv, s, R, NT, MODE);
+    mm_reduce(acc, s, R, NT);
     if (n > nv)
         for (int t = 0; t < NT; t++)
             for (int r = 0; r < R; r++)
                 for (int64_t i = nv; i < n; i++)
                     s[t][r] = fmaf(pr[r * ldw + i], x[t * ldx + i], s[t][r]);
-#pragma GCC unroll 8
+BODY_UNROLL(8)
     for (int t = 0; t < NT; t++) {
         float *yt = y + t * ldy;
-        if (first)
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) yt[r] = s[t][r];
-        else
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) yt[r] += s[t][r];
+        if (first) {
+BODY_UNROLL(8)
+            for (int r = 0; r < R; r++)
+                if (r < nr) yt[r] = s[t][r];
+        } else {
+BODY_UNROLL(8)
+            for (int r = 0; r < R; r++)
+                if (r < nr) yt[r] += s[t][r];
+        }
     }
-}
-
-/* The last n_tok % MM_NT tokens of a row group (MODE: MM_PANEL or MM_CONVERT). */
-BODY_INLINE void mm_tail(uint32_t type, const uint8_t *wk, size_t rb, const float *qd,
-                         const float *pr, float *pw, int64_t ldw, int64_t nv, int64_t n,
-                         const float *x, int64_t ldx, float *y, int64_t ldy, int first,
-                         int64_t nt, const int R, const int MODE)
-{
-#define MM_TAIL(NT) mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, first, R, NT, MODE)
-    switch (nt) {
-#if MM_NT > 7
-    case 7: MM_TAIL(7); break;
-#endif
-#if MM_NT > 6
-    case 6: MM_TAIL(6); break;
-#endif
-#if MM_NT > 5
-    case 5: MM_TAIL(5); break;
-#endif
-#if MM_NT > 4
-    case 4: MM_TAIL(4); break;
-#endif
-#if MM_NT > 3
-    case 3: MM_TAIL(3); break;
-#endif
-    case 2: MM_TAIL(2); break;
-    case 1: MM_TAIL(1); break;
-    default: break;
-    }
-#undef MM_TAIL
 }
 
 /*
- * Rows [0, R) of w (row 0 of the group), columns [k0, k0 + n), × every token
- * of the chunk. next_rows: the group that many rows on is prefetched (0: none).
+ * MM_PANEL tiles of R rows (rows [0, nr) stored) for tokens [t0, n_tok):
+ * MM_NT at a time, then the rest; NTF > 0: exactly one tile of NTF tokens.
+ * These are the same code for every weight type (one function per R below).
  */
-BODY_INLINE void mm_rowgroup(uint32_t type, const uint8_t *w, size_t rb, int64_t k0, int64_t n,
-                             const float *x, int64_t ldx, float *y, int64_t ldy, int64_t n_tok,
-                             float *scratch, int64_t next_rows, const int R)
+BODY_INLINE void mm_panel_tokens(const float *pr, int64_t ldw, int64_t nv, int64_t n,
+                                 const float *x, int64_t ldx, float *y, int64_t ldy, int64_t nr,
+                                 int first, int64_t t0, int64_t n_tok, const int R, const int NTF)
 {
-    const size_t off = mm_col_bytes(type, k0);
-    const uint8_t *wk = w + off;
-    const int64_t nv = n - n % VW;
-    if (next_rows) mm_prefetch(wk + (size_t)next_rows * rb, rb, mm_col_bytes(type, n), R);
-    x += k0;
-    const float *pr;
-    float *pw = scratch; /* the panel: up to 8 rows of MM_KB */
-    float *qd = scratch + 8 * MM_KB; /* Q8_0 scales for MM_FILL: [block][row], 8 rows */
-    int64_t ldw = MM_KB;
-    if (type == VT_TYPE_F32) {
-        pr = (const float *)(const void *)wk;
-        ldw = (int64_t)(rb / sizeof(float));
-    } else {
-        pr = pw;
-        if (type == VT_TYPE_Q8_0 && n_tok >= MM_NT) /* n is a multiple of 32 */
-            for (int64_t b = 0; b < n / 32; b++)
-                for (int r = 0; r < R; r++)
-                    qd[b * 8 + r] = f16_scalar(
-                        vt_cpu_rd16(wk + (size_t)r * rb + (size_t)b * VT_CPU_Q8_0_BYTES));
-        for (int r = 0; r < R; r++) /* tail columns: scalar, before any tile needs them */
-            for (int64_t i = nv; i < n; i++) pw[r * MM_KB + i] = w_elem(type, wk + (size_t)r * rb, i);
+#define MM_PT(NT, T)                                                                           \
+    mm_tile(VT_TYPE_F32, NULL, 0, NULL, pr, NULL, ldw, nv, n, x + (T) * ldx, ldx, y + (T) * ldy, \
+            ldy, nr, first, R, NT, MM_PANEL)
+    if (NTF) {
+        MM_PT(NTF, t0);
+        return;
     }
-    int64_t t = 0;
-    if (n_tok >= MM_NT) {
-        if (type == VT_TYPE_F32)
-            mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, k0 == 0, R, MM_NT, MM_PANEL);
-        else
-            mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, k0 == 0, R, MM_NT, MM_FILL);
-        for (t = MM_NT; t + MM_NT <= n_tok; t += MM_NT)
-            mm_tile(type, wk, rb, qd, pr, pw, ldw, nv, n, x + t * ldx, ldx, y + t * ldy, ldy,
-                    k0 == 0, R, MM_NT, MM_PANEL);
-    }
-    if (t == n_tok) return;
-    if (t == 0 && type != VT_TYPE_F32)
-        mm_tail(type, wk, rb, qd, pr, pw, ldw, nv, n, x, ldx, y, ldy, k0 == 0, n_tok, R, MM_CONVERT);
-    else
-        mm_tail(type, wk, rb, qd, pr, pw, ldw, nv, n, x + t * ldx, ldx, y + t * ldy, ldy, k0 == 0,
-                n_tok - t, R, MM_PANEL);
-}
-
-/* Every row of the slice in groups of RG rows (then one group of the rest),
- * for columns [k0, k0 + n). */
-BODY_INLINE void mm_rows(uint32_t type, const uint8_t *w, size_t rb, int64_t k0, int64_t n,
-                         const float *x, int64_t ldx, float *y, int64_t ldy, int64_t n_rows,
-                         int64_t n_tok, float *scratch, const int RG)
-{
-    int64_t r = 0;
-    for (; r + RG <= n_rows; r += RG)
-        mm_rowgroup(type, w + (size_t)r * rb, rb, k0, n, x, ldx, y + r, ldy, n_tok, scratch,
-                    n_tok >= MM_PF_TOKENS && r + 3 * RG <= n_rows ? 2 * RG : 0, RG);
-    const uint8_t *wr = w + (size_t)r * rb;
-#define MM_ROWS(R)                                                                             \
-    if (RG > R) mm_rowgroup(type, wr, rb, k0, n, x, ldx, y + r, ldy, n_tok, scratch, 0, R)
-    switch (n_rows - r) {
-    case 7: MM_ROWS(7); break;
-    case 6: MM_ROWS(6); break;
-    case 5: MM_ROWS(5); break;
-    case 4: MM_ROWS(4); break;
-    case 3: MM_ROWS(3); break;
-    case 2: MM_ROWS(2); break;
-    case 1: MM_ROWS(1); break;
+    int64_t t = t0;
+    for (; t + MM_NT <= n_tok; t += MM_NT) MM_PT(MM_NT, t);
+    switch (n_tok - t) {
+#if MM_NT > 7
+    case 7: MM_PT(7, t); break;
+#endif
+#if MM_NT > 6
+    case 6: MM_PT(6, t); break;
+#endif
+#if MM_NT > 5
+    case 5: MM_PT(5, t); break;
+#endif
+#if MM_NT > 4
+    case 4: MM_PT(4, t); break;
+#endif
+    case 3: MM_PT(3, t); break;
+    case 2: MM_PT(2, t); break;
+    case 1: MM_PT(1, t); break;
     default: break;
     }
-#undef MM_ROWS
+#undef MM_PT
 }
 
-/* A chunk of 2..VT_CPU_MM_TOK_CHUNK tokens × every row of the slice. A chunk
- * of 2 or 3 tokens is one tile wide: taller row groups (MM_R2, MM_R3 rows;
- * MM_R2Q, MM_R3Q for Q8_0) fill the registers there. */
+typedef void (*mm_panel_fn)(const float *pr, int64_t ldw, int64_t nv, int64_t n, const float *x,
+                            int64_t ldx, float *y, int64_t ldy, int64_t nr, int first, int64_t t0,
+                            int64_t n_tok);
+#define MM_PANEL_FN(NAME, R, NTF)                                                              \
+    static void NAME(const float *pr, int64_t ldw, int64_t nv, int64_t n, const float *x,      \
+                     int64_t ldx, float *y, int64_t ldy, int64_t nr, int first, int64_t t0,    \
+                     int64_t n_tok)                                                            \
+    {                                                                                          \
+        mm_panel_tokens(pr, ldw, nv, n, x, ldx, y, ldy, nr, first, t0, n_tok, R, NTF);         \
+    }
+MM_PANEL_FN(mm_panel_r, MM_R, 0)
+MM_PANEL_FN(mm_panel_r1, 1, 0)
+MM_PANEL_FN(mm_panel_r2, MM_R2, 2)
+MM_PANEL_FN(mm_panel_r3, MM_R3, 3)
+MM_PANEL_FN(mm_panel_r2q, MM_R2Q, 2)
+MM_PANEL_FN(mm_panel_r3q, MM_R3Q, 3)
+
+/* Columns [0, n) of rows [0, nr) (wk: row 0 at the block's first column) ->
+ * panel[r·MM_KB + i] as float32, exactly; rows [nr, R) are zeros. */
+BODY_INLINE void mm_pack(uint32_t type, const uint8_t *wk, size_t rb, int64_t n, float *panel,
+                         int64_t nr, int64_t R)
+{
+    for (int64_t r = 0; r < R; r++) {
+        const uint8_t *row = wk + (size_t)r * rb;
+        float *p = panel + r * MM_KB;
+        int64_t i = 0;
+        if (r >= nr) {
+            for (; i < n; i++) p[i] = 0.0f;
+        } else if (type == VT_TYPE_Q8_0) { /* n is a multiple of 32 */
+            for (int64_t b = 0; b < n / 32; b++) {
+                const uint8_t *blk = row + (size_t)b * VT_CPU_Q8_0_BYTES;
+                vf d = v_set1(f16_scalar(vt_cpu_rd16(blk)));
+BODY_UNROLL(4)
+                for (int u = 0; u < 32 / VW; u++)
+                    v_store(p + b * 32 + u * VW, v_mul(v_load_i8(blk + 2 + u * VW), d));
+            }
+        } else {
+            for (; i + VW <= n; i += VW) v_store(p + i, w_vec(type, row, i));
+            for (; i < n; i++) p[i] = w_elem(type, row, i);
+        }
+    }
+}
+
+/*
+ * One row group of R rows, rows [0, nr) of them real (wk: row 0 at column
+ * k0, x at column k0), columns [k0, k0 + n), × the chunk's n_tok tokens.
+ * SMALL: 0, or 2 / 3 for a chunk of that many tokens (R is then MM_R2(Q) /
+ * MM_R3(Q)); panel_fn: the MM_PANEL function of height R.
+ */
+BODY_INLINE void mm_group(uint32_t type, const uint8_t *wk, size_t rb, int64_t n, const float *x,
+                          int64_t ldx, float *y, int64_t ldy, int64_t nr, int64_t n_tok,
+                          int first, float *scratch, mm_panel_fn panel_fn, const int R,
+                          const int SMALL)
+{
+    const int64_t nv = n - n % VW;
+    float *pw = scratch;             /* the panel: up to 8 rows of MM_KB */
+    float *qd = scratch + 8 * MM_KB; /* Q8_0 scales for MM_FILL: [block][8 rows] */
+    if (nr < R || (type != VT_TYPE_F32 && !SMALL && n_tok < MM_NT)) {
+        mm_pack(type, wk, rb, n, pw, nr, R);
+        if (2 * nr <= R) /* mostly padding: a row at a time instead */
+            for (int64_t r = 0; r < nr; r++)
+                mm_panel_r1(pw + r * MM_KB, MM_KB, nv, n, x, ldx, y + r, ldy, 1, first, 0, n_tok);
+        else
+            panel_fn(pw, MM_KB, nv, n, x, ldx, y, ldy, nr, first, 0, n_tok);
+        return;
+    }
+    if (type == VT_TYPE_F32) {
+        panel_fn((const float *)(const void *)wk, (int64_t)(rb / sizeof(float)), nv, n, x, ldx, y,
+                 ldy, nr, first, 0, n_tok);
+        return;
+    }
+    for (int r = 0; r < R; r++) /* tail columns: scalar, before any tile needs them */
+        for (int64_t i = nv; i < n; i++) pw[r * MM_KB + i] = w_elem(type, wk + (size_t)r * rb, i);
+    if (SMALL) {
+        mm_tile(type, wk, rb, qd, pw, pw, MM_KB, nv, n, x, ldx, y, ldy, nr, first, R, SMALL,
+                MM_CONVERT);
+        return;
+    }
+    if (type == VT_TYPE_Q8_0) /* n is a multiple of 32 */
+        for (int64_t b = 0; b < n / 32; b++)
+            for (int r = 0; r < R; r++)
+                qd[b * 8 + r] =
+                    f16_scalar(vt_cpu_rd16(wk + (size_t)r * rb + (size_t)b * VT_CPU_Q8_0_BYTES));
+    mm_tile(type, wk, rb, qd, pw, pw, MM_KB, nv, n, x, ldx, y, ldy, nr, first, R, MM_NT, MM_FILL);
+    if (n_tok > MM_NT) panel_fn(pw, MM_KB, nv, n, x, ldx, y, ldy, nr, first, MM_NT, n_tok);
+}
+
+/* Every row of the slice in groups of R rows, for columns [k0, k0 + n). */
+BODY_INLINE void mm_rows(uint32_t type, const uint8_t *w, size_t rb, int64_t k0, int64_t n,
+                         const float *x, int64_t ldx, float *y, int64_t ldy, int64_t n_rows,
+                         int64_t n_tok, float *scratch, mm_panel_fn panel_fn, const int R,
+                         const int SMALL)
+{
+    const size_t off = mm_col_bytes(type, k0), len = mm_col_bytes(type, n);
+    for (int64_t r = 0; r < n_rows; r += R) {
+        const uint8_t *wk = w + (size_t)r * rb + off;
+        int64_t nr = n_rows - r < R ? n_rows - r : R;
+        if (n_tok >= MM_PF_TOKENS && r + 2 * R < n_rows) {
+            int64_t pr0 = r + 2 * R, pnr = n_rows - pr0 < R ? n_rows - pr0 : R;
+            mm_prefetch(w + (size_t)pr0 * rb + off, rb, len, pnr);
+        }
+        mm_group(type, wk, rb, n, x + k0, ldx, y + r, ldy, nr, n_tok, k0 == 0, scratch, panel_fn,
+                 R, SMALL);
+    }
+}
+
+/* A chunk of 2..VT_CPU_MM_TOK_CHUNK tokens × every row of the slice. */
 BODY_INLINE void mm_chunk(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
                           int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
                           float *scratch)
 {
+    const int q8 = type == VT_TYPE_Q8_0;
     for (int64_t k0 = 0; k0 < n_in; k0 += MM_KB) {
         int64_t n = n_in - k0 < MM_KB ? n_in - k0 : MM_KB;
         if (n_tok == 2)
             mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, 2, scratch,
-                    type == VT_TYPE_Q8_0 ? MM_R2Q : MM_R2);
+                    q8 ? mm_panel_r2q : mm_panel_r2, q8 ? MM_R2Q : MM_R2, 2);
         else if (n_tok == 3)
             mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, 3, scratch,
-                    type == VT_TYPE_Q8_0 ? MM_R3Q : MM_R3);
+                    q8 ? mm_panel_r3q : mm_panel_r3, q8 ? MM_R3Q : MM_R3, 3);
         else
-            mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, n_tok, scratch, MM_R);
+            mm_rows(type, w, rb, k0, n, x, ldx, y, ldy, n_rows, n_tok, scratch, mm_panel_r, MM_R, 0);
     }
 }
 
@@ -442,20 +503,6 @@ MM_FN(mm_bf16, VT_TYPE_BF16)
 MM_FN(mm_q8_0, VT_TYPE_Q8_0)
 
 /* ---- small vector helpers ---- */
-
-BODY_INLINE float dot_f32(const float *a, const float *b, int64_t n)
-{
-    vf s0 = v_zero(), s1 = v_zero();
-    int64_t i = 0;
-    for (; i + 2 * VW <= n; i += 2 * VW) {
-        s0 = v_fma(v_load(a + i), v_load(b + i), s0);
-        s1 = v_fma(v_load(a + i + VW), v_load(b + i + VW), s1);
-    }
-    for (; i + VW <= n; i += VW) s0 = v_fma(v_load(a + i), v_load(b + i), s0);
-    float s = v_hsum(v_add(s0, s1));
-    for (; i < n; i++) s = fmaf(a[i], b[i], s);
-    return s;
-}
 
 /* y[i] = x[i] · s */
 BODY_INLINE void scale_f32(const float *x, float *y, int64_t n, float s)
@@ -496,12 +543,54 @@ static void l2_norm_row(const float *x, float *y, int64_t n, float eps)
 
 /* ---- attention: one query head of one token ---- */
 
+/* q·k of one key, from its reduced accumulator a and the tail dims [hv, hd). */
+BODY_INLINE float attn_dot_tail(float a, const float *q, const float *kp, int64_t hv, int64_t hd)
+{
+    for (int64_t e = hv; e < hd; e++) a = fmaf(q[e], kp[e], a);
+    return a;
+}
+
+/* scores[s] = scale·(q·k_s) for s0 <= s < s1, four keys per pass over q: one
+ * vector accumulator per key, reduced by v_hsum4 (a lone key as (a, a, a, a),
+ * so every key's score is formed the same way). */
+BODY_INLINE void attn_scores(const float *q, const float *k, int64_t ld_kv, int64_t hd, int64_t s0,
+                             int64_t s1, float scale, float *scores)
+{
+    const int64_t hv = hd - hd % VW;
+    int64_t s = s0;
+    for (; s + 4 <= s1; s += 4) {
+        const float *k0 = k + s * ld_kv, *k1 = k0 + ld_kv, *k2 = k1 + ld_kv, *k3 = k2 + ld_kv;
+        vf a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero();
+        for (int64_t e = 0; e < hv; e += VW) {
+            vf qv = v_load(q + e);
+            a0 = v_fma(qv, v_load(k0 + e), a0);
+            a1 = v_fma(qv, v_load(k1 + e), a1);
+            a2 = v_fma(qv, v_load(k2 + e), a2);
+            a3 = v_fma(qv, v_load(k3 + e), a3);
+        }
+        float o[4];
+        v_hsum4(a0, a1, a2, a3, o);
+        scores[s] = attn_dot_tail(o[0], q, k0, hv, hd) * scale;
+        scores[s + 1] = attn_dot_tail(o[1], q, k1, hv, hd) * scale;
+        scores[s + 2] = attn_dot_tail(o[2], q, k2, hv, hd) * scale;
+        scores[s + 3] = attn_dot_tail(o[3], q, k3, hv, hd) * scale;
+    }
+    for (; s < s1; s++) {
+        const float *kp = k + s * ld_kv;
+        vf a = v_zero();
+        for (int64_t e = 0; e < hv; e += VW) a = v_fma(v_load(q + e), v_load(kp + e), a);
+        float o[4];
+        v_hsum4(a, a, a, a, o);
+        scores[s] = attn_dot_tail(o[0], q, kp, hv, hd) * scale;
+    }
+}
+
 static void attn_head(const float *q, const float *k, const float *v, int64_t ld_kv, int64_t hd,
                       int64_t s0, int64_t s1, float scale, float softcap, float *scores,
                       double *acc, float *out)
 {
     (void)acc;
-    for (int64_t s = s0; s < s1; s++) scores[s] = dot_f32(q, k + s * ld_kv, hd) * scale;
+    attn_scores(q, k, ld_kv, hd, s0, s1, scale, scores);
     float *sc = scores + s0;
     const int64_t n = s1 - s0;
     int64_t i;
@@ -575,12 +664,12 @@ BODY_INLINE void delta_strip(const float *q, const float *k, int64_t ldqk, const
     vf m[2];
     { /* token 0: decay and m = Sᵀk */
         vf eg = v_set1(expf(g[0]));
-#pragma GCC unroll 2
+BODY_UNROLL(2)
         for (int u = 0; u < NV; u++) m[u] = v_zero();
         for (int64_t i = 0; i < d_k; i++) {
             vf ki = v_set1(k[i]);
             float *row = S + i * ld_s;
-#pragma GCC unroll 2
+BODY_UNROLL(2)
             for (int u = 0; u < NV; u++) {
                 vf sv = v_mul(v_load(row + u * VW), eg);
                 v_store(row + u * VW, sv);
@@ -591,7 +680,7 @@ BODY_INLINE void delta_strip(const float *q, const float *k, int64_t ldqk, const
     for (int64_t t = 0; t < n_tokens; t++) {
         const float *qt = q + t * ldqk, *kt = k + t * ldqk;
         vf b = v_set1(beta[t * ld_gb]), o[2], dl[2], mn[2];
-#pragma GCC unroll 2
+BODY_UNROLL(2)
         for (int u = 0; u < NV; u++) {
             dl[u] = v_mul(b, v_sub(v_load(v + t * ldv + u * VW), m[u]));
             o[u] = v_zero();
@@ -603,7 +692,7 @@ BODY_INLINE void delta_strip(const float *q, const float *k, int64_t ldqk, const
             for (int64_t i = 0; i < d_k; i++) {
                 vf ki = v_set1(kt[i]), qi = v_set1(qt[i]), kni = v_set1(kn[i]);
                 float *row = S + i * ld_s;
-#pragma GCC unroll 2
+BODY_UNROLL(2)
                 for (int u = 0; u < NV; u++) {
                     vf sv = v_fma(ki, dl[u], v_load(row + u * VW));
                     o[u] = v_fma(sv, qi, o[u]);
@@ -616,7 +705,7 @@ BODY_INLINE void delta_strip(const float *q, const float *k, int64_t ldqk, const
             for (int64_t i = 0; i < d_k; i++) {
                 vf ki = v_set1(kt[i]), qi = v_set1(qt[i]);
                 float *row = S + i * ld_s;
-#pragma GCC unroll 2
+BODY_UNROLL(2)
                 for (int u = 0; u < NV; u++) {
                     vf sv = v_fma(ki, dl[u], v_load(row + u * VW));
                     v_store(row + u * VW, sv);
@@ -624,7 +713,7 @@ BODY_INLINE void delta_strip(const float *q, const float *k, int64_t ldqk, const
                 }
             }
         }
-#pragma GCC unroll 2
+BODY_UNROLL(2)
         for (int u = 0; u < NV; u++) {
             v_store(out + t * ldo + u * VW, o[u]);
             m[u] = mn[u];
