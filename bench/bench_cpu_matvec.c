@@ -58,8 +58,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [n_out [n_in [seconds_per_case [n_tok [noscalar]]]]]\n", argv[0]);
         return 2;
     }
-    vt_host_api host = {sizeof host, VT_ABI_MAJOR, VT_ABI_MINOR, bench_log, bench_err, bench_last,
-                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    vt_host_api host = {.struct_size = sizeof host, .abi_major = VT_ABI_MAJOR,
+                        .abi_minor = VT_ABI_MINOR, .log = bench_log, .set_error = bench_err,
+                        .last_error = bench_last};
     const vt_backend_api *api = vt_cpu_backend_api();
     static const uint32_t types[] = {VT_TYPE_F32, VT_TYPE_F16, VT_TYPE_BF16, VT_TYPE_Q8_0};
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));

@@ -7,4 +7,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config clang libclang-rt-14-dev \
-  libyaml-dev libinih-dev libcmocka-dev libutf8proc-dev libcjson-dev >/dev/null
+  libyaml-dev libinih-dev libcmocka-dev libutf8proc-dev libcjson-dev \
+  hipcc libamdhip64-dev rocm-device-libs >/dev/null

@@ -249,6 +249,42 @@ static void test_refusals(void **s)
     free(out), free(err);
 }
 
+/* vt config --show: values with their origin; --set wins and says so; a bad
+ * override is refused naming it; --set reaches vt run (a KV length of 8 tokens
+ * cannot hold a 9-token prompt... the refusal shows the override applied). */
+static void test_config_show_and_set(void **s)
+{
+    (void)s;
+    char *out, *err;
+    const char *a1[] = {"config", "--show", "--set", "cuda.expert_cache.headroom=2GiB", NULL};
+    if (run_vt(a1, &out, &err)) fail_msg("vt config --show failed: %s", err);
+    if (!strstr(out, "platforms.cuda.expert_cache.headroom = 2 GiB (2147483648)") ||
+        !strstr(out, "--set"))
+        fail_msg("override not shown with its origin:\n%s", out);
+    if (!strstr(out, "defaults.platform = cpu") || !strstr(out, "residency.yaml:"))
+        fail_msg("file values not shown with file:line:col:\n%s", out);
+    free(out), free(err);
+
+    const char *a2[] = {"config", "--show", "--set", "cuda.expert_cache.headroom=2XB", NULL};
+    assert_int_equal(run_vt(a2, &out, &err), 1);
+    if (!strstr(err, "cuda.expert_cache.headroom=2XB")) fail_msg("bad override not named: %s", err);
+    free(out), free(err);
+
+    const char *a3[] = {"config", "--set", "cpu.no_such_key=1", NULL};
+    assert_int_equal(run_vt(a3, &out, &err), 1);
+    if (!strstr(err, "no_such_key")) fail_msg("unknown key not named: %s", err);
+    free(out), free(err);
+
+    if (!(fx = vt_test_fixtures())) return;
+    /* the override reaches the engine: the KV length comes from cpu.kv_cache_tokens */
+    const char *a4[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p",
+                        "one two three four five six seven eight nine ten", "-n", "1",
+                        "--set", "cpu.kv_cache_tokens=4", NULL};
+    assert_int_equal(run_vt(a4, &out, &err), 1);
+    if (!strstr(err, "the context holds 4")) fail_msg("kv_cache_tokens override not applied: %s", err);
+    free(out), free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_logits_and_split),
         cmocka_unit_test(test_tokenize_info_plugins),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_config_show_and_set),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

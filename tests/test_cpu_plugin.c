@@ -45,6 +45,7 @@ static int cap_fn(const vt_backend_api *a, uint32_t id, const void **fn)
     case VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY: *fn = NULL; return 2; /* a property, no function */
     case VT_CAP_ASYNC_QUEUE: *fn = NULL; return 2;
     case VT_CAP_PEER_COPY: *fn = (const void *)a->copy_peer; return 1;
+    case VT_CAP_DEVICE_NAME: *fn = (const void *)a->device_name; return 1;
     case VT_CAP_OP_RMS_NORM: *fn = (const void *)a->rms_norm; return 1;
     case VT_CAP_OP_L2_NORM: *fn = (const void *)a->l2_norm; return 1;
     case VT_CAP_OP_ROPE_NEOX: *fn = (const void *)a->rope_neox; return 1;
@@ -103,7 +104,7 @@ static void test_descriptor_and_caps(void **state)
             if (!c->reason || !*c->reason) fail_msg("capability %u ABSENT without a reason", c->id);
         }
     }
-    static const uint32_t fixed[] = {0, 1, 2, 3, 4, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
+    static const uint32_t fixed[] = {0, 1, 2, 3, 4, 5, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!seen[fixed[i]]) fail_msg("capability id %u not declared", fixed[i]);
     for (uint32_t t = 0; t < VT_TYPE_COUNT; t++) {

@@ -74,6 +74,56 @@ static void test_absent_with_function(void **s)
     expect_refused("absent_set", "'op.rms_norm' declared ABSENT but its function is set");
 }
 
+/* A plugin built for ABI 1.0 loads on this 1.1 core; the capability 1.1 added
+ * (device_name) reads ABSENT with the reason the design fixes, and the 1.0
+ * ones read as declared. */
+static void test_older_minor_loads(void **s)
+{
+    (void)s;
+    vt_registry *r = empty_registry();
+    if (vt_registry_load_file(r, fake_path("minor0")) != VT_OK)
+        fail_msg("ABI 1.0 plugin refused: %s", vt_last_error());
+    const vt_plugin_entry *e = vt_registry_find(r, VT_PLUGIN_BACKEND, "fake");
+    assert_non_null(e);
+    assert_int_equal(e->desc->abi_minor, 0);
+    const char *reason;
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_DEVICE_NAME, &reason), VT_CAP_ABSENT);
+    assert_string_equal(reason, "plugin built for ABI 1.0");
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_MEMORY_PROBE, &reason), VT_CAP_PRESENT);
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_RMS_NORM, &reason), VT_CAP_ABSENT);
+    assert_string_equal(reason, "fake backend computes nothing");
+    vt_registry_close(r);
+    /* the same table claiming minor 1 is too small for it */
+    assert_true(vt_abi_table_size(VT_PLUGIN_BACKEND, 1) > vt_abi_table_size(VT_PLUGIN_BACKEND, 0));
+}
+
+/* Store plugins: a complete one loads and lists its requirement; one without
+ * commit_slot (required of every store) is refused naming file and function. */
+static void test_store_plugins(void **s)
+{
+    (void)s;
+    vt_registry *r = empty_registry();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/store/store-devfake.so", VT_FAKE_PLUGIN_ROOT);
+    if (vt_registry_load_file(r, path) != VT_OK) fail_msg("store refused: %s", vt_last_error());
+    const vt_plugin_entry *e = vt_registry_find(r, VT_PLUGIN_STORE, "devfake");
+    assert_non_null(e);
+    const vt_store_api *t = e->desc->table;
+    assert_int_equal(t->n_required_caps, 1);
+    assert_int_equal(t->required_caps[0], VT_CAP_MEMORY_PROBE);
+    vt_registry_close(r);
+
+    r = empty_registry();
+    snprintf(path, sizeof path, "%s/store_nocommit/store-devfake.so", VT_FAKE_PLUGIN_ROOT);
+    assert_int_not_equal(vt_registry_load_file(r, path), VT_OK);
+    const char *msg = vt_last_error();
+    if (!strstr(msg, "store_nocommit/store-devfake.so") ||
+        !strstr(msg, "required function 'commit_slot' is NULL"))
+        fail_msg("refusal does not name file and function: %s", msg);
+    assert_null(vt_registry_find(r, VT_PLUGIN_STORE, "devfake"));
+    vt_registry_close(r);
+}
+
 static void test_good_plugin_and_caps(void **s)
 {
     (void)s;
@@ -284,6 +334,8 @@ int main(void)
         cmocka_unit_test(test_present_with_null),
         cmocka_unit_test(test_absent_with_function),
         cmocka_unit_test(test_good_plugin_and_caps),
+        cmocka_unit_test(test_older_minor_loads),
+        cmocka_unit_test(test_store_plugins),
         cmocka_unit_test(test_priority_and_duplicates),
         cmocka_unit_test(test_three_equal_priorities),
         cmocka_unit_test(test_manifest_checks),

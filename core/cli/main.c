@@ -21,6 +21,7 @@
 #include "gguf_info.h"
 #include "mkmodel.h"
 #include "registry.h"
+#include "residency.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -38,15 +39,22 @@ static const char *usage_text =
     "  tokenize  -m MODEL -p TEXT                  print the token ids\n"
     "  info      -m MODEL                          metadata, tensor table, totals\n"
     "  plugins                                     list plugins and their capabilities\n"
+    "  config    [--show]                          print the resolved residency config and\n"
+    "                                              where each value came from\n"
+    "  fit       -m MODEL [--device D] [--ctx N]   the fit check: what goes where, and whether\n"
+    "                                              it fits the device (exit 1 when not)\n"
     "  mkmodel   -o FILE [--type f32|bf16] [--seed S]  write a random-weight qwen35moe demo model\n"
     "  bench     -m MODEL [--n-prompt N] [-n N] [--reps R]  prefill/decode tokens/s (median)\n"
     "\n"
     "common options:\n"
     "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
     "  -t, --threads N       CPU threads (default: every core)\n"
-    "  --device NAME         backend plugin (default: cpu)\n"
+    "  --device NAME         platform of the residency config: cpu, cuda, rocm, unified\n"
+    "                        (default: the config's defaults.platform)\n"
     "  --plugin-dir DIR      search DIR for plugins first (also VT_PLUGIN_PATH)\n"
     "  --config FILE         residency config (default: $VT_CONFIG, <prefix>/share/vt/residency.yaml)\n"
+    "  --set KEY=VALUE       override one config key, e.g. --set cuda.expert_cache.headroom=2GiB\n"
+    "                        (repeatable; see vt config --show for the keys)\n"
     "  --kernels SET         auto | scalar | avx2 | avx512; scalar = plain float32\n"
     "                        reference kernels (also env VT_KERNELS)\n"
     "  --ctx N               KV cache length in tokens (default min(trained, 4096))\n"
@@ -60,11 +68,13 @@ typedef struct opts {
     int n_predict, n_predict_set, threads, chat, stats, ids, ignore_eos, have_seed, n_prompt, reps, verbose_prompt;
     uint32_t ctx, batch;
     vt_sampler_params sp;
+    const char *sets[64];
+    int n_sets, show;
 } opts;
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW
 };
 
 static const struct option long_opts[] = {
@@ -80,6 +90,7 @@ static const struct option long_opts[] = {
     {"plugin-dir", required_argument, 0, O_PLUGIN_DIR}, {"kernels", required_argument, 0, O_KERNELS},
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
+    {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     {0, 0, 0, 0}};
 
@@ -184,6 +195,14 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_TYPE: o->type = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_CONFIG: o->config = optarg; break;
+        case O_SET:
+            if (o->n_sets == (int)(sizeof o->sets / sizeof o->sets[0])) {
+                fprintf(stderr, "vt: at most %zu --set options\n", sizeof o->sets / sizeof o->sets[0]);
+                return -1;
+            }
+            o->sets[o->n_sets++] = optarg;
+            break;
+        case O_SHOW: o->show = 1; break;
         case O_VERBOSE_PROMPT: o->verbose_prompt = 1; break;
         case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
         case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
@@ -210,11 +229,22 @@ static double now_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The residency config: the file found (or --config), then every --set. */
+static vt_status load_config(const opts *o, vt_config *cfg)
+{
+    vt_status st = vt_config_load(o->config, cfg);
+    for (int i = 0; st == VT_OK && i < o->n_sets; i++) st = vt_config_set_arg(cfg, o->sets[i]);
+    return st;
+}
+
 static vt_status open_engine(const opts *o, vt_engine **e)
 {
+    static vt_config cfg; /* large; one per process */
+    vt_status st = load_config(o, &cfg);
+    if (st != VT_OK) return st;
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
-                          .n_batch = o->batch, .config_path = o->config};
+                          .n_batch = o->batch, .config = &cfg};
     return vt_engine_open(&p, e);
 }
 
@@ -503,9 +533,28 @@ static int cmd_plugins(const opts *o)
             printf("  architectures:");
             for (size_t j = 0; m->architectures[j]; j++) printf(" %s", m->architectures[j]);
             printf("\n");
+            printf("  reports cache sizes to the fit check: %s\n",
+                   d->abi_minor >= 1 && m->struct_size >= VT_MODEL_API_SIZE_1_1 && m->memory_needs
+                       ? "yes" : "no (weights only)");
+        } else if (d->kind == VT_PLUGIN_STORE) {
+            const vt_store_api *st = d->table;
+            printf("  requires of its backend:");
+            char name[64];
+            for (uint32_t j = 0; j < st->n_required_caps; j++)
+                printf(" %s", vt_cap_name(st->required_caps[j], name, sizeof name));
+            printf("%s\n", st->n_required_caps ? "" : " nothing");
         } else if (d->kind == VT_PLUGIN_BACKEND) {
             const vt_backend_api *b = d->table;
-            printf("  devices: %d\n  capabilities:\n", b->device_count());
+            int n_dev = b->device_count();
+            printf("  devices: %d\n", n_dev);
+            const char *why;
+            for (int j = 0; j < n_dev && j < 16; j++) {
+                char dn[128] = "";
+                if (vt_caps_state(d, VT_CAP_DEVICE_NAME, &why) == VT_CAP_PRESENT &&
+                    b->device_name(j, dn, sizeof dn) == VT_OK)
+                    printf("    %d: %s\n", j, dn);
+            }
+            printf("  capabilities:\n");
             for (uint32_t id = 0; id < VT_CAP_ID_LIMIT; id++) {
                 if (!vt_cap_known(id, NULL)) continue;
                 const char *reason;
@@ -519,6 +568,61 @@ static int cmd_plugins(const opts *o)
     }
     vt_registry_close(r);
     return any_error ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ config */
+
+static int cmd_config(const opts *o)
+{
+    static vt_config cfg;
+    if (load_config(o, &cfg) != VT_OK) return fail("config");
+    printf("# residency config: %s%s\n", cfg.path[0] ? cfg.path : "(built-in defaults)",
+           o->n_sets ? ", with --set overrides" : "");
+    vt_config_print(&cfg, stdout);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ fit */
+
+static int cmd_fit(const opts *o)
+{
+    if (!o->model) {
+        fprintf(stderr, "vt fit: -m MODEL is required\n");
+        return 2;
+    }
+    static vt_config cfg;
+    vt_gguf *g = NULL;
+    vt_registry *reg = NULL;
+    vt_residency *r = calloc(1, sizeof *r);
+    int rc = 1;
+    if (!r) {
+        fprintf(stderr, "vt fit: out of memory (%zu bytes)\n", sizeof *r);
+        return 1;
+    }
+    const char *dirs[2] = {o->plugin_dir, NULL};
+    int probe_ok;
+    uint64_t mem_free, mem_total;
+    if (load_config(o, &cfg) != VT_OK || vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK ||
+        vt_registry_open(o->plugin_dir ? dirs : NULL, &reg) != VT_OK ||
+        vt_residency_select(&cfg, reg, g, o->device, r) != VT_OK ||
+        vt_residency_probe(r, &probe_ok, &mem_free, &mem_total) != VT_OK) {
+        rc = fail("fit");
+        goto out;
+    }
+    uint32_t n_ctx = o->ctx ? o->ctx : vt_engine_default_ctx(&cfg, r->plat, g);
+    vt_status st = vt_residency_fit(r, g, probe_ok, mem_free, mem_total, n_ctx,
+                                    o->batch ? o->batch : 512);
+    if (st != VT_OK && st != VT_ERR_DOES_NOT_FIT) {
+        rc = fail("fit");
+        goto out;
+    }
+    vt_residency_print(r, o->model, n_ctx, stdout);
+    rc = r->fit.fits ? 0 : 1;
+out:
+    vt_registry_close(reg);
+    vt_gguf_close(g);
+    free(r);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ mkmodel */
@@ -641,6 +745,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "info")) return cmd_info(&o);
     if (!strcmp(cmd, "plugins")) return cmd_plugins(&o);
     if (!strcmp(cmd, "mkmodel")) return cmd_mkmodel(&o);
+    if (!strcmp(cmd, "config")) return cmd_config(&o);
+    if (!strcmp(cmd, "fit")) return cmd_fit(&o);
     if (!strcmp(cmd, "bench")) return cmd_bench(&o);
     fprintf(stderr, "vt: unknown command '%s'\n%s", cmd, usage_text);
     return 2;

@@ -22,6 +22,7 @@ static const cap_def fixed_caps[] = {
     {VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY, "host_addressable_device_memory", 0},
     {VT_CAP_ASYNC_QUEUE, "async_queue", 0},
     {VT_CAP_PEER_COPY, "peer_copy", 0},
+    {VT_CAP_DEVICE_NAME, "device_name", 1},
     {VT_CAP_OP_RMS_NORM, "op.rms_norm", 0},
     {VT_CAP_OP_L2_NORM, "op.l2_norm", 0},
     {VT_CAP_OP_ROPE_NEOX, "op.rope_neox", 0},
@@ -38,6 +39,16 @@ static const cap_def fixed_caps[] = {
     {VT_CAP_OP_SOFTMAX_TOPK, "op.softmax_topk", 0},
 };
 #define N_FIXED (sizeof fixed_caps / sizeof fixed_caps[0])
+
+size_t vt_abi_table_size(uint32_t kind, uint16_t minor)
+{
+    switch (kind) {
+    case VT_PLUGIN_BACKEND: return minor >= 1 ? VT_BACKEND_API_SIZE_1_1 : VT_BACKEND_API_SIZE_1_0;
+    case VT_PLUGIN_MODEL: return minor >= 1 ? VT_MODEL_API_SIZE_1_1 : VT_MODEL_API_SIZE_1_0;
+    case VT_PLUGIN_STORE: return minor >= 1 ? VT_STORE_API_SIZE_1_1 : 0;
+    }
+    return 0;
+}
 
 int vt_cap_known(uint32_t id, uint16_t *minor)
 {
@@ -83,6 +94,7 @@ static const void *cap_function(const vt_backend_api *t, uint32_t id, int *has_f
                : (t->host_alloc_pinned || t->host_free_pinned) ? (const void *)1 /* half set */
                                                               : NULL;
     case VT_CAP_PEER_COPY: return (const void *)t->copy_peer;
+    case VT_CAP_DEVICE_NAME: return (const void *)t->device_name; /* minor >= 1 only */
     case VT_CAP_OP_RMS_NORM: return (const void *)t->rms_norm;
     case VT_CAP_OP_L2_NORM: return (const void *)t->l2_norm;
     case VT_CAP_OP_ROPE_NEOX: return (const void *)t->rope_neox;

@@ -11,12 +11,20 @@
 
 #include "vt/backend.h"
 #include "vt/model.h"
+#include "vt/store.h"
 
 /* Table sizes each ABI minor requires (append-only tables): frozen at the
  * last member of that minor, so appending members later does not make older
  * plugins "too small". */
 #define VT_BACKEND_API_SIZE_1_0 (offsetof(vt_backend_api, softmax_topk) + sizeof(void *))
+#define VT_BACKEND_API_SIZE_1_1 (offsetof(vt_backend_api, device_name) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_0 (offsetof(vt_model_api, forward) + sizeof(void *))
+#define VT_MODEL_API_SIZE_1_1 (offsetof(vt_model_api, memory_needs) + sizeof(void *))
+#define VT_STORE_API_SIZE_1_1 (offsetof(vt_store_api, slot_for_read) + sizeof(void *))
+
+/* The table size a plugin's declared minor requires, for kind; 0 = kind unknown
+ * for that minor (a store plugin declaring minor 0). */
+size_t vt_abi_table_size(uint32_t kind, uint16_t minor);
 #define VT_PLUGIN_DESC_SIZE_1_0 (offsetof(vt_plugin_desc, table) + sizeof(void *))
 
 /* Name of a capability id ("memory_probe", "mat_mul.Q8_0"); writes into buf. */

@@ -20,6 +20,7 @@ typedef struct sbuf {
     char *p;
     size_t n, cap;
     int oom;
+    size_t oom_bytes; /* the size whose allocation failed */
 } sbuf;
 
 static void sb_add(sbuf *b, const char *s, size_t n)
@@ -31,6 +32,7 @@ static void sb_add(sbuf *b, const char *s, size_t n)
         char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = 1;
+            b->oom_bytes = cap;
             return;
         }
         b->p = p;
@@ -218,15 +220,12 @@ vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t 
         return VT_ERR_UNSUPPORTED;
     }
     if (st == VT_OK && b.oom) {
-        vt_set_error("chat template: cannot allocate %zu bytes for the prompt", b.n);
+        vt_set_error_oom(b.oom_bytes, "chat template: rendered prompt");
         st = VT_ERR_OUT_OF_MEMORY;
     }
     if (st == VT_OK && !b.p) {
-        b.p = calloc(1, 1);
-        if (!b.p) {
-            vt_set_error("chat template: cannot allocate 1 byte");
-            st = VT_ERR_OUT_OF_MEMORY;
-        }
+        b.p = vt_calloc_named(1, 1, "chat template: empty prompt");
+        if (!b.p) st = VT_ERR_OUT_OF_MEMORY;
     }
     if (st != VT_OK) {
         free(b.p);

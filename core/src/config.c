@@ -1,7 +1,18 @@
 /*
- * config.c - reads conf/residency.yaml with libyaml's event parser into a
- * vt_config. The grammar is small and fixed (see the shipped file); every
- * scalar is checked where it is read and errors carry file:line.
+ * config.c - the residency configuration (see config.h for the schema): the
+ * built-in defaults, conf/residency.yaml read with libyaml's event parser,
+ * --set overrides, and a printout of every resolved value with its origin.
+ *
+ * One validation path: a value from the file and a value from --set go
+ * through the same parse/apply functions, which set a bare message ("unknown
+ * unit 'XB' in '2XB' ..."); the caller prefixes where it came from
+ * ("FILE:LINE:COL: platforms.cuda.expert_cache.headroom: ..." or
+ * "--set cuda.expert_cache.headroom=2XB: ...").
+ *
+ * A file is parsed into a copy of the configuration, which replaces the
+ * caller's only when the whole file is valid: a refused file changes nothing.
+ * Entries of the file merge into what is already there (the defaults): a
+ * platform or model the file names is updated or added, the others stay.
  */
 #include "config.h"
 
@@ -15,255 +26,1006 @@
 
 #include "error.h"
 
+#define NAME_CAP 64                  /* every name field is char[64] */
+#define CONFIG_FILE_MAX (1u << 20)   /* a residency config is a few KiB; refuse more than 1 MiB */
+#define KV_TOKENS_MAX (1u << 24)     /* kv_cache_tokens: 1 .. 16777216 */
+#define SLOTS_MAX 4294967295ull      /* expert_cache.slots: 1 .. 2^32-1 */
+#define QUOTE_MAX 80                 /* user text quoted in a message is cut here */
+
+/* ------------------------------------------------------------------------ */
+/* Platform keys, in schema order (the order vt_config_print uses)           */
+/* ------------------------------------------------------------------------ */
+
+typedef enum pkey {
+    PK_BACKEND,
+    PK_UNIFIED,
+    PK_KV,
+    PK_EXPERTS,
+    PK_STORE,
+    PK_ARENA,
+    PK_SLOTS,
+    PK_HEADROOM,
+    PK_PINNED,
+    PK_COUNT
+} pkey;
+
+/* The key's path under platforms.<name>. */
+static const char *const pkey_path[PK_COUNT] = {
+    "backend",           "unified_memory",     "kv_cache_tokens",
+    "experts",           "expert_cache.store", "expert_cache.arena",
+    "expert_cache.slots", "expert_cache.headroom", "pinned_budget"};
+
+static const char PKEY_LIST[] =
+    "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
+    "expert_cache.arena, expert_cache.slots, expert_cache.headroom, pinned_budget";
+
+/* Names that cannot be platforms: they are the top-level keys, and an override
+ * "models.x" or "defaults.platform" must not be read as a platform key. */
+static int reserved_platform_name(const char *name)
+{
+    return !strcmp(name, "version") || !strcmp(name, "defaults") || !strcmp(name, "models") ||
+           !strcmp(name, "platforms");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Defaults                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+void vt_config_platform_defaults(vt_config_platform *p, const char *name)
+{
+    memset(p, 0, sizeof *p); /* every *_src: VT_CONFIG_FROM_DEFAULT */
+    copy_str(p->name, sizeof p->name, name);
+    copy_str(p->backend, sizeof p->backend, name);
+    p->unified_memory = 0;
+    p->kv_cache_tokens = 4096;
+    p->experts = VT_EXPERTS_RESIDENT;
+    copy_str(p->expert_store, sizeof p->expert_store, "host");
+    p->arena_bytes = 0; /* auto */
+    p->arena_slots = 0;
+    p->headroom_bytes = 0;
+    p->pinned_budget_bytes = 0;
+}
+
+static void add_model(vt_config *c, const char *arch, const char *plugin)
+{
+    vt_config_pair *m = &c->models[c->n_models++];
+    copy_str(m->key, sizeof m->key, arch);
+    copy_str(m->value, sizeof m->value, plugin);
+}
+
 void vt_config_defaults(vt_config *c)
 {
+    const uint64_t GiB = 1ull << 30;
     memset(c, 0, sizeof *c);
-    snprintf(c->default_platform, sizeof c->default_platform, "cpu");
-    c->kv_cache_tokens = 4096;
-    snprintf(c->models[0].key, 64, "qwen35moe");
-    snprintf(c->models[0].value, 64, "qwen35");
-    snprintf(c->models[1].key, 64, "qwen35");
-    snprintf(c->models[1].value, 64, "qwen35");
-    c->n_models = 2;
-    snprintf(c->platforms[0].name, 64, "cpu");
-    snprintf(c->platforms[0].backend, 64, "cpu");
-    snprintf(c->platforms[0].experts, 16, "resident");
-    c->n_platforms = 1;
+    copy_str(c->default_platform, sizeof c->default_platform, "cpu");
+    add_model(c, "qwen35moe", "qwen35");
+    add_model(c, "qwen35", "qwen35");
+    add_model(c, "gemma4", "gemma4");
+
+    vt_config_platform *p = &c->platforms[c->n_platforms++];
+    vt_config_platform_defaults(p, "cpu");
+
+    static const char *const gpus[] = {"cuda", "rocm"};
+    for (int i = 0; i < 2; i++) {
+        p = &c->platforms[c->n_platforms++];
+        vt_config_platform_defaults(p, gpus[i]);
+        p->experts = VT_EXPERTS_AUTO;
+        copy_str(p->expert_store, sizeof p->expert_store, "device");
+        p->headroom_bytes = 1 * GiB;
+        p->pinned_budget_bytes = 4 * GiB;
+    }
+
+    p = &c->platforms[c->n_platforms++];
+    vt_config_platform_defaults(p, "unified");
+    copy_str(p->backend, sizeof p->backend, "cuda");
+    p->unified_memory = 1;
+    p->experts = VT_EXPERTS_AUTO;
+    p->headroom_bytes = 1 * GiB;
 }
 
-typedef struct parser {
+/* ------------------------------------------------------------------------ */
+/* Values: one parser per kind, shared by the file and --set                 */
+/* ------------------------------------------------------------------------ */
+
+static int is_blank(char ch) { return ch == ' ' || ch == '\t'; }
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* text without its leading and trailing blanks (space, tab): [*b, *b + *n) */
+static void trim(const char *text, const char **b, size_t *n)
+{
+    const char *s = text, *e = text + strlen(text);
+    while (s < e && is_blank(*s)) s++;
+    while (e > s && is_blank(e[-1])) e--;
+    *b = s;
+    *n = (size_t)(e - s);
+}
+
+static int quote_len(size_t n) { return n > QUOTE_MAX ? QUOTE_MAX : (int)n; }
+
+static int eq(const char *s, size_t n, const char *lit)
+{
+    return strlen(lit) == n && !memcmp(s, lit, n);
+}
+
+/* A plugin, platform or architecture name: 1..63 of [A-Za-z0-9_-]. */
+static vt_status parse_name(const char *text, char out[NAME_CAP])
+{
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    if (n == 0) {
+        vt_set_error("empty value: expected a name");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (n >= NAME_CAP) {
+        vt_set_error("'%.*s...' is longer than %d characters", quote_len(n), s, NAME_CAP - 1);
+        return VT_ERR_INVALID_ARG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!(is_digit(ch) || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' ||
+              ch == '-')) {
+            vt_set_error("'%.*s' is not a name (letters, digits, '_' and '-' only)", quote_len(n), s);
+            return VT_ERR_INVALID_ARG;
+        }
+    }
+    memcpy(out, s, n);
+    out[n] = 0;
+    return VT_OK;
+}
+
+/* A decimal integer in [lo, hi]; no sign, no fraction, no unit. */
+static vt_status parse_uint(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    if (n == 0) {
+        vt_set_error("empty value: expected an integer from %llu to %llu", (unsigned long long)lo,
+                     (unsigned long long)hi);
+        return VT_ERR_INVALID_ARG;
+    }
+    uint64_t v = 0;
+    int overflow = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_digit(s[i])) {
+            vt_set_error("'%.*s' is not an integer from %llu to %llu", quote_len(n), s,
+                         (unsigned long long)lo, (unsigned long long)hi);
+            return VT_ERR_INVALID_ARG;
+        }
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) overflow = 1;
+        else v = v * 10 + d;
+    }
+    if (overflow || v < lo || v > hi) {
+        vt_set_error("%.*s is out of range: expected an integer from %llu to %llu", quote_len(n), s,
+                     (unsigned long long)lo, (unsigned long long)hi);
+        return VT_ERR_INVALID_ARG;
+    }
+    *out = v;
+    return VT_OK;
+}
+
+static vt_status parse_bool(const char *text, int *out)
+{
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    if (eq(s, n, "true") || eq(s, n, "1")) *out = 1;
+    else if (eq(s, n, "false") || eq(s, n, "0")) *out = 0;
+    else {
+        vt_set_error("'%.*s' is not a boolean (true, false, 1 or 0)", quote_len(n), s);
+        return VT_ERR_INVALID_ARG;
+    }
+    return VT_OK;
+}
+
+static vt_status parse_experts(const char *text, vt_experts_mode *out)
+{
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    if (eq(s, n, "resident")) *out = VT_EXPERTS_RESIDENT;
+    else if (eq(s, n, "streamed")) *out = VT_EXPERTS_STREAMED;
+    else if (eq(s, n, "auto")) *out = VT_EXPERTS_AUTO;
+    else {
+        vt_set_error("'%.*s' is not one of resident, streamed, auto", quote_len(n), s);
+        return VT_ERR_INVALID_ARG;
+    }
+    return VT_OK;
+}
+
+static const struct {
+    const char *name;
+    uint64_t mult;
+} byte_units[] = {
+    {"B", 1ull},
+    {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+    {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
+};
+
+/*
+ * DIGITS [ "." DIGITS ] [ blanks ] [ UNIT ], blanks around the whole ignored.
+ * The fraction is exact: floor(0.d1..dn * mult) is computed from the last
+ * digit up as y = (d_i * mult + y) / 10 (integer division at every step gives
+ * the same floor, and y < mult keeps it from overflowing).
+ */
+vt_status vt_config_parse_bytes(const char *text, uint64_t *out)
+{
+    if (!text || !out) {
+        vt_set_error("vt_config_parse_bytes: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    const char *p = s, *end = s + n;
+    int q = quote_len(n);
+    if (n == 0) {
+        vt_set_error("empty value: expected a byte size such as 4096, 512MiB or 1.5GiB");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (*p == '-') {
+        vt_set_error("'%.*s' is negative: a byte size is 0 or more", q, s);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (!is_digit(*p)) {
+        vt_set_error("'%.*s' is not a byte size (expected a number such as 4096, 512MiB or 1.5GiB)",
+                     q, s);
+        return VT_ERR_INVALID_ARG;
+    }
+    uint64_t whole = 0;
+    int overflow = 0;
+    for (; p < end && is_digit(*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (whole > (UINT64_MAX - d) / 10) overflow = 1;
+        else whole = whole * 10 + d;
+    }
+    const char *frac = p;
+    size_t n_frac = 0;
+    if (p < end && *p == '.') {
+        frac = ++p;
+        while (p < end && is_digit(*p)) p++;
+        n_frac = (size_t)(p - frac);
+        if (n_frac == 0) {
+            vt_set_error("'%.*s' is not a byte size: expected digits after '.'", q, s);
+            return VT_ERR_INVALID_ARG;
+        }
+    }
+    while (p < end && is_blank(*p)) p++;
+    size_t n_unit = (size_t)(end - p);
+    uint64_t mult = 0;
+    if (n_unit == 0) mult = 1;
+    for (size_t i = 0; !mult && i < sizeof byte_units / sizeof byte_units[0]; i++)
+        if (eq(p, n_unit, byte_units[i].name)) mult = byte_units[i].mult;
+    if (!mult) {
+        vt_set_error("unknown unit '%.*s' in '%.*s' (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+                     quote_len(n_unit), p, q, s);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (n_frac && mult == 1) {
+        vt_set_error("'%.*s' is a fraction of a byte: a fraction needs a unit of KB or KiB or more",
+                     q, s);
+        return VT_ERR_INVALID_ARG;
+    }
+    uint64_t part = 0;
+    for (size_t i = n_frac; i-- > 0;) part = ((uint64_t)(frac[i] - '0') * mult + part) / 10;
+    if (overflow || whole > (UINT64_MAX - part) / mult) {
+        vt_set_error("'%.*s' is more than %llu bytes", q, s, (unsigned long long)UINT64_MAX);
+        return VT_ERR_INVALID_ARG;
+    }
+    *out = whole * mult + part;
+    return VT_OK;
+}
+
+const char *vt_config_format_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const names[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (!buf || !cap) return "";
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    int u = 0;
+    while (u < 3 && bytes >> (10 * (u + 2)) != 0) u++;
+    uint64_t unit = 1ull << (10 * (u + 1));
+    uint64_t whole = bytes / unit, rem = bytes % unit;
+    if (rem == 0) {
+        snprintf(buf, cap, "%llu %s", (unsigned long long)whole, names[u]);
+        return buf;
+    }
+    uint64_t hundredths = (rem * 100 + unit / 2) / unit; /* rounded to nearest; rem < 2^40 */
+    if (hundredths == 100) {
+        whole++;
+        hundredths = 0;
+    }
+    snprintf(buf, cap, "%llu.%02u %s", (unsigned long long)whole, (unsigned)hundredths, names[u]);
+    return buf;
+}
+
+/*
+ * Set one platform key from text. On failure *p is unchanged except where the
+ * key was already written (callers apply to a copy) and the message is bare.
+ * Giving the arena in bytes clears a slot count and the other way round;
+ * whether the file gave both is the file parser's check.
+ */
+static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text, vt_config_src src)
+{
+    vt_status st = VT_OK;
+    uint64_t u = 0;
+    switch (k) {
+    case PK_BACKEND:
+        if ((st = parse_name(text, p->backend)) == VT_OK) p->backend_src = src;
+        break;
+    case PK_UNIFIED:
+        if ((st = parse_bool(text, &p->unified_memory)) == VT_OK) p->unified_memory_src = src;
+        break;
+    case PK_KV:
+        if ((st = parse_uint(text, 1, KV_TOKENS_MAX, &u)) == VT_OK) {
+            p->kv_cache_tokens = (uint32_t)u;
+            p->kv_cache_tokens_src = src;
+        }
+        break;
+    case PK_EXPERTS:
+        if ((st = parse_experts(text, &p->experts)) == VT_OK) p->experts_src = src;
+        break;
+    case PK_STORE:
+        if ((st = parse_name(text, p->expert_store)) == VT_OK) p->expert_store_src = src;
+        break;
+    case PK_ARENA: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (!eq(s, n, "auto")) {
+            if ((st = vt_config_parse_bytes(text, &u)) != VT_OK) break;
+            if (u == 0) {
+                vt_set_error("an arena of 0 bytes holds no expert: give a size, or 'auto'");
+                st = VT_ERR_INVALID_ARG;
+                break;
+            }
+        }
+        p->arena_bytes = u;
+        p->arena_bytes_src = src;
+        if (p->arena_slots) {
+            p->arena_slots = 0;
+            p->arena_slots_src = src;
+        }
+        break;
+    }
+    case PK_SLOTS:
+        if ((st = parse_uint(text, 1, SLOTS_MAX, &u)) != VT_OK) break;
+        p->arena_slots = u;
+        p->arena_slots_src = src;
+        if (p->arena_bytes) {
+            p->arena_bytes = 0;
+            p->arena_bytes_src = src;
+        }
+        break;
+    case PK_HEADROOM:
+        if ((st = vt_config_parse_bytes(text, &u)) == VT_OK) {
+            p->headroom_bytes = u;
+            p->headroom_bytes_src = src;
+        }
+        break;
+    case PK_PINNED:
+        if ((st = vt_config_parse_bytes(text, &u)) == VT_OK) {
+            p->pinned_budget_bytes = u;
+            p->pinned_budget_bytes_src = src;
+        }
+        break;
+    case PK_COUNT:
+        vt_set_error("internal: platform key %d", (int)k);
+        st = VT_ERR_INTERNAL;
+        break;
+    }
+    return st;
+}
+
+static int find_model(const vt_config *c, const char *arch)
+{
+    for (int i = 0; i < c->n_models; i++)
+        if (!strcmp(c->models[i].key, arch)) return i;
+    return -1;
+}
+
+static int find_platform(const vt_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_platforms; i++)
+        if (!strcmp(c->platforms[i].name, name)) return i;
+    return -1;
+}
+
+/* "cpu, cuda, rocm, unified" into buf, for messages. */
+static const char *platform_list(const vt_config *c, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->n_platforms && at < cap; i++) {
+        int w = snprintf(buf + at, cap - at, "%s%s", i ? ", " : "", c->platforms[i].name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    if (!c->n_platforms) snprintf(buf, cap, "none");
+    return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The file                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct yparse {
     yaml_parser_t y;
     yaml_event_t ev;
+    int have_ev; /* ev holds an event to delete */
     const char *path;
-} parser;
+    const char *text; /* the whole file */
+    size_t len;
+    vt_config *c; /* the working copy */
+} yparse;
 
-static vt_status next(parser *p)
+/* A key met once in a mapping, and where (for "duplicate key" messages). */
+typedef struct seen_key {
+    int set;
+    yaml_mark_t mark;
+} seen_key;
+
+static uint32_t mark_line(yaml_mark_t m) { return (uint32_t)m.line + 1; }
+static uint32_t mark_col(yaml_mark_t m) { return (uint32_t)m.column + 1; }
+
+static vt_config_src file_src(yaml_mark_t m)
 {
-    yaml_event_delete(&p->ev);
-    if (!yaml_parser_parse(&p->y, &p->ev)) {
-        vt_set_error("%s:%zu: YAML error: %s", p->path, p->y.problem_mark.line + 1,
-                     p->y.problem ? p->y.problem : "parse failed");
-        return VT_ERR_FORMAT;
-    }
-    return VT_OK;
+    vt_config_src s = {VT_CONFIG_FROM_FILE, mark_line(m), mark_col(m)};
+    return s;
 }
 
-static size_t line(const parser *p) { return p->ev.start_mark.line + 1; }
-
-static vt_status expect(parser *p, yaml_event_type_t t, const char *what)
+static vt_status yp_yaml_error(yparse *p)
 {
-    vt_status st = next(p);
-    if (st != VT_OK) return st;
-    if (p->ev.type != t) {
-        vt_set_error("%s:%zu: expected %s", p->path, line(p), what);
-        return VT_ERR_FORMAT;
+    const yaml_parser_t *y = &p->y;
+    if (y->error == YAML_MEMORY_ERROR) {
+        vt_set_error("%s: out of memory while reading YAML", p->path);
+        return VT_ERR_OUT_OF_MEMORY;
     }
-    return VT_OK;
-}
-
-/* Read one scalar value into buf (cap bytes), naming key in errors. */
-static vt_status scalar(parser *p, const char *key, char *buf, size_t cap)
-{
-    vt_status st = next(p);
-    if (st != VT_OK) return st;
-    if (p->ev.type != YAML_SCALAR_EVENT) {
-        vt_set_error("%s:%zu: key '%s' needs a plain value", p->path, line(p), key);
-        return VT_ERR_FORMAT;
-    }
-    const char *v = (const char *)p->ev.data.scalar.value;
-    if (p->ev.data.scalar.length >= cap) {
-        vt_set_error("%s:%zu: value of '%s' is too long", p->path, line(p), key);
-        return VT_ERR_FORMAT;
-    }
-    snprintf(buf, cap, "%s", v);
-    return VT_OK;
-}
-
-static vt_status u32_value(parser *p, const char *key, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-    char buf[64];
-    vt_status st = scalar(p, key, buf, sizeof buf);
-    if (st != VT_OK) return st;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (errno || end == buf || *end || v < lo || v > hi || buf[0] == '-') {
-        vt_set_error("%s:%zu: '%s' must be an integer in [%u, %u], got '%s'", p->path, line(p), key,
-                     lo, hi, buf);
-        return VT_ERR_FORMAT;
-    }
-    *out = (uint32_t)v;
-    return VT_OK;
-}
-
-/* Mapping of key -> scalar pairs (models:). */
-static vt_status parse_models(parser *p, vt_config *c)
-{
-    vt_status st = expect(p, YAML_MAPPING_START_EVENT, "a mapping under 'models'");
-    if (st != VT_OK) return st;
-    c->n_models = 0;
-    for (;;) {
-        if ((st = next(p)) != VT_OK) return st;
-        if (p->ev.type == YAML_MAPPING_END_EVENT) return VT_OK;
-        if (p->ev.type != YAML_SCALAR_EVENT) {
-            vt_set_error("%s:%zu: 'models' entries are 'architecture: plugin'", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        if (c->n_models == VT_CONFIG_MAX_ENTRIES) {
-            vt_set_error("%s:%zu: too many entries under 'models'", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        vt_config_pair *e = &c->models[c->n_models++];
-        if (p->ev.data.scalar.length >= sizeof e->key) {
-            vt_set_error("%s:%zu: architecture name under 'models' is too long", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        snprintf(e->key, sizeof e->key, "%s", (const char *)p->ev.data.scalar.value);
-        char key[96];
-        snprintf(key, sizeof key, "models.%s", e->key);
-        if ((st = scalar(p, key, e->value, sizeof e->value)) != VT_OK) return st;
-    }
-}
-
-static vt_status parse_platform(parser *p, vt_config_platform *pl)
-{
-    vt_status st = expect(p, YAML_MAPPING_START_EVENT, "a mapping for the platform");
-    if (st != VT_OK) return st;
-    memcpy(pl->backend, pl->name, sizeof pl->backend); /* both 64 bytes, NUL-terminated */
-    snprintf(pl->experts, sizeof pl->experts, "resident");
-    for (;;) {
-        if ((st = next(p)) != VT_OK) return st;
-        if (p->ev.type == YAML_MAPPING_END_EVENT) return VT_OK;
-        if (p->ev.type != YAML_SCALAR_EVENT) {
-            vt_set_error("%s:%zu: expected a key in platform '%s'", p->path, line(p), pl->name);
-            return VT_ERR_FORMAT;
-        }
-        char key[64], full[160];
-        snprintf(key, sizeof key, "%s", (const char *)p->ev.data.scalar.value);
-        snprintf(full, sizeof full, "platforms.%s.%s", pl->name, key);
-        if (!strcmp(key, "backend")) {
-            st = scalar(p, full, pl->backend, sizeof pl->backend);
-        } else if (!strcmp(key, "experts")) {
-            st = scalar(p, full, pl->experts, sizeof pl->experts);
-            if (st == VT_OK && strcmp(pl->experts, "resident")) {
-                vt_set_error("%s:%zu: '%s' = '%s': this vt supports 'resident' only (streaming "
-                             "arrives with the expert streamer)", p->path, line(p), full, pl->experts);
-                return VT_ERR_UNSUPPORTED;
+    const char *problem = y->problem ? y->problem : "cannot parse";
+    if (y->error == YAML_READER_ERROR) {
+        /* the reader reports a byte offset, not a mark: count lines ourselves
+         * (the column is in bytes here) */
+        size_t off = y->problem_offset < p->len ? y->problem_offset : p->len;
+        uint32_t line = 1, col = 1;
+        for (size_t i = 0; i < off; i++) {
+            if (p->text[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
             }
-        } else {
-            vt_set_error("%s:%zu: unknown key '%s'", p->path, line(p), full);
+        }
+        if (y->problem_value >= 0)
+            vt_set_error("%s:%u:%u: YAML error: %s (byte 0x%02X)", p->path, line, col, problem,
+                         (unsigned)y->problem_value);
+        else
+            vt_set_error("%s:%u:%u: YAML error: %s", p->path, line, col, problem);
+        return VT_ERR_FORMAT;
+    }
+    if (y->context)
+        vt_set_error("%s:%u:%u: YAML error: %s (%s at %u:%u)", p->path, mark_line(y->problem_mark),
+                     mark_col(y->problem_mark), problem, y->context, mark_line(y->context_mark),
+                     mark_col(y->context_mark));
+    else
+        vt_set_error("%s:%u:%u: YAML error: %s", p->path, mark_line(y->problem_mark),
+                     mark_col(y->problem_mark), problem);
+    return VT_ERR_FORMAT;
+}
+
+static vt_status yp_next(yparse *p)
+{
+    if (p->have_ev) yaml_event_delete(&p->ev);
+    p->have_ev = 0;
+    if (!yaml_parser_parse(&p->y, &p->ev)) return yp_yaml_error(p);
+    p->have_ev = 1;
+    return VT_OK;
+}
+
+static yaml_mark_t yp_mark(const yparse *p) { return p->ev.start_mark; }
+
+static const char *kind_name(const yaml_event_t *e)
+{
+    switch (e->type) {
+    case YAML_SCALAR_EVENT: return "a single value";
+    case YAML_SEQUENCE_START_EVENT: return "a list";
+    case YAML_MAPPING_START_EVENT: return "a mapping";
+    case YAML_ALIAS_EVENT: return "an alias";
+    default: return "something else";
+    }
+}
+
+/* A plain scalar that YAML reads as null: empty, ~, null, Null, NULL. */
+static int is_null_scalar(const yaml_event_t *e)
+{
+    if (e->type != YAML_SCALAR_EVENT || e->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return 0;
+    const char *v = (const char *)e->data.scalar.value;
+    return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
+           !strcmp(v, "NULL");
+}
+
+/* The current event is not the node kind `want` that `what` needs. */
+static vt_status yp_kind_error(yparse *p, const char *what, const char *want)
+{
+    yaml_mark_t m = yp_mark(p);
+    if (p->ev.type == YAML_ALIAS_EVENT)
+        vt_set_error("%s:%u:%u: %s: aliases (*%s) are not supported; write the value out", p->path,
+                     mark_line(m), mark_col(m), what, (const char *)p->ev.data.alias.anchor);
+    else
+        vt_set_error("%s:%u:%u: %s: expected %s, found %s", p->path, mark_line(m), mark_col(m),
+                     what, want, kind_name(&p->ev));
+    return VT_ERR_FORMAT;
+}
+
+/* Read the value node of `what`, which must be a mapping: *open = 1 when one
+ * starts (the caller reads its entries), 0 for a null value (an empty section,
+ * as left by commenting out every entry). */
+static vt_status yp_mapping(yparse *p, const char *what, int *open)
+{
+    vt_status st = yp_next(p);
+    if (st != VT_OK) return st;
+    if (p->ev.type == YAML_MAPPING_START_EVENT) {
+        *open = 1;
+        return VT_OK;
+    }
+    if (is_null_scalar(&p->ev)) {
+        *open = 0;
+        return VT_OK;
+    }
+    return yp_kind_error(p, what, "a mapping");
+}
+
+/* Read the value node of `what`, which must be a non-null scalar; *text stays
+ * valid until the next event. */
+static vt_status yp_scalar(yparse *p, const char *what, const char **text, vt_config_src *src)
+{
+    vt_status st = yp_next(p);
+    if (st != VT_OK) return st;
+    if (p->ev.type != YAML_SCALAR_EVENT) return yp_kind_error(p, what, "a value");
+    yaml_mark_t m = yp_mark(p);
+    if (is_null_scalar(&p->ev)) {
+        vt_set_error("%s:%u:%u: %s: expected a value, found none (null)", p->path, mark_line(m),
+                     mark_col(m), what);
+        return VT_ERR_FORMAT;
+    }
+    if (strlen((const char *)p->ev.data.scalar.value) != p->ev.data.scalar.length) {
+        vt_set_error("%s:%u:%u: %s: the value contains a NUL character", p->path, mark_line(m),
+                     mark_col(m), what);
+        return VT_ERR_FORMAT;
+    }
+    *text = (const char *)p->ev.data.scalar.value;
+    *src = file_src(m);
+    return VT_OK;
+}
+
+/* The next key of the mapping `where` ("" at the top level) into key, or
+ * *done at the mapping's end. */
+static vt_status yp_key(yparse *p, const char *where, int *done, char key[NAME_CAP],
+                        yaml_mark_t *mark)
+{
+    vt_status st = yp_next(p);
+    if (st != VT_OK) return st;
+    *done = p->ev.type == YAML_MAPPING_END_EVENT;
+    if (*done) return VT_OK;
+    const char *what = *where ? where : "top level";
+    *mark = yp_mark(p);
+    uint32_t l = mark_line(*mark), c = mark_col(*mark);
+    if (p->ev.type != YAML_SCALAR_EVENT) {
+        if (p->ev.type == YAML_ALIAS_EVENT) return yp_kind_error(p, what, "a key");
+        vt_set_error("%s:%u:%u: %s: expected a key (a name), found %s", p->path, l, c, what,
+                     kind_name(&p->ev));
+        return VT_ERR_FORMAT;
+    }
+    const char *k = (const char *)p->ev.data.scalar.value;
+    size_t n = p->ev.data.scalar.length;
+    if (strlen(k) != n) {
+        vt_set_error("%s:%u:%u: %s: a key contains a NUL character", p->path, l, c, what);
+        return VT_ERR_FORMAT;
+    }
+    if (n >= NAME_CAP) {
+        vt_set_error("%s:%u:%u: %s: key '%.*s...' is longer than %d characters", p->path, l, c,
+                     what, quote_len(n), k, NAME_CAP - 1);
+        return VT_ERR_FORMAT;
+    }
+    memcpy(key, k, n + 1);
+    return VT_OK;
+}
+
+/* "where.key" (or "key" at the top level) into buf. */
+static const char *full_key(char *buf, size_t cap, const char *where, const char *key)
+{
+    snprintf(buf, cap, "%s%s%s", where, *where ? "." : "", key);
+    return buf;
+}
+
+static vt_status yp_unknown_key(yparse *p, yaml_mark_t m, const char *full, const char *expected)
+{
+    vt_set_error("%s:%u:%u: unknown key '%s' (expected %s)", p->path, mark_line(m), mark_col(m),
+                 full, expected);
+    return VT_ERR_FORMAT;
+}
+
+/* Record that `full` was met at m; a second time is an error. */
+static vt_status yp_once(yparse *p, seen_key *s, const char *full, yaml_mark_t m)
+{
+    if (s->set) {
+        vt_set_error("%s:%u:%u: duplicate key '%s' (first at line %u, column %u)", p->path,
+                     mark_line(m), mark_col(m), full, mark_line(s->mark), mark_col(s->mark));
+        return VT_ERR_FORMAT;
+    }
+    s->set = 1;
+    s->mark = m;
+    return VT_OK;
+}
+
+/* A name used as a key (platform or architecture), checked like a value. */
+static vt_status yp_name_key(yparse *p, const char *key, yaml_mark_t m, const char *what,
+                             char out[NAME_CAP])
+{
+    if (parse_name(key, out) != VT_OK) {
+        vt_error_prefix("%s:%u:%u: %s", p->path, mark_line(m), mark_col(m), what);
+        return VT_ERR_FORMAT;
+    }
+    if (strcmp(out, key)) { /* blanks around a quoted key */
+        vt_set_error("%s:%u:%u: %s: '%s' is not a name (letters, digits, '_' and '-' only)",
+                     p->path, mark_line(m), mark_col(m), what, key);
+        return VT_ERR_FORMAT;
+    }
+    return VT_OK;
+}
+
+/* Read the scalar value of platform key k and apply it. */
+static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
+{
+    char full[160];
+    snprintf(full, sizeof full, "platforms.%s.%s", pl->name, pkey_path[k]);
+    const char *text;
+    vt_config_src src;
+    vt_status st = yp_scalar(p, full, &text, &src);
+    if (st != VT_OK) return st;
+    if (platform_apply(pl, k, text, src) != VT_OK) {
+        vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
+        return VT_ERR_FORMAT;
+    }
+    return VT_OK;
+}
+
+static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
+{
+    static const char *const names[] = {"store", "arena", "slots", "headroom"};
+    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM};
+    char where[128], full[192], key[NAME_CAP];
+    snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
+    int open, done;
+    vt_status st = yp_mapping(p, where, &open);
+    if (st != VT_OK || !open) return st;
+    seen_key seen[4] = {{0}};
+    for (;;) {
+        yaml_mark_t m;
+        if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
+        if (done) return VT_OK;
+        full_key(full, sizeof full, where, key);
+        int i = 0;
+        while (i < 4 && strcmp(key, names[i])) i++;
+        if (i == 4) return yp_unknown_key(p, m, full, "store, arena, slots, headroom");
+        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
+        int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
+        if (other >= 0 && seen[other].set) {
+            vt_set_error("%s:%u:%u: %s: '%s' is given too (line %u, column %u); give the arena "
+                         "in bytes (arena) or in slots (slots), not both",
+                         p->path, mark_line(m), mark_col(m), full, names[other],
+                         mark_line(seen[other].mark), mark_col(seen[other].mark));
             return VT_ERR_FORMAT;
+        }
+        if ((st = yp_platform_value(p, pl, keys[i])) != VT_OK) return st;
+    }
+}
+
+static vt_status yp_platform(yparse *p, vt_config_platform *pl)
+{
+    static const char *const names[] = {"backend", "unified_memory", "kv_cache_tokens", "experts",
+                                        "expert_cache", "pinned_budget"};
+    static const pkey keys[] = {PK_BACKEND, PK_UNIFIED, PK_KV, PK_EXPERTS, PK_COUNT, PK_PINNED};
+    enum { N = sizeof names / sizeof names[0] };
+    char where[96], full[160], key[NAME_CAP];
+    snprintf(where, sizeof where, "platforms.%s", pl->name);
+    int open, done;
+    vt_status st = yp_mapping(p, where, &open);
+    if (st != VT_OK || !open) return st;
+    seen_key seen[N] = {{0}};
+    for (;;) {
+        yaml_mark_t m;
+        if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
+        if (done) return VT_OK;
+        full_key(full, sizeof full, where, key);
+        int i = 0;
+        while (i < N && strcmp(key, names[i])) i++;
+        if (i == N)
+            return yp_unknown_key(p, m, full, "backend, unified_memory, kv_cache_tokens, experts, "
+                                              "expert_cache, pinned_budget");
+        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
+        st = keys[i] == PK_COUNT ? yp_expert_cache(p, pl) : yp_platform_value(p, pl, keys[i]);
+        if (st != VT_OK) return st;
+    }
+}
+
+static vt_status yp_platforms(yparse *p)
+{
+    vt_config *c = p->c;
+    seen_key seen[VT_CONFIG_MAX_ENTRIES] = {{0}};
+    char key[NAME_CAP], name[NAME_CAP], full[96];
+    int open, done;
+    vt_status st = yp_mapping(p, "platforms", &open);
+    if (st != VT_OK || !open) return st;
+    for (;;) {
+        yaml_mark_t m;
+        if ((st = yp_key(p, "platforms", &done, key, &m)) != VT_OK) return st;
+        if (done) return VT_OK;
+        if ((st = yp_name_key(p, key, m, "platforms", name)) != VT_OK) return st;
+        snprintf(full, sizeof full, "platforms.%s", name);
+        if (reserved_platform_name(name)) {
+            vt_set_error("%s:%u:%u: %s: '%s' is reserved and cannot name a platform", p->path,
+                         mark_line(m), mark_col(m), full, name);
+            return VT_ERR_FORMAT;
+        }
+        int i = find_platform(c, name);
+        if (i < 0) {
+            if (c->n_platforms == VT_CONFIG_MAX_ENTRIES) {
+                vt_set_error("%s:%u:%u: %s: more than %d platforms", p->path, mark_line(m),
+                             mark_col(m), full, VT_CONFIG_MAX_ENTRIES);
+                return VT_ERR_FORMAT;
+            }
+            i = c->n_platforms++;
+            vt_config_platform_defaults(&c->platforms[i], name);
+        }
+        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
+        if ((st = yp_platform(p, &c->platforms[i])) != VT_OK) return st;
+    }
+}
+
+static vt_status yp_models(yparse *p)
+{
+    vt_config *c = p->c;
+    seen_key seen[VT_CONFIG_MAX_ENTRIES] = {{0}};
+    char key[NAME_CAP], arch[NAME_CAP], full[96];
+    int open, done;
+    vt_status st = yp_mapping(p, "models", &open);
+    if (st != VT_OK || !open) return st;
+    for (;;) {
+        yaml_mark_t m;
+        if ((st = yp_key(p, "models", &done, key, &m)) != VT_OK) return st;
+        if (done) return VT_OK;
+        if ((st = yp_name_key(p, key, m, "models", arch)) != VT_OK) return st;
+        snprintf(full, sizeof full, "models.%s", arch);
+        int i = find_model(c, arch);
+        if (i < 0) {
+            if (c->n_models == VT_CONFIG_MAX_ENTRIES) {
+                vt_set_error("%s:%u:%u: %s: more than %d models", p->path, mark_line(m),
+                             mark_col(m), full, VT_CONFIG_MAX_ENTRIES);
+                return VT_ERR_FORMAT;
+            }
+            i = c->n_models++;
+            memset(&c->models[i], 0, sizeof c->models[i]);
+            copy_str(c->models[i].key, sizeof c->models[i].key, arch);
+        }
+        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
+        const char *text;
+        vt_config_src src;
+        if ((st = yp_scalar(p, full, &text, &src)) != VT_OK) return st;
+        if (parse_name(text, c->models[i].value) != VT_OK) {
+            vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
+            return VT_ERR_FORMAT;
+        }
+        c->models[i].src = src;
+    }
+}
+
+static vt_status yp_defaults(yparse *p)
+{
+    vt_config *c = p->c;
+    seen_key seen = {0};
+    char key[NAME_CAP], full[96];
+    int open, done;
+    vt_status st = yp_mapping(p, "defaults", &open);
+    if (st != VT_OK || !open) return st;
+    for (;;) {
+        yaml_mark_t m;
+        if ((st = yp_key(p, "defaults", &done, key, &m)) != VT_OK) return st;
+        if (done) return VT_OK;
+        full_key(full, sizeof full, "defaults", key);
+        if (strcmp(key, "platform")) return yp_unknown_key(p, m, full, "platform");
+        if ((st = yp_once(p, &seen, full, m)) != VT_OK) return st;
+        const char *text;
+        vt_config_src src;
+        if ((st = yp_scalar(p, full, &text, &src)) != VT_OK) return st;
+        if (parse_name(text, c->default_platform) != VT_OK) {
+            vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
+            return VT_ERR_FORMAT;
+        }
+        c->default_platform_src = src; /* that it names a platform is checked at the end */
+    }
+}
+
+static vt_status yp_version(yparse *p)
+{
+    const char *text;
+    vt_config_src src;
+    uint64_t v;
+    vt_status st = yp_scalar(p, "version", &text, &src);
+    if (st != VT_OK) return st;
+    if (parse_uint(text, 0, UINT64_MAX, &v) != VT_OK) {
+        vt_error_prefix("%s:%u:%u: version", p->path, src.line, src.column);
+        return VT_ERR_FORMAT;
+    }
+    if (v != 1) {
+        vt_set_error("%s:%u:%u: version: this vt reads version 1 files, this one says %llu", p->path,
+                     src.line, src.column, (unsigned long long)v);
+        return VT_ERR_FORMAT;
+    }
+    return VT_OK;
+}
+
+static vt_status yp_top(yparse *p)
+{
+    static const char *const names[] = {"version", "defaults", "models", "platforms"};
+    seen_key seen[4] = {{0}};
+    char key[NAME_CAP];
+    int done;
+    for (;;) {
+        yaml_mark_t m;
+        vt_status st = yp_key(p, "", &done, key, &m);
+        if (st != VT_OK) return st;
+        if (done) return VT_OK;
+        int i = 0;
+        while (i < 4 && strcmp(key, names[i])) i++;
+        if (i == 4) return yp_unknown_key(p, m, key, "version, defaults, models, platforms");
+        if ((st = yp_once(p, &seen[i], key, m)) != VT_OK) return st;
+        switch (i) {
+        case 0: st = yp_version(p); break;
+        case 1: st = yp_defaults(p); break;
+        case 2: st = yp_models(p); break;
+        default: st = yp_platforms(p); break;
         }
         if (st != VT_OK) return st;
     }
 }
 
-static vt_status parse_platforms(parser *p, vt_config *c)
+/* stream-start [document-start root document-end] stream-end; one document. */
+static vt_status yp_stream(yparse *p)
 {
-    vt_status st = expect(p, YAML_MAPPING_START_EVENT, "a mapping under 'platforms'");
-    if (st != VT_OK) return st;
-    c->n_platforms = 0;
-    for (;;) {
-        if ((st = next(p)) != VT_OK) return st;
-        if (p->ev.type == YAML_MAPPING_END_EVENT) return VT_OK;
-        if (p->ev.type != YAML_SCALAR_EVENT) {
-            vt_set_error("%s:%zu: expected a platform name under 'platforms'", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        if (c->n_platforms == VT_CONFIG_MAX_ENTRIES) {
-            vt_set_error("%s:%zu: too many platforms", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        vt_config_platform *pl = &c->platforms[c->n_platforms++];
-        if (p->ev.data.scalar.length >= sizeof pl->name) {
-            vt_set_error("%s:%zu: platform name is too long", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        snprintf(pl->name, sizeof pl->name, "%s", (const char *)p->ev.data.scalar.value);
-        if ((st = parse_platform(p, pl)) != VT_OK) return st;
+    vt_status st;
+    if ((st = yp_next(p)) != VT_OK) return st;
+    if (p->ev.type != YAML_STREAM_START_EVENT) return yp_kind_error(p, "stream", "a YAML stream");
+    if ((st = yp_next(p)) != VT_OK) return st;
+    if (p->ev.type == YAML_STREAM_END_EVENT) return VT_OK; /* empty or comments only */
+    if ((st = yp_next(p)) != VT_OK) return st;              /* the document's root node */
+    if (p->ev.type == YAML_MAPPING_START_EVENT) {
+        if ((st = yp_top(p)) != VT_OK) return st;
+    } else if (!is_null_scalar(&p->ev)) {
+        return yp_kind_error(p, "top level", "a mapping (version, defaults, models, platforms)");
     }
+    if ((st = yp_next(p)) != VT_OK) return st; /* document end */
+    if ((st = yp_next(p)) != VT_OK) return st;
+    if (p->ev.type != YAML_STREAM_END_EVENT) {
+        yaml_mark_t m = yp_mark(p);
+        vt_set_error("%s:%u:%u: a second YAML document; the configuration is one document",
+                     p->path, mark_line(m), mark_col(m));
+        return VT_ERR_FORMAT;
+    }
+    return VT_OK;
 }
 
-static vt_status parse_defaults(parser *p, vt_config *c)
+/* A first pass over every event: broken YAML is reported as such, before any
+ * schema error that the events ahead of it would give. */
+static vt_status yp_syntax(yparse *p)
 {
-    vt_status st = expect(p, YAML_MAPPING_START_EVENT, "a mapping under 'defaults'");
-    if (st != VT_OK) return st;
     for (;;) {
-        if ((st = next(p)) != VT_OK) return st;
-        if (p->ev.type == YAML_MAPPING_END_EVENT) return VT_OK;
-        if (p->ev.type != YAML_SCALAR_EVENT) {
-            vt_set_error("%s:%zu: expected a key under 'defaults'", p->path, line(p));
-            return VT_ERR_FORMAT;
-        }
-        char key[64];
-        snprintf(key, sizeof key, "%s", (const char *)p->ev.data.scalar.value);
-        if (!strcmp(key, "platform"))
-            st = scalar(p, "defaults.platform", c->default_platform, sizeof c->default_platform);
-        else if (!strcmp(key, "kv_cache_tokens"))
-            st = u32_value(p, "defaults.kv_cache_tokens", 1, 1u << 24, &c->kv_cache_tokens);
-        else {
-            vt_set_error("%s:%zu: unknown key 'defaults.%s'", p->path, line(p), key);
-            return VT_ERR_FORMAT;
-        }
+        vt_status st = yp_next(p);
         if (st != VT_OK) return st;
+        if (p->ev.type == YAML_STREAM_END_EVENT) return VT_OK;
     }
 }
 
-vt_status vt_config_load_file(const char *path, vt_config *c)
+static vt_status read_file(const char *path, char **text, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         vt_set_error("cannot open config %s: %s", path, strerror(errno));
         return VT_ERR_IO;
     }
-    vt_config_defaults(c);
-    snprintf(c->path, sizeof c->path, "%s", path);
-    parser p = {.path = path};
-    yaml_parser_initialize(&p.y);
-    yaml_parser_set_input_file(&p.y, f);
-    vt_status st;
-    if ((st = expect(&p, YAML_STREAM_START_EVENT, "a YAML stream")) != VT_OK) goto out;
-    if ((st = expect(&p, YAML_DOCUMENT_START_EVENT, "a YAML document")) != VT_OK) goto out;
-    if ((st = expect(&p, YAML_MAPPING_START_EVENT, "a mapping at the top level")) != VT_OK) goto out;
-    for (;;) {
-        if ((st = next(&p)) != VT_OK) goto out;
-        if (p.ev.type == YAML_MAPPING_END_EVENT) break;
-        if (p.ev.type != YAML_SCALAR_EVENT) {
-            vt_set_error("%s:%zu: expected a top-level key", path, line(&p));
-            st = VT_ERR_FORMAT;
-            goto out;
-        }
-        char key[64];
-        snprintf(key, sizeof key, "%s", (const char *)p.ev.data.scalar.value);
-        if (!strcmp(key, "version")) {
-            uint32_t v;
-            if ((st = u32_value(&p, "version", 1, 1, &v)) != VT_OK) goto out;
-        } else if (!strcmp(key, "defaults")) {
-            st = parse_defaults(&p, c);
-        } else if (!strcmp(key, "models")) {
-            st = parse_models(&p, c);
-        } else if (!strcmp(key, "platforms")) {
-            st = parse_platforms(&p, c);
-        } else {
-            vt_set_error("%s:%zu: unknown top-level key '%s'", path, line(&p), key);
-            st = VT_ERR_FORMAT;
-        }
-        if (st != VT_OK) goto out;
+    char *buf = malloc(CONFIG_FILE_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        vt_set_error("%s: cannot allocate %u bytes to read it", path, CONFIG_FILE_MAX + 1);
+        return VT_ERR_OUT_OF_MEMORY;
     }
-    if (!vt_config_platform_get(c, c->default_platform)) {
-        vt_set_error("%s: defaults.platform '%s' is not listed under 'platforms'", path,
-                     c->default_platform);
+    size_t n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        vt_set_error("cannot read config %s: %s", path, strerror(err));
+        return VT_ERR_IO;
+    }
+    if (n > CONFIG_FILE_MAX) {
+        free(buf);
+        vt_set_error("%s: larger than %u bytes; not a residency configuration", path,
+                     CONFIG_FILE_MAX);
+        return VT_ERR_FORMAT;
+    }
+    buf[n] = 0;
+    *text = buf;
+    *len = n;
+    return VT_OK;
+}
+
+vt_status vt_config_load_file(const char *path, vt_config *c)
+{
+    if (!path || !c) {
+        vt_set_error("vt_config_load_file: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (strlen(path) >= sizeof c->path) {
+        vt_set_error("config path '%.80s...' is longer than %zu bytes", path, sizeof c->path - 1);
+        return VT_ERR_INVALID_ARG;
+    }
+    char *text;
+    size_t len;
+    vt_status st = read_file(path, &text, &len);
+    if (st != VT_OK) return st;
+    vt_config *w = malloc(sizeof *w);
+    if (!w) {
+        free(text);
+        vt_set_error("%s: cannot allocate %zu bytes for the configuration", path, sizeof *w);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    *w = *c;
+    copy_str(w->path, sizeof w->path, path);
+
+    /* two passes over the text: YAML syntax first, then the schema */
+    yparse p = {.path = path, .text = text, .len = len, .c = w};
+    for (int pass = 0; pass < 2 && st == VT_OK; pass++) {
+        if (pass) yaml_parser_delete(&p.y);
+        if (!yaml_parser_initialize(&p.y)) {
+            if (p.have_ev) yaml_event_delete(&p.ev);
+            free(w);
+            free(text);
+            vt_set_error("%s: cannot initialize the YAML parser (out of memory)", path);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        yaml_parser_set_input_string(&p.y, (const unsigned char *)text, len);
+        st = pass ? yp_stream(&p) : yp_syntax(&p);
+    }
+    if (st == VT_OK && find_platform(w, w->default_platform) < 0) {
+        char list[512];
+        vt_config_src s = w->default_platform_src;
+        if (s.origin == VT_CONFIG_FROM_FILE)
+            vt_set_error("%s:%u:%u: defaults.platform: no platform '%s' (platforms: %s)", path,
+                         s.line, s.column, w->default_platform, platform_list(w, list, sizeof list));
+        else
+            vt_set_error("%s: defaults.platform '%s' names no platform (platforms: %s)", path,
+                         w->default_platform, platform_list(w, list, sizeof list));
         st = VT_ERR_FORMAT;
     }
-out:
-    yaml_event_delete(&p.ev);
+    if (st == VT_OK) *c = *w;
+    if (p.have_ev) yaml_event_delete(&p.ev);
     yaml_parser_delete(&p.y);
-    fclose(f);
+    free(w);
+    free(text);
     return st;
 }
 
 vt_status vt_config_load(const char *explicit_path, vt_config *c)
 {
+    vt_config_defaults(c);
     if (explicit_path) return vt_config_load_file(explicit_path, c);
     const char *env = getenv("VT_CONFIG");
     if (env && *env) return vt_config_load_file(env, c);
@@ -274,29 +1036,288 @@ vt_status vt_config_load(const char *explicit_path, vt_config *c)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            char p[PATH_MAX + 64];
-            snprintf(p, sizeof p, "%s/../share/vt/residency.yaml", exe);
-            if (access(p, R_OK) == 0) return vt_config_load_file(p, c);
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s/../share/vt/residency.yaml", exe);
+            if (access(path, R_OK) == 0) return vt_config_load_file(path, c);
         }
     }
 #ifdef VT_SOURCE_CONF_DIR
     if (access(VT_SOURCE_CONF_DIR "/residency.yaml", R_OK) == 0)
         return vt_config_load_file(VT_SOURCE_CONF_DIR "/residency.yaml", c);
 #endif
-    vt_config_defaults(c);
     return VT_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Overrides                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The override without its "--set KEY=VALUE: " prefix (added by the caller). */
+static vt_status set_value(vt_config *c, const char *key, const char *value)
+{
+    static const vt_config_src cli = {VT_CONFIG_FROM_CLI, 0, 0};
+    const char *k;
+    size_t kn;
+    trim(key, &k, &kn);
+    char buf[256];
+    if (kn == 0) {
+        vt_set_error("empty key: expected KEY=VALUE, such as cuda.experts=streamed");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (kn >= sizeof buf) {
+        vt_set_error("the key is longer than %zu characters", sizeof buf - 1);
+        return VT_ERR_INVALID_ARG;
+    }
+    memcpy(buf, k, kn);
+    buf[kn] = 0;
+    char *dot = strchr(buf, '.');
+    char *rest = dot ? dot + 1 : NULL;
+    if (dot) *dot = 0; /* buf: the first part */
+    char name[NAME_CAP];
+    uint64_t u;
+
+    if (!strcmp(buf, "version")) {
+        if (rest) goto unknown;
+        if (parse_uint(value, 0, UINT64_MAX, &u) != VT_OK) return VT_ERR_INVALID_ARG;
+        if (u != 1) {
+            vt_set_error("this vt reads version 1 configurations only");
+            return VT_ERR_INVALID_ARG;
+        }
+        return VT_OK; /* nothing to record */
+    }
+    if (!strcmp(buf, "defaults")) {
+        if (!rest || strcmp(rest, "platform")) goto unknown;
+        if (parse_name(value, name) != VT_OK) return VT_ERR_INVALID_ARG;
+        if (find_platform(c, name) < 0) {
+            char list[512];
+            vt_set_error("no platform '%s' (platforms: %s; create one first with --set %s.backend=...)",
+                         name, platform_list(c, list, sizeof list), name);
+            return VT_ERR_INVALID_ARG;
+        }
+        copy_str(c->default_platform, sizeof c->default_platform, name);
+        c->default_platform_src = cli;
+        return VT_OK;
+    }
+    if (!strcmp(buf, "models")) {
+        char arch[NAME_CAP], plugin[NAME_CAP];
+        if (!rest) {
+            vt_set_error("'models' is a section: set models.ARCHITECTURE=PLUGIN");
+            return VT_ERR_INVALID_ARG;
+        }
+        if (parse_name(rest, arch) != VT_OK || strcmp(arch, rest)) {
+            vt_set_error("'%s' is not an architecture name (letters, digits, '_' and '-' only)",
+                         rest);
+            return VT_ERR_INVALID_ARG;
+        }
+        if (parse_name(value, plugin) != VT_OK) return VT_ERR_INVALID_ARG;
+        int i = find_model(c, arch);
+        if (i < 0) {
+            if (c->n_models == VT_CONFIG_MAX_ENTRIES) {
+                vt_set_error("more than %d models", VT_CONFIG_MAX_ENTRIES);
+                return VT_ERR_INVALID_ARG;
+            }
+            i = c->n_models++;
+            memset(&c->models[i], 0, sizeof c->models[i]);
+            copy_str(c->models[i].key, sizeof c->models[i].key, arch);
+        }
+        copy_str(c->models[i].value, sizeof c->models[i].value, plugin);
+        c->models[i].src = cli;
+        return VT_OK;
+    }
+
+    /* [platforms.]NAME.KEY */
+    char *pname = buf;
+    if (!strcmp(buf, "platforms")) {
+        if (!rest) {
+            vt_set_error("'platforms' is a section: set platforms.NAME.KEY=VALUE");
+            return VT_ERR_INVALID_ARG;
+        }
+        pname = rest;
+        dot = strchr(rest, '.');
+        rest = dot ? dot + 1 : NULL;
+        if (dot) *dot = 0;
+    }
+    if (!rest) {
+        vt_set_error("unknown key '%.*s': a platform key is [platforms.]PLATFORM.KEY, such as "
+                     "cuda.experts; keys: %s", (int)kn, k, PKEY_LIST);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (parse_name(pname, name) != VT_OK || strcmp(name, pname)) {
+        vt_set_error("'%s' is not a platform name (letters, digits, '_' and '-' only)", pname);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (reserved_platform_name(name)) {
+        vt_set_error("'%s' is reserved and cannot name a platform", name);
+        return VT_ERR_INVALID_ARG;
+    }
+    int kidx = 0;
+    while (kidx < PK_COUNT && strcmp(rest, pkey_path[kidx])) kidx++;
+    if (kidx == PK_COUNT) {
+        if (!strcmp(rest, "expert_cache"))
+            vt_set_error("'expert_cache' is a section: set expert_cache.store, expert_cache.arena, "
+                         "expert_cache.slots or expert_cache.headroom");
+        else
+            vt_set_error("unknown platform key '%s' (keys: %s)", rest, PKEY_LIST);
+        return VT_ERR_INVALID_ARG;
+    }
+    int i = find_platform(c, name);
+    vt_config_platform p;
+    if (i >= 0) {
+        p = c->platforms[i];
+    } else {
+        if (c->n_platforms == VT_CONFIG_MAX_ENTRIES) {
+            vt_set_error("more than %d platforms", VT_CONFIG_MAX_ENTRIES);
+            return VT_ERR_INVALID_ARG;
+        }
+        vt_config_platform_defaults(&p, name);
+    }
+    if (platform_apply(&p, (pkey)kidx, value, cli) != VT_OK) return VT_ERR_INVALID_ARG;
+    if (i < 0) i = c->n_platforms++;
+    c->platforms[i] = p;
+    return VT_OK;
+
+unknown:
+    vt_set_error("unknown key '%.*s' (top-level keys: version, defaults.platform, models.ARCH, "
+                 "[platforms.]PLATFORM.KEY)", (int)kn, k);
+    return VT_ERR_INVALID_ARG;
+}
+
+vt_status vt_config_set(vt_config *c, const char *key, const char *value)
+{
+    if (!c || !key || !value) {
+        vt_set_error("vt_config_set: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (set_value(c, key, value) != VT_OK) {
+        vt_error_prefix("--set %s=%s", key, value);
+        return VT_ERR_INVALID_ARG;
+    }
+    return VT_OK;
+}
+
+vt_status vt_config_set_arg(vt_config *c, const char *key_equals_value)
+{
+    if (!c || !key_equals_value) {
+        vt_set_error("vt_config_set_arg: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    const char *eqs = strchr(key_equals_value, '=');
+    if (!eqs) {
+        vt_set_error("--set %s: expected KEY=VALUE, such as cuda.expert_cache.headroom=2GiB",
+                     key_equals_value);
+        return VT_ERR_INVALID_ARG;
+    }
+    char key[256];
+    size_t kn = (size_t)(eqs - key_equals_value);
+    if (kn >= sizeof key) {
+        vt_set_error("--set %.80s...: the key is longer than %zu characters", key_equals_value,
+                     sizeof key - 1);
+        return VT_ERR_INVALID_ARG;
+    }
+    memcpy(key, key_equals_value, kn);
+    key[kn] = 0;
+    return vt_config_set(c, key, eqs + 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lookups and printing                                                      */
+/* ------------------------------------------------------------------------ */
+
 const char *vt_config_model_for_arch(const vt_config *c, const char *arch)
 {
-    for (int i = 0; i < c->n_models; i++)
-        if (!strcmp(c->models[i].key, arch)) return c->models[i].value;
-    return NULL;
+    int i = c && arch ? find_model(c, arch) : -1;
+    return i < 0 ? NULL : c->models[i].value;
 }
 
 const vt_config_platform *vt_config_platform_get(const vt_config *c, const char *name)
 {
-    for (int i = 0; i < c->n_platforms; i++)
-        if (!strcmp(c->platforms[i].name, name)) return &c->platforms[i];
-    return NULL;
+    int i = c && name ? find_platform(c, name) : -1;
+    return i < 0 ? NULL : &c->platforms[i];
+}
+
+const char *vt_experts_mode_name(vt_experts_mode m)
+{
+    switch (m) {
+    case VT_EXPERTS_RESIDENT: return "resident";
+    case VT_EXPERTS_STREAMED: return "streamed";
+    case VT_EXPERTS_AUTO: return "auto";
+    }
+    return "unknown";
+}
+
+static void print_line(FILE *f, const vt_config *c, const char *key, const char *value,
+                       vt_config_src src)
+{
+    char left[256], origin[600];
+    snprintf(left, sizeof left, "%s = %s", key, value);
+    switch (src.origin) {
+    case VT_CONFIG_FROM_FILE:
+        snprintf(origin, sizeof origin, "%s:%u:%u", c->path[0] ? c->path : "(file)", src.line,
+                 src.column);
+        break;
+    case VT_CONFIG_FROM_CLI: copy_str(origin, sizeof origin, "--set"); break;
+    default: copy_str(origin, sizeof origin, "default"); break;
+    }
+    fprintf(f, "%-59s # %s\n", left, origin);
+}
+
+static const char *bytes_value(uint64_t b, char *buf, size_t cap)
+{
+    char human[48];
+    snprintf(buf, cap, "%s (%llu)", vt_config_format_bytes(b, human, sizeof human),
+             (unsigned long long)b);
+    return buf;
+}
+
+void vt_config_print(const vt_config *c, FILE *f)
+{
+    char key[192], val[96];
+    print_line(f, c, "defaults.platform", c->default_platform, c->default_platform_src);
+    for (int i = 0; i < c->n_models; i++) {
+        snprintf(key, sizeof key, "models.%s", c->models[i].key);
+        print_line(f, c, key, c->models[i].value, c->models[i].src);
+    }
+    for (int i = 0; i < c->n_platforms; i++) {
+        const vt_config_platform *p = &c->platforms[i];
+        for (int k = 0; k < PK_COUNT; k++) {
+            vt_config_src src = {0};
+            snprintf(key, sizeof key, "platforms.%s.%s", p->name, pkey_path[k]);
+            switch ((pkey)k) {
+            case PK_BACKEND: copy_str(val, sizeof val, p->backend); src = p->backend_src; break;
+            case PK_UNIFIED:
+                copy_str(val, sizeof val, p->unified_memory ? "true" : "false");
+                src = p->unified_memory_src;
+                break;
+            case PK_KV:
+                snprintf(val, sizeof val, "%u", p->kv_cache_tokens);
+                src = p->kv_cache_tokens_src;
+                break;
+            case PK_EXPERTS:
+                copy_str(val, sizeof val, vt_experts_mode_name(p->experts));
+                src = p->experts_src;
+                break;
+            case PK_STORE: copy_str(val, sizeof val, p->expert_store); src = p->expert_store_src; break;
+            case PK_ARENA:
+                if (p->arena_bytes) bytes_value(p->arena_bytes, val, sizeof val);
+                else copy_str(val, sizeof val, p->arena_slots ? "none (slots given)" : "auto");
+                src = p->arena_bytes_src;
+                break;
+            case PK_SLOTS:
+                if (p->arena_slots) snprintf(val, sizeof val, "%llu", (unsigned long long)p->arena_slots);
+                else copy_str(val, sizeof val, "none");
+                src = p->arena_slots_src;
+                break;
+            case PK_HEADROOM:
+                bytes_value(p->headroom_bytes, val, sizeof val);
+                src = p->headroom_bytes_src;
+                break;
+            case PK_PINNED:
+                bytes_value(p->pinned_budget_bytes, val, sizeof val);
+                src = p->pinned_budget_bytes_src;
+                break;
+            case PK_COUNT: break;
+            }
+            print_line(f, c, key, val, src);
+        }
+    }
 }

@@ -1,8 +1,9 @@
 /*
- * engine.c - opens a model for generation: GGUF -> architecture -> model
- * plugin; device -> backend plugin; the model's capability needs checked
- * against the backend's declarations before any weight is read; then load,
- * one sequence, the tokenizer. Prefill is cut into n_batch-token chunks.
+ * engine.c - opens a model for generation: the GGUF's header and tensor
+ * table; the residency resolved (residency.h: plugins, every declared
+ * requirement, the fit check against the device total probed once), all
+ * before any weight is mapped or read; then the tokenizer, load, one
+ * sequence. Prefill is cut into n_batch-token chunks.
  */
 #include "engine.h"
 
@@ -14,6 +15,7 @@
 #include "config.h"
 #include "error.h"
 #include "registry.h"
+#include "residency.h"
 
 struct vt_engine {
     vt_gguf *gguf;
@@ -28,6 +30,8 @@ struct vt_engine {
     uint32_t n_batch;
     char arch[64];
     double load_seconds;
+    vt_config cfg;
+    vt_residency res;
 };
 
 static double now_seconds(void)
@@ -37,39 +41,20 @@ static double now_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Refuse by name when the model needs a capability the backend declares ABSENT. */
-static vt_status check_required_caps(vt_engine *e)
-{
-    uint32_t ids[512], n = 0;
-    vt_status st = e->mapi->required_caps(vt_host_table(), e->gguf, ids, 512, &n);
-    if (st != VT_OK) {
-        vt_error_prefix("model plugin '%s'", e->mplug->desc->name);
-        return st;
-    }
-    for (uint32_t i = 0; i < n && i < 512; i++) {
-        const char *reason;
-        if (vt_caps_state(e->bplug->desc, ids[i], &reason) == VT_CAP_PRESENT) continue;
-        char name[64];
-        vt_set_error("model '%s' needs capability '%s', which backend '%s' declares ABSENT "
-                     "(reason: %s)", e->mplug->desc->name, vt_cap_name(ids[i], name, sizeof name),
-                     e->bplug->desc->name, reason);
-        return VT_ERR_CAPABILITY;
-    }
-    return VT_OK;
-}
-
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 {
     double t0 = now_seconds();
     vt_status st;
     vt_engine *e = calloc(1, sizeof *e);
     if (!e) {
-        vt_set_error("out of memory creating the engine");
+        vt_set_error("out of memory creating the engine (%zu bytes)", sizeof *e);
         return VT_ERR_OUT_OF_MEMORY;
     }
     e->n_batch = p->n_batch ? p->n_batch : 512;
 
-    if ((st = vt_gguf_open(p->model_path, 0, &e->gguf)) != VT_OK) goto fail;
+    /* the header and tensor table only: no weight is mapped or read until the
+     * configuration is resolved and the fit check passed */
+    if ((st = vt_gguf_open(p->model_path, VT_GGUF_NO_MMAP, &e->gguf)) != VT_OK) goto fail;
     vt_gguf_str arch;
     if ((st = vt_gguf_get_str(e->gguf, "general.architecture", &arch)) != VT_OK) {
         if (st == VT_ERR_NOT_FOUND) {
@@ -80,51 +65,19 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     }
     snprintf(e->arch, sizeof e->arch, "%s", arch.ptr);
 
-    vt_config cfg;
-    if ((st = vt_config_load(p->config_path, &cfg)) != VT_OK) goto fail;
+    if (p->config) {
+        e->cfg = *p->config;
+    } else if ((st = vt_config_load(p->config_path, &e->cfg)) != VT_OK) {
+        goto fail;
+    }
     const char *dirs[2] = {p->plugin_dir, NULL};
     if ((st = vt_registry_open(p->plugin_dir ? dirs : NULL, &e->reg)) != VT_OK) goto fail;
-    const char *mname = vt_config_model_for_arch(&cfg, e->arch);
-    if (mname) {
-        e->mplug = vt_registry_find(e->reg, VT_PLUGIN_MODEL, mname);
-        if (!e->mplug) {
-            vt_set_error("config %s maps architecture '%s' to model plugin '%s', which was not "
-                         "found (plugin directories: %s; %zu plugin file(s) refused, see 'vt plugins')",
-                         cfg.path[0] ? cfg.path : "(built-in)", e->arch, mname,
-                         vt_registry_dirs(e->reg), vt_registry_n_refused(e->reg));
-            st = VT_ERR_NOT_FOUND;
-            goto fail;
-        }
-    } else {
-        e->mplug = vt_registry_find_model(e->reg, e->arch);
-    }
-    if (!e->mplug) {
-        vt_set_error("no model plugin serves architecture '%s' of %s (plugin directories: %s; "
-                     "%zu plugin file(s) refused, see 'vt plugins')", e->arch, p->model_path,
-                     vt_registry_dirs(e->reg), vt_registry_n_refused(e->reg));
-        st = VT_ERR_NOT_FOUND;
-        goto fail;
-    }
+    if ((st = vt_residency_select(&e->cfg, e->reg, e->gguf, p->device, &e->res)) != VT_OK) goto fail;
+    e->mplug = e->res.model;
+    e->bplug = e->res.backend;
     e->mapi = e->mplug->desc->table;
-    const char *device = p->device ? p->device : cfg.default_platform;
-    const vt_config_platform *plat = vt_config_platform_get(&cfg, device);
-    const char *bname = plat ? plat->backend : device;
-    e->bplug = vt_registry_find(e->reg, VT_PLUGIN_BACKEND, bname);
-    if (!e->bplug) {
-        vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s; %zu plugin "
-                     "file(s) refused, see 'vt plugins')", device, bname, vt_registry_dirs(e->reg),
-                     vt_registry_n_refused(e->reg));
-        st = VT_ERR_NOT_FOUND;
-        goto fail;
-    }
     const vt_backend_api *bapi = e->bplug->desc->table;
-    if (bapi->device_count() <= 0) {
-        vt_set_error("--device %s: backend '%s' (%s) reports zero devices", device,
-                     e->bplug->desc->name, e->bplug->path);
-        st = VT_ERR_UNSUPPORTED;
-        goto fail;
-    }
-    if ((st = check_required_caps(e)) != VT_OK) goto fail;
+    const char *device = e->res.platform;
 
     /* the tokenizer first: a refusal there must not wait for the weights */
     if ((st = vt_tokenizer_load(e->gguf, &e->tok)) != VT_OK) {
@@ -140,16 +93,33 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         vt_error_prefix("backend '%s' init", device);
         goto fail;
     }
-    /* default KV length: the config's, capped by the trained context */
-    uint32_t n_ctx = p->n_ctx;
-    if (!n_ctx) {
-        char key[128];
-        uint32_t trained = 0;
-        snprintf(key, sizeof key, "%s.context_length", e->arch);
-        n_ctx = cfg.kv_cache_tokens;
-        if (vt_gguf_get_u32(e->gguf, key, &trained) == VT_OK && trained > 0 && trained < n_ctx)
-            n_ctx = trained;
+    /* the device total, probed once here ("at registration") for the fit check */
+    uint64_t mem_free = 0, mem_total = 0;
+    const char *reason;
+    int probe_ok = 0;
+    if (vt_caps_state(e->bplug->desc, VT_CAP_MEMORY_PROBE, &reason) == VT_CAP_PRESENT) {
+        if ((st = bapi->memory_probe(e->backend.ctx, &mem_free, &mem_total)) != VT_OK) {
+            vt_error_prefix("backend '%s' memory_probe", e->bplug->desc->name);
+            goto fail;
+        }
+        probe_ok = 1;
     }
+    /* default KV length: the platform's, capped by the trained context */
+    uint32_t n_ctx = p->n_ctx;
+    if (!n_ctx) n_ctx = vt_engine_default_ctx(&e->cfg, e->res.plat, e->gguf);
+    if ((st = vt_residency_fit(&e->res, e->gguf, probe_ok, mem_free, mem_total, n_ctx,
+                               e->n_batch)) != VT_OK) {
+        vt_error_prefix("%s on --device %s", p->model_path, device);
+        goto fail;
+    }
+    if (e->res.fit.experts == VT_EXPERTS_STREAMED) {
+        vt_set_error("%s on --device %s: the resolved residency streams the routed experts "
+                     "(%s), but this vt has no expert streamer yet; set %s.experts=resident",
+                     p->model_path, device, e->res.fit.verdict, device);
+        st = VT_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    if ((st = vt_gguf_map(e->gguf)) != VT_OK) goto fail;
     vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch};
     if ((st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, &mp, &e->model)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
@@ -175,6 +145,22 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 fail:
     vt_engine_close(e);
     return st;
+}
+
+uint32_t vt_engine_default_ctx(const vt_config *cfg, const vt_config_platform *plat,
+                               const vt_gguf *g)
+{
+    (void)cfg;
+    uint32_t n_ctx = plat && plat->kv_cache_tokens ? plat->kv_cache_tokens : 4096;
+    vt_gguf_str arch;
+    if (vt_gguf_get_str(g, "general.architecture", &arch) == VT_OK) {
+        char key[128];
+        uint32_t trained = 0;
+        snprintf(key, sizeof key, "%s.context_length", arch.ptr);
+        if (vt_gguf_get_u32(g, key, &trained) == VT_OK && trained > 0 && trained < n_ctx)
+            n_ctx = trained;
+    }
+    return n_ctx;
 }
 
 void vt_engine_close(vt_engine *e)

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "config.h"
 #include "tokenizer.h"
 #include "vt/gguf.h"
 #include "vt/model.h"
@@ -26,7 +27,13 @@ typedef struct vt_engine_params {
     uint32_t n_ctx;          /* KV cache tokens (0: min(trained context, 4096)) */
     uint32_t n_batch;        /* prefill chunk size in tokens (0: 512) */
     const char *config_path; /* residency config (NULL: search, see config.h) */
+    const vt_config *config; /* an already loaded config (overrides applied); wins over config_path */
 } vt_engine_params;
+
+/* The KV cache length used when --ctx is not given: the platform's
+ * kv_cache_tokens, capped by `<arch>.context_length`. */
+uint32_t vt_engine_default_ctx(const vt_config *cfg, const vt_config_platform *plat,
+                               const vt_gguf *g);
 
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out);
 void vt_engine_close(vt_engine *e);

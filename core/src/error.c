@@ -3,6 +3,8 @@
  */
 #include "error.h"
 
+#include "config.h" /* vt_config_format_bytes */
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,84 @@ void vt_error_prefix(const char *fmt, ...)
 const char *vt_last_error(void) { return tl_error; }
 
 void vt_clear_error(void) { tl_error[0] = '\0'; }
+
+/* ---- named allocations ---- */
+
+/* "(1.19 GiB, 1277952000 bytes)" or "(12 bytes)" into buf. */
+static const char *oom_size(uint64_t bytes, char *buf, size_t cap)
+{
+    char human[48];
+    if (bytes < 1024)
+        snprintf(buf, cap, "(%llu bytes)", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "(%s, %llu bytes)", vt_config_format_bytes(bytes, human, sizeof human),
+                 (unsigned long long)bytes);
+    return buf;
+}
+
+void vt_set_error_oom(uint64_t bytes, const char *what_fmt, ...)
+{
+    char what[VT_ERROR_MAX / 2], size[96];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof what, what_fmt, ap);
+    va_end(ap);
+    vt_set_error("out of memory: %s %s", what, oom_size(bytes, size, sizeof size));
+}
+
+/* n * size overflowed size_t: name the request instead of a wrapped byte count. */
+static void set_error_overflow(size_t n, size_t size, const char *what)
+{
+    vt_set_error("out of memory: %s (%zu elements of %zu bytes: more than %zu bytes)", what, n,
+                 size, (size_t)SIZE_MAX);
+}
+
+void *vt_malloc_named(size_t bytes, const char *what)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) vt_set_error_oom(bytes, "%s", what);
+    return p;
+}
+
+void *vt_calloc_named(size_t n, size_t size, const char *what)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes)) {
+        set_error_overflow(n, size, what);
+        return NULL;
+    }
+    void *p = bytes ? calloc(n, size) : calloc(1, 1);
+    if (!p) vt_set_error_oom(bytes, "%s", what);
+    return p;
+}
+
+void *vt_realloc_named(void *p, size_t bytes, const char *what)
+{
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) vt_set_error_oom(bytes, "%s", what);
+    return q;
+}
+
+void *vt_reallocarray_named(void *p, size_t n, size_t size, const char *what)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes)) {
+        set_error_overflow(n, size, what);
+        return NULL;
+    }
+    return vt_realloc_named(p, bytes, what);
+}
+
+char *vt_strdup_named(const char *s, const char *what)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (!d) {
+        vt_set_error_oom(n, "%s", what);
+        return NULL;
+    }
+    return memcpy(d, s, n);
+}
 
 /* ---- logging ---- */
 
@@ -95,6 +175,7 @@ const char *vt_status_name(vt_status s)
     case VT_ERR_CAPABILITY: return "VT_ERR_CAPABILITY";
     case VT_ERR_RANGE: return "VT_ERR_RANGE";
     case VT_ERR_INTERNAL: return "VT_ERR_INTERNAL";
+    case VT_ERR_DOES_NOT_FIT: return "VT_ERR_DOES_NOT_FIT";
     }
     return "VT_ERR_?";
 }

@@ -10,6 +10,8 @@
 #define VT_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "vt/plugin.h"
 #include "vt/status.h"
@@ -28,6 +30,26 @@ void vt_error_prefix(const char *fmt, ...) VT_PRINTF(1, 2);
 /* The thread's last error, "" when none. */
 const char *vt_last_error(void);
 void vt_clear_error(void);
+
+/* ---- named allocations ----
+ * Every allocation that can fail names what it is for and how many bytes, e.g.
+ * "out of memory: tokenizer merges table (1.19 GiB, 1277952000 bytes)".
+ *
+ * vt_set_error_oom sets that message: what is printf-style (a tensor name, "KV
+ * cache blk.3", a path), bytes the size that was asked for; below 1 KiB the human
+ * size is left out ("(12 bytes)").
+ *
+ * The allocators below behave like malloc/calloc/realloc/strdup, except that on
+ * failure they set the message above and return NULL (realloc leaves p untouched).
+ * A request of 0 bytes allocates 1, so NULL always means failure. calloc and
+ * reallocarray refuse an n * size that overflows size_t with the same message
+ * naming the count and element size, without calling the allocator. */
+void vt_set_error_oom(uint64_t bytes, const char *what_fmt, ...) VT_PRINTF(2, 3);
+void *vt_malloc_named(size_t bytes, const char *what);
+void *vt_calloc_named(size_t n, size_t size, const char *what);
+void *vt_realloc_named(void *p, size_t bytes, const char *what);
+void *vt_reallocarray_named(void *p, size_t n, size_t size, const char *what);
+char *vt_strdup_named(const char *s, const char *what);
 
 /* Logging: messages at or below the current level go to stderr. Default WARN;
  * env VT_LOG_LEVEL=error|warn|info|debug overrides at first use. */

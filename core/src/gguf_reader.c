@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h" /* vt_config_format_bytes */
 #include "error.h"
 #include "vt/types.h"
 
@@ -120,7 +121,8 @@ static bool name_index_reserve(name_index *ix, uint64_t n)
     if (!names || !idx) {
         free(names);
         free(idx);
-        vt_set_error("out of memory: name index of %" PRIu64 " slots", cap);
+        vt_set_error_oom(cap * (sizeof *names + sizeof *idx), "name index of %" PRIu64 " slots",
+                         cap);
         return false;
     }
     for (uint64_t i = 0; i < ix->cap; i++) {
@@ -217,6 +219,20 @@ static vt_status VT_PRINTF(2, 3) rd_fail(const reader *r, const char *fmt, ...)
     return VT_ERR_FORMAT;
 }
 
+/* Set "<file>: <where>: out of memory: <what> (<size>)" and return VT_ERR_OUT_OF_MEMORY. */
+static vt_status VT_PRINTF(3, 4) rd_oom(const reader *r, uint64_t bytes, const char *fmt, ...)
+{
+    char where[256], what[512];
+    ctx_where(r, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    vt_set_error_oom(bytes, "%s", what);
+    vt_error_prefix("%s: %s", r->path, where);
+    return VT_ERR_OUT_OF_MEMORY;
+}
+
 static uint64_t rd_left(const reader *r) { return r->size - r->pos; }
 
 /* Read n bytes of `what` at the cursor; refuses reads past the end of the file. */
@@ -301,10 +317,7 @@ static vt_status rd_string(reader *r, vt_gguf_str *out, char **owned, uint64_t m
                           " bytes left at offset %" PRIu64 ")",
                        what, len, rd_left(r), r->pos);
     char *s = malloc((size_t)len + 1);
-    if (!s) {
-        vt_set_error("%s: out of memory: %s of %" PRIu64 " bytes", r->path, what, len + 1);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
+    if (!s) return rd_oom(r, len + 1, "%s", what);
     st = rd_bytes(r, s, len, what);
     if (st) {
         free(s);
@@ -396,15 +409,18 @@ static vt_status read_array(reader *r, gguf_kv *kv)
             return rd_fail(r, "array count %" PRIu64 " of STRING elements exceeds file size (%" PRIu64
                               " bytes left)",
                            n, rd_left(r));
-        kv->arr_str = calloc(n ? n : 1, sizeof *kv->arr_str);
-        uint64_t *offs = malloc((n ? n : 1) * sizeof *offs);
         uint64_t cap = 4096, used = 0;
+        if (!(kv->arr_str = calloc(n ? n : 1, sizeof *kv->arr_str)))
+            return rd_oom(r, (n ? n : 1) * sizeof *kv->arr_str,
+                          "string array of %" PRIu64 " elements", n);
+        uint64_t *offs = malloc((n ? n : 1) * sizeof *offs);
+        if (!offs)
+            return rd_oom(r, (n ? n : 1) * sizeof *offs,
+                          "offsets of a string array of %" PRIu64 " elements", n);
         char *chars = malloc(cap);
-        if (!kv->arr_str || !offs || !chars) {
+        if (!chars) {
             free(offs);
-            free(chars);
-            vt_set_error("%s: out of memory: string array of %" PRIu64 " elements", r->path, n);
-            return VT_ERR_OUT_OF_MEMORY;
+            return rd_oom(r, cap, "characters of a string array of %" PRIu64 " elements", n);
         }
         for (uint64_t i = 0; i < n; i++) {
             uint64_t len;
@@ -420,9 +436,8 @@ static vt_status read_array(reader *r, gguf_kv *kv)
                 while (used + len + 1 > cap) cap *= 2;
                 char *nc = realloc(chars, cap);
                 if (!nc) {
-                    vt_set_error("%s: out of memory: %" PRIu64 " bytes of array strings", r->path,
-                                 cap);
-                    st = VT_ERR_OUT_OF_MEMORY;
+                    st = rd_oom(r, cap, "characters of a string array of %" PRIu64 " elements",
+                                n);
                     goto str_fail;
                 }
                 chars = nc;
@@ -450,10 +465,9 @@ static vt_status read_array(reader *r, gguf_kv *kv)
                           " bytes) exceeds file size (%" PRIu64 " bytes left)",
                        n, vt_gguf_type_name((vt_gguf_type)et), n * es, rd_left(r));
     kv->arr_data = malloc(n > 0 ? (size_t)(n * es) : 1);
-    if (!kv->arr_data) {
-        vt_set_error("%s: out of memory: array of %" PRIu64 " bytes", r->path, n * es);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
+    if (!kv->arr_data)
+        return rd_oom(r, n * es, "array of %" PRIu64 " %s elements", n,
+                      vt_gguf_type_name((vt_gguf_type)et));
     st = rd_bytes(r, kv->arr_data, n * es, "array data");
     if (st) return st;
     kv->arr_n = n;
@@ -575,7 +589,8 @@ static vt_status tensors_grow(vt_gguf *g, uint64_t more)
     g->cap_tensors = (int64_t)need;
     return VT_OK;
 oom:
-    vt_set_error("out of memory: table of %" PRIu64 " tensors", need);
+    vt_set_error_oom(need * (t ? sizeof *n : sizeof *t), "table of %" PRIu64 " tensors%s", need,
+                     t ? " (names)" : "");
     return VT_ERR_OUT_OF_MEMORY;
 }
 
@@ -672,7 +687,8 @@ static vt_status check_tensor_offsets(reader *r, vt_gguf *g, gguf_shard *s, int6
     if (n < 2) return VT_OK;
     span *order = malloc((size_t)n * sizeof *order);
     if (!order) {
-        vt_set_error("%s: out of memory: sorting %" PRId64 " tensors", s->path, n);
+        vt_set_error_oom((uint64_t)n * sizeof *order, "offset order of %" PRId64 " tensors", n);
+        vt_error_prefix("%s", s->path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     for (int64_t i = 0; i < n; i++)
@@ -738,7 +754,8 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     r.size = s->size;
     r.buf = malloc(RD_BUF_SIZE);
     if (!r.buf) {
-        vt_set_error("%s: out of memory: read buffer of %u bytes", s->path, RD_BUF_SIZE);
+        vt_set_error_oom(RD_BUF_SIZE, "read buffer");
+        vt_error_prefix("%s", s->path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     vt_status st;
@@ -778,8 +795,11 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         goto out;
     }
     s->kv = calloc(n_kv ? n_kv : 1, sizeof *s->kv);
-    if (!s->kv || !name_index_reserve(&s->kv_index, n_kv)) {
-        vt_set_error("%s: out of memory: %" PRIu64 " metadata entries", s->path, n_kv);
+    if (!s->kv)
+        vt_set_error_oom((n_kv ? n_kv : 1) * sizeof *s->kv, "table of %" PRIu64 " metadata entries",
+                         n_kv);
+    if (!s->kv || !name_index_reserve(&s->kv_index, n_kv)) { /* the latter sets its message */
+        vt_error_prefix("%s", s->path);
         st = VT_ERR_OUT_OF_MEMORY;
         goto out;
     }
@@ -854,7 +874,9 @@ static vt_status map_shard(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     }
     void *m = mmap(NULL, (size_t)s->size, PROT_READ, MAP_PRIVATE, s->fd, 0);
     if (m == MAP_FAILED) {
-        vt_set_error("%s: mmap of %" PRIu64 " bytes failed: %s", s->path, s->size,
+        char human[48];
+        vt_set_error("%s: mmap of %s (%" PRIu64 " bytes) failed: %s", s->path,
+                     vt_config_format_bytes(s->size, human, sizeof human), s->size,
                      strerror(errno));
         return VT_ERR_IO;
     }
@@ -917,7 +939,8 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
     }
     gguf_shard *sh = realloc(g->shards, count * sizeof *sh);
     if (!sh) {
-        vt_set_error("out of memory: %" PRIu64 " shards", count);
+        vt_set_error_oom(count * sizeof *sh, "table of %" PRIu64 " shards of %s", count,
+                         s0->path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     g->shards = sh;
@@ -929,7 +952,8 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
         g->n_shards = (uint32_t)k + 1;
         s->path = shard_name(g->shards[0].path, plen, (unsigned)k + 1, (unsigned)count);
         if (!s->path) {
-            vt_set_error("out of memory: shard path");
+            vt_set_error_oom((uint64_t)plen + 32, "path of shard %" PRIu64 " of %s", k + 1,
+                             g->shards[0].path);
             return VT_ERR_OUT_OF_MEMORY;
         }
         if ((st = parse_file(g, s, (uint32_t)k))) {
@@ -970,8 +994,10 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
 
 static vt_status build_tensor_index(vt_gguf *g)
 {
-    if (!name_index_reserve(&g->tensor_index, (uint64_t)g->n_tensors))
+    if (!name_index_reserve(&g->tensor_index, (uint64_t)g->n_tensors)) {
+        vt_error_prefix("tensor index of %s", g->shards[0].path);
         return VT_ERR_OUT_OF_MEMORY;
+    }
     for (int64_t i = 0; i < g->n_tensors; i++) {
         int64_t dup = name_index_insert(&g->tensor_index, g->tensors[i].name, i);
         if (dup >= 0) {
@@ -997,18 +1023,18 @@ vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out)
         return VT_ERR_INVALID_ARG;
     }
     *out = NULL;
-    vt_gguf *g = calloc(1, sizeof *g);
-    if (!g || !(g->shards = calloc(1, sizeof *g->shards))) {
+    vt_gguf *g = vt_calloc_named(1, sizeof *g, "GGUF handle");
+    if (!g || !(g->shards = vt_calloc_named(1, sizeof *g->shards, "GGUF shard table"))) {
         free(g);
-        vt_set_error("out of memory: opening %s", path);
+        vt_error_prefix("opening %s", path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     g->n_shards = 1;
     gguf_shard *s0 = &g->shards[0];
     s0->fd = -1;
     vt_status st = VT_OK;
-    if (!(s0->path = strdup(path))) {
-        vt_set_error("out of memory: opening %s", path);
+    if (!(s0->path = vt_strdup_named(path, "GGUF path"))) {
+        vt_error_prefix("opening %s", path);
         st = VT_ERR_OUT_OF_MEMORY;
         goto fail;
     }
@@ -1049,6 +1075,23 @@ vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out)
 fail:
     vt_gguf_close(g);
     return st;
+}
+
+vt_status vt_gguf_map(vt_gguf *g)
+{
+    for (uint32_t k = 0; k < g->n_shards; k++) {
+        if (g->shards[k].map) continue;
+        vt_status st = map_shard(g, &g->shards[k], k);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+int vt_gguf_is_mapped(const vt_gguf *g)
+{
+    for (uint32_t k = 0; k < g->n_shards; k++)
+        if (g->shards[k].map) return 1;
+    return 0;
 }
 
 void vt_gguf_close(vt_gguf *g)

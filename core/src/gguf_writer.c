@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "vt/types.h"
@@ -85,11 +87,8 @@ vt_gguf_writer *vt_gguf_writer_new(uint32_t alignment)
         vt_set_error("gguf writer: alignment %" PRIu32 " is not a power of two", alignment);
         return NULL;
     }
-    vt_gguf_writer *w = calloc(1, sizeof *w);
-    if (!w) {
-        vt_set_error("out of memory: gguf writer");
-        return NULL;
-    }
+    vt_gguf_writer *w = vt_calloc_named(1, sizeof *w, "gguf writer");
+    if (!w) return NULL;
     w->alignment = alignment;
     return w;
 }
@@ -126,19 +125,19 @@ static vt_status slot(vt_gguf_writer *w, const char *key, wkv **out)
     }
     if (w->n_kv == w->cap_kv) {
         size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        wkv *kv = realloc(w->kv, cap * sizeof *kv);
+        wkv *kv = vt_reallocarray_named(w->kv, cap, sizeof *kv, "gguf writer metadata table");
         if (!kv) goto oom;
         w->kv = kv;
         w->cap_kv = cap;
     }
     wkv *kv = &w->kv[w->n_kv];
     memset(kv, 0, sizeof *kv);
-    if (!(kv->key = strdup(key))) goto oom;
+    if (!(kv->key = vt_strdup_named(key, "gguf writer key"))) goto oom;
     w->n_kv++;
     *out = kv;
     return VT_OK;
 oom:
-    vt_set_error("out of memory: gguf writer key '%s'", key);
+    vt_error_prefix("key '%s'", key);
     return VT_ERR_OUT_OF_MEMORY;
 }
 
@@ -189,9 +188,9 @@ vt_status vt_gguf_writer_set_str(vt_gguf_writer *w, const char *key, const char 
     vt_status st = slot(w, key, &kv);
     if (st) return st;
     kv->type = VT_GGUF_STRING;
-    if (!(kv->str = strdup(v))) {
+    if (!(kv->str = vt_strdup_named(v, "gguf writer string value"))) {
         kv->type = VT_GGUF_UINT8;
-        vt_set_error("out of memory: gguf writer string '%s'", key);
+        vt_error_prefix("key '%s'", key);
         return VT_ERR_OUT_OF_MEMORY;
     }
     return VT_OK;
@@ -219,7 +218,8 @@ vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_typ
     kv->arr_data = malloc(count ? (size_t)(count * es) : 1);
     if (!kv->arr_data) {
         kv->type = VT_GGUF_UINT8;
-        vt_set_error("out of memory: gguf writer array '%s' of %" PRIu64 " bytes", key, count * es);
+        vt_set_error_oom(count * es, "gguf writer array '%s' of %" PRIu64 " %s elements", key,
+                         count, vt_gguf_type_name(elem_type));
         return VT_ERR_OUT_OF_MEMORY;
     }
     if (count) memcpy(kv->arr_data, data, (size_t)(count * es));
@@ -245,10 +245,12 @@ vt_status vt_gguf_writer_set_arr_str(vt_gguf_writer *w, const char *key, const c
     if (st) return st;
     kv->type = VT_GGUF_ARRAY;
     kv->arr_type = VT_GGUF_STRING;
-    kv->arr_str = calloc(count ? (size_t)count : 1, sizeof *kv->arr_str);
+    kv->arr_str = vt_calloc_named(count ? (size_t)count : 1, sizeof *kv->arr_str,
+                                  "gguf writer string array");
     if (!kv->arr_str) goto oom;
     for (uint64_t i = 0; i < count; i++) {
-        if (!(kv->arr_str[i] = strdup(v[i]))) goto oom;
+        if (!(kv->arr_str[i] = vt_strdup_named(v[i], "gguf writer string array element")))
+            goto oom;
         kv->arr_n = i + 1;
     }
     kv->arr_n = count;
@@ -256,8 +258,7 @@ vt_status vt_gguf_writer_set_arr_str(vt_gguf_writer *w, const char *key, const c
 oom:
     wkv_clear(kv);
     kv->type = VT_GGUF_UINT8;
-    vt_set_error("out of memory: gguf writer string array '%s' of %" PRIu64 " elements", key,
-                 count);
+    vt_error_prefix("key '%s' (%" PRIu64 " strings)", key, count);
     return VT_ERR_OUT_OF_MEMORY;
 }
 
@@ -265,8 +266,8 @@ vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_
                                     uint32_t n_dims, const int64_t *ne, const void *data,
                                     uint64_t nbytes)
 {
-    if (!w || !name || !*name || (n_dims && !ne) || (nbytes && !data)) {
-        vt_set_error("gguf writer: tensor '%s': writer, name, ne and data are required",
+    if (!w || !name || !*name || (n_dims && !ne)) {
+        vt_set_error("gguf writer: tensor '%s': writer, name and ne are required",
                      name ? name : "(null)");
         return VT_ERR_INVALID_ARG;
     }
@@ -319,8 +320,8 @@ vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_
     }
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        wtensor *t = realloc(w->t, cap * sizeof *t);
-        if (!t) goto oom;
+        wtensor *t = vt_reallocarray_named(w->t, cap, sizeof *t, "gguf writer tensor table");
+        if (!t) goto oom_named;
         w->t = t;
         w->cap_t = cap;
     }
@@ -330,19 +331,21 @@ vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_
     t->n_dims = n_dims;
     memcpy(t->ne, e, sizeof e);
     t->nbytes = nbytes;
-    if ((uint64_t)(size_t)nbytes != nbytes) goto oom;
-    t->name = strdup(name);
-    t->data = malloc(nbytes ? (size_t)nbytes : 1);
-    if (!t->name || !t->data) {
+    if ((uint64_t)(size_t)nbytes != nbytes) goto oom_data;
+    if (!(t->name = vt_strdup_named(name, "gguf writer tensor name"))) goto oom_named;
+    t->data = data ? malloc(nbytes ? (size_t)nbytes : 1) : NULL; /* NULL: zeros, a hole */
+    if (data && !t->data) {
         free(t->name);
-        free(t->data);
-        goto oom;
+        goto oom_data;
     }
-    if (nbytes) memcpy(t->data, data, (size_t)nbytes);
+    if (data && nbytes) memcpy(t->data, data, (size_t)nbytes);
     w->n_t++;
     return VT_OK;
-oom:
-    vt_set_error("out of memory: gguf writer tensor '%s' of %" PRIu64 " bytes", name, nbytes);
+oom_named:
+    vt_error_prefix("tensor '%s'", name);
+    return VT_ERR_OUT_OF_MEMORY;
+oom_data:
+    vt_set_error_oom(nbytes, "gguf writer copy of tensor '%s'", name);
     return VT_ERR_OUT_OF_MEMORY;
 }
 
@@ -358,6 +361,14 @@ static void put(out *o, const void *p, size_t n)
 {
     if (o->bad || !n) return;
     if (fwrite(p, 1, n, o->f) != n) o->bad = true;
+    o->pos += n;
+}
+
+/* Advance n zero bytes without writing them (a hole in a sparse file). */
+static void skip(out *o, uint64_t n)
+{
+    if (o->bad || !n) return;
+    if (fflush(o->f) != 0 || n > INT64_MAX || fseeko(o->f, (off_t)n, SEEK_CUR) != 0) o->bad = true;
     o->pos += n;
 }
 
@@ -425,7 +436,7 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) {
-        vt_set_error("out of memory: path %s", path);
+        vt_set_error_oom(plen + 5, "temporary path for %s", path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     snprintf(tmp, plen + 5, "%s.tmp", path);
@@ -471,9 +482,12 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
     if (w->n_t) put_zeros(&o, align_up(o.pos, w->alignment) - o.pos);
     uint64_t data_start = o.pos;
     for (size_t i = 0; i < w->n_t; i++) {
-        put(&o, w->t[i].data, (size_t)w->t[i].nbytes);
+        if (w->t[i].data) put(&o, w->t[i].data, (size_t)w->t[i].nbytes);
+        else skip(&o, w->t[i].nbytes);
         put_zeros(&o, align_up(o.pos - data_start, w->alignment) - (o.pos - data_start));
     }
+    /* a trailing hole needs the size set explicitly */
+    if (!o.bad && (fflush(o.f) != 0 || ftruncate(fileno(o.f), (off_t)o.pos) != 0)) o.bad = true;
     int close_failed = fclose(o.f) != 0;
     if (o.bad || close_failed) {
         vt_set_error("%s: write failed after %" PRIu64 " bytes: %s", tmp, o.pos, strerror(errno));

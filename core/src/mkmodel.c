@@ -120,9 +120,13 @@ static void add(mk *m, const char *name, uint32_t type, uint32_t n_dims, int64_t
     uint64_t n = 1;
     for (uint32_t d = 0; d < n_dims; d++) n *= (uint64_t)ne[d];
     size_t es = type == VT_TYPE_F32 ? 4 : 2;
+    if (m->p->sparse && n_dims >= 2) { /* matrices as holes: a tensor table at real sizes */
+        m->st = vt_gguf_writer_add_tensor(m->w, name, type, n_dims, ne, NULL, n * es);
+        return;
+    }
     void *buf = malloc((size_t)n * es);
     if (!buf) {
-        vt_set_error("mkmodel: out of memory: tensor '%s' of %" PRIu64 " bytes", name, n * es);
+        vt_set_error_oom(n * es, "mkmodel: tensor '%s'", name);
         m->st = VT_ERR_OUT_OF_MEMORY;
         return;
     }
@@ -332,17 +336,18 @@ static vt_status bpe_train(bpe *b, uint32_t max_merges)
 {
     const size_t text_len = sizeof demo_text - 1;
     b->cap_tok = 256 + max_merges;
-    b->tok = calloc(b->cap_tok, sizeof *b->tok);
-    b->merges = calloc(max_merges ? max_merges : 1, sizeof *b->merges);
-    b->word = calloc(text_len, sizeof *b->word);
-    b->word_len = calloc(text_len, sizeof *b->word_len);
-    b->word_count = calloc(text_len, sizeof *b->word_count);
-    pair_count *pc = malloc(text_len * sizeof *pc);
-    if (!b->tok || !b->merges || !b->word || !b->word_len || !b->word_count || !pc) {
-        free(pc);
-        vt_set_error("mkmodel: out of memory training the tokenizer");
+    pair_count *pc = NULL;
+    /* the first that fails names itself; the rest stay NULL for the caller's free */
+    if (!(b->tok = vt_calloc_named(b->cap_tok, sizeof *b->tok, "mkmodel: tokenizer vocab")) ||
+        !(b->merges = vt_calloc_named(max_merges ? max_merges : 1, sizeof *b->merges,
+                                      "mkmodel: tokenizer merges table")) ||
+        !(b->word = vt_calloc_named(text_len, sizeof *b->word, "mkmodel: training words")) ||
+        !(b->word_len = vt_calloc_named(text_len, sizeof *b->word_len,
+                                        "mkmodel: training word lengths")) ||
+        !(b->word_count = vt_calloc_named(text_len, sizeof *b->word_count,
+                                          "mkmodel: training word counts")) ||
+        !(pc = vt_malloc_named(text_len * sizeof *pc, "mkmodel: training pair counts")))
         return VT_ERR_OUT_OF_MEMORY;
-    }
     for (unsigned i = 0; i < 256; i++) byte_symbol(i, b->tok[i]);
     b->n_tok = 256;
     /* distinct chunks with counts */
@@ -356,9 +361,8 @@ static vt_status bpe_train(bpe *b, uint32_t max_merges)
             if (k == n) break;
         }
         if (w == b->n_word) {
-            if (!(b->word[w] = malloc(n * sizeof **b->word))) {
+            if (!(b->word[w] = vt_malloc_named(n * sizeof **b->word, "mkmodel: training word"))) {
                 free(pc);
-                vt_set_error("mkmodel: out of memory training the tokenizer");
                 return VT_ERR_OUT_OF_MEMORY;
             }
             for (size_t k = 0; k < n; k++) b->word[w][k] = (unsigned char)demo_text[pos + k];
@@ -427,12 +431,13 @@ static vt_status add_tokenizer(vt_gguf_writer *w, bpe *b, uint32_t *n_vocab)
 {
     static const char *const special[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     uint32_t n = b->n_tok + 3;
-    const char **toks = malloc(n * sizeof *toks);
-    const char **merges = malloc((b->n_merges ? b->n_merges : 1) * sizeof *merges);
-    int32_t *types = malloc(n * sizeof *types);
+    const char **toks = NULL, **merges = NULL;
+    int32_t *types = NULL;
     vt_status st = VT_OK;
-    if (!toks || !merges || !types) {
-        vt_set_error("mkmodel: out of memory for %" PRIu32 " tokens", n);
+    if (!(toks = vt_malloc_named(n * sizeof *toks, "mkmodel: token list")) ||
+        !(merges = vt_malloc_named((b->n_merges ? b->n_merges : 1) * sizeof *merges,
+                                   "mkmodel: merge list")) ||
+        !(types = vt_malloc_named(n * sizeof *types, "mkmodel: token types"))) {
         st = VT_ERR_OUT_OF_MEMORY;
         goto out;
     }

@@ -38,6 +38,9 @@ typedef struct vt_mkmodel_params {
     uint32_t weight_type;        /* VT_TYPE_F32 or VT_TYPE_BF16 for the matrices (BF16) */
     uint64_t seed;               /* weight RNG seed (1234) */
     const char *name;            /* general.name ("vt demo qwen35moe") */
+    int sparse;                  /* 1: matrices are zeros written as holes (a sparse file):
+                                    the tensor table of a huge model for fit/residency tests
+                                    at no disk cost; the model computes nothing useful (0) */
 } vt_mkmodel_params;
 
 /* Fill p with the defaults above (the qwen35moe-tiny fixture's shape). */

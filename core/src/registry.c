@@ -99,10 +99,11 @@ static int valid_name(const char *s)
 static vt_status check_backend(const vt_plugin_desc *d, char *why, size_t why_cap)
 {
     const vt_backend_api *t = d->table;
-    if (t->struct_size < VT_BACKEND_API_SIZE_1_0) {
+    size_t need = vt_abi_table_size(d->kind, d->abi_minor);
+    if (t->struct_size < need) {
         snprintf(why, why_cap,
                  "backend table is %u bytes, ABI %u.%u requires at least %zu",
-                 t->struct_size, d->abi_major, d->abi_minor, (size_t)VT_BACKEND_API_SIZE_1_0);
+                 t->struct_size, d->abi_major, d->abi_minor, need);
         return VT_ERR_ABI;
     }
     REQUIRE_FN(t, device_count);
@@ -121,9 +122,10 @@ static vt_status check_backend(const vt_plugin_desc *d, char *why, size_t why_ca
 static vt_status check_model(const vt_plugin_desc *d, char *why, size_t why_cap)
 {
     const vt_model_api *t = d->table;
-    if (t->struct_size < VT_MODEL_API_SIZE_1_0) {
+    size_t need = vt_abi_table_size(d->kind, d->abi_minor);
+    if (t->struct_size < need) {
         snprintf(why, why_cap, "model table is %u bytes, ABI %u.%u requires at least %zu",
-                 t->struct_size, d->abi_major, d->abi_minor, (size_t)VT_MODEL_API_SIZE_1_0);
+                 t->struct_size, d->abi_major, d->abi_minor, need);
         return VT_ERR_ABI;
     }
     REQUIRE_FN(t, architectures);
@@ -139,6 +141,44 @@ static vt_status check_model(const vt_plugin_desc *d, char *why, size_t why_cap)
     for (size_t i = 0; t->architectures[i]; i++)
         if (i > 64 || !valid_name(t->architectures[i])) {
             snprintf(why, why_cap, "architecture list entry %zu is not a valid name", i);
+            return VT_ERR_ABI;
+        }
+    return VT_OK;
+}
+
+static vt_status check_store(const vt_plugin_desc *d, char *why, size_t why_cap)
+{
+    const vt_store_api *t = d->table;
+    size_t need = vt_abi_table_size(d->kind, d->abi_minor);
+    if (!need) {
+        snprintf(why, why_cap, "store plugins need ABI 1.1 or later; plugin built for ABI %u.%u",
+                 d->abi_major, d->abi_minor);
+        return VT_ERR_ABI;
+    }
+    if (t->struct_size < need) {
+        snprintf(why, why_cap, "store table is %u bytes, ABI %u.%u requires at least %zu",
+                 t->struct_size, d->abi_major, d->abi_minor, need);
+        return VT_ERR_ABI;
+    }
+    REQUIRE_FN(t, footprint);
+    REQUIRE_FN(t, create);
+    REQUIRE_FN(t, destroy);
+    REQUIRE_FN(t, slot_for_write);
+    REQUIRE_FN(t, commit_slot);
+    REQUIRE_FN(t, slot_for_read);
+    if (t->n_required_caps && !t->required_caps) {
+        snprintf(why, why_cap, "required_caps is NULL but n_required_caps = %u", t->n_required_caps);
+        return VT_ERR_ABI;
+    }
+    if (t->n_required_caps > VT_CAP_ID_LIMIT) {
+        snprintf(why, why_cap, "required_caps lists %u capabilities, more than the ABI knows",
+                 t->n_required_caps);
+        return VT_ERR_ABI;
+    }
+    for (uint32_t i = 0; i < t->n_required_caps; i++)
+        if (!vt_cap_known(t->required_caps[i], NULL)) {
+            snprintf(why, why_cap, "required capability #%u (id %u) is unknown to this vt",
+                     i, t->required_caps[i]);
             return VT_ERR_ABI;
         }
     return VT_OK;
@@ -172,10 +212,7 @@ static vt_status check_desc(const vt_plugin_desc *d, char *why, size_t why_cap)
     switch (d->kind) {
     case VT_PLUGIN_BACKEND: return check_backend(d, why, why_cap);
     case VT_PLUGIN_MODEL: return check_model(d, why, why_cap);
-    case VT_PLUGIN_STORE:
-        snprintf(why, why_cap, "store plugins arrive with a later ABI minor; this vt has %d.%d",
-                 VT_ABI_MAJOR, VT_ABI_MINOR);
-        return VT_ERR_UNSUPPORTED;
+    case VT_PLUGIN_STORE: return check_store(d, why, why_cap);
     default:
         snprintf(why, why_cap, "unknown plugin kind %u", d->kind);
         return VT_ERR_ABI;
@@ -236,14 +273,15 @@ static vt_plugin_entry *push_entry(vt_registry *r, const char *path)
 {
     if (r->n == r->cap) {
         size_t nc = r->cap ? r->cap * 2 : 16;
-        vt_plugin_entry *ni = realloc(r->items, nc * sizeof *ni);
+        vt_plugin_entry *ni = vt_reallocarray_named(r->items, nc, sizeof *ni, "plugin table");
         if (!ni) return NULL;
         r->items = ni;
         r->cap = nc;
     }
-    vt_plugin_entry *e = &r->items[r->n++];
+    vt_plugin_entry *e = &r->items[r->n];
     memset(e, 0, sizeof *e);
-    e->path = strdup(path);
+    if (!(e->path = vt_strdup_named(path, "plugin path"))) return NULL;
+    r->n++;
     return e;
 }
 
@@ -251,8 +289,9 @@ static void refuse(vt_plugin_entry *e, const char *why)
 {
     size_t n = strlen(e->path) + strlen(why) + 32;
     free(e->error);
-    e->error = malloc(n);
+    e->error = vt_malloc_named(n, "plugin refusal message");
     if (e->error) snprintf(e->error, n, "plugin %s refused: %s", e->path, why);
+    else vt_log(VT_LOG_WARN, "plugin %s: %s", e->path, vt_last_error());
     vt_set_error("plugin %s refused: %s", e->path, why);
     vt_log(VT_LOG_WARN, "plugin %s refused: %s", e->path, why);
     if (e->handle) dlclose(e->handle);
@@ -303,8 +342,8 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
         if (!strcmp(r->items[i].path, real)) return r->items[i].error ? VT_ERR_ABI : VT_OK;
 
     vt_plugin_entry *e = push_entry(r, real);
-    if (!e || !e->path) {
-        vt_set_error("out of memory recording plugin %s", path);
+    if (!e) {
+        vt_error_prefix("recording plugin %s", path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     char why[1024];
@@ -334,9 +373,12 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
                 refuse(e, why);
                 return VT_ERR_FORMAT;
             }
-            e->manifest = strdup(ini);
+            if (!(e->manifest = vt_strdup_named(ini, "plugin manifest path")))
+                vt_log(VT_LOG_WARN, "plugin %s: %s", real, vt_last_error());
             e->priority = man.priority;
-            if (man.description[0]) e->description = strdup(man.description);
+            if (man.description[0] &&
+                !(e->description = vt_strdup_named(man.description, "plugin description")))
+                vt_log(VT_LOG_WARN, "plugin %s: %s", real, vt_last_error());
         }
     }
     struct stat fst;
@@ -422,11 +464,18 @@ static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], siz
         if (l < 4 || strcmp(de->d_name + l - 3, ".so")) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn) break;
+            char **nn = vt_reallocarray_named(names, cap, sizeof *nn, "plugin directory listing");
+            if (!nn) {
+                vt_log(VT_LOG_WARN, "plugin directory %s: %s", real, vt_last_error());
+                break;
+            }
             names = nn;
         }
-        names[n++] = strdup(de->d_name);
+        if (!(names[n] = vt_strdup_named(de->d_name, "plugin file name"))) {
+            vt_log(VT_LOG_WARN, "plugin directory %s: %s", real, vt_last_error());
+            break;
+        }
+        n++;
     }
     closedir(dh);
     if (n) qsort(names, n, sizeof *names, cmp_str);
@@ -441,23 +490,21 @@ static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], siz
 
 vt_status vt_registry_open(const char *const *dirs, vt_registry **out)
 {
-    vt_registry *r = calloc(1, sizeof *r);
-    if (!r) {
-        vt_set_error("out of memory creating the plugin registry");
-        return VT_ERR_OUT_OF_MEMORY;
-    }
-    char (*seen)[PATH_MAX] = calloc(16, PATH_MAX); /* directories already scanned */
+    vt_registry *r = vt_calloc_named(1, sizeof *r, "plugin registry");
+    if (!r) return VT_ERR_OUT_OF_MEMORY;
+    /* directories already scanned */
+    char (*seen)[PATH_MAX] = vt_calloc_named(16, PATH_MAX, "plugin registry: scanned directories");
     size_t n_seen = 0;
     if (!seen) {
         free(r);
-        vt_set_error("out of memory creating the plugin registry");
         return VT_ERR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; dirs && dirs[i]; i++) scan_dir(r, dirs[i], seen, &n_seen, 1);
 
     const char *env = getenv("VT_PLUGIN_PATH");
     if (env && *env) {
-        char *copy = strdup(env), *save = NULL;
+        char *copy = vt_strdup_named(env, "VT_PLUGIN_PATH copy"), *save = NULL;
+        if (!copy) vt_log(VT_LOG_WARN, "VT_PLUGIN_PATH is ignored: %s", vt_last_error());
         for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok; tok = strtok_r(NULL, ":", &save))
             scan_dir(r, tok, seen, &n_seen, 1);
         free(copy);

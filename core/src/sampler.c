@@ -53,15 +53,13 @@ vt_status vt_sampler_new(const vt_sampler_params *p, int64_t n_vocab, const uint
         vt_set_error("sampler: n_vocab must be positive (got %lld)", (long long)n_vocab);
         return VT_ERR_INVALID_ARG;
     }
-    vt_sampler *s = calloc(1, sizeof *s);
-    if (s) {
-        s->c = malloc((size_t)n_vocab * sizeof *s->c);
-        s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
-        s->banned = calloc((size_t)n_vocab, 1);
-    }
-    if (!s || !s->c || !s->prob || !s->banned) {
+    vt_sampler *s = vt_calloc_named(1, sizeof *s, "sampler");
+    if (!s) return VT_ERR_OUT_OF_MEMORY;
+    /* the first that fails names itself */
+    if (!(s->c = vt_calloc_named((size_t)n_vocab, sizeof *s->c, "sampler: candidates")) ||
+        !(s->prob = vt_calloc_named((size_t)n_vocab, sizeof *s->prob, "sampler: probabilities")) ||
+        !(s->banned = vt_calloc_named((size_t)n_vocab, 1, "sampler: banned-token mask"))) {
         vt_sampler_free(s);
-        vt_set_error("sampler: out of memory for %lld candidates", (long long)n_vocab);
         return VT_ERR_OUT_OF_MEMORY;
     }
     s->p = *p;

@@ -130,8 +130,7 @@ static vt_status str_hash_grow(vt_tokenizer *t, uint64_t min_cap)
     }
     uint64_t *h = calloc(cap, sizeof *h);
     if (!h) {
-        vt_set_error("tokenizer: cannot allocate %zu bytes for the string hash",
-                     (size_t)cap * sizeof *h);
+        vt_set_error_oom(cap * sizeof *h, "tokenizer: string hash of %" PRIu64 " slots", cap);
         return VT_ERR_OUT_OF_MEMORY;
     }
     for (uint32_t i = 0; i < t->str_hash_cap; i++) {
@@ -175,7 +174,9 @@ static vt_status str_intern(vt_tokenizer *t, const char *s, size_t n, uint32_t *
         int32_t *voc = realloc(t->str_vocab, (size_t)cap * sizeof *voc);
         if (voc) t->str_vocab = voc;
         if (!off || !len || !voc) {
-            vt_set_error("tokenizer: cannot allocate the string table (%" PRIu32 " entries)", cap);
+            size_t bytes = (size_t)cap * (!off ? sizeof *off : !len ? sizeof *len : sizeof *voc);
+            vt_set_error_oom(bytes, "tokenizer: string table %s of %" PRIu32 " entries",
+                             !off ? "offsets" : !len ? "lengths" : "token ids", cap);
             return VT_ERR_OUT_OF_MEMORY;
         }
         t->cap_str = cap;
@@ -185,7 +186,7 @@ static vt_status str_intern(vt_tokenizer *t, const char *s, size_t n, uint32_t *
         while (cap < t->arena_len + n + 1) cap *= 2;
         char *a = realloc(t->arena, cap);
         if (!a) {
-            vt_set_error("tokenizer: cannot allocate %zu bytes for token texts", cap);
+            vt_set_error_oom(cap, "tokenizer: token text arena");
             return VT_ERR_OUT_OF_MEMORY;
         }
         t->arena = a;
@@ -237,8 +238,8 @@ static vt_status pair_table_init(vt_tokenizer *t, uint64_t n_merges)
     while (cap < n_merges * 2) cap *= 2;
     t->pairs = malloc(cap * sizeof *t->pairs);
     if (!t->pairs) {
-        vt_set_error("tokenizer: cannot allocate %" PRIu64 " bytes for the merge table",
-                     cap * (uint64_t)sizeof *t->pairs);
+        vt_set_error_oom(cap * (uint64_t)sizeof *t->pairs,
+                         "tokenizer: merges table of %" PRIu64 " slots", cap);
         return VT_ERR_OUT_OF_MEMORY;
     }
     for (uint64_t i = 0; i < cap; i++) t->pairs[i].key = UINT64_MAX;
@@ -348,13 +349,10 @@ static vt_status load_vocab(vt_tokenizer *t, const vt_gguf *g)
     t->n_vocab = (int64_t)count;
     /* room for the vocab and the few merge strings that are no token, without rehashing */
     if ((st = str_hash_grow(t, count * 2 + count / 4)) != VT_OK) return st;
-    t->tok_str = malloc(count * sizeof *t->tok_str);
-    t->tok_type = malloc(count);
-    t->tok_attr = malloc(count);
-    if (!t->tok_str || !t->tok_type || !t->tok_attr) {
-        vt_set_error("tokenizer: cannot allocate the vocabulary tables (%" PRIu64 " tokens)", count);
+    if (!(t->tok_str = vt_malloc_named(count * sizeof *t->tok_str, "tokenizer: vocab strings")) ||
+        !(t->tok_type = vt_malloc_named(count, "tokenizer: vocab token types")) ||
+        !(t->tok_attr = vt_malloc_named(count, "tokenizer: vocab token attributes")))
         return VT_ERR_OUT_OF_MEMORY;
-    }
     for (uint64_t i = 0; i < count; i++) {
         vt_gguf_str s;
         if ((st = vt_gguf_get_arr_str(g, key, i, &s)) != VT_OK) return st;
@@ -447,7 +445,7 @@ static vt_status load_merges(vt_tokenizer *t, const vt_gguf *g)
             joined_cap = (la + lb) * 2;
             char *j = realloc(joined, joined_cap);
             if (!j) {
-                vt_set_error("tokenizer: cannot allocate %zu bytes for a merge", joined_cap);
+                vt_set_error_oom(joined_cap, "tokenizer: %s[%" PRIu64 "] merge text", key, r);
                 st = VT_ERR_OUT_OF_MEMORY;
                 break;
             }
@@ -526,11 +524,10 @@ static vt_status finish_attributes(vt_tokenizer *t, const int32_t *eog_ids, size
             t->str_len[t->tok_str[i]] > 0)
             n_sp++;
     if (!n_sp) return VT_OK;
-    uint64_t *keys = malloc(n_sp * sizeof *keys);
-    t->special = malloc(n_sp * sizeof *t->special);
-    if (!keys || !t->special) {
+    uint64_t *keys = vt_malloc_named(n_sp * sizeof *keys, "tokenizer: special-token sort keys");
+    if (!keys) return VT_ERR_OUT_OF_MEMORY;
+    if (!(t->special = vt_malloc_named(n_sp * sizeof *t->special, "tokenizer: special-token list"))) {
         free(keys);
-        vt_set_error("tokenizer: cannot allocate the special-token list (%zu tokens)", n_sp);
         return VT_ERR_OUT_OF_MEMORY;
     }
     size_t k = 0;
@@ -643,11 +640,8 @@ vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out)
                      model.ptr);
         return VT_ERR_UNSUPPORTED;
     }
-    vt_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        vt_set_error("tokenizer: cannot allocate %zu bytes", sizeof *t);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
+    vt_tokenizer *t = vt_calloc_named(1, sizeof *t, "tokenizer");
+    if (!t) return VT_ERR_OUT_OF_MEMORY;
     st = load_gpt2(t, g);
     if (st != VT_OK) {
         vt_tokenizer_free(t);
@@ -701,7 +695,7 @@ static vt_status idvec_push(idvec *o, int32_t id)
         size_t cap = o->cap ? o->cap * 2 : 64;
         int32_t *v = realloc(o->v, cap * sizeof *v);
         if (!v) {
-            vt_set_error("tokenize: cannot allocate %zu bytes for token ids", cap * sizeof *v);
+            vt_set_error_oom(cap * sizeof *v, "tokenize: token ids");
             return VT_ERR_OUT_OF_MEMORY;
         }
         o->v = v;
@@ -728,7 +722,7 @@ static vt_status fragvec_push(fragvec *f, size_t off, size_t len, int32_t id)
         size_t cap = f->cap ? f->cap * 2 : 16;
         frag *v = realloc(f->v, cap * sizeof *v);
         if (!v) {
-            vt_set_error("tokenize: cannot allocate %zu bytes for fragments", cap * sizeof *v);
+            vt_set_error_oom(cap * sizeof *v, "tokenize: fragments");
             return VT_ERR_OUT_OF_MEMORY;
         }
         f->v = v;
@@ -892,7 +886,9 @@ static vt_status bpe_chunk(void *ctx, size_t start, size_t n_cps)
         bpe_cand *h = s ? realloc(w->heap, need * 3 * sizeof *h) : NULL;
         if (h) w->heap = h;
         if (!b || !s || !h) {
-            vt_set_error("tokenize: cannot allocate scratch for a %zu-character chunk", n_cps);
+            size_t bytes = !b ? need : !s ? need * sizeof *s : need * 3 * sizeof *h;
+            vt_set_error_oom(bytes, "tokenize: BPE %s for a %zu-character chunk",
+                             !b ? "bytes" : !s ? "symbols" : "candidate heap", n_cps);
             return VT_ERR_OUT_OF_MEMORY;
         }
         w->bytes_cap = w->sym_cap = need;
@@ -1056,7 +1052,7 @@ struct vt_detok_stream {
 vt_detok_stream *vt_detok_stream_new(const vt_tokenizer *t, int special)
 {
     if (!t) return NULL;
-    vt_detok_stream *s = calloc(1, sizeof *s);
+    vt_detok_stream *s = vt_calloc_named(1, sizeof *s, "detokenizer stream");
     if (!s) return NULL;
     s->t = t;
     s->special = special;
@@ -1076,7 +1072,7 @@ static int reserve(char **p, size_t *cap, size_t need)
     if (need <= *cap) return 1;
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
-    char *q = realloc(*p, c);
+    char *q = vt_realloc_named(*p, c, "detokenizer stream buffer");
     if (!q) return 0;
     *p = q;
     *cap = c;

@@ -121,7 +121,7 @@ vt_status vt_utf8_decode(const char *s, size_t n, uint32_t **out, size_t *n_out)
     *n_out = 0;
     uint32_t *cps = malloc((n ? n : 1) * sizeof *cps);
     if (!cps) {
-        vt_set_error("tokenizer: cannot allocate %zu bytes for code points", n * sizeof *cps);
+        vt_set_error_oom((n ? n : 1) * sizeof *cps, "tokenizer: code points of %zu bytes of text", n);
         return VT_ERR_OUT_OF_MEMORY;
     }
     const unsigned char *u = (const unsigned char *)s;
@@ -156,7 +156,7 @@ vt_status vt_unicode_nfc(uint32_t **cps, size_t *n)
     size_t nb = *n * 4;
     char *utf8 = malloc(nb ? nb : 1);
     if (!utf8) {
-        vt_set_error("tokenizer: cannot allocate %zu bytes for NFC input", nb);
+        vt_set_error_oom(nb ? nb : 1, "tokenizer: NFC input");
         return VT_ERR_OUT_OF_MEMORY;
     }
     size_t len = 0;
@@ -167,7 +167,12 @@ vt_status vt_unicode_nfc(uint32_t **cps, size_t *n)
     free(utf8);
     if (r < 0) {
         free(dst);
-        vt_set_error("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(r));
+        if (r == UTF8PROC_ERROR_NOMEM) /* utf8proc does not say how much it asked for */
+            vt_set_error("out of memory: tokenizer: NFC normalization of %zu bytes of text "
+                         "(utf8proc: %s)",
+                         len, utf8proc_errmsg(r));
+        else
+            vt_set_error("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(r));
         return r == UTF8PROC_ERROR_NOMEM ? VT_ERR_OUT_OF_MEMORY : VT_ERR_INTERNAL;
     }
     uint32_t *out = NULL;

@@ -39,6 +39,32 @@ vt_status vt_cpu_fail(const vt_backend_ctx *ctx, vt_status st, const char *fmt, 
     return st;
 }
 
+/* "1.19 GiB", "64.00 KiB", "12 B" into buf. */
+static const char *fmt_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    int u = 0;
+    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
+    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
+    return buf;
+}
+
+vt_status vt_cpu_fail_oom(const vt_backend_ctx *ctx, uint64_t bytes, const char *what_fmt, ...)
+{
+    char what[512], human[32];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof what, what_fmt, ap);
+    va_end(ap);
+    return vt_cpu_fail(ctx, VT_ERR_OUT_OF_MEMORY,
+                       "allocation of %s (%llu bytes) for %s failed: out of memory",
+                       fmt_bytes(bytes, human, sizeof human), (unsigned long long)bytes, what);
+}
+
 vt_status vt_cpu_scratch_reserve(vt_backend_ctx *ctx, size_t bytes)
 {
     if (bytes <= ctx->scratch_bytes) return VT_OK;
@@ -46,11 +72,8 @@ vt_status vt_cpu_scratch_reserve(vt_backend_ctx *ctx, size_t bytes)
     want = (want + 63) & ~(size_t)63;
     for (int i = 0; i < ctx->n_threads; i++) {
         void *p = NULL;
-        if (posix_memalign(&p, 64, want) != 0) {
-            return vt_cpu_fail(ctx, VT_ERR_OUT_OF_MEMORY,
-                               "allocation of %zu bytes of scratch for thread %d failed: out of memory",
-                               want, i);
-        }
+        if (posix_memalign(&p, 64, want) != 0)
+            return vt_cpu_fail_oom(ctx, want, "the scratch of thread %d", i);
         free(ctx->scratch[i]);
         ctx->scratch[i] = p;
     }
@@ -147,20 +170,22 @@ static vt_status cpu_init(const vt_backend_params *p, vt_backend_ctx **out)
     }
 
     vt_backend_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return vt_cpu_fail(&tmp, VT_ERR_OUT_OF_MEMORY, "init: context of %zu bytes", sizeof *ctx);
+    if (!ctx) return vt_cpu_fail_oom(&tmp, sizeof *ctx, "the backend context");
     ctx->host = p->host;
     ctx->k = k;
     ctx->n_threads = p->n_threads > 0 ? (int)p->n_threads : vt_cpu_online_cores();
     ctx->scratch = calloc((size_t)ctx->n_threads, sizeof *ctx->scratch);
     if (!ctx->scratch) {
+        int n = ctx->n_threads;
         cpu_shutdown(ctx);
-        return vt_cpu_fail(&tmp, VT_ERR_OUT_OF_MEMORY, "init: scratch table for %d threads",
-                           ctx->n_threads);
+        return vt_cpu_fail_oom(&tmp, (uint64_t)n * sizeof(void *), "the scratch table of %d threads",
+                               n);
     }
-    vt_status st = vt_cpu_pool_create(ctx->n_threads, &ctx->pool);
+    vt_status st = vt_cpu_pool_create(ctx, ctx->n_threads, &ctx->pool);
     if (st) {
         int n = ctx->n_threads;
         cpu_shutdown(ctx);
+        if (st == VT_ERR_OUT_OF_MEMORY) return st; /* the pool named the allocation */
         return vt_cpu_fail(&tmp, st, "init: cannot start a thread pool of %d threads", n);
     }
     st = vt_cpu_scratch_reserve(ctx, 65536);
@@ -180,15 +205,12 @@ static vt_status cpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char *what, 
     if (!out) return vt_cpu_fail(ctx, VT_ERR_INVALID_ARG, "alloc for %s: out is NULL", what ? what : "?");
     *out = NULL;
     if (bytes > SIZE_MAX - 64)
-        return vt_cpu_fail(ctx, VT_ERR_OUT_OF_MEMORY, "allocation of %zu bytes for %s: too large", bytes,
-                           what ? what : "(unnamed)");
+        return vt_cpu_fail_oom(ctx, bytes, "%s (larger than the address space)",
+                               what ? what : "(unnamed)");
     void *p = NULL;
     size_t sz = (bytes + 63) & ~(size_t)63;
     if (sz == 0) sz = 64;
-    if (posix_memalign(&p, 64, sz) != 0)
-        return vt_cpu_fail(ctx, VT_ERR_OUT_OF_MEMORY,
-                           "allocation of %zu bytes (%.2f MiB) for %s failed: out of memory", bytes,
-                           (double)bytes / (1024.0 * 1024.0), what ? what : "(unnamed)");
+    if (posix_memalign(&p, 64, sz) != 0) return vt_cpu_fail_oom(ctx, bytes, "%s", what ? what : "(unnamed)");
     *out = p;
     return VT_OK;
 }
@@ -268,6 +290,32 @@ static vt_status cpu_memory_probe(vt_backend_ctx *ctx, uint64_t *free_bytes, uin
     return VT_OK;
 }
 
+/* "host CPU (<model name>, <SIMD level>)" from /proc/cpuinfo. */
+static vt_status cpu_device_name(int device, char *buf, size_t cap)
+{
+    if (!buf || !cap) return VT_ERR_INVALID_ARG;
+    if (device != 0) {
+        snprintf(buf, cap, "?");
+        return VT_ERR_RANGE;
+    }
+    char model[128] = "unknown model";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            const char *c = strchr(line, ':');
+            if (!strncmp(line, "model name", 10) && c) {
+                snprintf(model, sizeof model, "%s", c + 2);
+                model[strcspn(model, "\n")] = 0;
+                break;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(buf, cap, "host CPU (%s)", model);
+    return VT_OK;
+}
+
 /* ======================= op entry points ======================= */
 
 #define MM_ENTRY(NAME, TYPE)                                                                   \
@@ -306,6 +354,7 @@ static const vt_capability cpu_caps[] = {
     PRESENT(VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY),
     ABSENT(VT_CAP_ASYNC_QUEUE, "ops run synchronously"),
     ABSENT(VT_CAP_PEER_COPY, "one CPU device"),
+    PRESENT(VT_CAP_DEVICE_NAME),
     PRESENT(VT_CAP_OP_RMS_NORM),
     PRESENT(VT_CAP_OP_L2_NORM),
     PRESENT(VT_CAP_OP_ROPE_NEOX),
@@ -396,6 +445,7 @@ static const vt_backend_api cpu_api = {
     .gather_rows = vt_cpu_gather_rows,
     .scatter_add = vt_cpu_scatter_add,
     .softmax_topk = vt_cpu_softmax_topk,
+    .device_name = cpu_device_name,
 };
 
 static const vt_plugin_desc cpu_desc = {

@@ -176,7 +176,8 @@ typedef void (*vt_cpu_task_fn)(void *arg, int64_t task, int thread);
 #define VT_CPU_POOL_MAX_TASKS ((int64_t)(1 << 20) - 1)
 
 /* n_threads >= 1 counts the calling thread: n_threads - 1 workers are started. */
-vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out);
+/* ctx (may be NULL) only carries the host for error messages. */
+vt_status vt_cpu_pool_create(const vt_backend_ctx *ctx, int n_threads, vt_cpu_pool **out);
 /* Stops and joins every worker. NULL is fine. */
 void vt_cpu_pool_destroy(vt_cpu_pool *p);
 int vt_cpu_pool_threads(const vt_cpu_pool *p);
@@ -219,6 +220,10 @@ struct vt_backend_ctx {
 
 /* Set the error through the host table (stderr when there is none); returns st. */
 vt_status vt_cpu_fail(const vt_backend_ctx *ctx, vt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Set "backend cpu: allocation of 1.19 GiB (1277952000 bytes) for <what> failed: out of
+ * memory" (what is printf-style) and return VT_ERR_OUT_OF_MEMORY. */
+vt_status vt_cpu_fail_oom(const vt_backend_ctx *ctx, uint64_t bytes, const char *what_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Each thread's scratch holds at least `bytes`. */
 vt_status vt_cpu_scratch_reserve(vt_backend_ctx *ctx, size_t bytes);

@@ -289,9 +289,12 @@ vt_status vt_cpu_rope_neox(vt_backend_ctx *ctx, float *x, int64_t ld_token, int6
             ctx->rope.cs = malloc((size_t)n_rot * sizeof(double));
             ctx->rope.valid = 0;
             ctx->rope.cap = 0;
-            if (!ctx->rope.ff || !ctx->rope.cs)
-                st = vt_cpu_fail(ctx, VT_ERR_OUT_OF_MEMORY, "rope_neox: table of %lld entries",
-                                 (long long)n_rot);
+            if (!ctx->rope.ff)
+                st = vt_cpu_fail_oom(ctx, (uint64_t)half * sizeof(float),
+                                     "rope_neox: frequency table of %lld entries", (long long)half);
+            else if (!ctx->rope.cs)
+                st = vt_cpu_fail_oom(ctx, (uint64_t)n_rot * sizeof(double),
+                                     "rope_neox: cos/sin table of %lld entries", (long long)n_rot);
             else
                 ctx->rope.cap = n_rot;
         }

@@ -161,12 +161,12 @@ int vt_cpu_online_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out)
+vt_status vt_cpu_pool_create(const vt_backend_ctx *ctx, int n_threads, vt_cpu_pool **out)
 {
     *out = NULL;
     if (n_threads < 1) n_threads = 1;
     vt_cpu_pool *p = calloc(1, sizeof *p);
-    if (!p) return VT_ERR_OUT_OF_MEMORY;
+    if (!p) return vt_cpu_fail_oom(ctx, sizeof *p, "the thread pool");
     p->n_threads = n_threads;
     atomic_init(&p->gen, 0);
     atomic_init(&p->fn, NULL);
@@ -180,15 +180,18 @@ vt_status vt_cpu_pool_create(int n_threads, vt_cpu_pool **out)
         p->ranges = NULL;
         p->n_threads = 1;
         vt_cpu_pool_destroy(p);
-        return VT_ERR_OUT_OF_MEMORY;
+        return vt_cpu_fail_oom(ctx, sizeof(struct range) * (size_t)n_threads,
+                               "the work ranges of %d pool threads", n_threads);
     }
     for (int i = 0; i < n_threads; i++) atomic_init(&p->ranges[i].w, 0);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads, sizeof *p->threads);
         p->args = calloc((size_t)n_threads, sizeof *p->args);
         if (!p->threads || !p->args) {
+            size_t bytes = (size_t)n_threads * (p->threads ? sizeof *p->args : sizeof *p->threads);
+            const char *which = p->threads ? "arguments" : "handles";
             vt_cpu_pool_destroy(p);
-            return VT_ERR_OUT_OF_MEMORY;
+            return vt_cpu_fail_oom(ctx, bytes, "the %s of %d pool threads", which, n_threads);
         }
         for (int i = 1; i < n_threads; i++) {
             p->args[i].pool = p;

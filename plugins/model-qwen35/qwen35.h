@@ -175,8 +175,21 @@ struct vt_model_seq {
 };
 
 /* qwen35_load.c */
+/* Allocation failures name what and how many bytes ("qwen35: allocation of
+ * 1.19 GiB (1277952000 bytes) for blk.16.ffn_up_exps failed: ...").
+ * qwen35_dev_alloc: backend memory through m->api->alloc; a backend message
+ * that already names `what` and its bytes (vt/backend.h asks for that) is kept,
+ * any other is appended to ours. qwen35_calloc: host memory, n * size checked
+ * for overflow; NULL on failure with the message set. */
+vt_status qwen35_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out);
+void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what);
+/* "1.19 GiB", "64.00 KiB", "12 B" into buf. */
+const char *qwen35_fmt_bytes(uint64_t bytes, char *buf, size_t cap);
 vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
                                uint32_t cap, uint32_t *n);
+/* Cache and scratch bytes for the fit check (vt_model_api.memory_needs). */
+vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
+                              const vt_model_params *params, vt_model_memory *out);
 vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
                       const vt_model_params *params, vt_model **out);
 void qwen35_free(vt_model *m);

@@ -38,7 +38,13 @@ static vt_status q35_dump(vt_model *m, const float *dev, int64_t rows, int64_t n
     if (!m->dump_path) return VT_OK;
     size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
     float *buf = malloc(bytes ? bytes : 1);
-    if (!buf) return VT_OK;
+    if (!buf) { /* a debugging aid: say so and go on */
+        char human[32];
+        m->host->log(VT_LOG_WARN, "qwen35 dump: allocation of %s (%zu bytes) for the dump buffer "
+                     "failed: out of memory; rows skipped",
+                     qwen35_fmt_bytes(bytes, human, sizeof human), bytes);
+        return VT_OK;
+    }
     vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
     if (st == VT_OK) {
         FILE *f = fopen(m->dump_path, "ab");

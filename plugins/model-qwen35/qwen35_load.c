@@ -30,6 +30,53 @@
 #define Q35_HEAD_ROWS 16 /* LM-head rows computed per chunk (bounds the logits scratch) */
 
 /* ================================================================ */
+/* named allocations                                                  */
+/* ================================================================ */
+
+const char *qwen35_fmt_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    int u = 0;
+    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
+    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
+    return buf;
+}
+
+vt_status qwen35_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out)
+{
+    vt_status st = m->api->alloc(m->ctx, bytes, what, out);
+    if (st == VT_OK) return VT_OK;
+    char prev[512], human[32];
+    const char *e = m->host->last_error ? m->host->last_error() : NULL;
+    snprintf(prev, sizeof prev, "%s", e ? e : "");
+    if (strstr(prev, what) && strstr(prev, "bytes")) return st; /* the backend named it */
+    m->host->set_error("qwen35: allocation of %s (%zu bytes) for %s failed: %s",
+                       qwen35_fmt_bytes(bytes, human, sizeof human), bytes, what,
+                       prev[0] ? prev : "the backend gave no reason");
+    return st;
+}
+
+void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
+{
+    size_t bytes;
+    char human[32];
+    if (__builtin_mul_overflow(n, size, &bytes)) {
+        host->set_error("qwen35: allocation of %zu x %zu bytes for %s overflows the address space",
+                        n, size, what);
+        return NULL;
+    }
+    void *p = bytes ? calloc(n, size) : calloc(1, 1);
+    if (!p)
+        host->set_error("qwen35: allocation of %s (%zu bytes) for %s failed: out of memory",
+                        qwen35_fmt_bytes(bytes, human, sizeof human), bytes, what);
+    return p;
+}
+
+/* ================================================================ */
 /* hyperparameters (spec §3)                                          */
 /* ================================================================ */
 
@@ -408,13 +455,11 @@ static vt_status q35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwe
 
     /* per-layer facts (n_all <= number of tensors, checked above) */
     uint32_t n_all = hp->n_layer_all;
-    hp->is_linear = calloc(n_all, 1);
-    hp->n_head = calloc(n_all, sizeof(uint32_t));
-    hp->n_head_kv = calloc(n_all, sizeof(uint32_t));
-    if (!hp->is_linear || !hp->n_head || !hp->n_head_kv) {
-        host->set_error("qwen35: out of memory for %u layer descriptors", n_all);
+    if (!(hp->is_linear = qwen35_calloc(host, n_all, 1, "the layer kinds")) ||
+        !(hp->n_head = qwen35_calloc(host, n_all, sizeof(uint32_t), "the per-layer head counts")) ||
+        !(hp->n_head_kv = qwen35_calloc(host, n_all, sizeof(uint32_t),
+                                        "the per-layer KV head counts")))
         return VT_ERR_OUT_OF_MEMORY;
-    }
     Q35_TRY(q35_u32_per_layer(&k, "attention.head_count", 1, NULL, n_all, hp->n_head));
     Q35_TRY(q35_u32_per_layer(&k, "attention.head_count_kv", 0, hp->n_head, n_all, hp->n_head_kv));
     st = q35_recurrent_layers(&k, n_all, hp->n_layer, hp->is_linear);
@@ -529,14 +574,18 @@ static vt_status q35_place(q35_loader *L, const vt_gguf_tensor *t, uint64_t byte
         size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
         void **na = realloc(m->dev_allocs, nc * sizeof *na);
         if (!na) {
-            L->host->set_error("qwen35: out of memory for the allocation list (%zu entries)", nc);
+            char human[32];
+            L->host->set_error("qwen35: allocation of %s (%zu bytes) for the list of %zu device "
+                               "allocations failed: out of memory",
+                               qwen35_fmt_bytes(nc * sizeof *na, human, sizeof human),
+                               nc * sizeof *na, nc);
             return VT_ERR_OUT_OF_MEMORY;
         }
         m->dev_allocs = na;
         m->cap_dev_allocs = nc;
     }
     void *p = NULL;
-    vt_status st = m->api->alloc(m->ctx, (size_t)bytes, t->name, &p);
+    vt_status st = qwen35_dev_alloc(m, (size_t)bytes, t->name, &p);
     if (st != VT_OK) return st;
     m->dev_allocs[m->n_dev_allocs++] = p;
     st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
@@ -937,10 +986,9 @@ vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
         q35_hparams_free(&tmp.hp);
         return st;
     }
-    tmp.layers = calloc(tmp.hp.n_layer, sizeof *tmp.layers);
+    tmp.layers = qwen35_calloc(host, tmp.hp.n_layer, sizeof *tmp.layers, "the layer table");
     if (!tmp.layers) {
         q35_hparams_free(&tmp.hp);
-        host->set_error("qwen35: out of memory for %u layers", tmp.hp.n_layer);
         return VT_ERR_OUT_OF_MEMORY;
     }
     q35_loader L = {host, g, &tmp, 1, ids, 0, cap};
@@ -956,6 +1004,50 @@ vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
         return VT_ERR_RANGE;
     }
     *n = L.n_caps;
+    return VT_OK;
+}
+
+/* ================================================================ */
+/* memory_needs                                                       */
+/* ================================================================ */
+
+static size_t q35_max3(size_t a, size_t b, size_t c);
+static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only);
+
+vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
+                              const vt_model_params *params, vt_model_memory *out)
+{
+    if (!host || !g || !params || !out) {
+        if (host) host->set_error("qwen35: memory_needs: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.host = host;
+    vt_status st = q35_read_hparams(host, g, &tmp.hp);
+    if (st != VT_OK) {
+        q35_hparams_free(&tmp.hp);
+        return st;
+    }
+    const qwen35_hparams *hp = &tmp.hp;
+    uint64_t kv = 0, state = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (hp->is_linear[il])
+            state += (uint64_t)(hp->d_conv - 1) * hp->conv_dim * sizeof(float) +
+                     (uint64_t)hp->n_v * hp->d_k * hp->d_v * sizeof(float);
+        else
+            kv += 2ull * hp->n_head_kv[il] * hp->head_dim * sizeof(float); /* K and V */
+    }
+    tmp.n_batch = params->n_batch ? params->n_batch : 512;
+    const vt_gguf_tensor *te = host->gguf_find_tensor(g, "token_embd.weight");
+    tmp.hp.n_vocab = te && te->n_dims >= 2 && te->ne[1] > 0 ? te->ne[1] : 0; /* logits scratch */
+    size_t scratch = 0;
+    st = q35_alloc_scratch(&tmp, &scratch);
+    q35_hparams_free(&tmp.hp);
+    if (st != VT_OK) return st;
+    out->kv_bytes_per_token = kv;
+    out->state_bytes = state;
+    out->scratch_bytes = scratch;
     return VT_OK;
 }
 
@@ -977,8 +1069,9 @@ static size_t q35_max3(size_t a, size_t b, size_t c)
     return m > c ? m : c;
 }
 
-/* Carve the device scratch for n_batch tokens out of one allocation. */
-static vt_status q35_alloc_scratch(vt_model *m)
+/* Carve the device scratch for n_batch tokens out of one allocation. With
+ * bytes_only set, only compute its size (memory_needs) and allocate nothing. */
+static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
 {
     const qwen35_hparams *hp = &m->hp;
     const size_t T = m->n_batch;
@@ -1027,7 +1120,11 @@ static vt_status q35_alloc_scratch(vt_model *m)
                            "address space", m->n_batch);
         return VT_ERR_RANGE;
     }
-    vt_status st = m->api->alloc(m->ctx, bytes, "qwen35 activation scratch", &m->scratch);
+    if (bytes_only) {
+        *bytes_only = bytes;
+        return VT_OK;
+    }
+    vt_status st = qwen35_dev_alloc(m, bytes, "qwen35 activation scratch", &m->scratch);
     if (st != VT_OK) return st;
     float *p = m->scratch;
     for (size_t i = 0; i < n_parts; i++) {
@@ -1036,16 +1133,19 @@ static vt_status q35_alloc_scratch(vt_model *m)
     }
 
     size_t k = hp->is_moe ? hp->n_expert_used : 1;
-    m->pos = calloc(T, sizeof *m->pos);
-    m->topk_ids = calloc(T * k, sizeof *m->topk_ids);
-    m->topk_w = calloc(T * k, sizeof *m->topk_w);
-    m->exp_count = calloc((size_t)hp->n_expert + 2, sizeof *m->exp_count);
-    m->exp_tok = calloc(T * k, sizeof *m->exp_tok);
-    m->exp_w = calloc(T * k, sizeof *m->exp_w);
-    if (!m->pos || !m->topk_ids || !m->topk_w || !m->exp_count || !m->exp_tok || !m->exp_w) {
-        m->host->set_error("qwen35: out of memory for host scratch of %zu tokens", T);
+    const vt_host_api *H = m->host;
+    if (!(m->pos = qwen35_calloc(H, T, sizeof *m->pos, "the host scratch: positions")) ||
+        !(m->topk_ids = qwen35_calloc(H, T * k, sizeof *m->topk_ids,
+                                      "the host scratch: top-k expert ids")) ||
+        !(m->topk_w = qwen35_calloc(H, T * k, sizeof *m->topk_w,
+                                    "the host scratch: top-k expert weights")) ||
+        !(m->exp_count = qwen35_calloc(H, (size_t)hp->n_expert + 2, sizeof *m->exp_count,
+                                       "the host scratch: per-expert counts")) ||
+        !(m->exp_tok = qwen35_calloc(H, T * k, sizeof *m->exp_tok,
+                                     "the host scratch: routed tokens")) ||
+        !(m->exp_w = qwen35_calloc(H, T * k, sizeof *m->exp_w,
+                                   "the host scratch: routed weights")))
         return VT_ERR_OUT_OF_MEMORY;
-    }
     return VT_OK;
 }
 
@@ -1076,11 +1176,8 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
         return VT_ERR_INVALID_ARG;
     }
     *out = NULL;
-    vt_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        host->set_error("qwen35: out of memory for the model object");
-        return VT_ERR_OUT_OF_MEMORY;
-    }
+    vt_model *m = qwen35_calloc(host, 1, sizeof *m, "the model object");
+    if (!m) return VT_ERR_OUT_OF_MEMORY;
     m->host = host;
     m->backend = backend;
     m->api = backend->api;
@@ -1107,9 +1204,8 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     }
 
     m->zero_copy = q35_host_addressable(m->api);
-    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    m->layers = qwen35_calloc(host, hp->n_layer, sizeof *m->layers, "the layer table");
     if (!m->layers) {
-        host->set_error("qwen35: out of memory for %u layers", hp->n_layer);
         st = VT_ERR_OUT_OF_MEMORY;
         goto fail;
     }
@@ -1133,7 +1229,7 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     st = q35_map_model(&L);
     if (st != VT_OK) goto fail;
 
-    st = q35_alloc_scratch(m);
+    st = q35_alloc_scratch(m, NULL);
     if (st != VT_OK) goto fail;
 
     const char *dump = getenv("VT_QWEN35_DUMP");

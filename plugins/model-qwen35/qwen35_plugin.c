@@ -78,7 +78,7 @@ static vt_status q35_seq_alloc(vt_model *m, size_t bytes, const char *what, uint
     char name[96];
     snprintf(name, sizeof name, "%s blk.%u", what, il);
     void *p = NULL;
-    vt_status st = m->api->alloc(m->ctx, bytes ? bytes : 64, name, &p);
+    vt_status st = qwen35_dev_alloc(m, bytes ? bytes : 64, name, &p);
     if (st != VT_OK) return st;
     *out = p;
     return m->api->memset_zero(m->ctx, p, bytes ? bytes : 64);
@@ -89,15 +89,14 @@ static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
     if (!m || !out) return VT_ERR_INVALID_ARG;
     *out = NULL;
     const uint32_t L = m->hp.n_layer;
-    vt_model_seq *s = calloc(1, sizeof *s);
-    if (s) {
-        s->k_cache = calloc(L, sizeof(float *));
-        s->v_cache = calloc(L, sizeof(float *));
-        s->conv_state = calloc(L, sizeof(float *));
-        s->rec_state = calloc(L, sizeof(float *));
-    }
-    if (!s || !s->k_cache || !s->v_cache || !s->conv_state || !s->rec_state) {
-        m->host->set_error("qwen35: out of memory for a sequence of %u layers", L);
+    vt_model_seq *s = qwen35_calloc(m->host, 1, sizeof *s, "a sequence");
+    if (!s) return VT_ERR_OUT_OF_MEMORY;
+    if (!(s->k_cache = qwen35_calloc(m->host, L, sizeof(float *), "a sequence's K cache table")) ||
+        !(s->v_cache = qwen35_calloc(m->host, L, sizeof(float *), "a sequence's V cache table")) ||
+        !(s->conv_state = qwen35_calloc(m->host, L, sizeof(float *),
+                                        "a sequence's conv state table")) ||
+        !(s->rec_state = qwen35_calloc(m->host, L, sizeof(float *),
+                                       "a sequence's recurrent state table"))) {
         q35_seq_free(m, s);
         return VT_ERR_OUT_OF_MEMORY;
     }
@@ -158,6 +157,7 @@ static const vt_model_api q35_api = {
     .seq_reset = q35_seq_reset,
     .seq_pos = q35_seq_pos,
     .forward = q35_forward_entry,
+    .memory_needs = qwen35_memory_needs,
 };
 
 static const vt_plugin_desc q35_desc = {

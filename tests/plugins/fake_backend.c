@@ -8,7 +8,15 @@
  *   FAKE_PRESENT_NULL   declare memory_probe PRESENT with a NULL function
  *   FAKE_ABSENT_SET     declare rms_norm ABSENT with its function set
  *   FAKE_NAME           plugin name (default "fake")
+ *   FAKE_ABI_MINOR      descriptor abi_minor; 0 builds the table as an ABI 1.0
+ *                       plugin would (no device_name member, not declared)
+ *   FAKE_NO_PROBE       declare memory_probe ABSENT (function NULL)
+ *   FAKE_ALL_OPS        declare every op and weight type PRESENT (stubs that
+ *                       return VT_ERR_UNSUPPORTED) and host-addressable memory,
+ *                       for fit-check tests; memory_probe reports
+ *                       total = $VT_FAKE_TOTAL_BYTES (default 1 GiB), free = total
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +27,9 @@
 #endif
 #ifndef FAKE_NAME
 #define FAKE_NAME "fake"
+#endif
+#ifndef FAKE_ABI_MINOR
+#define FAKE_ABI_MINOR VT_ABI_MINOR
 #endif
 
 static int fake_device_count(void) { return 1; }
@@ -53,9 +64,49 @@ static vt_status fake_sync(vt_backend_ctx *c) { (void)c; return VT_OK; }
 static vt_status fake_probe(vt_backend_ctx *c, uint64_t *f, uint64_t *t)
 {
     (void)c;
-    *f = *t = 1u << 30;
+    const char *env = getenv("VT_FAKE_TOTAL_BYTES");
+    *f = *t = env ? strtoull(env, NULL, 10) : (1u << 30);
     return VT_OK;
 }
+static vt_status fake_device_name(int device, char *buf, size_t cap)
+{
+    (void)device;
+    if (cap) strncpy(buf, "fake device", cap - 1), buf[cap - 1] = 0;
+    return VT_OK;
+}
+#ifdef FAKE_ALL_OPS
+/* Stubs: present so that model requirements pass; the fit tests never run them. */
+static vt_status stub_mm(vt_backend_ctx *c, const vt_weight *w, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, int64_t n)
+{
+    (void)c; (void)w; (void)x; (void)ldx; (void)y; (void)ldy; (void)n;
+    return VT_ERR_UNSUPPORTED;
+}
+static vt_status stub_gr(vt_backend_ctx *c, const vt_weight *w, const int32_t *ids, int64_t n,
+                         float *out)
+{
+    (void)c; (void)w; (void)ids; (void)n; (void)out;
+    return VT_ERR_UNSUPPORTED;
+}
+#define STUB(name, ...)                                                                         \
+    static vt_status name(__VA_ARGS__) { return VT_ERR_UNSUPPORTED; }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+STUB(stub_l2, vt_backend_ctx *c, const float *x, int64_t ldx, float *y, int64_t ldy, int64_t r, int64_t n, float e)
+STUB(stub_rope, vt_backend_ctx *c, float *x, int64_t a, int64_t b, int64_t t, int64_t h, int64_t r, const int32_t *p, float base, const float *ff)
+STUB(stub_attn, vt_backend_ctx *c, const float *q, int64_t ldq, int64_t ldqh, const float *k, const float *v, float *o, int64_t ldo, int64_t t, int64_t h, int64_t hk, int64_t hd, int64_t p0, int64_t nkv, int64_t w, float s, float sc)
+STUB(stub_conv, vt_backend_ctx *c, const float *x, int64_t ldx, const float *w, float *st, float *y, int64_t ldy, int64_t t, int64_t ch, int64_t dc)
+STUB(stub_gdn, vt_backend_ctx *c, const float *q, const float *k, int64_t ldqk, const float *v, int64_t ldv, const float *g, const float *b, float *st, float *o, int64_t ldo, int64_t t, int64_t nk, int64_t nv, int64_t dk, int64_t dv)
+STUB(stub_unary, vt_backend_ctx *c, vt_unary_op op, const float *x, float *y, int64_t n)
+STUB(stub_binary, vt_backend_ctx *c, vt_binary_op op, const float *a, const float *b, float *y, int64_t n, int64_t nb)
+STUB(stub_scale, vt_backend_ctx *c, const float *x, float *y, int64_t n, float s)
+STUB(stub_mul_rows, vt_backend_ctx *c, const float *x, const float *s, float *y, int64_t r, int64_t n)
+STUB(stub_copy_2d, vt_backend_ctx *c, const float *s, int64_t lds, float *d, int64_t ldd, int64_t r, int64_t n)
+STUB(stub_gather, vt_backend_ctx *c, const float *s, int64_t lds, const int32_t *idx, int64_t n, int64_t nc, float *d, int64_t ldd)
+STUB(stub_scatter, vt_backend_ctx *c, const float *s, int64_t lds, const int32_t *idx, const float *wt, int64_t n, int64_t nc, float *d, int64_t ldd)
+STUB(stub_topk, vt_backend_ctx *c, const float *l, int64_t r, int64_t n, int64_t k, int rn, int32_t *ids, float *w, float *p)
+#pragma GCC diagnostic pop
+#endif
 static vt_status fake_rms(vt_backend_ctx *c, const float *x, int64_t ldx, const float *w, float *y,
                           int64_t ldy, int64_t r, int64_t n, float eps)
 {
@@ -86,9 +137,51 @@ static void build(void)
         caps[n++] = (vt_capability){VT_CAP_MAT_MUL(t), VT_CAP_ABSENT, "fake backend computes nothing"};
         caps[n++] = (vt_capability){VT_CAP_GET_ROWS(t), VT_CAP_ABSENT, "fake backend computes nothing"};
     }
+#if FAKE_ABI_MINOR >= 1
+    caps[n++] = (vt_capability){VT_CAP_DEVICE_NAME, VT_CAP_PRESENT, NULL};
+    table.device_name = fake_device_name;
+#else
+    (void)fake_device_name;
+#endif
+#ifndef FAKE_NO_PROBE
     for (uint32_t i = 0; i < n; i++)
         if (caps[i].id == VT_CAP_MEMORY_PROBE) caps[i] = (vt_capability){VT_CAP_MEMORY_PROBE, VT_CAP_PRESENT, NULL};
-    table.struct_size = sizeof table;
+#else
+    for (uint32_t i = 0; i < n; i++)
+        if (caps[i].id == VT_CAP_MEMORY_PROBE)
+            caps[i] = (vt_capability){VT_CAP_MEMORY_PROBE, VT_CAP_ABSENT,
+                                      "fake backend: no memory probe (test)"};
+#endif
+#ifdef FAKE_ALL_OPS
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = caps[i].id;
+        if (id == VT_CAP_PINNED_HOST_ALLOC || id == VT_CAP_ASYNC_QUEUE || id == VT_CAP_PEER_COPY ||
+            id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME)
+            continue;
+        caps[i].state = VT_CAP_PRESENT;
+        caps[i].reason = NULL;
+        if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)
+            table.mat_mul[id - VT_CAP_MAT_MUL_BASE] = stub_mm;
+        else if (id >= VT_CAP_GET_ROWS_BASE && id < VT_CAP_ID_LIMIT)
+            table.get_rows[id - VT_CAP_GET_ROWS_BASE] = stub_gr;
+    }
+    table.rms_norm = fake_rms;
+    table.l2_norm = stub_l2;
+    table.rope_neox = stub_rope;
+    table.attention = stub_attn;
+    table.ssm_conv = stub_conv;
+    table.gated_delta_net = stub_gdn;
+    table.unary = stub_unary;
+    table.binary = stub_binary;
+    table.scale = stub_scale;
+    table.mul_rows = stub_mul_rows;
+    table.copy_2d = stub_copy_2d;
+    table.gather_rows = stub_gather;
+    table.scatter_add = stub_scatter;
+    table.softmax_topk = stub_topk;
+#endif
+    table.struct_size = FAKE_ABI_MINOR >= 1 ? sizeof table
+                                            : offsetof(vt_backend_api, softmax_topk) + sizeof(void *);
 #ifdef FAKE_SMALL_TABLE
     table.struct_size = 64;
 #endif
@@ -104,14 +197,14 @@ static void build(void)
     table.copy_d2d = fake_copy;
     table.memset_zero = fake_zero;
     table.synchronize = fake_sync;
-#ifndef FAKE_PRESENT_NULL
+#if !defined(FAKE_PRESENT_NULL) && !defined(FAKE_NO_PROBE)
     table.memory_probe = fake_probe;
 #else
     (void)fake_probe;
 #endif
-#ifdef FAKE_ABSENT_SET
+#if defined(FAKE_ABSENT_SET)
     table.rms_norm = fake_rms;
-#else
+#elif !defined(FAKE_ALL_OPS)
     (void)fake_rms;
 #endif
 }
@@ -120,7 +213,7 @@ VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void)
 {
     static vt_plugin_desc d;
     build();
-    d = (vt_plugin_desc){.struct_size = sizeof d, .abi_major = FAKE_ABI_MAJOR, .abi_minor = VT_ABI_MINOR,
+    d = (vt_plugin_desc){.struct_size = sizeof d, .abi_major = FAKE_ABI_MAJOR, .abi_minor = FAKE_ABI_MINOR,
                          .kind = VT_PLUGIN_BACKEND, .name = FAKE_NAME, .version = "0.0.1",
                          .description = "registry test plugin", .table = &table};
     return &d;

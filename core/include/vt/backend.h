@@ -27,6 +27,10 @@
  * capabilities VT_CAP_MAT_MUL(type) and VT_CAP_GET_ROWS(type).
  *
  * Thread-safety: one vt_backend_ctx is used by one thread at a time.
+ *
+ * ABI history: 1.0 the table up to softmax_topk; 1.1 appends device_name and
+ * the capability VT_CAP_DEVICE_NAME. A plugin built for 1.0 loads on a 1.1
+ * core and its device_name capability reads ABSENT ("plugin built for ABI 1.0").
  */
 #ifndef VT_BACKEND_H
 #define VT_BACKEND_H
@@ -51,6 +55,7 @@ typedef enum vt_cap_id {
     VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY = 2, /* device pointers are host pointers (CPU, unified memory) */
     VT_CAP_ASYNC_QUEUE = 3,              /* ops may run asynchronously until synchronize() */
     VT_CAP_PEER_COPY = 4,                /* copy between two devices of this backend */
+    VT_CAP_DEVICE_NAME = 5,              /* device_name(): "NVIDIA H200" (ABI 1.1) */
     /* ops (one capability per op; weight-typed ops below) */
     VT_CAP_OP_RMS_NORM = 16,
     VT_CAP_OP_L2_NORM = 17,
@@ -254,6 +259,13 @@ typedef struct vt_backend_api {
      */
     vt_status (*softmax_topk)(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
                               int64_t k, int renorm, int32_t *ids, float *weights, float *probs);
+
+    /* ---- ABI 1.1 (read only when the plugin's abi_minor >= 1) ---- */
+    /* Capability VT_CAP_DEVICE_NAME: write device `device`'s marketing name
+     * ("NVIDIA H200", "AMD Instinct MI300X", "host CPU (x86-64, AVX2)") into buf
+     * (cap bytes, NUL-terminated). Needs no context; valid for
+     * 0 <= device < device_count(). */
+    vt_status (*device_name)(int device, char *buf, size_t cap);
 } vt_backend_api;
 
 /* A backend instance as the core and models see it. */

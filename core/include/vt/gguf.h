@@ -78,6 +78,12 @@ typedef struct vt_gguf vt_gguf;
  */
 vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out);
 void vt_gguf_close(vt_gguf *g);
+/* Map the tensor data of a model opened with VT_GGUF_NO_MMAP (every shard not
+ * yet mapped), pointing each tensor's data at it. Not thread-safe: call it
+ * before the vt_gguf is shared. Errors: VT_ERR_IO naming the shard. */
+vt_status vt_gguf_map(vt_gguf *g);
+/* Whether any shard's tensor data is mapped (0 after a VT_GGUF_NO_MMAP open). */
+int vt_gguf_is_mapped(const vt_gguf *g);
 
 /* Model-level facts. */
 uint32_t vt_gguf_version(const vt_gguf *g);
@@ -147,7 +153,9 @@ vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_typ
                                  const void *data, uint64_t count);
 vt_status vt_gguf_writer_set_arr_str(vt_gguf_writer *w, const char *key, const char *const *v,
                                      uint64_t count);
-/* ne has n_dims entries; nbytes must equal the size the type and ne imply. */
+/* ne has n_dims entries; nbytes must equal the size the type and ne imply.
+ * data NULL: the tensor is zeros, written as a hole (a sparse file), so test
+ * files with the tensor table of a huge model cost no disk. */
 vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_t type,
                                     uint32_t n_dims, const int64_t *ne, const void *data,
                                     uint64_t nbytes);

@@ -16,6 +16,8 @@
  * chunks, or token by token gives the same logits up to float rounding.
  *
  * Thread-safety: one model and its sequences are used by one thread at a time.
+ *
+ * ABI history: 1.0 up to forward; 1.1 appends memory_needs.
  */
 #ifndef VT_MODEL_H
 #define VT_MODEL_H
@@ -38,6 +40,10 @@ typedef struct vt_model_params {
     uint32_t struct_size;
     uint32_t n_ctx;      /* KV cache length in tokens per sequence (0: min(trained, 4096)) */
     uint32_t n_batch;    /* most tokens one forward() call will be given (sizes scratch) */
+    /* ABI 1.1: routed experts streamed through this (NULL: resident, read in place).
+     * The model registers its expert stacks with host->experts_register at load
+     * and never touches their bytes in the GGUF mapping. */
+    vt_expert_streamer *experts;
 } vt_model_params;
 
 typedef struct vt_model_info {
@@ -48,6 +54,17 @@ typedef struct vt_model_info {
     uint32_t n_ctx;      /* KV cache length actually allocated per sequence */
     uint32_t n_ctx_train;
 } vt_model_info;
+
+/*
+ * What a model needs besides its weights, for the fit check (ABI 1.1). All
+ * bytes are in the memory of the model's backend.
+ */
+typedef struct vt_model_memory {
+    uint32_t struct_size;
+    uint64_t kv_bytes_per_token; /* KV cache bytes per token of context, all layers, one sequence */
+    uint64_t state_bytes;        /* fixed per-sequence state (recurrent + conv state) */
+    uint64_t scratch_bytes;      /* activation scratch for params.n_batch tokens */
+} vt_model_memory;
 
 typedef struct vt_model_api {
     uint32_t struct_size;
@@ -82,6 +99,14 @@ typedef struct vt_model_api {
      */
     vt_status (*forward)(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
+
+    /* ---- ABI 1.1 (read only when the plugin's abi_minor >= 1) ---- */
+    /* Fill out (out->struct_size set by the caller) from the file's
+     * hyperparameters and params (n_ctx, n_batch), reading no weight. Called by
+     * the fit check when the configuration is resolved. NULL: the fit check
+     * counts weights only and says so. */
+    vt_status (*memory_needs)(const vt_host_api *host, const vt_gguf *g,
+                              const vt_model_params *params, vt_model_memory *out);
 } vt_model_api;
 
 #ifdef __cplusplus

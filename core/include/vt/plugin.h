@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 0
+#define VT_ABI_MINOR 1
 
 #define VT_PLUGIN_ENTRY_SYMBOL "vt_plugin_entry"
 
@@ -49,7 +49,7 @@ extern "C" {
 typedef enum vt_plugin_kind {
     VT_PLUGIN_BACKEND = 1, /* table: vt_backend_api (vt/backend.h) */
     VT_PLUGIN_MODEL = 2,   /* table: vt_model_api (vt/model.h) */
-    VT_PLUGIN_STORE = 3    /* table: expert slot store (a later ABI minor) */
+    VT_PLUGIN_STORE = 3    /* table: vt_store_api (vt/store.h), ABI 1.1 */
 } vt_plugin_kind;
 
 typedef struct vt_plugin_desc {
@@ -64,6 +64,26 @@ typedef struct vt_plugin_desc {
 } vt_plugin_desc;
 
 typedef const vt_plugin_desc *(*vt_plugin_entry_fn)(void);
+
+/*
+ * The expert streamer (ABI 1.1), owned by the core: a bounded arena of slots
+ * holding routed-expert slices, filled from the GGUF on a miss (DESIGN.md
+ * "Expert streaming"). A model plugin gets one in vt_model_params.experts
+ * when the residency streams its experts (NULL: experts resident, read them
+ * in place), registers its routed-expert stacks at load and acquires the
+ * slices each layer needs while it runs.
+ */
+typedef struct vt_expert_streamer vt_expert_streamer;
+
+/* Counters of one layer, or of all layers. */
+typedef struct vt_expert_stats {
+    uint64_t hits;         /* slices found resident */
+    uint64_t misses;       /* slices filled from the file */
+    uint64_t bytes_filled; /* bytes read from the file into slots */
+    uint64_t evictions;    /* resident slices dropped to make room */
+    uint64_t fill_errors;  /* fills that failed (the key stayed absent) */
+    double fill_seconds;   /* wall time spent reading and committing fills */
+} vt_expert_stats;
 
 /* Log levels; anything that changes where work runs is logged at WARN. */
 typedef enum vt_log_level {
@@ -102,6 +122,31 @@ typedef struct vt_host_api {
     const vt_gguf_tensor *(*gguf_find_tensor)(const vt_gguf *g, const char *name);
     int64_t (*gguf_n_tensors)(const vt_gguf *g);
     const vt_gguf_tensor *(*gguf_tensor_at)(const vt_gguf *g, int64_t i);
+
+    /* ---- ABI 1.1 ---- the expert streamer */
+    /*
+     * Register routed-expert stack `t` (ne[2] = n_expert slices, each one
+     * contiguous range of nbytes / ne[2] bytes, gguf.md §3) as matrix `matrix`
+     * (0, 1, 2... in the order the model will read them) of layer `layer`.
+     * Errors: VT_ERR_INVALID_ARG (registered twice, matrix ids not dense),
+     * VT_ERR_RANGE (a slice larger than a slot).
+     */
+    vt_status (*experts_register)(vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                                  const vt_gguf_tensor *t);
+    /*
+     * Make the slices of n experts (ids, host) of layer `layer` resident, all
+     * at once: out[i * n_matrices + m] (host array of n * n_matrices pointers)
+     * receives the slot holding matrix m of expert ids[i], in the backend's
+     * memory. Pointers stay valid until the next experts_acquire on s. Slots
+     * this call needs are never evicted by it. Errors: VT_ERR_RANGE when the
+     * arena has fewer slots than n * n_matrices; VT_ERR_IO naming layer,
+     * matrix, expert, file and offset when a fill fails (the cache stays
+     * consistent and a retry refills).
+     */
+    vt_status (*experts_acquire)(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                                 uint32_t n, const void **out);
+    /* Counters of `layer`, or of every layer when layer < 0. */
+    vt_status (*experts_stats)(const vt_expert_streamer *s, int32_t layer, vt_expert_stats *out);
 } vt_host_api;
 
 #ifdef __cplusplus

@@ -21,7 +21,8 @@ typedef enum vt_status {
     VT_ERR_ABI = -7,           /* a plugin's ABI does not match the core's */
     VT_ERR_CAPABILITY = -8,    /* a required capability is ABSENT */
     VT_ERR_RANGE = -9,         /* a value is outside what the field allows */
-    VT_ERR_INTERNAL = -10      /* a bug: an invariant of vt itself did not hold */
+    VT_ERR_INTERNAL = -10,     /* a bug: an invariant of vt itself did not hold */
+    VT_ERR_DOES_NOT_FIT = -11  /* the resolved residency does not fit the device's memory */
 } vt_status;
 
 #endif

@@ -1,0 +1,83 @@
+/*
+ * vt/store.h - the expert slot store table (ABI 1.1).
+ *
+ * A slot store holds the arena of expert slots the expert streamer fills
+ * (DESIGN.md "Expert streaming"). A slot holds one expert's slice of one
+ * matrix (slot_bytes bytes). The host store lives in the core; a store plugin
+ * (descriptor kind VT_PLUGIN_STORE, table vt_store_api) keeps its arena
+ * elsewhere, e.g. in device memory of its backend (plugins/store-device).
+ *
+ * The fill contract (one fill at a time per store):
+ *   dst = slot_for_write(s, slot)      host-writable destination, slot_bytes bytes
+ *   ... pread() fills dst ...
+ *   commit_slot(s, slot, bytes)        publishes the bytes into the slot;
+ *                                      refuses a slot other than the one last
+ *                                      handed out by slot_for_write
+ *   slot_for_read(s, slot)             the slot itself, in the memory the
+ *                                      backend's ops read (device memory)
+ *
+ * Requirements: required_caps lists the backend capabilities the store needs
+ * (the device store: VT_CAP_MEMORY_PROBE). They are checked when the
+ * configuration is resolved, before any weight is read; a miss is refused
+ * naming the store, the capability, the backend and the backend's reason.
+ *
+ * Thread-safety: one store is used by one thread at a time.
+ */
+#ifndef VT_STORE_H
+#define VT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/backend.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vt_store vt_store; /* defined by each store */
+
+typedef struct vt_store_params {
+    uint32_t struct_size;
+    const vt_host_api *host;
+    const vt_backend *backend;    /* the backend whose ops read the slots */
+    uint64_t slot_bytes;          /* bytes of one slot (largest expert matrix slice) */
+    uint64_t n_slots;             /* slots in the arena */
+    uint64_t pinned_budget_bytes; /* most pinned host memory the store may take (0: none) */
+} vt_store_params;
+
+/* Where a store's memory lives, for the fit check. */
+typedef struct vt_store_footprint {
+    uint32_t struct_size;
+    uint64_t device_bytes; /* in the backend's memory (the arena, for a device store) */
+    uint64_t host_bytes;   /* in host memory (staging buffers) */
+} vt_store_footprint;
+
+typedef struct vt_store_api {
+    uint32_t struct_size;
+    /* Capabilities this store needs of its backend (n_required_caps ids). */
+    const uint32_t *required_caps;
+    uint32_t n_required_caps;
+
+    /* Bytes the store would take for p (reads no file, allocates nothing). */
+    vt_status (*footprint)(const vt_store_params *p, vt_store_footprint *out);
+    /* Acquire the arena and staging. On failure everything acquired is released
+     * and the error names the allocation and its bytes. */
+    vt_status (*create)(const vt_store_params *p, vt_store **out);
+    void (*destroy)(vt_store *s);
+    /* Host-writable destination for filling `slot` (slot_bytes bytes), or NULL
+     * with an error set (slot out of range). */
+    void *(*slot_for_write)(vt_store *s, uint64_t slot);
+    /* Publish the `bytes` (<= slot_bytes) written into the destination of
+     * `slot`. VT_ERR_INVALID_ARG when slot is not the one last handed out. */
+    vt_status (*commit_slot)(vt_store *s, uint64_t slot, uint64_t bytes);
+    /* The slot's bytes as the backend's ops read them, or NULL (out of range). */
+    const void *(*slot_for_read)(vt_store *s, uint64_t slot);
+} vt_store_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,78 @@
+/*
+ * expert_streamer.h - the expert streamer: one arena of slots and one LRU for
+ * the routed experts of every layer (DESIGN.md "Expert streaming").
+ *
+ * Key = (layer, matrix, expert). A slot holds one expert's slice of one
+ * matrix: for a stack [n_in, n_out, n_expert] the slice of expert e is bytes
+ * [e * S, (e + 1) * S) of the tensor's data, S = nbytes / n_expert (gguf.md
+ * §3), i.e. one contiguous range of its shard file at file_offset + e * S.
+ *
+ * The fill contract, on every miss (vt/store.h):
+ *   dst = store->slot_for_write(slot); pread() the slice into dst (short reads
+ *   and EINTR handled); store->commit_slot(slot, bytes).
+ * If the read or the commit fails, the slot goes back to the free list and the
+ * key stays absent before the error returns: the cache never reports a hit
+ * over bytes that were not published, and a retry is a real miss.
+ *
+ * Batches: vt_streamer_acquire makes n experts × the layer's matrices resident
+ * at once; slots used by the current batch are never evicted by it, so the
+ * arena must hold at least n × matrices slots (VT_ERR_RANGE otherwise).
+ *
+ * I/O: pread on a descriptor of each shard. With io_direct the shards are
+ * opened with O_DIRECT (page cache bypassed) and reads go through an aligned
+ * bounce buffer; when the file system refuses O_DIRECT the streamer falls
+ * back to plain pread with a WARN.
+ *
+ * Thread-safety: one streamer is used by one thread at a time.
+ */
+#ifndef VT_EXPERT_STREAMER_H
+#define VT_EXPERT_STREAMER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vt/gguf.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+#include "vt/store.h"
+
+typedef struct vt_streamer_params {
+    const vt_gguf *gguf;        /* the model (tensor file offsets, shard paths) */
+    const vt_store_api *store_api;
+    vt_store *store;            /* created with n_slots of slot_bytes; not owned */
+    uint64_t n_slots;
+    uint64_t slot_bytes;
+    uint32_t n_layer;           /* layers 0 .. n_layer-1 may register */
+    int io_direct;              /* 1: O_DIRECT with fallback; 0: pread */
+} vt_streamer_params;
+
+vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **out);
+void vt_streamer_destroy(vt_expert_streamer *s);
+
+/* See vt_host_api.experts_register / experts_acquire / experts_stats. */
+vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                               const vt_gguf_tensor *t);
+vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                              uint32_t n, const void **out);
+vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_expert_stats *out);
+
+/* Introspection for tests and --stats. */
+uint64_t vt_streamer_n_slots(const vt_expert_streamer *s);
+uint64_t vt_streamer_n_resident(const vt_expert_streamer *s);
+int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                            uint32_t expert);
+uint32_t vt_streamer_n_layers(const vt_expert_streamer *s);
+/* Whether O_DIRECT is in use (after a fallback: 0). */
+int vt_streamer_io_direct(const vt_expert_streamer *s);
+
+/* Replace pread (fault injection in tests): same contract as pread(2). */
+typedef ssize_t (*vt_streamer_read_fn)(void *ctx, int fd, void *buf, size_t n, off_t off);
+void vt_streamer_set_reader(vt_expert_streamer *s, vt_streamer_read_fn fn, void *ctx);
+
+/* The core's host slot store (vt/store.h), name "host": one arena in host
+ * memory (page-aligned), slot_for_write = slot_for_read = the slot itself,
+ * commit_slot bounds-checked and refusing a slot other than the one last
+ * handed out. It requires the backend's host_addressable_device_memory. */
+const vt_store_api *vt_host_store_api(void);
+
+#endif

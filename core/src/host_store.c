@@ -1,0 +1,128 @@
+/*
+ * host_store.c - the core's host slot store (vt/store.h, name "host"): one
+ * page-aligned arena in host memory. The slot a fill writes is the slot the
+ * backend reads, so commit_slot only checks its arguments. It is the oracle
+ * the device store is tested against.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "expert_streamer.h"
+
+#define HOST_STORE_ALIGN 4096 /* O_DIRECT reads may land in a slot */
+
+struct vt_store {
+    uint8_t *arena;
+    uint64_t n_slots, slot_bytes, stride;
+    uint64_t staged; /* slot last handed out by slot_for_write; UINT64_MAX: none */
+};
+
+static const uint32_t host_required[] = {VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY};
+
+static uint64_t stride_of(uint64_t slot_bytes)
+{
+    return (slot_bytes + HOST_STORE_ALIGN - 1) / HOST_STORE_ALIGN * HOST_STORE_ALIGN;
+}
+
+static vt_status hs_footprint(const vt_store_params *p, vt_store_footprint *out)
+{
+    uint64_t b;
+    if (__builtin_mul_overflow(stride_of(p->slot_bytes), p->n_slots, &b)) b = UINT64_MAX;
+    out->device_bytes = 0;
+    out->host_bytes = b;
+    return VT_OK;
+}
+
+static vt_status hs_create(const vt_store_params *p, vt_store **out)
+{
+    *out = NULL;
+    vt_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        vt_set_error("out of memory: host store (%zu bytes)", sizeof *s);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    s->n_slots = p->n_slots;
+    s->slot_bytes = p->slot_bytes;
+    s->stride = stride_of(p->slot_bytes);
+    s->staged = UINT64_MAX;
+    uint64_t bytes;
+    char hb[32];
+    if (!p->n_slots || !p->slot_bytes || __builtin_mul_overflow(s->stride, p->n_slots, &bytes) ||
+        (uint64_t)(size_t)bytes != bytes) {
+        vt_set_error("host store: an arena of %llu slots of %llu bytes is not allocatable",
+                     (unsigned long long)p->n_slots, (unsigned long long)p->slot_bytes);
+        free(s);
+        return VT_ERR_INVALID_ARG;
+    }
+    s->arena = aligned_alloc(HOST_STORE_ALIGN, (size_t)bytes);
+    if (!s->arena) {
+        vt_set_error("host store: allocation of the expert arena failed: %s (%llu bytes, %llu "
+                     "slots): out of memory", vt_config_format_bytes(bytes, hb, sizeof hb),
+                     (unsigned long long)bytes, (unsigned long long)p->n_slots);
+        free(s);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    *out = s;
+    return VT_OK;
+}
+
+static void hs_destroy(vt_store *s)
+{
+    if (!s) return;
+    free(s->arena);
+    free(s);
+}
+
+static void *hs_slot_for_write(vt_store *s, uint64_t slot)
+{
+    if (slot >= s->n_slots) {
+        vt_set_error("host store: slot %llu is out of range (%llu slots)",
+                     (unsigned long long)slot, (unsigned long long)s->n_slots);
+        return NULL;
+    }
+    s->staged = slot;
+    return s->arena + slot * s->stride;
+}
+
+static vt_status hs_commit_slot(vt_store *s, uint64_t slot, uint64_t bytes)
+{
+    if (slot != s->staged) {
+        vt_set_error("host store: commit_slot(%llu) but the slot handed out for writing is %s%llu",
+                     (unsigned long long)slot, s->staged == UINT64_MAX ? "none, last " : "",
+                     (unsigned long long)(s->staged == UINT64_MAX ? 0 : s->staged));
+        return VT_ERR_INVALID_ARG;
+    }
+    s->staged = UINT64_MAX;
+    if (bytes > s->slot_bytes) {
+        vt_set_error("host store: commit of %llu bytes into a slot of %llu",
+                     (unsigned long long)bytes, (unsigned long long)s->slot_bytes);
+        return VT_ERR_INVALID_ARG;
+    }
+    return VT_OK;
+}
+
+static const void *hs_slot_for_read(vt_store *s, uint64_t slot)
+{
+    if (slot >= s->n_slots) {
+        vt_set_error("host store: slot %llu is out of range (%llu slots)",
+                     (unsigned long long)slot, (unsigned long long)s->n_slots);
+        return NULL;
+    }
+    return s->arena + slot * s->stride;
+}
+
+static const vt_store_api host_store_api = {
+    .struct_size = sizeof(vt_store_api),
+    .required_caps = host_required,
+    .n_required_caps = 1,
+    .footprint = hs_footprint,
+    .create = hs_create,
+    .destroy = hs_destroy,
+    .slot_for_write = hs_slot_for_write,
+    .commit_slot = hs_commit_slot,
+    .slot_for_read = hs_slot_for_read,
+};
+
+const vt_store_api *vt_host_store_api(void) { return &host_store_api; }

@@ -1,0 +1,481 @@
+/*
+ * residency.c - resolves platform -> backend, architecture -> model plugin,
+ * expert store, checks every declared requirement before any weight is read,
+ * and runs the fit check against the device total probed once (residency.h).
+ */
+#include "residency.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "capabilities.h"
+#include "error.h"
+#include "expert_streamer.h"
+#include "gguf_info.h"
+#include "vt/store.h"
+
+#define MAX_REQUIRED 512
+
+static const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    return vt_config_format_bytes(b, buf, cap);
+}
+
+/* Refuse by name when `who` needs capability id of the backend and it is ABSENT. */
+static vt_status need_cap(const vt_plugin_entry *backend, const char *who_kind, const char *who,
+                          uint32_t id, const char *why_needed)
+{
+    const char *reason;
+    if (vt_caps_state(backend->desc, id, &reason) == VT_CAP_PRESENT) return VT_OK;
+    char name[64];
+    vt_set_error("%s '%s' needs capability '%s'%s, which backend '%s' declares ABSENT "
+                 "(reason: %s)", who_kind, who, vt_cap_name(id, name, sizeof name),
+                 why_needed ? why_needed : "", backend->desc->name, reason);
+    return VT_ERR_CAPABILITY;
+}
+
+vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, const vt_gguf *g,
+                              const char *device, vt_residency *r)
+{
+    memset(r, 0, sizeof *r);
+    const char *pname = device && *device ? device : cfg->default_platform;
+    snprintf(r->platform, sizeof r->platform, "%s", pname);
+    r->plat = vt_config_platform_get(cfg, pname);
+    if (!r->plat) {
+        /* a platform the config does not name: its defaults (backend = its name) */
+        vt_config_platform_defaults(&r->plat_storage, pname);
+        r->plat = &r->plat_storage;
+    }
+
+    /* model plugin for general.architecture */
+    vt_gguf_str arch;
+    vt_status st = vt_gguf_get_str(g, "general.architecture", &arch);
+    if (st != VT_OK) {
+        if (st == VT_ERR_NOT_FOUND) {
+            vt_set_error("%s: metadata key 'general.architecture' is missing",
+                         vt_gguf_shard_path(g, 0));
+            st = VT_ERR_FORMAT;
+        }
+        return st;
+    }
+    const char *mname = vt_config_model_for_arch(cfg, arch.ptr);
+    if (mname) {
+        r->model = vt_registry_find(reg, VT_PLUGIN_MODEL, mname);
+        if (!r->model) {
+            vt_set_error("config %s maps architecture '%s' to model plugin '%s', which was not "
+                         "found (plugin directories: %s; %zu plugin file(s) refused, see 'vt plugins')",
+                         cfg->path[0] ? cfg->path : "(built-in)", arch.ptr, mname,
+                         vt_registry_dirs(reg), vt_registry_n_refused(reg));
+            return VT_ERR_NOT_FOUND;
+        }
+    } else {
+        r->model = vt_registry_find_model(reg, arch.ptr);
+        if (!r->model) {
+            vt_set_error("no model plugin serves architecture '%s' of %s (plugin directories: %s; "
+                         "%zu plugin file(s) refused, see 'vt plugins')", arch.ptr,
+                         vt_gguf_shard_path(g, 0), vt_registry_dirs(reg),
+                         vt_registry_n_refused(reg));
+            return VT_ERR_NOT_FOUND;
+        }
+    }
+
+    /* backend */
+    r->backend = vt_registry_find(reg, VT_PLUGIN_BACKEND, r->plat->backend);
+    if (!r->backend) {
+        vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s; %zu plugin "
+                     "file(s) refused, see 'vt plugins')", pname, r->plat->backend,
+                     vt_registry_dirs(reg), vt_registry_n_refused(reg));
+        return VT_ERR_NOT_FOUND;
+    }
+    const vt_backend_api *bapi = r->backend->desc->table;
+    int n_dev = bapi->device_count();
+    if (n_dev <= 0) {
+        vt_set_error("--device %s: backend '%s' (%s) reports zero devices", pname,
+                     r->backend->desc->name, r->backend->path);
+        return VT_ERR_UNSUPPORTED;
+    }
+    const char *reason;
+    if (vt_caps_state(r->backend->desc, VT_CAP_DEVICE_NAME, &reason) == VT_CAP_PRESENT &&
+        bapi->device_name(0, r->device_name, sizeof r->device_name) != VT_OK)
+        r->device_name[0] = 0;
+
+    /* what the model needs of the backend, for this file's weight types */
+    const vt_model_api *mapi = r->model->desc->table;
+    uint32_t ids[MAX_REQUIRED], n = 0;
+    if ((st = mapi->required_caps(vt_host_table(), g, ids, MAX_REQUIRED, &n)) != VT_OK) {
+        vt_error_prefix("model plugin '%s'", r->model->desc->name);
+        return st;
+    }
+    for (uint32_t i = 0; i < n && i < MAX_REQUIRED; i++)
+        if ((st = need_cap(r->backend, "model", r->model->desc->name, ids[i], NULL)) != VT_OK)
+            return st;
+
+    /* the expert store, when experts may be streamed */
+    snprintf(r->store_name, sizeof r->store_name, "%s", r->plat->expert_store);
+    if (r->plat->experts != VT_EXPERTS_RESIDENT) {
+        if (!strcmp(r->store_name, "host")) {
+            if ((st = need_cap(r->backend, "store", "host", VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY,
+                               " (its slots are host memory the backend's ops must read)")) != VT_OK) {
+                vt_error_prefix("platform '%s' (experts: %s)", pname,
+                                vt_experts_mode_name(r->plat->experts));
+                return st;
+            }
+        } else {
+            r->store = vt_registry_find(reg, VT_PLUGIN_STORE, r->store_name);
+            if (!r->store) {
+                vt_set_error("platform '%s': expert_cache.store '%s' is not a store plugin found "
+                             "(plugin directories: %s; %zu plugin file(s) refused, see 'vt plugins')",
+                             pname, r->store_name, vt_registry_dirs(reg), vt_registry_n_refused(reg));
+                return VT_ERR_NOT_FOUND;
+            }
+            const vt_store_api *sapi = r->store->desc->table;
+            for (uint32_t i = 0; i < sapi->n_required_caps; i++)
+                if ((st = need_cap(r->backend, "store", r->store->desc->name,
+                                   sapi->required_caps[i], NULL)) != VT_OK) {
+                    vt_error_prefix("platform '%s' (experts: %s)", pname,
+                                    vt_experts_mode_name(r->plat->experts));
+                    return st;
+                }
+        }
+    }
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- fit check */
+
+static uint64_t host_mem_total(void)
+{
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) return 0;
+    return (uint64_t)si.totalram * si.mem_unit;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* Store footprint for n slots: the host store keeps n slots in host memory. */
+static vt_status store_footprint(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
+                                 vt_store_footprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    fp->struct_size = sizeof *fp;
+    const vt_store_api *sapi = r->store ? r->store->desc->table : vt_host_store_api();
+    vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = NULL,
+                          .slot_bytes = slot_bytes, .n_slots = n,
+                          .pinned_budget_bytes = r->plat->pinned_budget_bytes};
+    vt_status st = sapi->footprint(&sp, fp);
+    if (st != VT_OK) vt_error_prefix("store '%s' footprint", r->store_name);
+    return st;
+}
+
+/* The layer number of "blk.N.…", or -1. */
+static long layer_of(const char *name)
+{
+    if (strncmp(name, "blk.", 4)) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    return (end != name + 4 && *end == '.' && l >= 0) ? l : -1;
+}
+
+vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint64_t free_bytes,
+                           uint64_t total_bytes, uint32_t n_ctx, uint32_t n_batch)
+{
+    vt_fit *f = &r->fit;
+    memset(f, 0, sizeof *f);
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    const char *p = r->platform;
+
+    /* tensor table */
+    long max_layer = -1;
+    unsigned char *seen = calloc(1, 65536);
+    uint64_t n_layers_exp = 0;
+    if (!seen) {
+        vt_set_error("out of memory: fit check layer table (65536 bytes)");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t->name)) {
+            f->dense_bytes = add_sat(f->dense_bytes, t->nbytes);
+            continue;
+        }
+        f->expert_bytes = add_sat(f->expert_bytes, t->nbytes);
+        f->n_expert_tensors++;
+        uint64_t n_exp = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
+        f->n_expert_slices = add_sat(f->n_expert_slices, n_exp);
+        if (t->nbytes / n_exp > f->slot_bytes) f->slot_bytes = t->nbytes / n_exp;
+        long l = layer_of(t->name);
+        if (l >= 0 && l < 65536 && !seen[l]) {
+            seen[l] = 1;
+            n_layers_exp++;
+            if (l > max_layer) max_layer = l;
+        }
+    }
+    free(seen);
+    if (n_layers_exp)
+        f->expert_matrices = (uint32_t)((f->n_expert_tensors + n_layers_exp - 1) / n_layers_exp);
+    else if (f->n_expert_tensors)
+        f->expert_matrices = (uint32_t)f->n_expert_tensors;
+    vt_gguf_str arch;
+    if (vt_gguf_get_str(g, "general.architecture", &arch) == VT_OK) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_used_count", arch.ptr);
+        if (vt_gguf_get_u32(g, key, &f->n_expert_used) != VT_OK) f->n_expert_used = 0;
+    }
+    if (f->n_expert_tensors && !f->n_expert_used) f->n_expert_used = 1;
+    f->min_slots = (uint64_t)f->n_expert_used * f->expert_matrices;
+
+    /* model-reported caches */
+    const vt_model_api *mapi = r->model->desc->table;
+    if (r->model->desc->abi_minor >= 1 && mapi->struct_size >= VT_MODEL_API_SIZE_1_1 &&
+        mapi->memory_needs) {
+        vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = n_batch};
+        vt_model_memory mm = {.struct_size = sizeof mm};
+        vt_status st = mapi->memory_needs(vt_host_table(), g, &mp, &mm);
+        if (st != VT_OK) {
+            vt_error_prefix("model '%s' memory_needs", r->model->desc->name);
+            return st;
+        }
+        f->have_model_memory = 1;
+        f->kv_bytes = mul_sat(mm.kv_bytes_per_token, n_ctx);
+        f->state_bytes = mm.state_bytes;
+        f->scratch_bytes = mm.scratch_bytes;
+    }
+
+    /* pools */
+    const char *reason = "";
+    f->unified = r->plat->unified_memory ||
+                 vt_caps_state(r->backend->desc, VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY, &reason) ==
+                     VT_CAP_PRESENT;
+    f->device_total_known = probe_ok;
+    f->device_total = probe_ok ? total_bytes : 0;
+    f->device_free = probe_ok ? free_bytes : 0;
+    f->host_total = host_mem_total();
+    f->headroom_bytes = r->plat->headroom_bytes;
+    const char *probe_reason = "";
+    if (!probe_ok) vt_caps_state(r->backend->desc, VT_CAP_MEMORY_PROBE, &probe_reason);
+
+    uint64_t base = add_sat(add_sat(f->dense_bytes, f->kv_bytes),
+                            add_sat(add_sat(f->state_bytes, f->scratch_bytes), f->headroom_bytes));
+    uint64_t resident_need = add_sat(base, f->expert_bytes);
+    vt_experts_mode mode = f->n_expert_tensors ? r->plat->experts : VT_EXPERTS_RESIDENT;
+
+    if (mode == VT_EXPERTS_AUTO) {
+        if (!probe_ok) {
+            snprintf(f->verdict, sizeof f->verdict,
+                     "platform '%s' has experts: auto, which needs the device memory total, but "
+                     "backend '%s' declares memory_probe ABSENT (reason: %s): the budget is unknown; "
+                     "set %s.experts to resident, or to streamed with an explicit "
+                     "expert_cache.arena or slots", p, r->backend->desc->name, probe_reason, p);
+            f->experts = VT_EXPERTS_AUTO;
+            goto refuse;
+        }
+        mode = resident_need <= f->device_total ? VT_EXPERTS_RESIDENT : VT_EXPERTS_STREAMED;
+    }
+    f->experts = mode;
+
+    if (mode == VT_EXPERTS_RESIDENT) {
+        f->device_need = resident_need;
+        if (!probe_ok) {
+            f->fits = 1;
+            snprintf(f->verdict, sizeof f->verdict,
+                     "not checked: backend '%s' declares memory_probe ABSENT (reason: %s), so the "
+                     "device total is unknown; resident placement does not depend on it",
+                     r->backend->desc->name, probe_reason);
+            return VT_OK;
+        }
+        if (resident_need <= f->device_total) goto fits;
+        if (f->n_expert_tensors)
+            snprintf(f->verdict, sizeof f->verdict,
+                     "needs %s of routed experts resident (plus %s dense, %s KV cache/state/scratch, "
+                     "%s headroom: %s in all), device total is %s (backend '%s', probed at "
+                     "registration); set expert_cache to stream them (--set %s.experts=streamed)",
+                     fmt_bytes(f->expert_bytes, b1, sizeof b1), fmt_bytes(f->dense_bytes, b2, sizeof b2),
+                     fmt_bytes(add_sat(f->kv_bytes, add_sat(f->state_bytes, f->scratch_bytes)), b3, sizeof b3),
+                     fmt_bytes(f->headroom_bytes, b4, sizeof b4), fmt_bytes(resident_need, b5, sizeof b5),
+                     fmt_bytes(f->device_total, b6, sizeof b6), r->backend->desc->name, p);
+        else
+            snprintf(f->verdict, sizeof f->verdict,
+                     "needs %s (%s dense weights, %s KV cache/state/scratch, %s headroom), device "
+                     "total is %s (backend '%s', probed at registration); lower --ctx or use a "
+                     "smaller quantization",
+                     fmt_bytes(resident_need, b5, sizeof b5), fmt_bytes(f->dense_bytes, b2, sizeof b2),
+                     fmt_bytes(add_sat(f->kv_bytes, add_sat(f->state_bytes, f->scratch_bytes)), b3, sizeof b3),
+                     fmt_bytes(f->headroom_bytes, b4, sizeof b4),
+                     fmt_bytes(f->device_total, b6, sizeof b6), r->backend->desc->name);
+        goto refuse;
+    }
+
+    /* streamed: the arena */
+    vt_store_footprint fp0, fp1, fp;
+    vt_status st;
+    if ((st = store_footprint(r, f->slot_bytes, 0, &fp0)) != VT_OK ||
+        (st = store_footprint(r, f->slot_bytes, 1, &fp1)) != VT_OK)
+        return st;
+    uint64_t per_dev = fp1.device_bytes - fp0.device_bytes, per_host = fp1.host_bytes - fp0.host_bytes;
+    if (f->unified) per_dev += per_host;
+    if (r->plat->arena_slots) {
+        f->arena_slots = r->plat->arena_slots;
+    } else if (r->plat->arena_bytes) {
+        f->arena_slots = f->slot_bytes ? r->plat->arena_bytes / f->slot_bytes : 0;
+    } else {
+        if (!probe_ok) {
+            snprintf(f->verdict, sizeof f->verdict,
+                     "platform '%s' sizes the expert arena automatically, which needs the device "
+                     "memory total, but backend '%s' declares memory_probe ABSENT (reason: %s): the "
+                     "budget is unknown; set %s.expert_cache.arena or slots",
+                     p, r->backend->desc->name, probe_reason, p);
+            goto refuse;
+        }
+        uint64_t fixed = add_sat(base, f->unified ? add_sat(fp0.device_bytes, fp0.host_bytes)
+                                                  : fp0.device_bytes);
+        uint64_t avail = f->device_total > fixed ? f->device_total - fixed : 0;
+        f->arena_slots = per_dev ? avail / per_dev : f->n_expert_slices;
+    }
+    if (f->arena_slots > f->n_expert_slices) f->arena_slots = f->n_expert_slices;
+    f->arena_bytes = mul_sat(f->arena_slots, f->slot_bytes);
+    if ((st = store_footprint(r, f->slot_bytes, f->arena_slots, &fp)) != VT_OK) return st;
+    f->staging_bytes = r->store ? fp.host_bytes : 0; /* the host store fills in place */
+    if (f->unified) {
+        f->device_need = add_sat(base, add_sat(fp.device_bytes, fp.host_bytes));
+        f->host_need = 0;
+    } else {
+        f->device_need = add_sat(base, fp.device_bytes);
+        f->host_need = fp.host_bytes;
+    }
+    if (f->arena_slots < f->min_slots) {
+        snprintf(f->verdict, sizeof f->verdict,
+                 "the expert arena holds %" PRIu64 " slots of %s, but one layer's top-%u experts "
+                 "need %" PRIu64 " slots (%u experts × %u matrices = %s) at once; the minimum arena "
+                 "is %s (--set %s.expert_cache.slots=%" PRIu64 ")",
+                 f->arena_slots, fmt_bytes(f->slot_bytes, b1, sizeof b1), f->n_expert_used,
+                 f->min_slots, f->n_expert_used, f->expert_matrices,
+                 fmt_bytes(mul_sat(f->min_slots, f->slot_bytes), b2, sizeof b2),
+                 fmt_bytes(mul_sat(f->min_slots, f->slot_bytes), b3, sizeof b3), p, f->min_slots);
+        goto refuse;
+    }
+    if (probe_ok && f->device_need > f->device_total) {
+        snprintf(f->verdict, sizeof f->verdict,
+                 "needs %s with streamed experts (%s dense, %s expert arena, %s KV cache/state/"
+                 "scratch, %s headroom), device total is %s (backend '%s', probed at registration); "
+                 "lower the arena, --ctx or the headroom",
+                 fmt_bytes(f->device_need, b1, sizeof b1), fmt_bytes(f->dense_bytes, b2, sizeof b2),
+                 fmt_bytes(f->arena_bytes, b3, sizeof b3),
+                 fmt_bytes(add_sat(f->kv_bytes, add_sat(f->state_bytes, f->scratch_bytes)), b4, sizeof b4),
+                 fmt_bytes(f->headroom_bytes, b5, sizeof b5),
+                 fmt_bytes(f->device_total, b6, sizeof b6), r->backend->desc->name);
+        goto refuse;
+    }
+    if (f->host_need && f->host_total && f->host_need > f->host_total) {
+        snprintf(f->verdict, sizeof f->verdict,
+                 "needs %s of host memory for the expert store '%s' (staging/arena), host total is %s",
+                 fmt_bytes(f->host_need, b1, sizeof b1), r->store_name,
+                 fmt_bytes(f->host_total, b2, sizeof b2));
+        goto refuse;
+    }
+    if (!probe_ok) {
+        f->fits = 1;
+        snprintf(f->verdict, sizeof f->verdict,
+                 "not checked against the device: backend '%s' declares memory_probe ABSENT "
+                 "(reason: %s); the explicit arena of %s does not depend on it",
+                 r->backend->desc->name, probe_reason, fmt_bytes(f->arena_bytes, b1, sizeof b1));
+        return VT_OK;
+    }
+fits:
+    f->fits = 1;
+    snprintf(f->verdict, sizeof f->verdict, "fits: needs %s of the device total %s (%.1f%%)%s%s",
+             fmt_bytes(f->device_need, b1, sizeof b1), fmt_bytes(f->device_total, b2, sizeof b2),
+             f->device_total ? 100.0 * (double)f->device_need / (double)f->device_total : 0.0,
+             f->experts == VT_EXPERTS_STREAMED ? ", experts streamed through " : "",
+             f->experts == VT_EXPERTS_STREAMED ? fmt_bytes(f->arena_bytes, b3, sizeof b3) : "");
+    return VT_OK;
+refuse:
+    f->fits = 0;
+    vt_set_error("%s", f->verdict);
+    return VT_ERR_DOES_NOT_FIT;
+}
+
+vt_status vt_residency_probe(const vt_residency *r, int *probe_ok, uint64_t *free_bytes,
+                             uint64_t *total_bytes)
+{
+    *probe_ok = 0;
+    *free_bytes = *total_bytes = 0;
+    const char *reason;
+    if (vt_caps_state(r->backend->desc, VT_CAP_MEMORY_PROBE, &reason) != VT_CAP_PRESENT)
+        return VT_OK;
+    const vt_backend_api *api = r->backend->desc->table;
+    vt_backend_params bp = {.struct_size = sizeof bp, .device = 0, .n_threads = 1,
+                            .kernels = NULL, .host = vt_host_table()};
+    vt_backend_ctx *ctx = NULL;
+    vt_status st = api->init(&bp, &ctx);
+    if (st != VT_OK) {
+        vt_error_prefix("backend '%s' init", r->backend->desc->name);
+        return st;
+    }
+    st = api->memory_probe(ctx, free_bytes, total_bytes);
+    api->shutdown(ctx);
+    if (st != VT_OK) {
+        vt_error_prefix("backend '%s' memory_probe", r->backend->desc->name);
+        return st;
+    }
+    *probe_ok = 1;
+    return VT_OK;
+}
+
+void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t n_ctx, FILE *out)
+{
+    const vt_fit *f = &r->fit;
+    char b[32], c[32];
+    fprintf(out, "model      %s\n", model_path);
+    fprintf(out, "platform   %s: backend '%s'%s%s%s, model plugin '%s', experts %s",
+            r->platform, r->backend->desc->name, r->device_name[0] ? " (" : "", r->device_name,
+            r->device_name[0] ? ")" : "", r->model->desc->name, vt_experts_mode_name(f->experts));
+    if (f->experts == VT_EXPERTS_STREAMED) fprintf(out, " (store '%s')", r->store_name);
+    fprintf(out, "\n");
+    fprintf(out, "memory     %s\n", f->unified ? "one pool (device memory is host memory)"
+                                               : "device pool + host pool");
+    fprintf(out, "%-34s %14s %22s\n", "", "bytes", "");
+#define ROW(label, v) fprintf(out, "  %-32s %14s %22" PRIu64 "\n", label, fmt_bytes(v, b, sizeof b), (uint64_t)(v))
+    ROW("dense weights (resident)", f->dense_bytes);
+    if (f->n_expert_tensors) {
+        ROW(f->experts == VT_EXPERTS_STREAMED ? "routed experts (in the file)" : "routed experts (resident)",
+            f->expert_bytes);
+        fprintf(out, "  %-32s %14s %22s\n", "  one slot (largest slice)", fmt_bytes(f->slot_bytes, b, sizeof b), "");
+        fprintf(out, "  %-32s %14" PRIu64 " %22s\n", "  minimum slots (top-k x matrices)", f->min_slots, "");
+    }
+    if (f->experts == VT_EXPERTS_STREAMED) {
+        char label[64];
+        snprintf(label, sizeof label, "expert arena (%" PRIu64 " slots)", f->arena_slots);
+        ROW(label, f->arena_bytes);
+        ROW("staging", f->staging_bytes);
+    }
+    if (f->have_model_memory) {
+        char label[64];
+        snprintf(label, sizeof label, "KV cache (%u tokens)", n_ctx);
+        ROW(label, f->kv_bytes);
+        ROW("recurrent state", f->state_bytes);
+        ROW("scratch", f->scratch_bytes);
+    } else {
+        fprintf(out, "  %-32s %14s\n", "KV cache/state/scratch", "(not reported by the model plugin)");
+    }
+    ROW("headroom", f->headroom_bytes);
+    ROW("device need", f->device_need);
+    if (!f->unified && f->host_need) ROW("host need", f->host_need);
+    if (f->device_total_known) {
+        fprintf(out, "  %-32s %14s %22" PRIu64 "   (free now: %s)\n", "device total (probed)",
+                fmt_bytes(f->device_total, b, sizeof b), f->device_total,
+                fmt_bytes(f->device_free, c, sizeof c));
+    } else {
+        fprintf(out, "  %-32s %14s\n", "device total", "unknown (memory_probe ABSENT)");
+    }
+    if (!f->unified) ROW("host total", f->host_total);
+#undef ROW
+    fprintf(out, "verdict    %s%s\n", f->fits ? "" : "DOES NOT FIT: ", f->verdict);
+}

@@ -1,0 +1,116 @@
+/*
+ * residency.h - resolving a configuration for one model on one device, and
+ * the fit check (DESIGN.md "Residency"; `vt fit`, and the first thing
+ * `vt run` does).
+ *
+ * Resolution, in order, reading no weight (the GGUF may be opened with
+ * VT_GGUF_NO_MMAP):
+ *   1. platform = --device or the config's defaults.platform; its backend
+ *      plugin, the model plugin for general.architecture, and the expert slot
+ *      store ("host" is the core's; any other name is a store plugin);
+ *   2. the backend reports at least one device (else refused with that reason);
+ *   3. what the model requires of the backend (its ops for this file's weight
+ *      types) and what the store requires (the host store: the backend's
+ *      host_addressable_device_memory; the device store: memory_probe) are
+ *      PRESENT, else refused naming plugin, capability, backend and reason.
+ * Fit (vt_residency_fit), after the backend's memory probe ran once:
+ *   dense bytes (every tensor but the routed-expert stacks), routed-expert
+ *   bytes, slot arena (streamed), staging, KV cache (kv_bytes_per_token ×
+ *   n_ctx), recurrent state and scratch (the model's memory_needs), headroom,
+ *   against the device TOTAL probed at registration (not the live free
+ *   figure). With experts auto: resident if that fits, else streamed with the
+ *   arena sized from the total minus everything else. The arena is at least
+ *   top-k × expert matrices slots (one layer's experts at once).
+ * Memory pools: when the device memory is the host's (backend declares
+ * host_addressable_device_memory PRESENT, or the platform sets
+ * unified_memory), there is ONE pool: device total, and every byte (dense,
+ * experts, arena, staging, caches, headroom) is counted once against it.
+ * Otherwise the device pool holds dense, resident experts, a device store's
+ * arena, caches, scratch and headroom; staging and a host arena are checked
+ * against host MemTotal separately.
+ */
+#ifndef VT_RESIDENCY_H
+#define VT_RESIDENCY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "registry.h"
+#include "vt/gguf.h"
+#include "vt/status.h"
+
+typedef struct vt_fit {
+    /* from the tensor table */
+    uint64_t dense_bytes;       /* every tensor that is not a routed-expert stack */
+    uint64_t expert_bytes;      /* routed-expert stacks (name contains "_exps") */
+    uint64_t n_expert_tensors;  /* routed-expert stacks */
+    uint64_t n_expert_slices;   /* expert slices in all stacks (one slot each) */
+    uint64_t slot_bytes;        /* the largest expert slice: one slot */
+    uint32_t n_expert_used;     /* <arch>.expert_used_count (top-k) */
+    uint32_t expert_matrices;   /* expert stacks per layer (qwen35: 3) */
+    uint64_t min_slots;         /* n_expert_used × expert_matrices */
+    /* from the model plugin (0 when it does not report them) */
+    int have_model_memory;
+    uint64_t kv_bytes, state_bytes, scratch_bytes;
+    /* from the configuration */
+    vt_experts_mode experts;    /* resolved: RESIDENT or STREAMED */
+    uint64_t arena_slots, arena_bytes; /* streamed only */
+    uint64_t staging_bytes;     /* host staging of the store */
+    uint64_t headroom_bytes;
+    /* pools */
+    int unified;                /* one pool (see above) */
+    uint64_t device_need;       /* bytes the device pool must hold */
+    uint64_t host_need;         /* bytes the host pool must hold (discrete only) */
+    int device_total_known;
+    uint64_t device_total, device_free; /* probed once at registration */
+    uint64_t host_total;        /* MemTotal */
+    int fits;
+    char verdict[1024];         /* one or two sentences; the refusal when !fits */
+} vt_fit;
+
+typedef struct vt_residency {
+    char platform[64];
+    const vt_config_platform *plat;   /* into the config given, or plat_storage */
+    vt_config_platform plat_storage;  /* defaults of a platform the config does not name */
+    const vt_plugin_entry *model;
+    const vt_plugin_entry *backend;
+    const vt_plugin_entry *store;     /* NULL: the core's host store */
+    char store_name[64];
+    char device_name[128];            /* backend's device_name, or "" */
+    vt_fit fit;
+} vt_residency;
+
+/*
+ * Steps 1-3 above. device: the platform name (--device), NULL for the
+ * config's default. Errors: VT_ERR_NOT_FOUND (a plugin missing, naming the
+ * directories searched), VT_ERR_UNSUPPORTED (zero devices), VT_ERR_CAPABILITY
+ * (a requirement ABSENT, naming who needs what and the backend's reason).
+ */
+vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, const vt_gguf *g,
+                              const char *device, vt_residency *out);
+
+/*
+ * The fit check. probe_ok: the backend's memory_probe ran (free_bytes and
+ * total_bytes valid); 0 when the capability is ABSENT (the budget is unknown,
+ * and a configuration that depends on it is refused). n_ctx, n_batch: the
+ * KV cache length and prefill chunk the model will be loaded with.
+ * Returns VT_OK with r->fit.fits set (and the verdict filled) in every case
+ * where the numbers could be computed; VT_ERR_CAPABILITY / VT_ERR_OUT_OF_MEMORY
+ * mirror !fits so callers can return it (the message is the verdict).
+ */
+vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint64_t free_bytes,
+                           uint64_t total_bytes, uint32_t n_ctx, uint32_t n_batch);
+
+/*
+ * For `vt fit`: create a context on device 0 of the selected backend, run its
+ * memory_probe once (when PRESENT; *probe_ok = 0 when ABSENT), shut it down.
+ * Errors: the backend's init or probe failure, prefixed with the backend.
+ */
+vt_status vt_residency_probe(const vt_residency *r, int *probe_ok, uint64_t *free_bytes,
+                             uint64_t *total_bytes);
+
+/* Print the fit table and the verdict (what `vt fit` shows). */
+void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t n_ctx, FILE *f);
+
+#endif

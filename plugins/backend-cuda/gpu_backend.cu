@@ -1,0 +1,403 @@
+/*
+ * gpu_backend.cu - the vendor half of backend-cuda and backend-rocm: device
+ * discovery, contexts, device and pinned host memory, copies, the zero-fill
+ * kernel and the live memory probe, written once against the vt_gpu_* names
+ * of gpu_vendor.h (CUDA runtime by default, HIP with -DVT_GPU_HIP).
+ *
+ * Compiled as C++ by nvcc (sm_90) or hipcc (gfx90a, gfx1030), in a C style;
+ * every entry point has C linkage and the signature of its vt_backend_api
+ * member (gpu_internal.h). No compute ops yet: they come with the kernels
+ * (issue 5), and the capability list in gpu_plugin.c says so.
+ *
+ * Execution model: everything runs on the device's legacy default stream and
+ * is synchronous - a copy or fill is complete when its function returns
+ * (capability async_queue is ABSENT). A context is used by one thread at a
+ * time, but not always the same thread, so each call selects its device first.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+#include "gpu_vendor.h"
+
+struct vt_backend_ctx {
+    int device;
+    const vt_host_api *host;
+    char name[256]; /* device name, for messages */
+};
+
+/* ======================= errors ======================= */
+
+/* "1.19 GiB": bytes in the largest binary unit that keeps the value >= 1. */
+static void human_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu bytes", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%.2f %s", v, units[u]);
+}
+
+/* Report through the host table (or stderr before one is known); returns st. */
+static vt_status gpu_fail(const vt_host_api *host, vt_status st, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (host && host->set_error)
+        host->set_error("backend " VT_GPU_PLUGIN_NAME ": %s", msg);
+    else
+        fprintf(stderr, "backend " VT_GPU_PLUGIN_NAME ": %s\n", msg);
+    return st;
+}
+
+/* The vt_status for a runtime error; clears the runtime's last error so a
+ * later call does not report this one again. */
+static vt_status status_of(vt_gpu_error e)
+{
+    (void)vt_gpu_get_last_error();
+    if (e == vt_gpu_error_oom) return VT_ERR_OUT_OF_MEMORY;
+    if (e == vt_gpu_error_invalid_value) return VT_ERR_INVALID_ARG;
+    return VT_ERR_IO;
+}
+
+/* Select the context's device; on failure sets the error naming the call. */
+static vt_status select_device(vt_backend_ctx *ctx, const char *op)
+{
+    vt_gpu_error e = vt_gpu_set_device(ctx->device);
+    if (e == vt_gpu_success) return VT_OK;
+    return gpu_fail(ctx->host, status_of(e), "%s: " VT_GPU_RT "SetDevice(%d) failed: %s", op,
+                    ctx->device, vt_gpu_get_error_string(e));
+}
+
+/* ======================= kernels ======================= */
+
+/* dst[i] = 0 for i < n_words 16-byte words, grid-stride. */
+static __global__ void vt_gpu_zero_words(uint4 *dst, size_t n_words)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_words; i += stride)
+        dst[i] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+/* dst[i] = 0 for i < n bytes (unaligned head and tail), grid-stride. */
+static __global__ void vt_gpu_zero_bytes(unsigned char *dst, size_t n)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = 0;
+}
+
+#define ZERO_THREADS 256u
+#define ZERO_MAX_BLOCKS 8192u
+
+static unsigned zero_blocks(size_t n_items)
+{
+    size_t b = (n_items + ZERO_THREADS - 1) / ZERO_THREADS;
+    if (b > ZERO_MAX_BLOCKS) b = ZERO_MAX_BLOCKS;
+    return b ? (unsigned)b : 1u;
+}
+
+/* ======================= devices ======================= */
+
+extern "C" int vt_gpu_device_count(void)
+{
+    int n = 0;
+    vt_gpu_error e = vt_gpu_get_device_count(&n);
+    if (e != vt_gpu_success) {
+        /* no driver, no device (cudaErrorNoDevice, hipErrorNoDevice, ...): zero devices */
+        (void)vt_gpu_get_last_error();
+        return 0;
+    }
+    return n > 0 ? n : 0;
+}
+
+/* Range check shared by init and device_name; why gets the runtime's reason
+ * for a zero count. */
+static int device_in_range(int device, int *count, const char **why)
+{
+    int n = 0;
+    vt_gpu_error e = vt_gpu_get_device_count(&n);
+    *why = "";
+    if (e != vt_gpu_success) {
+        *why = vt_gpu_get_error_string(e);
+        (void)vt_gpu_get_last_error();
+        n = 0;
+    }
+    *count = n;
+    return device >= 0 && device < n;
+}
+
+extern "C" vt_status vt_gpu_device_name(int device, char *buf, size_t cap)
+{
+    if (!buf || !cap) return VT_ERR_INVALID_ARG;
+    int n;
+    const char *why;
+    if (!device_in_range(device, &n, &why)) {
+        snprintf(buf, cap, "?");
+        return VT_ERR_RANGE;
+    }
+    vt_gpu_device_prop prop;
+    vt_gpu_error e = vt_gpu_get_device_properties(&prop, device);
+    if (e != vt_gpu_success) {
+        snprintf(buf, cap, "?");
+        return status_of(e);
+    }
+    snprintf(buf, cap, "%s", prop.name);
+    return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_backend_ctx **out)
+{
+    if (!out) return gpu_fail(host, VT_ERR_INVALID_ARG, "init: out is NULL");
+    *out = NULL;
+    int n;
+    const char *why;
+    if (!device_in_range(device, &n, &why))
+        return gpu_fail(host, VT_ERR_RANGE,
+                        "device %d requested, but backend " VT_GPU_PLUGIN_NAME
+                        " has %d device(s)%s%s%s",
+                        device, n, *why ? " (" VT_GPU_RT "GetDeviceCount: " : "", why,
+                        *why ? ")" : "");
+    vt_gpu_device_prop prop;
+    vt_gpu_error e = vt_gpu_get_device_properties(&prop, device);
+    if (e != vt_gpu_success)
+        return gpu_fail(host, status_of(e), "init: " VT_GPU_RT "GetDeviceProperties(%d) failed: %s",
+                        device, vt_gpu_get_error_string(e));
+    e = vt_gpu_set_device(device);
+    /* free(NULL) creates the device's runtime context, so driver errors show here */
+    if (e == vt_gpu_success) e = vt_gpu_free(NULL);
+    if (e != vt_gpu_success)
+        return gpu_fail(host, status_of(e), "init: cannot create a " VT_GPU_RUNTIME_NAME
+                        " context on device %d (%s): %s", device, prop.name,
+                        vt_gpu_get_error_string(e));
+
+    vt_backend_ctx *ctx = (vt_backend_ctx *)calloc(1, sizeof *ctx);
+    if (!ctx)
+        return gpu_fail(host, VT_ERR_OUT_OF_MEMORY, "init: context of %zu bytes", sizeof *ctx);
+    ctx->device = device;
+    ctx->host = host;
+    snprintf(ctx->name, sizeof ctx->name, "%s", prop.name);
+    if (host && host->log) {
+        char total[32];
+        human_bytes((uint64_t)prop.totalGlobalMem, total, sizeof total);
+        host->log(VT_LOG_INFO, "backend " VT_GPU_PLUGIN_NAME ": device %d of %d: %s, %s, "
+                  "compute capability %d.%d", device, n, prop.name, total, prop.major, prop.minor);
+    }
+    *out = ctx;
+    return VT_OK;
+}
+
+extern "C" void vt_gpu_shutdown(vt_backend_ctx *ctx)
+{
+    if (!ctx) return;
+    /* finish what was queued on the device before its memory goes away */
+    if (vt_gpu_set_device(ctx->device) == vt_gpu_success) (void)vt_gpu_device_synchronize();
+    (void)vt_gpu_get_last_error();
+    free(ctx);
+}
+
+/* ======================= memory ======================= */
+
+extern "C" vt_status vt_gpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char *what, void **out)
+{
+    const char *name = what ? what : "(unnamed)";
+    if (!ctx || !out)
+        return gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "alloc for %s: %s is NULL",
+                        name, ctx ? "out" : "ctx");
+    *out = NULL;
+    vt_status st = select_device(ctx, "alloc");
+    if (st) return st;
+    void *p = NULL;
+    vt_gpu_error e = vt_gpu_malloc(&p, bytes ? bytes : 256);
+    if (e != vt_gpu_success) {
+        char h[32], fr[32] = "?", tot[32] = "?";
+        size_t f = 0, t = 0;
+        const char *es = vt_gpu_get_error_string(e);
+        st = status_of(e);
+        if (vt_gpu_mem_get_info(&f, &t) == vt_gpu_success) {
+            human_bytes(f, fr, sizeof fr);
+            human_bytes(t, tot, sizeof tot);
+        }
+        (void)vt_gpu_get_last_error();
+        human_bytes(bytes, h, sizeof h);
+        return gpu_fail(ctx->host, st, VT_GPU_RT "Malloc of %s (%zu bytes) for %s failed: %s "
+                        "(device %d, %s: %s free of %s)", h, bytes, name, es, ctx->device,
+                        ctx->name, fr, tot);
+    }
+    *out = p;
+    return VT_OK;
+}
+
+extern "C" void vt_gpu_free_mem(vt_backend_ctx *ctx, void *ptr)
+{
+    if (!ctx || !ptr) return;
+    if (vt_gpu_set_device(ctx->device) != vt_gpu_success) {
+        (void)vt_gpu_get_last_error();
+        return;
+    }
+    vt_gpu_error e = vt_gpu_free(ptr);
+    if (e != vt_gpu_success) {
+        /* free has no status to return: log, so a bad pointer is not silent */
+        if (ctx->host && ctx->host->log)
+            ctx->host->log(VT_LOG_WARN, "backend " VT_GPU_PLUGIN_NAME ": " VT_GPU_RT
+                           "Free(%p) on device %d failed: %s", ptr, ctx->device,
+                           vt_gpu_get_error_string(e));
+        (void)vt_gpu_get_last_error();
+    }
+}
+
+extern "C" vt_status vt_gpu_host_alloc_pinned(vt_backend_ctx *ctx, size_t bytes, const char *what,
+                                              void **out)
+{
+    const char *name = what ? what : "(unnamed)";
+    if (!ctx || !out)
+        return gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG,
+                        "host_alloc_pinned for %s: %s is NULL", name, ctx ? "out" : "ctx");
+    *out = NULL;
+    vt_status st = select_device(ctx, "host_alloc_pinned");
+    if (st) return st;
+    void *p = NULL;
+    vt_gpu_error e = vt_gpu_host_alloc(&p, bytes ? bytes : 64);
+    if (e != vt_gpu_success) {
+        char h[32];
+        human_bytes(bytes, h, sizeof h);
+        const char *es = vt_gpu_get_error_string(e);
+        return gpu_fail(ctx->host, status_of(e),
+#ifdef VT_GPU_HIP
+                        "hipHostMalloc"
+#else
+                        "cudaHostAlloc"
+#endif
+                        " of %s (%zu bytes) of pinned host memory for %s failed: %s", h, bytes,
+                        name, es);
+    }
+    *out = p;
+    return VT_OK;
+}
+
+extern "C" void vt_gpu_host_free_pinned(vt_backend_ctx *ctx, void *ptr)
+{
+    if (!ptr) return;
+    vt_gpu_error e = vt_gpu_host_free(ptr);
+    if (e != vt_gpu_success) {
+        if (ctx && ctx->host && ctx->host->log)
+            ctx->host->log(VT_LOG_WARN, "backend " VT_GPU_PLUGIN_NAME ": pinned host free of %p "
+                           "failed: %s", ptr, vt_gpu_get_error_string(e));
+        (void)vt_gpu_get_last_error();
+    }
+}
+
+/* ======================= copies, fill, sync ======================= */
+
+static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const void *src,
+                          size_t bytes, int kind_d2d)
+{
+    if (!ctx) return gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s of %zu bytes: ctx is NULL", op, bytes);
+    if (!bytes) return VT_OK;
+    if (!dst || !src)
+        return gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "%s of %zu bytes: NULL %s pointer", op,
+                        bytes, dst ? "source" : "destination");
+    vt_status st = select_device(ctx, op);
+    if (st) return st;
+    vt_gpu_error e;
+    if (kind_d2d == 0) e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_h2d);
+    else if (kind_d2d == 1) e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_d2h);
+    else {
+        /* a device-to-device copy returns before it completes: wait for it */
+        e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_d2d);
+        if (e == vt_gpu_success) e = vt_gpu_device_synchronize();
+    }
+    if (e != vt_gpu_success) {
+        char h[32];
+        human_bytes(bytes, h, sizeof h);
+        return gpu_fail(ctx->host, status_of(e), "%s of %s (%zu bytes, %p -> %p) on device %d "
+                        "failed: %s", op, h, bytes, src, dst, ctx->device,
+                        vt_gpu_get_error_string(e));
+    }
+    return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return gpu_copy(ctx, "copy_h2d", dst, src, bytes, 0);
+}
+
+extern "C" vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return gpu_copy(ctx, "copy_d2h", dst, src, bytes, 1);
+}
+
+extern "C" vt_status vt_gpu_copy_d2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return gpu_copy(ctx, "copy_d2d", dst, src, bytes, 2);
+}
+
+extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t bytes)
+{
+    if (!ctx) return gpu_fail(NULL, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: ctx is NULL", bytes);
+    if (!bytes) return VT_OK;
+    if (!dst)
+        return gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: NULL pointer", bytes);
+    vt_status st = select_device(ctx, "memset_zero");
+    if (st) return st;
+    unsigned char *p = (unsigned char *)dst;
+    /* bytes up to the first 16-byte boundary, whole words, then the tail */
+    size_t head = (size_t)((16u - ((uintptr_t)p & 15u)) & 15u);
+    if (head > bytes) head = bytes;
+    size_t n_words = (bytes - head) / 16;
+    size_t tail = bytes - head - n_words * 16;
+    if (head) vt_gpu_zero_bytes<<<1, ZERO_THREADS>>>(p, head);
+    if (n_words) vt_gpu_zero_words<<<zero_blocks(n_words), ZERO_THREADS>>>((uint4 *)(p + head), n_words);
+    if (tail) vt_gpu_zero_bytes<<<1, ZERO_THREADS>>>(p + head + n_words * 16, tail);
+    vt_gpu_error e = vt_gpu_get_last_error(); /* launch errors */
+    if (e == vt_gpu_success) e = vt_gpu_device_synchronize(); /* execution errors */
+    if (e != vt_gpu_success) {
+        char h[32];
+        human_bytes(bytes, h, sizeof h);
+        return gpu_fail(ctx->host, status_of(e), "memset_zero of %s (%zu bytes at %p) on device %d "
+                        "failed: %s", h, bytes, dst, ctx->device, vt_gpu_get_error_string(e));
+    }
+    return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_synchronize(vt_backend_ctx *ctx)
+{
+    if (!ctx) return gpu_fail(NULL, VT_ERR_INVALID_ARG, "synchronize: ctx is NULL");
+    vt_status st = select_device(ctx, "synchronize");
+    if (st) return st;
+    vt_gpu_error e = vt_gpu_device_synchronize();
+    if (e != vt_gpu_success)
+        return gpu_fail(ctx->host, status_of(e), "synchronize on device %d failed: %s", ctx->device,
+                        vt_gpu_get_error_string(e));
+    return VT_OK;
+}
+
+/* ======================= memory probe ======================= */
+
+extern "C" vt_status vt_gpu_memory_probe(vt_backend_ctx *ctx, uint64_t *free_bytes,
+                                         uint64_t *total_bytes)
+{
+    if (!ctx || !free_bytes || !total_bytes)
+        return gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "memory_probe: NULL %s",
+                        ctx ? "output" : "ctx");
+    vt_status st = select_device(ctx, "memory_probe");
+    if (st) return st;
+    size_t f = 0, t = 0;
+    vt_gpu_error e = vt_gpu_mem_get_info(&f, &t);
+    if (e != vt_gpu_success)
+        return gpu_fail(ctx->host, status_of(e), "memory_probe: " VT_GPU_RT "MemGetInfo on device "
+                        "%d failed: %s", ctx->device, vt_gpu_get_error_string(e));
+    *free_bytes = (uint64_t)f;
+    *total_bytes = (uint64_t)t;
+    return VT_OK;
+}

@@ -1,0 +1,151 @@
+/*
+ * gpu_plugin.c - the C half of backend-cuda and backend-rocm: the capability
+ * list, the vt_backend_api table (vt/backend.h) and the exported plugin
+ * descriptor. Built once per vendor; -DVT_GPU_HIP makes it backend-rocm.
+ *
+ * What the plugin does today: the required memory functions, the live memory
+ * probe, pinned host memory and device names, all through the vendor runtime
+ * (gpu_backend.cu). What it does not do yet: compute. Every op and every
+ * per-type mat_mul/get_rows is declared ABSENT with the reason, so a model
+ * that needs them is refused by name when the configuration is resolved,
+ * before any weight is read.
+ */
+#include <stddef.h>
+
+#include "gpu_internal.h"
+#include "vt/backend.h"
+
+#define GPU_PLUGIN_VERSION "0.1.0"
+
+/* ======================= init ======================= */
+
+/* Unpacks vt_backend_params for the vendor half, which does not see vt/backend.h. */
+static vt_status gpu_init(const vt_backend_params *p, vt_backend_ctx **out)
+{
+    if (!p) {
+        if (out) *out = NULL;
+        return VT_ERR_INVALID_ARG;
+    }
+    size_t need = offsetof(vt_backend_params, host) + sizeof p->host;
+    if (p->struct_size < need) {
+        if (out) *out = NULL;
+        /* p->host itself lies beyond what the caller's struct has: no message channel */
+        return VT_ERR_ABI;
+    }
+    /* n_threads and kernels are CPU matters; there are no kernel sets to choose yet */
+    return vt_gpu_init_device((int)p->device, p->host, out);
+}
+
+/* ======================= capabilities ======================= */
+
+#define PRESENT(id) {(uint32_t)(id), VT_CAP_PRESENT, NULL}
+#define ABSENT(id, why) {(uint32_t)(id), VT_CAP_ABSENT, why}
+
+#define NO_KERNELS "backend-" VT_GPU_PLUGIN_NAME " has no kernels yet (issue 5)"
+#define OP_ABSENT(id) ABSENT(id, NO_KERNELS)
+/* every weight type id that vt/types.h names: no mat_mul, no get_rows */
+#define TYPE_ABSENT(t) ABSENT(VT_CAP_MAT_MUL(t), NO_KERNELS), ABSENT(VT_CAP_GET_ROWS(t), NO_KERNELS)
+
+static const vt_capability gpu_caps[] = {
+    PRESENT(VT_CAP_MEMORY_PROBE),
+    PRESENT(VT_CAP_PINNED_HOST_ALLOC),
+    ABSENT(VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY,
+           "discrete GPU: device memory is not host-addressable; a unified-memory device is "
+           "configured as platform 'unified'"),
+    ABSENT(VT_CAP_ASYNC_QUEUE, "ops are synchronous until kernels land (issue 5)"),
+    ABSENT(VT_CAP_PEER_COPY, "copies between two " VT_GPU_RUNTIME_NAME
+           " devices are not implemented; one device per context"),
+    PRESENT(VT_CAP_DEVICE_NAME),
+    OP_ABSENT(VT_CAP_OP_RMS_NORM),
+    OP_ABSENT(VT_CAP_OP_L2_NORM),
+    OP_ABSENT(VT_CAP_OP_ROPE_NEOX),
+    OP_ABSENT(VT_CAP_OP_ATTENTION),
+    OP_ABSENT(VT_CAP_OP_SSM_CONV),
+    OP_ABSENT(VT_CAP_OP_GATED_DELTA_NET),
+    OP_ABSENT(VT_CAP_OP_UNARY),
+    OP_ABSENT(VT_CAP_OP_BINARY),
+    OP_ABSENT(VT_CAP_OP_SCALE),
+    OP_ABSENT(VT_CAP_OP_MUL_ROWS),
+    OP_ABSENT(VT_CAP_OP_COPY_2D),
+    OP_ABSENT(VT_CAP_OP_GATHER_ROWS),
+    OP_ABSENT(VT_CAP_OP_SCATTER_ADD),
+    OP_ABSENT(VT_CAP_OP_SOFTMAX_TOPK),
+    TYPE_ABSENT(VT_TYPE_F32),
+    TYPE_ABSENT(VT_TYPE_F16),
+    TYPE_ABSENT(VT_TYPE_Q4_0),
+    TYPE_ABSENT(VT_TYPE_Q4_1),
+    TYPE_ABSENT(VT_TYPE_Q5_0),
+    TYPE_ABSENT(VT_TYPE_Q5_1),
+    TYPE_ABSENT(VT_TYPE_Q8_0),
+    TYPE_ABSENT(VT_TYPE_Q8_1),
+    TYPE_ABSENT(VT_TYPE_Q2_K),
+    TYPE_ABSENT(VT_TYPE_Q3_K),
+    TYPE_ABSENT(VT_TYPE_Q4_K),
+    TYPE_ABSENT(VT_TYPE_Q5_K),
+    TYPE_ABSENT(VT_TYPE_Q6_K),
+    TYPE_ABSENT(VT_TYPE_Q8_K),
+    TYPE_ABSENT(VT_TYPE_IQ2_XXS),
+    TYPE_ABSENT(VT_TYPE_IQ2_XS),
+    TYPE_ABSENT(VT_TYPE_IQ3_XXS),
+    TYPE_ABSENT(VT_TYPE_IQ1_S),
+    TYPE_ABSENT(VT_TYPE_IQ4_NL),
+    TYPE_ABSENT(VT_TYPE_IQ3_S),
+    TYPE_ABSENT(VT_TYPE_IQ2_S),
+    TYPE_ABSENT(VT_TYPE_IQ4_XS),
+    TYPE_ABSENT(VT_TYPE_I8),
+    TYPE_ABSENT(VT_TYPE_I16),
+    TYPE_ABSENT(VT_TYPE_I32),
+    TYPE_ABSENT(VT_TYPE_I64),
+    TYPE_ABSENT(VT_TYPE_F64),
+    TYPE_ABSENT(VT_TYPE_IQ1_M),
+    TYPE_ABSENT(VT_TYPE_BF16),
+    TYPE_ABSENT(VT_TYPE_TQ1_0),
+    TYPE_ABSENT(VT_TYPE_TQ2_0),
+    TYPE_ABSENT(VT_TYPE_MXFP4),
+    TYPE_ABSENT(VT_TYPE_NVFP4),
+    TYPE_ABSENT(VT_TYPE_Q1_0),
+    TYPE_ABSENT(VT_TYPE_Q2_0),
+};
+
+/* ======================= the table ======================= */
+
+static const vt_backend_api gpu_api = {
+    .struct_size = sizeof(vt_backend_api),
+    .caps = gpu_caps,
+    .n_caps = sizeof gpu_caps / sizeof gpu_caps[0],
+    .device_count = vt_gpu_device_count,
+    .init = gpu_init,
+    .shutdown = vt_gpu_shutdown,
+    .alloc = vt_gpu_alloc,
+    .free = vt_gpu_free_mem,
+    .copy_h2d = vt_gpu_copy_h2d,
+    .copy_d2h = vt_gpu_copy_d2h,
+    .copy_d2d = vt_gpu_copy_d2d,
+    .memset_zero = vt_gpu_memset_zero,
+    .synchronize = vt_gpu_synchronize,
+    .memory_probe = vt_gpu_memory_probe,
+    .host_alloc_pinned = vt_gpu_host_alloc_pinned,
+    .host_free_pinned = vt_gpu_host_free_pinned,
+    .copy_peer = NULL,
+    /* mat_mul[], get_rows[] and every op: NULL (declared ABSENT above) */
+    .device_name = vt_gpu_device_name,
+};
+
+static const vt_plugin_desc gpu_desc = {
+    .struct_size = sizeof(vt_plugin_desc),
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .kind = VT_PLUGIN_BACKEND,
+    .name = VT_GPU_PLUGIN_NAME,
+    .version = GPU_PLUGIN_VERSION,
+#ifdef VT_GPU_HIP
+    .description = "ROCm/HIP backend: device memory, pinned staging, hipMemGetInfo probe; no kernels yet",
+#else
+    .description = "CUDA backend: device memory, pinned staging, cudaMemGetInfo probe; no kernels yet",
+#endif
+    .table = &gpu_api,
+};
+
+VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void);
+
+VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void) { return &gpu_desc; }

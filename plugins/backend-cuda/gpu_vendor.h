@@ -1,0 +1,76 @@
+/*
+ * gpu_vendor.h - the one place where backend-cuda and backend-rocm differ:
+ * vt_gpu_* names mapped to the CUDA runtime (default) or, with -DVT_GPU_HIP,
+ * to the HIP runtime. gpu_backend.cu uses only these names, so both plugins
+ * are built from the same source.
+ *
+ * Only gpu_backend.cu (compiled by nvcc or hipcc) includes this header; the
+ * C side of the plugin (gpu_plugin.c) needs the two name macros only, which
+ * gpu_internal.h repeats without pulling in a vendor header.
+ */
+#ifndef VT_GPU_VENDOR_H
+#define VT_GPU_VENDOR_H
+
+#ifdef VT_GPU_HIP
+
+#include <hip/hip_runtime.h>
+
+#define VT_GPU_RT "hip" /* prefix of the runtime's calls in messages: "hipMalloc" */
+
+typedef hipError_t vt_gpu_error;
+typedef hipDeviceProp_t vt_gpu_device_prop;
+#define vt_gpu_success hipSuccess
+#define vt_gpu_error_oom hipErrorOutOfMemory
+#define vt_gpu_error_invalid_value hipErrorInvalidValue
+
+#define vt_gpu_get_device_count hipGetDeviceCount
+#define vt_gpu_set_device hipSetDevice
+#define vt_gpu_get_device_properties hipGetDeviceProperties
+#define vt_gpu_get_error_string hipGetErrorString
+#define vt_gpu_get_last_error hipGetLastError
+#define vt_gpu_malloc hipMalloc
+#define vt_gpu_free hipFree
+#define vt_gpu_host_alloc(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
+#define vt_gpu_host_free hipHostFree
+#define vt_gpu_memcpy hipMemcpy
+#define vt_gpu_memcpy_h2d hipMemcpyHostToDevice
+#define vt_gpu_memcpy_d2h hipMemcpyDeviceToHost
+#define vt_gpu_memcpy_d2d hipMemcpyDeviceToDevice
+#define vt_gpu_mem_get_info hipMemGetInfo
+#define vt_gpu_device_synchronize hipDeviceSynchronize
+#define vt_gpu_driver_get_version hipDriverGetVersion
+#define vt_gpu_runtime_get_version hipRuntimeGetVersion
+
+#else /* CUDA */
+
+#include <cuda_runtime.h>
+
+#define VT_GPU_RT "cuda" /* "cudaMalloc" */
+
+typedef cudaError_t vt_gpu_error;
+typedef cudaDeviceProp vt_gpu_device_prop;
+#define vt_gpu_success cudaSuccess
+#define vt_gpu_error_oom cudaErrorMemoryAllocation
+#define vt_gpu_error_invalid_value cudaErrorInvalidValue
+
+#define vt_gpu_get_device_count cudaGetDeviceCount
+#define vt_gpu_set_device cudaSetDevice
+#define vt_gpu_get_device_properties cudaGetDeviceProperties
+#define vt_gpu_get_error_string cudaGetErrorString
+#define vt_gpu_get_last_error cudaGetLastError
+#define vt_gpu_malloc cudaMalloc
+#define vt_gpu_free cudaFree
+#define vt_gpu_host_alloc(p, n) cudaHostAlloc((p), (n), cudaHostAllocDefault)
+#define vt_gpu_host_free cudaFreeHost
+#define vt_gpu_memcpy cudaMemcpy
+#define vt_gpu_memcpy_h2d cudaMemcpyHostToDevice
+#define vt_gpu_memcpy_d2h cudaMemcpyDeviceToHost
+#define vt_gpu_memcpy_d2d cudaMemcpyDeviceToDevice
+#define vt_gpu_mem_get_info cudaMemGetInfo
+#define vt_gpu_device_synchronize cudaDeviceSynchronize
+#define vt_gpu_driver_get_version cudaDriverGetVersion
+#define vt_gpu_runtime_get_version cudaRuntimeGetVersion
+
+#endif
+
+#endif

@@ -1,0 +1,34 @@
+# GPU backends (plugins/backend-cuda, plugins/backend-rocm): one test binary
+# per plugin, test_gpu_cuda and test_gpu_rocm, from test_gpu_backends.c. What
+# the plugins' CMake recorded (gpu_plugin_common.cmake) is baked in:
+#   VT_GPU_TEST_BUILT     the plugin was built (else the test skips loudly, 77)
+#   VT_GPU_TEST_REQUIRED  CMake ran with CI=true and found the toolchain: a
+#                         plugin that was not built is then a failure
+#   VT_GPU_TEST_WHY       why it was (not) built, for the message
+# Without a device the tests check the zero-device contract (device_count() 0,
+# `vt run --device <name>` refused); with one, memory, copies and the probe.
+foreach(_vt_gpu cuda rocm)
+  get_property(_vt_built GLOBAL PROPERTY VT_GPU_${_vt_gpu}_BUILT)
+  get_property(_vt_req GLOBAL PROPERTY VT_GPU_${_vt_gpu}_REQUIRED)
+  get_property(_vt_why GLOBAL PROPERTY VT_GPU_${_vt_gpu}_WHY)
+  string(REPLACE ";" "," _vt_why "${_vt_why}")
+  string(REPLACE "\"" "'" _vt_why "${_vt_why}")
+  set(_vt_b 0)
+  set(_vt_r 0)
+  if(_vt_built)
+    set(_vt_b 1)
+  endif()
+  if(_vt_req)
+    set(_vt_r 1)
+  endif()
+  vt_add_test(test_gpu_${_vt_gpu} SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_backends.c
+              LIBS vtcore LABELS "gpu" TIMEOUT 120)
+  target_compile_definitions(test_gpu_${_vt_gpu} PRIVATE VT_GPU_TEST_NAME="${_vt_gpu}"
+    VT_GPU_TEST_BUILT=${_vt_b} VT_GPU_TEST_REQUIRED=${_vt_r} VT_GPU_TEST_WHY="${_vt_why}")
+  # `vt run -m <demo model> --device <name>` needs the command, the model plugin
+  # and the demo model (written by the top-level build)
+  add_dependencies(test_gpu_${_vt_gpu} vt model-qwen35 demo-model)
+  if(_vt_built)
+    add_dependencies(test_gpu_${_vt_gpu} backend-${_vt_gpu})
+  endif()
+endforeach()

@@ -1,0 +1,387 @@
+/*
+ * test_expert_streamer.c - the expert streamer and the host slot store on a
+ * generated file whose every expert slice holds a known pattern:
+ *  - slices come back byte-exact; hits, misses, bytes and evictions count;
+ *  - one arena and one LRU serve all layers; a batch never evicts a slot it
+ *    still needs; a batch larger than the arena is refused;
+ *  - fault injection at the read (EIO, short reads, EINTR, end of file) and
+ *    at the commit leaves the key absent and the slot accounting intact, the
+ *    error names layer/expert/file, and a retry refills correct bytes;
+ *  - commit_slot of a slot other than the one handed out is refused;
+ *  - O_DIRECT mode (or its logged fallback) gives the same bytes.
+ */
+#include "test_util.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "expert_streamer.h"
+
+#define N_LAYER 3
+#define N_MAT 3
+#define N_EXP 8
+#define N_IN 40  /* F32 row of 40: slice = 40 * 5 * 4 = 800 bytes, not page aligned */
+#define N_OUT 5
+#define SLICE (N_IN * N_OUT * 4)
+
+static const char *mat_name[N_MAT] = {"gate", "up", "down"};
+static char model_path[256];
+
+static float pattern(uint32_t l, uint32_t m, uint32_t e, uint32_t i)
+{
+    return (float)(l * 1000000 + m * 100000 + e * 1000 + i);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(model_path, sizeof model_path, "%s/vt-streamer-%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    assert_non_null(w);
+    assert_int_equal(vt_gguf_writer_set_str(w, "general.architecture", "test"), VT_OK);
+    /* a dense tensor first, so expert data does not start at the data section */
+    float dense[7] = {1, 2, 3, 4, 5, 6, 7};
+    int64_t ne1[1] = {7};
+    assert_int_equal(vt_gguf_writer_add_tensor(w, "dense.weight", VT_TYPE_F32, 1, ne1, dense,
+                                               sizeof dense), VT_OK);
+    float *buf = malloc((size_t)SLICE * N_EXP);
+    for (uint32_t l = 0; l < N_LAYER; l++)
+        for (uint32_t m = 0; m < N_MAT; m++) {
+            for (uint32_t e = 0; e < N_EXP; e++)
+                for (uint32_t i = 0; i < N_IN * N_OUT; i++)
+                    buf[e * N_IN * N_OUT + i] = pattern(l, m, e, i);
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", l, mat_name[m]);
+            int64_t ne[3] = {N_IN, N_OUT, N_EXP};
+            assert_int_equal(vt_gguf_writer_add_tensor(w, name, VT_TYPE_F32, 3, ne, buf,
+                                                       (uint64_t)SLICE * N_EXP), VT_OK);
+        }
+    free(buf);
+    assert_int_equal(vt_gguf_writer_write(w, model_path), VT_OK);
+    vt_gguf_writer_free(w);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    unlink(model_path);
+    return 0;
+}
+
+typedef struct rig {
+    vt_gguf *g;
+    vt_store *store;
+    vt_store_api api; /* a copy of the host store's, so commit can be wrapped */
+    vt_expert_streamer *s;
+} rig;
+
+static int commit_failures; /* > 0: that many commits fail */
+static vt_status (*real_commit)(vt_store *, uint64_t, uint64_t);
+static vt_status failing_commit(vt_store *st, uint64_t slot, uint64_t bytes)
+{
+    if (commit_failures > 0) {
+        commit_failures--;
+        vt_set_error("injected commit failure");
+        return VT_ERR_IO;
+    }
+    return real_commit(st, slot, bytes);
+}
+
+static void rig_open(rig *r, uint64_t n_slots, int direct)
+{
+    memset(r, 0, sizeof *r);
+    assert_int_equal(vt_gguf_open(model_path, VT_GGUF_NO_MMAP, &r->g), VT_OK);
+    r->api = *vt_host_store_api();
+    real_commit = r->api.commit_slot;
+    r->api.commit_slot = failing_commit;
+    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = SLICE, .n_slots = n_slots};
+    assert_int_equal(r->api.create(&sp, &r->store), VT_OK);
+    vt_streamer_params p = {.gguf = r->g, .store_api = &r->api, .store = r->store,
+                            .n_slots = n_slots, .slot_bytes = SLICE, .n_layer = N_LAYER,
+                            .io_direct = direct};
+    if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
+    for (uint32_t l = 0; l < N_LAYER; l++)
+        for (uint32_t m = 0; m < N_MAT; m++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", l, mat_name[m]);
+            const vt_gguf_tensor *t = vt_gguf_find_tensor(r->g, name);
+            assert_non_null(t);
+            if (vt_streamer_register(r->s, l, m, t) != VT_OK) fail_msg("%s", vt_last_error());
+        }
+}
+
+static void rig_close(rig *r)
+{
+    vt_streamer_destroy(r->s);
+    r->api.destroy(r->store);
+    vt_gguf_close(r->g);
+}
+
+static void check_slices(uint32_t l, const int32_t *ids, uint32_t n, const void **out)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t m = 0; m < N_MAT; m++) {
+            const float *p = out[i * N_MAT + m];
+            assert_non_null(p);
+            for (uint32_t j = 0; j < N_IN * N_OUT; j++)
+                if (p[j] != pattern(l, m, (uint32_t)ids[i], j))
+                    fail_msg("layer %u matrix %u expert %d element %u: %g, want %g", l, m, ids[i], j,
+                             p[j], pattern(l, m, (uint32_t)ids[i], j));
+        }
+}
+
+static void acquire_ok(rig *r, uint32_t l, const int32_t *ids, uint32_t n)
+{
+    const void *out[64];
+    if (vt_streamer_acquire(r->s, l, ids, n, out) != VT_OK) fail_msg("%s", vt_last_error());
+    check_slices(l, ids, n, out);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static void test_hits_misses_lru(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 6, 0); /* two experts of one layer */
+    vt_expert_stats st;
+    int32_t a[2] = {1, 3};
+    acquire_ok(&r, 0, a, 2);
+    assert_int_equal(vt_streamer_stats(r.s, 0, &st), VT_OK);
+    assert_int_equal(st.misses, 6);
+    assert_int_equal(st.hits, 0);
+    assert_int_equal(st.bytes_filled, 6 * SLICE);
+    acquire_ok(&r, 0, a, 2);
+    vt_streamer_stats(r.s, 0, &st);
+    assert_int_equal(st.hits, 6);
+    assert_int_equal(st.misses, 6);
+
+    /* layer 1 shares the arena: it evicts layer 0's slices */
+    int32_t b[2] = {0, 7};
+    acquire_ok(&r, 1, b, 2);
+    vt_streamer_stats(r.s, 1, &st);
+    assert_int_equal(st.misses, 6);
+    vt_streamer_stats(r.s, 0, &st);
+    assert_int_equal(st.evictions, 6);
+    assert_false(vt_streamer_is_resident(r.s, 0, 0, 1));
+    assert_true(vt_streamer_is_resident(r.s, 1, 2, 7));
+    assert_int_equal(vt_streamer_n_resident(r.s), 6);
+
+    /* LRU: touch expert 0 of layer 1, then a new expert of layer 2 evicts 7 (older) */
+    int32_t c0[1] = {0}, c2[1] = {4};
+    acquire_ok(&r, 1, c0, 1);
+    acquire_ok(&r, 2, c2, 1);
+    assert_true(vt_streamer_is_resident(r.s, 1, 0, 0));
+    assert_false(vt_streamer_is_resident(r.s, 1, 0, 7));
+    assert_true(vt_streamer_is_resident(r.s, 2, 1, 4));
+
+    /* a batch needs all its slots at once: 2 experts fit exactly even when
+     * every slot holds other keys; 3 do not and are refused by size */
+    int32_t d[2] = {5, 6};
+    acquire_ok(&r, 0, d, 2);
+    int32_t big[3] = {0, 1, 2};
+    const void *out[16];
+    assert_int_equal(vt_streamer_acquire(r.s, 0, big, 3, out), VT_ERR_RANGE);
+    if (!strstr(vt_last_error(), "9 slots at once")) fail_msg("%s", vt_last_error());
+
+    /* totals add the layers */
+    vt_expert_stats tot, l0, l1, l2;
+    vt_streamer_stats(r.s, -1, &tot);
+    vt_streamer_stats(r.s, 0, &l0);
+    vt_streamer_stats(r.s, 1, &l1);
+    vt_streamer_stats(r.s, 2, &l2);
+    assert_int_equal(tot.misses, l0.misses + l1.misses + l2.misses);
+    assert_int_equal(tot.evictions, l0.evictions + l1.evictions + l2.evictions);
+    rig_close(&r);
+}
+
+/* The batch's own slots survive: with 6 slots, acquiring {1, 1} (a repeat) and
+ * then a batch whose first expert is resident and second is not must not evict
+ * the first to fill the second. */
+static void test_batch_never_evicts_itself(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 6, 0);
+    int32_t a[2] = {2, 3};
+    acquire_ok(&r, 0, a, 2);
+    int32_t b[2] = {3, 4}; /* 3 is resident (and least recent after 2? no: 2 older) */
+    acquire_ok(&r, 0, b, 2);
+    int32_t c[2] = {4, 2}; /* 2 was evicted for 4; 3 is LRU now and must be the victim */
+    acquire_ok(&r, 0, c, 2);
+    assert_true(vt_streamer_is_resident(r.s, 0, 0, 4));
+    assert_true(vt_streamer_is_resident(r.s, 0, 0, 2));
+    assert_false(vt_streamer_is_resident(r.s, 0, 0, 3));
+    rig_close(&r);
+}
+
+/* ------------------------------------------------------------------------- */
+
+typedef struct fault {
+    int mode;  /* 0 pass, 1 EIO, 2 short reads, 3 EINTR once, 4 EOF */
+    int calls; /* faulty calls left (mode 1, 3, 4) */
+} fault;
+
+static ssize_t faulty_read(void *ctx, int fd, void *buf, size_t n, off_t off)
+{
+    fault *f = ctx;
+    switch (f->mode) {
+    case 1:
+        if (f->calls > 0) {
+            f->calls--;
+            errno = EIO;
+            return -1;
+        }
+        break;
+    case 2:
+        if (n > 7) n = 7; /* at most 7 bytes per call */
+        break;
+    case 3:
+        if (f->calls > 0) {
+            f->calls--;
+            errno = EINTR;
+            return -1;
+        }
+        break;
+    case 4:
+        if (f->calls > 0) {
+            f->calls--;
+            ssize_t r = pread(fd, buf, n / 2, off);
+            return r; /* then the next call reports end of file */
+        }
+        return 0;
+    }
+    return pread(fd, buf, n, off);
+}
+
+static void test_fill_faults(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 6, 0);
+    fault f = {0};
+    vt_streamer_set_reader(r.s, faulty_read, &f);
+    const void *out[16];
+    vt_expert_stats st;
+
+    /* warm: layer 1 holds all 6 slots */
+    int32_t w[2] = {0, 1};
+    acquire_ok(&r, 1, w, 2);
+
+    /* EIO on the first read of a batch of two experts of layer 2 */
+    int32_t a[2] = {5, 6};
+    f = (fault){1, 1};
+    assert_int_equal(vt_streamer_acquire(r.s, 2, a, 2, out), VT_ERR_IO);
+    const char *msg = vt_last_error();
+    if (!strstr(msg, "expert 5 of blk.2.ffn_gate_exps.weight") || !strstr(msg, model_path) ||
+        !strstr(msg, "Input/output error"))
+        fail_msg("EIO message lacks expert/file/errno: %s", msg);
+    assert_false(vt_streamer_is_resident(r.s, 2, 0, 5));
+    assert_true(vt_streamer_n_resident(r.s) <= 6);
+    vt_streamer_stats(r.s, 2, &st);
+    assert_int_equal(st.fill_errors, 1);
+    assert_int_equal(st.misses, 0);
+    /* retry: a real miss that refills correct bytes */
+    f.mode = 0;
+    acquire_ok(&r, 2, a, 2);
+    vt_streamer_stats(r.s, 2, &st);
+    assert_int_equal(st.misses, 6);
+
+    /* EIO in the middle of a batch (after 4 good slices): earlier slices stay
+     * valid and resident, the failed one is absent, retry completes */
+    int32_t b[2] = {2, 3};
+    f = (fault){0, 0};
+    acquire_ok(&r, 0, (int32_t[]){2}, 1); /* 3 slices of layer 0 expert 2 */
+    uint64_t before = vt_streamer_n_resident(r.s);
+    assert_int_equal(before, 6);
+    f = (fault){1, 1};
+    assert_int_equal(vt_streamer_acquire(r.s, 0, b, 2, out), VT_ERR_IO); /* 2 hits, 3 fails */
+    assert_true(vt_streamer_is_resident(r.s, 0, 0, 2));
+    assert_false(vt_streamer_is_resident(r.s, 0, 0, 3));
+    /* the victim evicted for the failed fill is gone and its slot is free
+     * again: one fewer resident key, nothing leaked, nothing half-published */
+    assert_int_equal(vt_streamer_n_resident(r.s), before - 1);
+    f.mode = 0;
+    acquire_ok(&r, 0, b, 2);
+
+    /* short reads: 7 bytes per call still assemble the slice */
+    f = (fault){2, 0};
+    int32_t c[1] = {7};
+    acquire_ok(&r, 1, c, 1);
+    /* EINTR is retried */
+    f = (fault){3, 2};
+    int32_t d[1] = {4};
+    acquire_ok(&r, 1, d, 1);
+    /* end of file in the middle of a slice */
+    f = (fault){4, 1};
+    int32_t e[1] = {6};
+    assert_int_equal(vt_streamer_acquire(r.s, 0, e, 1, out), VT_ERR_IO);
+    if (!strstr(vt_last_error(), "file ends")) fail_msg("%s", vt_last_error());
+    assert_false(vt_streamer_is_resident(r.s, 0, 0, 6));
+    f.mode = 0;
+    acquire_ok(&r, 0, e, 1);
+
+    /* commit failure: the key stays absent, the error is prefixed with the
+     * expert, and a retry commits */
+    commit_failures = 1;
+    int32_t g1[1] = {1};
+    assert_int_equal(vt_streamer_acquire(r.s, 2, g1, 1, out), VT_ERR_IO);
+    msg = vt_last_error();
+    if (!strstr(msg, "commit of expert 1 of blk.2.ffn_gate_exps.weight") ||
+        !strstr(msg, "injected commit failure"))
+        fail_msg("commit failure message: %s", msg);
+    assert_false(vt_streamer_is_resident(r.s, 2, 0, 1));
+    commit_failures = 0;
+    acquire_ok(&r, 2, g1, 1);
+    assert_true(vt_streamer_is_resident(r.s, 2, 0, 1));
+    assert_true(vt_streamer_n_resident(r.s) <= vt_streamer_n_slots(r.s));
+    rig_close(&r);
+}
+
+static void test_commit_other_slot_refused(void **state)
+{
+    (void)state;
+    const vt_store_api *api = vt_host_store_api();
+    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = 100, .n_slots = 4};
+    vt_store *st;
+    assert_int_equal(api->create(&sp, &st), VT_OK);
+    assert_null(api->slot_for_write(st, 4));
+    void *p = api->slot_for_write(st, 2);
+    assert_non_null(p);
+    assert_ptr_equal(api->slot_for_read(st, 2), p);
+    assert_int_equal(api->commit_slot(st, 1, 100), VT_ERR_INVALID_ARG);
+    if (!strstr(vt_last_error(), "commit_slot(1)")) fail_msg("%s", vt_last_error());
+    p = api->slot_for_write(st, 2);
+    assert_int_equal(api->commit_slot(st, 2, 101), VT_ERR_INVALID_ARG); /* larger than a slot */
+    p = api->slot_for_write(st, 2);
+    assert_int_equal(api->commit_slot(st, 2, 100), VT_OK);
+    assert_int_equal(api->commit_slot(st, 2, 100), VT_ERR_INVALID_ARG); /* not handed out again */
+    api->destroy(st);
+}
+
+static void test_direct_io(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 9, 1);
+    int32_t a[3] = {0, 4, 7};
+    for (uint32_t l = 0; l < N_LAYER; l++) acquire_ok(&r, l, a, 3);
+    print_message("O_DIRECT %s on %s\n", vt_streamer_io_direct(r.s) ? "in use" : "refused (fell back)",
+                  model_path);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hits_misses_lru),
+        cmocka_unit_test(test_batch_never_evicts_itself),
+        cmocka_unit_test(test_fill_faults),
+        cmocka_unit_test(test_commit_other_slot_refused),
+        cmocka_unit_test(test_direct_io),
+    };
+    return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
+}

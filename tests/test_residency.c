@@ -1,0 +1,294 @@
+/*
+ * test_residency.c - resolving a configuration and the fit check.
+ *
+ *  - a store that requires memory_probe, on a backend that declares it ABSENT,
+ *    is refused at resolution naming store, capability, backend and reason,
+ *    before any tensor data is mapped (the GGUF stays unmapped) - also through
+ *    vt_engine_open;
+ *  - with the probe ABSENT, configurations that depend on the device total
+ *    (experts auto, an automatic arena) are refused as "budget unknown";
+ *  - a synthetic ~375 GiB qwen35moe tensor table (a sparse file written by
+ *    mkmodel) against a fake device of 119.6 GiB: resident is refused with the
+ *    numbers, streamed fits, auto picks streamed, an arena below one layer's
+ *    top-k is refused naming the minimum; `vt fit` prints the same verdicts.
+ * Expected byte counts are computed here from the generator's shape
+ * parameters, not read back from the code under test.
+ */
+#include "test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "engine.h"
+#include "error.h"
+#include "mkmodel.h"
+#include "registry.h"
+#include "residency.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define DEVICE_TOTAL 128419522150ull /* 119.6 GiB */
+
+static vt_registry *registry_with(const char *variant)
+{
+    static char d1[4096], d2[4096];
+    snprintf(d1, sizeof d1, "%s/%s", VT_FAKE_PLUGIN_ROOT, variant);
+    snprintf(d2, sizeof d2, "%s/store", VT_FAKE_PLUGIN_ROOT);
+    const char *dirs[] = {d1, d2, vt_test_plugin_dir(), NULL};
+    unsetenv("VT_PLUGIN_PATH");
+    vt_registry *r;
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    assert_non_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    assert_non_null(vt_registry_find(r, VT_PLUGIN_MODEL, "qwen35"));
+    return r;
+}
+
+static const char *demo_model(void)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/demo/vt-demo-qwen35moe.gguf", getenv("VT_TEST_BINARY_DIR"));
+    if (access(path, R_OK) != 0) fail_msg("demo model %s missing (built with vt)", path);
+    return path;
+}
+
+static void set(vt_config *c, const char *k, const char *v)
+{
+    if (vt_config_set(c, k, v) != VT_OK) fail_msg("--set %s=%s: %s", k, v, vt_last_error());
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle)) fail_msg("expected '%s' in: %s", needle, hay);
+}
+
+/* ---------------------------------------------------------------------------- */
+
+static void test_store_needs_probe(void **s)
+{
+    (void)s;
+    vt_registry *reg = registry_with("noprobe");
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "streamed");
+    set(&cfg, "fake.expert_cache.store", "devfake");
+    set(&cfg, "fake.expert_cache.slots", "64");
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(demo_model(), VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_residency *r = calloc(1, sizeof *r);
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    const char *msg = vt_last_error();
+    assert_contains(msg, "store 'devfake' needs capability 'memory_probe'");
+    assert_contains(msg, "backend 'fake' declares ABSENT");
+    assert_contains(msg, "fake backend: no memory probe (test)");
+    /* nothing of the tensor data was mapped, so none could have been read */
+    assert_false(vt_gguf_is_mapped(g));
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) assert_null(vt_gguf_tensor_at(g, i)->data);
+
+    /* the same through the engine (VT_PLUGIN_PATH brings the fake plugins) */
+    char path[8192];
+    snprintf(path, sizeof path, "%s/noprobe:%s/store", VT_FAKE_PLUGIN_ROOT, VT_FAKE_PLUGIN_ROOT);
+    setenv("VT_PLUGIN_PATH", path, 1);
+    vt_engine *e = NULL;
+    vt_engine_params p = {.model_path = demo_model(), .device = "fake", .config = &cfg};
+    assert_int_equal(vt_engine_open(&p, &e), VT_ERR_CAPABILITY);
+    assert_null(e);
+    assert_contains(vt_last_error(), "store 'devfake' needs capability 'memory_probe'");
+    unsetenv("VT_PLUGIN_PATH");
+
+    /* resident experts do not use the store: resolution passes, and the fit
+     * check says the budget is unknown without refusing */
+    set(&cfg, "fake.experts", "resident");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, 0, 0, 0, 256, 32), VT_OK);
+    assert_true(r->fit.fits);
+    assert_contains(r->fit.verdict, "memory_probe ABSENT");
+
+    /* experts auto depends on the device total: refused as unknown */
+    set(&cfg, "fake.experts", "auto");
+    set(&cfg, "fake.expert_cache.store", "host");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, 0, 0, 0, 256, 32), VT_ERR_DOES_NOT_FIT);
+    assert_false(r->fit.fits);
+    assert_contains(r->fit.verdict, "budget is unknown");
+
+    assert_false(vt_gguf_is_mapped(g));
+    free(r);
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+}
+
+/* A backend that declares the model's ops ABSENT is refused before the store
+ * is even looked at, naming the model and the capability. */
+static void test_model_needs_ops(void **s)
+{
+    (void)s;
+    vt_registry *reg = registry_with("good");
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "streamed");
+    set(&cfg, "fake.expert_cache.store", "host");
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(demo_model(), VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_residency *r = calloc(1, sizeof *r);
+    /* the good fake backend declares every op ABSENT: the model is refused first */
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "model 'qwen35' needs capability");
+    free(r);
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+}
+
+/* ---------------------------------------------------------------------------- */
+
+typedef struct big_model {
+    char path[256];
+    vt_mkmodel_params p;
+    uint64_t expert_bytes, slot_bytes;
+} big_model;
+
+static void make_big(big_model *b)
+{
+    vt_mkmodel_defaults(&b->p);
+    b->p.n_embd = 4096;
+    b->p.n_layer = 61;
+    b->p.n_head = 32;
+    b->p.n_head_kv = 4;
+    b->p.head_dim = 128;
+    b->p.n_rot = 64;
+    b->p.n_expert = 256;
+    b->p.n_expert_used = 8;
+    b->p.n_ff_exp = 1024;
+    b->p.n_ff_shexp = 1024;
+    b->p.ssm_d_k = 128;
+    b->p.ssm_n_k = 16;
+    b->p.ssm_n_v = 32;
+    b->p.context_length = 262144;
+    b->p.n_merges = 50;
+    b->p.sparse = 1;
+    snprintf(b->path, sizeof b->path, "%s/vt-fit-370g-%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    if (vt_mkmodel_qwen35moe(b->path, &b->p) != VT_OK) fail_msg("mkmodel: %s", vt_last_error());
+    /* gate, up: [n_embd, n_ff_exp, n_expert]; down: [n_ff_exp, n_embd, n_expert]; BF16 */
+    b->slot_bytes = (uint64_t)b->p.n_embd * b->p.n_ff_exp * 2;
+    b->expert_bytes = (uint64_t)b->p.n_layer * 3 * b->slot_bytes * b->p.n_expert;
+}
+
+static void test_fit_370gib(void **s)
+{
+    (void)s;
+    big_model *b = calloc(1, sizeof *b);
+    make_big(b);
+    assert_true(b->expert_bytes / GIB > 360.0);
+    vt_registry *reg = registry_with("allops");
+    char total[32];
+    snprintf(total, sizeof total, "%llu", DEVICE_TOTAL);
+    setenv("VT_FAKE_TOTAL_BYTES", total, 1);
+
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    vt_gguf *g;
+    if (vt_gguf_open(b->path, VT_GGUF_NO_MMAP, &g) != VT_OK) fail_msg("%s", vt_last_error());
+    vt_residency *r = calloc(1, sizeof *r);
+    if (vt_residency_select(&cfg, reg, g, "fake", r) != VT_OK) fail_msg("%s", vt_last_error());
+    int ok;
+    uint64_t fr, tot;
+    assert_int_equal(vt_residency_probe(r, &ok, &fr, &tot), VT_OK);
+    assert_true(ok);
+    assert_int_equal(tot, DEVICE_TOTAL);
+
+    /* resident (the default of an unnamed platform): refused with the numbers */
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 4096, 512), VT_ERR_DOES_NOT_FIT);
+    const vt_fit *f = &r->fit;
+    assert_false(f->fits);
+    assert_int_equal(f->expert_bytes, b->expert_bytes);
+    assert_int_equal(f->slot_bytes, b->slot_bytes);
+    assert_int_equal(f->min_slots, 8 * 3);
+    assert_true(f->dense_bytes > 0 && f->dense_bytes < f->expert_bytes / 10);
+    char eb[32];
+    vt_config_format_bytes(b->expert_bytes, eb, sizeof eb);
+    char want[128];
+    snprintf(want, sizeof want, "needs %s of routed experts resident", eb);
+    assert_contains(f->verdict, want);
+    assert_contains(f->verdict, "device total is 119.60 GiB");
+    assert_contains(f->verdict, "stream them");
+    assert_contains(vt_last_error(), "device total is 119.60 GiB");
+
+    /* streamed with an automatic arena: fits, the arena takes what is left */
+    set(&cfg, "fake.experts", "streamed");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    if (vt_residency_fit(r, g, ok, fr, tot, 4096, 512) != VT_OK) fail_msg("%s", r->fit.verdict);
+    assert_true(f->fits);
+    assert_int_equal(f->experts, VT_EXPERTS_STREAMED);
+    assert_true(f->arena_slots >= f->min_slots);
+    assert_int_equal(f->arena_bytes, f->arena_slots * b->slot_bytes);
+    assert_true(f->have_model_memory);
+    uint64_t sum = f->dense_bytes + f->arena_bytes + f->kv_bytes + f->state_bytes +
+                   f->scratch_bytes + f->headroom_bytes;
+    assert_int_equal(f->device_need, sum);
+    assert_true(f->device_need <= DEVICE_TOTAL);
+    assert_true(DEVICE_TOTAL - f->device_need < b->slot_bytes); /* filled to within one slot */
+    /* KV: 61 layers, every 4th full attention (15), K+V, 4 heads x 128 x f32 */
+    assert_int_equal(f->kv_bytes, 15ull * 2 * 4 * 128 * 4 * 4096);
+
+    /* auto: resident does not fit, so streamed */
+    set(&cfg, "fake.experts", "auto");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 4096, 512), VT_OK);
+    assert_int_equal(f->experts, VT_EXPERTS_STREAMED);
+
+    /* an arena below one layer's top-k x 3 matrices is refused with the minimum */
+    set(&cfg, "fake.experts", "streamed");
+    set(&cfg, "fake.expert_cache.slots", "10");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 4096, 512), VT_ERR_DOES_NOT_FIT);
+    assert_contains(f->verdict, "need 24 slots");
+    assert_contains(f->verdict, "expert_cache.slots=24");
+
+    /* an explicit arena larger than the device: refused with the numbers */
+    set(&cfg, "fake.expert_cache.slots", "20000");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 4096, 512), VT_ERR_DOES_NOT_FIT);
+    assert_contains(f->verdict, "device total is 119.60 GiB");
+    assert_false(vt_gguf_is_mapped(g));
+
+    /* the command: same verdicts, exit status 1 / 0 */
+    char cmd[8192], out[16384];
+    for (int streamed = 0; streamed < 2; streamed++) {
+        snprintf(cmd, sizeof cmd,
+                 "VT_FAKE_TOTAL_BYTES=%llu '%s' fit -m '%s' --device fake --plugin-dir '%s/allops' "
+                 "%s 2>&1", DEVICE_TOTAL, vt_test_vt_bin(), b->path, VT_FAKE_PLUGIN_ROOT,
+                 streamed ? "--set fake.experts=streamed" : "");
+        FILE *pp = popen(cmd, "r");
+        assert_non_null(pp);
+        size_t n = fread(out, 1, sizeof out - 1, pp);
+        out[n] = 0;
+        int rc = pclose(pp);
+        if (streamed) {
+            if (rc != 0) fail_msg("vt fit (streamed) exit %d:\n%s", rc, out);
+            assert_contains(out, "verdict    fits");
+            assert_contains(out, "expert arena");
+        } else {
+            if (WEXITSTATUS(rc) != 1) fail_msg("vt fit (resident) exit %d:\n%s", rc, out);
+            assert_contains(out, "DOES NOT FIT");
+            assert_contains(out, want);
+            assert_contains(out, "119.60 GiB");
+        }
+    }
+
+    free(r);
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+    unlink(b->path);
+    free(b);
+    unsetenv("VT_FAKE_TOTAL_BYTES");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_needs_probe),
+        cmocka_unit_test(test_model_needs_ops),
+        cmocka_unit_test(test_fit_370gib),
+    };
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+}
