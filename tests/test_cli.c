@@ -250,8 +250,8 @@ static void test_refusals(void **s)
 }
 
 /* vt config --show: values with their origin; --set wins and says so; a bad
- * override is refused naming it; --set reaches vt run (a KV length of 8 tokens
- * cannot hold a 9-token prompt... the refusal shows the override applied). */
+ * override is refused naming it; --set reaches vt run (a KV cache of 4 tokens
+ * cannot hold the prompt, and the refusal shows the override applied). */
 static void test_config_show_and_set(void **s)
 {
     (void)s;
@@ -268,6 +268,16 @@ static void test_config_show_and_set(void **s)
     const char *a2[] = {"config", "--show", "--set", "cuda.expert_cache.headroom=2XB", NULL};
     assert_int_equal(run_vt(a2, &out, &err), 1);
     if (!strstr(err, "cuda.expert_cache.headroom=2XB")) fail_msg("bad override not named: %s", err);
+    free(out), free(err);
+
+    const char *a2b[] = {"config", "--set", "cpu.expert_cache.io=sideways", NULL};
+    assert_int_equal(run_vt(a2b, &out, &err), 1);
+    if (!strstr(err, "cpu.expert_cache.io=sideways") || !strstr(err, "pread, direct"))
+        fail_msg("bad I/O mode not refused by name: %s", err);
+    free(out), free(err);
+    const char *a2c[] = {"config", "--show", "--set", "cpu.expert_cache.io=direct", NULL};
+    if (run_vt(a2c, &out, &err)) fail_msg("vt config --set io=direct: %s", err);
+    if (!strstr(out, "platforms.cpu.expert_cache.io = direct")) fail_msg("io not shown:\n%s", out);
     free(out), free(err);
 
     const char *a3[] = {"config", "--set", "cpu.no_such_key=1", NULL};

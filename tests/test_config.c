@@ -82,6 +82,7 @@ static void assert_same_values(const vt_config *a, const vt_config *b)
         assert_int_equal(p->arena_bytes, q->arena_bytes);
         assert_int_equal(p->arena_slots, q->arena_slots);
         assert_int_equal(p->headroom_bytes, q->headroom_bytes);
+        assert_int_equal(p->io_direct, q->io_direct);
         assert_int_equal(p->pinned_budget_bytes, q->pinned_budget_bytes);
     }
 }
@@ -200,7 +201,8 @@ static void test_shipped_file(void **s)
         const vt_config_src *srcs[] = {&p->backend_src,      &p->unified_memory_src,
                                        &p->kv_cache_tokens_src, &p->experts_src,
                                        &p->expert_store_src, &p->arena_bytes_src,
-                                       &p->headroom_bytes_src, &p->pinned_budget_bytes_src};
+                                       &p->headroom_bytes_src, &p->io_direct_src,
+                                       &p->pinned_budget_bytes_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
                 fail_msg("platforms.%s: key #%zu not set by the file", p->name, k);
@@ -774,7 +776,7 @@ static void test_print(void **s)
     assert_int_equal(l_def, 0);
     assert_int_equal(l_model, 1);
     assert_true(l_back < l_exp && l_exp < l_slots && l_slots < l_head);
-    assert_int_equal(l_last, 1 + 3 + 4 * 9 - 1);
+    assert_int_equal(l_last, 1 + 3 + 4 * 10 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

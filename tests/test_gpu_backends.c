@@ -66,12 +66,6 @@ static int device_nodes_present(void)
     return access("/dev/kfd", F_OK) == 0;
 }
 
-static int setup(void **s)
-{
-    (void)s;
-    return 0;
-}
-
 static int teardown(void **s)
 {
     (void)s;
@@ -377,7 +371,8 @@ static void test_copy_round_trip(void **s)
     assert_int_equal(api->copy_d2h(ctx, back, b, n), VT_OK);
     for (size_t i = 0; i < n; i++) {
         unsigned char want = (i >= 3 && i < n - 5) ? 0 : src[i];
-        if (back[i] != want) fail_msg("after memset_zero(b + 3, n - 8): byte %zu is %u, expected %u", i, back[i], want);
+        if (back[i] != want)
+            fail_msg("after memset_zero(b + 3, n - 8): byte %zu is %u, expected %u", i, back[i], want);
     }
     /* a is untouched by memset of b */
     assert_int_equal(api->copy_d2h(ctx, back, a, n), VT_OK);
@@ -451,5 +446,6 @@ int main(void)
         cmocka_unit_test(test_copy_round_trip),
         cmocka_unit_test(test_absurd_alloc),
     };
-    return vt_test_exit(cmocka_run_group_tests_name("gpu_backend_" VT_GPU_TEST_NAME, tests, setup, teardown));
+    return vt_test_exit(
+        cmocka_run_group_tests_name("gpu_backend_" VT_GPU_TEST_NAME, tests, NULL, teardown));
 }

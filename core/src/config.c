@@ -45,6 +45,7 @@ typedef enum pkey {
     PK_ARENA,
     PK_SLOTS,
     PK_HEADROOM,
+    PK_IO,
     PK_PINNED,
     PK_COUNT
 } pkey;
@@ -53,11 +54,11 @@ typedef enum pkey {
 static const char *const pkey_path[PK_COUNT] = {
     "backend",           "unified_memory",     "kv_cache_tokens",
     "experts",           "expert_cache.store", "expert_cache.arena",
-    "expert_cache.slots", "expert_cache.headroom", "pinned_budget"};
+    "expert_cache.slots", "expert_cache.headroom", "expert_cache.io", "pinned_budget"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
-    "expert_cache.arena, expert_cache.slots, expert_cache.headroom, pinned_budget";
+    "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, pinned_budget";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -412,6 +413,19 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
             p->headroom_bytes_src = src;
         }
         break;
+    case PK_IO: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (eq(s, n, "pread") || eq(s, n, "direct")) {
+            p->io_direct = eq(s, n, "direct");
+            p->io_direct_src = src;
+        } else {
+            vt_set_error("'%s' is not an I/O mode (pread, direct)", text);
+            st = VT_ERR_INVALID_ARG;
+        }
+        break;
+    }
     case PK_PINNED:
         if ((st = vt_config_parse_bytes(text, &u)) == VT_OK) {
             p->pinned_budget_bytes = u;
@@ -700,22 +714,22 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
-    static const char *const names[] = {"store", "arena", "slots", "headroom"};
-    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM};
+    static const char *const names[] = {"store", "arena", "slots", "headroom", "io"};
+    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO};
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
     int open, done;
     vt_status st = yp_mapping(p, where, &open);
     if (st != VT_OK || !open) return st;
-    seen_key seen[4] = {{0}};
+    seen_key seen[5] = {{0}};
     for (;;) {
         yaml_mark_t m;
         if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
         if (done) return VT_OK;
         full_key(full, sizeof full, where, key);
         int i = 0;
-        while (i < 4 && strcmp(key, names[i])) i++;
-        if (i == 4) return yp_unknown_key(p, m, full, "store, arena, slots, headroom");
+        while (i < 5 && strcmp(key, names[i])) i++;
+        if (i == 5) return yp_unknown_key(p, m, full, "store, arena, slots, headroom, io");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1310,6 +1324,10 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_HEADROOM:
                 bytes_value(p->headroom_bytes, val, sizeof val);
                 src = p->headroom_bytes_src;
+                break;
+            case PK_IO:
+                copy_str(val, sizeof val, p->io_direct ? "direct" : "pread");
+                src = p->io_direct_src;
                 break;
             case PK_PINNED:
                 bytes_value(p->pinned_budget_bytes, val, sizeof val);

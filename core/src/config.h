@@ -20,6 +20,8 @@
  *         arena: auto | <bytes>        # slot arena budget ...
  *         slots: <count>               # ... or a slot count (not both)
  *         headroom: <bytes>            # device memory kept free by the fit check
+ *         io: pread | direct           # how misses are read: buffered pread, or O_DIRECT
+ *                                      # (page cache bypassed; falls back to pread with a WARN)
  *       pinned_budget: <bytes>         # most pinned host memory the backend may take
  *
  * Byte sizes: a plain integer (bytes), or a number with a unit: B, KiB, MiB,
@@ -93,6 +95,7 @@ typedef struct vt_config_platform {
     uint64_t arena_bytes;          vt_config_src arena_bytes_src;  /* 0: auto (or slots) */
     uint64_t arena_slots;          vt_config_src arena_slots_src;  /* 0: unset */
     uint64_t headroom_bytes;       vt_config_src headroom_bytes_src;
+    int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
 } vt_config_platform;
 

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "capabilities.h"
+#include "expert_streamer.h"
 #include "config.h"
 #include "error.h"
 #include "registry.h"
@@ -32,6 +33,9 @@ struct vt_engine {
     double load_seconds;
     vt_config cfg;
     vt_residency res;
+    const vt_store_api *store_api;
+    vt_store *store;
+    vt_expert_streamer *streamer;
 };
 
 static double now_seconds(void)
@@ -40,6 +44,46 @@ static double now_seconds(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* The slot store and the expert streamer for streamed experts, sized by the fit check. */
+static vt_status open_streamer(vt_engine *e, const char *device)
+{
+    const vt_fit *f = &e->res.fit;
+    const vt_plugin_desc *md = e->mplug->desc;
+    if (md->abi_minor < 1) {
+        vt_set_error("--device %s streams the routed experts, but model plugin '%s' (%s) is built "
+                     "for ABI %u.%u, which has no expert streamer (1.1); set %s.experts=resident "
+                     "or update the plugin", device, md->name, e->mplug->path, md->abi_major,
+                     md->abi_minor, device);
+        return VT_ERR_UNSUPPORTED;
+    }
+    e->store_api = e->res.store ? e->res.store->desc->table : vt_host_store_api();
+    vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = &e->backend,
+                          .slot_bytes = f->slot_bytes, .n_slots = f->arena_slots,
+                          .pinned_budget_bytes = e->res.plat->pinned_budget_bytes};
+    vt_status st = e->store_api->create(&sp, &e->store);
+    if (st != VT_OK) {
+        vt_error_prefix("expert store '%s' (%llu slots of %llu bytes)", e->res.store_name,
+                        (unsigned long long)f->arena_slots, (unsigned long long)f->slot_bytes);
+        return st;
+    }
+    uint32_t n_layer = 0;
+    char key[128];
+    snprintf(key, sizeof key, "%s.block_count", e->arch);
+    if (vt_gguf_get_u32(e->gguf, key, &n_layer) != VT_OK || n_layer == 0 || n_layer > 65536)
+        n_layer = 65536;
+    vt_streamer_params tp = {.gguf = e->gguf, .store_api = e->store_api, .store = e->store,
+                             .n_slots = f->arena_slots, .slot_bytes = f->slot_bytes,
+                             .n_layer = n_layer, .io_direct = e->res.plat->io_direct};
+    if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;
+    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of %llu bytes in store '%s', %s", 
+           (unsigned long long)f->arena_slots, (unsigned long long)f->slot_bytes,
+           e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread");
+    return VT_OK;
+}
+
+const vt_expert_streamer *vt_engine_streamer(const vt_engine *e) { return e->streamer; }
+const vt_fit *vt_engine_fit(const vt_engine *e) { return &e->res.fit; }
 
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 {
@@ -112,15 +156,13 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         vt_error_prefix("%s on --device %s", p->model_path, device);
         goto fail;
     }
-    if (e->res.fit.experts == VT_EXPERTS_STREAMED) {
-        vt_set_error("%s on --device %s: the resolved residency streams the routed experts "
-                     "(%s), but this vt has no expert streamer yet; set %s.experts=resident",
-                     p->model_path, device, e->res.fit.verdict, device);
-        st = VT_ERR_UNSUPPORTED;
+    if (e->res.fit.experts == VT_EXPERTS_STREAMED && (st = open_streamer(e, device)) != VT_OK)
         goto fail;
-    }
+    /* dense weights are read in place from the mapping; streamed experts are
+     * never touched there (the streamer preads them) */
     if ((st = vt_gguf_map(e->gguf)) != VT_OK) goto fail;
-    vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch};
+    vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch,
+                          .experts = e->streamer};
     if ((st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, &mp, &e->model)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
         goto fail;
@@ -168,6 +210,8 @@ void vt_engine_close(vt_engine *e)
     if (!e) return;
     if (e->seq) e->mapi->seq_free(e->model, e->seq);
     if (e->model) e->mapi->free(e->model);
+    vt_streamer_destroy(e->streamer);
+    if (e->store) e->store_api->destroy(e->store);
     if (e->backend.ctx) e->backend.api->shutdown(e->backend.ctx);
     vt_tokenizer_free(e->tok);
     vt_registry_close(e->reg);

@@ -44,6 +44,12 @@ const char *vt_engine_arch(const vt_engine *e);
 void vt_engine_model_info(const vt_engine *e, vt_model_info *out);
 double vt_engine_load_seconds(const vt_engine *e);
 
+/* The expert streamer when the residency streams experts, else NULL. */
+const vt_expert_streamer *vt_engine_streamer(const vt_engine *e);
+/* The fit check's numbers and verdict for this model and platform. */
+struct vt_fit;
+const struct vt_fit *vt_engine_fit(const vt_engine *e);
+
 /* Forget all evaluated tokens. */
 vt_status vt_engine_reset(vt_engine *e);
 /* Tokens evaluated so far. */

@@ -526,7 +526,8 @@ static vt_status finish_attributes(vt_tokenizer *t, const int32_t *eog_ids, size
     if (!n_sp) return VT_OK;
     uint64_t *keys = vt_malloc_named(n_sp * sizeof *keys, "tokenizer: special-token sort keys");
     if (!keys) return VT_ERR_OUT_OF_MEMORY;
-    if (!(t->special = vt_malloc_named(n_sp * sizeof *t->special, "tokenizer: special-token list"))) {
+    t->special = vt_malloc_named(n_sp * sizeof *t->special, "tokenizer: special-token list");
+    if (!t->special) {
         free(keys);
         return VT_ERR_OUT_OF_MEMORY;
     }

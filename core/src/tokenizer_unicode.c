@@ -121,7 +121,8 @@ vt_status vt_utf8_decode(const char *s, size_t n, uint32_t **out, size_t *n_out)
     *n_out = 0;
     uint32_t *cps = malloc((n ? n : 1) * sizeof *cps);
     if (!cps) {
-        vt_set_error_oom((n ? n : 1) * sizeof *cps, "tokenizer: code points of %zu bytes of text", n);
+        vt_set_error_oom((n ? n : 1) * sizeof *cps, "tokenizer: code points of %zu bytes of text",
+                         n);
         return VT_ERR_OUT_OF_MEMORY;
     }
     const unsigned char *u = (const unsigned char *)s;

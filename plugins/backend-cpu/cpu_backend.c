@@ -210,7 +210,8 @@ static vt_status cpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char *what, 
     void *p = NULL;
     size_t sz = (bytes + 63) & ~(size_t)63;
     if (sz == 0) sz = 64;
-    if (posix_memalign(&p, 64, sz) != 0) return vt_cpu_fail_oom(ctx, bytes, "%s", what ? what : "(unnamed)");
+    if (posix_memalign(&p, 64, sz) != 0)
+        return vt_cpu_fail_oom(ctx, bytes, "%s", what ? what : "(unnamed)");
     *out = p;
     return VT_OK;
 }
