@@ -2,7 +2,6 @@
 # the qwen35moe-tiny fixtures through the engine, greedy decoding, split
 # files, chunked prefill; and load-time refusals on edited copies of the
 # fixture GGUF.
-pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 
 vt_add_test(test_qwen35_fixtures SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_fixtures.c
             LIBS vtcore PkgConfig::CJSON LABELS "qwen35;fixtures" TIMEOUT 120)

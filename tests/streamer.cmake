@@ -2,3 +2,9 @@
 # host_store.c): pattern files, LRU, fault injection at read and commit.
 vt_add_test(test_expert_streamer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_expert_streamer.c
             LIBS vtcore LABELS streamer TIMEOUT 60)
+
+# Streamed vs resident on the qwen35moe-tiny fixtures: bit-identical through the
+# minimum arena, counters prove the streamer ran.
+vt_add_test(test_streaming SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_streaming.c
+            LIBS vtcore PkgConfig::CJSON LABELS "streamer;fixtures" TIMEOUT 300)
+add_dependencies(test_streaming model-qwen35 backend-cpu)

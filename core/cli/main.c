@@ -13,10 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "capabilities.h"
 #include "engine.h"
+#include "expert_streamer.h"
 #include "error.h"
 #include "gguf_info.h"
 #include "mkmodel.h"
@@ -44,7 +48,8 @@ static const char *usage_text =
     "  fit       -m MODEL [--device D] [--ctx N]   the fit check: what goes where, and whether\n"
     "                                              it fits the device (exit 1 when not)\n"
     "  mkmodel   -o FILE [--type f32|bf16] [--seed S]  write a random-weight qwen35moe demo model\n"
-    "  bench     -m MODEL [--n-prompt N] [-n N] [--reps R]  prefill/decode tokens/s (median)\n"
+    "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--set ...]\n"
+    "            prefill/decode tokens/s (median), expert hit rate, fill GB/s, peak RSS\n"
     "\n"
     "common options:\n"
     "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
@@ -69,12 +74,12 @@ typedef struct opts {
     uint32_t ctx, batch;
     vt_sampler_params sp;
     const char *sets[64];
-    int n_sets, show;
+    int n_sets, show, json;
 } opts;
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON
 };
 
 static const struct option long_opts[] = {
@@ -90,7 +95,7 @@ static const struct option long_opts[] = {
     {"plugin-dir", required_argument, 0, O_PLUGIN_DIR}, {"kernels", required_argument, 0, O_KERNELS},
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
-    {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW},
+    {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW}, {"json", no_argument, 0, O_JSON},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     {0, 0, 0, 0}};
 
@@ -203,6 +208,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->sets[o->n_sets++] = optarg;
             break;
         case O_SHOW: o->show = 1; break;
+        case O_JSON: o->json = 1; break;
         case O_VERBOSE_PROMPT: o->verbose_prompt = 1; break;
         case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
         case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
@@ -246,6 +252,46 @@ static vt_status open_engine(const opts *o, vt_engine **e)
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg};
     return vt_engine_open(&p, e);
+}
+
+/* Expert-streaming counters: the total and one line per layer that streamed. */
+static void print_expert_stats(FILE *f, const vt_engine *e)
+{
+    const vt_expert_streamer *s = vt_engine_streamer(e);
+    if (!s) {
+        fprintf(f, "experts: resident (not streamed)\n");
+        return;
+    }
+    vt_expert_stats t;
+    vt_streamer_stats(s, -1, &t);
+    fprintf(f, "experts: streamed, %llu slots (%llu resident), %s\n",
+            (unsigned long long)vt_streamer_n_slots(s), (unsigned long long)vt_streamer_n_resident(s),
+            vt_streamer_io_direct(s) ? "O_DIRECT" : "pread");
+    fprintf(f, "  %-6s %10s %10s %8s %12s %10s %10s %9s\n", "layer", "hits", "misses", "hit%",
+            "MiB filled", "fill s", "GB/s", "evicted");
+    for (int32_t l = -1; l < (int32_t)vt_streamer_n_layers(s); l++) {
+        vt_expert_stats x;
+        if (l >= 0) {
+            vt_streamer_stats(s, l, &x);
+            if (!x.hits && !x.misses) continue;
+        } else {
+            x = t;
+        }
+        uint64_t u = x.hits + x.misses;
+        char name[16];
+        snprintf(name, sizeof name, l < 0 ? "total" : "%d", l);
+        fprintf(f, "  %-6s %10llu %10llu %7.1f%% %12.1f %10.3f %10.2f %9llu\n", name,
+                (unsigned long long)x.hits, (unsigned long long)x.misses,
+                u ? 100.0 * (double)x.hits / (double)u : 0.0, (double)x.bytes_filled / 1048576.0,
+                x.fill_seconds, x.fill_seconds > 0 ? (double)x.bytes_filled / x.fill_seconds / 1e9 : 0.0,
+                (unsigned long long)x.evictions);
+    }
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
 }
 
 /* ------------------------------------------------------------------ run */
@@ -362,6 +408,8 @@ static int cmd_run(const opts *o)
         fprintf(stderr, "decode: %d tokens in %.4f s (%.1f tokens/s)\n", steps, t2 - t1,
                 steps > 0 ? steps / (t2 - t1) : 0.0);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
+        print_expert_stats(stderr, e);
+        fprintf(stderr, "peak RSS: %.1f MiB\n", peak_rss_mib());
     }
     rc = 0;
 out:
@@ -666,8 +714,14 @@ static int cmd_bench(const opts *o)
         return 2;
     }
     int n_prompt = o->n_prompt ? o->n_prompt : 128, n_gen = o->n_predict_set ? o->n_predict : 64;
+    if (o->prompt) { /* vt bench -p N: prompt length in tokens */
+        long v;
+        if (parse_long(o->prompt, 1, 1L << 20, "vt bench -p", &v)) return 2;
+        n_prompt = (int)v;
+    }
     int reps = o->reps ? o->reps : 5;
     opts oo = *o;
+    oo.prompt = NULL;
     if (!oo.ctx) oo.ctx = (uint32_t)(n_prompt + n_gen + 8);
     vt_engine *e;
     if (open_engine(&oo, &e) != VT_OK) return fail("bench");
@@ -676,9 +730,11 @@ static int cmd_bench(const opts *o)
     int32_t *toks = malloc((size_t)(n_prompt + n_gen) * sizeof *toks);
     float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    const vt_expert_streamer *es = vt_engine_streamer(e);
+    vt_expert_stats dec = {0}, all0 = {0}, all1 = {0}; /* decode-phase sums; totals of the timed reps */
     int rc = 1;
     if (!toks || !logits || !pp || !tg) {
-        vt_set_error("out of memory");
+        vt_set_error("out of memory: bench buffers");
         goto out;
     }
     uint64_t x = 12345;
@@ -688,27 +744,85 @@ static int cmd_bench(const opts *o)
     }
     for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
         if (vt_engine_reset(e) != VT_OK) goto out;
+        if (r == 1 && es) vt_streamer_stats(es, -1, &all0);
         double t0 = now_seconds();
         if (vt_engine_eval(e, toks, n_prompt, logits, 0) != VT_OK) goto out;
         double t1 = now_seconds();
+        vt_expert_stats a = {0}, b = {0};
+        if (es) vt_streamer_stats(es, -1, &a);
         for (int i = 0; i < n_gen; i++)
             if (vt_engine_eval(e, &toks[n_prompt + i], 1, logits, 0) != VT_OK) goto out;
         double t2 = now_seconds();
+        if (es) vt_streamer_stats(es, -1, &b);
         if (r > 0) {
             pp[r - 1] = n_prompt / (t1 - t0);
             tg[r - 1] = n_gen / (t2 - t1);
+            dec.hits += b.hits - a.hits;
+            dec.misses += b.misses - a.misses;
+            dec.bytes_filled += b.bytes_filled - a.bytes_filled;
+            dec.fill_seconds += b.fill_seconds - a.fill_seconds;
+            dec.evictions += b.evictions - a.evictions;
         }
     }
+    if (es) vt_streamer_stats(es, -1, &all1);
     qsort(pp, (size_t)reps, sizeof *pp, cmp_double);
     qsort(tg, (size_t)reps, sizeof *tg, cmp_double);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *kern = o->kernels ? o->kernels : getenv("VT_KERNELS");
-    printf("model: %s\nthreads: %d  kernels: %s  batch: %u\n", o->model,
-           o->threads > 0 ? o->threads : (int)ncores, kern ? kern : "auto", o->batch ? o->batch : 512);
-    printf("prefill %d tokens: %.1f tokens/s (median of %d; min %.1f max %.1f)\n", n_prompt,
-           pp[reps / 2], reps, pp[0], pp[reps - 1]);
-    printf("decode  %d tokens: %.1f tokens/s (median of %d; min %.1f max %.1f)\n", n_gen,
-           tg[reps / 2], reps, tg[0], tg[reps - 1]);
+    int threads = o->threads > 0 ? o->threads : (int)ncores;
+    uint64_t dec_used = dec.hits + dec.misses;
+    double hit = dec_used ? 100.0 * (double)dec.hits / (double)dec_used : 100.0;
+    double fill_bytes = (double)(all1.bytes_filled - all0.bytes_filled);
+    double fill_s = all1.fill_seconds - all0.fill_seconds;
+    double fill_gbs = fill_s > 0 ? fill_bytes / fill_s / 1e9 : 0.0;
+    const vt_fit *fit = vt_engine_fit(e);
+    double rss = peak_rss_mib();
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", o->model);
+        cJSON_AddNumberToObject(j, "threads", threads);
+        cJSON_AddStringToObject(j, "kernels", kern ? kern : "auto");
+        cJSON_AddNumberToObject(j, "n_prompt", n_prompt);
+        cJSON_AddNumberToObject(j, "n_gen", n_gen);
+        cJSON_AddNumberToObject(j, "reps", reps);
+        cJSON_AddNumberToObject(j, "prefill_tok_s", pp[reps / 2]);
+        cJSON_AddNumberToObject(j, "decode_tok_s", tg[reps / 2]);
+        cJSON_AddStringToObject(j, "experts", es ? "streamed" : "resident");
+        cJSON_AddNumberToObject(j, "arena_slots", es ? (double)vt_streamer_n_slots(es) : 0);
+        cJSON_AddNumberToObject(j, "arena_bytes", es ? (double)fit->arena_bytes : 0);
+        cJSON_AddNumberToObject(j, "expert_bytes", (double)fit->expert_bytes);
+        cJSON_AddNumberToObject(j, "decode_hit_rate", hit / 100.0);
+        cJSON_AddNumberToObject(j, "fill_bytes", fill_bytes);
+        cJSON_AddNumberToObject(j, "fill_gb_s", fill_gbs);
+        cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
+        cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
+        char *txt = cJSON_Print(j);
+        if (txt) printf("%s\n", txt);
+        free(txt);
+        cJSON_Delete(j);
+    } else {
+        char b1[32], b2[32];
+        printf("model: %s\nthreads: %d  kernels: %s  batch: %u\n", o->model, threads,
+               kern ? kern : "auto", o->batch ? o->batch : 512);
+        printf("experts: %s", es ? "streamed" : "resident");
+        if (es)
+            printf(", arena %llu slots (%s of %s of routed experts, %.1f%%)",
+                   (unsigned long long)vt_streamer_n_slots(es),
+                   vt_config_format_bytes(fit->arena_bytes, b1, sizeof b1),
+                   vt_config_format_bytes(fit->expert_bytes, b2, sizeof b2),
+                   fit->expert_bytes ? 100.0 * (double)fit->arena_bytes / (double)fit->expert_bytes : 0);
+        printf("\n\n| %-8s | %7s | %12s | %12s | %12s |\n", "phase", "tokens", "tokens/s", "min", "max");
+        printf("|----------|---------|--------------|--------------|--------------|\n");
+        printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "prefill", n_prompt, pp[reps / 2], pp[0],
+               pp[reps - 1]);
+        printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "decode", n_gen, tg[reps / 2], tg[0],
+               tg[reps - 1]);
+        printf("\n(median of %d reps after one warm-up)\n", reps);
+        printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s)   evictions: %llu\n",
+               hit, fill_bytes / 1048576.0, fill_s, fill_gbs,
+               (unsigned long long)(all1.evictions - all0.evictions));
+        printf("peak RSS: %.1f MiB\n", rss);
+    }
     rc = 0;
 out:
     if (rc) fail("bench");

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "capabilities.h"
+#include "expert_streamer.h"
 #include "error.h"
 #include "vt/gguf.h"
 
@@ -73,6 +74,9 @@ static const vt_host_api host_table = {
     .gguf_find_tensor = vt_gguf_find_tensor,
     .gguf_n_tensors = vt_gguf_n_tensors,
     .gguf_tensor_at = vt_gguf_tensor_at,
+    .experts_register = vt_streamer_register,
+    .experts_acquire = vt_streamer_acquire,
+    .experts_stats = vt_streamer_stats,
 };
 
 const vt_host_api *vt_host_table(void) { return &host_table; }

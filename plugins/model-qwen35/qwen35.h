@@ -79,8 +79,9 @@ typedef struct qwen35_stack {
     uint32_t type;
     int64_t n_in, n_out, n_expert;
     uint64_t row_bytes;
-    const uint8_t *data; /* device memory of the whole stack */
+    const uint8_t *data; /* device memory of the whole stack (NULL when streamed) */
     const char *name;
+    const vt_gguf_tensor *tensor; /* the GGUF tensor (registered with the streamer) */
 } qwen35_stack;
 
 /* Matrices of one routed expert, as qwen35_expert_weight() hands them out. */
@@ -133,6 +134,9 @@ struct vt_model {
     vt_backend_ctx *ctx;
     qwen35_hparams hp;
     int zero_copy;            /* weights used straight from the GGUF mmap */
+    vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */
+    const void **exp_slots;   /* [n_expert_used * 3] slot pointers of one acquire */
+    int32_t *exp_ids;         /* [n_expert_used] experts of one acquire */
 
     vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
     vt_weight output;         /* LM head (token_embd when tied) */
@@ -193,11 +197,12 @@ vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
 vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
                       const vt_model_params *params, vt_model **out);
 void qwen35_free(vt_model *m);
-/* View of expert e's matrix of layer il (a slice of its stacked tensor). This
- * is the one place that knows where expert bytes live; the expert streamer
- * (ensure(layer, matrix, expert) -> slot) replaces it. */
+/* View of expert e's matrix of layer il. The one place that knows where
+ * expert bytes live: with slots NULL (experts resident) a slice of the stacked
+ * tensor; else slots holds the streamer's slots of expert e, one per stack of
+ * the layer in registration order (gate, up, down; or gate_up, down). */
 vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
-                               uint32_t e, vt_weight *out);
+                               uint32_t e, const void *const *slots, vt_weight *out);
 
 /* qwen35_forward.c */
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,

@@ -210,21 +210,41 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
         m->exp_tok[at] = (int32_t)(i / K);
         m->exp_w[at] = m->topk_w[i];
     }
-    /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0) */
-    for (int64_t e = 0; e < nx; e++) {
-        int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
-        if (n == 0) continue;
-        vt_weight wg, wu, wd;
-        TRY(qwen35_expert_weight(m, il, QWEN35_EXP_GATE, (uint32_t)e, &wg));
-        TRY(qwen35_expert_weight(m, il, QWEN35_EXP_UP, (uint32_t)e, &wu));
-        TRY(qwen35_expert_weight(m, il, QWEN35_EXP_DOWN, (uint32_t)e, &wd));
-        const float *xin = m->h;
-        if (T > 1) {
-            TRY(A->gather_rows(c, m->h, E, m->exp_tok + b, n, E, m->f_x, E));
-            xin = m->f_x;
+    /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0).
+     * Experts run in increasing id order; when streamed, in groups of at most
+     * top-k experts made resident together (the arena holds at least that). */
+    const uint32_t M = ly->fused_gate_up ? 2 : 3;
+    int64_t e_next = 0;
+    while (e_next < nx) {
+        uint32_t n_grp = 0;
+        int64_t e;
+        for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
+            if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
+            if (m->exp_ids) m->exp_ids[n_grp] = (int32_t)e;
+            n_grp++;
         }
-        TRY(q35_swiglu(m, &wg, &wu, &wd, xin, m->f_y, n));
-        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + b, m->exp_w + b, n, E, m->x, E));
+        int64_t e_end = e;
+        if (m->experts && n_grp)
+            TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        uint32_t g = 0;
+        for (e = e_next; e < e_end; e++) {
+            int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
+            if (n == 0) continue;
+            const void *const *slots = m->experts ? m->exp_slots + (size_t)g * M : NULL;
+            g++;
+            vt_weight wg, wu, wd;
+            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_GATE, (uint32_t)e, slots, &wg));
+            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_UP, (uint32_t)e, slots, &wu));
+            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_DOWN, (uint32_t)e, slots, &wd));
+            const float *xin = m->h;
+            if (T > 1) {
+                TRY(A->gather_rows(c, m->h, E, m->exp_tok + b, n, E, m->f_x, E));
+                xin = m->f_x;
+            }
+            TRY(q35_swiglu(m, &wg, &wu, &wd, xin, m->f_y, n));
+            TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + b, m->exp_w + b, n, E, m->x, E));
+        }
+        e_next = e_end;
     }
 
     /* shared expert, gated by sigmoid of a dot product per token */

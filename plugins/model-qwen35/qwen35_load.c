@@ -21,6 +21,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -734,10 +735,53 @@ static vt_status q35_stack_map(q35_loader *L, const char *name, const char *from
     s->n_expert = n_expert;
     s->row_bytes = rb;
     s->name = t->name;
+    s->tensor = t;
+    if (L->m && L->m->experts && !L->dry) {
+        /* streamed: registered after mapping; its bytes are never touched here */
+        if (t->nbytes < rb * (uint64_t)n_out * (uint64_t)n_expert) {
+            L->host->set_error("qwen35: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
+                               t->name, t->nbytes, rb * (uint64_t)n_out * (uint64_t)n_expert);
+            return VT_ERR_FORMAT;
+        }
+        return VT_OK;
+    }
     const void *p;
     st = q35_place(L, t, rb * (uint64_t)n_out * (uint64_t)n_expert, &p);
     s->data = p;
     return st;
+}
+
+/* Register every layer's expert stacks with the streamer, in the order the
+ * forward pass reads their slots (gate, up, down; or gate_up, down). */
+static vt_status q35_register_experts(vt_model *m)
+{
+    const vt_host_api *h = m->host;
+    if (h->struct_size < offsetof(vt_host_api, experts_stats) + sizeof h->experts_stats ||
+        !h->experts_register || !h->experts_acquire) {
+        h->set_error("qwen35: the core streams experts but its host table has no expert streamer");
+        return VT_ERR_ABI;
+    }
+    uint32_t k = m->hp.n_expert_used;
+    m->exp_slots = qwen35_calloc(h, (size_t)k * 3, sizeof *m->exp_slots, "expert slot pointers");
+    m->exp_ids = qwen35_calloc(h, k, sizeof *m->exp_ids, "expert ids of one acquire");
+    if (!m->exp_slots || !m->exp_ids) return VT_ERR_OUT_OF_MEMORY;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const qwen35_layer *ly = &m->layers[il];
+        const qwen35_stack *st[3];
+        uint32_t n = 0;
+        if (ly->fused_gate_up) {
+            st[n++] = &ly->gate_up_exps;
+        } else {
+            st[n++] = &ly->gate_exps;
+            st[n++] = &ly->up_exps;
+        }
+        st[n++] = &ly->down_exps;
+        for (uint32_t j = 0; j < n; j++) {
+            vt_status s = h->experts_register(m->experts, il, j, st[j]->tensor);
+            if (s != VT_OK) return s;
+        }
+    }
+    return VT_OK;
 }
 
 /* A tensor this plugin does not implement must not be silently ignored. */
@@ -1164,6 +1208,8 @@ void qwen35_free(vt_model *m)
     free(m->exp_count);
     free(m->exp_tok);
     free(m->exp_w);
+    free(m->exp_slots);
+    free(m->exp_ids);
     q35_hparams_free(&m->hp);
     free(m);
 }
@@ -1225,9 +1271,13 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
         st = VT_ERR_RANGE;
         goto fail;
     }
+    if (params && params->struct_size >= offsetof(vt_model_params, experts) + sizeof params->experts &&
+        params->experts && hp->is_moe)
+        m->experts = params->experts;
     q35_loader L = {host, g, m, 0, NULL, 0, 0};
     st = q35_map_model(&L);
     if (st != VT_OK) goto fail;
+    if (m->experts && (st = q35_register_experts(m)) != VT_OK) goto fail;
 
     st = q35_alloc_scratch(m, NULL);
     if (st != VT_OK) goto fail;
@@ -1256,21 +1306,25 @@ fail:
 /* ================================================================ */
 
 vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
-                               uint32_t e, vt_weight *out)
+                               uint32_t e, const void *const *slots, vt_weight *out)
 {
     const qwen35_layer *ly = &m->layers[il];
     const qwen35_stack *s;
     int64_t rows, row0 = 0;
+    uint32_t slot_idx;
     if (which == QWEN35_EXP_DOWN) {
         s = &ly->down_exps;
         rows = s->n_out;
+        slot_idx = ly->fused_gate_up ? 1 : 2;
     } else if (ly->fused_gate_up) {
         s = &ly->gate_up_exps;
         rows = s->n_out / 2;
         row0 = which == QWEN35_EXP_UP ? rows : 0;
+        slot_idx = 0;
     } else {
         s = which == QWEN35_EXP_GATE ? &ly->gate_exps : &ly->up_exps;
         rows = s->n_out;
+        slot_idx = which == QWEN35_EXP_GATE ? 0 : 1;
     }
     if ((int64_t)e >= s->n_expert) {
         m->host->set_error("qwen35: expert %u of '%s' is out of range (%" PRId64 " experts)", e,
@@ -1281,7 +1335,10 @@ vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_mat
     out->n_in = s->n_in;
     out->n_out = rows;
     out->row_bytes = s->row_bytes;
-    out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
+    if (slots)
+        out->data = (const uint8_t *)slots[slot_idx] + (uint64_t)row0 * s->row_bytes;
+    else
+        out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
     out->name = s->name;
     return VT_OK;
 }
