@@ -17,3 +17,9 @@ add_dependencies(test_streaming_memory model-qwen35 backend-cpu vt)
 if(VT_SANITIZE)
   target_compile_definitions(test_streaming_memory PRIVATE VT_TEST_SANITIZED=1)
 endif()
+
+# The device slot store against its contract (lazy-device CPU wrapper in CI,
+# backend-cuda where a GPU is present).
+vt_add_test(test_store_device SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_store_device.c
+            LIBS vtcore ${CMAKE_DL_LIBS} LABELS "streamer" TIMEOUT 120)
+add_dependencies(test_store_device store-device backend-cpu)

@@ -58,6 +58,7 @@ static vt_status open_streamer(vt_engine *e, const char *device)
         return VT_ERR_UNSUPPORTED;
     }
     e->store_api = e->res.store ? e->res.store->desc->table : vt_host_store_api();
+    vt_host_set_pinned_budget(e->res.plat->pinned_budget_bytes);
     vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = &e->backend,
                           .slot_bytes = f->slot_bytes, .n_slots = f->arena_slots,
                           .pinned_budget_bytes = e->res.plat->pinned_budget_bytes};

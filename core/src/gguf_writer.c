@@ -1,14 +1,20 @@
 /*
- * gguf_writer.c - the minimal GGUF v3 writer of the vt core (vt/gguf.h): used
- * for generated demo models (mkmodel.c) and test files.
+ * gguf_writer.c - the GGUF v3 writer of the vt core (vt/gguf.h): used for
+ * generated demo models (mkmodel.c) and test files.
  *
- * Format: ../shared/spec/gguf.md §2. Metadata is written in the order the keys
- * were first set (setting a key again replaces its value in place); tensors
- * are written in add order, each starting at a multiple of the alignment from
- * the data section start and padded to the next multiple (the last one too),
- * the gaps and the padding before the data section filled with zeros. An alignment other than 32 is recorded as
- * general.alignment (u32) automatically. The file is written to "<path>.tmp"
- * and renamed over path when complete.
+ * Format: ../shared/spec/gguf.md §2 (one file), §5 (split models). Metadata
+ * is written in the order the keys were first set (setting a key again
+ * replaces its value in place); tensors are written in add order, each
+ * starting at a multiple of the alignment from the data section start and
+ * padded to the next multiple (the last one too), the gaps and the padding
+ * before the data section filled with zeros. An alignment other than 32 is
+ * recorded as general.alignment (u32) automatically. Each file is written to
+ * "<path>.tmp" and renamed over path when complete (for a split model, once
+ * every shard is complete).
+ *
+ * Tensor data is either copied at add time, a hole (zeros, not written), or
+ * produced by the caller's fill callback while the file is written, in chunks
+ * of at most WRITER_CHUNK bytes, so that only one chunk is ever in memory.
  *
  * Not here: reading (gguf_reader.c).
  */
@@ -26,6 +32,8 @@
 #include "vt/types.h"
 
 #define WRITER_MAX_NAME 63u /* tensor name bytes (GGML_MAX_NAME = 64 incl. NUL) */
+#define WRITER_CHUNK ((size_t)4 << 20) /* bytes per fill callback call, at most */
+#define WRITER_MAX_SHARDS 99999u     /* the 5-digit split file naming (§5) */
 
 typedef struct wkv {
     char *key;
@@ -44,7 +52,9 @@ typedef struct wtensor {
     uint32_t n_dims;
     int64_t ne[4];
     uint64_t nbytes;
-    void *data;
+    void *data;           /* copied bytes; NULL with fill NULL: a hole */
+    vt_gguf_fill_fn fill; /* or: produced at write time */
+    void *fill_user;
 } wtensor;
 
 struct vt_gguf_writer {
@@ -262,9 +272,10 @@ oom:
     return VT_ERR_OUT_OF_MEMORY;
 }
 
-vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_t type,
-                                    uint32_t n_dims, const int64_t *ne, const void *data,
-                                    uint64_t nbytes)
+/* Validate a tensor and append its table entry (no data; the caller bumps
+ * n_t once the entry is complete); *out = the entry. */
+static vt_status add_entry(vt_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                           const int64_t *ne, uint64_t nbytes, wtensor **out)
 {
     if (!w || !name || !*name || (n_dims && !ne)) {
         vt_set_error("gguf writer: tensor '%s': writer, name and ne are required",
@@ -312,6 +323,10 @@ vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_
                      name, nbytes, tr.name, e[0], e[1], e[2], e[3], want);
         return VT_ERR_INVALID_ARG;
     }
+    if (nbytes > (uint64_t)INT64_MAX / 2) { /* file offsets stay within off_t */
+        vt_set_error("gguf writer: tensor '%s': %" PRIu64 " bytes is too large", name, nbytes);
+        return VT_ERR_INVALID_ARG;
+    }
     for (size_t i = 0; i < w->n_t; i++) {
         if (!strcmp(w->t[i].name, name)) {
             vt_set_error("gguf writer: tensor '%s' was already added", name);
@@ -321,7 +336,7 @@ vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? 2 * w->cap_t : 64;
         wtensor *t = vt_reallocarray_named(w->t, cap, sizeof *t, "gguf writer tensor table");
-        if (!t) goto oom_named;
+        if (!t) goto oom;
         w->t = t;
         w->cap_t = cap;
     }
@@ -331,22 +346,50 @@ vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_
     t->n_dims = n_dims;
     memcpy(t->ne, e, sizeof e);
     t->nbytes = nbytes;
-    if ((uint64_t)(size_t)nbytes != nbytes) goto oom_data;
-    if (!(t->name = vt_strdup_named(name, "gguf writer tensor name"))) goto oom_named;
-    t->data = data ? malloc(nbytes ? (size_t)nbytes : 1) : NULL; /* NULL: zeros, a hole */
-    if (data && !t->data) {
-        free(t->name);
-        goto oom_data;
-    }
-    if (data && nbytes) memcpy(t->data, data, (size_t)nbytes);
-    w->n_t++;
+    if (!(t->name = vt_strdup_named(name, "gguf writer tensor name"))) goto oom;
+    *out = t;
     return VT_OK;
-oom_named:
+oom:
     vt_error_prefix("tensor '%s'", name);
     return VT_ERR_OUT_OF_MEMORY;
-oom_data:
-    vt_set_error_oom(nbytes, "gguf writer copy of tensor '%s'", name);
-    return VT_ERR_OUT_OF_MEMORY;
+}
+
+vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_t type,
+                                    uint32_t n_dims, const int64_t *ne, const void *data,
+                                    uint64_t nbytes)
+{
+    wtensor *t;
+    vt_status st = add_entry(w, name, type, n_dims, ne, nbytes, &t);
+    if (st) return st;
+    if (data) { /* NULL: zeros, a hole */
+        if ((uint64_t)(size_t)nbytes != nbytes ||
+            !(t->data = malloc(nbytes ? (size_t)nbytes : 1))) {
+            free(t->name);
+            vt_set_error_oom(nbytes, "gguf writer copy of tensor '%s'", name);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        if (nbytes) memcpy(t->data, data, (size_t)nbytes);
+    }
+    w->n_t++;
+    return VT_OK;
+}
+
+vt_status vt_gguf_writer_add_tensor_fill(vt_gguf_writer *w, const char *name, uint32_t type,
+                                         uint32_t n_dims, const int64_t *ne, uint64_t nbytes,
+                                         vt_gguf_fill_fn fill, void *user)
+{
+    if (!fill) {
+        vt_set_error("gguf writer: tensor '%s': a fill callback is required",
+                     name ? name : "(null)");
+        return VT_ERR_INVALID_ARG;
+    }
+    wtensor *t;
+    vt_status st = add_entry(w, name, type, n_dims, ne, nbytes, &t);
+    if (st) return st;
+    t->fill = fill;
+    t->fill_user = user;
+    w->n_t++;
+    return VT_OK;
 }
 
 /* ---- serialisation ---- */
@@ -411,13 +454,38 @@ static bool has_key(const vt_gguf_writer *w, const char *key)
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return x + (a - x % a) % a; }
 
-vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
+static void put_kv(out *o, const wkv *kv)
 {
-    if (!w || !path) {
-        vt_set_error("gguf writer: writer and path are required");
-        return VT_ERR_INVALID_ARG;
+    put_str(o, kv->key);
+    put_u32(o, kv->type);
+    if (kv->type == VT_GGUF_STRING) {
+        put_str(o, kv->str);
+    } else if (kv->type == VT_GGUF_ARRAY) {
+        put_u32(o, kv->arr_type);
+        put_u64(o, kv->arr_n);
+        if (kv->arr_type == VT_GGUF_STRING) {
+            for (uint64_t k = 0; k < kv->arr_n; k++) put_str(o, kv->arr_str[k]);
+        } else {
+            /* elements were given in host order; vt hosts are little-endian */
+            put(o, kv->arr_data, (size_t)(kv->arr_n * value_size(kv->arr_type)));
+        }
+    } else {
+        put(o, kv->scalar, value_size(kv->type));
     }
-    /* general.alignment must agree with the alignment the data is laid out with */
+}
+
+/* A scalar entry built on the stack (the split keys). */
+static wkv scalar_kv(const char *key, vt_gguf_type t, uint64_t bits)
+{
+    wkv kv = {.key = (char *)key, .type = t};
+    for (int i = 0; i < 8; i++) kv.scalar[i] = (uint8_t)(bits >> (8 * i));
+    return kv;
+}
+
+/* general.alignment must agree with the alignment the data is laid out with;
+ * an alignment other than 32 is recorded. */
+static vt_status check_alignment_key(vt_gguf_writer *w, const char *path)
+{
     for (size_t i = 0; i < w->n_kv; i++) {
         if (strcmp(w->kv[i].key, "general.alignment")) continue;
         uint32_t a = (uint32_t)w->kv[i].scalar[0] | (uint32_t)w->kv[i].scalar[1] << 8 |
@@ -429,48 +497,58 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
             return VT_ERR_INVALID_ARG;
         }
     }
-    if (w->alignment != 32 && !has_key(w, "general.alignment")) {
-        vt_status st = vt_gguf_writer_set_u32(w, "general.alignment", w->alignment);
-        if (st) return st;
+    if (w->alignment != 32 && !has_key(w, "general.alignment"))
+        return vt_gguf_writer_set_u32(w, "general.alignment", w->alignment);
+    return VT_OK;
+}
+
+/* What one file holds: tensors [t0, t1) of the writer; all metadata when meta;
+ * the split keys when count > 1. */
+typedef struct file_spec {
+    size_t t0, t1;
+    uint32_t no, count;
+    bool meta;
+} file_spec;
+
+/* Bytes of the fill buffer: the largest chunk any fill tensor asks for. */
+static size_t chunk_bytes(const vt_gguf_writer *w)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->n_t; i++) {
+        if (!w->t[i].fill) continue;
+        uint64_t k = w->t[i].nbytes < WRITER_CHUNK ? w->t[i].nbytes : WRITER_CHUNK;
+        if (k > n) n = (size_t)k;
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) {
-        vt_set_error_oom(plen + 5, "temporary path for %s", path);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
-    snprintf(tmp, plen + 5, "%s.tmp", path);
+    return n;
+}
+
+/* Write one GGUF file to tmp as fs says. buf: the fill buffer (chunk_bytes). */
+static vt_status write_file(const vt_gguf_writer *w, const char *tmp, const file_spec *fs,
+                            uint8_t *buf)
+{
     out o = {.f = fopen(tmp, "wb")};
     if (!o.f) {
         vt_set_error("%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
         return VT_ERR_IO;
+    }
+    wkv split[4];
+    size_t n_split = 0;
+    if (fs->count > 1) {
+        split[n_split++] = scalar_kv("split.no", VT_GGUF_UINT16, fs->no);
+        split[n_split++] = scalar_kv("split.count", VT_GGUF_UINT16, fs->count);
+        split[n_split++] = scalar_kv("split.tensors.count", VT_GGUF_INT32, w->n_t);
+        if (!fs->meta && w->alignment != 32) /* each shard is parsed with its own alignment */
+            split[n_split++] = scalar_kv("general.alignment", VT_GGUF_UINT32, w->alignment);
     }
     put(&o, "GGUF", 4);
     put_u32(&o, 3);
-    put_u64(&o, w->n_t);
-    put_u64(&o, w->n_kv);
-    for (size_t i = 0; i < w->n_kv; i++) {
-        const wkv *kv = &w->kv[i];
-        put_str(&o, kv->key);
-        put_u32(&o, kv->type);
-        if (kv->type == VT_GGUF_STRING) {
-            put_str(&o, kv->str);
-        } else if (kv->type == VT_GGUF_ARRAY) {
-            put_u32(&o, kv->arr_type);
-            put_u64(&o, kv->arr_n);
-            if (kv->arr_type == VT_GGUF_STRING) {
-                for (uint64_t k = 0; k < kv->arr_n; k++) put_str(&o, kv->arr_str[k]);
-            } else {
-                /* elements were given in host order; vt hosts are little-endian */
-                put(&o, kv->arr_data, (size_t)(kv->arr_n * value_size(kv->arr_type)));
-            }
-        } else {
-            put(&o, kv->scalar, value_size(kv->type));
-        }
-    }
+    put_u64(&o, fs->t1 - fs->t0);
+    put_u64(&o, (fs->meta ? w->n_kv : 0) + n_split);
+    if (fs->meta)
+        for (size_t i = 0; i < w->n_kv; i++) put_kv(&o, &w->kv[i]);
+    for (size_t i = 0; i < n_split; i++) put_kv(&o, &split[i]);
     uint64_t off = 0;
-    for (size_t i = 0; i < w->n_t; i++) {
+    for (size_t i = fs->t0; i < fs->t1; i++) {
         const wtensor *t = &w->t[i];
         put_str(&o, t->name);
         put_u32(&o, t->n_dims);
@@ -479,28 +557,227 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
         put_u64(&o, off);
         off = align_up(off + t->nbytes, w->alignment);
     }
-    if (w->n_t) put_zeros(&o, align_up(o.pos, w->alignment) - o.pos);
+    if (fs->t1 > fs->t0) put_zeros(&o, align_up(o.pos, w->alignment) - o.pos);
     uint64_t data_start = o.pos;
-    for (size_t i = 0; i < w->n_t; i++) {
-        if (w->t[i].data) put(&o, w->t[i].data, (size_t)w->t[i].nbytes);
-        else skip(&o, w->t[i].nbytes);
+    vt_status st = VT_OK;
+    for (size_t i = fs->t0; i < fs->t1 && !o.bad; i++) {
+        const wtensor *t = &w->t[i];
+        if (t->fill) {
+            uint32_t ts = vt_type_traits_of(t->type).type_size;
+            size_t step = WRITER_CHUNK / ts * ts;
+            for (uint64_t done = 0; done < t->nbytes && !o.bad;) {
+                size_t n = t->nbytes - done < step ? (size_t)(t->nbytes - done) : step;
+                if ((st = t->fill(t->fill_user, buf, done, n))) {
+                    vt_error_prefix("%s: tensor '%s', bytes %" PRIu64 "..%" PRIu64, tmp, t->name,
+                                    done, done + n);
+                    break;
+                }
+                put(&o, buf, n);
+                done += n;
+            }
+            if (st) break;
+        } else if (t->data) {
+            put(&o, t->data, (size_t)t->nbytes);
+        } else {
+            skip(&o, t->nbytes);
+        }
         put_zeros(&o, align_up(o.pos - data_start, w->alignment) - (o.pos - data_start));
     }
     /* a trailing hole needs the size set explicitly */
-    if (!o.bad && (fflush(o.f) != 0 || ftruncate(fileno(o.f), (off_t)o.pos) != 0)) o.bad = true;
+    if (!st && !o.bad && (fflush(o.f) != 0 || ftruncate(fileno(o.f), (off_t)o.pos) != 0))
+        o.bad = true;
+    int err = errno;
     int close_failed = fclose(o.f) != 0;
-    if (o.bad || close_failed) {
-        vt_set_error("%s: write failed after %" PRIu64 " bytes: %s", tmp, o.pos, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return VT_ERR_IO;
+    if (!st && (o.bad || close_failed)) {
+        vt_set_error("%s: write failed after %" PRIu64 " bytes: %s", tmp, o.pos,
+                     strerror(close_failed && !o.bad ? errno : err));
+        st = VT_ERR_IO;
     }
-    if (rename(tmp, path) != 0) {
+    if (st) remove(tmp);
+    return st;
+}
+
+/* "<path>.tmp", malloc-ed (NULL with the error set). */
+static char *tmp_name(const char *path)
+{
+    size_t n = strlen(path) + 5;
+    char *tmp = malloc(n);
+    if (!tmp) vt_set_error_oom(n, "temporary path for %s", path);
+    else snprintf(tmp, n, "%s.tmp", path);
+    return tmp;
+}
+
+vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
+{
+    if (!w || !path) {
+        vt_set_error("gguf writer: writer and path are required");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_status st = check_alignment_key(w, path);
+    if (st) return st;
+    char *tmp = tmp_name(path);
+    if (!tmp) return VT_ERR_OUT_OF_MEMORY;
+    size_t nb = chunk_bytes(w);
+    uint8_t *buf = nb ? vt_malloc_named(nb, "gguf writer fill buffer") : NULL;
+    if (nb && !buf) {
+        free(tmp);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    file_spec fs = {0, w->n_t, 0, 1, true};
+    st = write_file(w, tmp, &fs, buf);
+    free(buf);
+    if (!st && rename(tmp, path) != 0) {
         vt_set_error("%s: cannot rename to %s: %s", tmp, path, strerror(errno));
         remove(tmp);
-        free(tmp);
-        return VT_ERR_IO;
+        st = VT_ERR_IO;
     }
     free(tmp);
+    return st;
+}
+
+/* ---- split models (§5) ---- */
+
+/* If path ends in "-NNNNN-of-MMMMM.gguf", its prefix length and MMMMM; else -1. */
+static long split_suffix(const char *path, unsigned *count)
+{
+    size_t n = strlen(path);
+    const size_t suffix = strlen("-00001-of-00001.gguf");
+    if (n < suffix) return -1;
+    const char *p = path + n - suffix;
+    if (p[0] != '-' || strncmp(p + 6, "-of-", 4) || strcmp(p + 15, ".gguf")) return -1;
+    unsigned c = 0;
+    for (int i = 1; i <= 5; i++) {
+        if (p[i] < '0' || p[i] > '9' || p[9 + i] < '0' || p[9 + i] > '9') return -1;
+        c = 10 * c + (unsigned)(p[9 + i] - '0');
+    }
+    *count = c;
+    return (long)(n - suffix);
+}
+
+vt_status vt_gguf_writer_shard_path(const char *path, uint32_t k, uint32_t n_shards, char *out,
+                                    size_t out_size)
+{
+    if (!path || !out || n_shards == 0 || n_shards > WRITER_MAX_SHARDS || k >= n_shards) {
+        vt_set_error("gguf writer: shard %" PRIu32 " of %" PRIu32 " of %s: bad arguments", k + 1,
+                     n_shards, path ? path : "(null)");
+        return VT_ERR_INVALID_ARG;
+    }
+    size_t plen = strlen(path);
+    int n;
+    if (n_shards == 1) {
+        n = snprintf(out, out_size, "%s", path);
+    } else {
+        unsigned c;
+        long sl = split_suffix(path, &c);
+        if (sl >= 0 && c != n_shards) {
+            vt_set_error("gguf writer: %s names a split of %u shards, but %" PRIu32
+                         " were asked for",
+                         path, c, n_shards);
+            return VT_ERR_INVALID_ARG;
+        }
+        if (sl >= 0) plen = (size_t)sl;
+        else if (plen > 5 && !strcmp(path + plen - 5, ".gguf")) plen -= 5;
+        n = snprintf(out, out_size, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)plen, path,
+                     k + 1, n_shards);
+    }
+    if (n < 0 || (size_t)n >= out_size) {
+        vt_set_error("gguf writer: shard %" PRIu32 " of %" PRIu32 " of %s: name longer than %zu "
+                     "bytes",
+                     k + 1, n_shards, path, out_size ? out_size - 1 : 0);
+        return VT_ERR_INVALID_ARG;
+    }
     return VT_OK;
+}
+
+/* First tensor of each shard (first[n_shards] = n_t): consecutive runs of
+ * roughly total/n_shards data bytes, each shard non-empty. A tensor goes to
+ * the shard its byte midpoint falls in, moving at most one shard per tensor
+ * and never leaving fewer tensors than shards still to fill. */
+static void assign_shards(const vt_gguf_writer *w, uint32_t n_shards, size_t *first)
+{
+    uint64_t total = 1;
+    for (size_t i = 0; i < w->n_t; i++) total += align_up(w->t[i].nbytes, w->alignment);
+    uint64_t before = 0;
+    uint32_t cur = 0;
+    first[0] = 0;
+    for (size_t i = 0; i < w->n_t; i++) {
+        uint64_t sz = align_up(w->t[i].nbytes, w->alignment);
+        double mid = (double)(before + sz / 2) * n_shards / (double)total; /* total > 0 */
+        uint32_t want = mid >= n_shards ? n_shards - 1 : (uint32_t)mid;
+        uint32_t lo = (uint32_t)((uint64_t)n_shards > w->n_t - i ? n_shards - (w->n_t - i) : 0);
+        uint32_t s = want > cur ? cur + 1 : cur;
+        if (s < lo) s = lo;
+        if (i == 0) s = 0;
+        while (cur < s) first[++cur] = i;
+        before += sz;
+    }
+    first[n_shards] = w->n_t;
+}
+
+vt_status vt_gguf_writer_write_split(vt_gguf_writer *w, const char *path, uint32_t n_shards)
+{
+    if (!w || !path) {
+        vt_set_error("gguf writer: writer and path are required");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (n_shards == 1) return vt_gguf_writer_write(w, path);
+    if (n_shards == 0 || n_shards > WRITER_MAX_SHARDS || n_shards > w->n_t) {
+        vt_set_error("gguf writer: %s: cannot split %zu tensors into %" PRIu32
+                     " shards (1..%u, at most one per tensor)",
+                     path, w->n_t, n_shards, WRITER_MAX_SHARDS);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (w->n_t > (size_t)INT32_MAX) {
+        vt_set_error("gguf writer: %s: %zu tensors do not fit split.tensors.count (i32)", path,
+                     w->n_t);
+        return VT_ERR_INVALID_ARG;
+    }
+    for (size_t i = 0; i < w->n_kv; i++) {
+        if (!strncmp(w->kv[i].key, "split.", 6)) {
+            vt_set_error("gguf writer: %s: key '%s' is set by the split writer itself", path,
+                         w->kv[i].key);
+            return VT_ERR_INVALID_ARG;
+        }
+    }
+    vt_status st = check_alignment_key(w, path);
+    if (st) return st;
+    const size_t name_size = strlen(path) + 32;
+    const size_t nb = chunk_bytes(w);
+    /* name[k]: shard k's file; name[n_shards + k]: its "<file>.tmp" */
+    char **name = vt_calloc_named(2 * (size_t)n_shards, sizeof *name, "gguf writer shard names");
+    size_t *first = vt_calloc_named((size_t)n_shards + 1, sizeof *first, "gguf writer shard table");
+    uint8_t *buf = nb ? vt_malloc_named(nb, "gguf writer fill buffer") : NULL;
+    if (!name || !first || (nb && !buf)) {
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    for (uint32_t k = 0; k < n_shards; k++) {
+        if (!(name[k] = vt_malloc_named(name_size, "gguf writer shard name")) ||
+            !(name[n_shards + k] = vt_malloc_named(name_size + 4, "gguf writer shard name"))) {
+            st = VT_ERR_OUT_OF_MEMORY;
+            goto out;
+        }
+        if ((st = vt_gguf_writer_shard_path(path, k, n_shards, name[k], name_size))) goto out;
+        snprintf(name[n_shards + k], name_size + 4, "%s.tmp", name[k]);
+    }
+    assign_shards(w, n_shards, first);
+    for (uint32_t k = 0; k < n_shards && !st; k++) {
+        file_spec fs = {first[k], first[k + 1], k, n_shards, k == 0};
+        if ((st = write_file(w, name[n_shards + k], &fs, buf)))
+            for (uint32_t j = 0; j < k; j++) remove(name[n_shards + j]);
+    }
+    for (uint32_t k = 0; k < n_shards && !st; k++) {
+        if (rename(name[n_shards + k], name[k]) == 0) continue;
+        vt_set_error("%s: cannot rename to %s: %s", name[n_shards + k], name[k], strerror(errno));
+        st = VT_ERR_IO;
+        for (uint32_t j = 0; j < k; j++) remove(name[j]);
+        for (uint32_t j = k; j < n_shards; j++) remove(name[n_shards + j]);
+    }
+out:
+    if (name)
+        for (uint32_t k = 0; k < 2 * n_shards; k++) free(name[k]);
+    free(name);
+    free(first);
+    free(buf);
+    return st;
 }

@@ -1,21 +1,28 @@
 /*
- * mkmodel.c - writes small random-weight demo models (see mkmodel.h).
+ * mkmodel.c - writes random-weight qwen35moe models of any shape (see mkmodel.h).
  *
  * The qwen35moe generator mirrors what the llama.cpp converter writes for a
  * Qwen3.5-MoE checkpoint (spec/qwen35moe.md §3 metadata, §4 tensors, in the
- * converter's tensor order), with the GGUF writer of gguf_writer.c. Each
- * tensor draws from its own random stream (seed and tensor name), so values do
- * not depend on which other tensors exist. The tokenizer is trained here:
- * byte-level BPE (spec/tokenizers.md §4) over the embedded text below,
- * greedily merging the most frequent adjacent pair.
+ * converter's tensor order), with the GGUF writer of gguf_writer.c: one file
+ * or a split model (gguf.md §5). Tensor data is generated while the file is
+ * written (the writer's fill callbacks), a few MiB at a time and on several
+ * threads, so a model of many GiB needs little memory. Each tensor draws from
+ * its own counter-based random stream (seed and tensor name; element i from
+ * counter i), so values depend neither on which other tensors exist nor on
+ * chunking or threads. Conversions to F16, BF16 and Q8_0 (gguf.md §6.1, §6.2)
+ * are done here, without libm. The tokenizer is trained here: byte-level BPE
+ * (spec/tokenizers.md §4) over the embedded text below, greedily merging the
+ * most frequent adjacent pair.
  */
 #include "mkmodel.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "vt/gguf.h"
@@ -44,39 +51,44 @@ void vt_mkmodel_defaults(vt_mkmodel_params *p)
     p->weight_type = VT_TYPE_BF16;
     p->seed = 1234;
     p->name = "vt demo qwen35moe";
+    p->n_shards = 1;
+    p->n_threads = 0;
 }
+
+static const struct {
+    const char *name;
+    uint32_t type, file_type; /* general.file_type (gguf.md §7) */
+} mk_types[] = {
+    {"f32", VT_TYPE_F32, 0}, {"f16", VT_TYPE_F16, 1}, {"bf16", VT_TYPE_BF16, 32},
+    {"q8_0", VT_TYPE_Q8_0, 7},
+};
+#define MK_N_TYPES (sizeof mk_types / sizeof mk_types[0])
 
 vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name)
 {
-    if (name && !strcasecmp(name, "f32")) p->weight_type = VT_TYPE_F32;
-    else if (name && !strcasecmp(name, "bf16")) p->weight_type = VT_TYPE_BF16;
-    else {
-        vt_set_error("mkmodel: weight type '%s' is not supported (use f32 or bf16)",
-                     name ? name : "(null)");
-        return VT_ERR_INVALID_ARG;
+    for (size_t i = 0; name && i < MK_N_TYPES; i++) {
+        if (!strcasecmp(name, mk_types[i].name)) {
+            p->weight_type = mk_types[i].type;
+            return VT_OK;
+        }
     }
-    return VT_OK;
+    vt_set_error("mkmodel: weight type '%s' is not supported (use f32, f16, bf16 or q8_0)",
+                 name ? name : "(null)");
+    return VT_ERR_INVALID_ARG;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Deterministic random numbers (no libm: identical on every host)           */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *s)
+/* Output number i (0-based) of the splitmix64 stream with state s: random
+ * access, so any chunk of a tensor is generated on its own. */
+static inline uint64_t mix_at(uint64_t s, uint64_t i)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    uint64_t z = s + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
-
-/* Approximately standard normal: Irwin-Hall sum of 4 uniforms, rescaled to unit variance. */
-static double normalish(uint64_t *s)
-{
-    double a = uniform01(s) + uniform01(s) + uniform01(s) + uniform01(s) - 2.0;
-    return a * 1.7320508075688772; /* sqrt(3): variance 4/12 -> 1 */
 }
 
 static uint64_t name_seed(uint64_t seed, const char *name)
@@ -87,16 +99,8 @@ static uint64_t name_seed(uint64_t seed, const char *name)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Tensors                                                                   */
+/* Number formats (gguf.md §6.1, §6.2)                                       */
 /* ------------------------------------------------------------------------ */
-
-typedef enum { GEN_NORMAL, GEN_NEG_UNIFORM } gen_kind;
-
-/* How to fill one tensor: mean + std * normal, or -uniform(lo, hi). */
-typedef struct gen {
-    gen_kind kind;
-    double a, b; /* NORMAL: mean, std; NEG_UNIFORM: lo, hi */
-} gen;
 
 static uint16_t f32_to_bf16(float f)
 {
@@ -106,9 +110,181 @@ static uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* IEEE binary16 of f, rounded to nearest even; overflow gives inf, NaN stays NaN. */
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
+    if (e == 0xFF) return (uint16_t)(sign | 0x7C00u | (m ? 0x200u : 0)); /* inf, NaN */
+    int32_t he = (int32_t)e - 127 + 15;
+    if (he >= 31) return (uint16_t)(sign | 0x7C00u); /* too large: inf */
+    if (he <= 0) {                                   /* subnormal half (or zero) */
+        if (he < -10) return (uint16_t)sign;         /* below half the smallest subnormal */
+        m |= 0x800000u;                              /* the implicit bit */
+        uint32_t shift = (uint32_t)(14 - he);        /* 24-bit significand -> units of 2^-24 */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++; /* may carry into the smallest normal */
+        return (uint16_t)(sign | q);
+    }
+    uint32_t q = ((uint32_t)he << 10) | (m >> 13), rem = m & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (q & 1))) q++; /* a carry may reach inf: right */
+    return (uint16_t)(sign | q);
+}
+
+/* Round half away from zero (C roundf) of |x| < 2^23, without libm. */
+static int32_t round_away(float x)
+{
+    int32_t t = (int32_t)x; /* toward zero */
+    float frac = x - (float)t; /* exact */
+    if (frac >= 0.5f) t++;
+    else if (frac <= -0.5f) t--;
+    return t;
+}
+
+/* One Q8_0 block from 32 floats (llama.cpp's reference quantiser):
+ * d = amax / 127, q = round(x / d) computed as x * (1 / d), d stored as f16. */
+static void quantize_q8_0(const float *x, uint8_t *blk)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        float a = x[j] < 0 ? -x[j] : x[j];
+        if (a > amax) amax = a;
+    }
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t h = f32_to_f16(d);
+    blk[0] = (uint8_t)h;
+    blk[1] = (uint8_t)(h >> 8);
+    for (int j = 0; j < 32; j++) {
+        int32_t q = round_away(x[j] * id);
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
+        blk[2 + j] = (uint8_t)(int8_t)q;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* How one tensor is filled (element i from mix_at(seed, i) alone):
+ * NORMAL: mean + std * x with x approximately standard normal (Irwin-Hall sum
+ * of the four 16-bit fields, rescaled to unit variance); NEG_UNIFORM:
+ * -(lo + (hi - lo) * u), u uniform in [0, 1) with 24 bits. Float arithmetic,
+ * one operation per statement (no contraction into FMA), so the values are
+ * the same on every IEEE host. */
+typedef enum { GEN_NORMAL, GEN_NEG_UNIFORM } gen_kind;
+
+typedef struct gen {
+    gen_kind kind;
+    double a, b; /* NORMAL: mean, std; NEG_UNIFORM: lo, hi */
+} gen;
+
+typedef struct mk_tensor {
+    uint64_t seed;     /* name_seed(params seed, name) */
+    uint32_t type;     /* F32, F16, BF16 or Q8_0 */
+    gen_kind kind;
+    float add, scale;  /* NORMAL: mean, std*sqrt(3)/2^17; NEG_UNIFORM: -lo, -(hi-lo)/2^24 */
+    unsigned n_threads;
+} mk_tensor;
+
+static inline float gen_value(const mk_tensor *t, uint64_t i)
+{
+    uint64_t h = mix_at(t->seed, i);
+    float v;
+    if (t->kind == GEN_NORMAL) {
+        /* sum of four uniforms (k + 0.5) / 2^16, minus 2, times 2^17: an even integer */
+        int32_t s = (int32_t)((h & 0xFFFF) + ((h >> 16) & 0xFFFF) + ((h >> 32) & 0xFFFF) +
+                              (h >> 48));
+        v = (float)(2 * s - 262140);
+        v *= t->scale;
+    } else {
+        v = (float)(h >> 40);
+        v *= t->scale;
+    }
+    v += t->add;
+    return v;
+}
+
+/* Values [e0, e0 + n) of t into dst in t's type (Q8_0: e0 and n multiples of 32). */
+static void gen_range(const mk_tensor *t, uint8_t *dst, uint64_t e0, uint64_t n)
+{
+    switch (t->type) {
+    case VT_TYPE_F32:
+        for (uint64_t i = 0; i < n; i++) {
+            float v = gen_value(t, e0 + i);
+            memcpy(dst + 4 * i, &v, 4);
+        }
+        break;
+    case VT_TYPE_BF16:
+    case VT_TYPE_F16:
+        for (uint64_t i = 0; i < n; i++) {
+            float v = gen_value(t, e0 + i);
+            uint16_t h = t->type == VT_TYPE_BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+            dst[2 * i] = (uint8_t)h;
+            dst[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        break;
+    default: /* Q8_0 */
+        for (uint64_t b = 0; b < n / 32; b++) {
+            float x[32];
+            for (int j = 0; j < 32; j++) x[j] = gen_value(t, e0 + 32 * b + (uint64_t)j);
+            quantize_q8_0(x, dst + 34 * b);
+        }
+        break;
+    }
+}
+
+typedef struct gen_job {
+    const mk_tensor *t;
+    uint8_t *dst;
+    uint64_t e0, n;
+} gen_job;
+
+static void *gen_job_run(void *arg)
+{
+    const gen_job *j = arg;
+    gen_range(j->t, j->dst, j->e0, j->n);
+    return NULL;
+}
+
+#define MK_MAX_THREADS 16u
+
+/* vt_gguf_fill_fn: bytes [offset, offset + n) of the tensor, split over threads
+ * by whole blocks (the values do not depend on the split). */
+static vt_status fill_tensor(void *user, void *buf, uint64_t offset, size_t n)
+{
+    const mk_tensor *t = user;
+    const vt_type_traits tr = vt_type_traits_of(t->type);
+    const uint64_t nb = n / tr.type_size, b0 = offset / tr.type_size;
+    unsigned nt = t->n_threads;
+    if (n < ((size_t)256 << 10)) nt = 1; /* not worth a thread */
+    if (nt > nb) nt = (unsigned)nb;
+    if (nt < 1) nt = 1;
+    gen_job jobs[MK_MAX_THREADS];
+    pthread_t tid[MK_MAX_THREADS];
+    unsigned started = 0;
+    for (unsigned k = 0; k < nt; k++) {
+        uint64_t lo = nb * k / nt, hi = nb * (k + 1) / nt;
+        jobs[k] = (gen_job){t, (uint8_t *)buf + lo * tr.type_size, (b0 + lo) * tr.block_size,
+                            (hi - lo) * tr.block_size};
+        /* threads for all but the last part, which runs here (so does any part
+         * whose thread cannot start) */
+        if (k + 1 < nt && pthread_create(&tid[started], NULL, gen_job_run, &jobs[k]) == 0)
+            started++;
+        else if (k + 1 < nt)
+            gen_job_run(&jobs[k]);
+    }
+    gen_job_run(&jobs[nt - 1]);
+    for (unsigned k = 0; k < started; k++) pthread_join(tid[k], NULL);
+    return VT_OK;
+}
+
 typedef struct mk {
     vt_gguf_writer *w;
     const vt_mkmodel_params *p;
+    mk_tensor *t; /* one recipe per tensor; the writer's fill callbacks point into it */
+    size_t n_t, cap_t;
+    unsigned n_threads;
     vt_status st;
 } mk;
 
@@ -118,27 +294,31 @@ static void add(mk *m, const char *name, uint32_t type, uint32_t n_dims, int64_t
     if (m->st) return;
     int64_t ne[3] = {ne0, ne1, ne2};
     uint64_t n = 1;
-    for (uint32_t d = 0; d < n_dims; d++) n *= (uint64_t)ne[d];
-    size_t es = type == VT_TYPE_F32 ? 4 : 2;
+    for (uint32_t d = 0; d < n_dims; d++) n *= (uint64_t)ne[d]; /* sizes checked by check_params */
+    vt_type_traits tr = vt_type_traits_of(type);
+    uint64_t nbytes = n / tr.block_size * tr.type_size;
     if (m->p->sparse && n_dims >= 2) { /* matrices as holes: a tensor table at real sizes */
-        m->st = vt_gguf_writer_add_tensor(m->w, name, type, n_dims, ne, NULL, n * es);
+        m->st = vt_gguf_writer_add_tensor(m->w, name, type, n_dims, ne, NULL, nbytes);
         return;
     }
-    void *buf = malloc((size_t)n * es);
-    if (!buf) {
-        vt_set_error_oom(n * es, "mkmodel: tensor '%s'", name);
-        m->st = VT_ERR_OUT_OF_MEMORY;
+    if (m->n_t == m->cap_t) { /* cap_t is an upper bound on the tensor count */
+        vt_set_error("mkmodel: internal: more than %zu tensors", m->cap_t);
+        m->st = VT_ERR_INVALID_ARG;
         return;
     }
-    uint64_t s = name_seed(m->p->seed, name);
-    for (uint64_t i = 0; i < n; i++) {
-        double v = g.kind == GEN_NORMAL ? g.a + g.b * normalish(&s)
-                                        : -(g.a + (g.b - g.a) * uniform01(&s));
-        if (type == VT_TYPE_F32) ((float *)buf)[i] = (float)v;
-        else ((uint16_t *)buf)[i] = f32_to_bf16((float)v);
+    mk_tensor *t = &m->t[m->n_t++];
+    t->seed = name_seed(m->p->seed, name);
+    t->type = type;
+    t->kind = g.kind;
+    t->n_threads = m->n_threads;
+    if (g.kind == GEN_NORMAL) {
+        t->add = (float)g.a;
+        t->scale = (float)(g.b * 1.7320508075688772 / 131072.0); /* sqrt(3) / 2^17 */
+    } else {
+        t->add = (float)-g.a;
+        t->scale = (float)(-(g.b - g.a) / 16777216.0); /* 2^24 */
     }
-    m->st = vt_gguf_writer_add_tensor(m->w, name, type, n_dims, ne, buf, n * es);
-    free(buf);
+    m->st = vt_gguf_writer_add_tensor_fill(m->w, name, type, n_dims, ne, nbytes, fill_tensor, t);
 }
 
 static gen normal(double mean, double std) { return (gen){GEN_NORMAL, mean, std}; }

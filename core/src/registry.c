@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,37 @@ static void host_set_error(const char *fmt, ...)
     va_end(ap);
 }
 
+/* The pinned-memory budget and the fallback counter: process-wide, like the
+ * host table itself (set by the engine from the residency config). */
+static _Atomic uint64_t pinned_budget, pinned_used, n_fallbacks;
+
+void vt_host_set_pinned_budget(uint64_t bytes) { atomic_store(&pinned_budget, bytes); }
+uint64_t vt_host_pinned_used(void) { return atomic_load(&pinned_used); }
+uint64_t vt_host_n_fallbacks(void) { return atomic_load(&n_fallbacks); }
+
+static int host_pinned_reserve(uint64_t bytes)
+{
+    uint64_t cur = atomic_load(&pinned_used);
+    for (;;) {
+        uint64_t budget = atomic_load(&pinned_budget);
+        if (bytes > budget || cur > budget - bytes) return 0;
+        if (atomic_compare_exchange_weak(&pinned_used, &cur, cur + bytes)) return 1;
+    }
+}
+
+static void host_pinned_release(uint64_t bytes)
+{
+    uint64_t cur = atomic_load(&pinned_used);
+    while (!atomic_compare_exchange_weak(&pinned_used, &cur, cur >= bytes ? cur - bytes : 0)) {
+    }
+}
+
+static void host_note_fallback(const char *what)
+{
+    atomic_fetch_add(&n_fallbacks, 1);
+    vt_log(VT_LOG_WARN, "fallback: %s", what ? what : "(unnamed)");
+}
+
 static const vt_host_api host_table = {
     .struct_size = sizeof(vt_host_api),
     .abi_major = VT_ABI_MAJOR,
@@ -77,6 +109,9 @@ static const vt_host_api host_table = {
     .experts_register = vt_streamer_register,
     .experts_acquire = vt_streamer_acquire,
     .experts_stats = vt_streamer_stats,
+    .pinned_reserve = host_pinned_reserve,
+    .pinned_release = host_pinned_release,
+    .note_fallback = host_note_fallback,
 };
 
 const vt_host_api *vt_host_table(void) { return &host_table; }

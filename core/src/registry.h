@@ -59,4 +59,10 @@ const vt_plugin_entry *vt_registry_find_model(const vt_registry *r, const char *
 /* The host table handed to plugins. */
 const vt_host_api *vt_host_table(void);
 
+/* The pinned-memory budget behind host->pinned_reserve (bytes; 0: none may be
+ * pinned), what is reserved now, and how many fallbacks were noted. */
+void vt_host_set_pinned_budget(uint64_t bytes);
+uint64_t vt_host_pinned_used(void);
+uint64_t vt_host_n_fallbacks(void);
+
 #endif

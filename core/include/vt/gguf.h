@@ -137,8 +137,11 @@ const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name);
 const char *vt_gguf_type_name(vt_gguf_type t);
 
 /* ---- writer (for generated demo models and test files) ----
- * Accumulate metadata and tensors, then write a single GGUF v3 file with the
- * given alignment. Tensor data is copied at add time. */
+ * Accumulate metadata and tensors, then write a single GGUF v3 file, or a
+ * split model of several (gguf.md §5), with the given alignment. Tensor data
+ * is copied at add time (vt_gguf_writer_add_tensor), or produced at write time
+ * by a callback (vt_gguf_writer_add_tensor_fill), so that a model larger than
+ * memory can be written in a streaming way. */
 typedef struct vt_gguf_writer vt_gguf_writer;
 vt_gguf_writer *vt_gguf_writer_new(uint32_t alignment);
 void vt_gguf_writer_free(vt_gguf_writer *w);
@@ -159,7 +162,47 @@ vt_status vt_gguf_writer_set_arr_str(vt_gguf_writer *w, const char *key, const c
 vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, uint32_t type,
                                     uint32_t n_dims, const int64_t *ne, const void *data,
                                     uint64_t nbytes);
+/*
+ * Producer of a tensor's bytes at write time: write bytes [offset, offset + n)
+ * of the tensor into buf. The writer calls it in increasing offset order,
+ * covering the tensor exactly once per file written, with offset and n
+ * multiples of the type's block bytes (vt_type_size) and n at most a few MiB.
+ * user is the pointer given to vt_gguf_writer_add_tensor_fill. Return VT_OK,
+ * or an error status after setting a message (vt_last_error); the write then
+ * fails with that status and leaves no output file.
+ */
+typedef vt_status (*vt_gguf_fill_fn)(void *user, void *buf, uint64_t offset, size_t n);
+/* As vt_gguf_writer_add_tensor, but the data (nbytes) comes from fill(user, ...)
+ * while the file is written; nothing is copied now. user must stay valid until
+ * the last write of w. */
+vt_status vt_gguf_writer_add_tensor_fill(vt_gguf_writer *w, const char *name, uint32_t type,
+                                         uint32_t n_dims, const int64_t *ne, uint64_t nbytes,
+                                         vt_gguf_fill_fn fill, void *user);
 vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path);
+/*
+ * Write a split model of n_shards files (gguf.md §5), named
+ * vt_gguf_writer_shard_path(path, k, n_shards) for k = 0..n_shards-1. Whole
+ * tensors, in add order, go to shards of roughly equal data bytes (every shard
+ * gets at least one). Shard 0 holds all metadata; every shard holds split.no
+ * (u16, 0-based), split.count (u16) and split.tensors.count (i32), and
+ * general.alignment when it is not 32. n_shards = 1: the same as
+ * vt_gguf_writer_write(w, path) (one file, no split keys). Each file is
+ * written to "<file>.tmp"; all are renamed once every shard is complete.
+ * Errors: VT_ERR_INVALID_ARG (n_shards 0, above 99999 or above the tensor
+ * count; a key "split.*" set by the caller; a path naming a different shard
+ * count), VT_ERR_IO / VT_ERR_OUT_OF_MEMORY naming the file, or a fill status.
+ */
+vt_status vt_gguf_writer_write_split(vt_gguf_writer *w, const char *path, uint32_t n_shards);
+/*
+ * The file name of shard k (0-based) of an n_shards split written to path:
+ * "<prefix>-%05u-of-%05u.gguf" with k+1 and n_shards, where prefix is path
+ * less a trailing "-NNNNN-of-MMMMM.gguf" (MMMMM must then be n_shards) or
+ * else less a trailing ".gguf". n_shards = 1: path itself. Writes at most
+ * out_size bytes including the NUL. Errors: VT_ERR_INVALID_ARG (k out of
+ * range, shard count mismatch, out_size too small).
+ */
+vt_status vt_gguf_writer_shard_path(const char *path, uint32_t k, uint32_t n_shards, char *out,
+                                    size_t out_size);
 
 #ifdef __cplusplus
 }

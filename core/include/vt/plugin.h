@@ -147,6 +147,17 @@ typedef struct vt_host_api {
                                  uint32_t n, const void **out);
     /* Counters of `layer`, or of every layer when layer < 0. */
     vt_status (*experts_stats)(const vt_expert_streamer *s, int32_t layer, vt_expert_stats *out);
+
+    /* ---- ABI 1.1 ---- pinned host memory budget (residency config: pinned_budget) */
+    /* Reserve `bytes` of the process's pinned-memory budget before pinning them
+     * (cudaHostAlloc...). Returns 1 when reserved, 0 when the budget would be
+     * exceeded. Atomic: safe under concurrent callers. */
+    int (*pinned_reserve)(uint64_t bytes);
+    /* Give back a reservation (the pinning failed, or the buffer was freed). */
+    void (*pinned_release)(uint64_t bytes);
+    /* Record a fallback that changes where or how work runs (pinned -> pageable
+     * staging, ...): logged at WARN with `what` and counted (vt run --stats). */
+    void (*note_fallback)(const char *what);
 } vt_host_api;
 
 #ifdef __cplusplus

@@ -1,0 +1,244 @@
+/*
+ * store_device.c - the device expert slot store (vt/store.h, name "device").
+ *
+ * A discrete GPU cannot read a host arena, so the slots live in device memory:
+ *  - one contiguous arena allocated through the backend (alloc), n_slots
+ *    slots of `stride` bytes (slot_bytes rounded up to 256);
+ *  - ONE host staging buffer of slot_bytes: pinned (backend host_alloc_pinned)
+ *    when the backend declares pinned_host_alloc PRESENT and the process's
+ *    pinned budget (host->pinned_reserve) allows, else pageable (malloc) with
+ *    a WARN and a counted fallback (host->note_fallback). The experts still
+ *    run on the device either way; only the H2D copy is slower.
+ * The fill contract:
+ *  - slot_for_write(slot) hands out the STAGING buffer (never the device slot)
+ *    and remembers the slot;
+ *  - commit_slot(slot, bytes) refuses any slot other than the one staged, then
+ *    copies staging -> device slot (copy_h2d) and synchronizes, so the slot
+ *    holds the bytes when it returns;
+ *  - slot_for_read(slot) is the device slot.
+ * It requires the backend's memory_probe: its arena is sized from the probed
+ * total at configuration time (residency.c), so a backend without a probe is
+ * refused there, by name, before anything is allocated.
+ * If any acquisition in create fails, everything acquired so far is released
+ * before the error returns.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vt/store.h"
+
+#define SLOT_ALIGN 256u
+
+struct vt_store {
+    const vt_host_api *host;
+    const vt_backend *be;
+    uint64_t n_slots, slot_bytes, stride;
+    uint8_t *arena;        /* device memory */
+    void *staging;         /* host, slot_bytes */
+    int staging_pinned;    /* 1: host_alloc_pinned, budget reserved; 0: malloc */
+    uint64_t staged;       /* slot handed out by slot_for_write; UINT64_MAX: none */
+};
+
+static const uint32_t device_required[] = {VT_CAP_MEMORY_PROBE};
+
+static int cap_present(const vt_backend_api *a, uint32_t id)
+{
+    for (uint32_t i = 0; i < a->n_caps; i++)
+        if (a->caps[i].id == id) return a->caps[i].state == VT_CAP_PRESENT;
+    return 0;
+}
+
+static uint64_t stride_of(uint64_t slot_bytes)
+{
+    return (slot_bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+}
+
+static const char *human(uint64_t b, char *buf, size_t cap)
+{
+    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int i = 0;
+    while (v >= 1024.0 && i < 4) v /= 1024.0, i++;
+    snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", v, u[i]);
+    return buf;
+}
+
+static vt_status sd_footprint(const vt_store_params *p, vt_store_footprint *out)
+{
+    uint64_t b;
+    if (__builtin_mul_overflow(stride_of(p->slot_bytes), p->n_slots, &b)) b = UINT64_MAX;
+    out->device_bytes = b;
+    out->host_bytes = p->n_slots ? p->slot_bytes : 0; /* one staging slot */
+    return VT_OK;
+}
+
+static void sd_destroy(vt_store *s)
+{
+    if (!s) return;
+    const vt_backend_api *a = s->be->api;
+    if (s->arena) a->free(s->be->ctx, s->arena);
+    if (s->staging) {
+        if (s->staging_pinned) {
+            a->host_free_pinned(s->be->ctx, s->staging);
+            s->host->pinned_release(s->slot_bytes);
+        } else {
+            free(s->staging);
+        }
+    }
+    free(s);
+}
+
+static vt_status sd_create(const vt_store_params *p, vt_store **out)
+{
+    *out = NULL;
+    const vt_host_api *h = p->host;
+    if (!h || !p->backend || !p->backend->api) return VT_ERR_INVALID_ARG;
+    if (h->struct_size < offsetof(vt_host_api, note_fallback) + sizeof h->note_fallback) {
+        h->set_error("store device: the core's host table has no pinned-memory budget (ABI 1.1)");
+        return VT_ERR_ABI;
+    }
+    char hb[32];
+    uint64_t arena_bytes;
+    if (!p->n_slots || !p->slot_bytes ||
+        __builtin_mul_overflow(stride_of(p->slot_bytes), p->n_slots, &arena_bytes) ||
+        (uint64_t)(size_t)arena_bytes != arena_bytes) {
+        h->set_error("store device: an arena of %llu slots of %llu bytes is not allocatable",
+                     (unsigned long long)p->n_slots, (unsigned long long)p->slot_bytes);
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        h->set_error("store device: allocation of %zu bytes for the store failed: out of memory",
+                     sizeof *s);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    s->host = h;
+    s->be = p->backend;
+    s->n_slots = p->n_slots;
+    s->slot_bytes = p->slot_bytes;
+    s->stride = stride_of(p->slot_bytes);
+    s->staged = UINT64_MAX;
+    const vt_backend_api *a = s->be->api;
+    char what[96];
+    snprintf(what, sizeof what, "expert arena (%llu slots of %llu bytes)",
+             (unsigned long long)s->n_slots, (unsigned long long)s->stride);
+    void *arena = NULL;
+    vt_status st = a->alloc(s->be->ctx, (size_t)arena_bytes, what, &arena);
+    if (st != VT_OK) {
+        sd_destroy(s);
+        return st; /* the backend's message names the allocation and its bytes */
+    }
+    s->arena = arena;
+
+    /* staging: pinned within budget, else pageable */
+    if (cap_present(a, VT_CAP_PINNED_HOST_ALLOC) && h->pinned_reserve(s->slot_bytes)) {
+        void *pin = NULL;
+        if (a->host_alloc_pinned(s->be->ctx, (size_t)s->slot_bytes, "expert staging slot", &pin) ==
+            VT_OK) {
+            s->staging = pin;
+            s->staging_pinned = 1;
+        } else {
+            h->pinned_release(s->slot_bytes);
+            char why[512];
+            snprintf(why, sizeof why, "store device: pinning the %s expert staging slot failed "
+                     "(%s); using pageable memory: experts still run on the device, H2D copies "
+                     "are slower", human(s->slot_bytes, hb, sizeof hb), h->last_error());
+            h->note_fallback(why);
+        }
+    } else {
+        char why[512];
+        snprintf(why, sizeof why, "store device: the %s expert staging slot is pageable: %s; "
+                 "experts still run on the device, H2D copies are slower",
+                 human(s->slot_bytes, hb, sizeof hb),
+                 cap_present(a, VT_CAP_PINNED_HOST_ALLOC)
+                     ? "it would exceed the pinned budget (pinned_budget)"
+                     : "the backend declares pinned_host_alloc ABSENT");
+        h->note_fallback(why);
+    }
+    if (!s->staging) {
+        s->staging = malloc((size_t)s->slot_bytes);
+        if (!s->staging) {
+            h->set_error("store device: allocation of %s (%llu bytes) for the expert staging slot "
+                         "failed: out of memory", human(s->slot_bytes, hb, sizeof hb),
+                         (unsigned long long)s->slot_bytes);
+            sd_destroy(s);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+    }
+    h->log(VT_LOG_INFO, "store device: arena %s (%llu slots) on backend '%s', staging %s",
+           human(arena_bytes, hb, sizeof hb), (unsigned long long)s->n_slots,
+           s->be->name ? s->be->name : "?", s->staging_pinned ? "pinned" : "pageable");
+    *out = s;
+    return VT_OK;
+}
+
+static void *sd_slot_for_write(vt_store *s, uint64_t slot)
+{
+    if (slot >= s->n_slots) {
+        s->host->set_error("store device: slot %llu is out of range (%llu slots)",
+                           (unsigned long long)slot, (unsigned long long)s->n_slots);
+        return NULL;
+    }
+    s->staged = slot;
+    return s->staging;
+}
+
+static vt_status sd_commit_slot(vt_store *s, uint64_t slot, uint64_t bytes)
+{
+    if (slot != s->staged) {
+        if (s->staged == UINT64_MAX)
+            s->host->set_error("store device: commit_slot(%llu) but no slot is staged",
+                               (unsigned long long)slot);
+        else
+            s->host->set_error("store device: commit_slot(%llu) but the staged slot is %llu",
+                               (unsigned long long)slot, (unsigned long long)s->staged);
+        return VT_ERR_INVALID_ARG;
+    }
+    s->staged = UINT64_MAX;
+    if (bytes > s->slot_bytes) {
+        s->host->set_error("store device: commit of %llu bytes into a slot of %llu",
+                           (unsigned long long)bytes, (unsigned long long)s->slot_bytes);
+        return VT_ERR_INVALID_ARG;
+    }
+    const vt_backend_api *a = s->be->api;
+    vt_status st = a->copy_h2d(s->be->ctx, s->arena + slot * s->stride, s->staging, (size_t)bytes);
+    if (st == VT_OK) st = a->synchronize(s->be->ctx);
+    return st;
+}
+
+static const void *sd_slot_for_read(vt_store *s, uint64_t slot)
+{
+    if (slot >= s->n_slots) {
+        s->host->set_error("store device: slot %llu is out of range (%llu slots)",
+                           (unsigned long long)slot, (unsigned long long)s->n_slots);
+        return NULL;
+    }
+    return s->arena + slot * s->stride;
+}
+
+static const vt_store_api device_store_api = {
+    .struct_size = sizeof(vt_store_api),
+    .required_caps = device_required,
+    .n_required_caps = 1,
+    .footprint = sd_footprint,
+    .create = sd_create,
+    .destroy = sd_destroy,
+    .slot_for_write = sd_slot_for_write,
+    .commit_slot = sd_commit_slot,
+    .slot_for_read = sd_slot_for_read,
+};
+
+static const vt_plugin_desc device_store_desc = {
+    .struct_size = sizeof(vt_plugin_desc),
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .kind = VT_PLUGIN_STORE,
+    .name = "device",
+    .version = "0.1.0",
+    .description = "expert slot arena in device memory, one pinned staging slot",
+    .table = &device_store_api,
+};
+
+VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void);
+VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void) { return &device_store_desc; }
