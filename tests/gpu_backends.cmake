@@ -31,4 +31,38 @@ foreach(_vt_gpu cuda rocm)
   if(_vt_built)
     add_dependencies(test_gpu_${_vt_gpu} backend-${_vt_gpu})
   endif()
+  # a GPU platform keeps its expert cache in a 'device' store plugin
+  if(TARGET store-device)
+    add_dependencies(test_gpu_${_vt_gpu} store-device)
+  endif()
 endforeach()
+
+# test_cuda_ops: every op of backend-cuda against backend-cpu's scalar
+# reference (random, odd-sized, strided inputs), then the qwen35moe-tiny
+# fixtures through the engine on device "cuda". Needs a CUDA device: without
+# one (CI) it skips loudly (77); a plugin that should have been built under
+# CI=true and was not fails, as above.
+get_property(_vt_built GLOBAL PROPERTY VT_GPU_cuda_BUILT)
+get_property(_vt_req GLOBAL PROPERTY VT_GPU_cuda_REQUIRED)
+get_property(_vt_why GLOBAL PROPERTY VT_GPU_cuda_WHY)
+string(REPLACE ";" "," _vt_why "${_vt_why}")
+string(REPLACE "\"" "'" _vt_why "${_vt_why}")
+set(_vt_b 0)
+set(_vt_r 0)
+if(_vt_built)
+  set(_vt_b 1)
+endif()
+if(_vt_req)
+  set(_vt_r 1)
+endif()
+vt_add_test(test_cuda_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops.c
+            LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "gpu;fixtures" TIMEOUT 300)
+target_compile_definitions(test_cuda_ops PRIVATE VT_GPU_TEST_BUILT=${_vt_b}
+  VT_GPU_TEST_REQUIRED=${_vt_r} VT_GPU_TEST_WHY="${_vt_why}")
+add_dependencies(test_cuda_ops backend-cpu model-qwen35)
+if(TARGET store-device)
+  add_dependencies(test_cuda_ops store-device)
+endif()
+if(_vt_built)
+  add_dependencies(test_cuda_ops backend-cuda)
+endif()

@@ -409,6 +409,8 @@ static int cmd_run(const opts *o)
                 steps > 0 ? steps / (t2 - t1) : 0.0);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
         print_expert_stats(stderr, e);
+        fprintf(stderr, "fallbacks: %llu (each logged at WARN)\n",
+                (unsigned long long)vt_host_n_fallbacks());
         fprintf(stderr, "peak RSS: %.1f MiB\n", peak_rss_mib());
     }
     rc = 0;
@@ -796,6 +798,7 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "fill_gb_s", fill_gbs);
         cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
+        cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
         char *txt = cJSON_Print(j);
         if (txt) printf("%s\n", txt);
         free(txt);
@@ -821,7 +824,7 @@ static int cmd_bench(const opts *o)
         printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s)   evictions: %llu\n",
                hit, fill_bytes / 1048576.0, fill_s, fill_gbs,
                (unsigned long long)(all1.evictions - all0.evictions));
-        printf("peak RSS: %.1f MiB\n", rss);
+        printf("peak RSS: %.1f MiB   fallbacks: %llu\n", rss, (unsigned long long)vt_host_n_fallbacks());
     }
     rc = 0;
 out:

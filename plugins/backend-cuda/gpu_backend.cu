@@ -6,13 +6,12 @@
  *
  * Compiled as C++ by nvcc (sm_90) or hipcc (gfx90a, gfx1030), in a C style;
  * every entry point has C linkage and the signature of its vt_backend_api
- * member (gpu_internal.h). No compute ops yet: they come with the kernels
- * (issue 5), and the capability list in gpu_plugin.c says so.
+ * member (gpu_internal.h). The compute ops are in gpu_ops.cu.
  *
- * Execution model: everything runs on the device's legacy default stream and
- * is synchronous - a copy or fill is complete when its function returns
- * (capability async_queue is ABSENT). A context is used by one thread at a
- * time, but not always the same thread, so each call selects its device first.
+ * Execution model: everything runs on the device's legacy default stream;
+ * copies and fills are complete when their function returns (capability
+ * async_queue is ABSENT). A context is used by one thread at a time, but not
+ * always the same thread, so each call selects its device first.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,16 +21,10 @@
 #include "gpu_internal.h"
 #include "gpu_vendor.h"
 
-struct vt_backend_ctx {
-    int device;
-    const vt_host_api *host;
-    char name[256]; /* device name, for messages */
-};
-
 /* ======================= errors ======================= */
 
 /* "1.19 GiB": bytes in the largest binary unit that keeps the value >= 1. */
-static void human_bytes(uint64_t bytes, char *buf, size_t cap)
+void vt_gpu_human_bytes(uint64_t bytes, char *buf, size_t cap)
 {
     static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = (double)bytes;
@@ -47,7 +40,7 @@ static void human_bytes(uint64_t bytes, char *buf, size_t cap)
 }
 
 /* Report through the host table (or stderr before one is known); returns st. */
-static vt_status gpu_fail(const vt_host_api *host, vt_status st, const char *fmt, ...)
+vt_status vt_gpu_fail(const vt_host_api *host, vt_status st, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -63,7 +56,7 @@ static vt_status gpu_fail(const vt_host_api *host, vt_status st, const char *fmt
 
 /* The vt_status for a runtime error; clears the runtime's last error so a
  * later call does not report this one again. */
-static vt_status status_of(vt_gpu_error e)
+vt_status vt_gpu_status_of(vt_gpu_error e)
 {
     (void)vt_gpu_get_last_error();
     if (e == vt_gpu_error_oom) return VT_ERR_OUT_OF_MEMORY;
@@ -72,11 +65,11 @@ static vt_status status_of(vt_gpu_error e)
 }
 
 /* Select the context's device; on failure sets the error naming the call. */
-static vt_status select_device(vt_backend_ctx *ctx, const char *op)
+vt_status vt_gpu_select_device(vt_backend_ctx *ctx, const char *op)
 {
     vt_gpu_error e = vt_gpu_set_device(ctx->device);
     if (e == vt_gpu_success) return VT_OK;
-    return gpu_fail(ctx->host, status_of(e), "%s: " VT_GPU_RT "SetDevice(%d) failed: %s", op,
+    return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: " VT_GPU_RT "SetDevice(%d) failed: %s", op,
                     ctx->device, vt_gpu_get_error_string(e));
 }
 
@@ -150,7 +143,7 @@ extern "C" vt_status vt_gpu_device_name(int device, char *buf, size_t cap)
     vt_gpu_error e = vt_gpu_get_device_properties(&prop, device);
     if (e != vt_gpu_success) {
         snprintf(buf, cap, "?");
-        return status_of(e);
+        return vt_gpu_status_of(e);
     }
     snprintf(buf, cap, "%s", prop.name);
     return VT_OK;
@@ -158,12 +151,12 @@ extern "C" vt_status vt_gpu_device_name(int device, char *buf, size_t cap)
 
 extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_backend_ctx **out)
 {
-    if (!out) return gpu_fail(host, VT_ERR_INVALID_ARG, "init: out is NULL");
+    if (!out) return vt_gpu_fail(host, VT_ERR_INVALID_ARG, "init: out is NULL");
     *out = NULL;
     int n;
     const char *why;
     if (!device_in_range(device, &n, &why))
-        return gpu_fail(host, VT_ERR_RANGE,
+        return vt_gpu_fail(host, VT_ERR_RANGE,
                         "device %d requested, but backend " VT_GPU_PLUGIN_NAME
                         " has %d device(s)%s%s%s",
                         device, n, *why ? " (" VT_GPU_RT "GetDeviceCount: " : "", why,
@@ -171,25 +164,26 @@ extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_
     vt_gpu_device_prop prop;
     vt_gpu_error e = vt_gpu_get_device_properties(&prop, device);
     if (e != vt_gpu_success)
-        return gpu_fail(host, status_of(e), "init: " VT_GPU_RT "GetDeviceProperties(%d) failed: %s",
+        return vt_gpu_fail(host, vt_gpu_status_of(e), "init: " VT_GPU_RT "GetDeviceProperties(%d) failed: %s",
                         device, vt_gpu_get_error_string(e));
     e = vt_gpu_set_device(device);
     /* free(NULL) creates the device's runtime context, so driver errors show here */
     if (e == vt_gpu_success) e = vt_gpu_free(NULL);
     if (e != vt_gpu_success)
-        return gpu_fail(host, status_of(e), "init: cannot create a " VT_GPU_RUNTIME_NAME
+        return vt_gpu_fail(host, vt_gpu_status_of(e), "init: cannot create a " VT_GPU_RUNTIME_NAME
                         " context on device %d (%s): %s", device, prop.name,
                         vt_gpu_get_error_string(e));
 
     vt_backend_ctx *ctx = (vt_backend_ctx *)calloc(1, sizeof *ctx);
     if (!ctx)
-        return gpu_fail(host, VT_ERR_OUT_OF_MEMORY, "init: context of %zu bytes", sizeof *ctx);
+        return vt_gpu_fail(host, VT_ERR_OUT_OF_MEMORY, "init: context of %zu bytes", sizeof *ctx);
     ctx->device = device;
     ctx->host = host;
     snprintf(ctx->name, sizeof ctx->name, "%s", prop.name);
+    vt_gpu_ops_init(ctx);
     if (host && host->log) {
         char total[32];
-        human_bytes((uint64_t)prop.totalGlobalMem, total, sizeof total);
+        vt_gpu_human_bytes((uint64_t)prop.totalGlobalMem, total, sizeof total);
         host->log(VT_LOG_INFO, "backend " VT_GPU_PLUGIN_NAME ": device %d of %d: %s, %s, "
                   "compute capability %d.%d", device, n, prop.name, total, prop.major, prop.minor);
     }
@@ -203,6 +197,7 @@ extern "C" void vt_gpu_shutdown(vt_backend_ctx *ctx)
     /* finish what was queued on the device before its memory goes away */
     if (vt_gpu_set_device(ctx->device) == vt_gpu_success) (void)vt_gpu_device_synchronize();
     (void)vt_gpu_get_last_error();
+    vt_gpu_ops_release(ctx);
     free(ctx);
 }
 
@@ -212,10 +207,10 @@ extern "C" vt_status vt_gpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char 
 {
     const char *name = what ? what : "(unnamed)";
     if (!ctx || !out)
-        return gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "alloc for %s: %s is NULL",
+        return vt_gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "alloc for %s: %s is NULL",
                         name, ctx ? "out" : "ctx");
     *out = NULL;
-    vt_status st = select_device(ctx, "alloc");
+    vt_status st = vt_gpu_select_device(ctx, "alloc");
     if (st) return st;
     void *p = NULL;
     vt_gpu_error e = vt_gpu_malloc(&p, bytes ? bytes : 256);
@@ -223,14 +218,14 @@ extern "C" vt_status vt_gpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char 
         char h[32], fr[32] = "?", tot[32] = "?";
         size_t f = 0, t = 0;
         const char *es = vt_gpu_get_error_string(e);
-        st = status_of(e);
+        st = vt_gpu_status_of(e);
         if (vt_gpu_mem_get_info(&f, &t) == vt_gpu_success) {
-            human_bytes(f, fr, sizeof fr);
-            human_bytes(t, tot, sizeof tot);
+            vt_gpu_human_bytes(f, fr, sizeof fr);
+            vt_gpu_human_bytes(t, tot, sizeof tot);
         }
         (void)vt_gpu_get_last_error();
-        human_bytes(bytes, h, sizeof h);
-        return gpu_fail(ctx->host, st, VT_GPU_RT "Malloc of %s (%zu bytes) for %s failed: %s "
+        vt_gpu_human_bytes(bytes, h, sizeof h);
+        return vt_gpu_fail(ctx->host, st, VT_GPU_RT "Malloc of %s (%zu bytes) for %s failed: %s "
                         "(device %d, %s: %s free of %s)", h, bytes, name, es, ctx->device,
                         ctx->name, fr, tot);
     }
@@ -261,18 +256,18 @@ extern "C" vt_status vt_gpu_host_alloc_pinned(vt_backend_ctx *ctx, size_t bytes,
 {
     const char *name = what ? what : "(unnamed)";
     if (!ctx || !out)
-        return gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG,
+        return vt_gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG,
                         "host_alloc_pinned for %s: %s is NULL", name, ctx ? "out" : "ctx");
     *out = NULL;
-    vt_status st = select_device(ctx, "host_alloc_pinned");
+    vt_status st = vt_gpu_select_device(ctx, "host_alloc_pinned");
     if (st) return st;
     void *p = NULL;
     vt_gpu_error e = vt_gpu_host_alloc(&p, bytes ? bytes : 64);
     if (e != vt_gpu_success) {
         char h[32];
-        human_bytes(bytes, h, sizeof h);
+        vt_gpu_human_bytes(bytes, h, sizeof h);
         const char *es = vt_gpu_get_error_string(e);
-        return gpu_fail(ctx->host, status_of(e),
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e),
 #ifdef VT_GPU_HIP
                         "hipHostMalloc"
 #else
@@ -302,12 +297,12 @@ extern "C" void vt_gpu_host_free_pinned(vt_backend_ctx *ctx, void *ptr)
 static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const void *src,
                           size_t bytes, int kind_d2d)
 {
-    if (!ctx) return gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s of %zu bytes: ctx is NULL", op, bytes);
+    if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s of %zu bytes: ctx is NULL", op, bytes);
     if (!bytes) return VT_OK;
     if (!dst || !src)
-        return gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "%s of %zu bytes: NULL %s pointer", op,
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "%s of %zu bytes: NULL %s pointer", op,
                         bytes, dst ? "source" : "destination");
-    vt_status st = select_device(ctx, op);
+    vt_status st = vt_gpu_select_device(ctx, op);
     if (st) return st;
     vt_gpu_error e;
     if (kind_d2d == 0) e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_h2d);
@@ -319,8 +314,8 @@ static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const 
     }
     if (e != vt_gpu_success) {
         char h[32];
-        human_bytes(bytes, h, sizeof h);
-        return gpu_fail(ctx->host, status_of(e), "%s of %s (%zu bytes, %p -> %p) on device %d "
+        vt_gpu_human_bytes(bytes, h, sizeof h);
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s of %s (%zu bytes, %p -> %p) on device %d "
                         "failed: %s", op, h, bytes, src, dst, ctx->device,
                         vt_gpu_get_error_string(e));
     }
@@ -344,11 +339,11 @@ extern "C" vt_status vt_gpu_copy_d2d(vt_backend_ctx *ctx, void *dst, const void 
 
 extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t bytes)
 {
-    if (!ctx) return gpu_fail(NULL, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: ctx is NULL", bytes);
+    if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: ctx is NULL", bytes);
     if (!bytes) return VT_OK;
     if (!dst)
-        return gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: NULL pointer", bytes);
-    vt_status st = select_device(ctx, "memset_zero");
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: NULL pointer", bytes);
+    vt_status st = vt_gpu_select_device(ctx, "memset_zero");
     if (st) return st;
     unsigned char *p = (unsigned char *)dst;
     /* bytes up to the first 16-byte boundary, whole words, then the tail */
@@ -363,8 +358,8 @@ extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t b
     if (e == vt_gpu_success) e = vt_gpu_device_synchronize(); /* execution errors */
     if (e != vt_gpu_success) {
         char h[32];
-        human_bytes(bytes, h, sizeof h);
-        return gpu_fail(ctx->host, status_of(e), "memset_zero of %s (%zu bytes at %p) on device %d "
+        vt_gpu_human_bytes(bytes, h, sizeof h);
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "memset_zero of %s (%zu bytes at %p) on device %d "
                         "failed: %s", h, bytes, dst, ctx->device, vt_gpu_get_error_string(e));
     }
     return VT_OK;
@@ -372,12 +367,12 @@ extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t b
 
 extern "C" vt_status vt_gpu_synchronize(vt_backend_ctx *ctx)
 {
-    if (!ctx) return gpu_fail(NULL, VT_ERR_INVALID_ARG, "synchronize: ctx is NULL");
-    vt_status st = select_device(ctx, "synchronize");
+    if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "synchronize: ctx is NULL");
+    vt_status st = vt_gpu_select_device(ctx, "synchronize");
     if (st) return st;
     vt_gpu_error e = vt_gpu_device_synchronize();
     if (e != vt_gpu_success)
-        return gpu_fail(ctx->host, status_of(e), "synchronize on device %d failed: %s", ctx->device,
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "synchronize on device %d failed: %s", ctx->device,
                         vt_gpu_get_error_string(e));
     return VT_OK;
 }
@@ -388,14 +383,14 @@ extern "C" vt_status vt_gpu_memory_probe(vt_backend_ctx *ctx, uint64_t *free_byt
                                          uint64_t *total_bytes)
 {
     if (!ctx || !free_bytes || !total_bytes)
-        return gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "memory_probe: NULL %s",
+        return vt_gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "memory_probe: NULL %s",
                         ctx ? "output" : "ctx");
-    vt_status st = select_device(ctx, "memory_probe");
+    vt_status st = vt_gpu_select_device(ctx, "memory_probe");
     if (st) return st;
     size_t f = 0, t = 0;
     vt_gpu_error e = vt_gpu_mem_get_info(&f, &t);
     if (e != vt_gpu_success)
-        return gpu_fail(ctx->host, status_of(e), "memory_probe: " VT_GPU_RT "MemGetInfo on device "
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "memory_probe: " VT_GPU_RT "MemGetInfo on device "
                         "%d failed: %s", ctx->device, vt_gpu_get_error_string(e));
     *free_bytes = (uint64_t)f;
     *total_bytes = (uint64_t)t;

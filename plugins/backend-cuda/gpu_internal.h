@@ -1,26 +1,34 @@
 /*
- * gpu_internal.h - the seam between the two halves of backend-cuda /
+ * gpu_internal.h - the seam between the parts of backend-cuda /
  * backend-rocm:
  *
  *  - gpu_backend.cu (nvcc or hipcc, C++ with C linkage): everything that calls
- *    the vendor runtime - device count and names, contexts, device and pinned
- *    host memory, copies, the zero-fill kernel, the memory probe;
+ *    the vendor runtime for memory - device count and names, contexts, device
+ *    and pinned host memory, copies, the zero-fill kernel, the memory probe;
+ *  - gpu_ops.cu (nvcc or hipcc): the compute ops (vt/backend.h) as kernels,
+ *    the per-context scratch buffers and, under CUDA, cuBLAS for prefill;
  *  - gpu_plugin.c (C11): the capability list, the vt_backend_api table and
  *    the plugin descriptor.
  *
- * The split keeps the vendor half free of vt/backend.h (whose vt/types.h uses
- * C99 array designators that C++ compilers reject) and the table in plain C
- * with designated initializers. This header includes only vt/status.h and
- * vt/plugin.h, which compile as C and C++.
+ * vt/types.h and vt/backend.h compile as C and C++, so every part sees the
+ * op signatures of vt/backend.h.
  *
  * The functions below have exactly the signatures of the vt_backend_api
  * members of the same name (vt/backend.h), so the table points at them
  * directly; only init is split (gpu_plugin.c unpacks vt_backend_params).
- * Every failure sets host->set_error() with a message naming the runtime call,
- * the object and the byte count, and returns a vt_status:
+ * Every failure sets host->set_error() with a message naming the op or
+ * runtime call, the object and the byte count, and returns a vt_status:
  * VT_ERR_OUT_OF_MEMORY for an allocation the device cannot satisfy,
- * VT_ERR_INVALID_ARG for NULL pointers, VT_ERR_RANGE for a bad device index,
- * VT_ERR_IO for any other runtime error (driver, launch, copy).
+ * VT_ERR_INVALID_ARG for NULL pointers and bad shapes, VT_ERR_RANGE for a bad
+ * device index or row id, VT_ERR_UNSUPPORTED for a shape beyond a kernel's
+ * limit, VT_ERR_IO for any other runtime error (driver, launch, copy, cuBLAS).
+ *
+ * Execution model: one context drives one device; every kernel runs on the
+ * legacy default stream, in issue order. An op returns once its kernels are
+ * enqueued (launch errors are checked at once, execution errors surface at
+ * the next synchronising call); copies to the host synchronise. Host arrays
+ * an op takes (ids, idx, wt, pos) are copied into the context's device
+ * scratch before the op returns, so the caller may reuse them at once.
  */
 #ifndef VT_GPU_INTERNAL_H
 #define VT_GPU_INTERNAL_H
@@ -28,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vt/backend.h"
 #include "vt/plugin.h"
 #include "vt/status.h"
 
@@ -44,7 +53,20 @@
 extern "C" {
 #endif
 
-typedef struct vt_backend_ctx vt_backend_ctx; /* defined in gpu_backend.cu */
+/* A context: one device, its scratch buffers and the cuBLAS handle. */
+struct vt_backend_ctx {
+    int device;
+    const vt_host_api *host;
+    char name[256];       /* device name, for messages */
+    int gemm_blas;        /* prefill matmul through cuBLAS (1) or the tiled kernel (0) */
+    void *blas;           /* cublasHandle_t, created by the first prefill matmul */
+    void *scratch;        /* device: host arguments of an op (ids, idx, wt, pos) */
+    size_t scratch_bytes;
+    void *wbuf;           /* device: weight rows dequantised to float32 for cuBLAS */
+    size_t wbuf_bytes;
+    void *hbuf;           /* host: logits of softmax_topk */
+    size_t hbuf_bytes;
+};
 
 /* Devices the runtime sees now; 0 when the runtime reports an error
  * (no driver, no device). Never fails. */
@@ -82,7 +104,90 @@ void vt_gpu_host_free_pinned(vt_backend_ctx *ctx, void *ptr);
  * VT_ERR_RANGE when device is not in [0, device_count()). */
 vt_status vt_gpu_device_name(int device, char *buf, size_t cap);
 
+/* ---- gpu_ops.cu ---- */
+
+/* Set up the op state of a new context (GEMM choice: env VT_GPU_GEMM=tiled
+ * selects the tiled kernel instead of cuBLAS, which is how the tests reach
+ * the HIP path on an NVIDIA device), and free it (scratch, cuBLAS handle)
+ * before the context goes. */
+void vt_gpu_ops_init(vt_backend_ctx *ctx);
+void vt_gpu_ops_release(vt_backend_ctx *ctx);
+/* "cuBLAS" or "tiled kernel": what prefill matmuls of ctx use. */
+const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx);
+
+/* mat_mul / get_rows per weight type (F32, F16, BF16, Q8_0). mat_mul with at
+ * most VT_GPU_MM_VEC_MAX tokens runs the dequantise-on-the-fly kernel (one
+ * warp per output row), larger batches dequantise rows in chunks of at most
+ * VT_GPU_WBUF_MAX bytes and run cuBLAS SGEMM (CUDA) or the tiled kernel. */
+#define VT_GPU_MM_VEC_MAX 8
+#define VT_GPU_WBUF_MAX ((size_t)64 << 20)
+vt_status vt_gpu_mat_mul_f32(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                             float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_f16(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                             float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_bf16(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q8_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_get_rows_f32(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                              int64_t n, float *out);
+vt_status vt_gpu_get_rows_f16(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                              int64_t n, float *out);
+vt_status vt_gpu_get_rows_bf16(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q8_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+
+vt_status vt_gpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                          float *y, int64_t ldy, int64_t n_rows, int64_t n, float eps);
+vt_status vt_gpu_l2_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y, int64_t ldy,
+                         int64_t n_rows, int64_t n, float eps);
+vt_status vt_gpu_rope_neox(vt_backend_ctx *ctx, float *x, int64_t ld_token, int64_t ld_head,
+                           int64_t n_tokens, int64_t n_head, int64_t n_rot, const int32_t *pos,
+                           float base, const float *freq_factors);
+/* head_dim up to VT_GPU_ATTN_MAX_HEAD_DIM (VT_ERR_UNSUPPORTED beyond). */
+#define VT_GPU_ATTN_MAX_HEAD_DIM 512
+vt_status vt_gpu_attention(vt_backend_ctx *ctx, const float *q, int64_t ldq, int64_t ldq_head,
+                           const float *k_cache, const float *v_cache, float *out, int64_t ldo,
+                           int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                           int64_t pos0, int64_t n_kv, int64_t window, float scale, float softcap);
+vt_status vt_gpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                          float *state, float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
+                          int64_t d_conv);
+vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q, const float *k, int64_t ldqk,
+                                 const float *v, int64_t ldv, const float *g, const float *beta,
+                                 float *state, float *out, int64_t ldo, int64_t n_tokens,
+                                 int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v);
+vt_status vt_gpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const float *x, float *y, int64_t n);
+vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a, const float *b,
+                        float *y, int64_t n, int64_t nb);
+vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s);
+vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
+                          int64_t n_rows, int64_t n_cols);
+vt_status vt_gpu_copy_2d(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
+                         int64_t ld_dst, int64_t n_rows, int64_t n_cols);
+vt_status vt_gpu_gather_rows(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                             const int32_t *idx, int64_t n, int64_t n_cols, float *dst,
+                             int64_t ld_dst);
+vt_status vt_gpu_scatter_add(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                             const int32_t *idx, const float *wt, int64_t n, int64_t n_cols,
+                             float *dst, int64_t ld_dst);
+vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
+                              int64_t k, int renorm, int32_t *ids, float *weights, float *probs);
+
 #ifdef __cplusplus
 }
+
+/* C++ helpers shared by gpu_backend.cu and gpu_ops.cu (defined in gpu_backend.cu). */
+#include "gpu_vendor.h"
+/* Report through the host table (stderr when there is none); returns st. */
+vt_status vt_gpu_fail(const vt_host_api *host, vt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The vt_status of a runtime error; clears the runtime's last error. */
+vt_status vt_gpu_status_of(vt_gpu_error e);
+/* Select the context's device; on failure sets the error naming op. */
+vt_status vt_gpu_select_device(vt_backend_ctx *ctx, const char *op);
+/* "1.19 GiB" */
+void vt_gpu_human_bytes(uint64_t bytes, char *buf, size_t cap);
 #endif
 #endif

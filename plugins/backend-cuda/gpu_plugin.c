@@ -3,19 +3,25 @@
  * list, the vt_backend_api table (vt/backend.h) and the exported plugin
  * descriptor. Built once per vendor; -DVT_GPU_HIP makes it backend-rocm.
  *
- * What the plugin does today: the required memory functions, the live memory
+ * What the plugin does: the required memory functions, the live memory
  * probe, pinned host memory and device names, all through the vendor runtime
- * (gpu_backend.cu). What it does not do yet: compute. Every op and every
- * per-type mat_mul/get_rows is declared ABSENT with the reason, so a model
- * that needs them is refused by name when the configuration is resolved,
- * before any weight is read.
+ * (gpu_backend.cu), and every compute op of vt/backend.h as kernels
+ * (gpu_ops.cu): mat_mul and get_rows for F32, F16, BF16 and Q8_0 weights.
+ * Other weight types are declared ABSENT with the reason, so a model that
+ * needs them is refused by name when the configuration is resolved, before
+ * any weight is read.
+ *
+ * async_queue is ABSENT: ops run in issue order on the device's legacy
+ * default stream and each returns once its kernels are enqueued; the result
+ * is visible to the next op, and to the host after copy_d2h (which waits)
+ * or synchronize(). Host arrays an op takes are copied before it returns.
  */
 #include <stddef.h>
 
 #include "gpu_internal.h"
 #include "vt/backend.h"
 
-#define GPU_PLUGIN_VERSION "0.1.0"
+#define GPU_PLUGIN_VERSION "0.2.0"
 
 /* ======================= init ======================= */
 
@@ -32,7 +38,7 @@ static vt_status gpu_init(const vt_backend_params *p, vt_backend_ctx **out)
         /* p->host itself lies beyond what the caller's struct has: no message channel */
         return VT_ERR_ABI;
     }
-    /* n_threads and kernels are CPU matters; there are no kernel sets to choose yet */
+    /* n_threads and kernels are CPU matters: the GPU has one kernel set */
     return vt_gpu_init_device((int)p->device, p->host, out);
 }
 
@@ -41,10 +47,10 @@ static vt_status gpu_init(const vt_backend_params *p, vt_backend_ctx **out)
 #define PRESENT(id) {(uint32_t)(id), VT_CAP_PRESENT, NULL}
 #define ABSENT(id, why) {(uint32_t)(id), VT_CAP_ABSENT, why}
 
-#define NO_KERNELS "backend-" VT_GPU_PLUGIN_NAME " has no kernels yet (issue 5)"
-#define OP_ABSENT(id) ABSENT(id, NO_KERNELS)
-/* every weight type id that vt/types.h names: no mat_mul, no get_rows */
-#define TYPE_ABSENT(t) ABSENT(VT_CAP_MAT_MUL(t), NO_KERNELS), ABSENT(VT_CAP_GET_ROWS(t), NO_KERNELS)
+#define NO_TYPE "backend-" VT_GPU_PLUGIN_NAME " has weight kernels for F32, F16, BF16 and Q8_0 only"
+/* a weight type id that vt/types.h names: no mat_mul, no get_rows */
+#define TYPE_ABSENT(t) ABSENT(VT_CAP_MAT_MUL(t), NO_TYPE), ABSENT(VT_CAP_GET_ROWS(t), NO_TYPE)
+#define TYPE_PRESENT(t) PRESENT(VT_CAP_MAT_MUL(t)), PRESENT(VT_CAP_GET_ROWS(t))
 
 static const vt_capability gpu_caps[] = {
     PRESENT(VT_CAP_MEMORY_PROBE),
@@ -52,31 +58,32 @@ static const vt_capability gpu_caps[] = {
     ABSENT(VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY,
            "discrete GPU: device memory is not host-addressable; a unified-memory device is "
            "configured as platform 'unified'"),
-    ABSENT(VT_CAP_ASYNC_QUEUE, "ops are synchronous until kernels land (issue 5)"),
+    ABSENT(VT_CAP_ASYNC_QUEUE, "ops are synchronous: issue order on the default stream, "
+           "host arrays copied before an op returns"),
     ABSENT(VT_CAP_PEER_COPY, "copies between two " VT_GPU_RUNTIME_NAME
            " devices are not implemented; one device per context"),
     PRESENT(VT_CAP_DEVICE_NAME),
-    OP_ABSENT(VT_CAP_OP_RMS_NORM),
-    OP_ABSENT(VT_CAP_OP_L2_NORM),
-    OP_ABSENT(VT_CAP_OP_ROPE_NEOX),
-    OP_ABSENT(VT_CAP_OP_ATTENTION),
-    OP_ABSENT(VT_CAP_OP_SSM_CONV),
-    OP_ABSENT(VT_CAP_OP_GATED_DELTA_NET),
-    OP_ABSENT(VT_CAP_OP_UNARY),
-    OP_ABSENT(VT_CAP_OP_BINARY),
-    OP_ABSENT(VT_CAP_OP_SCALE),
-    OP_ABSENT(VT_CAP_OP_MUL_ROWS),
-    OP_ABSENT(VT_CAP_OP_COPY_2D),
-    OP_ABSENT(VT_CAP_OP_GATHER_ROWS),
-    OP_ABSENT(VT_CAP_OP_SCATTER_ADD),
-    OP_ABSENT(VT_CAP_OP_SOFTMAX_TOPK),
-    TYPE_ABSENT(VT_TYPE_F32),
-    TYPE_ABSENT(VT_TYPE_F16),
+    PRESENT(VT_CAP_OP_RMS_NORM),
+    PRESENT(VT_CAP_OP_L2_NORM),
+    PRESENT(VT_CAP_OP_ROPE_NEOX),
+    PRESENT(VT_CAP_OP_ATTENTION),
+    PRESENT(VT_CAP_OP_SSM_CONV),
+    PRESENT(VT_CAP_OP_GATED_DELTA_NET),
+    PRESENT(VT_CAP_OP_UNARY),
+    PRESENT(VT_CAP_OP_BINARY),
+    PRESENT(VT_CAP_OP_SCALE),
+    PRESENT(VT_CAP_OP_MUL_ROWS),
+    PRESENT(VT_CAP_OP_COPY_2D),
+    PRESENT(VT_CAP_OP_GATHER_ROWS),
+    PRESENT(VT_CAP_OP_SCATTER_ADD),
+    PRESENT(VT_CAP_OP_SOFTMAX_TOPK),
+    TYPE_PRESENT(VT_TYPE_F32),
+    TYPE_PRESENT(VT_TYPE_F16),
     TYPE_ABSENT(VT_TYPE_Q4_0),
     TYPE_ABSENT(VT_TYPE_Q4_1),
     TYPE_ABSENT(VT_TYPE_Q5_0),
     TYPE_ABSENT(VT_TYPE_Q5_1),
-    TYPE_ABSENT(VT_TYPE_Q8_0),
+    TYPE_PRESENT(VT_TYPE_Q8_0),
     TYPE_ABSENT(VT_TYPE_Q8_1),
     TYPE_ABSENT(VT_TYPE_Q2_K),
     TYPE_ABSENT(VT_TYPE_Q3_K),
@@ -98,7 +105,7 @@ static const vt_capability gpu_caps[] = {
     TYPE_ABSENT(VT_TYPE_I64),
     TYPE_ABSENT(VT_TYPE_F64),
     TYPE_ABSENT(VT_TYPE_IQ1_M),
-    TYPE_ABSENT(VT_TYPE_BF16),
+    TYPE_PRESENT(VT_TYPE_BF16),
     TYPE_ABSENT(VT_TYPE_TQ1_0),
     TYPE_ABSENT(VT_TYPE_TQ2_0),
     TYPE_ABSENT(VT_TYPE_MXFP4),
@@ -127,7 +134,24 @@ static const vt_backend_api gpu_api = {
     .host_alloc_pinned = vt_gpu_host_alloc_pinned,
     .host_free_pinned = vt_gpu_host_free_pinned,
     .copy_peer = NULL,
-    /* mat_mul[], get_rows[] and every op: NULL (declared ABSENT above) */
+    .mat_mul = {[VT_TYPE_F32] = vt_gpu_mat_mul_f32, [VT_TYPE_F16] = vt_gpu_mat_mul_f16,
+                [VT_TYPE_BF16] = vt_gpu_mat_mul_bf16, [VT_TYPE_Q8_0] = vt_gpu_mat_mul_q8_0},
+    .get_rows = {[VT_TYPE_F32] = vt_gpu_get_rows_f32, [VT_TYPE_F16] = vt_gpu_get_rows_f16,
+                 [VT_TYPE_BF16] = vt_gpu_get_rows_bf16, [VT_TYPE_Q8_0] = vt_gpu_get_rows_q8_0},
+    .rms_norm = vt_gpu_rms_norm,
+    .l2_norm = vt_gpu_l2_norm,
+    .rope_neox = vt_gpu_rope_neox,
+    .attention = vt_gpu_attention,
+    .ssm_conv = vt_gpu_ssm_conv,
+    .gated_delta_net = vt_gpu_gated_delta_net,
+    .unary = vt_gpu_unary,
+    .binary = vt_gpu_binary,
+    .scale = vt_gpu_scale,
+    .mul_rows = vt_gpu_mul_rows,
+    .copy_2d = vt_gpu_copy_2d,
+    .gather_rows = vt_gpu_gather_rows,
+    .scatter_add = vt_gpu_scatter_add,
+    .softmax_topk = vt_gpu_softmax_topk,
     .device_name = vt_gpu_device_name,
 };
 
@@ -139,9 +163,9 @@ static const vt_plugin_desc gpu_desc = {
     .name = VT_GPU_PLUGIN_NAME,
     .version = GPU_PLUGIN_VERSION,
 #ifdef VT_GPU_HIP
-    .description = "ROCm/HIP backend: device memory, pinned staging, hipMemGetInfo probe; no kernels yet",
+    .description = "ROCm/HIP backend: HIP kernels for every op, F32/F16/BF16/Q8_0 weights",
 #else
-    .description = "CUDA backend: device memory, pinned staging, cudaMemGetInfo probe; no kernels yet",
+    .description = "CUDA backend: CUDA kernels for every op, F32/F16/BF16/Q8_0 weights, cuBLAS prefill",
 #endif
     .table = &gpu_api,
 };

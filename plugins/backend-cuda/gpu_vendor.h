@@ -4,9 +4,15 @@
  * to the HIP runtime. gpu_backend.cu uses only these names, so both plugins
  * are built from the same source.
  *
- * Only gpu_backend.cu (compiled by nvcc or hipcc) includes this header; the
- * C side of the plugin (gpu_plugin.c) needs the two name macros only, which
+ * Only the .cu files (compiled by nvcc or hipcc) include this header; the C
+ * side of the plugin (gpu_plugin.c) needs the two name macros only, which
  * gpu_internal.h repeats without pulling in a vendor header.
+ *
+ * Kernel code (gpu_ops.cu) uses plain CUDA C++ that hipcc also accepts
+ * (<<<>>> launches, __shared__, __syncthreads, __fmul_rn ...), plus the macros
+ * below for what differs: warp shuffles. Kernels treat a "warp" as 32 lanes
+ * and shuffle with width 32, which is a whole warp on NVIDIA and a half (or
+ * whole) wavefront on AMD, so the same code is right on both.
  */
 #ifndef VT_GPU_VENDOR_H
 #define VT_GPU_VENDOR_H
@@ -41,6 +47,9 @@ typedef hipDeviceProp_t vt_gpu_device_prop;
 #define vt_gpu_driver_get_version hipDriverGetVersion
 #define vt_gpu_runtime_get_version hipRuntimeGetVersion
 
+/* butterfly shuffle among 32 lanes (every lane of the 32 must call it) */
+#define VT_GPU_SHFL_XOR(v, m) __shfl_xor((v), (m), 32)
+
 #else /* CUDA */
 
 #include <cuda_runtime.h>
@@ -70,6 +79,9 @@ typedef cudaDeviceProp vt_gpu_device_prop;
 #define vt_gpu_device_synchronize cudaDeviceSynchronize
 #define vt_gpu_driver_get_version cudaDriverGetVersion
 #define vt_gpu_runtime_get_version cudaRuntimeGetVersion
+
+/* butterfly shuffle among 32 lanes (every lane of the 32 must call it) */
+#define VT_GPU_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), 32)
 
 #endif
 

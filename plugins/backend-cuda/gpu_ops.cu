@@ -1,0 +1,1116 @@
+/*
+ * gpu_ops.cu - the compute ops of backend-cuda and backend-rocm (vt/backend.h
+ * is the contract: shapes, strides, host vs device arrays, formulas) as
+ * kernels, written once for nvcc and hipcc (gpu_vendor.h maps the few names
+ * that differ).
+ *
+ * Arithmetic, op by op, against backend-cpu's scalar reference
+ * (plugins/backend-cpu/cpu_kernels_scalar.c):
+ *  - mat_mul: float32 products, float32 accumulation. Up to
+ *    VT_GPU_MM_VEC_MAX tokens (decode): one warp per output row dequantises
+ *    the row on the fly (F32, F16, BF16, Q8_0 = f16 d · 32 int8) and keeps one
+ *    accumulator per token. More tokens (prefill): rows are dequantised
+ *    exactly to float32 into a bounded device buffer and multiplied by cuBLAS
+ *    SGEMM with the default (not TF32) math mode; F32 weights go to SGEMM
+ *    directly. Under HIP (no hipBLAS on Debian 12), or with env
+ *    VT_GPU_GEMM=tiled, a 64x64 tiled kernel that dequantises while loading
+ *    its tiles does the same product. The reference accumulates in double, so
+ *    results differ by float32 summation rounding only.
+ *  - get_rows, copies, gather, scatter_add (in order of i for every column),
+ *    binary, scale, mul_rows: the same float operations as the CPU, no fused
+ *    multiply-add: bit-identical.
+ *  - rms_norm / l2_norm: sum of squares in double, the scale rounded once to
+ *    float, as the CPU does; ssm_conv and unary evaluate in double and round
+ *    once; rope_neox computes its angles, cos/sin and the rotation in double;
+ *    gated_delta_net keeps the state in float32 in global memory with the
+ *    CPU's operation order and double accumulators (one block per value head
+ *    and strip of value columns, sequential over tokens). These agree with
+ *    the CPU to the last bit but for the rounding of the device's libm.
+ *  - attention: one block of ATTN_WARPS warps per (token, query head), each
+ *    warp an online (max-subtracted) float32 softmax over its share of the
+ *    visible cache positions, merged at the end.
+ *  - softmax_topk: the routing outputs are host arrays, so the logits are
+ *    copied to the host and the CPU's algorithm (double softmax, ties to the
+ *    lower index) runs there.
+ *
+ * Execution: everything on the legacy default stream, so ops run in issue
+ * order; an op returns once its kernels are enqueued (capability
+ * async_queue is ABSENT: results are visible to the next op, and to the host
+ * after copy_d2h or synchronize). Launch errors are checked after every
+ * launch and reported naming the op.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+
+#if !defined(VT_GPU_HIP) && defined(VT_GPU_HAVE_CUBLAS)
+#include <cublas_v2.h>
+#define GPU_HAVE_BLAS 1
+#else
+#define GPU_HAVE_BLAS 0
+#endif
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, __VA_ARGS__);           \
+    } while (0)
+
+#define NEED_CTX(op)                                                                           \
+    do {                                                                                       \
+        if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, op ": ctx is NULL");            \
+    } while (0)
+
+#define TRY(x)                                                                                 \
+    do {                                                                                       \
+        vt_status st_ = (x);                                                                   \
+        if (st_ != VT_OK) return st_;                                                          \
+    } while (0)
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Grid size for a grid-stride loop over n items of `threads`-thread blocks. */
+static unsigned grid_for(int64_t n, unsigned threads)
+{
+    int64_t b = ceil_div(n, threads);
+    if (b > 65535 * 8) b = 65535 * 8;
+    return b > 0 ? (unsigned)b : 1u;
+}
+
+/* After a launch: the launch error, if any, named by op. */
+static vt_status launched(vt_backend_ctx *ctx, const char *op)
+{
+    vt_gpu_error e = vt_gpu_get_last_error();
+    if (e == vt_gpu_success) return VT_OK;
+    return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: kernel launch on device %d (%s) failed: %s",
+                       op, ctx->device, ctx->name, vt_gpu_get_error_string(e));
+}
+
+/* ======================= scratch ======================= */
+
+/* *buf (device, or host when host_mem) holds at least `bytes`; grows by
+ * doubling, after the device has finished with the old buffer. */
+static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t *cap, size_t bytes,
+                         int host_mem)
+{
+    if (*cap >= bytes) return VT_OK;
+    size_t want = *cap ? *cap : 4096;
+    while (want < bytes) want *= 2;
+    if (*buf) {
+        if (host_mem) {
+            free(*buf);
+        } else {
+            (void)vt_gpu_device_synchronize(); /* a queued kernel may still read it */
+            (void)vt_gpu_free(*buf);
+            (void)vt_gpu_get_last_error();
+        }
+        *buf = NULL;
+        *cap = 0;
+    }
+    char h[32];
+    vt_gpu_human_bytes(want, h, sizeof h);
+    if (host_mem) {
+        *buf = malloc(want);
+        if (!*buf)
+            return vt_gpu_fail(ctx->host, VT_ERR_OUT_OF_MEMORY,
+                               "%s: host scratch of %s (%zu bytes): out of memory", op, h, want);
+    } else {
+        vt_gpu_error e = vt_gpu_malloc(buf, want);
+        if (e != vt_gpu_success) {
+            *buf = NULL;
+            return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: " VT_GPU_RT
+                               "Malloc of %s (%zu bytes) of op scratch on device %d failed: %s",
+                               op, h, want, ctx->device, vt_gpu_get_error_string(e));
+        }
+    }
+    *cap = want;
+    return VT_OK;
+}
+
+/* Copy up to two host arrays into the device scratch: a (a_bytes) at the
+ * start, b (b_bytes, may be 0) after it at a 256-byte boundary. The copy is
+ * ordered after every kernel queued before it (legacy default stream), so a
+ * kernel still reading the previous contents is not disturbed. */
+static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size_t a_bytes,
+                        const void *b, size_t b_bytes, void **da, void **db)
+{
+    size_t off_b = (a_bytes + 255) & ~(size_t)255;
+    TRY(reserve(ctx, op, &ctx->scratch, &ctx->scratch_bytes, off_b + b_bytes, 0));
+    vt_gpu_error e = vt_gpu_memcpy(ctx->scratch, a, a_bytes, vt_gpu_memcpy_h2d);
+    if (e == vt_gpu_success && b_bytes)
+        e = vt_gpu_memcpy((char *)ctx->scratch + off_b, b, b_bytes, vt_gpu_memcpy_h2d);
+    if (e != vt_gpu_success)
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: upload of %zu bytes of host "
+                           "arguments to device %d failed: %s", op, a_bytes + b_bytes, ctx->device,
+                           vt_gpu_get_error_string(e));
+    *da = ctx->scratch;
+    if (db) *db = b_bytes ? (char *)ctx->scratch + off_b : NULL;
+    return VT_OK;
+}
+
+extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
+{
+    const char *g = getenv("VT_GPU_GEMM");
+    ctx->gemm_blas = GPU_HAVE_BLAS && !(g && !strcmp(g, "tiled"));
+}
+
+extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
+{
+#if GPU_HAVE_BLAS
+    if (ctx->blas) cublasDestroy((cublasHandle_t)ctx->blas);
+#endif
+    ctx->blas = NULL;
+    if (ctx->scratch) (void)vt_gpu_free(ctx->scratch);
+    if (ctx->wbuf) (void)vt_gpu_free(ctx->wbuf);
+    (void)vt_gpu_get_last_error();
+    free(ctx->hbuf);
+    ctx->scratch = ctx->wbuf = ctx->hbuf = NULL;
+    ctx->scratch_bytes = ctx->wbuf_bytes = ctx->hbuf_bytes = 0;
+}
+
+extern "C" const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx)
+{
+    return ctx && ctx->gemm_blas ? "cuBLAS SGEMM" : "tiled kernel";
+}
+
+/* ======================= weight element loads ======================= */
+
+/* binary16 bits -> float, exact (gguf.md §6.1). */
+static __device__ __forceinline__ float f16_to_f32(unsigned h)
+{
+    unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 0) { /* zero or subnormal: m · 2^-24, exact in float */
+        float f = (float)m * 5.9604644775390625e-8f;
+        return s ? -f : f;
+    }
+    unsigned bits = e == 31u ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));
+    return __uint_as_float(bits);
+}
+
+/* Element i of a weight row of type T, exact in float32 (gguf.md §6.1, §6.2). */
+template <int T> static __device__ __forceinline__ float wload(const uint8_t *row, int64_t i);
+
+template <> __device__ __forceinline__ float wload<VT_TYPE_F32>(const uint8_t *row, int64_t i)
+{
+    return ((const float *)row)[i];
+}
+template <> __device__ __forceinline__ float wload<VT_TYPE_F16>(const uint8_t *row, int64_t i)
+{
+    return f16_to_f32(((const unsigned short *)row)[i]);
+}
+template <> __device__ __forceinline__ float wload<VT_TYPE_BF16>(const uint8_t *row, int64_t i)
+{
+    return __uint_as_float((unsigned)((const unsigned short *)row)[i] << 16);
+}
+template <> __device__ __forceinline__ float wload<VT_TYPE_Q8_0>(const uint8_t *row, int64_t i)
+{
+    const uint8_t *blk = row + (i >> 5) * 34; /* f16 d, int8 qs[32] */
+    float d = f16_to_f32((unsigned)blk[0] | ((unsigned)blk[1] << 8));
+    return __fmul_rn(d, (float)(signed char)blk[2 + (i & 31)]);
+}
+
+/* ======================= reductions ======================= */
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) v += VT_GPU_SHFL_XOR(v, m);
+    return v;
+}
+
+static __device__ __forceinline__ double warp_sum_d(double v)
+{
+    for (int m = 16; m > 0; m >>= 1) v += VT_GPU_SHFL_XOR(v, m);
+    return v;
+}
+
+/* Sum of v over the block (blockDim.x a multiple of 32, at most 1024);
+ * every thread gets the result. */
+static __device__ double block_sum_d(double v)
+{
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads(); /* part[] may still be read from a previous call */
+    if (lane == 0) part[wid] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int i = 0; i < nw; i++) s += part[i];
+    return s;
+}
+
+/* ======================= mat_mul, get_rows ======================= */
+
+#define MM_VEC_WARPS 8 /* rows per block of the decode kernel */
+
+/* y[t*ldy + r] = dot(row r, x[t*ldx ..]) for t < n_tok (<= VT_GPU_MM_VEC_MAX):
+ * one warp per row; lane l takes elements l, l+32, ... */
+template <int T>
+static __global__ void k_mm_vec(const uint8_t *w, size_t rb, int64_t n_in, int64_t n_out,
+                                const float *x, int64_t ldx, float *y, int64_t ldy, int n_tok)
+{
+    int lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.x * MM_VEC_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return; /* whole warps leave together */
+    const uint8_t *row = w + (size_t)r * rb;
+    float acc[VT_GPU_MM_VEC_MAX];
+#pragma unroll
+    for (int t = 0; t < VT_GPU_MM_VEC_MAX; t++) acc[t] = 0.0f;
+    for (int64_t i = lane; i < n_in; i += 32) {
+        float wv = wload<T>(row, i);
+#pragma unroll
+        for (int t = 0; t < VT_GPU_MM_VEC_MAX; t++)
+            if (t < n_tok) acc[t] += wv * x[t * ldx + i];
+    }
+#pragma unroll
+    for (int t = 0; t < VT_GPU_MM_VEC_MAX; t++) {
+        if (t < n_tok) {
+            float s = warp_sum(acc[t]);
+            if (lane == 0) y[t * ldy + r] = s;
+        }
+    }
+}
+
+/* dst[r*n_in + i] = element i of row r, r < n_rows (grid-stride). */
+template <int T>
+static __global__ void k_dequant_rows(const uint8_t *w, size_t rb, int64_t n_in, int64_t n_rows,
+                                      float *dst)
+{
+    int64_t n = n_in * n_rows, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        int64_t r = e / n_in, i = e - r * n_in;
+        dst[e] = wload<T>(w + (size_t)r * rb, i);
+    }
+}
+
+/* out[j*n_in + i] = element i of row ids[j] (ids: device), j < n. */
+template <int T>
+static __global__ void k_get_rows(const uint8_t *w, size_t rb, int64_t n_in, const int32_t *ids,
+                                  int64_t n, float *out)
+{
+    int64_t tot = n_in * n, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
+        int64_t j = e / n_in, i = e - j * n_in;
+        out[e] = wload<T>(w + (size_t)ids[j] * rb, i);
+    }
+}
+
+/* Tiled GEMM (HIP's prefill path; VT_GPU_GEMM=tiled on CUDA):
+ * y[t*ldy + o] = Σ_i x[t*ldx + i] · W[o][i], tiles of 64 rows × 64 tokens,
+ * 16 columns of n_in at a time; 256 threads, each 4 rows × 4 tokens;
+ * weights dequantised while the tile is loaded; float32 accumulation in
+ * order of i. */
+#define GT 64
+#define GK 16
+template <int T>
+static __global__ void k_mm_tiled(const uint8_t *w, size_t rb, int64_t n_in, int64_t n_out,
+                                  const float *x, int64_t ldx, float *y, int64_t ldy,
+                                  int64_t n_tok)
+{
+    __shared__ float ws[GK][GT + 1];
+    __shared__ float xs[GK][GT + 1];
+    int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    int64_t o0 = (int64_t)blockIdx.x * GT, t0 = (int64_t)blockIdx.y * GT;
+    float acc[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++) acc[a][b] = 0.0f;
+    for (int64_t k0 = 0; k0 < n_in; k0 += GK) {
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            int idx = tid + 256 * l, kk = idx & (GK - 1), rr = idx >> 4;
+            int64_t o = o0 + rr, t = t0 + rr, i = k0 + kk;
+            ws[kk][rr] = (o < n_out && i < n_in) ? wload<T>(w + (size_t)o * rb, i) : 0.0f;
+            xs[kk][rr] = (t < n_tok && i < n_in) ? x[t * ldx + i] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < GK; kk++) {
+            float av[4], bv[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++) av[a] = ws[kk][tx + 16 * a];
+#pragma unroll
+            for (int b = 0; b < 4; b++) bv[b] = xs[kk][ty + 16 * b];
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int b = 0; b < 4; b++) acc[a][b] += av[a] * bv[b];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+        int64_t t = t0 + ty + 16 * b;
+        if (t >= n_tok) continue;
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            int64_t o = o0 + tx + 16 * a;
+            if (o < n_out) y[t * ldy + o] = acc[a][b];
+        }
+    }
+}
+
+static vt_status check_weight(vt_backend_ctx *ctx, const char *op, uint32_t type,
+                              const vt_weight *w)
+{
+    CHECK(w, "%s: weight is NULL", op);
+    const char *nm = w->name ? w->name : "(unnamed)";
+    CHECK(w->type == type, "%s: weight %s has type %s but was passed to the %s kernel", op, nm,
+          vt_type_name(w->type), vt_type_name(type));
+    CHECK(w->n_in > 0 && w->n_out >= 0, "%s: weight %s has shape [%lld, %lld]", op, nm,
+          (long long)w->n_out, (long long)w->n_in);
+    CHECK(w->row_bytes == vt_type_row_bytes(type, (uint64_t)w->n_in),
+          "%s: weight %s: row_bytes %llu does not match %lld elements of %s (%llu)", op, nm,
+          (unsigned long long)w->row_bytes, (long long)w->n_in, vt_type_name(type),
+          (unsigned long long)vt_type_row_bytes(type, (uint64_t)w->n_in));
+    CHECK(w->data || w->n_out == 0, "%s: weight %s has no data", op, nm);
+    return VT_OK;
+}
+
+#if GPU_HAVE_BLAS
+static const char *blas_str(cublasStatus_t s) { return cublasGetStatusString(s); }
+
+static vt_status blas_handle(vt_backend_ctx *ctx, const char *nm)
+{
+    if (ctx->blas) return VT_OK;
+    cublasHandle_t h = NULL;
+    cublasStatus_t s = cublasCreate(&h);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); /* no TF32 */
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(h, 0); /* the legacy default stream */
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        if (h) cublasDestroy(h);
+        return vt_gpu_fail(ctx->host, s == CUBLAS_STATUS_ALLOC_FAILED ? VT_ERR_OUT_OF_MEMORY : VT_ERR_IO,
+                           "mat_mul %s: cuBLAS handle on device %d (%s): %s", nm, ctx->device,
+                           ctx->name, blas_str(s));
+    }
+    ctx->blas = (void *)h;
+    return VT_OK;
+}
+#endif
+
+template <int T>
+static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                           float *y, int64_t ldy, int64_t n_tokens)
+{
+    NEED_CTX("mat_mul");
+    TRY(check_weight(ctx, "mat_mul", (uint32_t)T, w));
+    const char *nm = w->name ? w->name : "(unnamed)";
+    CHECK(n_tokens >= 0, "mat_mul %s: n_tokens %lld < 0", nm, (long long)n_tokens);
+    if (n_tokens == 0 || w->n_out == 0) return VT_OK;
+    CHECK(x && y, "mat_mul %s: x or y is NULL", nm);
+    CHECK(ldx >= w->n_in, "mat_mul %s: ldx %lld < n_in %lld", nm, (long long)ldx, (long long)w->n_in);
+    CHECK(ldy >= w->n_out, "mat_mul %s: ldy %lld < n_out %lld", nm, (long long)ldy,
+          (long long)w->n_out);
+    TRY(vt_gpu_select_device(ctx, "mat_mul"));
+    const uint8_t *wd = (const uint8_t *)w->data;
+    const size_t rb = (size_t)w->row_bytes;
+
+    if (n_tokens <= VT_GPU_MM_VEC_MAX) { /* decode: dequantise on the fly */
+        int64_t nb = ceil_div(w->n_out, MM_VEC_WARPS);
+        if (nb > INT_MAX)
+            return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "mat_mul %s: %lld rows exceed the "
+                               "grid", nm, (long long)w->n_out);
+        k_mm_vec<T><<<(unsigned)nb, 32 * MM_VEC_WARPS>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy,
+                                                         (int)n_tokens);
+        return launched(ctx, "mat_mul");
+    }
+
+    if (!ctx->gemm_blas) { /* tiled kernel straight from the packed weight */
+        int64_t gx = ceil_div(w->n_out, GT), gy = ceil_div(n_tokens, GT);
+        if (gx > INT_MAX || gy > 65535)
+            return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "mat_mul %s: %lld rows x %lld tokens "
+                               "exceed the grid", nm, (long long)w->n_out, (long long)n_tokens);
+        dim3 grid((unsigned)gx, (unsigned)gy);
+        k_mm_tiled<T><<<grid, 256>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, n_tokens);
+        return launched(ctx, "mat_mul");
+    }
+
+#if GPU_HAVE_BLAS
+    /* prefill: Y[T][o] (ldy) = X[T][i] (ldx) · W[o][i]ᵀ. In cuBLAS's
+     * column-major terms Yᵀ (n_out x T, ld ldy) = Wcᵀ · Xc with Wc the
+     * row-major W read as an n_in x rows matrix (ld n_in) and Xc = Xᵀ
+     * (n_in x T, ld ldx). */
+    if (w->n_in > INT_MAX || ldx > INT_MAX || ldy > INT_MAX || n_tokens > INT_MAX)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "mat_mul %s: n_in %lld, ldx %lld, ldy "
+                           "%lld or %lld tokens exceed cuBLAS's int dimensions", nm,
+                           (long long)w->n_in, (long long)ldx, (long long)ldy, (long long)n_tokens);
+    TRY(blas_handle(ctx, nm));
+    cublasHandle_t h = (cublasHandle_t)ctx->blas;
+    const float one = 1.0f, zero = 0.0f;
+    int64_t chunk = w->n_out;
+    if (T != VT_TYPE_F32) {
+        size_t row_f = (size_t)w->n_in * sizeof(float);
+        chunk = (int64_t)(VT_GPU_WBUF_MAX / row_f);
+        if (chunk < 1) chunk = 1;
+        if (chunk > w->n_out) chunk = w->n_out;
+        TRY(reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)chunk * row_f, 0));
+    }
+    if (chunk > INT_MAX) chunk = INT_MAX;
+    for (int64_t r0 = 0; r0 < w->n_out; r0 += chunk) {
+        int64_t nr = w->n_out - r0 < chunk ? w->n_out - r0 : chunk;
+        const float *a;
+        if (T == VT_TYPE_F32) {
+            a = (const float *)(wd + (size_t)r0 * rb);
+        } else {
+            /* the previous chunk's SGEMM, queued before, has read wbuf when this runs */
+            k_dequant_rows<T><<<grid_for(nr * w->n_in, 256), 256>>>(wd + (size_t)r0 * rb, rb,
+                                                                    w->n_in, nr, (float *)ctx->wbuf);
+            TRY(launched(ctx, "mat_mul"));
+            a = (const float *)ctx->wbuf;
+        }
+        cublasStatus_t s = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n_tokens,
+                                       (int)w->n_in, &one, a, (int)w->n_in, x, (int)ldx, &zero,
+                                       y + r0, (int)ldy);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return vt_gpu_fail(ctx->host, VT_ERR_IO, "mat_mul %s: cublasSgemm (%lld x %lld x %lld) "
+                               "on device %d failed: %s", nm, (long long)nr, (long long)n_tokens,
+                               (long long)w->n_in, ctx->device, blas_str(s));
+    }
+    return launched(ctx, "mat_mul");
+#else
+    return vt_gpu_fail(ctx->host, VT_ERR_INTERNAL, "mat_mul %s: no BLAS in this build", nm);
+#endif
+}
+
+template <int T>
+static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids, int64_t n,
+                            float *out)
+{
+    NEED_CTX("get_rows");
+    TRY(check_weight(ctx, "get_rows", (uint32_t)T, w));
+    const char *nm = w->name ? w->name : "(unnamed)";
+    CHECK(n >= 0, "get_rows %s: n %lld < 0", nm, (long long)n);
+    if (n == 0) return VT_OK;
+    CHECK(ids && out, "get_rows %s: ids or out is NULL", nm);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= w->n_out)
+            return vt_gpu_fail(ctx->host, VT_ERR_RANGE, "get_rows %s: row id %d (entry %lld) "
+                               "outside [0, %lld)", nm, ids[i], (long long)i, (long long)w->n_out);
+    TRY(vt_gpu_select_device(ctx, "get_rows"));
+    void *dids;
+    TRY(upload(ctx, "get_rows", ids, (size_t)n * sizeof(int32_t), NULL, 0, &dids, NULL));
+    k_get_rows<T><<<grid_for(n * w->n_in, 256), 256>>>((const uint8_t *)w->data,
+                                                       (size_t)w->row_bytes, w->n_in,
+                                                       (const int32_t *)dids, n, out);
+    return launched(ctx, "get_rows");
+}
+
+#define MM_ENTRY(SUF, TYPE)                                                                    \
+    extern "C" vt_status vt_gpu_mat_mul_##SUF(vt_backend_ctx *ctx, const vt_weight *w,         \
+                                              const float *x, int64_t ldx, float *y,           \
+                                              int64_t ldy, int64_t n_tokens)                   \
+    {                                                                                          \
+        return mat_mul_t<TYPE>(ctx, w, x, ldx, y, ldy, n_tokens);                              \
+    }                                                                                          \
+    extern "C" vt_status vt_gpu_get_rows_##SUF(vt_backend_ctx *ctx, const vt_weight *w,        \
+                                               const int32_t *ids, int64_t n, float *out)      \
+    {                                                                                          \
+        return get_rows_t<TYPE>(ctx, w, ids, n, out);                                          \
+    }
+MM_ENTRY(f32, VT_TYPE_F32)
+MM_ENTRY(f16, VT_TYPE_F16)
+MM_ENTRY(bf16, VT_TYPE_BF16)
+MM_ENTRY(q8_0, VT_TYPE_Q8_0)
+
+/* ======================= norms ======================= */
+
+#define NORM_THREADS 256
+
+/* One block per row: y = x · scale (· w), scale from the sum of squares in
+ * double: rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps). */
+static __global__ void k_norm(const float *x, int64_t ldx, const float *w, float *y, int64_t ldy,
+                              int64_t n, float eps, int l2)
+{
+    const float *xr = x + (int64_t)blockIdx.x * ldx;
+    float *yr = y + (int64_t)blockIdx.x * ldy;
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+    s = block_sum_d(s); /* every read of the row happens before this barrier */
+    float sc = l2 ? (float)(1.0 / fmax(sqrt(s), (double)eps))
+                  : (float)(1.0 / sqrt(s / (double)n + (double)eps));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = __fmul_rn(xr[i], sc);
+        yr[i] = w ? __fmul_rn(v, w[i]) : v;
+    }
+}
+
+static vt_status norm_op(vt_backend_ctx *ctx, const char *op, const float *x, int64_t ldx,
+                         const float *w, float *y, int64_t ldy, int64_t n_rows, int64_t n,
+                         float eps, int l2)
+{
+    CHECK(n_rows >= 0 && n > 0, "%s: bad shape [%lld, %lld]", op, (long long)n_rows, (long long)n);
+    if (n_rows == 0) return VT_OK;
+    CHECK(x && y, "%s: x or y is NULL", op);
+    CHECK(ldx >= n && ldy >= n, "%s: row strides %lld/%lld shorter than n %lld", op,
+          (long long)ldx, (long long)ldy, (long long)n);
+    CHECK(eps >= 0.0f, "%s: eps %g < 0", op, (double)eps);
+    CHECK(n_rows <= INT_MAX, "%s: %lld rows exceed the grid", op, (long long)n_rows);
+    TRY(vt_gpu_select_device(ctx, op));
+    k_norm<<<(unsigned)n_rows, NORM_THREADS>>>(x, ldx, w, y, ldy, n, eps, l2);
+    return launched(ctx, op);
+}
+
+extern "C" vt_status vt_gpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx,
+                                     const float *w, float *y, int64_t ldy, int64_t n_rows,
+                                     int64_t n, float eps)
+{
+    NEED_CTX("rms_norm");
+    return norm_op(ctx, "rms_norm", x, ldx, w, y, ldy, n_rows, n, eps, 0);
+}
+
+extern "C" vt_status vt_gpu_l2_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y,
+                                    int64_t ldy, int64_t n_rows, int64_t n, float eps)
+{
+    NEED_CTX("l2_norm");
+    return norm_op(ctx, "l2_norm", x, ldx, NULL, y, ldy, n_rows, n, eps, 1);
+}
+
+/* ======================= RoPE (NeoX pairing) ======================= */
+
+/* One thread per (token, head, pair i < n_rot/2); angle, cos/sin and the
+ * rotation in double, rounded once (as the CPU). */
+static __global__ void k_rope(float *x, int64_t ld_token, int64_t ld_head, int64_t n_tokens,
+                              int64_t n_head, int64_t n_rot, const int32_t *pos, float base,
+                              const float *ff)
+{
+    int64_t half = n_rot / 2, n = n_tokens * n_head * half;
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        int64_t i = e % half, th = e / half, h = th % n_head, t = th / n_head;
+        double theta = (double)pos[t] * pow((double)base, -2.0 * (double)i / (double)n_rot);
+        if (ff) theta /= (double)ff[i];
+        double c = cos(theta), s = sin(theta);
+        float *xh = x + t * ld_token + h * ld_head;
+        double a = xh[i], b = xh[i + half];
+        xh[i] = (float)(a * c - b * s);
+        xh[i + half] = (float)(a * s + b * c);
+    }
+}
+
+extern "C" vt_status vt_gpu_rope_neox(vt_backend_ctx *ctx, float *x, int64_t ld_token,
+                                      int64_t ld_head, int64_t n_tokens, int64_t n_head,
+                                      int64_t n_rot, const int32_t *pos, float base,
+                                      const float *freq_factors)
+{
+    NEED_CTX("rope_neox");
+    CHECK(n_tokens >= 0 && n_head >= 0, "rope_neox: n_tokens %lld, n_head %lld", (long long)n_tokens,
+          (long long)n_head);
+    CHECK(n_rot > 0 && n_rot % 2 == 0, "rope_neox: n_rot %lld is not a positive even number",
+          (long long)n_rot);
+    if (n_tokens == 0 || n_head == 0) return VT_OK;
+    CHECK(x && pos, "rope_neox: x or pos is NULL");
+    CHECK((n_head == 1 || ld_head >= n_rot) && (n_tokens == 1 || ld_token >= n_rot),
+          "rope_neox: strides ld_token %lld, ld_head %lld too small for n_rot %lld",
+          (long long)ld_token, (long long)ld_head, (long long)n_rot);
+    CHECK(base > 0.0f, "rope_neox: base %g <= 0", (double)base);
+    TRY(vt_gpu_select_device(ctx, "rope_neox"));
+    void *dpos;
+    TRY(upload(ctx, "rope_neox", pos, (size_t)n_tokens * sizeof(int32_t), NULL, 0, &dpos, NULL));
+    k_rope<<<grid_for(n_tokens * n_head * (n_rot / 2), 256), 256>>>(
+        x, ld_token, ld_head, n_tokens, n_head, n_rot, (const int32_t *)dpos, base, freq_factors);
+    return launched(ctx, "rope_neox");
+}
+
+/* ======================= attention ======================= */
+
+#define ATTN_WARPS 4
+
+/* One block of ATTN_WARPS warps per (token, query head): warp w runs an
+ * online float32 softmax over positions s0 + w, s0 + w + ATTN_WARPS, ...;
+ * lane l holds dims l + 32c (c < C) of q and of the output accumulator. */
+template <int C>
+static __global__ void k_attn(const float *q, int64_t ldq, int64_t ldq_head, const float *k,
+                              const float *v, float *out, int64_t ldo, int64_t n_head,
+                              int64_t n_gqa, int64_t hd, int64_t ld_kv, int64_t pos0,
+                              int64_t window, float scale, float softcap)
+{
+    __shared__ float sm[ATTN_WARPS], sl[ATTN_WARPS];
+    __shared__ float sacc[ATTN_WARPS][32 * C];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head, kvh = h / n_gqa;
+    int64_t p = pos0 + t, s1 = p + 1, s0 = 0;
+    if (window > 0 && p - window + 1 > 0) s0 = p - window + 1;
+    const float *qh = q + t * ldq + h * ldq_head;
+    float qr[C], acc[C];
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+        int64_t e = lane + 32 * c;
+        qr[c] = e < hd ? qh[e] : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t s = s0 + wid; s < s1; s += ATTN_WARPS) {
+        const float *ks = k + s * ld_kv + kvh * hd, *vs = v + s * ld_kv + kvh * hd;
+        float d = 0.0f;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            int64_t e = lane + 32 * c;
+            if (e < hd) d += qr[c] * ks[e];
+        }
+        d = warp_sum(d);
+        float sc = d * scale;
+        if (softcap > 0.0f) sc = softcap * tanhf(sc / softcap);
+        float mn = fmaxf(m, sc);
+        float corr = expf(m - mn); /* 0 for the first position (m = -inf) */
+        float pe = expf(sc - mn);
+        l = l * corr + pe;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            int64_t e = lane + 32 * c;
+            acc[c] = acc[c] * corr + (e < hd ? pe * vs[e] : 0.0f);
+        }
+        m = mn;
+    }
+    if (lane == 0) {
+        sm[wid] = m;
+        sl[wid] = l;
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) sacc[wid][lane + 32 * c] = acc[c];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, sm[w]);
+    float L = 0.0f, f[ATTN_WARPS];
+    for (int w = 0; w < ATTN_WARPS; w++) {
+        f[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; /* a warp that saw no position adds 0 */
+        L += sl[w] * f[w];
+    }
+    float *oh = out + t * ldo + h * hd;
+    for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < ATTN_WARPS; w++) o += sacc[w][e] * f[w];
+        oh[e] = o / L;
+    }
+}
+
+extern "C" vt_status vt_gpu_attention(vt_backend_ctx *ctx, const float *q, int64_t ldq,
+                                      int64_t ldq_head, const float *k_cache, const float *v_cache,
+                                      float *out, int64_t ldo, int64_t n_tokens, int64_t n_head,
+                                      int64_t n_head_kv, int64_t head_dim, int64_t pos0,
+                                      int64_t n_kv, int64_t window, float scale, float softcap)
+{
+    NEED_CTX("attention");
+    CHECK(n_tokens >= 0, "attention: n_tokens %lld < 0", (long long)n_tokens);
+    CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
+          "attention: n_head %lld is not a positive multiple of n_head_kv %lld", (long long)n_head,
+          (long long)n_head_kv);
+    CHECK(head_dim > 0, "attention: head_dim %lld <= 0", (long long)head_dim);
+    CHECK(pos0 >= 0 && window >= 0, "attention: pos0 %lld, window %lld", (long long)pos0,
+          (long long)window);
+    if (n_tokens == 0) return VT_OK;
+    CHECK(pos0 + n_tokens <= n_kv,
+          "attention: positions up to %lld need the cache to hold them, but n_kv is %lld",
+          (long long)(pos0 + n_tokens - 1), (long long)n_kv);
+    CHECK(q && k_cache && v_cache && out, "attention: a pointer is NULL");
+    CHECK((n_head == 1 || ldq_head >= head_dim) && (n_tokens == 1 || ldq >= head_dim),
+          "attention: q strides ldq %lld, ldq_head %lld too small for %lld heads of %lld",
+          (long long)ldq, (long long)ldq_head, (long long)n_head, (long long)head_dim);
+    CHECK(ldo >= n_head * head_dim, "attention: ldo %lld < n_head·head_dim %lld", (long long)ldo,
+          (long long)(n_head * head_dim));
+    if (head_dim > VT_GPU_ATTN_MAX_HEAD_DIM)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "attention: head_dim %lld exceeds the "
+                           "kernel's limit of %d", (long long)head_dim, VT_GPU_ATTN_MAX_HEAD_DIM);
+    if (n_tokens * n_head > INT_MAX)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "attention: %lld tokens x %lld heads "
+                           "exceed the grid", (long long)n_tokens, (long long)n_head);
+    TRY(vt_gpu_select_device(ctx, "attention"));
+    unsigned nb = (unsigned)(n_tokens * n_head), nt = 32 * ATTN_WARPS;
+    int64_t g = n_head / n_head_kv, ld_kv = n_head_kv * head_dim;
+#define ATTN_LAUNCH(C)                                                                         \
+    k_attn<C><<<nb, nt>>>(q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g, head_dim,   \
+                          ld_kv, pos0, window, scale, softcap)
+    if (head_dim <= 64) ATTN_LAUNCH(2);
+    else if (head_dim <= 128) ATTN_LAUNCH(4);
+    else if (head_dim <= 256) ATTN_LAUNCH(8);
+    else ATTN_LAUNCH(16);
+#undef ATTN_LAUNCH
+    return launched(ctx, "attention");
+}
+
+/* ======================= causal conv ======================= */
+
+/* SiLU in double, rounded once (cpu_kernels_scalar.c vt_cpu_unary_ref). */
+static __device__ __forceinline__ float silu_ref(float xf)
+{
+    double x = xf;
+    return (float)(x / (1.0 + exp(-x)));
+}
+
+/* One thread per channel, tokens in order; X = [state, x] by columns. */
+static __global__ void k_ssm_conv(const float *x, int64_t ldx, const float *w, float *state,
+                                  float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
+                                  int64_t d_conv)
+{
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_ch) return;
+    const int64_t K1 = d_conv - 1;
+    const float *wc = w + c * d_conv;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        double s = 0.0;
+        for (int64_t kk = 0; kk < d_conv; kk++) {
+            int64_t col = t + kk;
+            float xv = col < K1 ? state[col * n_ch + c] : x[(col - K1) * ldx + c];
+            s += (double)wc[kk] * (double)xv;
+        }
+        y[t * ldy + c] = silu_ref((float)s);
+    }
+    /* state <- the last K1 columns of X; reads ahead of writes, so in place is safe */
+    for (int64_t j = 0; j < K1; j++) {
+        int64_t col = n_tokens + j;
+        state[j * n_ch + c] = col < K1 ? state[col * n_ch + c] : x[(col - K1) * ldx + c];
+    }
+}
+
+extern "C" vt_status vt_gpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_t ldx,
+                                     const float *w, float *state, float *y, int64_t ldy,
+                                     int64_t n_tokens, int64_t n_ch, int64_t d_conv)
+{
+    NEED_CTX("ssm_conv");
+    CHECK(n_tokens >= 0 && n_ch > 0 && d_conv >= 1, "ssm_conv: n_tokens %lld, n_ch %lld, d_conv %lld",
+          (long long)n_tokens, (long long)n_ch, (long long)d_conv);
+    if (n_tokens == 0) return VT_OK;
+    CHECK(x && w && y && (state || d_conv == 1), "ssm_conv: a pointer is NULL");
+    CHECK(ldx >= n_ch && ldy >= n_ch, "ssm_conv: ldx %lld / ldy %lld < n_ch %lld", (long long)ldx,
+          (long long)ldy, (long long)n_ch);
+    CHECK(x != y, "ssm_conv: y must not alias x (later tokens read earlier inputs)");
+    TRY(vt_gpu_select_device(ctx, "ssm_conv"));
+    k_ssm_conv<<<(unsigned)ceil_div(n_ch, 128), 128>>>(x, ldx, w, state, y, ldy, n_tokens, n_ch,
+                                                        d_conv);
+    return launched(ctx, "ssm_conv");
+}
+
+/* ======================= gated delta net ======================= */
+
+#define DN_COLS 128 /* value columns per block */
+
+/* Block (h, strip): value head h, columns [strip·DN_COLS, +DN_COLS) of its
+ * state S[d_k][d_v] (global memory); thread j owns column j, which evolves
+ * independently of the others (qwen35moe.md §5.7.4):
+ *   S ← exp(g)·S; m = Sᵀk; δ = β(v − m); S ← S + k ⊗ δ; o = Sᵀq
+ * Float32 state, double accumulators, the CPU's operation order, no fused
+ * multiply-add. k and q of the current token are staged in shared memory
+ * (2·d_k floats, dynamic). */
+static __global__ void k_delta(const float *q, const float *k, int64_t ldqk, const float *v,
+                               int64_t ldv, const float *g, const float *beta, float *state,
+                               float *out, int64_t ldo, int64_t n_tokens, int64_t n_k,
+                               int64_t n_v, int64_t d_k, int64_t d_v)
+{
+    extern __shared__ float sh[];
+    float *kt = sh, *qt = sh + d_k;
+    int64_t h = blockIdx.x, kh = h % n_k; /* tiled head order, qwen35moe.md §5.7.3 */
+    int64_t j = (int64_t)blockIdx.y * DN_COLS + threadIdx.x;
+    float *S = state + h * d_k * d_v;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        __syncthreads(); /* the previous token's kt/qt are no longer read */
+        for (int64_t i = threadIdx.x; i < d_k; i += blockDim.x) {
+            kt[i] = k[t * ldqk + kh * d_k + i];
+            qt[i] = q[t * ldqk + kh * d_k + i];
+        }
+        __syncthreads();
+        if (j >= d_v) continue;
+        float eg = (float)exp((double)g[t * n_v + h]);
+        float b = beta[t * n_v + h];
+        double m = 0.0;
+        for (int64_t i = 0; i < d_k; i++) {
+            float sv = __fmul_rn(S[i * d_v + j], eg);
+            S[i * d_v + j] = sv;
+            m += (double)sv * (double)kt[i];
+        }
+        float dl = __fmul_rn(b, __fsub_rn(v[t * ldv + h * d_v + j], (float)m));
+        double o = 0.0;
+        for (int64_t i = 0; i < d_k; i++) {
+            float sv = __fadd_rn(S[i * d_v + j], __fmul_rn(kt[i], dl));
+            S[i * d_v + j] = sv;
+            o += (double)sv * (double)qt[i];
+        }
+        out[t * ldo + h * d_v + j] = (float)o;
+    }
+}
+
+extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q, const float *k,
+                                            int64_t ldqk, const float *v, int64_t ldv,
+                                            const float *g, const float *beta, float *state,
+                                            float *out, int64_t ldo, int64_t n_tokens,
+                                            int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v)
+{
+    NEED_CTX("gated_delta_net");
+    CHECK(n_tokens >= 0 && n_k > 0 && n_v > 0 && d_k > 0 && d_v > 0,
+          "gated_delta_net: n_tokens %lld, n_k %lld, n_v %lld, d_k %lld, d_v %lld",
+          (long long)n_tokens, (long long)n_k, (long long)n_v, (long long)d_k, (long long)d_v);
+    if (n_tokens == 0) return VT_OK;
+    CHECK(q && k && v && g && beta && state && out, "gated_delta_net: a pointer is NULL");
+    CHECK(ldqk >= n_k * d_k && ldv >= n_v * d_v && ldo >= n_v * d_v,
+          "gated_delta_net: strides ldqk %lld, ldv %lld, ldo %lld too small", (long long)ldqk,
+          (long long)ldv, (long long)ldo);
+    size_t shmem = 2 * (size_t)d_k * sizeof(float);
+    if (shmem > 48 * 1024 || n_v > INT_MAX || ceil_div(d_v, DN_COLS) > 65535)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "gated_delta_net: d_k %lld, n_v %lld, "
+                           "d_v %lld exceed the kernel's limits (d_k <= 6144)", (long long)d_k,
+                           (long long)n_v, (long long)d_v);
+    TRY(vt_gpu_select_device(ctx, "gated_delta_net"));
+    unsigned threads = d_v < DN_COLS ? (unsigned)((d_v + 31) / 32 * 32) : DN_COLS;
+    dim3 grid((unsigned)n_v, (unsigned)ceil_div(d_v, DN_COLS));
+    k_delta<<<grid, threads, shmem>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens, n_k,
+                                      n_v, d_k, d_v);
+    return launched(ctx, "gated_delta_net");
+}
+
+/* ======================= elementwise ======================= */
+
+/* op(x) in double, rounded once: vt_cpu_unary_ref's formulas (vt/backend.h
+ * vt_unary_op; GELU as x / (1 + e^(-2u))). */
+static __device__ __forceinline__ float unary_ref(int op, float xf)
+{
+    double x = xf;
+    switch (op) {
+    case VT_UNARY_SILU: return (float)(x / (1.0 + exp(-x)));
+    case VT_UNARY_SIGMOID: return (float)(1.0 / (1.0 + exp(-x)));
+    case VT_UNARY_SOFTPLUS: return xf > 20.0f ? xf : (float)log1p(exp(x));
+    case VT_UNARY_GELU_TANH: {
+        const double c = 0.79788456080286535588; /* sqrt(2/pi) */
+        double u = c * (x + 0.044715 * x * x * x);
+        return (float)(x / (1.0 + exp(-2.0 * u)));
+    }
+    case VT_UNARY_EXP: return (float)exp(x);
+    case VT_UNARY_TANH: return (float)tanh(x);
+    }
+    return xf;
+}
+
+static __global__ void k_unary(int op, const float *x, float *y, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = unary_ref(op, x[i]);
+}
+
+static __global__ void k_binary(int op, const float *a, const float *b, float *y, int64_t n,
+                                int64_t nb)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float bv = b[nb == n ? i : i % nb];
+        y[i] = op == VT_BINARY_ADD ? __fadd_rn(a[i], bv) : __fmul_rn(a[i], bv);
+    }
+}
+
+static __global__ void k_scale(const float *x, float *y, int64_t n, float s)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = __fmul_rn(x[i], s);
+}
+
+static __global__ void k_mul_rows(const float *x, const float *s, float *y, int64_t n_rows,
+                                  int64_t n_cols)
+{
+    int64_t n = n_rows * n_cols, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = __fmul_rn(x[i], s[i / n_cols]);
+}
+
+extern "C" vt_status vt_gpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const float *x, float *y,
+                                  int64_t n)
+{
+    NEED_CTX("unary");
+    CHECK(n >= 0, "unary: n %lld < 0", (long long)n);
+    CHECK((unsigned)op <= VT_UNARY_TANH, "unary: unknown op %d", (int)op);
+    if (n == 0) return VT_OK;
+    CHECK(x && y, "unary: x or y is NULL");
+    TRY(vt_gpu_select_device(ctx, "unary"));
+    k_unary<<<grid_for(n, 256), 256>>>((int)op, x, y, n);
+    return launched(ctx, "unary");
+}
+
+extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a,
+                                   const float *b, float *y, int64_t n, int64_t nb)
+{
+    NEED_CTX("binary");
+    CHECK(n >= 0 && nb > 0, "binary: n %lld, nb %lld", (long long)n, (long long)nb);
+    CHECK((unsigned)op <= VT_BINARY_MUL, "binary: unknown op %d", (int)op);
+    CHECK(n % nb == 0, "binary: nb %lld does not divide n %lld", (long long)nb, (long long)n);
+    if (n == 0) return VT_OK;
+    CHECK(a && b && y, "binary: a pointer is NULL");
+    TRY(vt_gpu_select_device(ctx, "binary"));
+    k_binary<<<grid_for(n, 256), 256>>>((int)op, a, b, y, n, nb);
+    return launched(ctx, "binary");
+}
+
+extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s)
+{
+    NEED_CTX("scale");
+    CHECK(n >= 0, "scale: n %lld < 0", (long long)n);
+    if (n == 0) return VT_OK;
+    CHECK(x && y, "scale: x or y is NULL");
+    TRY(vt_gpu_select_device(ctx, "scale"));
+    k_scale<<<grid_for(n, 256), 256>>>(x, y, n, s);
+    return launched(ctx, "scale");
+}
+
+extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
+                                     int64_t n_rows, int64_t n_cols)
+{
+    NEED_CTX("mul_rows");
+    CHECK(n_rows >= 0 && n_cols >= 0, "mul_rows: shape [%lld, %lld]", (long long)n_rows,
+          (long long)n_cols);
+    if (n_rows == 0 || n_cols == 0) return VT_OK;
+    CHECK(x && s && y, "mul_rows: a pointer is NULL");
+    TRY(vt_gpu_select_device(ctx, "mul_rows"));
+    k_mul_rows<<<grid_for(n_rows * n_cols, 256), 256>>>(x, s, y, n_rows, n_cols);
+    return launched(ctx, "mul_rows");
+}
+
+/* ======================= copies, gather, scatter ======================= */
+
+/* dst[r*ld_dst + c] = src[row(r)*ld_src + c], row(r) = idx ? idx[r] : r. */
+static __global__ void k_copy_rows(const float *src, int64_t ld_src, const int32_t *idx,
+                                   float *dst, int64_t ld_dst, int64_t n_rows, int64_t n_cols)
+{
+    int64_t n = n_rows * n_cols, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        int64_t r = e / n_cols, c = e - r * n_cols;
+        int64_t sr = idx ? (int64_t)idx[r] : r;
+        dst[r * ld_dst + c] = src[sr * ld_src + c];
+    }
+}
+
+/* One thread per column, i in order: dst[idx[i]][c] += wt[i]·src[i][c]. */
+static __global__ void k_scatter_add(const float *src, int64_t ld_src, const int32_t *idx,
+                                     const float *wt, int64_t n, int64_t n_cols, float *dst,
+                                     int64_t ld_dst)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < n_cols; c += stride)
+        for (int64_t i = 0; i < n; i++) {
+            float s = src[i * ld_src + c];
+            if (wt) s = __fmul_rn(wt[i], s);
+            float *d = dst + (int64_t)idx[i] * ld_dst + c;
+            *d = __fadd_rn(*d, s);
+        }
+}
+
+extern "C" vt_status vt_gpu_copy_2d(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                                    float *dst, int64_t ld_dst, int64_t n_rows, int64_t n_cols)
+{
+    NEED_CTX("copy_2d");
+    CHECK(n_rows >= 0 && n_cols >= 0, "copy_2d: shape [%lld, %lld]", (long long)n_rows,
+          (long long)n_cols);
+    if (n_rows == 0 || n_cols == 0) return VT_OK;
+    CHECK(src && dst, "copy_2d: src or dst is NULL");
+    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "copy_2d: strides %lld/%lld < n_cols %lld",
+          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
+    TRY(vt_gpu_select_device(ctx, "copy_2d"));
+    k_copy_rows<<<grid_for(n_rows * n_cols, 256), 256>>>(src, ld_src, NULL, dst, ld_dst, n_rows,
+                                                         n_cols);
+    return launched(ctx, "copy_2d");
+}
+
+extern "C" vt_status vt_gpu_gather_rows(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                                        const int32_t *idx, int64_t n, int64_t n_cols, float *dst,
+                                        int64_t ld_dst)
+{
+    NEED_CTX("gather_rows");
+    CHECK(n >= 0 && n_cols >= 0, "gather_rows: n %lld, n_cols %lld", (long long)n, (long long)n_cols);
+    if (n == 0 || n_cols == 0) return VT_OK;
+    CHECK(src && idx && dst, "gather_rows: a pointer is NULL");
+    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "gather_rows: strides %lld/%lld < n_cols %lld",
+          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0)
+            return vt_gpu_fail(ctx->host, VT_ERR_RANGE, "gather_rows: index %d (entry %lld) < 0",
+                               idx[i], (long long)i);
+    TRY(vt_gpu_select_device(ctx, "gather_rows"));
+    void *didx;
+    TRY(upload(ctx, "gather_rows", idx, (size_t)n * sizeof(int32_t), NULL, 0, &didx, NULL));
+    k_copy_rows<<<grid_for(n * n_cols, 256), 256>>>(src, ld_src, (const int32_t *)didx, dst,
+                                                    ld_dst, n, n_cols);
+    return launched(ctx, "gather_rows");
+}
+
+extern "C" vt_status vt_gpu_scatter_add(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                                        const int32_t *idx, const float *wt, int64_t n,
+                                        int64_t n_cols, float *dst, int64_t ld_dst)
+{
+    NEED_CTX("scatter_add");
+    CHECK(n >= 0 && n_cols >= 0, "scatter_add: n %lld, n_cols %lld", (long long)n, (long long)n_cols);
+    if (n == 0 || n_cols == 0) return VT_OK;
+    CHECK(src && idx && dst, "scatter_add: a pointer is NULL");
+    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "scatter_add: strides %lld/%lld < n_cols %lld",
+          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0)
+            return vt_gpu_fail(ctx->host, VT_ERR_RANGE, "scatter_add: index %d (entry %lld) < 0",
+                               idx[i], (long long)i);
+    TRY(vt_gpu_select_device(ctx, "scatter_add"));
+    void *didx, *dwt = NULL;
+    TRY(upload(ctx, "scatter_add", idx, (size_t)n * sizeof(int32_t), wt,
+               wt ? (size_t)n * sizeof(float) : 0, &didx, &dwt));
+    k_scatter_add<<<grid_for(n_cols, 128), 128>>>(src, ld_src, (const int32_t *)didx,
+                                                  (const float *)dwt, n, n_cols, dst, ld_dst);
+    return launched(ctx, "scatter_add");
+}
+
+/* ======================= MoE routing ======================= */
+
+/* One row on the host, backend-cpu's algorithm: softmax in double (rounded
+ * to float), k times the largest remaining p (strictly greater: the lower
+ * index wins a tie; NaNs last, lowest index first), renormalised by the sum
+ * of the picked p (at least 6.103515625e-5). p: n floats of scratch. */
+static void topk_row(const float *l, int64_t n, int64_t k, int renorm, int32_t *ids, float *wts,
+                     float *probs, float *p)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (l[i] > mx) mx = l[i];
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)l[i] - (double)mx);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = (float)(exp((double)l[i] - (double)mx) / sum);
+        if (probs) probs[i] = p[i];
+    }
+    double picked = 0.0;
+    for (int64_t m = 0; m < k; m++) {
+        int64_t best = -1;
+        for (int64_t i = 0; i < n; i++)
+            if (p[i] >= 0.0f && (best < 0 || p[i] > p[best])) best = i;
+        if (best < 0)
+            for (int64_t i = 0; i < n && best < 0; i++)
+                if (!(p[i] < 0.0f)) best = i;
+        ids[m] = (int32_t)best;
+        wts[m] = p[best];
+        picked += p[best];
+        p[best] = -1.0f; /* probabilities are >= 0: -1 marks "picked" */
+    }
+    if (renorm) {
+        double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
+        for (int64_t m = 0; m < k; m++) wts[m] = (float)((double)wts[m] / den);
+    }
+}
+
+extern "C" vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows,
+                                         int64_t n, int64_t k, int renorm, int32_t *ids,
+                                         float *weights, float *probs)
+{
+    NEED_CTX("softmax_topk");
+    CHECK(n_rows >= 0 && n > 0 && k > 0 && k <= n, "softmax_topk: n_rows %lld, n %lld, k %lld",
+          (long long)n_rows, (long long)n, (long long)k);
+    CHECK(n < INT32_MAX, "softmax_topk: n %lld does not fit an int32 id", (long long)n);
+    if (n_rows == 0) return VT_OK;
+    CHECK(logits && ids && weights, "softmax_topk: a pointer is NULL");
+    TRY(vt_gpu_select_device(ctx, "softmax_topk"));
+    size_t lb = (size_t)n_rows * (size_t)n * sizeof(float);
+    TRY(reserve(ctx, "softmax_topk", &ctx->hbuf, &ctx->hbuf_bytes, lb + (size_t)n * sizeof(float), 1));
+    float *hl = (float *)ctx->hbuf, *p = hl + (size_t)n_rows * (size_t)n;
+    vt_gpu_error e = vt_gpu_memcpy(hl, logits, lb, vt_gpu_memcpy_d2h); /* waits for the router */
+    if (e != vt_gpu_success)
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "softmax_topk: copy of %lld x %lld "
+                           "logits from device %d failed: %s", (long long)n_rows, (long long)n,
+                           ctx->device, vt_gpu_get_error_string(e));
+    for (int64_t r = 0; r < n_rows; r++)
+        topk_row(hl + r * n, n, k, renorm, ids + r * k, weights + r * k, probs ? probs + r * n : NULL,
+                 p);
+    return VT_OK;
+}
