@@ -6,7 +6,7 @@ vt_add_test(test_expert_streamer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_expert
 # Streamed vs resident on the qwen35moe-tiny fixtures: bit-identical through the
 # minimum arena, counters prove the streamer ran.
 vt_add_test(test_streaming SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_streaming.c
-            LIBS vtcore PkgConfig::CJSON LABELS "streamer;fixtures" TIMEOUT 300)
+            LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "streamer;fixtures" TIMEOUT 300)
 add_dependencies(test_streaming model-qwen35 backend-cpu)
 
 # Peak RSS of a streamed run on a generated 768 MiB-of-experts model stays
@@ -23,3 +23,14 @@ endif()
 vt_add_test(test_store_device SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_store_device.c
             LIBS vtcore ${CMAKE_DL_LIBS} LABELS "streamer" TIMEOUT 120)
 add_dependencies(test_store_device store-device backend-cpu)
+add_dependencies(test_streaming store-device)
+if(TARGET backend-cuda)
+  add_dependencies(test_streaming backend-cuda)
+  add_dependencies(test_store_device backend-cuda)
+endif()
+
+# bench/bench_h2d: copy_h2d bandwidth of a backend plugin, pinned vs pageable
+# (the ceiling of the device store's commits); built, not run as a test.
+add_executable(bench_h2d ${CMAKE_SOURCE_DIR}/bench/bench_h2d.c)
+target_include_directories(bench_h2d PRIVATE ${CMAKE_SOURCE_DIR}/core/include)
+target_link_libraries(bench_h2d PRIVATE ${CMAKE_DL_LIBS})

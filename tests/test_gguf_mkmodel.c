@@ -1,10 +1,15 @@
 /*
- * test_gguf_mkmodel.c - the demo-model generator (mkmodel.h): the written file
- * opens, has every qwen35moe key of spec §3 and every tensor of §4 with the
- * shapes the spec tables give (computed here, not by the generator), the same
- * key set/types and tensor set/shapes as the converter-made fixture, sane
- * weights, a well-formed byte-level BPE vocabulary, is deterministic, and
- * loads in the tokenizer and (through the engine) in the model plugin.
+ * test_gguf_mkmodel.c - the demo-model generator (mkmodel.h) and the GGUF
+ * writer's streaming and split modes (vt/gguf.h): the written file opens, has
+ * every qwen35moe key of spec §3 and every tensor of §4 with the shapes and
+ * byte sizes the spec tables give (computed here, not by the generator), the
+ * same key set/types and tensor set/shapes as the converter-made fixture, sane
+ * weights, a well-formed byte-level BPE vocabulary, is deterministic (also
+ * across thread counts), and loads in the tokenizer and (through the engine)
+ * in the model plugin. F16, BF16 and Q8_0 matrices are decoded here (gguf.md
+ * §6.1, §6.2) and compared with the F32 model of the same seed within each
+ * type's rounding; a 3-shard split (gguf.md §5) holds every tensor once, with
+ * the split keys of every shard right, and the same bytes as one file.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -130,7 +135,7 @@ static int expected_tensors(const vt_mkmodel_params *p, int64_t n_vocab, expect_
         T(3, E, p->n_ff_exp, p->n_expert, false, "blk.%u.ffn_gate_exps.weight", il);
         T(3, E, p->n_ff_exp, p->n_expert, false, "blk.%u.ffn_up_exps.weight", il);
         T(3, p->n_ff_exp, E, p->n_expert, false, "blk.%u.ffn_down_exps.weight", il);
-        T(1, E, 1, 1, true, "blk.%u.ffn_gate_inp_shexp.weight", il);
+        T(2, E, 1, 1, true, "blk.%u.ffn_gate_inp_shexp.weight", il); /* [n_embd, 1] */
         T(2, E, p->n_ff_shexp, 1, false, "blk.%u.ffn_gate_shexp.weight", il);
         T(2, E, p->n_ff_shexp, 1, false, "blk.%u.ffn_up_shexp.weight", il);
         T(2, p->n_ff_shexp, E, 1, false, "blk.%u.ffn_down_shexp.weight", il);
@@ -139,13 +144,69 @@ static int expected_tensors(const vt_mkmodel_params *p, int64_t n_vocab, expect_
     return n;
 }
 
-static float value_at(const vt_gguf_tensor *t, uint64_t i)
+/* IEEE half to float (gguf.md §6.1), by the formula. */
+static float half_to_float(uint16_t h)
 {
-    if (t->type == VT_TYPE_F32) return ((const float *)t->data)[i];
-    uint32_t u = (uint32_t)((const uint16_t *)t->data)[i] << 16;
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 0) v = ldexp(m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = ldexp(1.0 + m / 1024.0, e - 15);
+    return (float)(s ? -v : v);
+}
+
+static float bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* Element i (flat, ne[0] fastest) of t, decoded (gguf.md §6.1, §6.2). */
+static float value_at(const vt_gguf_tensor *t, uint64_t i)
+{
+    const uint8_t *d = t->data;
+    switch (t->type) {
+    case VT_TYPE_F32: {
+        float f;
+        memcpy(&f, d + 4 * i, 4);
+        return f;
+    }
+    case VT_TYPE_F16: return half_to_float(le16(d + 2 * i));
+    case VT_TYPE_BF16: return bf16_to_float(le16(d + 2 * i));
+    case VT_TYPE_Q8_0: {
+        const uint8_t *blk = d + 34 * (i / 32);
+        return half_to_float(le16(blk)) * (float)(int8_t)blk[2 + i % 32];
+    }
+    default: fail_msg("tensor %s: unexpected type %u", t->name, t->type);
+    }
+    return 0;
+}
+
+/* Bytes of n elements of a weight type (gguf.md §4 table). */
+static uint64_t bytes_of(uint32_t type, uint64_t n)
+{
+    switch (type) {
+    case VT_TYPE_F32: return 4 * n;
+    case VT_TYPE_F16: case VT_TYPE_BF16: return 2 * n;
+    case VT_TYPE_Q8_0: assert_int_equal(n % 32, 0); return n / 32 * 34;
+    default: fail_msg("unexpected type %u", type);
+    }
+    return 0;
+}
+
+/* general.file_type of a weight type (gguf.md §7). */
+static uint32_t file_type_of(uint32_t type)
+{
+    switch (type) {
+    case VT_TYPE_F32: return 0;
+    case VT_TYPE_F16: return 1;
+    case VT_TYPE_Q8_0: return 7;
+    default: return 32; /* BF16 */
+    }
 }
 
 static void stats(const vt_gguf_tensor *t, double *mean, double *std, float *mn, float *mx)
@@ -191,7 +252,7 @@ static void check_model(const char *path, const vt_mkmodel_params *p)
     assert_int_equal(u32_of(g, "qwen35moe.ssm.time_step_rank"), p->ssm_n_v);
     assert_int_equal(u32_of(g, "qwen35moe.ssm.inner_size"), p->ssm_n_v * p->ssm_d_k);
     assert_int_equal(u32_of(g, "qwen35moe.full_attention_interval"), 4);
-    assert_int_equal(u32_of(g, "general.file_type"), p->weight_type == VT_TYPE_F32 ? 0 : 32);
+    assert_int_equal(u32_of(g, "general.file_type"), file_type_of(p->weight_type));
     float eps;
     assert_int_equal(vt_gguf_get_f32(g, "qwen35moe.attention.layer_norm_rms_epsilon", &eps), VT_OK);
     assert_true(eps > 0 && eps < 1e-4f);
@@ -271,7 +332,9 @@ static void check_model(const char *path, const vt_mkmodel_params *p)
                 fail_msg("tensor %s: ne[%d] = %lld, expected %lld", e[i].name, d,
                          (long long)t->ne[d], (long long)e[i].ne[d]);
         assert_int_equal(t->ne[3], 1);
+        assert_int_equal(t->n_dims, e[i].n_dims);
         assert_int_equal(t->type, e[i].f32 ? VT_TYPE_F32 : p->weight_type);
+        assert_int_equal(t->nbytes, bytes_of(t->type, (uint64_t)e[i].ne[0] * e[i].ne[1] * e[i].ne[2]));
         double mean, std;
         float mn, mx;
         stats(t, &mean, &std, &mn, &mx);
@@ -351,6 +414,28 @@ static void test_deterministic(void **state)
     free(a);
     free(b);
     free(c);
+    /* every type: the same bytes whatever the number of generator threads */
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0"};
+    for (int k = 0; k < 4; k++) {
+        vt_mkmodel_defaults(&p);
+        assert_int_equal(vt_mkmodel_set_type(&p, types[k]), VT_OK);
+        p.n_threads = 1;
+        char n1[64], n3[64];
+        snprintf(n1, sizeof n1, "det-%s-1.gguf", types[k]);
+        snprintf(n3, sizeof n3, "det-%s-3.gguf", types[k]);
+        char *p1 = make(n1, &p);
+        p.n_threads = 3;
+        char *p3 = make(n3, &p);
+        uint8_t *d1 = vt_test_read_file(p1, &la), *d3 = vt_test_read_file(p3, &lb);
+        assert_non_null(d1);
+        assert_non_null(d3);
+        assert_int_equal(la, lb);
+        if (memcmp(d1, d3, la)) fail_msg("%s: 1 and 3 generator threads differ", types[k]);
+        free(d1);
+        free(d3);
+        free(p1);
+        free(p3);
+    }
 }
 
 static void test_bad_params(void **state)
@@ -371,9 +456,421 @@ static void test_bad_params(void **state)
     assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_ERR_INVALID_ARG);
     assert_non_null(strstr(vt_last_error(), "ssm_n_v"));
     vt_mkmodel_defaults(&p);
-    p.weight_type = VT_TYPE_Q8_0;
+    p.weight_type = VT_TYPE_Q4_K;
     assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "weight_type"));
     assert_int_equal(vt_mkmodel_qwen35moe(NULL, &p), VT_ERR_INVALID_ARG);
+    /* Q8_0 rows must be whole blocks of 32: the message names the dimension */
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "q8_0"), VT_OK);
+    p.n_ff_exp = 48;
+    assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "n_ff_exp (ffn_down_exps rows) = 48"));
+    p.n_ff_exp = 64;
+    p.n_embd = 200;
+    assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "n_embd = 200"));
+    p.n_embd = 256;
+    p.head_dim = 36; /* n_head * head_dim = 144 */
+    p.n_rot = 8;
+    assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "n_head * head_dim"));
+    /* F16 takes any row length */
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "F16"), VT_OK);
+    assert_int_equal(p.weight_type, VT_TYPE_F16);
+    p.n_ff_exp = 48;
+    p.n_layer = 1;
+    assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_OK);
+    /* more shards than tensors */
+    vt_mkmodel_defaults(&p);
+    p.n_layer = 1;
+    p.n_shards = 500;
+    assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "500 shards"));
+    free(path);
+}
+
+/* The generator's documented value formula, computed here independently: a
+ * matrix [n_in, ...] element i is (2 S - 262140) * std * sqrt(3) / 2^17 with
+ * std = 1/sqrt(n_in) and S the sum of the four 16-bit fields of wyrand output
+ * i of the stream seeded by FNV-1a(seed, name). Checked on an F32 tensor of
+ * several writer chunks and thread parts, so a chunk or thread at the wrong
+ * element offset fails. */
+static void test_values_formula(void **state)
+{
+    (void)state;
+    vt_mkmodel_params p;
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "f32"), VT_OK);
+    p.n_layer = 1;
+    p.n_embd = 512;
+    p.n_ff_exp = 512;
+    p.n_expert = 8; /* ffn_gate_exps: 8 MiB of F32 */
+    p.n_threads = 3;
+    p.seed = 77;
+    char *path = make("formula.gguf", &p);
+    vt_gguf *g = open_path(path);
+    const char *name = "blk.0.ffn_gate_exps.weight";
+    const vt_gguf_tensor *t = vt_gguf_find_tensor(g, name);
+    assert_non_null(t);
+    assert_true(t->nbytes >= ((uint64_t)8 << 20));
+    uint64_t s = 1469598103934665603ull ^ p.seed;
+    for (const char *c = name; *c; c++) s = (s ^ (unsigned char)*c) * 1099511628211ull;
+    const float scale = (float)(1.0 / sqrt(512.0) * sqrt(3.0) / 131072.0);
+    const uint64_t n = t->nbytes / 4;
+    for (uint64_t k = 0; k <= n / 4099 + 1; k++) {
+        uint64_t i = k <= n / 4099 ? k * 4099 : n - 1; /* every 4099th, and the last */
+        uint64_t z = s + (i + 1) * 0xA0761D6478BD642Full;
+        unsigned __int128 m = (unsigned __int128)z * (z ^ 0xE7037ED1A0B428DBull);
+        uint64_t h = (uint64_t)m ^ (uint64_t)(m >> 64);
+        int32_t sum = (int32_t)((h & 0xFFFF) + ((h >> 16) & 0xFFFF) + ((h >> 32) & 0xFFFF) +
+                                (h >> 48));
+        float want = (float)(2 * sum - 262140) * scale, got = value_at(t, i);
+        if (fabsf(got - want) > 1e-6f * fabsf(want) + 1e-12f)
+            fail_msg("%s element %llu: %.9g, formula %.9g", name, (unsigned long long)i,
+                     (double)got, (double)want);
+    }
+    vt_gguf_close(g);
+    free(path);
+}
+
+/* Compare tensor t (any weight type) with r, the F32 tensor of the same name
+ * from the same seed, within t's rounding (gguf.md §6.1, §6.2). */
+static void compare_with_f32(const vt_gguf_tensor *t, const vt_gguf_tensor *r)
+{
+    uint64_t n = (uint64_t)r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3];
+    const float *x = r->data;
+    assert_int_equal(r->type, VT_TYPE_F32);
+    if (t->type == VT_TYPE_F32) {
+        assert_int_equal(t->nbytes, r->nbytes);
+        assert_memory_equal(t->data, r->data, r->nbytes);
+        return;
+    }
+    if (t->type == VT_TYPE_Q8_0) {
+        for (uint64_t b = 0; b < n / 32; b++) {
+            const float *xb = x + 32 * b;
+            float amax = 0;
+            int imax = 0;
+            for (int j = 0; j < 32; j++)
+                if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), imax = j;
+            const uint8_t *blk = (const uint8_t *)t->data + 34 * b;
+            double d = half_to_float(le16(blk)), d_exact = amax / 127.0;
+            /* d is amax/127 rounded to F16 (half an F16 ulp) */
+            if (fabs(d - d_exact) > ldexp(d_exact, -11) + ldexp(1, -25))
+                fail_msg("%s block %llu: d = %g, amax/127 = %g", t->name, (unsigned long long)b, d,
+                         d_exact);
+            assert_int_equal(abs((int8_t)blk[2 + imax]), amax > 0 ? 127 : 0);
+            double tol = 0.5 * d_exact * (1 + 1e-6) + 127 * fabs(d - d_exact) + 1e-9;
+            for (int j = 0; j < 32; j++) {
+                double y = value_at(t, 32 * b + (uint64_t)j);
+                if (fabs(y - xb[j]) > tol)
+                    fail_msg("%s element %llu: Q8_0 %g, F32 %g (tolerance %g)", t->name,
+                             (unsigned long long)(32 * b + (uint64_t)j), y, (double)xb[j], tol);
+            }
+        }
+        return;
+    }
+    /* F16: 11 significant bits, subnormals in steps of 2^-24; BF16: 8 bits. Round to
+     * nearest: at most half an ulp. */
+    int bits = t->type == VT_TYPE_F16 ? 11 : 8;
+    for (uint64_t i = 0; i < n; i++) {
+        double y = value_at(t, i), tol = ldexp(fabs(x[i]), -bits);
+        if (t->type == VT_TYPE_F16 && tol < ldexp(1, -25)) tol = ldexp(1, -25);
+        if (fabs(y - x[i]) > tol)
+            fail_msg("%s element %llu: %s %.9g, F32 %.9g", t->name, (unsigned long long)i,
+                     t->type == VT_TYPE_F16 ? "F16" : "BF16", y, (double)x[i]);
+    }
+}
+
+/* F16, BF16 and Q8_0 models: full checks, and every value is the F32 model's
+ * value (same seed) within the type's rounding; F32 tensors are identical. */
+static void test_types_match_f32(void **state)
+{
+    (void)state;
+    vt_mkmodel_params p;
+    vt_mkmodel_defaults(&p);
+    p.seed = 5;
+    p.weight_type = VT_TYPE_F32;
+    char *fp = make("cmp-f32.gguf", &p);
+    vt_gguf *ref = open_path(fp);
+    static const char *const types[] = {"f16", "bf16", "q8_0"};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(vt_mkmodel_set_type(&p, types[k]), VT_OK);
+        char name[64];
+        snprintf(name, sizeof name, "cmp-%s.gguf", types[k]);
+        char *path = make(name, &p);
+        check_model(path, &p);
+        vt_gguf *g = open_path(path);
+        assert_int_equal(vt_gguf_n_tensors(g), vt_gguf_n_tensors(ref));
+        for (int64_t i = 0; i < vt_gguf_n_tensors(ref); i++) {
+            const vt_gguf_tensor *r = vt_gguf_tensor_at(ref, i);
+            const vt_gguf_tensor *t = vt_gguf_find_tensor(g, r->name);
+            assert_non_null(t);
+            assert_int_equal(t->type, r->n_dims >= 2 && !strstr(r->name, "conv1d") &&
+                                              !strstr(r->name, "ffn_gate_inp")
+                                          ? p.weight_type
+                                          : VT_TYPE_F32);
+            compare_with_f32(t, r);
+        }
+        vt_gguf_close(g);
+        free(path);
+    }
+    vt_gguf_close(ref);
+    free(fp);
+}
+
+static bool file_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+static uint64_t align32(uint64_t x) { return (x + 31) / 32 * 32; }
+
+/* A 3-shard Q8_0 model: every tensor once, split keys right in every shard,
+ * metadata in the first only, opened from the first shard, balanced by bytes,
+ * the same bytes as the single file, deterministic. */
+static void test_split_three(void **state)
+{
+    (void)state;
+    vt_mkmodel_params p;
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "q8_0"), VT_OK);
+    p.seed = 11;
+    p.n_shards = 3;
+    char *path = make("split.gguf", &p);
+    char *shard[3], *again[3];
+    for (int k = 0; k < 3; k++) {
+        char n[64];
+        snprintf(n, sizeof n, "split-%05d-of-00003.gguf", k + 1);
+        shard[k] = vt_test_path(g_dir, n);
+        if (!file_exists(shard[k])) fail_msg("%s was not written", shard[k]);
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s.tmp", shard[k]);
+        assert_false(file_exists(tmp));
+    }
+    assert_false(file_exists(path)); /* the name of the model, not of a file */
+    check_model(shard[0], &p);        /* keys and every tensor, through the first shard */
+
+    /* the same model as one file: same tensors in the same order, same bytes */
+    p.n_shards = 1;
+    char *single = make("split-single.gguf", &p);
+    vt_gguf *one = open_path(single), *g = open_path(shard[0]);
+    assert_int_equal(vt_gguf_n_shards(g), 3);
+    assert_int_equal(vt_gguf_n_shards(one), 1);
+    const int64_t total = vt_gguf_n_tensors(one);
+    assert_int_equal(vt_gguf_n_tensors(g), total);
+    uint64_t all_bytes = 0, max_bytes = 0;
+    uint32_t prev_shard = 0;
+    for (int64_t i = 0; i < total; i++) {
+        const vt_gguf_tensor *a = vt_gguf_tensor_at(one, i), *b = vt_gguf_tensor_at(g, i);
+        assert_string_equal(b->name, a->name); /* whole tensors, in add order */
+        assert_int_equal(b->type, a->type);
+        assert_int_equal(b->nbytes, a->nbytes);
+        for (int d = 0; d < 4; d++) assert_int_equal(b->ne[d], a->ne[d]);
+        assert_memory_equal(b->data, a->data, a->nbytes);
+        assert_true(b->shard >= prev_shard && b->shard < 3);
+        prev_shard = b->shard;
+        all_bytes += align32(a->nbytes);
+        if (a->nbytes > max_bytes) max_bytes = a->nbytes;
+    }
+    vt_gguf_close(g);
+    vt_gguf_close(one);
+
+    /* each shard on its own: split keys with the spec's types, metadata in shard 0 only */
+    int64_t sum = 0;
+    for (uint32_t k = 0; k < 3; k++) {
+        vt_gguf *s = NULL;
+        assert_int_equal(vt_gguf_open(shard[k], VT_GGUF_SINGLE_FILE, &s), VT_OK);
+        int64_t i = vt_gguf_find_key(s, "split.no");
+        assert_true(i >= 0);
+        assert_int_equal(vt_gguf_kv_type(s, i), VT_GGUF_UINT16);
+        assert_int_equal(u32_of(s, "split.no"), k);
+        i = vt_gguf_find_key(s, "split.count");
+        assert_true(i >= 0);
+        assert_int_equal(vt_gguf_kv_type(s, i), VT_GGUF_UINT16);
+        assert_int_equal(u32_of(s, "split.count"), 3);
+        i = vt_gguf_find_key(s, "split.tensors.count");
+        assert_true(i >= 0);
+        assert_int_equal(vt_gguf_kv_type(s, i), VT_GGUF_INT32);
+        int64_t tc = 0;
+        assert_int_equal(vt_gguf_get_i64(s, "split.tensors.count", &tc), VT_OK);
+        assert_int_equal(tc, total);
+        if (k == 0) {
+            assert_true(vt_gguf_n_kv(s) > 30);
+            assert_true(vt_gguf_find_key(s, "general.architecture") >= 0);
+        } else {
+            assert_int_equal(vt_gguf_n_kv(s), 3);
+        }
+        int64_t n = vt_gguf_n_tensors(s);
+        assert_true(n >= 1);
+        sum += n;
+        uint64_t bytes = 0;
+        for (int64_t j = 0; j < n; j++) bytes += align32(vt_gguf_tensor_at(s, j)->nbytes);
+        /* roughly equal: whole tensors, so within one tensor of a third */
+        if (bytes + max_bytes < all_bytes / 3 || bytes > all_bytes / 3 + max_bytes)
+            fail_msg("shard %u holds %llu of %llu data bytes (largest tensor %llu)", k,
+                     (unsigned long long)bytes, (unsigned long long)all_bytes,
+                     (unsigned long long)max_bytes);
+        vt_gguf_close(s);
+    }
+    assert_int_equal(sum, total);
+
+    /* a later shard alone is refused, naming the first */
+    vt_gguf *bad = NULL;
+    assert_int_equal(vt_gguf_open(shard[1], 0, &bad), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "split-00001-of-00003.gguf"));
+
+    /* deterministic: the same files again, written through the first shard's name */
+    p.n_shards = 3;
+    char *again_path = vt_test_path(g_dir, "again-00001-of-00003.gguf");
+    assert_int_equal(vt_mkmodel_qwen35moe(again_path, &p), VT_OK);
+    for (int k = 0; k < 3; k++) {
+        char n[64];
+        snprintf(n, sizeof n, "again-%05d-of-00003.gguf", k + 1);
+        again[k] = vt_test_path(g_dir, n);
+        size_t la, lb;
+        uint8_t *da = vt_test_read_file(shard[k], &la), *db = vt_test_read_file(again[k], &lb);
+        assert_non_null(da);
+        assert_non_null(db);
+        assert_int_equal(la, lb);
+        assert_memory_equal(da, db, la);
+        free(da);
+        free(db);
+        free(again[k]);
+        free(shard[k]);
+    }
+    free(again_path);
+    free(single);
+    free(path);
+}
+
+/* ---- the writer's fill and split modes, on their own ---- */
+
+typedef struct fill_rec {
+    uint32_t type_size;
+    uint64_t next;   /* the offset the next call must ask for */
+    int calls, fail_at;
+} fill_rec;
+
+static uint8_t pattern(uint64_t i) { return (uint8_t)(i * 7 + 1); }
+
+static vt_status fill_pattern(void *user, void *buf, uint64_t offset, size_t n)
+{
+    fill_rec *r = user;
+    assert_int_equal(offset, r->next); /* in order, each byte once */
+    assert_int_equal(offset % r->type_size, 0);
+    assert_int_equal(n % r->type_size, 0);
+    assert_true(n > 0 && n <= ((size_t)16 << 20));
+    if (++r->calls == r->fail_at) {
+        vt_set_error("boom");
+        return VT_ERR_IO;
+    }
+    for (size_t j = 0; j < n; j++) ((uint8_t *)buf)[j] = pattern(offset + j);
+    r->next = offset + n;
+    return VT_OK;
+}
+
+static void test_writer_fill_and_split(void **state)
+{
+    (void)state;
+    vt_gguf_writer *w = vt_gguf_writer_new(64);
+    assert_non_null(w);
+    assert_int_equal(vt_gguf_writer_set_str(w, "general.architecture", "test"), VT_OK);
+    float a[10];
+    for (int i = 0; i < 10; i++) a[i] = (float)i - 2.5f;
+    const int64_t ne_a[1] = {10}, ne_b[2] = {1000, 3}, ne_c[1] = {16}, ne_d[2] = {64, 2},
+                  ne_big[1] = {(int64_t)3 << 20};
+    fill_rec rb = {2, 0, 0, 0}, rd = {34, 0, 0, 0}, rbig = {4, 0, 0, 0};
+    assert_int_equal(vt_gguf_writer_add_tensor(w, "a", VT_TYPE_F32, 1, ne_a, a, sizeof a), VT_OK);
+    assert_int_equal(vt_gguf_writer_add_tensor_fill(w, "b", VT_TYPE_F16, 2, ne_b, 6000,
+                                                    fill_pattern, &rb), VT_OK);
+    assert_int_equal(vt_gguf_writer_add_tensor(w, "c", VT_TYPE_F32, 1, ne_c, NULL, 64), VT_OK);
+    assert_int_equal(vt_gguf_writer_add_tensor_fill(w, "d", VT_TYPE_Q8_0, 2, ne_d, 136,
+                                                    fill_pattern, &rd), VT_OK);
+    assert_int_equal(vt_gguf_writer_add_tensor_fill(w, "big", VT_TYPE_F32, 1, ne_big,
+                                                    (uint64_t)12 << 20, fill_pattern, &rbig),
+                     VT_OK);
+    /* a wrong size or a missing callback is refused at add time */
+    assert_int_equal(vt_gguf_writer_add_tensor_fill(w, "e", VT_TYPE_F32, 1, ne_a, 44,
+                                                    fill_pattern, &rb), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_gguf_writer_add_tensor_fill(w, "e", VT_TYPE_F32, 1, ne_a, 40, NULL, NULL),
+                     VT_ERR_INVALID_ARG);
+
+    char *path = vt_test_path(g_dir, "w.gguf"), first[512], second[512];
+    assert_int_equal(vt_gguf_writer_shard_path(path, 0, 2, first, sizeof first), VT_OK);
+    assert_int_equal(vt_gguf_writer_shard_path(path, 1, 2, second, sizeof second), VT_OK);
+    assert_int_equal(vt_gguf_writer_write_split(w, path, 2), VT_OK);
+    assert_true(rbig.calls >= 3); /* 12 MiB in chunks */
+    assert_int_equal(rbig.next, (uint64_t)12 << 20);
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: the split model; pass 1: the same writer written again as one file */
+        if (pass == 1) {
+            rb.next = rd.next = rbig.next = 0;
+            assert_int_equal(vt_gguf_writer_write(w, path), VT_OK);
+        }
+        vt_gguf *g = open_path(pass ? path : first);
+        assert_int_equal(vt_gguf_n_shards(g), pass ? 1 : 2);
+        assert_int_equal(vt_gguf_n_tensors(g), 5);
+        const vt_gguf_tensor *t = vt_gguf_find_tensor(g, "a");
+        assert_memory_equal(t->data, a, sizeof a);
+        t = vt_gguf_find_tensor(g, "c");
+        for (int i = 0; i < 64; i++) assert_int_equal(((const uint8_t *)t->data)[i], 0);
+        static const char *const filled[3] = {"b", "d", "big"};
+        for (int k = 0; k < 3; k++) {
+            t = vt_gguf_find_tensor(g, filled[k]);
+            assert_non_null(t);
+            assert_int_equal(t->file_offset % 64, 0);
+            for (uint64_t i = 0; i < t->nbytes; i += 4093)
+                assert_int_equal(((const uint8_t *)t->data)[i], pattern(i));
+        }
+        if (!pass) { /* the 12 MiB tensor goes alone to the second shard */
+            assert_int_equal(vt_gguf_find_tensor(g, "big")->shard, 1);
+            assert_int_equal(vt_gguf_find_tensor(g, "d")->shard, 0);
+        }
+        vt_gguf_close(g);
+    }
+    /* the second shard carries general.alignment too, parsed with it */
+    vt_gguf *s1 = NULL;
+    assert_int_equal(vt_gguf_open(second, VT_GGUF_SINGLE_FILE, &s1), VT_OK);
+    assert_int_equal(vt_gguf_alignment(s1), 64);
+    assert_int_equal(vt_gguf_n_kv(s1), 4);
+    vt_gguf_close(s1);
+
+    /* shard names */
+    char out[256];
+    assert_int_equal(vt_gguf_writer_shard_path("d/m-00001-of-00003.gguf", 1, 3, out, sizeof out),
+                     VT_OK);
+    assert_string_equal(out, "d/m-00002-of-00003.gguf");
+    assert_int_equal(vt_gguf_writer_shard_path("m", 2, 3, out, sizeof out), VT_OK);
+    assert_string_equal(out, "m-00003-of-00003.gguf");
+    assert_int_equal(vt_gguf_writer_shard_path("m.gguf", 0, 1, out, sizeof out), VT_OK);
+    assert_string_equal(out, "m.gguf");
+    assert_int_equal(vt_gguf_writer_shard_path("m-00001-of-00004.gguf", 0, 3, out, sizeof out),
+                     VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_gguf_writer_shard_path("m.gguf", 3, 3, out, sizeof out), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_gguf_writer_shard_path("m.gguf", 0, 3, out, 10), VT_ERR_INVALID_ARG);
+
+    /* a failing fill: the status and message come back, no file is left */
+    rb.next = rd.next = rbig.next = 0;
+    rbig.calls = 0;
+    rbig.fail_at = 2;
+    char *fpath = vt_test_path(g_dir, "f.gguf"), f1[512], f2[512], t1[520];
+    assert_int_equal(vt_gguf_writer_shard_path(fpath, 0, 2, f1, sizeof f1), VT_OK);
+    assert_int_equal(vt_gguf_writer_shard_path(fpath, 1, 2, f2, sizeof f2), VT_OK);
+    assert_int_equal(vt_gguf_writer_write_split(w, fpath, 2), VT_ERR_IO);
+    assert_non_null(strstr(vt_last_error(), "boom"));
+    assert_non_null(strstr(vt_last_error(), "'big'"));
+    snprintf(t1, sizeof t1, "%s.tmp", f1);
+    assert_false(file_exists(f1) || file_exists(f2) || file_exists(t1));
+    /* split keys belong to the split writer */
+    assert_int_equal(vt_gguf_writer_set_u16(w, "split.count", 2), VT_OK);
+    assert_int_equal(vt_gguf_writer_write_split(w, fpath, 2), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "split.count"));
+    vt_gguf_writer_free(w);
+    free(fpath);
     free(path);
 }
 
@@ -454,18 +951,16 @@ static void test_tokenizer_loads(void **state)
     free(path);
 }
 
-/* The qwen35moe model plugin loads it through the engine and produces finite logits. */
-static void test_engine_runs(void **state)
+/* The qwen35moe model plugin loads path through the engine and produces finite logits. */
+static void engine_runs(const char *path)
 {
-    (void)state;
-    char *path = make("demo-engine.gguf", NULL);
     vt_engine_params ep = {0};
     ep.model_path = path;
     ep.plugin_dir = vt_test_plugin_dir();
     ep.n_threads = 2;
     ep.n_ctx = 64;
     vt_engine *e = NULL;
-    if (vt_engine_open(&ep, &e)) fail_msg("engine on the demo model: %s", vt_last_error());
+    if (vt_engine_open(&ep, &e)) fail_msg("engine on %s: %s", path, vt_last_error());
     assert_string_equal(vt_engine_arch(e), "qwen35moe");
     const vt_tokenizer *tok = vt_engine_tokenizer(e);
     int64_t n_vocab = vt_tokenizer_n_vocab(tok);
@@ -482,6 +977,35 @@ static void test_engine_runs(void **state)
     free(logits);
     free(ids);
     vt_engine_close(e);
+}
+
+/* The default model, an F16 one of another shape, and a 3-shard Q8_0 one
+ * (opened from its first shard) all run in the model plugin. */
+static void test_engine_runs(void **state)
+{
+    (void)state;
+    char *path = make("demo-engine.gguf", NULL);
+    engine_runs(path);
+    free(path);
+    vt_mkmodel_params p;
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "f16"), VT_OK);
+    p.n_embd = 96;
+    p.n_expert = 6;
+    p.n_expert_used = 3;
+    p.n_ff_exp = 40;
+    p.n_ff_shexp = 24;
+    p.n_layer = 5;
+    path = make("demo-engine-f16.gguf", &p);
+    engine_runs(path);
+    free(path);
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "q8_0"), VT_OK);
+    p.n_shards = 3;
+    path = make("demo-engine-q8.gguf", &p);
+    free(path);
+    path = vt_test_path(g_dir, "demo-engine-q8-00001-of-00003.gguf");
+    engine_runs(path);
     free(path);
 }
 
@@ -491,6 +1015,10 @@ int main(void)
         cmocka_unit_test(test_default_bf16),
         cmocka_unit_test(test_f32_and_other_shape),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_values_formula),
+        cmocka_unit_test(test_types_match_f32),
+        cmocka_unit_test(test_split_three),
+        cmocka_unit_test(test_writer_fill_and_split),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_matches_fixture_layout),
         cmocka_unit_test(test_tokenizer_loads),

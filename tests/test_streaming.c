@@ -10,11 +10,13 @@
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
+#include <dlfcn.h>
 
 #include "config.h"
 #include "engine.h"
 #include "error.h"
 #include "expert_streamer.h"
+#include "registry.h"
 #include "residency.h"
 
 static const char *fx;
@@ -41,6 +43,8 @@ static cJSON *load_json(const char *rel)
     return j;
 }
 
+static const char *g_device = "cpu";
+
 static vt_engine *open_with(const char *rel, const char *const *sets, uint32_t n_batch)
 {
     char path[4096];
@@ -50,7 +54,7 @@ static vt_engine *open_with(const char *rel, const char *const *sets, uint32_t n
     for (int i = 0; sets && sets[i]; i++)
         if (vt_config_set_arg(&cfg, sets[i]) != VT_OK) fail_msg("%s", vt_last_error());
     vt_engine_params p = {.model_path = path, .n_threads = 2, .kernels = "scalar", .n_ctx = 128,
-                          .n_batch = n_batch, .config = &cfg};
+                          .n_batch = n_batch, .config = &cfg, .device = g_device};
     setenv("VT_PLUGIN_PATH", vt_test_plugin_dir(), 1);
     vt_engine *e = NULL;
     if (vt_engine_open(&p, &e) != VT_OK) fail_msg("%s: %s", rel, vt_last_error());
@@ -102,7 +106,8 @@ static void compare_streamed(const char *const *sets, uint32_t n_batch, int want
         float *lr, *ls;
         int32_t gr[32], gs[32];
         int64_t nr, ns;
-        vt_engine *e = open_with(files[f], NULL, n_batch);
+        const char *resident[] = {"cpu.experts=resident", "cuda.experts=resident", NULL};
+        vt_engine *e = open_with(files[f], resident, n_batch);
         assert_null(vt_engine_streamer(e));
         run(e, &lr, gr, 32, &nr);
         vt_engine_close(e);
@@ -151,6 +156,39 @@ static void test_min_arena_bit_identical(void **state)
     compare_streamed(direct, 512, 1);
 }
 
+/* The same on the GPU: experts streamed through the device store (arena in
+ * device memory, H2D commits from the staging slot) against all experts
+ * resident on the device; then with no pinned budget (pageable staging, a
+ * counted fallback), which must still run the experts on the GPU. */
+static void test_cuda_device_store(void **state)
+{
+    (void)state;
+    if (!(fx = vt_test_fixtures())) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/backend-cuda.so", vt_test_plugin_dir());
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        print_message("SKIP: backend-cuda not built\n");
+        skip();
+    }
+    const vt_backend_api *cuda = ((vt_plugin_entry_fn)dlsym(h, VT_PLUGIN_ENTRY_SYMBOL))()->table;
+    if (cuda->device_count() <= 0) {
+        print_message("SKIP: no CUDA device here\n");
+        skip();
+    }
+    if (!index_json) index_json = load_json("refs/index.json");
+    if (!greedy_json) greedy_json = load_json("refs/greedy.json");
+    g_device = "cuda";
+    const char *sets[] = {"cuda.experts=streamed", "cuda.expert_cache.slots=6", NULL};
+    compare_streamed(sets, 512, 0);
+    uint64_t fb0 = vt_host_n_fallbacks();
+    const char *nopin[] = {"cuda.experts=streamed", "cuda.expert_cache.slots=6",
+                           "cuda.pinned_budget=0", NULL};
+    compare_streamed(nopin, 16, 0);
+    assert_true(vt_host_n_fallbacks() > fb0);
+    g_device = "cpu";
+}
+
 static void test_below_minimum_refused(void **state)
 {
     (void)state;
@@ -175,6 +213,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_min_arena_bit_identical),
         cmocka_unit_test(test_below_minimum_refused),
+        cmocka_unit_test(test_cuda_device_store),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     cJSON_Delete(index_json);

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,12 @@ static const char *usage_text =
     "                                              where each value came from\n"
     "  fit       -m MODEL [--device D] [--ctx N]   the fit check: what goes where, and whether\n"
     "                                              it fits the device (exit 1 when not)\n"
-    "  mkmodel   -o FILE [--type f32|bf16] [--seed S]  write a random-weight qwen35moe demo model\n"
+    "  mkmodel   -o FILE [--type f32|f16|bf16|q8_0] [--seed S] [--shards N] [--sparse]\n"
+    "            [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
+    "            [--n-rot N] [--n-expert N] [--n-expert-used K] [--n-ff-exp N] [--n-ff-shexp N]\n"
+    "            [--ssm-d-k N] [--ssm-n-k N] [--ssm-n-v N] [--n-merges N] [--context-length N]\n"
+    "            [--n-vocab N] (pad the vocabulary to N tokens)\n"
+    "            write a random-weight qwen35moe model of any shape\n"
     "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--set ...]\n"
     "            prefill/decode tokens/s (median), expert hit rate, fill GB/s, peak RSS\n"
     "\n"
@@ -75,14 +81,46 @@ typedef struct opts {
     vt_sampler_params sp;
     const char *sets[64];
     int n_sets, show, json;
+    uint32_t mk_val[24];   /* mkmodel shape options, by index into mk_fields */
+    uint8_t mk_set[24];
+    int mk_sparse;
 } opts;
+
+/* vt mkmodel's shape options: name -> vt_mkmodel_params field. */
+static const struct {
+    const char *opt;
+    size_t off;
+    uint32_t lo, hi;
+} mk_fields[] = {
+    {"n-embd", offsetof(vt_mkmodel_params, n_embd), 1, 1u << 20},
+    {"n-layer", offsetof(vt_mkmodel_params, n_layer), 1, 4096},
+    {"full-attention-interval", offsetof(vt_mkmodel_params, full_attention_interval), 1, 4096},
+    {"n-head", offsetof(vt_mkmodel_params, n_head), 1, 4096},
+    {"n-head-kv", offsetof(vt_mkmodel_params, n_head_kv), 1, 4096},
+    {"head-dim", offsetof(vt_mkmodel_params, head_dim), 1, 4096},
+    {"n-rot", offsetof(vt_mkmodel_params, n_rot), 2, 4096},
+    {"n-expert", offsetof(vt_mkmodel_params, n_expert), 1, 65536},
+    {"n-expert-used", offsetof(vt_mkmodel_params, n_expert_used), 1, 65536},
+    {"n-ff-exp", offsetof(vt_mkmodel_params, n_ff_exp), 1, 1u << 20},
+    {"n-ff-shexp", offsetof(vt_mkmodel_params, n_ff_shexp), 1, 1u << 20},
+    {"ssm-d-conv", offsetof(vt_mkmodel_params, ssm_d_conv), 1, 1024},
+    {"ssm-d-k", offsetof(vt_mkmodel_params, ssm_d_k), 1, 4096},
+    {"ssm-n-k", offsetof(vt_mkmodel_params, ssm_n_k), 1, 4096},
+    {"ssm-n-v", offsetof(vt_mkmodel_params, ssm_n_v), 1, 4096},
+    {"context-length", offsetof(vt_mkmodel_params, context_length), 1, 1u << 24},
+    {"n-merges", offsetof(vt_mkmodel_params, n_merges), 0, 100000},
+    {"shards", offsetof(vt_mkmodel_params, n_shards), 1, 9999},
+    {"mk-threads", offsetof(vt_mkmodel_params, n_threads), 0, 16},
+    {"n-vocab", offsetof(vt_mkmodel_params, n_vocab), 0, 1u << 22},
+};
+#define N_MK_FIELDS (sizeof mk_fields / sizeof mk_fields[0])
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_MK_BASE = 1200
 };
 
-static const struct option long_opts[] = {
+static struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},   {"prompt", required_argument, 0, 'p'},
     {"n-predict", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},
     {"output", required_argument, 0, 'o'},  {"verbose", no_argument, 0, 'v'},
@@ -96,7 +134,13 @@ static const struct option long_opts[] = {
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
     {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW}, {"json", no_argument, 0, O_JSON},
+    {"sparse", no_argument, 0, O_SPARSE},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
+    /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
     {0, 0, 0, 0}};
 
 static int parse_long(const char *s, long lo, long hi, const char *what, long *out)
@@ -125,9 +169,19 @@ static int parse_float(const char *s, const char *what, float *out)
     return 0;
 }
 
+static void add_mk_options(void)
+{
+    _Static_assert(N_MK_FIELDS <= 24, "room for the mkmodel options in long_opts");
+    size_t n = 0;
+    while (long_opts[n].name) n++;
+    for (size_t i = 0; i < N_MK_FIELDS; i++)
+        long_opts[n + i] = (struct option){mk_fields[i].opt, required_argument, 0, O_MK_BASE + (int)i};
+}
+
 static int parse_opts(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
+    add_mk_options();
     o->n_predict = 64;
     o->sp = (vt_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
     long v;
@@ -209,10 +263,21 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case O_SHOW: o->show = 1; break;
         case O_JSON: o->json = 1; break;
+        case O_SPARSE: o->mk_sparse = 1; break;
         case O_VERBOSE_PROMPT: o->verbose_prompt = 1; break;
         case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
         case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
-        default: return -1;
+        default:
+            if (c >= O_MK_BASE && c < O_MK_BASE + (int)N_MK_FIELDS) {
+                size_t i = (size_t)(c - O_MK_BASE);
+                char what[64];
+                snprintf(what, sizeof what, "--%s", mk_fields[i].opt);
+                if (parse_long(optarg, mk_fields[i].lo, mk_fields[i].hi, what, &v)) return -1;
+                o->mk_val[i] = (uint32_t)v;
+                o->mk_set[i] = 1;
+                break;
+            }
+            return -1;
         }
     }
     if (optind < argc) {
@@ -687,6 +752,9 @@ static int cmd_mkmodel(const opts *o)
     vt_mkmodel_defaults(&p);
     /* mkmodel's messages already start with "mkmodel: " */
     if (o->have_seed) p.seed = o->sp.seed;
+    for (size_t i = 0; i < N_MK_FIELDS; i++)
+        if (o->mk_set[i]) *(uint32_t *)((char *)&p + mk_fields[i].off) = o->mk_val[i];
+    p.sparse = o->mk_sparse;
     if ((o->type && vt_mkmodel_set_type(&p, o->type) != VT_OK) ||
         vt_mkmodel_qwen35moe(o->output, &p) != VT_OK) {
         fprintf(stderr, "vt %s\n", vt_last_error());
@@ -777,6 +845,8 @@ static int cmd_bench(const opts *o)
     double fill_bytes = (double)(all1.bytes_filled - all0.bytes_filled);
     double fill_s = all1.fill_seconds - all0.fill_seconds;
     double fill_gbs = fill_s > 0 ? fill_bytes / fill_s / 1e9 : 0.0;
+    double commit_s = all1.commit_seconds - all0.commit_seconds;
+    double commit_gbs = commit_s > 0 ? fill_bytes / commit_s / 1e9 : 0.0;
     const vt_fit *fit = vt_engine_fit(e);
     double rss = peak_rss_mib();
     if (o->json) {
@@ -796,6 +866,7 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "decode_hit_rate", hit / 100.0);
         cJSON_AddNumberToObject(j, "fill_bytes", fill_bytes);
         cJSON_AddNumberToObject(j, "fill_gb_s", fill_gbs);
+        cJSON_AddNumberToObject(j, "commit_gb_s", commit_gbs);
         cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
         cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
@@ -821,9 +892,9 @@ static int cmd_bench(const opts *o)
         printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "decode", n_gen, tg[reps / 2], tg[0],
                tg[reps - 1]);
         printf("\n(median of %d reps after one warm-up)\n", reps);
-        printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s)   evictions: %llu\n",
-               hit, fill_bytes / 1048576.0, fill_s, fill_gbs,
-               (unsigned long long)(all1.evictions - all0.evictions));
+        printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s; commits alone "
+               "%.2f GB/s)   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs,
+               commit_gbs, (unsigned long long)(all1.evictions - all0.evictions));
         printf("peak RSS: %.1f MiB   fallbacks: %llu\n", rss, (unsigned long long)vt_host_n_fallbacks());
     }
     rc = 0;

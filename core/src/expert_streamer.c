@@ -342,7 +342,9 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
         uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
         st = read_slice(s, s->fds[k->t->shard], dst, k->slice_bytes, off, k, expert);
         if (st == VT_OK) {
+            double tc = now_seconds();
             st = s->p.store_api->commit_slot(s->p.store, slot, k->slice_bytes);
+            s->stats[layer].commit_seconds += now_seconds() - tc;
             if (st != VT_OK)
                 vt_error_prefix("expert streamer: commit of expert %u of %s (layer %u) into slot %"
                                 PRIu64, expert, k->t->name, layer, slot);
@@ -439,6 +441,7 @@ vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_exper
         out->evictions += s->stats[l].evictions;
         out->fill_errors += s->stats[l].fill_errors;
         out->fill_seconds += s->stats[l].fill_seconds;
+        out->commit_seconds += s->stats[l].commit_seconds;
     }
     return VT_OK;
 }

@@ -81,14 +81,14 @@ vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name)
 /* Deterministic random numbers (no libm: identical on every host)           */
 /* ------------------------------------------------------------------------ */
 
-/* Output number i (0-based) of the splitmix64 stream with state s: random
+/* Output number i (0-based) of the wyrand stream with state s (Wang Yi's
+ * wyrand: a Weyl sequence mixed by one 64x64->128-bit multiply): random
  * access, so any chunk of a tensor is generated on its own. */
 static inline uint64_t mix_at(uint64_t s, uint64_t i)
 {
-    uint64_t z = s + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    uint64_t z = s + (i + 1) * 0xA0761D6478BD642Full;
+    unsigned __int128 m = (unsigned __int128)z * (z ^ 0xE7037ED1A0B428DBull);
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
 }
 
 static uint64_t name_seed(uint64_t seed, const char *name)
@@ -110,8 +110,9 @@ static uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* IEEE binary16 of f, rounded to nearest even; overflow gives inf, NaN stays NaN. */
-static uint16_t f32_to_f16(float f)
+/* IEEE binary16 of f, rounded to nearest even; overflow gives inf, NaN stays
+ * NaN. The general case (subnormal, zero, overflow, inf, NaN). */
+static uint16_t f32_to_f16_slow(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -120,7 +121,7 @@ static uint16_t f32_to_f16(float f)
     int32_t he = (int32_t)e - 127 + 15;
     if (he >= 31) return (uint16_t)(sign | 0x7C00u); /* too large: inf */
     if (he <= 0) {                                   /* subnormal half (or zero) */
-        if (he < -10) return (uint16_t)sign;         /* below half the smallest subnormal */
+        if (he < -10) return (uint16_t)sign;         /* at most a quarter of the smallest subnormal */
         m |= 0x800000u;                              /* the implicit bit */
         uint32_t shift = (uint32_t)(14 - he);        /* 24-bit significand -> units of 2^-24 */
         uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
@@ -132,25 +133,40 @@ static uint16_t f32_to_f16(float f)
     return (uint16_t)(sign | q);
 }
 
-/* Round half away from zero (C roundf) of |x| < 2^23, without libm. */
-static int32_t round_away(float x)
+/* f32_to_f16_slow with a fast path for the normal half range 2^-14 <= |f| < 2^16:
+ * rebias the exponent (127 -> 15), round the 13 dropped bits to nearest even. */
+static inline uint16_t f32_to_f16(float f)
 {
-    int32_t t = (int32_t)x; /* toward zero */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t a = u & 0x7FFFFFFFu;
+    if (a - 0x38800000u >= 0x47800000u - 0x38800000u) return f32_to_f16_slow(f);
+    a -= 0x38000000u;
+    a += 0xFFFu + ((a >> 13) & 1u); /* a carry into the exponent is right (65520 -> inf) */
+    return (uint16_t)(((u >> 16) & 0x8000u) | (a >> 13));
+}
+
+/* Round half away from zero (C roundf) of |x| < 2^31, without libm. */
+static inline int32_t round_away(float x)
+{
+    int32_t t = (int32_t)x;    /* toward zero */
     float frac = x - (float)t; /* exact */
-    if (frac >= 0.5f) t++;
-    else if (frac <= -0.5f) t--;
-    return t;
+    return t + (frac >= 0.5f) - (frac <= -0.5f);
 }
 
 /* One Q8_0 block from 32 floats (llama.cpp's reference quantiser):
  * d = amax / 127, q = round(x / d) computed as x * (1 / d), d stored as f16. */
 static void quantize_q8_0(const float *x, uint8_t *blk)
 {
-    float amax = 0.0f;
+    uint32_t amax_bits = 0; /* |x| compares as its bits (finite values) */
     for (int j = 0; j < 32; j++) {
-        float a = x[j] < 0 ? -x[j] : x[j];
-        if (a > amax) amax = a;
+        uint32_t a;
+        memcpy(&a, &x[j], 4);
+        a &= 0x7FFFFFFFu;
+        amax_bits = a > amax_bits ? a : amax_bits;
     }
+    float amax;
+    memcpy(&amax, &amax_bits, 4);
     float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     uint16_t h = f32_to_f16(d);
     blk[0] = (uint8_t)h;
@@ -187,50 +203,59 @@ typedef struct mk_tensor {
     unsigned n_threads;
 } mk_tensor;
 
-static inline float gen_value(const mk_tensor *t, uint64_t i)
+#define GEN_BATCH 256 /* values generated per pass, a multiple of the Q8_0 block */
+
+/* Values [e0, e0 + n) of t as floats, n <= GEN_BATCH. */
+static void gen_floats(const mk_tensor *t, float *x, uint64_t e0, uint32_t n)
 {
-    uint64_t h = mix_at(t->seed, i);
-    float v;
+    const float add = t->add, scale = t->scale;
     if (t->kind == GEN_NORMAL) {
-        /* sum of four uniforms (k + 0.5) / 2^16, minus 2, times 2^17: an even integer */
-        int32_t s = (int32_t)((h & 0xFFFF) + ((h >> 16) & 0xFFFF) + ((h >> 32) & 0xFFFF) +
-                              (h >> 48));
-        v = (float)(2 * s - 262140);
-        v *= t->scale;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t h = mix_at(t->seed, e0 + i);
+            /* sum of the four 16-bit fields: pairwise, then the two 32-bit halves */
+            uint64_t s2 = (h & 0x0000FFFF0000FFFFull) + ((h >> 16) & 0x0000FFFF0000FFFFull);
+            int32_t s = (int32_t)((s2 & 0xFFFFFFFFu) + (s2 >> 32));
+            /* the four uniforms (k + 0.5) / 2^16, less 2, times 2^17: an even integer */
+            float v = (float)(2 * s - 262140);
+            v *= scale;
+            x[i] = v;
+        }
     } else {
-        v = (float)(h >> 40);
-        v *= t->scale;
+        for (uint32_t i = 0; i < n; i++) {
+            float v = (float)(mix_at(t->seed, e0 + i) >> 40); /* 24 bits */
+            v *= scale;
+            x[i] = v;
+        }
     }
-    v += t->add;
-    return v;
+    if (add != 0.0f)
+        for (uint32_t i = 0; i < n; i++) x[i] += add;
 }
 
 /* Values [e0, e0 + n) of t into dst in t's type (Q8_0: e0 and n multiples of 32). */
 static void gen_range(const mk_tensor *t, uint8_t *dst, uint64_t e0, uint64_t n)
 {
-    switch (t->type) {
-    case VT_TYPE_F32:
-        for (uint64_t i = 0; i < n; i++) {
-            float v = gen_value(t, e0 + i);
-            memcpy(dst + 4 * i, &v, 4);
+    float x[GEN_BATCH];
+    uint16_t h[GEN_BATCH];
+    for (uint64_t done = 0; done < n;) {
+        uint32_t k = n - done < GEN_BATCH ? (uint32_t)(n - done) : GEN_BATCH;
+        gen_floats(t, x, e0 + done, k);
+        switch (t->type) {
+        case VT_TYPE_F32:
+            memcpy(dst + 4 * done, x, 4 * (size_t)k); /* vt hosts are little-endian */
+            break;
+        case VT_TYPE_BF16:
+            for (uint32_t i = 0; i < k; i++) h[i] = f32_to_bf16(x[i]);
+            memcpy(dst + 2 * done, h, 2 * (size_t)k);
+            break;
+        case VT_TYPE_F16:
+            for (uint32_t i = 0; i < k; i++) h[i] = f32_to_f16(x[i]);
+            memcpy(dst + 2 * done, h, 2 * (size_t)k);
+            break;
+        default: /* Q8_0 */
+            for (uint32_t b = 0; b < k / 32; b++) quantize_q8_0(x + 32 * b, dst + 34 * (done / 32 + b));
+            break;
         }
-        break;
-    case VT_TYPE_BF16:
-    case VT_TYPE_F16:
-        for (uint64_t i = 0; i < n; i++) {
-            float v = gen_value(t, e0 + i);
-            uint16_t h = t->type == VT_TYPE_BF16 ? f32_to_bf16(v) : f32_to_f16(v);
-            dst[2 * i] = (uint8_t)h;
-            dst[2 * i + 1] = (uint8_t)(h >> 8);
-        }
-        break;
-    default: /* Q8_0 */
-        for (uint64_t b = 0; b < n / 32; b++) {
-            float x[32];
-            for (int j = 0; j < 32; j++) x[j] = gen_value(t, e0 + 32 * b + (uint64_t)j);
-            quantize_q8_0(x, dst + 34 * b);
-        }
-        break;
+        done += k;
     }
 }
 
@@ -293,10 +318,18 @@ static void add(mk *m, const char *name, uint32_t type, uint32_t n_dims, int64_t
 {
     if (m->st) return;
     int64_t ne[3] = {ne0, ne1, ne2};
-    uint64_t n = 1;
-    for (uint32_t d = 0; d < n_dims; d++) n *= (uint64_t)ne[d]; /* sizes checked by check_params */
+    uint64_t n = 1, nbytes;
     vt_type_traits tr = vt_type_traits_of(type);
-    uint64_t nbytes = n / tr.block_size * tr.type_size;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        if (__builtin_mul_overflow(n, (uint64_t)ne[d], &n)) n = UINT64_MAX;
+    }
+    if (n > ((uint64_t)1 << 60) ||
+        __builtin_mul_overflow(n / tr.block_size, (uint64_t)tr.type_size, &nbytes)) {
+        vt_set_error("mkmodel: tensor '%s' of %" PRId64 " x %" PRId64 " x %" PRId64
+                     " values is too large", name, ne0, ne1, ne2);
+        m->st = VT_ERR_INVALID_ARG;
+        return;
+    }
     if (m->p->sparse && n_dims >= 2) { /* matrices as holes: a tensor table at real sizes */
         m->st = vt_gguf_writer_add_tensor(m->w, name, type, n_dims, ne, NULL, nbytes);
         return;
@@ -607,13 +640,19 @@ static const char chatml_template[] =
     "message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
     "{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
-static vt_status add_tokenizer(vt_gguf_writer *w, bpe *b, uint32_t *n_vocab)
+static vt_status add_tokenizer(vt_gguf_writer *w, bpe *b, uint32_t want_vocab, uint32_t *n_vocab)
 {
     static const char *const special[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-    uint32_t n = b->n_tok + 3;
+    uint32_t n_real = b->n_tok + 3;
+    uint32_t n = want_vocab > n_real ? want_vocab : n_real;
     const char **toks = NULL, **merges = NULL;
     int32_t *types = NULL;
+    char *pad = NULL; /* "<|pad_N|>" strings of the padding tokens, 20 bytes each */
     vt_status st = VT_OK;
+    if (n > n_real && !(pad = vt_malloc_named((size_t)(n - n_real) * 20, "mkmodel: padding tokens"))) {
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
     if (!(toks = vt_malloc_named(n * sizeof *toks, "mkmodel: token list")) ||
         !(merges = vt_malloc_named((b->n_merges ? b->n_merges : 1) * sizeof *merges,
                                    "mkmodel: merge list")) ||
@@ -629,6 +668,12 @@ static vt_status add_tokenizer(vt_gguf_writer *w, bpe *b, uint32_t *n_vocab)
         toks[b->n_tok + i] = special[i];
         types[b->n_tok + i] = 3; /* CONTROL */
     }
+    for (uint32_t i = n_real; i < n; i++) { /* padding up to n_vocab: UNUSED, never produced */
+        char *t = pad + (size_t)(i - n_real) * 20;
+        snprintf(t, 20, "<|pad_%u|>", i - n_real);
+        toks[i] = t;
+        types[i] = 5; /* UNUSED */
+    }
     for (uint32_t i = 0; i < b->n_merges; i++) merges[i] = b->merges[i];
     if ((st = vt_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
         (st = vt_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35")) ||
@@ -641,6 +686,7 @@ static vt_status add_tokenizer(vt_gguf_writer *w, bpe *b, uint32_t *n_vocab)
         goto out;
     *n_vocab = n;
 out:
+    free(pad);
     free(toks);
     free(merges);
     free(types);
@@ -650,6 +696,14 @@ out:
 /* ------------------------------------------------------------------------ */
 /* The model                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* general.file_type for a weight type (gguf.md §7), -1 if not one mkmodel writes. */
+static int32_t file_type_of(uint32_t type)
+{
+    for (size_t i = 0; i < MK_N_TYPES; i++)
+        if (mk_types[i].type == type) return (int32_t)mk_types[i].file_type;
+    return -1;
+}
 
 static vt_status check_params(const vt_mkmodel_params *p)
 {
@@ -675,9 +729,41 @@ static vt_status check_params(const vt_mkmodel_params *p)
     REQUIRE(p->n_expert_used >= 1 && p->n_expert_used <= p->n_expert,
             "n_expert_used %" PRIu32 " must be in 1..n_expert (%" PRIu32 ")", p->n_expert_used,
             p->n_expert);
-    REQUIRE(p->weight_type == VT_TYPE_F32 || p->weight_type == VT_TYPE_BF16,
-            "weight_type %" PRIu32 " must be F32 (0) or BF16 (30)", p->weight_type);
+    REQUIRE(file_type_of(p->weight_type) >= 0,
+            "weight_type %" PRIu32 " must be F32 (0), F16 (1), BF16 (30) or Q8_0 (8)",
+            p->weight_type);
     REQUIRE(p->n_merges <= 20000, "n_merges %" PRIu32 " exceeds 20000", p->n_merges);
+    /* derived row lengths and widths stay within what the model plugin takes (int32) */
+    const uint64_t key_dim = (uint64_t)p->ssm_n_k * p->ssm_d_k,
+                   value_dim = (uint64_t)p->ssm_n_v * p->ssm_d_k,
+                   q_dim = (uint64_t)p->n_head * p->head_dim,
+                   kv_dim = (uint64_t)p->n_head_kv * p->head_dim;
+    REQUIRE(2 * key_dim + value_dim <= INT32_MAX,
+            "ssm conv width 2 * ssm_n_k * ssm_d_k + ssm_n_v * ssm_d_k = %" PRIu64
+            " exceeds 2^31 - 1", 2 * key_dim + value_dim);
+    REQUIRE(2 * q_dim <= INT32_MAX && kv_dim <= INT32_MAX,
+            "2 * n_head * head_dim = %" PRIu64 " exceeds 2^31 - 1", 2 * q_dim);
+    REQUIRE(p->n_embd <= INT32_MAX && p->n_ff_exp <= INT32_MAX && p->n_ff_shexp <= INT32_MAX &&
+                p->n_expert <= INT32_MAX,
+            "n_embd, n_ff_exp, n_ff_shexp and n_expert must be below 2^31");
+    REQUIRE(p->n_layer <= (1u << 20), "n_layer %" PRIu32 " exceeds 2^20", p->n_layer);
+    if (p->weight_type == VT_TYPE_Q8_0) { /* every matrix row: ne[0] % 32 == 0 (gguf.md §6.2) */
+        const struct {
+            const char *what;
+            uint64_t n;
+        } rows[] = {
+            {"n_embd", p->n_embd},
+            {"n_ff_exp (ffn_down_exps rows)", p->n_ff_exp},
+            {"n_ff_shexp (ffn_down_shexp rows)", p->n_ff_shexp},
+            {"ssm_n_v * ssm_d_k (ssm_out rows)", value_dim},
+            {"n_head * head_dim (attn_output rows)", q_dim},
+        };
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            REQUIRE(rows[i].n % 32 == 0,
+                    "weight type Q8_0 needs matrix rows that are a multiple of 32 values, but %s "
+                    "= %" PRIu64 " is not",
+                    rows[i].what, rows[i].n);
+    }
 #undef REQUIRE
     return VT_OK;
 }
@@ -699,6 +785,7 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
     vt_gguf_writer *w = vt_gguf_writer_new(32);
     if (!w) return VT_ERR_OUT_OF_MEMORY;
     bpe b = {0};
+    mk m = {0};
     const char *A = "qwen35moe";
     char key[128];
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", A, suffix), key)
@@ -722,7 +809,7 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
         (st = vt_gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
         (st = vt_gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
         (st = vt_gguf_writer_set_u32(w, "general.file_type",
-                                     p->weight_type == VT_TYPE_F32 ? 0u : 32u)) ||
+                                     (uint32_t)file_type_of(p->weight_type))) ||
         (st = vt_gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)) ||
         (st = vt_gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), p->n_ff_shexp)) ||
         (st = vt_gguf_writer_set_u32(w, K("ssm.conv_kernel"), p->ssm_d_conv)) ||
@@ -736,12 +823,20 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
         goto out;
 #undef K
     uint32_t n_vocab = 0;
-    if ((st = bpe_train(&b, p->n_merges)) || (st = add_tokenizer(w, &b, &n_vocab))) goto out;
-    mk m = {w, p, VT_OK};
+    if ((st = bpe_train(&b, p->n_merges)) || (st = add_tokenizer(w, &b, p->n_vocab, &n_vocab))) goto out;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    m = (mk){.w = w, .p = p, .cap_t = 20 * (size_t)p->n_layer + 3,
+             .n_threads = p->n_threads ? p->n_threads : ncpu > 0 ? (unsigned)ncpu : 1};
+    if (m.n_threads > MK_MAX_THREADS) m.n_threads = MK_MAX_THREADS;
+    if (!(m.t = vt_calloc_named(m.cap_t, sizeof *m.t, "mkmodel: tensor recipes"))) {
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
     add_tensors(&m, n_vocab);
     if ((st = m.st)) goto out;
-    st = vt_gguf_writer_write(w, path);
+    st = vt_gguf_writer_write_split(w, path, p->n_shards ? p->n_shards : 1);
 out:
+    free(m.t);
     bpe_free(&b);
     vt_gguf_writer_free(w);
     return st;

@@ -49,7 +49,69 @@
 
 #if !defined(VT_GPU_HIP) && defined(VT_GPU_HAVE_CUBLAS)
 #include <cublas_v2.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #define GPU_HAVE_BLAS 1
+/*
+ * cuBLAS is loaded with dlopen when the first prefill matmul needs it, not
+ * linked: libcublas and libcublasLt map ~700 MB and their relocations cost
+ * ~150 MiB of resident memory in every process that merely lists or loads
+ * plugins (vt plugins, vt run --device cpu). Without it the tiled kernel does
+ * the prefill product, and the fallback is logged at WARN.
+ */
+typedef struct blas_fns {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const float *, const float *, int, const float *, int, const float *,
+                            float *, int);
+    const char *(*status_string)(cublasStatus_t);
+} blas_fns;
+static blas_fns blas;
+static char blas_error[256];
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+#define VT_STR2(x) #x
+#define VT_STR(x) VT_STR2(x)
+
+static void blas_load_once(void)
+{
+    /* the loader's path first (LD_LIBRARY_PATH, ld.so.cache), then the toolkit
+     * the plugin was built against */
+    static const char *names[] = {"libcublas.so." VT_STR(CUBLAS_VER_MAJOR),
+#ifdef VT_CUBLAS_DIR
+                                  VT_CUBLAS_DIR "/libcublas.so." VT_STR(CUBLAS_VER_MAJOR),
+#endif
+                                  "libcublas.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(blas_error, sizeof blas_error, "cannot load cuBLAS: %s", dlerror());
+        return;
+    }
+    blas_fns b;
+    *(void **)&b.create = dlsym(h, "cublasCreate_v2");
+    *(void **)&b.destroy = dlsym(h, "cublasDestroy_v2");
+    *(void **)&b.set_math_mode = dlsym(h, "cublasSetMathMode");
+    *(void **)&b.set_stream = dlsym(h, "cublasSetStream_v2");
+    *(void **)&b.sgemm = dlsym(h, "cublasSgemm_v2");
+    *(void **)&b.status_string = dlsym(h, "cublasGetStatusString");
+    if (!b.create || !b.destroy || !b.set_math_mode || !b.set_stream || !b.sgemm || !b.status_string) {
+        snprintf(blas_error, sizeof blas_error, "cuBLAS library lacks an expected symbol");
+        dlclose(h);
+        return;
+    }
+    blas = b; /* h stays open for the life of the process */
+}
+
+/* 1 when cuBLAS is usable; else 0 with blas_error set. */
+static int blas_loaded(void)
+{
+    pthread_once(&blas_once, blas_load_once);
+    return blas.sgemm != NULL;
+}
 #else
 #define GPU_HAVE_BLAS 0
 #endif
@@ -160,7 +222,7 @@ extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
 extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
 {
 #if GPU_HAVE_BLAS
-    if (ctx->blas) cublasDestroy((cublasHandle_t)ctx->blas);
+    if (ctx->blas) blas.destroy((cublasHandle_t)ctx->blas);
 #endif
     ctx->blas = NULL;
     if (ctx->scratch) (void)vt_gpu_free(ctx->scratch);
@@ -371,17 +433,17 @@ static vt_status check_weight(vt_backend_ctx *ctx, const char *op, uint32_t type
 }
 
 #if GPU_HAVE_BLAS
-static const char *blas_str(cublasStatus_t s) { return cublasGetStatusString(s); }
+static const char *blas_str(cublasStatus_t s) { return blas.status_string(s); }
 
 static vt_status blas_handle(vt_backend_ctx *ctx, const char *nm)
 {
     if (ctx->blas) return VT_OK;
     cublasHandle_t h = NULL;
-    cublasStatus_t s = cublasCreate(&h);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); /* no TF32 */
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(h, 0); /* the legacy default stream */
+    cublasStatus_t s = blas.create(&h);
+    if (s == CUBLAS_STATUS_SUCCESS) s = blas.set_math_mode(h, CUBLAS_DEFAULT_MATH); /* no TF32 */
+    if (s == CUBLAS_STATUS_SUCCESS) s = blas.set_stream(h, 0); /* the legacy default stream */
     if (s != CUBLAS_STATUS_SUCCESS) {
-        if (h) cublasDestroy(h);
+        if (h) blas.destroy(h);
         return vt_gpu_fail(ctx->host, s == CUBLAS_STATUS_ALLOC_FAILED ? VT_ERR_OUT_OF_MEMORY : VT_ERR_IO,
                            "mat_mul %s: cuBLAS handle on device %d (%s): %s", nm, ctx->device,
                            ctx->name, blas_str(s));
@@ -418,6 +480,19 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
         return launched(ctx, "mat_mul");
     }
 
+#if GPU_HAVE_BLAS
+    if (ctx->gemm_blas && !blas_loaded()) {
+        ctx->gemm_blas = 0;
+        char why[384];
+        snprintf(why, sizeof why, "backend %s: %s; prefill matmuls use the tiled kernel instead "
+                 "(slower)", VT_GPU_PLUGIN_NAME, blas_error);
+        if (ctx->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+            ctx->host->note_fallback)
+            ctx->host->note_fallback(why);
+        else
+            ctx->host->log(VT_LOG_WARN, "%s", why);
+    }
+#endif
     if (!ctx->gemm_blas) { /* tiled kernel straight from the packed weight */
         int64_t gx = ceil_div(w->n_out, GT), gy = ceil_div(n_tokens, GT);
         if (gx > INT_MAX || gy > 65535)
@@ -461,7 +536,7 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
             TRY(launched(ctx, "mat_mul"));
             a = (const float *)ctx->wbuf;
         }
-        cublasStatus_t s = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n_tokens,
+        cublasStatus_t s = blas.sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n_tokens,
                                        (int)w->n_in, &one, a, (int)w->n_in, x, (int)ldx, &zero,
                                        y + r0, (int)ldy);
         if (s != CUBLAS_STATUS_SUCCESS)

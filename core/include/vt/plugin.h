@@ -83,6 +83,7 @@ typedef struct vt_expert_stats {
     uint64_t evictions;    /* resident slices dropped to make room */
     uint64_t fill_errors;  /* fills that failed (the key stayed absent) */
     double fill_seconds;   /* wall time spent reading and committing fills */
+    double commit_seconds; /* of which in commit_slot (a device store: the H2D copy + sync) */
 } vt_expert_stats;
 
 /* Log levels; anything that changes where work runs is logged at WARN. */
