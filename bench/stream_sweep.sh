@@ -64,4 +64,11 @@ a=$($vt run -m "$model" --device "$dev" -p "the quick brown fox" -n 16 --temp 0 
 b=$($vt run -m "$model" --device "$dev" -p "the quick brown fox" -n 16 --temp 0 --ids --ignore-eos $thr --set $dev.experts=streamed --set $dev.expert_cache.arena=256MiB --stats 2> /tmp/vt-sweep.err)
 grep -E "peak RSS|total" /tmp/vt-sweep.err || true
 [ "$a" = "$b" ] && echo "identical: $a" || { echo "DIFFERENT: resident $a / streamed $b"; exit 1; }
+
+echo
+echo "== memory bound: 32-token prompt, 64 decoded tokens, 256 MiB arena"
+p32="the cat sat on the mat and then it went to sleep in the warm sun while the birds sang songs in the old green tree by the river"
+$vt fit -m "$model" --device "$dev" --ctx 128 --set $dev.experts=streamed --set $dev.expert_cache.arena=256MiB | grep -E "dense|arena|KV|state|scratch|device need"
+$vt run -m "$model" --device "$dev" -p "$p32" -n 64 --ctx 128 --ignore-eos --verbose-prompt --temp 0 $thr \
+  --set $dev.experts=streamed --set $dev.expert_cache.arena=256MiB --stats 2>&1 >/dev/null | grep -E "^prompt|tokens\)|decode:|peak RSS|  total" || true
 [ -n "${KEEP:-}" ] || rm -f "$model"
