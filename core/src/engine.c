@@ -58,7 +58,6 @@ static vt_status open_streamer(vt_engine *e, const char *device)
         return VT_ERR_UNSUPPORTED;
     }
     e->store_api = e->res.store ? e->res.store->desc->table : vt_host_store_api();
-    vt_host_set_pinned_budget(e->res.plat->pinned_budget_bytes);
     vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = &e->backend,
                           .slot_bytes = f->slot_bytes, .n_slots = f->arena_slots,
                           .pinned_budget_bytes = e->res.plat->pinned_budget_bytes};
@@ -129,6 +128,8 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         vt_error_prefix("%s", p->model_path);
         goto fail;
     }
+    /* the platform's pinned-memory budget, before the backend may pin anything */
+    vt_host_set_pinned_budget(e->res.plat->pinned_budget_bytes);
     /* kernels NULL: the backend reads VT_KERNELS itself */
     vt_backend_params bp = {.struct_size = sizeof bp, .device = 0, .n_threads = p->n_threads,
                             .kernels = p->kernels, .host = vt_host_table()};

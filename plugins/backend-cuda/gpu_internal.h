@@ -66,6 +66,14 @@ struct vt_backend_ctx {
     size_t wbuf_bytes;
     void *hbuf;           /* host: logits of softmax_topk */
     size_t hbuf_bytes;
+    /* op arguments (ids, idx, wt, pos) go through a ring: pinned host -> device
+     * by an asynchronous copy ordered on the default stream, so an op does not
+     * wait for the device; the ring is reused after a device synchronize when it
+     * wraps. NULL: not set up (pinned budget refused or allocation failed):
+     * arguments use the synchronous scratch path. */
+    uint8_t *ring_host, *ring_dev;
+    size_t ring_off;
+    int ring_state;       /* 0 untried, 1 ready, -1 unavailable */
 };
 
 /* Devices the runtime sees now; 0 when the runtime reports an error

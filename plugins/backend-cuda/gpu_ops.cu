@@ -196,10 +196,59 @@ static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t
  * start, b (b_bytes, may be 0) after it at a 256-byte boundary. The copy is
  * ordered after every kernel queued before it (legacy default stream), so a
  * kernel still reading the previous contents is not disturbed. */
+#define RING_BYTES ((size_t)4 << 20)
+
+/* Set up the argument ring once per context (see gpu_internal.h). */
+static int ring_ready(vt_backend_ctx *ctx)
+{
+    if (ctx->ring_state) return ctx->ring_state > 0;
+    ctx->ring_state = -1;
+    const vt_host_api *h = ctx->host;
+    int budgeted = h->struct_size >= offsetof(vt_host_api, pinned_release) + sizeof(void *) &&
+                   h->pinned_reserve && h->pinned_release;
+    if (budgeted && !h->pinned_reserve(RING_BYTES)) return 0; /* within the pinned budget only */
+    void *hp = NULL, *dp = NULL;
+    if (vt_gpu_host_alloc(&hp, RING_BYTES) != vt_gpu_success || vt_gpu_malloc(&dp, RING_BYTES) != vt_gpu_success) {
+        if (hp) (void)vt_gpu_host_free(hp);
+        (void)vt_gpu_get_last_error();
+        if (budgeted) h->pinned_release(RING_BYTES);
+        return 0;
+    }
+    ctx->ring_host = (uint8_t *)hp;
+    ctx->ring_dev = (uint8_t *)dp;
+    ctx->ring_off = 0;
+    ctx->ring_state = 1;
+    return 1;
+}
+
 static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size_t a_bytes,
                         const void *b, size_t b_bytes, void **da, void **db)
 {
     size_t off_b = (a_bytes + 255) & ~(size_t)255;
+    size_t need = (off_b + b_bytes + 255) & ~(size_t)255;
+    if (need <= RING_BYTES / 4 && ring_ready(ctx)) {
+        if (ctx->ring_off + need > RING_BYTES) {
+            /* wrap: every copy and kernel that used the ring has finished */
+            vt_gpu_error e = vt_gpu_device_synchronize();
+            if (e != vt_gpu_success)
+                return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: synchronize before reusing "
+                                   "the argument ring on device %d failed: %s", op, ctx->device,
+                                   vt_gpu_get_error_string(e));
+            ctx->ring_off = 0;
+        }
+        uint8_t *hp = ctx->ring_host + ctx->ring_off, *dp = ctx->ring_dev + ctx->ring_off;
+        memcpy(hp, a, a_bytes);
+        if (b_bytes) memcpy(hp + off_b, b, b_bytes);
+        vt_gpu_error e = vt_gpu_memcpy_async(dp, hp, off_b + b_bytes, vt_gpu_memcpy_h2d, 0);
+        if (e != vt_gpu_success)
+            return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: upload of %zu bytes of host "
+                               "arguments to device %d failed: %s", op, a_bytes + b_bytes,
+                               ctx->device, vt_gpu_get_error_string(e));
+        ctx->ring_off += need;
+        *da = dp;
+        if (db) *db = b_bytes ? dp + off_b : NULL;
+        return VT_OK;
+    }
     TRY(reserve(ctx, op, &ctx->scratch, &ctx->scratch_bytes, off_b + b_bytes, 0));
     vt_gpu_error e = vt_gpu_memcpy(ctx->scratch, a, a_bytes, vt_gpu_memcpy_h2d);
     if (e == vt_gpu_success && b_bytes)
@@ -227,6 +276,17 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
     ctx->blas = NULL;
     if (ctx->scratch) (void)vt_gpu_free(ctx->scratch);
     if (ctx->wbuf) (void)vt_gpu_free(ctx->wbuf);
+    if (ctx->ring_state > 0) {
+        (void)vt_gpu_device_synchronize();
+        (void)vt_gpu_free(ctx->ring_dev);
+        (void)vt_gpu_host_free(ctx->ring_host);
+        const vt_host_api *h = ctx->host;
+        if (h->struct_size >= offsetof(vt_host_api, pinned_release) + sizeof(void *) &&
+            h->pinned_release)
+            h->pinned_release(RING_BYTES);
+    }
+    ctx->ring_host = ctx->ring_dev = NULL;
+    ctx->ring_state = 0;
     (void)vt_gpu_get_last_error();
     free(ctx->hbuf);
     ctx->scratch = ctx->wbuf = ctx->hbuf = NULL;

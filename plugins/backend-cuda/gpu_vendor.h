@@ -39,6 +39,7 @@ typedef hipDeviceProp_t vt_gpu_device_prop;
 #define vt_gpu_host_alloc(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
 #define vt_gpu_host_free hipHostFree
 #define vt_gpu_memcpy hipMemcpy
+#define vt_gpu_memcpy_async hipMemcpyAsync
 #define vt_gpu_memcpy_h2d hipMemcpyHostToDevice
 #define vt_gpu_memcpy_d2h hipMemcpyDeviceToHost
 #define vt_gpu_memcpy_d2d hipMemcpyDeviceToDevice
@@ -72,6 +73,7 @@ typedef cudaDeviceProp vt_gpu_device_prop;
 #define vt_gpu_host_alloc(p, n) cudaHostAlloc((p), (n), cudaHostAllocDefault)
 #define vt_gpu_host_free cudaFreeHost
 #define vt_gpu_memcpy cudaMemcpy
+#define vt_gpu_memcpy_async cudaMemcpyAsync
 #define vt_gpu_memcpy_h2d cudaMemcpyHostToDevice
 #define vt_gpu_memcpy_d2h cudaMemcpyDeviceToHost
 #define vt_gpu_memcpy_d2d cudaMemcpyDeviceToDevice
