@@ -45,8 +45,10 @@ run() { # label, extra options
   python3 - "$label" /tmp/vt-sweep.json <<'PY'
 import json, sys
 j = json.load(open(sys.argv[2]))
+hit = '   n/a ' if j['decode_hit_rate'] is None else f"{100*j['decode_hit_rate']:6.1f}%"
+cg = '  n/a ' if j.get('commit_gb_s') is None else f"{j['commit_gb_s']:6.2f}"
 print(f"| {sys.argv[1]:<10} | {j['arena_bytes']/2**20:10.0f} | {j['prefill_tok_s']:9.1f} | {j['decode_tok_s']:9.1f} | "
-      f"{100*j['decode_hit_rate']:6.1f}% | {j['fill_gb_s']:6.2f} | {j.get('commit_gb_s', 0):6.2f} | {j['peak_rss_mib']:8.1f} | {j['fallbacks']:.0f} |")
+      f"{hit} | {j['fill_gb_s']:6.2f} | {cg} | {j['peak_rss_mib']:8.1f} | {j['fallbacks']:.0f} |")
 PY
 }
 echo

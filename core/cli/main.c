@@ -837,6 +837,8 @@ static int cmd_bench(const opts *o)
     if (es) vt_streamer_stats(es, -1, &all1);
     qsort(pp, (size_t)reps, sizeof *pp, cmp_double);
     qsort(tg, (size_t)reps, sizeof *tg, cmp_double);
+    double pp_med = reps % 2 ? pp[reps / 2] : 0.5 * (pp[reps / 2 - 1] + pp[reps / 2]);
+    double tg_med = reps % 2 ? tg[reps / 2] : 0.5 * (tg[reps / 2 - 1] + tg[reps / 2]);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *kern = o->kernels ? o->kernels : getenv("VT_KERNELS");
     int threads = o->threads > 0 ? o->threads : (int)ncores;
@@ -848,6 +850,7 @@ static int cmd_bench(const opts *o)
     double commit_s = all1.commit_seconds - all0.commit_seconds;
     double commit_gbs = commit_s > 0 ? fill_bytes / commit_s / 1e9 : 0.0;
     const vt_fit *fit = vt_engine_fit(e);
+    int host_store = es && !strcmp(vt_engine_store_name(e), "host");
     double rss = peak_rss_mib();
     if (o->json) {
         cJSON *j = cJSON_CreateObject();
@@ -857,16 +860,18 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "n_prompt", n_prompt);
         cJSON_AddNumberToObject(j, "n_gen", n_gen);
         cJSON_AddNumberToObject(j, "reps", reps);
-        cJSON_AddNumberToObject(j, "prefill_tok_s", pp[reps / 2]);
-        cJSON_AddNumberToObject(j, "decode_tok_s", tg[reps / 2]);
+        cJSON_AddNumberToObject(j, "prefill_tok_s", pp_med);
+        cJSON_AddNumberToObject(j, "decode_tok_s", tg_med);
         cJSON_AddStringToObject(j, "experts", es ? "streamed" : "resident");
         cJSON_AddNumberToObject(j, "arena_slots", es ? (double)vt_streamer_n_slots(es) : 0);
         cJSON_AddNumberToObject(j, "arena_bytes", es ? (double)fit->arena_bytes : 0);
         cJSON_AddNumberToObject(j, "expert_bytes", (double)fit->expert_bytes);
-        cJSON_AddNumberToObject(j, "decode_hit_rate", hit / 100.0);
+        if (es) cJSON_AddNumberToObject(j, "decode_hit_rate", hit / 100.0);
+        else cJSON_AddNullToObject(j, "decode_hit_rate"); /* no cache: experts resident */
         cJSON_AddNumberToObject(j, "fill_bytes", fill_bytes);
         cJSON_AddNumberToObject(j, "fill_gb_s", fill_gbs);
-        cJSON_AddNumberToObject(j, "commit_gb_s", commit_gbs);
+        if (host_store) cJSON_AddNullToObject(j, "commit_gb_s"); /* the host store's commit copies nothing */
+        else cJSON_AddNumberToObject(j, "commit_gb_s", commit_gbs);
         cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
         cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
@@ -887,14 +892,21 @@ static int cmd_bench(const opts *o)
                    fit->expert_bytes ? 100.0 * (double)fit->arena_bytes / (double)fit->expert_bytes : 0);
         printf("\n\n| %-8s | %7s | %12s | %12s | %12s |\n", "phase", "tokens", "tokens/s", "min", "max");
         printf("|----------|---------|--------------|--------------|--------------|\n");
-        printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "prefill", n_prompt, pp[reps / 2], pp[0],
+        printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "prefill", n_prompt, pp_med, pp[0],
                pp[reps - 1]);
-        printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "decode", n_gen, tg[reps / 2], tg[0],
+        printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "decode", n_gen, tg_med, tg[0],
                tg[reps - 1]);
         printf("\n(median of %d reps after one warm-up)\n", reps);
-        printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s; commits alone "
-               "%.2f GB/s)   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs,
-               commit_gbs, (unsigned long long)(all1.evictions - all0.evictions));
+        if (es) {
+            char cb[48];
+            if (host_store) snprintf(cb, sizeof cb, "n/a for the host store");
+            else snprintf(cb, sizeof cb, "%.2f GB/s", commit_gbs);
+            printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s; commits alone %s)"
+                   "   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs, cb,
+                   (unsigned long long)(all1.evictions - all0.evictions));
+        } else {
+            printf("decode hit rate: n/a (experts resident, no cache)\n");
+        }
         printf("peak RSS: %.1f MiB   fallbacks: %llu\n", rss, (unsigned long long)vt_host_n_fallbacks());
     }
     rc = 0;

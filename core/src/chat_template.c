@@ -8,6 +8,16 @@
  * the last user query, an explicit <think> block after it), tool results as
  * <tool_response> blocks inside a user turn, and the generation prompt with
  * thinking on (or an empty, closed think block with VT_CHAT_NO_THINKING).
+ *
+ * gemma4 (§10.2, models/templates/google-gemma-4-31B-it.jinja without tools):
+ * "<bos>" (only with VT_CHAT_BOS: the tokenizer adds the id), a system turn
+ * when the first message is system/developer or thinking is on ("<|think|>\n"
+ * first), user turns, assistant turns under the role name "model" with every
+ * <|channel>...<channel|> span removed, and the generation prompt
+ * "<|turn>model\n" (+ "<|channel>thought\n<channel|>" with
+ * VT_CHAT_EMPTY_THOUGHT when thinking is off). Message content is trimmed as
+ * the released template does; the tiny fixtures' simplified template does not
+ * trim but renders the same turns otherwise.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +213,84 @@ static vt_status render_qwen35(const vt_chat_msg *m, size_t n, int add_gen, unsi
     return VT_OK;
 }
 
+/* Assistant content with every complete <|channel>...<channel|> span removed,
+ * then trimmed (§10.2). Written to b. */
+static void add_without_channels(sbuf *b, span c)
+{
+    static const char open[] = "<|channel>", close[] = "<channel|>";
+    sbuf tmp = {0};
+    span rest = c;
+    const char *o;
+    while ((o = span_find(rest, open))) {
+        span after = {o + strlen(open), rest.n - (size_t)(o + strlen(open) - rest.p)};
+        const char *e = span_find(after, close);
+        if (!e) break; /* an unclosed channel stays as text */
+        sb_add(&tmp, rest.p, (size_t)(o - rest.p));
+        size_t skip = (size_t)(e + strlen(close) - rest.p);
+        rest.p += skip;
+        rest.n -= skip;
+    }
+    sb_add(&tmp, rest.p, rest.n);
+    if (tmp.oom) {
+        b->oom = 1;
+        b->oom_bytes = tmp.oom_bytes;
+    } else if (tmp.p) {
+        span t = trim((span){tmp.p, tmp.n});
+        sb_add(b, t.p, t.n);
+    }
+    free(tmp.p);
+}
+
+static vt_status render_gemma4(const vt_chat_msg *m, size_t n, int add_gen, unsigned flags, sbuf *b)
+{
+    if ((flags & VT_CHAT_THINKING) && (flags & VT_CHAT_NO_THINKING)) {
+        vt_set_error("chat template gemma4: VT_CHAT_THINKING and VT_CHAT_NO_THINKING together");
+        return VT_ERR_INVALID_ARG;
+    }
+    const int thinking = (flags & VT_CHAT_THINKING) != 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *r = m[i].role ? m[i].role : "(null)";
+        if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") &&
+            strcmp(r, "assistant")) {
+            vt_set_error("chat template gemma4: message %zu has unsupported role '%s' (system, "
+                         "developer, user, assistant; tool turns are not rendered)",
+                         i, r);
+            return VT_ERR_INVALID_ARG;
+        }
+    }
+    if (flags & VT_CHAT_BOS) sb_str(b, "<bos>");
+    size_t first = 0;
+    const int has_system = n > 0 && (!strcmp(m[0].role, "system") || !strcmp(m[0].role, "developer"));
+    if (has_system || thinking) {
+        sb_str(b, "<|turn>system\n");
+        if (thinking) sb_str(b, "<|think|>\n");
+        if (has_system) {
+            span c = trim(span_of(m[0].content));
+            sb_add(b, c.p, c.n);
+            first = 1;
+        }
+        sb_str(b, "<turn|>\n");
+    }
+    for (size_t i = first; i < n; i++) {
+        const char *role = m[i].role;
+        span c = trim(span_of(m[i].content));
+        if (!strcmp(role, "assistant")) {
+            sb_str(b, "<|turn>model\n");
+            add_without_channels(b, c);
+        } else {
+            /* user; a later system/developer message keeps its turn name "system" */
+            sb_str(b, !strcmp(role, "user") ? "<|turn>user\n" : "<|turn>system\n");
+            sb_add(b, c.p, c.n);
+        }
+        sb_str(b, "<turn|>\n");
+    }
+    if (add_gen) {
+        sb_str(b, "<|turn>model\n");
+        if (!thinking && (flags & VT_CHAT_EMPTY_THOUGHT)) sb_str(b, "<|channel>thought\n<channel|>");
+    }
+    return VT_OK;
+}
+
 vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
                             int add_generation_prompt, unsigned flags, char **out)
 {
@@ -215,8 +303,11 @@ vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t 
     vt_status st;
     if (!strcmp(family, "qwen35")) {
         st = render_qwen35(msgs, n_msgs, add_generation_prompt, flags, &b);
+    } else if (!strcmp(family, "gemma4")) {
+        st = render_gemma4(msgs, n_msgs, add_generation_prompt, flags, &b);
     } else {
-        vt_set_error("chat template: family '%s' is not supported (supported: qwen35)", family);
+        vt_set_error("chat template: family '%s' is not supported (supported: qwen35, gemma4)",
+                     family);
         return VT_ERR_UNSUPPORTED;
     }
     if (st == VT_OK && b.oom) {
@@ -245,5 +336,27 @@ const char *vt_chat_family_for_arch(const char *arch)
 {
     if (!arch) return NULL;
     if (!strcmp(arch, "qwen35moe") || !strcmp(arch, "qwen35")) return "qwen35";
+    if (!strcmp(arch, "gemma4")) return "gemma4";
     return NULL;
+}
+
+unsigned vt_chat_flags_for_template(const char *family, const char *chat_template)
+{
+    if (!family || !chat_template || strcmp(family, "gemma4")) return 0;
+    span all = span_of(chat_template);
+    const char *gen = span_find_last(all, "add_generation_prompt");
+    if (!gen) return 0;
+    span rest = {gen, all.n - (size_t)(gen - all.p)};
+    static const char thought[] = "<|channel>thought", close[] = "<channel|>";
+    const size_t tl = strlen(thought), cl = strlen(close);
+    const char *m;
+    while ((m = span_find(rest, thought))) {
+        /* "<channel|>" right after: a real newline or a Jinja "\n" (2 bytes) between */
+        size_t left = rest.n - (size_t)(m + tl - rest.p);
+        span after = {m + tl, left < 2 + cl ? left : 2 + cl};
+        if (span_find(after, close)) return VT_CHAT_EMPTY_THOUGHT;
+        rest.n -= (size_t)(m + 1 - rest.p);
+        rest.p = m + 1;
+    }
+    return 0;
 }

@@ -941,10 +941,23 @@ static vt_status yp_stream(yparse *p)
  * schema error that the events ahead of it would give. */
 static vt_status yp_syntax(yparse *p)
 {
+    int depth = 0;
     for (;;) {
         vt_status st = yp_next(p);
         if (st != VT_OK) return st;
         if (p->ev.type == YAML_STREAM_END_EVENT) return VT_OK;
+        if (p->ev.type == YAML_MAPPING_START_EVENT || p->ev.type == YAML_SEQUENCE_START_EVENT) {
+            /* the schema is 4 levels deep; libyaml's time grows with the square of
+             * the nesting, so a hostile file is stopped here */
+            if (++depth > 16) {
+                yaml_mark_t m = yp_mark(p);
+                vt_set_error("%s:%u:%u: nested more than 16 levels deep (the configuration has 4)",
+                             p->path, mark_line(m), mark_col(m));
+                return VT_ERR_FORMAT;
+            }
+        } else if (p->ev.type == YAML_MAPPING_END_EVENT || p->ev.type == YAML_SEQUENCE_END_EVENT) {
+            depth--;
+        }
     }
 }
 

@@ -84,6 +84,7 @@ static vt_status open_streamer(vt_engine *e, const char *device)
 
 const vt_expert_streamer *vt_engine_streamer(const vt_engine *e) { return e->streamer; }
 const vt_fit *vt_engine_fit(const vt_engine *e) { return &e->res.fit; }
+const char *vt_engine_store_name(const vt_engine *e) { return e->res.store_name; }
 
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 {

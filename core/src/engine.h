@@ -46,6 +46,8 @@ double vt_engine_load_seconds(const vt_engine *e);
 
 /* The expert streamer when the residency streams experts, else NULL. */
 const vt_expert_streamer *vt_engine_streamer(const vt_engine *e);
+/* The expert store's name ("host", "device", ...). */
+const char *vt_engine_store_name(const vt_engine *e);
 /* The fit check's numbers and verdict for this model and platform. */
 struct vt_fit;
 const struct vt_fit *vt_engine_fit(const vt_engine *e);

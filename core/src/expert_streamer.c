@@ -201,6 +201,18 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
                      "slot (%" PRIu64 " bytes)", t->name, slice, s->p.slot_bytes);
         return VT_ERR_RANGE;
     }
+    /* the O_DIRECT bounce buffer first: nothing is registered if it fails */
+    if (s->direct && slice > s->bounce_bytes) {
+        size_t b = (size_t)((slice + 2 * DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN);
+        uint8_t *nb = aligned_alloc(DIRECT_ALIGN, b);
+        if (!nb) {
+            vt_set_error("out of memory: O_DIRECT bounce buffer (%zu bytes)", b);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        free(s->bounce);
+        s->bounce = nb;
+        s->bounce_bytes = b - DIRECT_ALIGN;
+    }
     stack *k = stack_at(s, layer, matrix);
     k->slot_of = malloc(n_exp * sizeof *k->slot_of);
     if (!k->slot_of) {
@@ -213,17 +225,6 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     k->n_expert = n_exp;
     k->slice_bytes = slice;
     s->n_matrices[layer]++;
-    if (s->direct && slice > s->bounce_bytes) {
-        size_t b = (size_t)((slice + 2 * DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN);
-        uint8_t *nb = aligned_alloc(DIRECT_ALIGN, b);
-        if (!nb) {
-            vt_set_error("out of memory: O_DIRECT bounce buffer (%zu bytes)", b);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        free(s->bounce);
-        s->bounce = nb;
-        s->bounce_bytes = b - DIRECT_ALIGN;
-    }
     return VT_OK;
 }
 
@@ -281,6 +282,26 @@ static void give_back(vt_expert_streamer *s, uint64_t i)
 
 static const char *matrix_label(const stack *k) { return k->t->name; }
 
+/* Leave O_DIRECT: reopen every shard for buffered reads, with a WARN. */
+static vt_status direct_off(vt_expert_streamer *s, const char *why)
+{
+    vt_log(VT_LOG_WARN, "expert streamer: O_DIRECT reads of %s fail (%s); falling back to "
+           "buffered pread (the page cache will cache experts too)",
+           vt_gguf_shard_path(s->p.gguf, 0), why);
+    s->direct = 0;
+    for (uint32_t k = 0; k < vt_gguf_n_shards(s->p.gguf); k++) {
+        int fd = open(vt_gguf_shard_path(s->p.gguf, k), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            vt_set_error("expert streamer: cannot reopen %s: %s", vt_gguf_shard_path(s->p.gguf, k),
+                         strerror(errno));
+            return VT_ERR_IO;
+        }
+        close(s->fds[k]);
+        s->fds[k] = fd;
+    }
+    return VT_OK;
+}
+
 /* Read n bytes at off of fd into dst, through the bounce buffer when direct. */
 static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_t n, uint64_t off,
                             const stack *k, uint32_t expert)
@@ -295,9 +316,16 @@ static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_
     }
     uint64_t done = 0;
     while (done < want) {
+        if (s->direct && done >= lead + n) break; /* the slice is in; the rest is alignment */
         ssize_t r = s->read_fn(s->read_ctx, fd, buf + done, (size_t)(want - done), (off_t)(at + done));
         if (r < 0) {
             if (errno == EINTR) continue;
+            if (s->direct && errno == EINVAL && done == 0) {
+                /* the file system took O_DIRECT at open but refuses the read */
+                vt_status st = direct_off(s, strerror(errno));
+                if (st != VT_OK) return st;
+                return read_slice(s, s->fds[k->t->shard], dst, n, off, k, expert);
+            }
             vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
                          PRIu64 " of %s) failed: %s", expert, matrix_label(k), n, off,
                          vt_gguf_shard_path(s->p.gguf, k->t->shard), strerror(errno));

@@ -11,7 +11,7 @@
 #include "error.h"
 #include "expert_streamer.h"
 
-#define HOST_STORE_ALIGN 4096 /* O_DIRECT reads may land in a slot */
+#define HOST_STORE_ALIGN 4096 /* page-aligned slots */
 
 struct vt_store {
     uint8_t *arena;

@@ -117,8 +117,13 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
     snprintf(r->store_name, sizeof r->store_name, "%s", r->plat->expert_store);
     if (r->plat->experts != VT_EXPERTS_RESIDENT) {
         if (!strcmp(r->store_name, "host")) {
-            if ((st = need_cap(r->backend, "store", "host", VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY,
-                               " (its slots are host memory the backend's ops must read)")) != VT_OK) {
+            /* a platform marked unified_memory says its device reads host memory
+             * (GB10-like): that satisfies the host store, whatever the backend
+             * plugin declares for discrete devices */
+            if (!r->plat->unified_memory &&
+                (st = need_cap(r->backend, "store", "host", VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY,
+                               " (its slots are host memory the backend's ops must read; set "
+                               "unified_memory: true for a device that reads host memory)")) != VT_OK) {
                 vt_error_prefix("platform '%s' (experts: %s)", pname,
                                 vt_experts_mode_name(r->plat->experts));
                 return st;
@@ -314,17 +319,22 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     }
 
     /* streamed: the arena */
-    vt_store_footprint fp0, fp1, fp;
+    /* the store's footprint is fixed + n x per-slot (staging is fixed, the
+     * arena per slot): from n = 1 and n = 2, since a store may take nothing at 0 */
+    vt_store_footprint fp1, fp2, fp;
     vt_status st;
-    if ((st = store_footprint(r, f->slot_bytes, 0, &fp0)) != VT_OK ||
-        (st = store_footprint(r, f->slot_bytes, 1, &fp1)) != VT_OK)
+    if ((st = store_footprint(r, f->slot_bytes, 1, &fp1)) != VT_OK ||
+        (st = store_footprint(r, f->slot_bytes, 2, &fp2)) != VT_OK)
         return st;
-    uint64_t per_dev = fp1.device_bytes - fp0.device_bytes, per_host = fp1.host_bytes - fp0.host_bytes;
+    uint64_t per_dev = fp2.device_bytes - fp1.device_bytes, per_host = fp2.host_bytes - fp1.host_bytes;
+    vt_store_footprint fp0 = {.struct_size = sizeof fp0, .device_bytes = fp1.device_bytes - per_dev,
+                              .host_bytes = fp1.host_bytes - per_host};
+    uint64_t per_slot = per_dev + per_host; /* the arena's bytes per slot, wherever it lives */
     if (f->unified) per_dev += per_host;
     if (r->plat->arena_slots) {
         f->arena_slots = r->plat->arena_slots;
     } else if (r->plat->arena_bytes) {
-        f->arena_slots = f->slot_bytes ? r->plat->arena_bytes / f->slot_bytes : 0;
+        f->arena_slots = per_slot ? r->plat->arena_bytes / per_slot : 0;
     } else {
         if (!probe_ok) {
             snprintf(f->verdict, sizeof f->verdict,
@@ -340,7 +350,7 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         f->arena_slots = per_dev ? avail / per_dev : f->n_expert_slices;
     }
     if (f->arena_slots > f->n_expert_slices) f->arena_slots = f->n_expert_slices;
-    f->arena_bytes = mul_sat(f->arena_slots, f->slot_bytes);
+    f->arena_bytes = mul_sat(f->arena_slots, per_slot); /* what the store allocates for them */
     if ((st = store_footprint(r, f->slot_bytes, f->arena_slots, &fp)) != VT_OK) return st;
     f->staging_bytes = r->store ? fp.host_bytes : 0; /* the host store fills in place */
     if (f->unified) {

@@ -3,10 +3,17 @@
  * load (with every count, id and merge checked), tokenize, detokenize and the
  * streaming detokenizer. Spec: ../shared/spec/tokenizers.md.
  *
- * Kinds handled: byte-level BPE (tokenizer.ggml.model = "gpt2") with the
- * "qwen35" and "qwen2" pre-tokenizers and the Qwen family's NFC normalization
- * (§4). The Unicode parts (UTF-8, classes, NFC, the pre-tokenizer rule list,
- * the byte map) live in tokenizer_unicode.c; chat templates in chat_template.c.
+ * Kinds handled (dispatch on tokenizer.ggml.model):
+ * - "gpt2": byte-level BPE with the "qwen35" and "qwen2" pre-tokenizers and
+ *   the Qwen family's NFC normalization (§4);
+ * - "gemma4": SentencePiece-style BPE over raw UTF-8 characters, spaces
+ *   escaped as U+2581, split only at newline runs, <0xHH> byte fallback (§5).
+ * Both share the vocab/merge tables, the special-token partition (§3), the
+ * merge loop (§4.3), the EOG set (§9) and the (streaming) detokenizer (§7);
+ * they differ in how a RAW fragment becomes BPE symbols, in the fallback of a
+ * piece that is not a token, and in how a NORMAL token renders.
+ * The Unicode parts (UTF-8, classes, NFC, the pre-tokenizer rule list, the
+ * byte map) live in tokenizer_unicode.c; chat templates in chat_template.c.
  *
  * Data layout: every string the BPE sees (vocab texts, both parts of every
  * merge and the merged result) is interned once in an arena; a string hash
@@ -38,8 +45,15 @@ enum {
     ATTR_USER_DEFINED = 1u << 3,
     ATTR_UNUSED = 1u << 4,
     ATTR_BYTE = 1u << 5,
-    ATTR_EOG = 1u << 6 /* end of generation (§9) */
+    ATTR_EOG = 1u << 6,     /* end of generation (§9) */
+    ATTR_SUPPRESS = 1u << 7 /* listed in tokenizer.ggml.suppress_tokens (§1) */
 };
+
+/* Tokenizer kinds (tokenizer.ggml.model). */
+typedef enum tok_kind {
+    KIND_GPT2 = 0,  /* byte-level BPE (§4) */
+    KIND_GEMMA4 = 1 /* SPM-style BPE over raw UTF-8 with byte fallback (§5) */
+} tok_kind;
 
 typedef struct pair_slot {
     uint64_t key; /* (left << 32) | right, UINT64_MAX = empty */
@@ -48,7 +62,8 @@ typedef struct pair_slot {
 } pair_slot;
 
 struct vt_tokenizer {
-    vt_pretok pretok;
+    tok_kind kind;
+    vt_pretok pretok; /* gpt2 only */
     int nfc; /* NFC-normalize RAW fragments before splitting (Qwen family, §4) */
     int64_t n_vocab;
 
@@ -71,7 +86,9 @@ struct vt_tokenizer {
     uint8_t *tok_type; /* tokenizer.ggml.token_type as stored (0..6) */
     uint8_t *tok_attr; /* ATTR_* */
 
-    uint32_t byte_sym[256]; /* intern id of the byte-map character of each byte, NONE if absent */
+    uint32_t byte_sym[256]; /* gpt2: intern id of the byte-map character of each byte, NONE if absent */
+    int32_t byte_tok[256];  /* gemma4: vocab id of the token <0xHH> of each byte, -1 if absent */
+    char *chat_template;    /* tokenizer.chat_template, NULL when absent */
 
     int32_t *special; /* CONTROL/USER_DEFINED/UNKNOWN ids, longest text first (§1.1) */
     size_t n_special;
@@ -281,6 +298,7 @@ void vt_tokenizer_free(vt_tokenizer *t)
     free(t->tok_type);
     free(t->tok_attr);
     free(t->special);
+    free(t->chat_template);
     free(t);
 }
 
@@ -406,6 +424,8 @@ static vt_status load_vocab(vt_tokenizer *t, const vt_gguf *g)
     return VT_OK;
 }
 
+static const char *kind_name(tok_kind k) { return k == KIND_GEMMA4 ? "gemma4" : "gpt2"; }
+
 static vt_status load_merges(vt_tokenizer *t, const vt_gguf *g)
 {
     const char *key = "tokenizer.ggml.merges";
@@ -414,7 +434,8 @@ static vt_status load_merges(vt_tokenizer *t, const vt_gguf *g)
     const void *data;
     vt_status st = vt_gguf_get_arr(g, key, &ty, &count, &data);
     if (st == VT_ERR_NOT_FOUND) {
-        vt_set_error("tokenizer: %s is missing (required for tokenizer.ggml.model = gpt2)", key);
+        vt_set_error("tokenizer: %s is missing (required for tokenizer.ggml.model = %s)", key,
+                     kind_name(t->kind));
         return VT_ERR_FORMAT;
     }
     if (st != VT_OK) return st;
@@ -543,6 +564,114 @@ static vt_status finish_attributes(vt_tokenizer *t, const int32_t *eog_ids, size
     return VT_OK;
 }
 
+/* Optional tokenizer.ggml.suppress_tokens (§1): integer ids, each in the vocabulary. */
+static vt_status load_suppress(vt_tokenizer *t, const vt_gguf *g)
+{
+    const char *key = "tokenizer.ggml.suppress_tokens";
+    vt_gguf_type ty;
+    uint64_t count;
+    const void *data;
+    vt_status st = vt_gguf_get_arr(g, key, &ty, &count, &data);
+    if (st == VT_ERR_NOT_FOUND) return VT_OK;
+    if (st != VT_OK) return st;
+    if (!is_integer_type(ty)) {
+        vt_set_error("tokenizer: %s is an array of %s, expected integers", key, vt_gguf_type_name(ty));
+        return VT_ERR_FORMAT;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        int64_t v;
+        if ((st = vt_gguf_get_arr_i64(g, key, i, &v)) != VT_OK) return st;
+        if (v < 0 || v >= t->n_vocab) {
+            vt_set_error("tokenizer: %s[%" PRIu64 "] = %" PRId64 " is outside the vocabulary (0..%" PRId64
+                         ")",
+                         key, i, v, t->n_vocab - 1);
+            return VT_ERR_FORMAT;
+        }
+        t->tok_attr[v] |= ATTR_SUPPRESS;
+    }
+    return VT_OK;
+}
+
+/* Optional tokenizer.chat_template, kept as text (the renderers of chat_template.c
+ * read hints from it, §10.2). */
+static vt_status load_chat_template(vt_tokenizer *t, const vt_gguf *g)
+{
+    vt_gguf_str s;
+    vt_status st = vt_gguf_get_str(g, "tokenizer.chat_template", &s);
+    if (st == VT_ERR_NOT_FOUND) return VT_OK;
+    if (st != VT_OK) return st;
+    t->chat_template = vt_malloc_named((size_t)s.len + 1, "tokenizer: chat template text");
+    if (!t->chat_template) return VT_ERR_OUT_OF_MEMORY;
+    memcpy(t->chat_template, s.ptr, (size_t)s.len);
+    t->chat_template[s.len] = 0;
+    return VT_OK;
+}
+
+/*
+ * Special ids, add_bos/add_eos, attributes and EOG set (§1, §1.1, §9), common
+ * to the kinds. Neither kind has usable default ids (gpt2's placeholder 11 is
+ * not kept; gemma4's are unset until read): absent keys give -1. gemma4 always
+ * adds BOS (llama.cpp forces it, §1.2); when its bos_token_id key is absent the
+ * token "<bos>" is looked up by text.
+ */
+static vt_status load_special(vt_tokenizer *t, const vt_gguf *g)
+{
+    vt_status st;
+    t->bos = t->eos = -1;
+    int32_t eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
+    int32_t fim[6] = {-1, -1, -1, -1, -1, -1};
+    static const char *const fim_keys[6] = {
+        "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
+        "tokenizer.ggml.fim_sep_token_id", "tokenizer.ggml.fim_pre_token_id",
+        "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.fim_mid_token_id"};
+    const int64_t V = t->n_vocab;
+    if ((st = read_token_id(g, "tokenizer.ggml.bos_token_id", V, &t->bos)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.eos_token_id", V, &t->eos)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.eot_token_id", V, &eot)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.eom_token_id", V, &eom)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.unknown_token_id", V, &unk)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.seperator_token_id", V, &sep)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.padding_token_id", V, &pad)) != VT_OK ||
+        (st = read_token_id(g, "tokenizer.ggml.mask_token_id", V, &mask)) != VT_OK)
+        return st;
+    for (int k = 0; k < 6; k++)
+        if ((st = read_token_id(g, fim_keys[k], V, &fim[k])) != VT_OK) return st;
+
+    t->add_bos = 0;
+    t->add_eos = 0;
+    if ((st = read_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos)) != VT_OK ||
+        (st = read_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos)) != VT_OK)
+        return st;
+    if (t->kind == KIND_GEMMA4) {
+        if (!t->add_bos)
+            vt_log(VT_LOG_DEBUG, "tokenizer: gemma4 file says add_bos_token = false; BOS is added "
+                                 "anyway (files converted before llama.cpp PR #21500)");
+        t->add_bos = 1;
+        if (t->bos < 0) t->bos = vt_tokenizer_find(t, "<bos>");
+        if (t->bos < 0) {
+            vt_set_error("tokenizer: gemma4 needs a BOS token but tokenizer.ggml.bos_token_id is "
+                         "missing and the vocabulary has no '<bos>'");
+            return VT_ERR_FORMAT;
+        }
+    }
+    if (t->add_bos && t->bos < 0) {
+        vt_set_error("tokenizer: tokenizer.ggml.add_bos_token is true but "
+                     "tokenizer.ggml.bos_token_id is missing");
+        return VT_ERR_FORMAT;
+    }
+    if (t->add_eos && t->eos < 0) {
+        vt_set_error("tokenizer: tokenizer.ggml.add_eos_token is true but "
+                     "tokenizer.ggml.eos_token_id is missing");
+        return VT_ERR_FORMAT;
+    }
+
+    const int32_t eog_ids[] = {t->eos, eot, eom, fim[0], fim[1], fim[2]};
+    const int fim_present[3] = {fim[0] >= 0, fim[1] >= 0, fim[2] >= 0};
+    if ((st = finish_attributes(t, eog_ids, sizeof eog_ids / sizeof *eog_ids, fim_present)) != VT_OK)
+        return st;
+    return load_suppress(t, g);
+}
+
 static vt_status load_gpt2(vt_tokenizer *t, const vt_gguf *g)
 {
     vt_status st;
@@ -571,53 +700,31 @@ static vt_status load_gpt2(vt_tokenizer *t, const vt_gguf *g)
 
     if ((st = load_vocab(t, g)) != VT_OK) return st;
     if ((st = load_merges(t, g)) != VT_OK) return st;
-
-    /* special ids: gpt2 has no usable defaults (llama.cpp's placeholder 11 is not kept) */
-    t->bos = t->eos = -1;
-    int32_t eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
-    int32_t fim[6] = {-1, -1, -1, -1, -1, -1};
-    static const char *const fim_keys[6] = {
-        "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
-        "tokenizer.ggml.fim_sep_token_id", "tokenizer.ggml.fim_pre_token_id",
-        "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.fim_mid_token_id"};
-    const int64_t V = t->n_vocab;
-    if ((st = read_token_id(g, "tokenizer.ggml.bos_token_id", V, &t->bos)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.eos_token_id", V, &t->eos)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.eot_token_id", V, &eot)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.eom_token_id", V, &eom)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.unknown_token_id", V, &unk)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.seperator_token_id", V, &sep)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.padding_token_id", V, &pad)) != VT_OK ||
-        (st = read_token_id(g, "tokenizer.ggml.mask_token_id", V, &mask)) != VT_OK)
-        return st;
-    for (int k = 0; k < 6; k++)
-        if ((st = read_token_id(g, fim_keys[k], V, &fim[k])) != VT_OK) return st;
-
-    t->add_bos = 0;
-    t->add_eos = 0;
-    if ((st = read_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos)) != VT_OK ||
-        (st = read_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos)) != VT_OK)
-        return st;
-    if (t->add_bos && t->bos < 0) {
-        vt_set_error("tokenizer: tokenizer.ggml.add_bos_token is true but "
-                     "tokenizer.ggml.bos_token_id is missing");
-        return VT_ERR_FORMAT;
-    }
-    if (t->add_eos && t->eos < 0) {
-        vt_set_error("tokenizer: tokenizer.ggml.add_eos_token is true but "
-                     "tokenizer.ggml.eos_token_id is missing");
-        return VT_ERR_FORMAT;
-    }
-
-    const int32_t eog_ids[] = {t->eos, eot, eom, fim[0], fim[1], fim[2]};
-    const int fim_present[3] = {fim[0] >= 0, fim[1] >= 0, fim[2] >= 0};
-    if ((st = finish_attributes(t, eog_ids, sizeof eog_ids / sizeof *eog_ids, fim_present)) != VT_OK)
-        return st;
+    if ((st = load_special(t, g)) != VT_OK) return st;
 
     for (int b = 0; b < 256; b++) {
         char u[4];
         int n = vt_utf8_encode(vt_byte_to_cp((uint8_t)b), u);
         t->byte_sym[b] = str_lookup(t, u, (size_t)n);
+        t->byte_tok[b] = -1;
+    }
+    return VT_OK;
+}
+
+/* §5: no pre name (model "gemma4" forces pre "gemma4", any stored value is
+ * ignored), no normalization, merges required, byte tokens <0xHH>. */
+static vt_status load_gemma4(vt_tokenizer *t, const vt_gguf *g)
+{
+    vt_status st;
+    t->nfc = 0;
+    if ((st = load_vocab(t, g)) != VT_OK) return st;
+    if ((st = load_merges(t, g)) != VT_OK) return st;
+    if ((st = load_special(t, g)) != VT_OK) return st;
+    static const char hex[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; b++) {
+        char name[7] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>', 0};
+        t->byte_tok[b] = vt_tokenizer_find(t, name);
+        t->byte_sym[b] = NONE;
     }
     return VT_OK;
 }
@@ -636,20 +743,30 @@ vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out)
         return VT_ERR_FORMAT;
     }
     if (st != VT_OK) return st;
-    if (strcmp(model.ptr, "gpt2") != 0) {
-        vt_set_error("tokenizer: tokenizer.ggml.model = '%.64s' is not supported (supported: gpt2)",
+    tok_kind kind;
+    if (!strcmp(model.ptr, "gpt2")) {
+        kind = KIND_GPT2;
+    } else if (!strcmp(model.ptr, "gemma4")) {
+        kind = KIND_GEMMA4;
+    } else {
+        vt_set_error("tokenizer: tokenizer.ggml.model = '%.64s' is not supported (supported: gpt2, "
+                     "gemma4)",
                      model.ptr);
         return VT_ERR_UNSUPPORTED;
     }
     vt_tokenizer *t = vt_calloc_named(1, sizeof *t, "tokenizer");
     if (!t) return VT_ERR_OUT_OF_MEMORY;
-    st = load_gpt2(t, g);
+    t->kind = kind;
+    st = kind == KIND_GEMMA4 ? load_gemma4(t, g) : load_gpt2(t, g);
+    if (st == VT_OK) st = load_chat_template(t, g);
     if (st != VT_OK) {
         vt_tokenizer_free(t);
         return st;
     }
-    vt_log(VT_LOG_DEBUG, "tokenizer: gpt2/%s, %" PRId64 " tokens, %" PRIu64 " merges, %zu special",
-           t->pretok == VT_PRETOK_QWEN35 ? "qwen35" : "qwen2", t->n_vocab, t->n_pairs, t->n_special);
+    vt_log(VT_LOG_DEBUG, "tokenizer: %s%s, %" PRId64 " tokens, %" PRIu64 " merges, %zu special",
+           kind_name(kind),
+           kind == KIND_GEMMA4 ? "" : t->pretok == VT_PRETOK_QWEN35 ? "/qwen35" : "/qwen2", t->n_vocab,
+           t->n_pairs, t->n_special);
     *out = t;
     return VT_OK;
 }
@@ -667,6 +784,15 @@ int vt_tokenizer_is_eog(const vt_tokenizer *t, int32_t id)
 {
     return t && id >= 0 && id < t->n_vocab && (t->tok_attr[id] & ATTR_EOG);
 }
+
+int vt_tokenizer_is_suppressed(const vt_tokenizer *t, int32_t id)
+{
+    return t && id >= 0 && id < t->n_vocab && (t->tok_attr[id] & ATTR_SUPPRESS);
+}
+
+const char *vt_tokenizer_model(const vt_tokenizer *t) { return t ? kind_name(t->kind) : NULL; }
+
+const char *vt_tokenizer_chat_template(const vt_tokenizer *t) { return t ? t->chat_template : NULL; }
 
 int vt_tokenizer_token_type(const vt_tokenizer *t, int32_t id)
 {
@@ -788,7 +914,7 @@ typedef struct bpe_cand {
 
 typedef struct work {
     const vt_tokenizer *t;
-    const uint32_t *cps; /* code points of the current RAW fragment */
+    const uint32_t *cps; /* code points of the current RAW fragment (gemma4: spaces escaped) */
     idvec *out;
     unsigned char *bytes;
     size_t bytes_cap;
@@ -869,43 +995,44 @@ static vt_status emit_piece(work *w, uint32_t iid, unsigned char raw_byte)
     return VT_OK;
 }
 
-/* Pre-tokenizer callback: byte-encode one chunk and BPE-merge it (§4.1, §4.3). */
-static vt_status bpe_chunk(void *ctx, size_t start, size_t n_cps)
+/* Scratch for a chunk of n_cps code points: up to 4 bytes/symbols each and
+ * 3 heap entries per symbol (initial pairs + two per merge). */
+static vt_status work_reserve(work *w, size_t n_cps)
 {
-    work *w = ctx;
-    const vt_tokenizer *t = w->t;
-    size_t need = n_cps * 4;
     if (n_cps > (size_t)INT32_MAX / 4) {
         vt_set_error("tokenize: a pre-tokenizer chunk of %zu characters is too long", n_cps);
         return VT_ERR_RANGE;
     }
-    if (need > w->bytes_cap) {
-        unsigned char *b = realloc(w->bytes, need);
-        bpe_sym *s = b ? realloc(w->sym, need * sizeof *s) : NULL;
-        if (b) w->bytes = b;
-        if (s) w->sym = s;
-        bpe_cand *h = s ? realloc(w->heap, need * 3 * sizeof *h) : NULL;
-        if (h) w->heap = h;
-        if (!b || !s || !h) {
-            size_t bytes = !b ? need : !s ? need * sizeof *s : need * 3 * sizeof *h;
-            vt_set_error_oom(bytes, "tokenize: BPE %s for a %zu-character chunk",
-                             !b ? "bytes" : !s ? "symbols" : "candidate heap", n_cps);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        w->bytes_cap = w->sym_cap = need;
-        w->heap_cap = need * 3;
+    size_t need = n_cps * 4;
+    if (need <= w->bytes_cap) return VT_OK;
+    unsigned char *b = realloc(w->bytes, need);
+    bpe_sym *s = b ? realloc(w->sym, need * sizeof *s) : NULL;
+    if (b) w->bytes = b;
+    if (s) w->sym = s;
+    bpe_cand *h = s ? realloc(w->heap, need * 3 * sizeof *h) : NULL;
+    if (h) w->heap = h;
+    if (!b || !s || !h) {
+        size_t bytes = !b ? need : !s ? need * sizeof *s : need * 3 * sizeof *h;
+        vt_set_error_oom(bytes, "tokenize: BPE %s for a %zu-character chunk",
+                         !b ? "bytes" : !s ? "symbols" : "candidate heap", n_cps);
+        return VT_ERR_OUT_OF_MEMORY;
     }
-    size_t nb = 0;
-    for (size_t k = 0; k < n_cps; k++) nb += (size_t)vt_utf8_encode(w->cps[start + k], (char *)w->bytes + nb);
-    if (nb == 1) return emit_piece(w, t->byte_sym[w->bytes[0]], w->bytes[0]);
+    w->bytes_cap = w->sym_cap = need;
+    w->heap_cap = need * 3;
+    return VT_OK;
+}
 
-    for (size_t k = 0; k < nb; k++) {
-        w->sym[k].iid = t->byte_sym[w->bytes[k]];
+/* §4.3 on w->sym[0..n) (iid set, linked left to right): repeatedly merge the
+ * adjacent pair of lowest rank, leftmost on ties. Afterwards the surviving
+ * symbols are linked from index 0 via next. Shared by both kinds. */
+static void bpe_merge(work *w, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
         w->sym[k].prev = (int32_t)k - 1;
-        w->sym[k].next = k + 1 < nb ? (int32_t)k + 1 : -1;
+        w->sym[k].next = k + 1 < n ? (int32_t)k + 1 : -1;
     }
     w->heap_n = 0;
-    for (size_t k = 0; k + 1 < nb; k++) try_pair(w, (int32_t)k, (int32_t)k + 1);
+    for (size_t k = 0; k + 1 < n; k++) try_pair(w, (int32_t)k, (int32_t)k + 1);
     while (w->heap_n) {
         bpe_cand c = heap_pop(w);
         bpe_sym *L = &w->sym[c.left], *R = &w->sym[c.right];
@@ -919,9 +1046,95 @@ static vt_status bpe_chunk(void *ctx, size_t start, size_t n_cps)
         if (L->prev >= 0) try_pair(w, L->prev, (int32_t)c.left);
         if (L->next >= 0) try_pair(w, (int32_t)c.left, L->next);
     }
+}
+
+/* Pre-tokenizer callback: byte-encode one chunk and BPE-merge it (§4.1, §4.3). */
+static vt_status bpe_chunk(void *ctx, size_t start, size_t n_cps)
+{
+    work *w = ctx;
+    const vt_tokenizer *t = w->t;
+    vt_status st = work_reserve(w, n_cps);
+    if (st != VT_OK) return st;
+    size_t nb = 0;
+    for (size_t k = 0; k < n_cps; k++) nb += (size_t)vt_utf8_encode(w->cps[start + k], (char *)w->bytes + nb);
+    if (nb == 1) return emit_piece(w, t->byte_sym[w->bytes[0]], w->bytes[0]);
+
+    for (size_t k = 0; k < nb; k++) w->sym[k].iid = t->byte_sym[w->bytes[k]];
+    bpe_merge(w, nb);
     for (int32_t k = 0; k >= 0; k = w->sym[k].next) {
-        vt_status st = emit_piece(w, w->sym[k].iid, w->bytes[k]);
+        st = emit_piece(w, w->sym[k].iid, w->bytes[k]);
         if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+/* gemma4 step 5 (§5): the token of s[0..n), else one <0xHH> token per byte
+ * (a byte without such a token is dropped). */
+static vt_status emit_gemma4(work *w, uint32_t iid, const char *s, size_t n)
+{
+    const vt_tokenizer *t = w->t;
+    if (iid != NONE && t->str_vocab[iid] >= 0) return idvec_push(w->out, t->str_vocab[iid]);
+    for (size_t k = 0; k < n; k++) {
+        int32_t id = t->byte_tok[(unsigned char)s[k]];
+        if (id < 0) continue;
+        vt_status st = idvec_push(w->out, id);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+/* gemma4 steps 3-5 (§5) on one chunk: w->cps[start..start+n_cps), either a run
+ * of '\n' or a run without '\n'; spaces already escaped as U+2581. Symbols are
+ * the UTF-8 characters (no byte map). */
+static vt_status gemma4_chunk(work *w, size_t start, size_t n_cps)
+{
+    const vt_tokenizer *t = w->t;
+    const uint32_t *cp = w->cps + start;
+    vt_status st = work_reserve(w, n_cps);
+    if (st != VT_OK) return st;
+    char *bytes = (char *)w->bytes;
+    if (cp[0] == '\n') { /* newline shortcut: a run of '\n' that is a token as a whole */
+        memset(bytes, '\n', n_cps);
+        uint32_t iid = str_lookup(t, bytes, n_cps);
+        if (iid != NONE && t->str_vocab[iid] >= 0) return idvec_push(w->out, t->str_vocab[iid]);
+    }
+    /* symbol k = character k */
+    size_t off = 0;
+    for (size_t k = 0; k < n_cps; k++) {
+        size_t l = (size_t)vt_utf8_encode(cp[k], bytes + off);
+        w->sym[k].iid = str_lookup(t, bytes + off, l);
+        off += l;
+    }
+    bpe_merge(w, n_cps);
+    for (int32_t k = 0; k >= 0; k = w->sym[k].next) {
+        uint32_t iid = w->sym[k].iid;
+        if (iid != NONE) {
+            st = emit_gemma4(w, iid, str_ptr(t, iid), t->str_len[iid]);
+        } else { /* a character that is no token nor merge part: never merged */
+            char c[4];
+            st = emit_gemma4(w, NONE, c, (size_t)vt_utf8_encode(cp[k], c));
+        }
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+/* gemma4 steps 1-2 (§5) on one RAW fragment's code points: every U+0020
+ * becomes U+2581 (no dummy prefix), then chunks are the maximal runs of '\n'
+ * and of everything else ('\r' is an ordinary character). */
+static vt_status gemma4_fragment(work *w, uint32_t *cps, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (cps[k] == 0x20) cps[k] = 0x2581;
+    w->cps = cps;
+    size_t k = 0;
+    while (k < n) {
+        size_t e = k + 1;
+        const int nl = cps[k] == '\n';
+        while (e < n && (cps[e] == '\n') == nl) e++;
+        vt_status st = gemma4_chunk(w, k, e - k);
+        if (st != VT_OK) return st;
+        k = e;
     }
     return VT_OK;
 }
@@ -951,7 +1164,9 @@ vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int a
         size_t n_cps;
         st = vt_utf8_decode(text + frags.v[f].off, frags.v[f].len, &cps, &n_cps);
         if (st == VT_OK && t->nfc) st = vt_unicode_nfc(&cps, &n_cps);
-        if (st == VT_OK) {
+        if (st == VT_OK && t->kind == KIND_GEMMA4) {
+            st = gemma4_fragment(&w, cps, n_cps);
+        } else if (st == VT_OK) {
             w.cps = cps;
             st = vt_pretok_split(t->pretok, cps, n_cps, bpe_chunk, &w);
         }
@@ -1009,6 +1224,20 @@ int64_t vt_token_to_piece(const vt_tokenizer *t, int32_t id, int special, char *
         if (special) put(buf, cap, &pos, s, n);
     } else if (attr & ATTR_USER_DEFINED) {
         put(buf, cap, &pos, s, n);
+    } else if ((attr & ATTR_NORMAL) && t->kind == KIND_GEMMA4) {
+        /* SPM-style: every U+2581 back to a space */
+        size_t i = 0, run = 0;
+        while (i < n) {
+            if (n - i >= 3 && !memcmp(s + i, "\xE2\x96\x81", 3)) {
+                put(buf, cap, &pos, s + run, i - run);
+                put(buf, cap, &pos, " ", 1);
+                i += 3;
+                run = i;
+            } else {
+                i++;
+            }
+        }
+        put(buf, cap, &pos, s + run, n - run);
     } else if (attr & ATTR_NORMAL) {
         /* byte-level BPE: each character back to its byte (inverse of §4.1) */
         const unsigned char *u = (const unsigned char *)s;

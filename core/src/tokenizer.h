@@ -2,10 +2,12 @@
  * tokenizer.h - tokenizers read from GGUF metadata, detokenization (streaming
  * safe) and the families' chat templates.
  *
- * Spec: ../shared/spec/tokenizers.md. Kinds: byte-level BPE
- * (tokenizer.ggml.model = "gpt2", pre-tokenizers "qwen35" and "qwen2", with NFC
- * normalization for the Qwen families, §4). A later kind (Gemma 4, §5) is added
- * here too: a tokenizer kind is core code, not a model's private code.
+ * Spec: ../shared/spec/tokenizers.md. Kinds, chosen by tokenizer.ggml.model:
+ * byte-level BPE ("gpt2", pre-tokenizers "qwen35" and "qwen2", with NFC
+ * normalization for the Qwen families, §4) and Gemma 4 ("gemma4": BPE by merge
+ * rank over raw UTF-8 with spaces as U+2581, split at newline runs, <0xHH> byte
+ * fallback, BOS always added, §5). A tokenizer kind is core code, not a
+ * model's private code. Chat templates: qwen35 (§10.1) and gemma4 (§10.2).
  */
 #ifndef VT_TOKENIZER_H
 #define VT_TOKENIZER_H
@@ -34,7 +36,11 @@ enum {
  * lengths that differ from tokenizer.ggml.tokens, a token type outside 0..6
  * and a merge that is not "A B" are refused. gpt2 has no default BOS/EOS
  * (llama.cpp's placeholder id 11 is not used): absent keys give -1. A missing
- * tokenizer.ggml.pre falls back to the qwen2 split without NFC (WARN log). */
+ * tokenizer.ggml.pre falls back to the qwen2 split without NFC (WARN log).
+ * gemma4 (§1.2, §5): add_bos is forced true whatever the file says (BOS from
+ * bos_token_id, else the token "<bos>", else VT_ERR_FORMAT); pre is ignored;
+ * merges are required. Also kept: tokenizer.ggml.suppress_tokens (ids checked)
+ * and the tokenizer.chat_template text. */
 vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out);
 void vt_tokenizer_free(vt_tokenizer *t);
 
@@ -44,6 +50,14 @@ int32_t vt_tokenizer_eos(const vt_tokenizer *t); /* -1 when none */
 int vt_tokenizer_add_bos(const vt_tokenizer *t);
 /* End-of-generation token (tokenizers.md §9)? */
 int vt_tokenizer_is_eog(const vt_tokenizer *t, int32_t id);
+/* Listed in tokenizer.ggml.suppress_tokens (its logit must be forced to -inf
+ * when sampling; Gemma 4 "Unified" variants, §1)? 0 for an out-of-range id. */
+int vt_tokenizer_is_suppressed(const vt_tokenizer *t, int32_t id);
+/* The kind loaded: "gpt2" or "gemma4" (tokenizer.ggml.model). */
+const char *vt_tokenizer_model(const vt_tokenizer *t);
+/* tokenizer.chat_template as stored (NUL-terminated), NULL when absent. Valid
+ * as long as t. */
+const char *vt_tokenizer_chat_template(const vt_tokenizer *t);
 /* Attribute of a token (VT_TOKEN_*), 0 for an out-of-range id. */
 int vt_tokenizer_token_type(const vt_tokenizer *t, int32_t id);
 /* Id of a token by its exact text, -1 if none. */
@@ -71,27 +85,48 @@ int64_t vt_token_to_piece(const vt_tokenizer *t, int32_t id, int special, char *
 typedef struct vt_detok_stream vt_detok_stream;
 vt_detok_stream *vt_detok_stream_new(const vt_tokenizer *t, int special);
 void vt_detok_stream_free(vt_detok_stream *s);
-/* Returns a pointer to n bytes valid until the next call on s. */
+/* Returns a pointer to n bytes valid until the next call on s. gemma4 NORMAL
+ * tokens render U+2581 as a space, <0xHH> tokens as the byte; no clean-up of
+ * spaces is applied (HF parity, §7). */
 const char *vt_detok_stream_push(vt_detok_stream *s, int32_t id, size_t *n);
 const char *vt_detok_stream_flush(vt_detok_stream *s, size_t *n);
 
 /* ---- chat templates (tokenizers.md §10) ---- */
 typedef struct vt_chat_msg {
-    const char *role;    /* "system", "user", "assistant" */
+    const char *role;    /* "system", "user", "assistant" (qwen35 also "tool", gemma4 also
+                            "developer") */
     const char *content; /* UTF-8; trimmed by the renderer as the templates do */
 } vt_chat_msg;
 
 /*
- * Render messages with the chat template of a family ("qwen35"), as the
- * released models' templates render them (§10.1), ending with the generation
- * prompt when add_generation_prompt. *out is malloc-ed. VT_ERR_UNSUPPORTED for
- * an unknown family.
+ * Render messages with the chat template of a family ("qwen35", "gemma4"), as
+ * the released models' templates render them (§10.1, §10.2), ending with the
+ * generation prompt when add_generation_prompt. *out is malloc-ed.
+ * VT_ERR_UNSUPPORTED for an unknown family.
+ *
+ * gemma4 (§10.2, no tools): the prompt does NOT begin with the template's
+ * "<bos>" text unless VT_CHAT_BOS is given, because vt_tokenize(add_special=1)
+ * adds the BOS id itself (llama.cpp strips the text likewise): tokenize the
+ * result with add_special=1, parse_special=1 and it holds exactly one BOS.
+ * Thinking is off by default (the template's enable_thinking default); the
+ * generation prompt is "<|turn>model\n", plus the empty thought channel with
+ * VT_CHAT_EMPTY_THOUGHT (26B-A4B/31B templates; vt_chat_flags_for_template
+ * tells from the GGUF's template text).
  */
 vt_status vt_chat_render(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
                          int add_generation_prompt, char **out);
 /* vt_chat_render_ex flags */
 #define VT_CHAT_NO_THINKING 0x1u /* qwen35: generation prompt with an empty, closed think
-                                    block (the template's enable_thinking=false) */
+                                    block (the template's enable_thinking=false); gemma4:
+                                    thinking off, which is its default */
+#define VT_CHAT_THINKING 0x2u /* gemma4: enable_thinking=true: a system turn always, opened
+                                 with "<|think|>\n"; qwen35: its default (no effect).
+                                 Refused together with VT_CHAT_NO_THINKING. */
+#define VT_CHAT_EMPTY_THOUGHT 0x4u /* gemma4, thinking off: the generation prompt ends with
+                                      "<|channel>thought\n<channel|>" (an empty, closed
+                                      thought channel, as the 26B-A4B/31B templates) */
+#define VT_CHAT_BOS 0x8u /* gemma4: begin with the template's "<bos>" text (tokenize
+                            with add_special=0 then) */
 /* vt_chat_render with flags (VT_CHAT_*). The qwen35 renderer also accepts role
  * "tool" (results wrapped in <tool_response> inside a user turn, as the
  * template does) and refuses, with VT_ERR_INVALID_ARG, what the template
@@ -99,7 +134,17 @@ vt_status vt_chat_render(const char *family, const vt_chat_msg *msgs, size_t n_m
  * no user query. */
 vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
                             int add_generation_prompt, unsigned flags, char **out);
-/* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35"), NULL if unknown. */
+/* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35", "gemma4" ->
+ * "gemma4"), NULL if unknown. */
 const char *vt_chat_family_for_arch(const char *arch);
+/*
+ * Flags a family's renderer needs to match the template stored in the GGUF
+ * (tokenizer.chat_template, vt_tokenizer_chat_template; NULL -> 0). gemma4:
+ * VT_CHAT_EMPTY_THOUGHT when the text after the template's last
+ * "add_generation_prompt" contains "<|channel>thought" followed by "<channel|>"
+ * (§10.2: the 26B-A4B/31B templates do, the E2B/E4B ones and the tiny
+ * fixtures' do not). 0 for other families.
+ */
+unsigned vt_chat_flags_for_template(const char *family, const char *chat_template);
 
 #endif

@@ -206,12 +206,25 @@ static int ring_ready(vt_backend_ctx *ctx)
     const vt_host_api *h = ctx->host;
     int budgeted = h->struct_size >= offsetof(vt_host_api, pinned_release) + sizeof(void *) &&
                    h->pinned_reserve && h->pinned_release;
-    if (budgeted && !h->pinned_reserve(RING_BYTES)) return 0; /* within the pinned budget only */
+    int have_note = h->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+                    h->note_fallback;
+    char why[256];
+    if (budgeted && !h->pinned_reserve(RING_BYTES)) { /* within the pinned budget only */
+        snprintf(why, sizeof why, "backend %s: the 4 MiB pinned ring for op arguments exceeds the "
+                 "pinned budget (pinned_budget); every op's host arguments are copied synchronously",
+                 VT_GPU_PLUGIN_NAME);
+        if (have_note) h->note_fallback(why);
+        return 0;
+    }
     void *hp = NULL, *dp = NULL;
     if (vt_gpu_host_alloc(&hp, RING_BYTES) != vt_gpu_success || vt_gpu_malloc(&dp, RING_BYTES) != vt_gpu_success) {
         if (hp) (void)vt_gpu_host_free(hp);
         (void)vt_gpu_get_last_error();
         if (budgeted) h->pinned_release(RING_BYTES);
+        snprintf(why, sizeof why, "backend %s: allocating the 4 MiB pinned ring for op arguments "
+                 "failed; every op's host arguments are copied synchronously", VT_GPU_PLUGIN_NAME);
+        if (have_note) h->note_fallback(why);
+        else h->log(VT_LOG_WARN, "%s", why);
         return 0;
     }
     ctx->ring_host = (uint8_t *)hp;
