@@ -18,15 +18,15 @@ endif()
 
 set(VT_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -g)
-set(VT_FUZZ_SOURCES error.c gguf_reader.c gguf_writer.c gguf_info.c tokenizer.c
-    tokenizer_unicode.c chat_template.c)
+set(VT_FUZZ_SOURCES error.c config.c gguf_reader.c gguf_writer.c gguf_info.c tokenizer.c
+    tokenizer_unicode.c chat_template.c) # config.c: error.c formats byte counts with it
 list(TRANSFORM VT_FUZZ_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/core/src/)
 
 add_library(vtcore_fuzz STATIC ${VT_FUZZ_SOURCES})
 target_include_directories(vtcore_fuzz PUBLIC ${CMAKE_SOURCE_DIR}/core/include
                                               ${CMAKE_SOURCE_DIR}/core/src)
 target_compile_options(vtcore_fuzz PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
-target_link_libraries(vtcore_fuzz PUBLIC PkgConfig::UTF8PROC Threads::Threads m)
+target_link_libraries(vtcore_fuzz PUBLIC PkgConfig::UTF8PROC PkgConfig::YAML Threads::Threads m)
 
 set(VT_FUZZ_MODEL_DEFAULT ${VT_FIXTURES_DIR}/qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf)
 foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)

@@ -51,5 +51,8 @@ endif()
 
 # resolution + fit check: fake backends/stores with the real qwen35 plugin
 vt_add_test(test_residency SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_residency.c LIBS vtcore LABELS "registry")
-add_dependencies(test_residency ${VT_FAKE_TARGETS})
+add_dependencies(test_residency ${VT_FAKE_TARGETS} store-device)
+if(TARGET model-gemma4)
+  add_dependencies(test_residency model-gemma4)
+endif()
 target_compile_definitions(test_residency PRIVATE VT_FAKE_PLUGIN_ROOT="${CMAKE_BINARY_DIR}/tests/fake-plugins")

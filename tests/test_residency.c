@@ -117,6 +117,35 @@ static void test_store_needs_probe(void **s)
     vt_registry_close(reg);
 }
 
+/* Gemma 4 through the same path: its experts in the real device store on a
+ * backend whose memory probe is ABSENT are refused at resolution, by name,
+ * with the GGUF unmapped (issue 6's first failure of another engine). */
+static void test_gemma_device_store_needs_probe(void **s)
+{
+    (void)s;
+    const char *fx = vt_test_fixtures();
+    if (!fx) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf", fx);
+    vt_registry *reg = registry_with("noprobe");
+    if (!vt_registry_find(reg, VT_PLUGIN_MODEL, "gemma4") || !vt_registry_find(reg, VT_PLUGIN_STORE, "device"))
+        fail_msg("model-gemma4 or store-device not found in %s", vt_test_plugin_dir());
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "auto");
+    set(&cfg, "fake.expert_cache.store", "device");
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(path, VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_residency *r = calloc(1, sizeof *r);
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "store 'device' needs capability 'memory_probe', which "
+                                     "backend 'fake' declares ABSENT");
+    assert_false(vt_gguf_is_mapped(g));
+    free(r);
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+}
+
 /* A backend that declares the model's ops ABSENT is refused before the store
  * is even looked at, naming the model and the capability. */
 static void test_model_needs_ops(void **s)
@@ -288,6 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_needs_probe),
         cmocka_unit_test(test_model_needs_ops),
+        cmocka_unit_test(test_gemma_device_store_needs_probe),
         cmocka_unit_test(test_fit_370gib),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

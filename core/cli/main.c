@@ -52,8 +52,11 @@ static const char *usage_text =
     "            [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
     "            [--n-rot N] [--n-expert N] [--n-expert-used K] [--n-ff-exp N] [--n-ff-shexp N]\n"
     "            [--ssm-d-k N] [--ssm-n-k N] [--ssm-n-v N] [--n-merges N] [--context-length N]\n"
-    "            [--n-vocab N] (pad the vocabulary to N tokens)\n"
-    "            write a random-weight qwen35moe model of any shape\n"
+    "            [--n-vocab N] (pad the vocabulary to N tokens) [--arch qwen35moe|gemma4]\n"
+    "            gemma4: [--n-ff N] [--head-dim-swa N] [--n-head-kv-full N]\n"
+    "            [--sliding-window N] [--shared-kv-layers N] [--n-per-layer P] [--k-eq-v 0|1]\n"
+    "            [--double-wide-mlp 0|1] (--n-expert 0: dense; --head-dim, --n-rot: full layers)\n"
+    "            write a random-weight qwen35moe or gemma4 model of any shape\n"
     "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--set ...]\n"
     "            prefill/decode tokens/s (median), expert hit rate, fill GB/s, peak RSS\n"
     "\n"
@@ -81,9 +84,10 @@ typedef struct opts {
     vt_sampler_params sp;
     const char *sets[64];
     int n_sets, show, json;
-    uint32_t mk_val[24];   /* mkmodel shape options, by index into mk_fields */
-    uint8_t mk_set[24];
+    uint32_t mk_val[32];   /* mkmodel shape options, by index into mk_fields */
+    uint8_t mk_set[32];
     int mk_sparse;
+    const char *mk_arch;   /* mkmodel --arch: qwen35moe (default) or gemma4 */
 } opts;
 
 /* vt mkmodel's shape options: name -> vt_mkmodel_params field. */
@@ -99,7 +103,7 @@ static const struct {
     {"n-head-kv", offsetof(vt_mkmodel_params, n_head_kv), 1, 4096},
     {"head-dim", offsetof(vt_mkmodel_params, head_dim), 1, 4096},
     {"n-rot", offsetof(vt_mkmodel_params, n_rot), 2, 4096},
-    {"n-expert", offsetof(vt_mkmodel_params, n_expert), 1, 65536},
+    {"n-expert", offsetof(vt_mkmodel_params, n_expert), 0, 65536}, /* gemma4: 0 = dense */
     {"n-expert-used", offsetof(vt_mkmodel_params, n_expert_used), 1, 65536},
     {"n-ff-exp", offsetof(vt_mkmodel_params, n_ff_exp), 1, 1u << 20},
     {"n-ff-shexp", offsetof(vt_mkmodel_params, n_ff_shexp), 1, 1u << 20},
@@ -112,12 +116,21 @@ static const struct {
     {"shards", offsetof(vt_mkmodel_params, n_shards), 1, 9999},
     {"mk-threads", offsetof(vt_mkmodel_params, n_threads), 0, 16},
     {"n-vocab", offsetof(vt_mkmodel_params, n_vocab), 0, 1u << 22},
+    /* gemma4 only */
+    {"head-dim-swa", offsetof(vt_mkmodel_params, head_dim_swa), 2, 4096},
+    {"n-head-kv-full", offsetof(vt_mkmodel_params, n_head_kv_full), 0, 4096},
+    {"n-ff", offsetof(vt_mkmodel_params, n_ff), 1, 1u << 19},
+    {"sliding-window", offsetof(vt_mkmodel_params, sliding_window), 1, 1u << 24},
+    {"shared-kv-layers", offsetof(vt_mkmodel_params, shared_kv_layers), 0, 4095},
+    {"n-per-layer", offsetof(vt_mkmodel_params, n_per_layer), 0, 1u << 16},
+    {"k-eq-v", offsetof(vt_mkmodel_params, k_eq_v), 0, 1},
+    {"double-wide-mlp", offsetof(vt_mkmodel_params, double_wide_mlp), 0, 1},
 };
 #define N_MK_FIELDS (sizeof mk_fields / sizeof mk_fields[0])
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -134,14 +147,15 @@ static struct option long_opts[] = {
     {"ctx", required_argument, 0, O_CTX},   {"batch", required_argument, 0, O_BATCH},
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
     {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW}, {"json", no_argument, 0, O_JSON},
-    {"sparse", no_argument, 0, O_SPARSE},
+    {"sparse", no_argument, 0, O_SPARSE}, {"arch", required_argument, 0, O_ARCH},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
-    {0, 0, 0, 0}};
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
+    {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
 
 static int parse_long(const char *s, long lo, long hi, const char *what, long *out)
 {
@@ -171,7 +185,7 @@ static int parse_float(const char *s, const char *what, float *out)
 
 static void add_mk_options(void)
 {
-    _Static_assert(N_MK_FIELDS <= 24, "room for the mkmodel options in long_opts");
+    _Static_assert(N_MK_FIELDS <= 32, "room for the mkmodel options in long_opts");
     size_t n = 0;
     while (long_opts[n].name) n++;
     for (size_t i = 0; i < N_MK_FIELDS; i++)
@@ -264,6 +278,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_SHOW: o->show = 1; break;
         case O_JSON: o->json = 1; break;
         case O_SPARSE: o->mk_sparse = 1; break;
+        case O_ARCH: o->mk_arch = optarg; break;
         case O_VERBOSE_PROMPT: o->verbose_prompt = 1; break;
         case O_NPROMPT: if (parse_long(optarg, 1, 1L << 20, "--n-prompt", &v)) return -1; o->n_prompt = (int)v; break;
         case O_REPS: if (parse_long(optarg, 1, 1000, "--reps", &v)) return -1; o->reps = (int)v; break;
@@ -391,7 +406,9 @@ static int cmd_run(const opts *o)
             vt_set_error("no chat template for architecture '%s'", vt_engine_arch(e));
             goto out;
         }
-        if (vt_chat_render(family, msgs, n, 1, &text) != VT_OK) goto out;
+        /* the GGUF's own template decides template variants (gemma4's empty thought channel) */
+        unsigned flags = vt_chat_flags_for_template(family, vt_tokenizer_chat_template(tok));
+        if (vt_chat_render_ex(family, msgs, n, 1, flags, &text) != VT_OK) goto out;
         prompt = text;
     }
     int64_t n_ids = 0;
@@ -412,7 +429,8 @@ static int cmd_run(const opts *o)
         goto out;
     }
     for (int64_t i = 0; i < info.n_vocab; i++)
-        banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED;
+        banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED ||
+                    vt_tokenizer_is_suppressed(tok, (int32_t)i); /* tokenizer.ggml.suppress_tokens */
     vt_sampler_params sp = o->sp;
     if (!o->have_seed) {
         struct timespec ts;
@@ -748,15 +766,20 @@ static int cmd_mkmodel(const opts *o)
         fprintf(stderr, "vt mkmodel: -o FILE is required\n");
         return 2;
     }
+    const int gemma = o->mk_arch && !strcmp(o->mk_arch, "gemma4");
+    if (o->mk_arch && !gemma && strcmp(o->mk_arch, "qwen35moe")) {
+        fprintf(stderr, "vt mkmodel: --arch must be qwen35moe or gemma4, got '%s'\n", o->mk_arch);
+        return 2;
+    }
     vt_mkmodel_params p;
-    vt_mkmodel_defaults(&p);
+    (gemma ? vt_mkmodel_defaults_gemma4 : vt_mkmodel_defaults)(&p);
     /* mkmodel's messages already start with "mkmodel: " */
     if (o->have_seed) p.seed = o->sp.seed;
     for (size_t i = 0; i < N_MK_FIELDS; i++)
         if (o->mk_set[i]) *(uint32_t *)((char *)&p + mk_fields[i].off) = o->mk_val[i];
     p.sparse = o->mk_sparse;
     if ((o->type && vt_mkmodel_set_type(&p, o->type) != VT_OK) ||
-        vt_mkmodel_qwen35moe(o->output, &p) != VT_OK) {
+        (gemma ? vt_mkmodel_gemma4 : vt_mkmodel_qwen35moe)(o->output, &p) != VT_OK) {
         fprintf(stderr, "vt %s\n", vt_last_error());
         return 1;
     }

@@ -1,5 +1,6 @@
 /*
- * mkmodel.c - writes random-weight qwen35moe models of any shape (see mkmodel.h).
+ * mkmodel.c - writes random-weight qwen35moe and gemma4 models of any shape
+ * (see mkmodel.h).
  *
  * The qwen35moe generator mirrors what the llama.cpp converter writes for a
  * Qwen3.5-MoE checkpoint (spec/qwen35moe.md §3 metadata, §4 tensors, in the
@@ -188,18 +189,19 @@ static void quantize_q8_0(const float *x, uint8_t *blk)
  * -(lo + (hi - lo) * u), u uniform in [0, 1) with 24 bits. Float arithmetic,
  * one operation per statement (no contraction into FMA), so the values are
  * the same on every IEEE host. */
-typedef enum { GEN_NORMAL, GEN_NEG_UNIFORM } gen_kind;
+typedef enum { GEN_NORMAL, GEN_NEG_UNIFORM, GEN_STEP } gen_kind;
 
 typedef struct gen {
     gen_kind kind;
-    double a, b; /* NORMAL: mean, std; NEG_UNIFORM: lo, hi */
+    double a, b; /* NORMAL: mean, std; NEG_UNIFORM: lo, hi; STEP: a elements 1, then b */
 } gen;
 
 typedef struct mk_tensor {
     uint64_t seed;     /* name_seed(params seed, name) */
     uint32_t type;     /* F32, F16, BF16 or Q8_0 */
     gen_kind kind;
-    float add, scale;  /* NORMAL: mean, std*sqrt(3)/2^17; NEG_UNIFORM: -lo, -(hi-lo)/2^24 */
+    float add, scale;  /* NORMAL: mean, std*sqrt(3)/2^17; NEG_UNIFORM: -lo, -(hi-lo)/2^24;
+                          STEP: count of ones (< 2^24), value after them */
     unsigned n_threads;
 } mk_tensor;
 
@@ -209,6 +211,10 @@ typedef struct mk_tensor {
 static void gen_floats(const mk_tensor *t, float *x, uint64_t e0, uint32_t n)
 {
     const float add = t->add, scale = t->scale;
+    if (t->kind == GEN_STEP) { /* no randomness: rope_freqs.weight (gemma4.md §4.3) */
+        for (uint32_t i = 0; i < n; i++) x[i] = (float)(e0 + i) < add ? 1.0f : scale;
+        return;
+    }
     if (t->kind == GEN_NORMAL) {
         for (uint32_t i = 0; i < n; i++) {
             uint64_t h = mix_at(t->seed, e0 + i);
@@ -344,7 +350,10 @@ static void add(mk *m, const char *name, uint32_t type, uint32_t n_dims, int64_t
     t->type = type;
     t->kind = g.kind;
     t->n_threads = m->n_threads;
-    if (g.kind == GEN_NORMAL) {
+    if (g.kind == GEN_STEP) {
+        t->add = (float)g.a;
+        t->scale = (float)g.b;
+    } else if (g.kind == GEN_NORMAL) {
         t->add = (float)g.a;
         t->scale = (float)(g.b * 1.7320508075688772 / 131072.0); /* sqrt(3) / 2^17 */
     } else {
@@ -545,7 +554,22 @@ static int cmp_key(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static vt_status bpe_train(bpe *b, uint32_t max_merges)
+/* The gemma4 form of byte b's initial symbol (tokenizers.md §5: raw UTF-8
+ * characters, a space escaped as U+2581): printable ASCII, tab and newline as
+ * themselves, space as "\u2581", any other byte "" (not in the text, no token). */
+static void gemma_symbol(unsigned b, char out[4])
+{
+    if (b == ' ')
+        memcpy(out, "\xE2\x96\x81", 4);
+    else if ((b >= 0x21 && b <= 0x7E) || b == '\n' || b == '\t') {
+        out[0] = (char)b;
+        out[1] = 0;
+    } else
+        out[0] = 0;
+}
+
+/* gemma 0: byte-level BPE (GPT-2 byte symbols); 1: gemma4 symbols (gemma_symbol). */
+static vt_status bpe_train(bpe *b, uint32_t max_merges, int gemma)
 {
     const size_t text_len = sizeof demo_text - 1;
     b->cap_tok = 256 + max_merges;
@@ -561,7 +585,7 @@ static vt_status bpe_train(bpe *b, uint32_t max_merges)
                                           "mkmodel: training word counts")) ||
         !(pc = vt_malloc_named(text_len * sizeof *pc, "mkmodel: training pair counts")))
         return VT_ERR_OUT_OF_MEMORY;
-    for (unsigned i = 0; i < 256; i++) byte_symbol(i, b->tok[i]);
+    for (unsigned i = 0; i < 256; i++) (gemma ? gemma_symbol : byte_symbol)(i, b->tok[i]);
     b->n_tok = 256;
     /* distinct chunks with counts */
     for (size_t pos = 0; pos < text_len;) {
@@ -768,6 +792,24 @@ static vt_status check_params(const vt_mkmodel_params *p)
     return VT_OK;
 }
 
+/* Add the tensors (add_fn; at most cap_t with data) and write the file or its
+ * shards: the part common to every architecture. */
+static vt_status mk_write(vt_gguf_writer *w, const vt_mkmodel_params *p, const char *path,
+                          size_t cap_t, uint32_t n_vocab, void (*add_fn)(mk *, uint32_t))
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    mk m = {.w = w, .p = p, .cap_t = cap_t,
+            .n_threads = p->n_threads ? p->n_threads : ncpu > 0 ? (unsigned)ncpu : 1};
+    if (m.n_threads > MK_MAX_THREADS) m.n_threads = MK_MAX_THREADS;
+    if (!(m.t = vt_calloc_named(m.cap_t, sizeof *m.t, "mkmodel: tensor recipes")))
+        return VT_ERR_OUT_OF_MEMORY;
+    add_fn(&m, n_vocab);
+    vt_status st = m.st;
+    if (!st) st = vt_gguf_writer_write_split(w, path, p->n_shards ? p->n_shards : 1);
+    free(m.t);
+    return st;
+}
+
 vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params)
 {
     vt_mkmodel_params def;
@@ -785,7 +827,6 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
     vt_gguf_writer *w = vt_gguf_writer_new(32);
     if (!w) return VT_ERR_OUT_OF_MEMORY;
     bpe b = {0};
-    mk m = {0};
     const char *A = "qwen35moe";
     char key[128];
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", A, suffix), key)
@@ -823,20 +864,378 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
         goto out;
 #undef K
     uint32_t n_vocab = 0;
-    if ((st = bpe_train(&b, p->n_merges)) || (st = add_tokenizer(w, &b, p->n_vocab, &n_vocab))) goto out;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    m = (mk){.w = w, .p = p, .cap_t = 20 * (size_t)p->n_layer + 3,
-             .n_threads = p->n_threads ? p->n_threads : ncpu > 0 ? (unsigned)ncpu : 1};
-    if (m.n_threads > MK_MAX_THREADS) m.n_threads = MK_MAX_THREADS;
-    if (!(m.t = vt_calloc_named(m.cap_t, sizeof *m.t, "mkmodel: tensor recipes"))) {
+    if ((st = bpe_train(&b, p->n_merges, 0)) || (st = add_tokenizer(w, &b, p->n_vocab, &n_vocab))) goto out;
+    st = mk_write(w, p, path, 20 * (size_t)p->n_layer + 3, n_vocab, add_tensors);
+out:
+    bpe_free(&b);
+    vt_gguf_writer_free(w);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* gemma4 (spec/gemma4.md)                                                   */
+/* ------------------------------------------------------------------------ */
+
+void vt_mkmodel_defaults_gemma4(vt_mkmodel_params *p)
+{
+    vt_mkmodel_defaults(p);
+    p->full_attention_interval = 2; /* S, F, S, F */
+    p->head_dim = 128;
+    p->head_dim_swa = 64;
+    p->n_head_kv = 2;
+    p->n_head_kv_full = 1;
+    p->n_rot = 32; /* partial rotary factor 0.25 of the F head dim */
+    p->n_ff = 256;
+    p->sliding_window = 32;
+    p->k_eq_v = 1;
+    p->name = "vt demo gemma4";
+}
+
+/* Per-layer shape (§2, §3.2): S/F kind, head dim, KV heads, own K/V, own V, MLP width. */
+static bool g4_swa(const vt_mkmodel_params *p, uint32_t il)
+{
+    return (il + 1) % p->full_attention_interval != 0;
+}
+static uint32_t g4_head_dim(const vt_mkmodel_params *p, uint32_t il)
+{
+    return g4_swa(p, il) ? p->head_dim_swa : p->head_dim;
+}
+static uint32_t g4_n_kv(const vt_mkmodel_params *p, uint32_t il)
+{
+    return g4_swa(p, il) || !p->n_head_kv_full ? p->n_head_kv : p->n_head_kv_full;
+}
+static bool g4_has_kv(const vt_mkmodel_params *p, uint32_t il)
+{
+    return il < p->n_layer - p->shared_kv_layers;
+}
+static uint32_t g4_n_ff(const vt_mkmodel_params *p, uint32_t il)
+{
+    return p->double_wide_mlp && !g4_has_kv(p, il) ? 2 * p->n_ff : p->n_ff;
+}
+
+static void add_tensors_gemma4(mk *m, uint32_t n_vocab)
+{
+    const vt_mkmodel_params *p = m->p;
+    const uint32_t wt = p->weight_type, F = VT_TYPE_F32;
+    const int64_t E = p->n_embd, X = p->n_expert, FX = p->n_ff_exp, P = p->n_per_layer,
+                  LP = (int64_t)p->n_per_layer * p->n_layer;
+    char nm[96];
+    bool any_full = false;
+    for (uint32_t il = 0; il < p->n_layer; il++) any_full |= !g4_swa(p, il);
+    /* §3.1, §4.3: n_rot/2 rotated pairs (1.0), the rest 1e30 (no rotation) */
+    if (any_full)
+        add(m, "rope_freqs.weight", F, 1, p->head_dim / 2, 1, 1,
+            (gen){GEN_STEP, (double)(p->n_rot / 2), 1e30});
+    add(m, "token_embd.weight", wt, 2, E, n_vocab, 1, normal(0.0, 1.0));
+    if (P) {
+        add(m, "per_layer_token_embd.weight", wt, 2, LP, n_vocab, 1, normal(0.0, 1.0));
+        add(m, "per_layer_model_proj.weight", wt, 2, E, LP, 1, matrix(E));
+        add(m, "per_layer_proj_norm.weight", F, 1, P, 1, 1, norm_w());
+    }
+    for (uint32_t il = 0; il < p->n_layer && !m->st; il++) {
+        const bool swa = g4_swa(p, il), kv = g4_has_kv(p, il);
+        const int64_t hd = g4_head_dim(p, il), q_dim = (int64_t)p->n_head * hd,
+                      kv_dim = (int64_t)g4_n_kv(p, il) * hd, ff = g4_n_ff(p, il);
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%" PRIu32 ".%s", il, suffix), nm)
+        if (X) {
+            add(m, NAME("ffn_down_exps.weight"), wt, 3, FX, E, X, matrix(FX));
+            add(m, NAME("ffn_gate_up_exps.weight"), wt, 3, E, 2 * FX, X, matrix(E));
+        }
+        add(m, NAME("attn_norm.weight"), F, 1, E, 1, 1, norm_w());
+        add(m, NAME("layer_output_scale.weight"), F, 1, 1, 1, 1, normal(1.0, 0.02));
+        add(m, NAME("ffn_down.weight"), wt, 2, ff, E, 1, matrix(ff));
+        add(m, NAME("ffn_gate.weight"), wt, 2, E, ff, 1, matrix(E));
+        add(m, NAME("ffn_up.weight"), wt, 2, E, ff, 1, matrix(E));
+        add(m, NAME("post_attention_norm.weight"), F, 1, E, 1, 1, norm_w());
+        add(m, NAME("post_ffw_norm.weight"), F, 1, E, 1, 1, norm_w());
+        if (X) {
+            add(m, NAME("post_ffw_norm_1.weight"), F, 1, E, 1, 1, norm_w());
+            add(m, NAME("post_ffw_norm_2.weight"), F, 1, E, 1, 1, norm_w());
+        }
+        add(m, NAME("ffn_norm.weight"), F, 1, E, 1, 1, norm_w());
+        if (X) {
+            add(m, NAME("pre_ffw_norm_2.weight"), F, 1, E, 1, 1, norm_w());
+            add(m, NAME("ffn_down_exps.scale"), F, 1, X, 1, 1, normal(1.0, 0.1));
+            add(m, NAME("ffn_gate_inp.weight"), F, 2, E, X, 1, matrix(E));
+            add(m, NAME("ffn_gate_inp.scale"), F, 1, E, 1, 1, norm_w());
+        }
+        if (kv) {
+            add(m, NAME("attn_k_norm.weight"), F, 1, hd, 1, 1, norm_w());
+            add(m, NAME("attn_k.weight"), wt, 2, E, kv_dim, 1, matrix(E));
+        }
+        add(m, NAME("attn_output.weight"), wt, 2, q_dim, E, 1, matrix(q_dim));
+        add(m, NAME("attn_q_norm.weight"), F, 1, hd, 1, 1, norm_w());
+        add(m, NAME("attn_q.weight"), wt, 2, E, q_dim, 1, matrix(E));
+        if (kv && (swa || !p->k_eq_v)) add(m, NAME("attn_v.weight"), wt, 2, E, kv_dim, 1, matrix(E));
+        if (P) {
+            add(m, NAME("inp_gate.weight"), wt, 2, E, P, 1, matrix(E));
+            add(m, NAME("proj.weight"), wt, 2, P, E, 1, matrix(P));
+            add(m, NAME("post_norm.weight"), F, 1, E, 1, 1, norm_w());
+        }
+#undef NAME
+    }
+    add(m, "output_norm.weight", F, 1, E, 1, 1, norm_w());
+}
+
+/* The gemma4-moe-tiny fixture's chat template (a Gemma turn template). */
+static const char gemma_template[] =
+    "{{- bos_token }}{%- for message in messages %}{%- set role = 'model' if message['role'] == "
+    "'assistant' else message['role'] %}{{- '<|turn>' + role + '\\n' + message['content'] + "
+    "'<turn|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|turn>model\\n' }}{%- endif %}";
+
+/* tokenizers.md §1.2: the specials at the ids of the real vocabulary (types: 3
+ * CONTROL, 4 USER_DEFINED for the seven always-rendered ones). */
+static const struct {
+    const char *text;
+    int32_t type;
+} gemma_special[] = {
+    {"<pad>", 3},         {"<eos>", 3},          {"<bos>", 3},           {"<unk>", 3},
+    {"<mask>", 3},        {"<|turn>", 3},        {"<turn|>", 3},         {"<|think|>", 3},
+    {"<|channel>", 4},    {"<channel|>", 4},     {"<|tool>", 3},         {"<tool|>", 3},
+    {"<|tool_call>", 4},  {"<tool_call|>", 4},   {"<|tool_response>", 4}, {"<tool_response|>", 4},
+    {"<|\"|>", 4},
+};
+#define GEMMA_N_SPECIAL (sizeof gemma_special / sizeof gemma_special[0])
+
+static vt_status add_tokenizer_gemma4(vt_gguf_writer *w, const bpe *b, uint32_t want_vocab,
+                                      uint32_t *n_vocab)
+{
+    uint32_t n_chars = 0;
+    for (uint32_t i = 0; i < 256; i++) n_chars += b->tok[i][0] != 0;
+    const uint32_t n_real = (uint32_t)GEMMA_N_SPECIAL + 256 + n_chars + (b->n_tok - 256);
+    const uint32_t n = want_vocab > n_real ? want_vocab : n_real;
+    const char **toks = NULL, **merges = NULL;
+    int32_t *types = NULL;
+    float *scores = NULL;
+    char *names = NULL; /* "<0xHH>" (7 bytes each), then "<unusedN>" (20 bytes each) */
+    vt_status st = VT_OK;
+    if (!(names = vt_malloc_named(256 * 7 + (size_t)(n - n_real) * 20, "mkmodel: token names")) ||
+        !(toks = vt_malloc_named(n * sizeof *toks, "mkmodel: token list")) ||
+        !(merges = vt_malloc_named((b->n_merges ? b->n_merges : 1) * sizeof *merges,
+                                   "mkmodel: merge list")) ||
+        !(types = vt_malloc_named(n * sizeof *types, "mkmodel: token types")) ||
+        !(scores = vt_malloc_named(n * sizeof *scores, "mkmodel: token scores"))) {
         st = VT_ERR_OUT_OF_MEMORY;
         goto out;
     }
-    add_tensors(&m, n_vocab);
-    if ((st = m.st)) goto out;
-    st = vt_gguf_writer_write_split(w, path, p->n_shards ? p->n_shards : 1);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < GEMMA_N_SPECIAL; i++, k++) {
+        toks[k] = gemma_special[i].text;
+        types[k] = gemma_special[i].type;
+    }
+    for (uint32_t i = 0; i < 256; i++, k++) { /* byte fallback tokens (§5 step 5) */
+        snprintf(names + 7 * i, 7, "<0x%02X>", i);
+        toks[k] = names + 7 * i;
+        types[k] = 6; /* BYTE */
+    }
+    for (uint32_t i = 0; i < b->n_tok; i++) {
+        if (!b->tok[i][0]) continue; /* a byte that is no character of the text */
+        toks[k] = b->tok[i];
+        types[k++] = 1; /* NORMAL */
+    }
+    for (uint32_t i = n_real; i < n; i++, k++) {
+        char *t = names + 256 * 7 + (size_t)(i - n_real) * 20;
+        snprintf(t, 20, "<unused%u>", i - n_real);
+        toks[k] = t;
+        types[k] = 5; /* UNUSED */
+    }
+    for (uint32_t i = 0; i < n; i++) scores[i] = -1000.0f;
+    for (uint32_t i = 0; i < b->n_merges; i++) merges[i] = b->merges[i];
+    if ((st = vt_gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4")) ||
+        (st = vt_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n)) ||
+        (st = vt_gguf_writer_set_arr(w, "tokenizer.ggml.scores", VT_GGUF_FLOAT32, scores, n)) ||
+        (st = vt_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", VT_GGUF_INT32, types, n)) ||
+        (st = vt_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, b->n_merges)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 2)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 1)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 3)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", 0)) ||
+        (st = vt_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", 4)) ||
+        (st = vt_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1)) ||
+        (st = vt_gguf_writer_set_bool(w, "tokenizer.ggml.add_sep_token", 0)) ||
+        (st = vt_gguf_writer_set_str(w, "tokenizer.chat_template", gemma_template)) ||
+        (st = vt_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0)))
+        goto out;
+    *n_vocab = n;
 out:
-    free(m.t);
+    free(names);
+    free(toks);
+    free(merges);
+    free(types);
+    free(scores);
+    return st;
+}
+
+static vt_status check_params_gemma4(const vt_mkmodel_params *p)
+{
+#define REQUIRE(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            vt_set_error("mkmodel: gemma4: " __VA_ARGS__);                                         \
+            return VT_ERR_INVALID_ARG;                                                             \
+        }                                                                                          \
+    } while (0)
+    REQUIRE(p->n_embd > 0 && p->n_layer > 0 && p->n_head > 0 && p->n_head_kv > 0 &&
+                p->head_dim > 0 && p->head_dim_swa > 0 && p->n_ff > 0 &&
+                p->full_attention_interval > 0 && p->context_length > 0 && p->sliding_window > 0,
+            "n_embd, n_layer, n_head, n_head_kv, head_dim, head_dim_swa, n_ff, "
+            "full_attention_interval, context_length and sliding_window must be positive");
+    REQUIRE(p->n_layer <= (1u << 20), "n_layer %" PRIu32 " exceeds 2^20", p->n_layer);
+    REQUIRE(p->n_embd <= (1u << 20) && p->head_dim <= (1u << 20) && p->head_dim_swa <= (1u << 20) &&
+                p->n_ff <= (1u << 19) && p->n_ff_exp <= (1u << 19) && p->n_per_layer <= (1u << 20) &&
+                p->n_expert <= (1u << 16) && p->n_head <= (1u << 20),
+            "a size exceeds what the gemma4 plugin accepts (n_embd, head dims, n_head, "
+            "n_per_layer <= 2^20, n_ff, n_ff_exp <= 2^19, n_expert <= 2^16)");
+    const uint32_t kv_full = p->n_head_kv_full ? p->n_head_kv_full : p->n_head_kv;
+    REQUIRE(p->n_head % p->n_head_kv == 0 && p->n_head % kv_full == 0,
+            "n_head %" PRIu32 " must be a multiple of n_head_kv %" PRIu32
+            " and n_head_kv_full %" PRIu32, p->n_head, p->n_head_kv, kv_full);
+    REQUIRE(p->n_rot % 2 == 0 && p->n_rot > 0 && p->n_rot <= p->head_dim,
+            "n_rot %" PRIu32 " (rotated dims of the full layers) must be even, positive and "
+            "<= head_dim %" PRIu32, p->n_rot, p->head_dim);
+    REQUIRE(p->head_dim % 2 == 0 && p->head_dim_swa % 2 == 0,
+            "head_dim %" PRIu32 " and head_dim_swa %" PRIu32 " must be even (all dims rotate)",
+            p->head_dim, p->head_dim_swa);
+    REQUIRE((uint64_t)p->n_head * p->head_dim <= INT32_MAX &&
+                (uint64_t)p->n_head * p->head_dim_swa <= INT32_MAX &&
+                (uint64_t)p->n_per_layer * p->n_layer <= INT32_MAX,
+            "n_head x head dim and n_per_layer x n_layer must stay below 2^31");
+    if (p->n_expert) {
+        REQUIRE(p->n_expert_used >= 1 && p->n_expert_used <= p->n_expert,
+                "n_expert_used %" PRIu32 " must be in 1..n_expert (%" PRIu32 ")",
+                p->n_expert_used, p->n_expert);
+        REQUIRE(p->n_ff_exp > 0, "n_ff_exp must be positive in an MoE model (n_expert > 0)");
+    }
+    REQUIRE(p->shared_kv_layers < p->n_layer,
+            "shared_kv_layers %" PRIu32 " must be below n_layer %" PRIu32, p->shared_kv_layers,
+            p->n_layer);
+    /* §5.6: a shared-KV layer reads the last owner layer of its own type */
+    for (uint32_t il = p->n_layer - p->shared_kv_layers; il < p->n_layer; il++) {
+        int found = 0;
+        for (uint32_t j = 0; j < p->n_layer - p->shared_kv_layers && !found; j++)
+            found = g4_swa(p, j) == g4_swa(p, il);
+        REQUIRE(found, "shared-KV layer %" PRIu32 " is a %s layer, but no layer below %" PRIu32
+                " of that type owns a KV cache (shared_kv_layers %" PRIu32 ")", il,
+                g4_swa(p, il) ? "sliding" : "full", p->n_layer - p->shared_kv_layers,
+                p->shared_kv_layers);
+    }
+    REQUIRE(file_type_of(p->weight_type) >= 0,
+            "weight_type %" PRIu32 " must be F32 (0), F16 (1), BF16 (30) or Q8_0 (8)",
+            p->weight_type);
+    REQUIRE(p->n_merges <= 20000, "n_merges %" PRIu32 " exceeds 20000", p->n_merges);
+    if (p->weight_type == VT_TYPE_Q8_0) { /* every matrix row: ne[0] % 32 == 0 (gguf.md §6.2) */
+        const struct {
+            const char *what;
+            uint64_t n;
+        } rows[] = {
+            {"n_embd", p->n_embd},
+            {"n_ff (ffn_down rows)", p->n_ff},
+            {"n_ff_exp (ffn_down_exps rows)", p->n_expert ? p->n_ff_exp : 0},
+            {"n_head * head_dim (attn_output rows)", (uint64_t)p->n_head * p->head_dim},
+            {"n_head * head_dim_swa (attn_output rows)", (uint64_t)p->n_head * p->head_dim_swa},
+            {"n_per_layer (proj rows)", p->n_per_layer},
+            {"n_per_layer * n_layer (per_layer_token_embd rows)",
+             (uint64_t)p->n_per_layer * p->n_layer},
+        };
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            REQUIRE(rows[i].n % 32 == 0,
+                    "weight type Q8_0 needs matrix rows that are a multiple of 32 values, but %s "
+                    "= %" PRIu64 " is not",
+                    rows[i].what, rows[i].n);
+    }
+#undef REQUIRE
+    return VT_OK;
+}
+
+vt_status vt_mkmodel_gemma4(const char *path, const vt_mkmodel_params *params)
+{
+    vt_mkmodel_params def;
+    if (!params) {
+        vt_mkmodel_defaults_gemma4(&def);
+        params = &def;
+    }
+    if (!path) {
+        vt_set_error("mkmodel: an output path is required");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_status st = check_params_gemma4(params);
+    if (st) return st;
+    const vt_mkmodel_params *p = params;
+    const uint32_t L = p->n_layer;
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    if (!w) return VT_ERR_OUT_OF_MEMORY;
+    bpe b = {0};
+    int32_t *kv_arr = NULL, *ff_arr = NULL;
+    uint8_t *pattern = NULL;
+    const char *A = "gemma4";
+    char key[128];
+    const uint32_t kv_full = p->n_head_kv_full ? p->n_head_kv_full : p->n_head_kv;
+    const bool kv_per_layer = kv_full != p->n_head_kv,
+               ff_per_layer = p->double_wide_mlp && p->shared_kv_layers;
+    if (!(kv_arr = vt_malloc_named(L * sizeof *kv_arr, "mkmodel: head_count_kv array")) ||
+        !(ff_arr = vt_malloc_named(L * sizeof *ff_arr, "mkmodel: feed_forward_length array")) ||
+        !(pattern = vt_malloc_named(L, "mkmodel: sliding_window_pattern array"))) {
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    for (uint32_t il = 0; il < L; il++) {
+        kv_arr[il] = (int32_t)g4_n_kv(p, il);
+        ff_arr[il] = (int32_t)g4_n_ff(p, il);
+        pattern[il] = g4_swa(p, il);
+    }
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", A, suffix), key)
+    /* §2 metadata, in the converter's order (gguf-dump.txt of gemma4-moe-tiny) */
+    if ((st = vt_gguf_writer_set_str(w, "general.architecture", A)) ||
+        (st = vt_gguf_writer_set_str(w, "general.type", "model")) ||
+        (st = vt_gguf_writer_set_str(w, "general.name", p->name ? p->name : "vt demo")) ||
+        (st = vt_gguf_writer_set_u32(w, K("block_count"), L)) ||
+        (st = vt_gguf_writer_set_u32(w, K("context_length"), p->context_length)) ||
+        (st = vt_gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
+        (st = ff_per_layer
+                  ? vt_gguf_writer_set_arr(w, K("feed_forward_length"), VT_GGUF_INT32, ff_arr, L)
+                  : vt_gguf_writer_set_u32(w, K("feed_forward_length"), p->n_ff)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
+        (st = kv_per_layer
+                  ? vt_gguf_writer_set_arr(w, K("attention.head_count_kv"), VT_GGUF_INT32, kv_arr, L)
+                  : vt_gguf_writer_set_u32(w, K("attention.head_count_kv"), p->n_head_kv)) ||
+        (st = vt_gguf_writer_set_f32(w, K("rope.freq_base"), 1000000.0f)) ||
+        (st = vt_gguf_writer_set_f32(w, K("rope.freq_base_swa"), 10000.0f)) ||
+        (st = vt_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f)))
+        goto out;
+    if (p->n_expert &&
+        ((st = vt_gguf_writer_set_u32(w, K("expert_count"), p->n_expert)) ||
+         (st = vt_gguf_writer_set_u32(w, K("expert_used_count"), p->n_expert_used))))
+        goto out;
+    if ((st = vt_gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
+        (st = vt_gguf_writer_set_u32(w, "general.file_type",
+                                     (uint32_t)file_type_of(p->weight_type))) ||
+        (st = vt_gguf_writer_set_f32(w, K("final_logit_softcapping"), 30.0f)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.sliding_window"), p->sliding_window)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.shared_kv_layers"), p->shared_kv_layers)) ||
+        (st = vt_gguf_writer_set_u32(w, K("embedding_length_per_layer_input"), p->n_per_layer)) ||
+        (st = vt_gguf_writer_set_arr(w, K("attention.sliding_window_pattern"), VT_GGUF_BOOL,
+                                     pattern, L)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.key_length_swa"), p->head_dim_swa)) ||
+        (st = vt_gguf_writer_set_u32(w, K("attention.value_length_swa"), p->head_dim_swa)))
+        goto out;
+    if (p->n_expert &&
+        (st = vt_gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)))
+        goto out;
+    if ((st = vt_gguf_writer_set_u32(w, K("rope.dimension_count"), p->head_dim)) ||
+        (st = vt_gguf_writer_set_u32(w, K("rope.dimension_count_swa"), p->head_dim_swa)) ||
+        (st = vt_gguf_writer_set_u32(w, "general.quantization_version", 2)))
+        goto out;
+#undef K
+    uint32_t n_vocab = 0;
+    if ((st = bpe_train(&b, p->n_merges, 1)) ||
+        (st = add_tokenizer_gemma4(w, &b, p->n_vocab, &n_vocab)))
+        goto out;
+    st = mk_write(w, p, path, 30 * (size_t)L + 8, n_vocab, add_tensors_gemma4);
+out:
+    free(kv_arr);
+    free(ff_arr);
+    free(pattern);
     bpe_free(&b);
     vt_gguf_writer_free(w);
     return st;

@@ -1,6 +1,6 @@
 /*
- * mkmodel.h - generator of random-weight qwen35moe models of any shape in GGUF
- * form, so that vt can be tried (and tested, and benchmarked at scale) without
+ * mkmodel.h - generator of random-weight qwen35moe and gemma4 models of any
+ * shape in GGUF form, so that vt can be tried (and tested, and benchmarked at scale) without
  * downloading a model.
  *
  * vt_mkmodel_qwen35moe writes a qwen35moe model (spec/qwen35moe.md §3 keys,
@@ -55,12 +55,37 @@ typedef struct vt_mkmodel_params {
                                     spread by bytes; open the first. 0 counts as 1 (1) */
     uint32_t n_threads;          /* generator threads, 0 = every online CPU (at most 16) (0) */
     uint32_t n_vocab;            /* vocabulary padded to this many tokens with UNUSED
-                                    "<|pad_N|>" tokens (real model sizes: 248320 for
-                                    Qwen3.5); 0 or less than the learned vocab: no padding */
+                                    "<|pad_N|>" tokens (gemma4: "<unusedN>"; real model
+                                    sizes: 248320 for Qwen3.5, 262144 for Gemma 4); 0 or
+                                    less than the learned vocab: no padding */
+    /* gemma4 only (vt_mkmodel_gemma4; ignored by qwen35moe). There head_dim is the
+     * full-attention (F) layers' head dim (attention.key_length), n_head_kv the sliding
+     * (S) layers' KV heads, n_rot the F layers' rotated dims (the proportional RoPE of
+     * rope_freqs.weight: n_rot/2 entries 1, then 1e30), full_attention_interval the
+     * S/F pattern, n_expert 0 a dense model, n_ff_exp the per-expert width. */
+    uint32_t head_dim_swa;       /* attention.key_length_swa: S layers' head dim (64) */
+    uint32_t n_head_kv_full;     /* F layers' KV heads; 0: = n_head_kv (1; if it differs,
+                                    head_count_kv is written as an INT32 per-layer array) */
+    uint32_t n_ff;               /* feed_forward_length: dense MLP width (in MoE models the
+                                    always-on MLP beside the experts) (256) */
+    uint32_t sliding_window;     /* attention.sliding_window (32) */
+    uint32_t shared_kv_layers;   /* attention.shared_kv_layers: trailing layers without K/V
+                                    of their own (E2B: 20) (0) */
+    uint32_t n_per_layer;        /* embedding_length_per_layer_input P: per-layer embedding
+                                    width of the E2B/E4B-style dense models (E2B: 256) (0) */
+    uint32_t k_eq_v;             /* 1: F layers have no attn_v (V = K, 26B-A4B / 31B) (1) */
+    uint32_t double_wide_mlp;    /* 1: feed_forward_length is an array with 2 x n_ff on the
+                                    shared-KV layers (E2B) (0) */
 } vt_mkmodel_params;
 
 /* Fill p with the defaults above (the qwen35moe-tiny fixture's shape). */
 void vt_mkmodel_defaults(vt_mkmodel_params *p);
+
+/* Fill p with the gemma4 defaults: the gemma4-moe-tiny fixture's shape (n_embd 256,
+ * 4 layers S,F,S,F, 4 query heads, KV heads 2 (S) / 1 (F), head dims 64 (S) / 128 (F),
+ * n_rot 32, 8 experts top-2 of width 256, MLP 256, window 32, V = K on F layers),
+ * BF16, name "vt demo gemma4". */
+void vt_mkmodel_defaults_gemma4(vt_mkmodel_params *p);
 
 /* Set p->weight_type from a name: "f32", "f16", "bf16" or "q8_0"
  * (case-insensitive). Errors: VT_ERR_INVALID_ARG naming the value. */
@@ -87,5 +112,27 @@ vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name);
  * output file is left).
  */
 vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *p);
+
+/*
+ * Write a gemma4 model (spec/gemma4.md §2 keys, §3 tensors, in the converter's
+ * tensor order of the gemma4-moe-tiny fixture) to path (p = NULL: the gemma4
+ * defaults), as one file or n_shards shards, streamed like vt_mkmodel_qwen35moe.
+ * n_expert > 0: the 26B-A4B form (router, fused ffn_gate_up_exps, per-expert
+ * scale, the three extra norms); n_expert 0: dense (31B form, or with
+ * n_per_layer > 0, shared_kv_layers and double_wide_mlp the E2B/E4B form with
+ * per-layer embeddings). Tied output (no output.weight), layer_output_scale on
+ * every layer. Matrices are weight_type; norms, scales, rope_freqs and the
+ * router are F32. Norm weights are near 1 and used as stored (§4.1: no +1).
+ * Tokenizer: tokenizer.ggml.model "gemma4" (tokenizers.md §1.2, §5): ids 0..16
+ * the Gemma specials (<pad> 0, <eos> 1, <bos> 2, <unk> 3, <mask> 4, <|turn> 5,
+ * <turn|> 6, ..., the seven USER_DEFINED ones), then the 256 byte tokens <0xHH>,
+ * then the characters (space as U+2581), then one token per BPE merge learned
+ * from the embedded text; scores -1000; padded to n_vocab with UNUSED
+ * "<unusedN>"; a Gemma turn chat template.
+ * Errors: as vt_mkmodel_qwen35moe (VT_ERR_INVALID_ARG names the parameter: a
+ * Q8_0 row length not a multiple of 32, n_head not a multiple of a KV head
+ * count, shared_kv_layers leaving no owner layer of a type, ...).
+ */
+vt_status vt_mkmodel_gemma4(const char *path, const vt_mkmodel_params *p);
 
 #endif

@@ -513,7 +513,9 @@ typedef struct q35_loader {
 
 static void q35_add_cap(q35_loader *L, uint32_t id)
 {
-    for (uint32_t i = 0; i < L->n_caps; i++)
+    /* only the ids stored can be compared: past the caller's capacity the count
+     * may include repeats, which only makes the "needs room for" figure larger */
+    for (uint32_t i = 0; i < L->n_caps && i < L->cap_caps; i++)
         if (L->caps[i] == id) return;
     if (L->n_caps < L->cap_caps) L->caps[L->n_caps] = id;
     L->n_caps++; /* counts past the capacity so the caller can report it */

@@ -1,0 +1,211 @@
+/*
+ * gemma4.h - internal types of the Gemma 4 model plugin (model-gemma4).
+ *
+ * The plugin serves the GGUF architecture `gemma4`: the MoE model (26B-A4B
+ * style: every layer a shared GeGLU MLP plus routed experts) and the dense
+ * models (E2B / E4B with per-layer embeddings and shared-KV layers, 31B).
+ * Specification: ../shared/spec/gemma4.md.
+ *
+ * Files:
+ *   gemma4_plugin.c   descriptor, vt_model_api table, sequences, info
+ *   gemma4_load.c     hyperparameters (§2), tensor mapping and shape checks
+ *                     (§3), weight placement, required_caps, memory_needs
+ *   gemma4_forward.c  the forward pass (§5), all compute through backend ops
+ *
+ * Nothing here is visible outside the plugin (hidden visibility); the only
+ * exported symbol is vt_plugin_entry.
+ *
+ * Precision: weights are dequantised by the backend's mat_mul; activations
+ * and the KV cache are float32 throughout.
+ *
+ * KV cache (§6): full-attention (F) layers that own K/V keep n_ctx positions;
+ * sliding (S) layers keep a bounded buffer of min(n_swa + n_batch, n_ctx)
+ * positions whose row 0 holds position seq->swa_base. When a step would run
+ * past its end, forward() first moves the last n_swa - 1 positions to the
+ * front (gemma4_forward.c, g4_swa_shift), so a sequence of any length fits.
+ * Shared-KV layers (§5.6) own no cache and read their source layer's.
+ *
+ * Debugging: env VT_GEMMA4_DUMP=FILE appends, for every forward() call, the
+ * float32 hidden states [n_layer + 2][n_tokens][n_embd] (scaled embeddings,
+ * the residual after each layer, then the final-normed rows whose logits were
+ * asked for): the layout of the fixtures' refs/hidden-*.f32.bin.
+ */
+#ifndef VT_GEMMA4_H
+#define VT_GEMMA4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/backend.h"
+#include "vt/gguf.h"
+#include "vt/model.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+#include "vt/types.h"
+
+/* ---- hyperparameters (spec §2, §5 "per layer derived values") ---- */
+
+typedef struct gemma4_hparams {
+    uint32_t n_ctx_train;     /* context_length */
+    uint32_t n_embd;          /* D: embedding_length */
+    uint32_t n_layer;         /* L: block_count */
+    uint32_t head_dim_full;   /* attention.key_length (= value_length): F layers */
+    uint32_t head_dim_swa;    /* attention.key_length_swa: S layers */
+    uint32_t n_rot_full;      /* rope.dimension_count */
+    uint32_t n_rot_swa;       /* rope.dimension_count_swa */
+    float rope_base_full;     /* rope.freq_base */
+    float rope_base_swa;      /* rope.freq_base_swa */
+    uint32_t n_swa;           /* attention.sliding_window */
+    uint32_t n_shared_kv;     /* attention.shared_kv_layers */
+    uint32_t n_kv_layers;     /* L - shared_kv_layers: layers with their own K/V */
+    float eps;                /* attention.layer_norm_rms_epsilon: every RMSNorm */
+    uint32_t n_per_layer;     /* P: embedding_length_per_layer_input (0: no PLE) */
+    uint32_t n_expert;        /* expert_count (0: dense) */
+    uint32_t n_expert_used;   /* expert_used_count (top-k) */
+    uint32_t n_ff_exp;        /* expert_feed_forward_length */
+    float softcap;            /* final_logit_softcapping (default 30) */
+    int64_t n_vocab;          /* token_embd ne[1] */
+    /* per layer (n_layer entries) */
+    uint8_t *is_swa;          /* sliding_window_pattern[l] */
+    uint32_t *n_head;         /* attention.head_count */
+    uint32_t *n_head_kv;      /* attention.head_count_kv */
+    uint32_t *n_ff;           /* feed_forward_length */
+    int32_t *kv_src;          /* layer whose K/V this layer reads (itself when it owns them) */
+} gemma4_hparams;
+
+/* ---- weights ---- */
+
+/* A stacked expert tensor [n_in, n_out, n_expert]; slice e is bytes
+ * [e*n_out*row_bytes, (e+1)*...). */
+typedef struct gemma4_stack {
+    uint32_t type;
+    int64_t n_in, n_out, n_expert;
+    uint64_t row_bytes;
+    const uint8_t *data;          /* device memory of the whole stack (NULL when streamed) */
+    const char *name;
+    const vt_gguf_tensor *tensor; /* the GGUF tensor (registered with the streamer) */
+} gemma4_stack;
+
+typedef enum gemma4_expert_matrix {
+    GEMMA4_EXP_GATE = 0,
+    GEMMA4_EXP_UP = 1,
+    GEMMA4_EXP_DOWN = 2
+} gemma4_expert_matrix;
+
+typedef struct gemma4_layer {
+    int swa;                  /* sliding-window layer */
+    int has_kv;               /* owns K/V (l < n_kv_layers) */
+    int has_v;                /* attn_v present (else V = raw K, §5.3 k_eq_v) */
+    int moe;                  /* ffn_gate_inp present */
+    uint32_t n_head, n_head_kv, head_dim, n_rot, n_ff;
+    float rope_base;
+    int32_t kv_src;           /* layer whose cache attention reads */
+
+    const float *attn_norm, *post_attn_norm;   /* [D] */
+    const float *q_norm, *k_norm;              /* [head_dim]; k_norm NULL without K/V */
+    vt_weight wq, wk, wv, wo;
+    const float *ffn_norm, *post_ffw_norm;     /* [D] */
+    vt_weight ffn_gate, ffn_up, ffn_down;      /* dense / shared MLP */
+
+    /* MoE (§5.3 "FFN block - MoE layer") */
+    vt_weight router;                          /* ffn_gate_inp [D -> E] */
+    const float *router_scale;                 /* ffn_gate_inp.scale [D] */
+    const float *pre_ffw_norm_2, *post_ffw_norm_1, *post_ffw_norm_2;
+    int fused_gate_up;
+    gemma4_stack gate_up_exps, gate_exps, up_exps, down_exps;
+    float *exp_scale;                          /* host copy of ffn_down_exps.scale [E], or NULL */
+
+    /* per-layer embedding injection (P > 0) */
+    vt_weight inp_gate, proj;                  /* [D -> P], [P -> D] */
+    const float *ple_post_norm;                /* post_norm [D] */
+
+    int has_out_scale;
+    float out_scale;                           /* layer_output_scale (host copy) */
+} gemma4_layer;
+
+/* ---- the model ---- */
+
+struct vt_model {
+    const vt_host_api *host;
+    const vt_backend *backend;
+    const vt_backend_api *api;
+    vt_backend_ctx *ctx;
+    gemma4_hparams hp;
+    int zero_copy;               /* weights used straight from the GGUF mmap */
+    vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */
+    const void **exp_slots;      /* [n_expert_used * 3] slot pointers of one acquire */
+    int32_t *exp_ids;            /* [n_expert_used] experts of one acquire */
+
+    vt_weight token_embd;        /* [D -> n_vocab] rows */
+    vt_weight output;            /* LM head (token_embd when tied) */
+    const float *output_norm;
+    const float *rope_freqs;     /* [n_rot_full / 2] frequency divisors of F layers, or NULL */
+    vt_weight ple_token_embd;    /* per_layer_token_embd [L*P -> n_vocab] (P > 0) */
+    vt_weight ple_model_proj;    /* per_layer_model_proj [D -> L*P] */
+    const float *ple_proj_norm;  /* per_layer_proj_norm [P] */
+    gemma4_layer *layers;        /* n_layer */
+
+    void **dev_allocs;           /* device allocations owned by the model */
+    size_t n_dev_allocs, cap_dev_allocs;
+
+    uint32_t n_ctx;              /* positions per sequence (F layers' cache length) */
+    uint32_t n_batch;            /* most tokens per forward() */
+    uint32_t swa_cap;            /* rows of an S layer's cache */
+    int64_t head_rows;           /* rows of LM-head output per chunk */
+
+    /* scratch, device memory, sized for n_batch tokens */
+    void *scratch;
+    float *x, *h, *a;            /* [T][D]: residual, normed input, sublayer output */
+    float *q, *att;              /* [T][max H*d] */
+    float *kp, *vp;              /* [T][max Hkv*d] raw K / V projections */
+    float *f_x, *f_y, *f_m, *f_e;/* [T][D]: gathered input, expert out, MLP out, expert sum */
+    float *f_g, *f_u;            /* [T][max n_ff] */
+    float *r_logits;             /* [T][n_expert] */
+    float *ple, *ple_tmp;        /* [T][L*P] */
+    float *ple_g;                /* [T][P] */
+    float *logits_buf;           /* [head_rows][n_vocab] */
+
+    /* host scratch */
+    int32_t *pos;                /* [n_batch] */
+    int32_t *topk_ids;           /* [n_batch * k] */
+    float *topk_w;               /* [n_batch * k] */
+    int32_t *exp_count;          /* [n_expert + 2] */
+    int32_t *exp_tok;            /* [n_batch * k] token of each routed pair, by expert */
+    float *exp_w;                /* weights, same order */
+
+    const char *dump_path;       /* VT_GEMMA4_DUMP */
+};
+
+struct vt_model_seq {
+    int64_t pos;                 /* tokens already evaluated */
+    int64_t swa_base;            /* position held by row 0 of every S-layer cache */
+    float **k_cache, **v_cache;  /* per layer (NULL for shared-KV layers) */
+};
+
+/* gemma4_load.c */
+/* Allocation failures name what and how many bytes. gemma4_dev_alloc: backend
+ * memory; gemma4_calloc: host memory (n * size overflow-checked), NULL with
+ * the message set on failure. */
+vt_status gemma4_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out);
+void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what);
+const char *gemma4_fmt_bytes(uint64_t bytes, char *buf, size_t cap);
+vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
+                               uint32_t cap, uint32_t *n);
+vt_status gemma4_memory_needs(const vt_host_api *host, const vt_gguf *g,
+                              const vt_model_params *params, vt_model_memory *out);
+vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
+                      const vt_model_params *params, vt_model **out);
+void gemma4_free(vt_model *m);
+/* View of expert e's gate, up or down matrix of layer il: with slots NULL
+ * (resident) a slice of the stacked tensor; else slots holds the streamer's
+ * slots of expert e in registration order (gate_up, down; or gate, up, down). */
+vt_status gemma4_expert_weight(const vt_model *m, uint32_t il, gemma4_expert_matrix which,
+                               uint32_t e, const void *const *slots, vt_weight *out);
+/* Bytes of layer il's K (= V) cache row: n_head_kv * head_dim floats. */
+size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
+
+/* gemma4_forward.c */
+vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
+                         float *logits, int all_logits);
+
+#endif

@@ -1,0 +1,378 @@
+/*
+ * gemma4_forward.c - the Gemma 4 forward pass (gemma4.md §5), expressed
+ * entirely as backend ops (vt/backend.h); the only host-side arithmetic is on
+ * the router's top-k weights that softmax_topk returns in host memory (the
+ * per-expert scale, §5.3) and the bucketing of routed tokens by expert.
+ *
+ * Layout of the activations (T = tokens of this call, rows contiguous):
+ *   x [T][D] residual stream, h [T][D] normed input of a sublayer, a [T][D]
+ *   sublayer output; q/att [T][H*d]; kp/vp [T][Hkv*d] raw projections;
+ *   f_m / f_e [T][D] the MLP and expert branches of the FFN.
+ *
+ * Pitfalls of §8 are referenced by number where the code guards against them.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemma4.h"
+
+#define TRY(x) do { vt_status st_ = (x); if (st_ != VT_OK) return st_; } while (0)
+
+static vt_status g4_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
+                       int64_t ldy, int64_t T)
+{
+    if (w->type >= VT_TYPE_SLOTS || !m->api->mat_mul[w->type]) {
+        m->host->set_error("gemma4: backend has no mat_mul for type %s (tensor '%s')",
+                           vt_type_name(w->type), w->name ? w->name : "?");
+        return VT_ERR_CAPABILITY;
+    }
+    return m->api->mat_mul[w->type](m->ctx, w, x, ldx, y, ldy, T);
+}
+
+/* Append rows x n floats (device) to the debug dump (VT_GEMMA4_DUMP). */
+static vt_status g4_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
+{
+    if (!m->dump_path) return VT_OK;
+    size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
+    float *buf = malloc(bytes ? bytes : 1);
+    if (!buf) {
+        m->host->log(VT_LOG_WARN, "gemma4 dump: allocation of %zu bytes failed; rows skipped",
+                     bytes);
+        return VT_OK;
+    }
+    vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
+    if (st == VT_OK) {
+        FILE *f = fopen(m->dump_path, "ab");
+        if (f) {
+            fwrite(buf, 1, bytes, f);
+            fclose(f);
+        }
+    }
+    free(buf);
+    return st;
+}
+
+/* y[n][F] -> gelu(g) ⊙ u: GeGLU hidden for rows of x [n][D] (ld D), then
+ * y = W_down · hidden; y [n][D]. (§5.3, pitfall 17: tanh GELU) */
+static vt_status g4_geglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
+                          const vt_weight *wd, const float *x, float *y, int64_t n)
+{
+    const int64_t E = m->hp.n_embd, F = wg->n_out;
+    TRY(g4_mm(m, wg, x, E, m->f_g, F, n));
+    TRY(g4_mm(m, wu, x, E, m->f_u, F, n));
+    TRY(m->api->unary(m->ctx, VT_UNARY_GELU_TANH, m->f_g, m->f_g, n * F));
+    TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
+    TRY(g4_mm(m, wd, m->f_g, F, y, E, n));
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* sliding-window cache (§6)                                          */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Before a step of T tokens at positions pos0.., make room in every S-layer
+ * cache: it holds positions swa_base .. swa_base + swa_cap - 1 in rows
+ * 0 .. swa_cap - 1. The step needs positions pos0 - n_swa + 1 .. pos0 + T - 1
+ * (the window of its first query, pitfall 8, plus its own tokens). When
+ * pos0 + T would run past the end, the kept tail pos0 - n_swa + 1 .. pos0 - 1
+ * moves to the front (in blocks no longer than the shift, so no copy
+ * overlaps its source) and swa_base follows.
+ */
+static vt_status g4_swa_shift(vt_model *m, vt_model_seq *s, int64_t T)
+{
+    const int64_t pos0 = s->pos;
+    if (pos0 + T - s->swa_base <= (int64_t)m->swa_cap) return VT_OK;
+    int64_t new_base = pos0 - ((int64_t)m->hp.n_swa - 1);
+    if (new_base < s->swa_base) new_base = s->swa_base;
+    const int64_t shift = new_base - s->swa_base, keep = pos0 - new_base;
+    if (shift <= 0 || keep + T > (int64_t)m->swa_cap) {
+        m->host->set_error("gemma4: internal: sliding cache of %u rows cannot hold %" PRId64
+                           " kept + %" PRId64 " new positions", m->swa_cap, keep, T);
+        return VT_ERR_INTERNAL;
+    }
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        if (!ly->swa || !ly->has_kv) continue;
+        const int64_t W = (int64_t)(gemma4_kv_row_bytes(m, il) / sizeof(float));
+        for (int64_t r = 0; r < keep; r += shift) {
+            int64_t n = keep - r < shift ? keep - r : shift;
+            TRY(m->api->copy_2d(m->ctx, s->k_cache[il] + (shift + r) * W, W,
+                                s->k_cache[il] + r * W, W, n, W));
+            TRY(m->api->copy_2d(m->ctx, s->v_cache[il] + (shift + r) * W, W,
+                                s->v_cache[il] + r * W, W, n, W));
+        }
+    }
+    s->swa_base = new_base;
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* attention block (§5.3)                                             */
+/* ---------------------------------------------------------------- */
+
+static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, hd = ly->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
+    const int64_t QD = nh * hd, KVD = nkv * hd;
+    const float *ff = ly->swa ? NULL : m->rope_freqs; /* pitfalls 6, 22 */
+    /* cache rows: F layers by position, S layers relative to swa_base */
+    const int64_t row0 = ly->swa ? s->pos - s->swa_base : s->pos;
+
+    /* q: per-head RMSNorm with weights, then RoPE of the layer type (pitfall 5, 7) */
+    TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
+    TRY(A->rms_norm(c, m->q, hd, ly->q_norm, m->q, hd, T * nh, hd, hp->eps));
+    TRY(A->rope_neox(c, m->q, QD, hd, T, nh, ly->n_rot, m->pos, ly->rope_base, ff));
+
+    if (ly->has_kv) {
+        float *kc = s->k_cache[il] + row0 * KVD, *vc = s->v_cache[il] + row0 * KVD;
+        TRY(g4_mm(m, &ly->wk, m->h, E, m->kp, KVD, T));
+        const float *vraw = m->kp; /* k_eq_v: V is the RAW K projection (pitfall 4) */
+        if (ly->has_v) {
+            TRY(g4_mm(m, &ly->wv, m->h, E, m->vp, KVD, T));
+            vraw = m->vp;
+        }
+        /* V: weightless RMSNorm per KV head, no RoPE (pitfall 3) */
+        TRY(A->rms_norm(c, vraw, hd, NULL, vc, hd, T * nkv, hd, hp->eps));
+        TRY(A->rms_norm(c, m->kp, hd, ly->k_norm, kc, hd, T * nkv, hd, hp->eps));
+        TRY(A->rope_neox(c, kc, KVD, hd, T, nkv, ly->n_rot, m->pos, ly->rope_base, ff));
+    }
+    /* shared-KV layers read their source's cache, which already holds this
+     * step's tokens (§5.6); same layer type, so the same row origin */
+    const uint32_t src = (uint32_t)ly->kv_src;
+    /* scale 1.0 (pitfall 2), no attention softcap (pitfall 24), window
+     * n_swa on S layers counting the query itself (pitfall 8) */
+    TRY(A->attention(c, m->q, QD, hd, s->k_cache[src], s->v_cache[src], m->att, QD, T, nh, nkv,
+                     hd, row0, row0 + T, ly->swa ? (int64_t)hp->n_swa : 0, 1.0f, 0.0f));
+    TRY(g4_mm(m, &ly->wo, m->att, QD, m->a, E, T));
+    TRY(A->rms_norm(c, m->a, E, ly->post_attn_norm, m->a, E, T, E, hp->eps));
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* routed experts (§5.3 branch 2): f_e = Σ_j w_j s_j Expert_j(u2)       */
+/* ---------------------------------------------------------------- */
+
+static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
+
+    /* router input: RMSNorm0(r) · ffn_gate_inp.scale · 1/sqrt(D) (pitfall 13);
+     * the weighted norm folds the elementwise scale in */
+    TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
+    TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
+    TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
+    /* softmax over all experts, top-k, renormalise (pitfall 14) ... */
+    TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
+    /* ... then the per-expert scale, after the renormalisation */
+    if (ly->exp_scale)
+        for (int64_t i = 0; i < T * K; i++)
+            if (m->topk_ids[i] >= 0 && m->topk_ids[i] < nx)
+                m->topk_w[i] *= ly->exp_scale[m->topk_ids[i]];
+
+    /* expert input u2 = pre_ffw_norm_2(r) (pitfall 15) */
+    TRY(A->rms_norm(c, m->x, E, ly->pre_ffw_norm_2, m->h, E, T, E, hp->eps));
+    TRY(A->memset_zero(c, m->f_e, (size_t)(T * E) * sizeof(float)));
+
+    /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
+    int32_t *cnt = m->exp_count;
+    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < T * K; i++) {
+        int32_t e = m->topk_ids[i];
+        if (e < 0 || e >= nx) {
+            m->host->set_error("gemma4: blk.%u router picked expert %d of %" PRId64, il, e, nx);
+            return VT_ERR_INTERNAL;
+        }
+        cnt[e + 1]++;
+    }
+    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
+    for (int64_t i = 0; i < T * K; i++) {
+        int32_t e = m->topk_ids[i];
+        int32_t at = cnt[e]++;
+        m->exp_tok[at] = (int32_t)(i / K);
+        m->exp_w[at] = m->topk_w[i];
+    }
+    /* cnt[e] is now the end of expert e's run, its start cnt[e-1]. Experts run
+     * in increasing id order; when streamed, in groups of at most top-k made
+     * resident together (the arena holds at least k x matrices slots). */
+    const uint32_t M = ly->fused_gate_up ? 2 : 3;
+    int64_t e_next = 0;
+    while (e_next < nx) {
+        uint32_t n_grp = 0;
+        int64_t e;
+        for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
+            if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
+            if (m->exp_ids) m->exp_ids[n_grp] = (int32_t)e;
+            n_grp++;
+        }
+        const int64_t e_end = e;
+        if (m->experts && n_grp)
+            TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        uint32_t gi = 0;
+        for (e = e_next; e < e_end; e++) {
+            int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
+            if (n == 0) continue;
+            const void *const *slots = m->experts ? m->exp_slots + (size_t)gi * M : NULL;
+            gi++;
+            vt_weight wg, wu, wd;
+            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_GATE, (uint32_t)e, slots, &wg));
+            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_UP, (uint32_t)e, slots, &wu));
+            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_DOWN, (uint32_t)e, slots, &wd));
+            const float *xin = m->h;
+            if (T > 1) {
+                TRY(A->gather_rows(c, m->h, E, m->exp_tok + b, n, E, m->f_x, E));
+                xin = m->f_x;
+            }
+            TRY(g4_geglu(m, &wg, &wu, &wd, xin, m->f_y, n)); /* pitfall 16 */
+            TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + b, m->exp_w + b, n, E, m->f_e, E));
+        }
+        e_next = e_end;
+    }
+    TRY(A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps));
+    return VT_OK;
+}
+
+/* FFN block (§5.3): x (= r on entry) += post_ffw_norm(MLP [+ experts]). */
+static vt_status g4_ffn(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+
+    TRY(A->rms_norm(c, m->x, E, ly->ffn_norm, m->h, E, T, E, hp->eps));
+    TRY(g4_geglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, m->h, m->f_m, T));
+    if (ly->moe) {
+        TRY(A->rms_norm(c, m->f_m, E, ly->post_ffw_norm_1, m->f_m, E, T, E, hp->eps));
+        TRY(g4_experts(m, il, T));
+        TRY(A->binary(c, VT_BINARY_ADD, m->f_m, m->f_e, m->f_m, T * E, T * E));
+    }
+    TRY(A->rms_norm(c, m->f_m, E, ly->post_ffw_norm, m->f_m, E, T, E, hp->eps));
+    TRY(A->binary(c, VT_BINARY_ADD, m->x, m->f_m, m->x, T * E, T * E));
+    return VT_OK;
+}
+
+/* §5.2 per-layer embeddings: ple [T][L*P] from the tokens and the scaled x. */
+static vt_status g4_ple_inputs(vt_model *m, const int32_t *tokens, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, P = hp->n_per_layer, LP = P * hp->n_layer;
+    TRY(A->get_rows[m->ple_token_embd.type](c, &m->ple_token_embd, tokens, T, m->ple));
+    TRY(A->scale(c, m->ple, m->ple, T * LP, sqrtf((float)P)));
+    TRY(g4_mm(m, &m->ple_model_proj, m->x, E, m->ple_tmp, LP, T));
+    TRY(A->scale(c, m->ple_tmp, m->ple_tmp, T * LP, 1.0f / sqrtf((float)E)));
+    /* RMSNorm over each P-slice with the one shared weight */
+    TRY(A->rms_norm(c, m->ple_tmp, P, m->ple_proj_norm, m->ple_tmp, P, T * hp->n_layer, P,
+                    hp->eps));
+    TRY(A->binary(c, VT_BINARY_ADD, m->ple, m->ple_tmp, m->ple, T * LP, T * LP));
+    TRY(A->scale(c, m->ple, m->ple, T * LP, 1.0f / sqrtf(2.0f)));
+    return VT_OK;
+}
+
+/* §5.3 per-layer embedding injection: x += post_norm(proj · (gelu(inp_gate · x) ⊙ ple[l])). */
+static vt_status g4_ple_inject(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, P = hp->n_per_layer, LP = P * hp->n_layer;
+    TRY(g4_mm(m, &ly->inp_gate, m->x, E, m->ple_g, P, T));
+    TRY(A->unary(c, VT_UNARY_GELU_TANH, m->ple_g, m->ple_g, T * P));
+    /* the layer's slice ple[:, l, :] made contiguous, then multiplied in */
+    TRY(A->copy_2d(c, m->ple + (int64_t)il * P, LP, m->f_g, P, T, P));
+    TRY(A->binary(c, VT_BINARY_MUL, m->ple_g, m->f_g, m->ple_g, T * P, T * P));
+    TRY(g4_mm(m, &ly->proj, m->ple_g, P, m->a, E, T));
+    TRY(A->rms_norm(c, m->a, E, ly->ple_post_norm, m->a, E, T, E, hp->eps));
+    TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* the whole step                                                     */
+/* ---------------------------------------------------------------- */
+
+vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
+                         float *logits, int all_logits)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+
+    if (!s || (!tokens && T > 0)) {
+        m->host->set_error("gemma4: forward: NULL sequence or tokens");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (T <= 0 || T > (int64_t)m->n_batch) {
+        m->host->set_error("gemma4: forward: %" PRId64 " tokens; must be 1..n_batch (%u)", T,
+                           m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    if (s->pos + T > (int64_t)m->n_ctx) {
+        m->host->set_error("gemma4: forward: %" PRId64 " tokens at position %" PRId64
+                           " exceed n_ctx (%u: the KV cache length; the model's "
+                           "gemma4.context_length is %u)", T, s->pos, m->n_ctx, hp->n_ctx_train);
+        return VT_ERR_RANGE;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab) {
+            m->host->set_error("gemma4: forward: token %d at index %" PRId64
+                               " is outside the vocabulary (n_vocab %" PRId64 ")",
+                               tokens[t], t, hp->n_vocab);
+            return VT_ERR_RANGE;
+        }
+        m->pos[t] = (int32_t)(s->pos + t);
+    }
+    TRY(g4_swa_shift(m, s, T));
+
+    /* §5.1 embeddings times f32 sqrt(D) (pitfall 11: input lookup only) */
+    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(A->scale(c, m->x, m->x, T * E, sqrtf((float)E)));
+    TRY(g4_dump(m, m->x, T, E));
+    if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
+
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
+        TRY(g4_attention(m, s, il, T));
+        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
+        TRY(g4_ffn(m, il, T));
+        if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T)); /* pitfall 18 */
+        if (ly->has_out_scale) /* the whole residual stream (pitfall 19) */
+            TRY(A->scale(c, m->x, m->x, T * E, ly->out_scale));
+        TRY(g4_dump(m, m->x, T, E));
+    }
+    s->pos += T;
+
+    if (!logits) return VT_OK;
+    /* §5.5 final norm, LM head, soft-capping c·tanh(z/c) (pitfall 12) for the
+     * rows whose logits are wanted, in chunks of head_rows */
+    const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
+    const float cap = hp->softcap;
+    TRY(A->rms_norm(c, m->x + r0 * E, E, m->output_norm, m->h, E, nr, E, hp->eps));
+    TRY(g4_dump(m, m->h, nr, E));
+    for (int64_t r = 0; r < nr; r += m->head_rows) {
+        int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;
+        TRY(g4_mm(m, &m->output, m->h + r * E, E, m->logits_buf, V, n));
+        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, 1.0f / cap));
+        TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, n * V));
+        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, cap));
+        TRY(A->copy_d2h(c, logits + r * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
+    }
+    return VT_OK;
+}

@@ -1,0 +1,1253 @@
+/*
+ * gemma4_load.c - loading a Gemma 4 GGUF (`gemma4`): hyperparameters, tensor
+ * mapping with shape checks, weight placement, scratch, the backend
+ * capabilities the file needs, and the memory the fit check must count.
+ *
+ * Spec: ../shared/spec/gemma4.md §2 (keys and defaults), §3 (tensors and
+ * shapes), §4 (what the converter already did: norms used as stored), §5.6
+ * (the shared-KV source rule), §6 (per-sequence state).
+ *
+ * One mapping routine serves two purposes: required_caps() runs it "dry"
+ * (reads only the tensor table, records the weight types it would use), and
+ * load() runs it for real (places every weight in backend memory). So the
+ * capabilities asked for are exactly those the forward pass will call.
+ *
+ * Hostile files: every hyperparameter is range-checked (G4_MAX_*) before any
+ * size is computed from it, block_count is bounded by the tensor table, and
+ * refusals name the key or tensor.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemma4.h"
+
+#define G4_HEAD_ROWS 16 /* LM-head rows computed per chunk (bounds the logits scratch) */
+#define G4_MAX_DIM (1u << 20)
+#define G4_MAX_ROW ((uint64_t)INT32_MAX)
+#define G4_MAX_EXPERT (1u << 16)
+
+/* ================================================================ */
+/* named allocations                                                  */
+/* ================================================================ */
+
+const char *gemma4_fmt_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    int u = 0;
+    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
+    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
+    return buf;
+}
+
+vt_status gemma4_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out)
+{
+    vt_status st = m->api->alloc(m->ctx, bytes, what, out);
+    if (st == VT_OK) return VT_OK;
+    char prev[512], human[32];
+    const char *e = m->host->last_error ? m->host->last_error() : NULL;
+    snprintf(prev, sizeof prev, "%s", e ? e : "");
+    if (strstr(prev, what) && strstr(prev, "bytes")) return st; /* the backend named it */
+    m->host->set_error("gemma4: allocation of %s (%zu bytes) for %s failed: %s",
+                       gemma4_fmt_bytes(bytes, human, sizeof human), bytes, what,
+                       prev[0] ? prev : "the backend gave no reason");
+    return st;
+}
+
+void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
+{
+    size_t bytes;
+    char human[32];
+    if (__builtin_mul_overflow(n, size, &bytes)) {
+        host->set_error("gemma4: allocation of %zu x %zu bytes for %s overflows the address space",
+                        n, size, what);
+        return NULL;
+    }
+    void *p = bytes ? calloc(n, size) : calloc(1, 1);
+    if (!p)
+        host->set_error("gemma4: allocation of %s (%zu bytes) for %s failed: out of memory",
+                        gemma4_fmt_bytes(bytes, human, sizeof human), bytes, what);
+    return p;
+}
+
+/* ================================================================ */
+/* hyperparameters (spec §2)                                          */
+/* ================================================================ */
+
+typedef struct g4_keys {
+    const vt_host_api *host;
+    const vt_gguf *g;
+} g4_keys;
+
+#define G4_KEY(buf, suffix) snprintf(buf, sizeof buf, "gemma4.%s", suffix)
+
+static vt_status g4_u32(const g4_keys *k, const char *suffix, int required, uint32_t dflt,
+                        uint32_t *out)
+{
+    char key[128];
+    G4_KEY(key, suffix);
+    vt_status st = k->host->gguf_get_u32(k->g, key, out);
+    if (st == VT_ERR_NOT_FOUND) {
+        if (required) {
+            k->host->set_error("gemma4: required metadata key '%s' is missing", key);
+            return VT_ERR_NOT_FOUND;
+        }
+        *out = dflt;
+        return VT_OK;
+    }
+    return st; /* VT_ERR_FORMAT names the key */
+}
+
+static vt_status g4_f32(const g4_keys *k, const char *suffix, int required, float dflt, float *out)
+{
+    char key[128];
+    G4_KEY(key, suffix);
+    vt_status st = k->host->gguf_get_f32(k->g, key, out);
+    if (st == VT_ERR_NOT_FOUND) {
+        if (required) {
+            k->host->set_error("gemma4: required metadata key '%s' is missing", key);
+            return VT_ERR_NOT_FOUND;
+        }
+        *out = dflt;
+        return VT_OK;
+    }
+    return st;
+}
+
+/* A key that is a scalar (broadcast to every layer) or an array with one
+ * entry per block (bool or integer elements). out has n entries. dflt NULL
+ * and absent: VT_ERR_NOT_FOUND with the message set when required, else
+ * filled with dflt_scalar. */
+static vt_status g4_per_layer(const g4_keys *k, const char *suffix, int required,
+                              const uint32_t *dflt, uint32_t n, uint32_t *out)
+{
+    char key[128];
+    G4_KEY(key, suffix);
+    vt_gguf_type et;
+    uint64_t count;
+    const void *data;
+    vt_status st = k->host->gguf_get_arr(k->g, key, &et, &count, &data);
+    if (st == VT_OK) {
+        if (count != n || !data) {
+            k->host->set_error("gemma4: metadata key '%s' has %" PRIu64 " entries; expected one "
+                               "per block (block_count = %u)", key, count, n);
+            return VT_ERR_FORMAT;
+        }
+        if (et == VT_GGUF_BOOL) {
+            for (uint32_t i = 0; i < n; i++) out[i] = ((const uint8_t *)data)[i] != 0;
+            return VT_OK;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            int64_t x;
+            st = k->host->gguf_get_arr_i64(k->g, key, i, &x);
+            if (st != VT_OK) return st;
+            if (x < 0 || x > (int64_t)UINT32_MAX) {
+                k->host->set_error("gemma4: metadata key '%s'[%u] = %" PRId64 " is out of range",
+                                   key, i, x);
+                return VT_ERR_FORMAT;
+            }
+            out[i] = (uint32_t)x;
+        }
+        return VT_OK;
+    }
+    uint32_t v;
+    st = k->host->gguf_get_u32(k->g, key, &v);
+    if (st == VT_OK) {
+        for (uint32_t i = 0; i < n; i++) out[i] = v;
+        return VT_OK;
+    }
+    if (st == VT_ERR_NOT_FOUND) {
+        if (required || !dflt) {
+            k->host->set_error("gemma4: required metadata key '%s' is missing", key);
+            return VT_ERR_NOT_FOUND;
+        }
+        for (uint32_t i = 0; i < n; i++) out[i] = dflt[i];
+        return VT_OK;
+    }
+    k->host->set_error("gemma4: metadata key '%s' is neither an integer nor an array of one "
+                       "integer or bool per block", key);
+    return VT_ERR_FORMAT;
+}
+
+static vt_status g4_range(const char *suffix, const vt_host_api *host, uint64_t v, uint64_t lo,
+                          uint64_t hi)
+{
+    if (v >= lo && v <= hi) return VT_OK;
+    host->set_error("gemma4: metadata key 'gemma4.%s' = %" PRIu64 " is out of range: must be in "
+                    "%" PRIu64 "..%" PRIu64, suffix, v, lo, hi);
+    return VT_ERR_FORMAT;
+}
+
+static vt_status g4_positive(const char *suffix, const vt_host_api *host, float v)
+{
+    if (v > 0.0f && isfinite(v)) return VT_OK;
+    host->set_error("gemma4: metadata key 'gemma4.%s' = %g is invalid: must be finite and > 0",
+                    suffix, (double)v);
+    return VT_ERR_FORMAT;
+}
+
+static void g4_hparams_free(gemma4_hparams *hp)
+{
+    free(hp->is_swa);
+    free(hp->n_head);
+    free(hp->n_head_kv);
+    free(hp->n_ff);
+    free(hp->kv_src);
+    hp->is_swa = NULL;
+    hp->n_head = hp->n_head_kv = hp->n_ff = NULL;
+    hp->kv_src = NULL;
+}
+
+static vt_status g4_read_hparams(const vt_host_api *host, const vt_gguf *g, gemma4_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    vt_gguf_str arch;
+    vt_status st = host->gguf_get_str(g, "general.architecture", &arch);
+    if (st == VT_ERR_NOT_FOUND) {
+        host->set_error("gemma4: required metadata key 'general.architecture' is missing");
+        return st;
+    }
+    if (st != VT_OK) return st;
+    if (strcmp(arch.ptr, "gemma4")) {
+        host->set_error("gemma4: architecture '%s' is not served by this plugin (gemma4)%s",
+                        arch.ptr, !strcmp(arch.ptr, "gemma4-assistant")
+                                      ? ": the MTP draft head needs its target model"
+                                      : "");
+        return VT_ERR_UNSUPPORTED;
+    }
+    g4_keys k = {host, g};
+#define G4_TRY(x) do { vt_status s_ = (x); if (s_ != VT_OK) return s_; } while (0)
+    G4_TRY(g4_u32(&k, "context_length", 1, 0, &hp->n_ctx_train));
+    G4_TRY(g4_u32(&k, "embedding_length", 1, 0, &hp->n_embd));
+    G4_TRY(g4_u32(&k, "block_count", 1, 0, &hp->n_layer));
+    G4_TRY(g4_range("embedding_length", host, hp->n_embd, 1, G4_MAX_DIM));
+    {
+        int64_t n_tensors = host->gguf_n_tensors(g);
+        if (hp->n_layer == 0 || (int64_t)hp->n_layer > n_tensors) {
+            host->set_error("gemma4: metadata key 'gemma4.block_count' = %u is out of range: must "
+                            "be in 1..%" PRId64 " (the file has %" PRId64 " tensors)",
+                            hp->n_layer, n_tensors, n_tensors);
+            return VT_ERR_FORMAT;
+        }
+    }
+    const uint32_t L = hp->n_layer;
+    if (!(hp->is_swa = gemma4_calloc(host, L, 1, "the layer kinds")) ||
+        !(hp->n_head = gemma4_calloc(host, L, sizeof(uint32_t), "the per-layer head counts")) ||
+        !(hp->n_head_kv = gemma4_calloc(host, L, sizeof(uint32_t), "the per-layer KV heads")) ||
+        !(hp->n_ff = gemma4_calloc(host, L, sizeof(uint32_t), "the per-layer FFN widths")) ||
+        !(hp->kv_src = gemma4_calloc(host, L, sizeof(int32_t), "the KV source layers")))
+        return VT_ERR_OUT_OF_MEMORY;
+
+    G4_TRY(g4_per_layer(&k, "attention.head_count", 1, NULL, L, hp->n_head));
+    G4_TRY(g4_per_layer(&k, "attention.head_count_kv", 0, hp->n_head, L, hp->n_head_kv));
+    {
+        uint32_t *zeros = gemma4_calloc(host, L, sizeof(uint32_t), "defaults");
+        if (!zeros) return VT_ERR_OUT_OF_MEMORY;
+        st = g4_per_layer(&k, "feed_forward_length", 0, zeros, L, hp->n_ff);
+        free(zeros);
+        if (st != VT_OK) return st;
+    }
+    {
+        uint32_t *pat = gemma4_calloc(host, L, sizeof(uint32_t), "the sliding-window pattern");
+        if (!pat) return VT_ERR_OUT_OF_MEMORY;
+        st = g4_per_layer(&k, "attention.sliding_window_pattern", 1, NULL, L, pat);
+        for (uint32_t i = 0; st == VT_OK && i < L; i++) hp->is_swa[i] = pat[i] != 0;
+        free(pat);
+        if (st != VT_OK) return st;
+    }
+    uint32_t hd_default = hp->n_head[0] ? hp->n_embd / hp->n_head[0] : 0;
+    uint32_t vlen, vlen_swa;
+    G4_TRY(g4_u32(&k, "attention.key_length", 0, hd_default, &hp->head_dim_full));
+    G4_TRY(g4_u32(&k, "attention.value_length", 0, hp->head_dim_full, &vlen));
+    G4_TRY(g4_u32(&k, "attention.key_length_swa", 1, 0, &hp->head_dim_swa));
+    G4_TRY(g4_u32(&k, "attention.value_length_swa", 0, hp->head_dim_swa, &vlen_swa));
+    G4_TRY(g4_u32(&k, "rope.dimension_count", 0, hp->head_dim_full, &hp->n_rot_full));
+    G4_TRY(g4_u32(&k, "rope.dimension_count_swa", 0, hp->n_rot_full, &hp->n_rot_swa));
+    G4_TRY(g4_f32(&k, "rope.freq_base", 0, 10000.0f, &hp->rope_base_full));
+    G4_TRY(g4_f32(&k, "rope.freq_base_swa", 0, 10000.0f, &hp->rope_base_swa));
+    G4_TRY(g4_u32(&k, "attention.sliding_window", 1, 0, &hp->n_swa));
+    G4_TRY(g4_u32(&k, "attention.shared_kv_layers", 0, 0, &hp->n_shared_kv));
+    G4_TRY(g4_f32(&k, "attention.layer_norm_rms_epsilon", 1, 0.0f, &hp->eps));
+    G4_TRY(g4_u32(&k, "embedding_length_per_layer_input", 1, 0, &hp->n_per_layer));
+    G4_TRY(g4_u32(&k, "expert_count", 0, 0, &hp->n_expert));
+    G4_TRY(g4_u32(&k, "expert_used_count", 0, 0, &hp->n_expert_used));
+    G4_TRY(g4_u32(&k, "expert_feed_forward_length", 0, 0, &hp->n_ff_exp));
+    G4_TRY(g4_f32(&k, "final_logit_softcapping", 0, 30.0f, &hp->softcap));
+    {
+        char key[128];
+        vt_gguf_str sc;
+        G4_KEY(key, "rope.scaling.type");
+        if (host->gguf_get_str(g, key, &sc) == VT_OK && strcmp(sc.ptr, "none")) {
+            host->set_error("gemma4: metadata key '%s' = '%s': RoPE scaling is not supported "
+                            "(Gemma 4 has none, spec §2)", key, sc.ptr);
+            return VT_ERR_UNSUPPORTED;
+        }
+    }
+
+    /* validation */
+    G4_TRY(g4_range("attention.key_length", host, hp->head_dim_full, 1, G4_MAX_DIM));
+    G4_TRY(g4_range("attention.key_length_swa", host, hp->head_dim_swa, 1, G4_MAX_DIM));
+    if (vlen != hp->head_dim_full || vlen_swa != hp->head_dim_swa) {
+        host->set_error("gemma4: metadata keys 'gemma4.attention.value_length' (%u) / "
+                        "'value_length_swa' (%u) must equal key_length (%u) / key_length_swa (%u)",
+                        vlen, vlen_swa, hp->head_dim_full, hp->head_dim_swa);
+        return VT_ERR_FORMAT;
+    }
+    if (hp->n_rot_full == 0 || hp->n_rot_full % 2 || hp->n_rot_full > hp->head_dim_full) {
+        host->set_error("gemma4: metadata key 'gemma4.rope.dimension_count' = %u must be even and "
+                        "in 2..key_length (%u)", hp->n_rot_full, hp->head_dim_full);
+        return VT_ERR_FORMAT;
+    }
+    if (hp->n_rot_swa == 0 || hp->n_rot_swa % 2 || hp->n_rot_swa > hp->head_dim_swa) {
+        host->set_error("gemma4: metadata key 'gemma4.rope.dimension_count_swa' = %u must be even "
+                        "and in 2..key_length_swa (%u)", hp->n_rot_swa, hp->head_dim_swa);
+        return VT_ERR_FORMAT;
+    }
+    G4_TRY(g4_positive("rope.freq_base", host, hp->rope_base_full));
+    G4_TRY(g4_positive("rope.freq_base_swa", host, hp->rope_base_swa));
+    G4_TRY(g4_positive("attention.layer_norm_rms_epsilon", host, hp->eps));
+    G4_TRY(g4_positive("final_logit_softcapping", host, hp->softcap));
+    G4_TRY(g4_range("attention.sliding_window", host, hp->n_swa, 1, INT32_MAX / 2));
+    G4_TRY(g4_range("attention.shared_kv_layers", host, hp->n_shared_kv, 0, L - 1));
+    G4_TRY(g4_range("embedding_length_per_layer_input", host, hp->n_per_layer, 0, G4_MAX_DIM));
+    if ((uint64_t)hp->n_per_layer * L > G4_MAX_ROW) {
+        host->set_error("gemma4: embedding_length_per_layer_input (%u) x block_count (%u) exceeds "
+                        "%" PRIu64, hp->n_per_layer, L, (uint64_t)G4_MAX_ROW);
+        return VT_ERR_FORMAT;
+    }
+    if (hp->n_expert) {
+        G4_TRY(g4_range("expert_count", host, hp->n_expert, 1, G4_MAX_EXPERT));
+        G4_TRY(g4_range("expert_used_count", host, hp->n_expert_used, 1, hp->n_expert));
+        G4_TRY(g4_range("expert_feed_forward_length", host, hp->n_ff_exp, 1, G4_MAX_DIM));
+    }
+    hp->n_kv_layers = L - hp->n_shared_kv;
+    for (uint32_t il = 0; il < L; il++) {
+        uint32_t nh = hp->n_head[il], nkv = hp->n_head_kv[il];
+        uint32_t d = hp->is_swa[il] ? hp->head_dim_swa : hp->head_dim_full;
+        if (nh == 0 || nh > G4_MAX_DIM || nkv == 0 || nh % nkv) {
+            host->set_error("gemma4: layer %u: 'gemma4.attention.head_count' (%u) must be in 1..%u "
+                            "and a multiple of 'gemma4.attention.head_count_kv' (%u)",
+                            il, nh, (unsigned)G4_MAX_DIM, nkv);
+            return VT_ERR_FORMAT;
+        }
+        if ((uint64_t)nh * d > G4_MAX_ROW) {
+            host->set_error("gemma4: layer %u: head_count (%u) x head dim (%u) exceeds %" PRIu64,
+                            il, nh, d, (uint64_t)G4_MAX_ROW);
+            return VT_ERR_FORMAT;
+        }
+        if (hp->n_ff[il] > G4_MAX_DIM) {
+            host->set_error("gemma4: metadata key 'gemma4.feed_forward_length'[%u] = %u exceeds %u",
+                            il, hp->n_ff[il], (unsigned)G4_MAX_DIM);
+            return VT_ERR_FORMAT;
+        }
+        /* §5.6 shared-KV source: HF rule (the last layer < n_kv_layers of the
+         * same type), checked against llama.cpp's (n_kv - 2 for S, n_kv - 1 for F) */
+        if (il < hp->n_kv_layers) {
+            hp->kv_src[il] = (int32_t)il;
+            continue;
+        }
+        int32_t src = -1;
+        for (int32_t j = (int32_t)hp->n_kv_layers - 1; j >= 0; j--)
+            if (hp->is_swa[j] == hp->is_swa[il]) {
+                src = j;
+                break;
+            }
+        if (src < 0) {
+            host->set_error("gemma4: layer %u is a shared-KV %s layer (shared_kv_layers = %u), but "
+                            "no layer below %u of that type owns a KV cache", il,
+                            hp->is_swa[il] ? "sliding" : "full", hp->n_shared_kv, hp->n_kv_layers);
+            return VT_ERR_FORMAT;
+        }
+        int64_t lcpp = (int64_t)hp->n_kv_layers - (hp->is_swa[il] ? 2 : 1);
+        if (lcpp != src)
+            host->log(VT_LOG_WARN, "gemma4: layer %u reads layer %d's KV cache (HF rule); "
+                      "llama.cpp would read layer %" PRId64, il, src, lcpp);
+        hp->kv_src[il] = src;
+        if (hp->n_head_kv[src] != nkv) {
+            host->set_error("gemma4: layer %u shares layer %d's KV cache but head_count_kv "
+                            "differs (%u vs %u)", il, src, nkv, hp->n_head_kv[src]);
+            return VT_ERR_FORMAT;
+        }
+    }
+#undef G4_TRY
+    return VT_OK;
+}
+
+/* ================================================================ */
+/* tensor mapping (spec §3)                                           */
+/* ================================================================ */
+
+typedef struct g4_loader {
+    const vt_host_api *host;
+    const vt_gguf *g;
+    vt_model *m;
+    int dry;              /* record types only; place nothing */
+    uint32_t *caps;       /* dry: capability ids collected */
+    uint32_t n_caps, cap_caps;
+} g4_loader;
+
+static void g4_add_cap(g4_loader *L, uint32_t id)
+{
+    for (uint32_t i = 0; i < L->n_caps && i < L->cap_caps; i++)
+        if (L->caps[i] == id) return; /* exact while n_caps <= cap_caps */
+    if (L->n_caps < L->cap_caps) L->caps[L->n_caps] = id;
+    L->n_caps++; /* counts past the capacity so the caller can report it */
+}
+
+static void g4_fmt_shape(const int64_t *ne, int n, int min_n, char *buf, size_t cap)
+{
+    while (n > min_n && n > 1 && ne[n - 1] == 1) n--;
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", ne[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+static vt_status g4_check_shape(g4_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want,
+                                const char *from)
+{
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        int64_t e = i < n ? want[i] : 1;
+        if (t->ne[i] != e) ok = 0;
+    }
+    if (ok) return VT_OK;
+    char have[96], wants[96];
+    g4_fmt_shape(t->ne, 4, n, have, sizeof have);
+    g4_fmt_shape(want, n, n, wants, sizeof wants);
+    L->host->set_error("gemma4: tensor '%s' has shape %s, expected %s = %s from the metadata",
+                       t->name, have, wants, from);
+    return VT_ERR_FORMAT;
+}
+
+static vt_status g4_track(vt_model *m, void *p)
+{
+    if (m->n_dev_allocs == m->cap_dev_allocs) {
+        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
+        void **na = realloc(m->dev_allocs, nc * sizeof *na);
+        if (!na) {
+            m->api->free(m->ctx, p);
+            m->host->set_error("gemma4: allocation of %zu bytes for the list of device "
+                               "allocations failed: out of memory", nc * sizeof *na);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        m->dev_allocs = na;
+        m->cap_dev_allocs = nc;
+    }
+    m->dev_allocs[m->n_dev_allocs++] = p;
+    return VT_OK;
+}
+
+/* The tensor's bytes where the backend's ops read them: the mmap pointer when
+ * device memory is host-addressable, else a named allocation + copy_h2d. */
+static vt_status g4_place(g4_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
+{
+    *out = NULL;
+    if (L->dry) return VT_OK;
+    vt_model *m = L->m;
+    if (bytes > t->nbytes) {
+        L->host->set_error("gemma4: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
+                           t->name, t->nbytes, bytes);
+        return VT_ERR_FORMAT;
+    }
+    if (!t->data) {
+        L->host->set_error("gemma4: tensor '%s' has no mapped data (GGUF opened without mmap)",
+                           t->name);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (m->zero_copy) {
+        *out = t->data;
+        return VT_OK;
+    }
+    void *p = NULL;
+    vt_status st = gemma4_dev_alloc(m, (size_t)bytes, t->name, &p);
+    if (st != VT_OK) return st;
+    if ((st = g4_track(m, p)) != VT_OK) return st;
+    st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
+    if (st != VT_OK) return st;
+    *out = p;
+    return VT_OK;
+}
+
+static const vt_gguf_tensor *g4_find(g4_loader *L, const char *name)
+{
+    return L->host->gguf_find_tensor(L->g, name);
+}
+
+static vt_status g4_missing(g4_loader *L, const char *name, const char *why)
+{
+    L->host->set_error("gemma4: required tensor '%s' is missing%s%s", name, why ? ": " : "",
+                       why ? why : "");
+    return VT_ERR_NOT_FOUND;
+}
+
+static int g4_is_weight_type(uint32_t type)
+{
+    if (vt_type_block_size(type) == 0) return 0;
+    switch (type) {
+    case VT_TYPE_I8: case VT_TYPE_I16: case VT_TYPE_I32: case VT_TYPE_I64: case VT_TYPE_F64:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+static vt_status g4_need_typed(g4_loader *L, const char *tname, uint32_t type, int get_rows)
+{
+    if (L->dry) {
+        g4_add_cap(L, get_rows ? VT_CAP_GET_ROWS(type) : VT_CAP_MAT_MUL(type));
+        return VT_OK;
+    }
+    const vt_backend_api *api = L->m->api;
+    if (type >= VT_TYPE_SLOTS || (get_rows ? !api->get_rows[type] : !api->mat_mul[type])) {
+        L->host->set_error("gemma4: tensor '%s' has type %s, but backend '%s' has no %s for it",
+                           tname, vt_type_name(type),
+                           L->m->backend && L->m->backend->name ? L->m->backend->name : "?",
+                           get_rows ? "get_rows" : "mat_mul");
+        return VT_ERR_CAPABILITY;
+    }
+    return VT_OK;
+}
+
+#define G4_USE_MAT_MUL 1
+#define G4_USE_GET_ROWS 2
+
+/* A 2-D weight [n_in, n_out]; found NULL: required. */
+static vt_status g4_weight(g4_loader *L, const char *name, const char *from, int64_t n_in,
+                           int64_t n_out, int uses, vt_weight *w, int *found)
+{
+    memset(w, 0, sizeof *w);
+    const vt_gguf_tensor *t = g4_find(L, name);
+    if (found) *found = t != NULL;
+    if (!t) return found ? VT_OK : g4_missing(L, name, NULL);
+    int64_t want[2] = {n_in, n_out};
+    vt_status st = g4_check_shape(L, t, 2, want, from);
+    if (st != VT_OK) return st;
+    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
+    if (!g4_is_weight_type(t->type) || rb == 0) {
+        L->host->set_error("gemma4: tensor '%s' has unsupported type %s (id %u) for a weight with "
+                           "rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
+        return VT_ERR_UNSUPPORTED;
+    }
+    if ((uses & G4_USE_MAT_MUL) && (st = g4_need_typed(L, t->name, t->type, 0)) != VT_OK)
+        return st;
+    if ((uses & G4_USE_GET_ROWS) && (st = g4_need_typed(L, t->name, t->type, 1)) != VT_OK)
+        return st;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = rb;
+    w->name = t->name;
+    return g4_place(L, t, rb * (uint64_t)n_out, &w->data);
+}
+
+static vt_status g4_matrix(g4_loader *L, const char *name, const char *from, int64_t n_in,
+                           int64_t n_out, vt_weight *w, int *found)
+{
+    return g4_weight(L, name, from, n_in, n_out, G4_USE_MAT_MUL, w, found);
+}
+
+/* An F32 vector [n] read by ops (norm weights, scales, rope_freqs). found
+ * NULL: required. host_copy (optional): the values, read from the mapping. */
+static vt_status g4_vec(g4_loader *L, const char *name, const char *from, int64_t n,
+                        const float **out, int *found)
+{
+    *out = NULL;
+    const vt_gguf_tensor *t = g4_find(L, name);
+    if (found) *found = t != NULL;
+    if (!t) return found ? VT_OK : g4_missing(L, name, NULL);
+    vt_status st = g4_check_shape(L, t, 1, &n, from);
+    if (st != VT_OK) return st;
+    if (t->type != VT_TYPE_F32) {
+        L->host->set_error("gemma4: tensor '%s' has type %s; expected F32", name,
+                           vt_type_name(t->type));
+        return VT_ERR_UNSUPPORTED;
+    }
+    const void *p;
+    st = g4_place(L, t, (uint64_t)n * 4, &p);
+    *out = p;
+    return st;
+}
+
+/* An F32 vector [n] read on the host (per-expert scale, layer output scale):
+ * copied from the mapping into host memory. */
+static vt_status g4_host_vec(g4_loader *L, const char *name, const char *from, int64_t n,
+                             float **out, int *found)
+{
+    *out = NULL;
+    const vt_gguf_tensor *t = g4_find(L, name);
+    *found = t != NULL;
+    if (!t) return VT_OK;
+    vt_status st = g4_check_shape(L, t, 1, &n, from);
+    if (st != VT_OK) return st;
+    if (t->type != VT_TYPE_F32) {
+        L->host->set_error("gemma4: tensor '%s' has type %s; expected F32", name,
+                           vt_type_name(t->type));
+        return VT_ERR_UNSUPPORTED;
+    }
+    if (L->dry) return VT_OK;
+    if (t->nbytes < (uint64_t)n * 4 || !t->data) {
+        L->host->set_error("gemma4: tensor '%s' has %s", name,
+                           t->data ? "too few bytes for its shape" : "no mapped data");
+        return VT_ERR_FORMAT;
+    }
+    float *p = gemma4_calloc(L->host, (size_t)n, sizeof(float), name);
+    if (!p) return VT_ERR_OUT_OF_MEMORY;
+    memcpy(p, t->data, (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) {
+            L->host->set_error("gemma4: tensor '%s'[%" PRId64 "] = %g is not finite", name, i,
+                               (double)p[i]);
+            free(p);
+            return VT_ERR_FORMAT;
+        }
+    *out = p;
+    return VT_OK;
+}
+
+static vt_status g4_stack_map(g4_loader *L, const char *name, const char *from, int64_t n_in,
+                              int64_t n_out, int64_t n_expert, gemma4_stack *s)
+{
+    memset(s, 0, sizeof *s);
+    const vt_gguf_tensor *t = g4_find(L, name);
+    if (!t) return g4_missing(L, name, NULL);
+    int64_t want[3] = {n_in, n_out, n_expert};
+    vt_status st = g4_check_shape(L, t, 3, want, from);
+    if (st != VT_OK) return st;
+    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
+    if (!g4_is_weight_type(t->type) || rb == 0) {
+        L->host->set_error("gemma4: tensor '%s' has unsupported type %s (id %u) for an expert "
+                           "stack with rows of %" PRId64, name, vt_type_name(t->type), t->type,
+                           n_in);
+        return VT_ERR_UNSUPPORTED;
+    }
+    if ((st = g4_need_typed(L, t->name, t->type, 0)) != VT_OK) return st;
+    s->type = t->type;
+    s->n_in = n_in;
+    s->n_out = n_out;
+    s->n_expert = n_expert;
+    s->row_bytes = rb;
+    s->name = t->name;
+    s->tensor = t;
+    uint64_t bytes = rb * (uint64_t)n_out * (uint64_t)n_expert;
+    if (L->m->experts && !L->dry) {
+        /* streamed: registered after mapping; its bytes are never touched here */
+        if (t->nbytes < bytes) {
+            L->host->set_error("gemma4: tensor '%s' holds %" PRIu64 " bytes, its shape needs %"
+                               PRIu64, t->name, t->nbytes, bytes);
+            return VT_ERR_FORMAT;
+        }
+        return VT_OK;
+    }
+    const void *p;
+    st = g4_place(L, t, bytes, &p);
+    s->data = p;
+    return st;
+}
+
+#define G4_F_E "[embedding_length]"
+
+static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
+{
+    vt_model *m = L->m;
+    const gemma4_hparams *hp = &m->hp;
+    char nm[96], from[192];
+    vt_status st;
+    const int64_t E = hp->n_embd;
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
+#define TRY(x) do { st = (x); if (st != VT_OK) return st; } while (0)
+
+    ly->swa = hp->is_swa[il];
+    ly->has_kv = il < hp->n_kv_layers;
+    ly->kv_src = hp->kv_src[il];
+    ly->n_head = hp->n_head[il];
+    ly->n_head_kv = hp->n_head_kv[il];
+    ly->head_dim = ly->swa ? hp->head_dim_swa : hp->head_dim_full;
+    ly->n_rot = ly->swa ? hp->n_rot_swa : hp->n_rot_full;
+    ly->rope_base = ly->swa ? hp->rope_base_swa : hp->rope_base_full;
+    ly->n_ff = hp->n_ff[il];
+    const int64_t hd = ly->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
+    const char *kl = ly->swa ? "attention.key_length_swa" : "attention.key_length";
+
+    TRY(g4_vec(L, NAME("attn_norm.weight"), G4_F_E, E, &ly->attn_norm, NULL));
+    snprintf(from, sizeof from, "[embedding_length, attention.head_count x %s]", kl);
+    TRY(g4_matrix(L, NAME("attn_q.weight"), from, E, nh * hd, &ly->wq, NULL));
+    snprintf(from, sizeof from, "[%s]", kl);
+    TRY(g4_vec(L, NAME("attn_q_norm.weight"), from, hd, &ly->q_norm, NULL));
+    if (ly->has_kv) {
+        snprintf(from, sizeof from, "[embedding_length, attention.head_count_kv x %s]", kl);
+        TRY(g4_matrix(L, NAME("attn_k.weight"), from, E, nkv * hd, &ly->wk, NULL));
+        TRY(g4_matrix(L, NAME("attn_v.weight"), from, E, nkv * hd, &ly->wv, &ly->has_v));
+        snprintf(from, sizeof from, "[%s]", kl);
+        TRY(g4_vec(L, NAME("attn_k_norm.weight"), from, hd, &ly->k_norm, NULL));
+    } else if (g4_find(L, NAME("attn_k.weight"))) {
+        L->host->log(VT_LOG_WARN, "gemma4: blk.%u has attn_k.weight but is a shared-KV layer "
+                     "(shared_kv_layers = %u); it reads layer %d's cache", il, hp->n_shared_kv,
+                     ly->kv_src);
+    }
+    snprintf(from, sizeof from, "[attention.head_count x %s, embedding_length]", kl);
+    TRY(g4_matrix(L, NAME("attn_output.weight"), from, nh * hd, E, &ly->wo, NULL));
+    TRY(g4_vec(L, NAME("post_attention_norm.weight"), G4_F_E, E, &ly->post_attn_norm, NULL));
+
+    /* dense / shared MLP (always present) */
+    if (ly->n_ff == 0) {
+        L->host->set_error("gemma4: metadata key 'gemma4.feed_forward_length' is 0 (or absent) "
+                           "for blk.%u, which needs its MLP width", il);
+        return VT_ERR_FORMAT;
+    }
+    const int64_t F = ly->n_ff;
+    TRY(g4_vec(L, NAME("ffn_norm.weight"), G4_F_E, E, &ly->ffn_norm, NULL));
+    TRY(g4_matrix(L, NAME("ffn_gate.weight"), "[embedding_length, feed_forward_length]", E, F,
+                  &ly->ffn_gate, NULL));
+    TRY(g4_matrix(L, NAME("ffn_up.weight"), "[embedding_length, feed_forward_length]", E, F,
+                  &ly->ffn_up, NULL));
+    TRY(g4_matrix(L, NAME("ffn_down.weight"), "[feed_forward_length, embedding_length]", F, E,
+                  &ly->ffn_down, NULL));
+    TRY(g4_vec(L, NAME("post_ffw_norm.weight"), G4_F_E, E, &ly->post_ffw_norm, NULL));
+
+    /* MoE: ffn_gate_inp defines an MoE layer (§3.2) */
+    ly->moe = g4_find(L, NAME("ffn_gate_inp.weight")) != NULL;
+    if (ly->moe) {
+        if (!hp->n_expert) {
+            L->host->set_error("gemma4: blk.%u has ffn_gate_inp.weight (an MoE layer) but "
+                               "'gemma4.expert_count' is 0 or absent", il);
+            return VT_ERR_FORMAT;
+        }
+        const int64_t X = hp->n_expert, FX = hp->n_ff_exp;
+        TRY(g4_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
+                      &ly->router, NULL));
+        TRY(g4_vec(L, NAME("ffn_gate_inp.scale"), G4_F_E, E, &ly->router_scale, NULL));
+        TRY(g4_vec(L, NAME("pre_ffw_norm_2.weight"), G4_F_E, E, &ly->pre_ffw_norm_2, NULL));
+        TRY(g4_vec(L, NAME("post_ffw_norm_1.weight"), G4_F_E, E, &ly->post_ffw_norm_1, NULL));
+        TRY(g4_vec(L, NAME("post_ffw_norm_2.weight"), G4_F_E, E, &ly->post_ffw_norm_2, NULL));
+        ly->fused_gate_up = g4_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
+        if (ly->fused_gate_up) { /* pitfall 16: rows [0, F) gate, [F, 2F) up */
+            TRY(g4_stack_map(L, NAME("ffn_gate_up_exps.weight"),
+                             "[embedding_length, 2 x expert_feed_forward_length, expert_count]",
+                             E, 2 * FX, X, &ly->gate_up_exps));
+        } else {
+            const char *f = "[embedding_length, expert_feed_forward_length, expert_count]";
+            if (!g4_find(L, NAME("ffn_gate_exps.weight")))
+                return g4_missing(L, NAME("ffn_gate_up_exps.weight"),
+                                  "neither the fused nor the split (ffn_gate_exps) expert form");
+            TRY(g4_stack_map(L, NAME("ffn_gate_exps.weight"), f, E, FX, X, &ly->gate_exps));
+            TRY(g4_stack_map(L, NAME("ffn_up_exps.weight"), f, E, FX, X, &ly->up_exps));
+        }
+        TRY(g4_stack_map(L, NAME("ffn_down_exps.weight"),
+                         "[expert_feed_forward_length, embedding_length, expert_count]", FX, E, X,
+                         &ly->down_exps));
+        int found;
+        TRY(g4_host_vec(L, NAME("ffn_down_exps.scale"), "[expert_count]", X, &ly->exp_scale,
+                        &found));
+    }
+
+    /* per-layer embedding injection */
+    if (hp->n_per_layer) {
+        const int64_t P = hp->n_per_layer;
+        TRY(g4_matrix(L, NAME("inp_gate.weight"),
+                      "[embedding_length, embedding_length_per_layer_input]", E, P, &ly->inp_gate,
+                      NULL));
+        TRY(g4_matrix(L, NAME("proj.weight"),
+                      "[embedding_length_per_layer_input, embedding_length]", P, E, &ly->proj,
+                      NULL));
+        TRY(g4_vec(L, NAME("post_norm.weight"), G4_F_E, E, &ly->ple_post_norm, NULL));
+    }
+
+    {
+        float *v = NULL;
+        int found = 0;
+        TRY(g4_host_vec(L, NAME("layer_output_scale.weight"), "[1]", 1, &v, &found));
+        ly->has_out_scale = found;
+        ly->out_scale = v ? v[0] : 1.0f;
+        free(v);
+    }
+    /* NVFP4 companion scales are not implemented: refuse rather than ignore */
+    static const char *const nv[] = {"attn_q.scale", "attn_k.scale", "attn_v.scale",
+                                     "attn_output.scale", "ffn_gate.scale", "ffn_up.scale",
+                                     "ffn_down.scale", "ffn_gate_up_exps.scale",
+                                     "ffn_gate_exps.scale", "ffn_up_exps.scale"};
+    for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++) {
+        snprintf(nm, sizeof nm, "blk.%u.%s", il, nv[i]);
+        if (g4_find(L, nm)) {
+            L->host->set_error("gemma4: tensor '%s' is present: per-matrix output scales (NVFP4 "
+                               "files) are not implemented", nm);
+            return VT_ERR_UNSUPPORTED;
+        }
+    }
+#undef NAME
+#undef TRY
+    return VT_OK;
+}
+
+static vt_status g4_map_model(g4_loader *L)
+{
+    vt_model *m = L->m;
+    gemma4_hparams *hp = &m->hp;
+    vt_status st;
+    const vt_gguf_tensor *te = g4_find(L, "token_embd.weight");
+    if (!te) return g4_missing(L, "token_embd.weight", NULL);
+    if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
+        L->host->set_error("gemma4: tensor 'token_embd.weight' has %" PRId64 " rows (n_vocab)",
+                           te->ne[1]);
+        return VT_ERR_FORMAT;
+    }
+    hp->n_vocab = te->ne[1];
+    const int tied = g4_find(L, "output.weight") == NULL;
+    st = g4_weight(L, "token_embd.weight", "[embedding_length, n_vocab]", hp->n_embd, hp->n_vocab,
+                   G4_USE_GET_ROWS | (tied ? G4_USE_MAT_MUL : 0), &m->token_embd, NULL);
+    if (st != VT_OK) return st;
+    if (tied) {
+        m->output = m->token_embd;
+    } else {
+        st = g4_matrix(L, "output.weight", "[embedding_length, n_vocab (token_embd rows)]",
+                       hp->n_embd, hp->n_vocab, &m->output, NULL);
+        if (st != VT_OK) return st;
+    }
+    st = g4_vec(L, "output_norm.weight", G4_F_E, hp->n_embd, &m->output_norm, NULL);
+    if (st != VT_OK) return st;
+    int any_full = 0, found = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) any_full |= !hp->is_swa[il];
+    if (any_full) {
+        st = g4_vec(L, "rope_freqs.weight", "[rope.dimension_count / 2]", hp->n_rot_full / 2,
+                    &m->rope_freqs, &found);
+        if (st != VT_OK) return st;
+    }
+    if (hp->n_per_layer) {
+        const int64_t LP = (int64_t)hp->n_per_layer * hp->n_layer;
+        st = g4_weight(L, "per_layer_token_embd.weight",
+                       "[embedding_length_per_layer_input x block_count, n_vocab]", LP,
+                       hp->n_vocab, G4_USE_GET_ROWS, &m->ple_token_embd, NULL);
+        if (st != VT_OK) return st;
+        st = g4_matrix(L, "per_layer_model_proj.weight",
+                       "[embedding_length, embedding_length_per_layer_input x block_count]",
+                       hp->n_embd, LP, &m->ple_model_proj, NULL);
+        if (st != VT_OK) return st;
+        st = g4_vec(L, "per_layer_proj_norm.weight", "[embedding_length_per_layer_input]",
+                    hp->n_per_layer, &m->ple_proj_norm, NULL);
+        if (st != VT_OK) return st;
+    }
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        st = g4_map_layer(L, il, &m->layers[il]);
+        if (st == VT_ERR_NOT_FOUND) {
+            char prev[512];
+            snprintf(prev, sizeof prev, "%s", L->host->last_error());
+            L->host->set_error("%s (blk.%u is a %s layer by gemma4.attention.sliding_window_pattern"
+                               "[%u]%s)", prev, il, hp->is_swa[il] ? "sliding" : "full", il,
+                               il < hp->n_kv_layers ? ", with its own KV" : ", shared-KV");
+        }
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+/* Op capabilities the forward pass calls for this configuration. */
+static void g4_op_caps(const vt_model *m, g4_loader *L)
+{
+    g4_add_cap(L, VT_CAP_OP_RMS_NORM);
+    g4_add_cap(L, VT_CAP_OP_ROPE_NEOX);
+    g4_add_cap(L, VT_CAP_OP_ATTENTION);
+    g4_add_cap(L, VT_CAP_OP_UNARY);
+    g4_add_cap(L, VT_CAP_OP_BINARY);
+    g4_add_cap(L, VT_CAP_OP_SCALE);
+    int any_swa = 0;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) any_swa |= m->hp.is_swa[il];
+    if (any_swa || m->hp.n_per_layer) g4_add_cap(L, VT_CAP_OP_COPY_2D);
+    if (m->hp.n_expert) {
+        g4_add_cap(L, VT_CAP_OP_SOFTMAX_TOPK);
+        g4_add_cap(L, VT_CAP_OP_GATHER_ROWS);
+        g4_add_cap(L, VT_CAP_OP_SCATTER_ADD);
+    }
+}
+
+static int g4_op_present(const vt_backend_api *a, uint32_t id, const char **name)
+{
+    switch (id) {
+    case VT_CAP_OP_RMS_NORM: *name = "rms_norm"; return a->rms_norm != NULL;
+    case VT_CAP_OP_ROPE_NEOX: *name = "rope_neox"; return a->rope_neox != NULL;
+    case VT_CAP_OP_ATTENTION: *name = "attention"; return a->attention != NULL;
+    case VT_CAP_OP_UNARY: *name = "unary"; return a->unary != NULL;
+    case VT_CAP_OP_BINARY: *name = "binary"; return a->binary != NULL;
+    case VT_CAP_OP_SCALE: *name = "scale"; return a->scale != NULL;
+    case VT_CAP_OP_COPY_2D: *name = "copy_2d"; return a->copy_2d != NULL;
+    case VT_CAP_OP_GATHER_ROWS: *name = "gather_rows"; return a->gather_rows != NULL;
+    case VT_CAP_OP_SCATTER_ADD: *name = "scatter_add"; return a->scatter_add != NULL;
+    case VT_CAP_OP_SOFTMAX_TOPK: *name = "softmax_topk"; return a->softmax_topk != NULL;
+    default: *name = "?"; return 0;
+    }
+}
+
+/* ================================================================ */
+/* required_caps                                                      */
+/* ================================================================ */
+
+static void g4_layers_free(vt_model *m)
+{
+    if (!m->layers) return;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) free(m->layers[il].exp_scale);
+    free(m->layers);
+    m->layers = NULL;
+}
+
+vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
+                               uint32_t cap, uint32_t *n)
+{
+    if (!host || !g || !n || (cap && !ids)) {
+        if (host) host->set_error("gemma4: required_caps: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    *n = 0;
+    vt_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.host = host;
+    vt_status st = g4_read_hparams(host, g, &tmp.hp);
+    if (st != VT_OK) {
+        g4_hparams_free(&tmp.hp);
+        return st;
+    }
+    tmp.layers = gemma4_calloc(host, tmp.hp.n_layer, sizeof *tmp.layers, "the layer table");
+    if (!tmp.layers) {
+        g4_hparams_free(&tmp.hp);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    /* ids are < VT_CAP_ID_LIMIT, so a table that size never overflows and the
+     * count is exact whatever the caller's capacity */
+    uint32_t all[VT_CAP_ID_LIMIT];
+    g4_loader L = {host, g, &tmp, 1, all, 0, VT_CAP_ID_LIMIT};
+    g4_op_caps(&tmp, &L);
+    st = g4_map_model(&L);
+    g4_layers_free(&tmp);
+    g4_hparams_free(&tmp.hp);
+    if (st != VT_OK) return st;
+    *n = L.n_caps;
+    if (L.n_caps > cap) {
+        host->set_error("gemma4: required_caps needs room for %u capability ids, got %u",
+                        L.n_caps, cap);
+        return VT_ERR_RANGE;
+    }
+    memcpy(ids, all, (size_t)L.n_caps * sizeof *ids);
+    return VT_OK;
+}
+
+/* ================================================================ */
+/* scratch and memory_needs                                           */
+/* ================================================================ */
+
+static size_t g4_max(size_t a, size_t b) { return a > b ? a : b; }
+
+static uint32_t g4_swa_cap(const gemma4_hparams *hp, uint32_t n_ctx, uint32_t n_batch)
+{
+    uint64_t c = (uint64_t)hp->n_swa + n_batch;
+    return c < n_ctx ? (uint32_t)c : n_ctx;
+}
+
+size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il)
+{
+    const gemma4_layer *ly = &m->layers[il];
+    return (size_t)ly->n_head_kv * ly->head_dim * sizeof(float);
+}
+
+/* Carve the device scratch for n_batch tokens out of one allocation (and the
+ * host scratch). bytes_only: compute the device size only. */
+static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const size_t T = m->n_batch, E = hp->n_embd;
+    size_t max_q = 1, max_kv = 1, max_ff = g4_max(hp->n_ff_exp, 1);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        size_t d = hp->is_swa[il] ? hp->head_dim_swa : hp->head_dim_full;
+        max_q = g4_max(max_q, (size_t)hp->n_head[il] * d);
+        max_kv = g4_max(max_kv, (size_t)hp->n_head_kv[il] * d);
+        max_ff = g4_max(max_ff, hp->n_ff[il]);
+    }
+    max_ff = g4_max(max_ff, hp->n_per_layer); /* f_g also holds a PLE slice */
+    const size_t LP = (size_t)hp->n_per_layer * hp->n_layer;
+    m->head_rows = m->n_batch < G4_HEAD_ROWS ? m->n_batch : G4_HEAD_ROWS;
+    struct { float **p; size_t rows, cols; } parts[] = {
+        {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
+        {&m->q, T, max_q}, {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
+        {&m->f_x, T, E}, {&m->f_y, T, E}, {&m->f_m, T, E}, {&m->f_e, T, E},
+        {&m->f_g, T, max_ff}, {&m->f_u, T, max_ff},
+        {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
+        {&m->ple, T, LP ? LP : 1}, {&m->ple_tmp, T, LP ? LP : 1},
+        {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
+        {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
+    };
+    const size_t n_parts = sizeof parts / sizeof parts[0];
+    size_t padded[sizeof parts / sizeof parts[0]];
+    size_t total = 0, bytes = 0;
+    int ovf = 0;
+    for (size_t i = 0; i < n_parts; i++) {
+        size_t n = 0;
+        ovf |= __builtin_mul_overflow(parts[i].rows, parts[i].cols, &n);
+        ovf |= __builtin_add_overflow(n, (size_t)15, &n);
+        padded[i] = n / 16 * 16;
+        ovf |= __builtin_add_overflow(total, padded[i], &total);
+    }
+    ovf |= __builtin_mul_overflow(total, sizeof(float), &bytes);
+    if (ovf) {
+        m->host->set_error("gemma4: the activation scratch for n_batch = %u tokens overflows the "
+                           "address space", m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    if (bytes_only) {
+        *bytes_only = bytes;
+        return VT_OK;
+    }
+    vt_status st = gemma4_dev_alloc(m, bytes, "gemma4 activation scratch", &m->scratch);
+    if (st != VT_OK) return st;
+    float *p = m->scratch;
+    for (size_t i = 0; i < n_parts; i++) {
+        *parts[i].p = p;
+        p += padded[i];
+    }
+    size_t k = hp->n_expert ? hp->n_expert_used : 1;
+    const vt_host_api *H = m->host;
+    if (!(m->pos = gemma4_calloc(H, T, sizeof *m->pos, "the host scratch: positions")) ||
+        !(m->topk_ids = gemma4_calloc(H, T * k, sizeof *m->topk_ids, "the top-k expert ids")) ||
+        !(m->topk_w = gemma4_calloc(H, T * k, sizeof *m->topk_w, "the top-k expert weights")) ||
+        !(m->exp_count = gemma4_calloc(H, (size_t)hp->n_expert + 2, sizeof *m->exp_count,
+                                       "the per-expert counts")) ||
+        !(m->exp_tok = gemma4_calloc(H, T * k, sizeof *m->exp_tok, "the routed tokens")) ||
+        !(m->exp_w = gemma4_calloc(H, T * k, sizeof *m->exp_w, "the routed weights")))
+        return VT_ERR_OUT_OF_MEMORY;
+    return VT_OK;
+}
+
+static uint32_t g4_n_ctx(const gemma4_hparams *hp, const vt_model_params *params)
+{
+    uint32_t n_ctx = params ? params->n_ctx : 0;
+    if (n_ctx == 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    return n_ctx ? n_ctx : 4096;
+}
+
+vt_status gemma4_memory_needs(const vt_host_api *host, const vt_gguf *g,
+                              const vt_model_params *params, vt_model_memory *out)
+{
+    if (!host || !g || !params || !out) {
+        if (host) host->set_error("gemma4: memory_needs: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.host = host;
+    vt_status st = g4_read_hparams(host, g, &tmp.hp);
+    if (st != VT_OK) {
+        g4_hparams_free(&tmp.hp);
+        return st;
+    }
+    const gemma4_hparams *hp = &tmp.hp;
+    tmp.n_batch = params->n_batch ? params->n_batch : 512;
+    uint32_t n_ctx = g4_n_ctx(hp, params);
+    uint32_t swa_cap = g4_swa_cap(hp, n_ctx, tmp.n_batch);
+    uint64_t kv = 0, state = 0;
+    for (uint32_t il = 0; il < hp->n_kv_layers; il++) {
+        uint64_t d = hp->is_swa[il] ? hp->head_dim_swa : hp->head_dim_full;
+        uint64_t row = 2ull * hp->n_head_kv[il] * d * sizeof(float); /* K and V */
+        if (hp->is_swa[il]) state += row * swa_cap; /* bounded by the window (§6) */
+        else kv += row;
+    }
+    const vt_gguf_tensor *te = host->gguf_find_tensor(g, "token_embd.weight");
+    tmp.hp.n_vocab = te && te->n_dims >= 2 && te->ne[1] > 0 ? te->ne[1] : 0;
+    size_t scratch = 0;
+    st = g4_alloc_scratch(&tmp, &scratch);
+    g4_hparams_free(&tmp.hp);
+    if (st != VT_OK) return st;
+    out->kv_bytes_per_token = kv;
+    out->state_bytes = state;
+    out->scratch_bytes = scratch;
+    return VT_OK;
+}
+
+/* ================================================================ */
+/* load / free                                                        */
+/* ================================================================ */
+
+static int g4_host_addressable(const vt_backend_api *a)
+{
+    for (uint32_t i = 0; i < a->n_caps; i++)
+        if (a->caps[i].id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY)
+            return a->caps[i].state == VT_CAP_PRESENT;
+    return 0;
+}
+
+void gemma4_free(vt_model *m)
+{
+    if (!m) return;
+    if (m->api) {
+        for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
+        if (m->scratch) m->api->free(m->ctx, m->scratch);
+    }
+    free(m->dev_allocs);
+    g4_layers_free(m);
+    free(m->pos);
+    free(m->topk_ids);
+    free(m->topk_w);
+    free(m->exp_count);
+    free(m->exp_tok);
+    free(m->exp_w);
+    free(m->exp_slots);
+    free(m->exp_ids);
+    g4_hparams_free(&m->hp);
+    free(m);
+}
+
+/* Register every MoE layer's expert stacks with the streamer, in the order
+ * the forward pass reads their slots (gate_up, down; or gate, up, down). */
+static vt_status g4_register_experts(vt_model *m)
+{
+    const vt_host_api *h = m->host;
+    if (h->struct_size < offsetof(vt_host_api, experts_stats) + sizeof h->experts_stats ||
+        !h->experts_register || !h->experts_acquire) {
+        h->set_error("gemma4: the core streams experts but its host table has no expert streamer");
+        return VT_ERR_ABI;
+    }
+    uint32_t k = m->hp.n_expert_used;
+    m->exp_slots = gemma4_calloc(h, (size_t)k * 3, sizeof *m->exp_slots, "expert slot pointers");
+    m->exp_ids = gemma4_calloc(h, k, sizeof *m->exp_ids, "expert ids of one acquire");
+    if (!m->exp_slots || !m->exp_ids) return VT_ERR_OUT_OF_MEMORY;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        if (!ly->moe) continue;
+        const gemma4_stack *st[3];
+        uint32_t n = 0;
+        if (ly->fused_gate_up) {
+            st[n++] = &ly->gate_up_exps;
+        } else {
+            st[n++] = &ly->gate_exps;
+            st[n++] = &ly->up_exps;
+        }
+        st[n++] = &ly->down_exps;
+        for (uint32_t j = 0; j < n; j++) {
+            vt_status s = h->experts_register(m->experts, il, j, st[j]->tensor);
+            if (s != VT_OK) return s;
+        }
+    }
+    return VT_OK;
+}
+
+vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
+                      const vt_model_params *params, vt_model **out)
+{
+    if (!host || !g || !backend || !backend->api || !out) {
+        if (host) host->set_error("gemma4: load: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    vt_model *m = gemma4_calloc(host, 1, sizeof *m, "the model object");
+    if (!m) return VT_ERR_OUT_OF_MEMORY;
+    m->host = host;
+    m->backend = backend;
+    m->api = backend->api;
+    m->ctx = backend->ctx;
+    vt_status st = g4_read_hparams(host, g, &m->hp);
+    if (st != VT_OK) goto fail;
+    const gemma4_hparams *hp = &m->hp;
+    {
+        uint32_t ids[32];
+        g4_loader C = {host, g, m, 1, ids, 0, 32};
+        g4_op_caps(m, &C);
+        for (uint32_t i = 0; i < C.n_caps && i < 32; i++) {
+            const char *nm;
+            if (!g4_op_present(m->api, ids[i], &nm)) {
+                host->set_error("gemma4: backend '%s' has no '%s' op, which this model needs",
+                                backend->name ? backend->name : "?", nm);
+                st = VT_ERR_CAPABILITY;
+                goto fail;
+            }
+        }
+    }
+    m->zero_copy = g4_host_addressable(m->api);
+    m->layers = gemma4_calloc(host, hp->n_layer, sizeof *m->layers, "the layer table");
+    if (!m->layers) {
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    m->n_ctx = g4_n_ctx(hp, params);
+    m->n_batch = params && params->n_batch ? params->n_batch : 512;
+    if (m->n_ctx > (uint32_t)INT32_MAX / 2 ||
+        (uint64_t)m->n_batch * (hp->n_expert ? hp->n_expert_used : 1) > (uint64_t)INT32_MAX) {
+        host->set_error("gemma4: n_ctx = %u / n_batch = %u is too large", m->n_ctx, m->n_batch);
+        st = VT_ERR_RANGE;
+        goto fail;
+    }
+    m->swa_cap = g4_swa_cap(hp, m->n_ctx, m->n_batch);
+    if (params && params->struct_size >= offsetof(vt_model_params, experts) + sizeof params->experts &&
+        params->experts && hp->n_expert)
+        m->experts = params->experts;
+    g4_loader L = {host, g, m, 0, NULL, 0, 0};
+    st = g4_map_model(&L);
+    if (st != VT_OK) goto fail;
+    if (m->experts && (st = g4_register_experts(m)) != VT_OK) goto fail;
+    st = g4_alloc_scratch(m, NULL);
+    if (st != VT_OK) goto fail;
+    const char *dump = getenv("VT_GEMMA4_DUMP");
+    m->dump_path = dump && *dump ? dump : NULL;
+
+    uint32_t n_swa_layers = 0, n_moe = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        n_swa_layers += hp->is_swa[il];
+        n_moe += m->layers[il].moe;
+    }
+    host->log(VT_LOG_INFO,
+              "gemma4: %u layers (%u sliding window %u, %u full; %u shared-KV; %u MoE: %u experts "
+              "top-%u%s), n_embd %u, n_vocab %" PRId64 ", per-layer input %u, n_ctx %u, n_batch "
+              "%u, sliding cache %u rows, weights %s", hp->n_layer, n_swa_layers, hp->n_swa,
+              hp->n_layer - n_swa_layers, hp->n_shared_kv, n_moe, hp->n_expert, hp->n_expert_used,
+              m->experts ? ", streamed" : "", hp->n_embd, hp->n_vocab, hp->n_per_layer, m->n_ctx,
+              m->n_batch, m->swa_cap, m->zero_copy ? "zero-copy from the mmap" : "copied to the device");
+    *out = m;
+    return VT_OK;
+fail:
+    gemma4_free(m);
+    return st;
+}
+
+/* ================================================================ */
+/* expert views                                                       */
+/* ================================================================ */
+
+vt_status gemma4_expert_weight(const vt_model *m, uint32_t il, gemma4_expert_matrix which,
+                               uint32_t e, const void *const *slots, vt_weight *out)
+{
+    const gemma4_layer *ly = &m->layers[il];
+    const gemma4_stack *s;
+    int64_t rows, row0 = 0;
+    uint32_t slot_idx;
+    if (which == GEMMA4_EXP_DOWN) {
+        s = &ly->down_exps;
+        rows = s->n_out;
+        slot_idx = ly->fused_gate_up ? 1 : 2;
+    } else if (ly->fused_gate_up) {
+        s = &ly->gate_up_exps;
+        rows = s->n_out / 2;
+        row0 = which == GEMMA4_EXP_UP ? rows : 0;
+        slot_idx = 0;
+    } else {
+        s = which == GEMMA4_EXP_GATE ? &ly->gate_exps : &ly->up_exps;
+        rows = s->n_out;
+        slot_idx = which == GEMMA4_EXP_GATE ? 0 : 1;
+    }
+    if ((int64_t)e >= s->n_expert) {
+        m->host->set_error("gemma4: expert %u of '%s' is out of range (%" PRId64 " experts)", e,
+                           s->name, s->n_expert);
+        return VT_ERR_INTERNAL;
+    }
+    out->type = s->type;
+    out->n_in = s->n_in;
+    out->n_out = rows;
+    out->row_bytes = s->row_bytes;
+    if (slots)
+        out->data = (const uint8_t *)slots[slot_idx] + (uint64_t)row0 * s->row_bytes;
+    else
+        out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
+    out->name = s->name;
+    return VT_OK;
+}
