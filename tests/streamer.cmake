@@ -8,6 +8,9 @@ vt_add_test(test_expert_streamer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_expert
 vt_add_test(test_streaming SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_streaming.c
             LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "streamer;fixtures" TIMEOUT 300)
 add_dependencies(test_streaming model-qwen35 backend-cpu)
+if(VT_SANITIZE)
+  target_compile_definitions(test_streaming PRIVATE VT_TEST_SANITIZED=1)
+endif()
 
 # Peak RSS of a streamed run on a generated 768 MiB-of-experts model stays
 # within dense + arena + caches + 10% (+ the process's own 48 MiB).
