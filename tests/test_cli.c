@@ -177,6 +177,58 @@ static void test_logits_and_split(void **s)
     cJSON_Delete(idx);
 }
 
+/* Gemma 4 through the whole engine: `vt logits` on every published prompt of
+ * the f16 fixture (float32 scalar kernels) against transformers, with the
+ * fixture README's criterion; `vt tokenize` adds BOS as the GGUF says. */
+static void test_gemma4_logits(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    cJSON *idx = read_json("gemma4-moe-tiny/refs/index.json");
+    char *gm = vt_test_path(fx, "gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf");
+    cJSON *pr;
+    cJSON_ArrayForEach(pr, cJSON_GetObjectItem(idx, "prompts")) {
+        char toks[4096] = "";
+        cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(pr, "prompt_ids"))
+            snprintf(toks + strlen(toks), sizeof toks - strlen(toks), "%s%d", toks[0] ? "," : "", it->valueint);
+        char o[] = "/tmp/vt-glogits-XXXXXX";
+        close(mkstemp(o));
+        char *out, *err;
+        const char *a[] = {"logits", "-m", gm, "--tokens", toks, "-o", o, "--kernels", "scalar", NULL};
+        if (run_vt(a, &out, &err)) fail_msg("vt logits (gemma4) failed: %s", err);
+        free(out), free(err);
+        size_t n, nr;
+        float *got = read_f32(o, &n);
+        char rel[256];
+        snprintf(rel, sizeof rel, "gemma4-moe-tiny/refs/%s", cJSON_GetObjectItem(pr, "file")->valuestring);
+        char *rp = vt_test_path(fx, rel);
+        float *ref = read_f32(rp, &nr);
+        assert_int_equal(n, nr);
+        int n_tok = cJSON_GetObjectItem(pr, "n_tokens")->valueint;
+        size_t V = n / (size_t)n_tok;
+        double maxd = 0;
+        for (size_t i = 0; i < n; i++) maxd = fmax(maxd, fabs((double)got[i] - ref[i]));
+        cJSON *margin = cJSON_GetObjectItem(pr, "top1_minus_top2_per_position");
+        for (int t = 0; t < n_tok; t++) {
+            size_t ga = 0, ra = 0;
+            for (size_t v = 1; v < V; v++) {
+                if (got[t * V + v] > got[t * V + ga]) ga = v;
+                if (ref[t * V + v] > ref[t * V + ra]) ra = v;
+            }
+            if (ga != ra && cJSON_GetArrayItem(margin, t)->valuedouble > 1e-3)
+                fail_msg("gemma4 %s position %d: argmax %zu, reference %zu", rel, t, ga, ra);
+        }
+        printf("vt logits (gemma4 f16, scalar) vs transformers, %s: max |d| = %.3g\n",
+               cJSON_GetObjectItem(pr, "name")->valuestring, maxd);
+        assert_true(maxd <= 1e-2);
+        unlink(o);
+        free(got), free(ref), free(rp);
+    }
+    free(gm);
+    cJSON_Delete(idx);
+}
+
 static void test_tokenize_info_plugins(void **s)
 {
     (void)s;
@@ -304,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_tokenize_info_plugins),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_config_show_and_set),
+        cmocka_unit_test(test_gemma4_logits),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -254,6 +254,10 @@ static void test_fit_370gib(void **s)
     uint64_t sum = f->dense_bytes + f->arena_bytes + f->kv_bytes + f->state_bytes +
                    f->scratch_bytes + f->headroom_bytes;
     assert_int_equal(f->device_need, sum);
+    /* a host-addressable device is one pool: the host store's arena is counted once,
+     * against the device total, and never again as host memory (the unified rule) */
+    assert_true(f->unified);
+    assert_int_equal(f->host_need, 0);
     assert_true(f->device_need <= DEVICE_TOTAL);
     assert_true(DEVICE_TOTAL - f->device_need < b->slot_bytes); /* filled to within one slot */
     /* KV: 61 layers, every 4th full attention (15), K+V, 4 heads x 128 x f32 */
