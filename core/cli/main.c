@@ -31,6 +31,9 @@
 #include "tokenizer.h"
 
 #define VT_VERSION_STRING "0.1.0"
+#ifndef VT_PLUGIN_REL_DIR /* set by core/CMakeLists.txt from the install layout */
+#define VT_PLUGIN_REL_DIR "../lib/vt/plugins"
+#endif
 
 static const char *usage_text =
     "usage: vt <command> [options]\n"
@@ -75,7 +78,12 @@ static const char *usage_text =
     "  --batch N             prefill chunk size in tokens (default 512)\n"
     "  -v, --verbose         log INFO (VT_LOG_LEVEL=debug for more)\n"
     "\n"
-    "Plugins are searched in --plugin-dir, VT_PLUGIN_PATH, then <bindir>/../lib/vt/plugins.\n";
+    "files:\n"
+    "  plugins   searched in --plugin-dir, VT_PLUGIN_PATH, then <bindir>/" VT_PLUGIN_REL_DIR "\n"
+    "            (each NAME.so with its manifest NAME.ini)\n"
+    "  config    <bindir>/../share/vt/residency.yaml (the default residency config)\n"
+    "  SDK       <prefix>/include/vt/*.h, <libdir>/pkgconfig/vt-plugin.pc,\n"
+    "            <libdir>/cmake/vt (find_package(vt)); docs/writing-a-model-plugin.md\n";
 
 typedef struct opts {
     const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type, *config;

@@ -548,7 +548,10 @@ vt_status vt_registry_open(const char *const *dirs, vt_registry **out)
             scan_dir(r, tok, seen, &n_seen, 1);
         free(copy);
     }
-    /* relative to the executable: <bindir>/../lib/vt/plugins (install and build tree alike) */
+    /* relative to the executable: <bindir>/VT_PLUGIN_REL_DIR, where the install
+     * puts them (../lib/vt/plugins, or ../lib/<multiarch>/vt/plugins for a
+     * GNUInstallDirs libdir such as Debian's), then <bindir>/../lib/vt/plugins
+     * (the build tree's layout) */
     char exe[PATH_MAX];
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (l > 0) {
@@ -556,7 +559,11 @@ vt_status vt_registry_open(const char *const *dirs, vt_registry **out)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            char p[PATH_MAX + 32];
+            char p[PATH_MAX + 64];
+#ifdef VT_PLUGIN_REL_DIR
+            snprintf(p, sizeof p, "%s/%s", exe, VT_PLUGIN_REL_DIR);
+            scan_dir(r, p, seen, &n_seen, 0);
+#endif
             snprintf(p, sizeof p, "%s/../lib/vt/plugins", exe);
             scan_dir(r, p, seen, &n_seen, 0);
         }

@@ -94,9 +94,11 @@ typedef struct vt_capability {
 
 typedef struct vt_backend_ctx vt_backend_ctx; /* defined by each backend */
 
+/* What init() gets; owned by the caller, read during init() only (host: the
+ * core's table, valid for the life of the process; keep the pointer). */
 typedef struct vt_backend_params {
     uint32_t struct_size;
-    int32_t device;      /* device index, 0-based */
+    int32_t device;      /* device index, 0-based, < device_count() */
     int32_t n_threads;   /* CPU worker threads; <= 0: one per online core */
     const char *kernels; /* "auto" (NULL) picks by CPU/GPU features; "scalar" forces the
                             plain reference kernels (float32 throughout) */
@@ -141,26 +143,44 @@ typedef struct vt_backend_api {
     uint32_t n_caps;
 
     /* -- required -- */
-    /* Number of devices this backend can drive now (0 when none; never an error). */
+    /* Number of devices this backend can drive now (0 when none; never an error).
+     * Needs no context; callable any time after load, from any thread. */
     int (*device_count)(void);
-    /* Create a context on params->device. */
+    /* Create a context on params->device. *out is owned by the caller and given
+     * back with shutdown(). Errors: VT_ERR_INVALID_ARG (device out of range),
+     * VT_ERR_OUT_OF_MEMORY, or the vendor runtime's failure with its message. */
     vt_status (*init)(const vt_backend_params *params, vt_backend_ctx **out);
+    /* Release the context (free what was allocated through it first). NULL allowed. */
     void (*shutdown)(vt_backend_ctx *ctx);
     /* Allocate `bytes` of device memory (aligned to 64 bytes); `what` names the
-     * allocation in the error message ("KV cache blk.3", "scratch"). */
+     * allocation in the error message ("KV cache blk.3", "scratch"). Contents
+     * are undefined (memset_zero for zeros). Errors: VT_ERR_OUT_OF_MEMORY naming
+     * `what` and the bytes. The caller frees it with free(). */
     vt_status (*alloc)(vt_backend_ctx *ctx, size_t bytes, const char *what, void **out);
+    /* Free memory from alloc() of the same context; NULL allowed. */
     void (*free)(vt_backend_ctx *ctx, void *ptr);
+    /* Copies of `bytes` bytes: host -> device, device -> host, device -> device
+     * (same context; regions must not overlap). Ordered with the ops of the
+     * context; copy_d2h returns once the bytes are in host memory. */
     vt_status (*copy_h2d)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
     vt_status (*copy_d2h)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
     vt_status (*copy_d2d)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    /* Set `bytes` bytes of device memory to zero. */
     vt_status (*memset_zero)(vt_backend_ctx *ctx, void *dst, size_t bytes);
+    /* Wait for every op and copy issued on the context; an asynchronous failure
+     * of one of them is reported here. */
     vt_status (*synchronize)(vt_backend_ctx *ctx);
 
     /* -- capabilities: memory and platform -- */
-    /* Live free and total bytes of the device. */
+    /* Live free and total bytes of the device (VT_CAP_MEMORY_PROBE). */
     vt_status (*memory_probe)(vt_backend_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* Page-locked host memory of `bytes` bytes for fast copies
+     * (VT_CAP_PINNED_HOST_ALLOC); reserve it first with host->pinned_reserve.
+     * Freed with host_free_pinned (NULL allowed). */
     vt_status (*host_alloc_pinned)(vt_backend_ctx *ctx, size_t bytes, const char *what, void **out);
     void (*host_free_pinned)(vt_backend_ctx *ctx, void *ptr);
+    /* Copy `bytes` bytes from src (device memory of src_ctx) to dst (device
+     * memory of dst_ctx), two devices of this backend (VT_CAP_PEER_COPY). */
     vt_status (*copy_peer)(vt_backend_ctx *dst_ctx, void *dst, vt_backend_ctx *src_ctx,
                            const void *src, size_t bytes);
 
@@ -268,10 +288,11 @@ typedef struct vt_backend_api {
     vt_status (*device_name)(int device, char *buf, size_t cap);
 } vt_backend_api;
 
-/* A backend instance as the core and models see it. */
+/* A backend instance as the core and models see it. Owned by the core: valid
+ * from a model's load() until after its free(). */
 typedef struct vt_backend {
-    const vt_backend_api *api;
-    vt_backend_ctx *ctx;
+    const vt_backend_api *api; /* the plugin's table */
+    vt_backend_ctx *ctx;       /* pass to every call of api */
     const char *name; /* plugin name, "cpu" */
 } vt_backend;
 

@@ -14,6 +14,13 @@
  * Thread-safety: an opened vt_gguf is immutable; any number of threads may read
  * it concurrently. Open/close are not thread-safe for the same object.
  */
+/*
+ * For plugin authors: the vt_gguf_* functions below are libvtcore's and a
+ * plugin does not link libvtcore; a plugin reads an opened model through the
+ * host table (vt_host_api in vt/plugin.h: gguf_get_u32, gguf_find_tensor...),
+ * which has the same contracts. The types (vt_gguf_type, vt_gguf_str,
+ * vt_gguf_tensor) are shared.
+ */
 #ifndef VT_GGUF_H
 #define VT_GGUF_H
 
@@ -85,18 +92,26 @@ vt_status vt_gguf_map(vt_gguf *g);
 /* Whether any shard's tensor data is mapped (0 after a VT_GGUF_NO_MMAP open). */
 int vt_gguf_is_mapped(const vt_gguf *g);
 
-/* Model-level facts. */
-uint32_t vt_gguf_version(const vt_gguf *g);
-uint32_t vt_gguf_alignment(const vt_gguf *g);
-uint32_t vt_gguf_n_shards(const vt_gguf *g);
+/* Model-level facts (shard 0 for the header fields). */
+uint32_t vt_gguf_version(const vt_gguf *g);   /* GGUF version (3) */
+uint32_t vt_gguf_alignment(const vt_gguf *g); /* data alignment in bytes (general.alignment, default 32) */
+uint32_t vt_gguf_n_shards(const vt_gguf *g);  /* 1 for a single file */
+/* Path of shard `shard` as opened (owned by g), or NULL when shard >= n_shards. */
 const char *vt_gguf_shard_path(const vt_gguf *g, uint32_t shard);
-int vt_gguf_shard_fd(const vt_gguf *g, uint32_t shard); /* open read-only fd, for pread */
+/* The shard's read-only file descriptor, owned by g (do not close it; valid
+ * until vt_gguf_close), for pread(); -1 when shard >= n_shards. */
+int vt_gguf_shard_fd(const vt_gguf *g, uint32_t shard);
+/* Byte offset of the shard's data section in its file (0 when out of range). */
 uint64_t vt_gguf_shard_data_start(const vt_gguf *g, uint32_t shard);
+/* Size of the shard file in bytes (0 when out of range). */
 uint64_t vt_gguf_shard_size(const vt_gguf *g, uint32_t shard);
 
 /* ---- metadata (shard 0) ---- */
-int64_t vt_gguf_n_kv(const vt_gguf *g);
+int64_t vt_gguf_n_kv(const vt_gguf *g); /* number of metadata entries */
+/* Key of entry i (0 <= i < n_kv; NUL-terminated, owned by g), NULL out of range. */
 const char *vt_gguf_kv_key(const vt_gguf *g, int64_t i);
+/* Value type of entry i (an array reports VT_GGUF_ARRAY; vt_gguf_get_arr gives
+ * its element type); VT_GGUF_TYPE_COUNT out of range. */
 vt_gguf_type vt_gguf_kv_type(const vt_gguf *g, int64_t i);
 /* Index of key, or -1. */
 int64_t vt_gguf_find_key(const vt_gguf *g, const char *key);
@@ -130,10 +145,15 @@ vt_status vt_gguf_get_arr_i64(const vt_gguf *g, const char *key, uint64_t i, int
 void vt_gguf_kv_print(const vt_gguf *g, int64_t i, FILE *f);
 
 /* ---- tensors (all shards) ---- */
+/* Tensor count over all shards; tensors keep file order, shard by shard. */
 int64_t vt_gguf_n_tensors(const vt_gguf *g);
+/* Tensor i (0 <= i < n_tensors), NULL out of range. Owned by g, valid until
+ * vt_gguf_close; data is the read-only mapping (never write through it). */
 const vt_gguf_tensor *vt_gguf_tensor_at(const vt_gguf *g, int64_t i);
+/* The tensor named `name` (exact match), or NULL (no error message is set). */
 const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name);
 
+/* The name of a metadata value type ("UNKNOWN" out of range). */
 const char *vt_gguf_type_name(vt_gguf_type t);
 
 /* ---- writer (for generated demo models and test files) ----
@@ -143,8 +163,13 @@ const char *vt_gguf_type_name(vt_gguf_type t);
  * by a callback (vt_gguf_writer_add_tensor_fill), so that a model larger than
  * memory can be written in a streaming way. */
 typedef struct vt_gguf_writer vt_gguf_writer;
+/* A new empty writer; alignment: bytes, a power of two (0: the GGUF default 32).
+ * NULL when alignment is not a power of two or on allocation failure
+ * (vt_last_error). One writer is used by one thread at a time. */
 vt_gguf_writer *vt_gguf_writer_new(uint32_t alignment);
-void vt_gguf_writer_free(vt_gguf_writer *w);
+void vt_gguf_writer_free(vt_gguf_writer *w); /* NULL allowed */
+/* Metadata setters: keys and values are copied; entries are written in the
+ * order set. Errors: VT_ERR_OUT_OF_MEMORY, VT_ERR_INVALID_ARG. */
 vt_status vt_gguf_writer_set_u32(vt_gguf_writer *w, const char *key, uint32_t v);
 vt_status vt_gguf_writer_set_i32(vt_gguf_writer *w, const char *key, int32_t v);
 vt_status vt_gguf_writer_set_u16(vt_gguf_writer *w, const char *key, uint16_t v);

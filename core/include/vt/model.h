@@ -36,6 +36,7 @@ extern "C" {
 typedef struct vt_model vt_model;         /* defined by each model plugin */
 typedef struct vt_model_seq vt_model_seq; /* defined by each model plugin */
 
+/* What load() gets; owned by the caller, read during load() only (keep copies). */
 typedef struct vt_model_params {
     uint32_t struct_size;
     uint32_t n_ctx;      /* KV cache length in tokens per sequence (0: min(trained, 4096)) */
@@ -46,11 +47,13 @@ typedef struct vt_model_params {
     vt_expert_streamer *experts;
 } vt_model_params;
 
+/* Filled by info() (which sets struct_size too). */
 typedef struct vt_model_info {
     uint32_t struct_size;
-    int64_t n_vocab;     /* logits per position */
-    int64_t n_embd;
-    int64_t n_layer;
+    int64_t n_vocab;     /* logits per position (rows of the output matrix); the
+                            tokenizer's vocabulary may not be larger */
+    int64_t n_embd;      /* hidden size */
+    int64_t n_layer;     /* blocks (for display) */
     uint32_t n_ctx;      /* KV cache length actually allocated per sequence */
     uint32_t n_ctx_train;
 } vt_model_info;
@@ -76,13 +79,25 @@ typedef struct vt_model_api {
      * when the configuration is resolved, before any weight is read. */
     vt_status (*required_caps)(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
                                uint32_t cap, uint32_t *n);
-    /* Load the model from an opened GGUF onto a backend. */
+    /* Load the model from an opened GGUF onto a backend. g and backend stay
+     * valid until free(m); tensor data (t->data) is a read-only mapping the
+     * model may read in place while g is open. On success *out is the caller's,
+     * given back with free(); on failure nothing stays allocated and the
+     * error (host->set_error) names the tensor or key: VT_ERR_FORMAT (missing
+     * tensor, wrong shape), VT_ERR_UNSUPPORTED (a weight type or
+     * hyperparameter the plugin does not handle), VT_ERR_OUT_OF_MEMORY, or a
+     * backend status. */
     vt_status (*load)(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
                       const vt_model_params *params, vt_model **out);
+    /* Free the model and its backend memory (its sequences are freed first by
+     * the caller). NULL allowed. */
     void (*free)(vt_model *m);
     void (*info)(const vt_model *m, vt_model_info *out);
 
+    /* A new sequence at position 0 (empty cache, zero state), owned by the
+     * caller until seq_free. Errors: VT_ERR_OUT_OF_MEMORY naming the cache. */
     vt_status (*seq_new)(vt_model *m, vt_model_seq **out);
+    /* Free a sequence of m; NULL allowed. */
     void (*seq_free)(vt_model *m, vt_model_seq *s);
     /* Forget the sequence's tokens: empty KV cache, zero recurrent state. */
     vt_status (*seq_reset)(vt_model *m, vt_model_seq *s);

@@ -112,7 +112,10 @@ typedef struct vt_host_api {
     /* Read the calling thread's last-error message ("" when none). */
     const char *(*last_error)(void);
 
-    /* GGUF access: see vt/gguf.h for the contracts. */
+    /* GGUF access: the vt_gguf_* functions of vt/gguf.h with the same name and
+     * contracts (e.g. get_u32: VT_ERR_NOT_FOUND without a message when the key
+     * is absent, VT_ERR_FORMAT naming the key for a wrong type). Returned
+     * pointers are owned by g and valid while g is open. */
     vt_status (*gguf_get_u32)(const vt_gguf *g, const char *key, uint32_t *out);
     vt_status (*gguf_get_f32)(const vt_gguf *g, const char *key, float *out);
     vt_status (*gguf_get_bool)(const vt_gguf *g, const char *key, int *out);
