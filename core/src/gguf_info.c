@@ -4,7 +4,9 @@
  * One function writes the files, metadata, tensor table and totals; the CLI
  * (core/cli) only opens the model and calls it. Byte totals split dense
  * weights from routed-expert stacks (`*_exps*`, gguf.md §8.3) because that is
- * the split the expert streamer and the fit check care about.
+ * the split the expert streamer and the fit check care about. Every totals
+ * line (dense, routed, all, and one per tensor type: the file's type mix)
+ * ends with the effective bits per weight, 8 · bytes / elements.
  */
 #include "gguf_info.h"
 
@@ -58,6 +60,9 @@ static void print_total(FILE *f, const char *label, const total *a, uint64_t all
             a->elements);
     print_bytes(f, a->bytes);
     if (all_bytes) fprintf(f, "  %.1f%%", 100.0 * (double)a->bytes / (double)all_bytes);
+    /* effective bits per weight: 8 · bytes / elements (gguf.md §4: a block of
+     * block_size elements takes type_size bytes, e.g. Q4_K 144·8/256 = 4.5) */
+    if (a->elements) fprintf(f, "  %.4f bits/weight", 8.0 * (double)a->bytes / (double)a->elements);
     fputc('\n', f);
 }
 

@@ -21,7 +21,8 @@
  *                      one line per tensor: `name | TYPE | ne=[a, b] | n_el | n_bytes |
  *                      shard | offset`; shard is the 0-based shard index, offset is
  *                      relative to that shard's data section (gguf.md §2.3)
- *   "-- totals --"     dense vs routed experts (tensors whose name contains "_exps"):
+ *   "-- totals --"     dense vs routed experts (tensors whose name contains "_exps"),
+ *                      each line ending in its effective bits per weight (8 x bytes / elements):
  *                      tensors, elements, bytes; then one line per tensor type.
  * Errors: VT_ERR_IO when writing to f fails (message names the failure).
  */

@@ -72,12 +72,20 @@ static inline uint16_t vt_cpu_rd16(const uint8_t *p)
 
 /*
  * Dequantise n elements (one row or a run of whole blocks) of `type` from src
- * into dst, exactly (gguf.md §6). Supported: F32, F16, BF16, Q8_0.
- * Returns VT_ERR_UNSUPPORTED for other types, VT_ERR_INVALID_ARG when n is not
- * a multiple of the block size.
+ * into dst (n floats), exactly: the scalar reference of gguf.md §6 (§6.1 F32,
+ * F16, BF16; §6.2-6.6 Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; §6.7-6.12 Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K; §6.14-6.15 IQ4_NL, IQ4_XS; §6.16 MXFP4). src holds
+ * n / block_size blocks of vt_type_size(type) bytes. Bit-exact against the
+ * quant-zoo fixture (tests/test_quant_zoo.c).
+ * Returns VT_ERR_UNSUPPORTED for any other type, VT_ERR_INVALID_ARG when n < 0,
+ * n is not a multiple of the type's block size, or src/dst is NULL (n > 0);
+ * dst is untouched on error. Sets no error message (hot path): callers name
+ * the tensor. Thread-safe.
  */
 vt_status vt_cpu_dequant_row(uint32_t type, const void *src, int64_t n, float *dst);
-/* 1 when vt_cpu_dequant_row and the mat_mul/get_rows kernels handle `type`. */
+/* 1 when vt_cpu_dequant_row decodes `type` (a superset of vt_cpu_type_supported). */
+int vt_cpu_dequant_handles(uint32_t type);
+/* 1 when the mat_mul/get_rows kernels handle `type` (the backend's capabilities). */
 int vt_cpu_type_supported(uint32_t type);
 
 /* ---- kernel sets ---- */

@@ -1,0 +1,6 @@
+# Scalar reference dequantisation of every GGUF weight type in backend-cpu
+# (plugins/backend-cpu/cpu_dequant.c, gguf.md §6), bit-exact against the
+# quant-zoo fixture, plus hostile arguments and `vt info`'s bits per weight.
+# Links the backend's static kernel library and the core (GGUF reader, info).
+vt_add_test(test_quant_zoo SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_zoo.c
+            LIBS vt_cpu_kernels vtcore LABELS "cpu;fixtures;parser" TIMEOUT 60)
