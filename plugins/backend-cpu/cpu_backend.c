@@ -20,6 +20,7 @@
 #endif
 
 #include "cpu_internal.h"
+#include "vt/plugin_util.h"
 
 #define CPU_PLUGIN_VERSION "0.1.0"
 
@@ -42,15 +43,7 @@ vt_status vt_cpu_fail(const vt_backend_ctx *ctx, vt_status st, const char *fmt, 
 /* "1.19 GiB", "64.00 KiB", "12 B" into buf. */
 static const char *fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
-        return buf;
-    }
-    int u = 0;
-    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
-    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
-    return buf;
+    return vt_util_format_bytes(bytes, buf, cap);
 }
 
 vt_status vt_cpu_fail_oom(const vt_backend_ctx *ctx, uint64_t bytes, const char *what_fmt, ...)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "vt/plugin_util.h"
 
 #define MIN_TASK_WORK 8192 /* do not cut slices smaller than this */
 
@@ -678,44 +679,15 @@ struct topk_job {
     void **scratch;
 };
 
-static void topk_row(const float *l, int64_t n, int64_t k, int renorm, int32_t *ids, float *wts,
-                     float *probs, float *p)
-{
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        if (l[i] > mx) mx = l[i];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += exp((double)l[i] - (double)mx);
-    for (int64_t i = 0; i < n; i++) {
-        p[i] = (float)(exp((double)l[i] - (double)mx) / sum);
-        if (probs) probs[i] = p[i];
-    }
-    double picked = 0.0;
-    for (int64_t m = 0; m < k; m++) {
-        int64_t best = -1;
-        for (int64_t i = 0; i < n; i++) /* strictly greater: the lower index wins a tie */
-            if (p[i] >= 0.0f && (best < 0 || p[i] > p[best])) best = i;
-        if (best < 0) /* only NaNs left: take the lowest unpicked index */
-            for (int64_t i = 0; i < n && best < 0; i++)
-                if (!(p[i] < 0.0f)) best = i;
-        ids[m] = (int32_t)best;
-        wts[m] = p[best];
-        picked += p[best];
-        p[best] = -1.0f; /* probabilities are >= 0: -1 marks "picked" */
-    }
-    if (renorm) {
-        double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
-        for (int64_t m = 0; m < k; m++) wts[m] = (float)((double)wts[m] / den);
-    }
-}
 
 static void topk_task(void *arg, int64_t task, int thread)
 {
     const struct topk_job *j = arg;
     int64_t r1 = min64((task + 1) * j->per, j->n_rows);
     for (int64_t r = task * j->per; r < r1; r++)
-        topk_row(j->logits + r * j->n, j->n, j->k, j->renorm, j->ids + r * j->k,
-                 j->weights + r * j->k, j->probs ? j->probs + r * j->n : NULL, j->scratch[thread]);
+        vt_util_softmax_topk_row(j->logits + r * j->n, j->n, j->k, j->renorm, j->ids + r * j->k,
+                                 j->weights + r * j->k, j->probs ? j->probs + r * j->n : NULL,
+                                 j->scratch[thread]);
 }
 
 vt_status vt_cpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,

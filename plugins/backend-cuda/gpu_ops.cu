@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "gpu_internal.h"
+#include "vt/plugin_util.h"
 
 #if !defined(VT_GPU_HIP) && defined(VT_GPU_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -1203,41 +1204,8 @@ extern "C" vt_status vt_gpu_scatter_add(vt_backend_ctx *ctx, const float *src, i
 
 /* ======================= MoE routing ======================= */
 
-/* One row on the host, backend-cpu's algorithm: softmax in double (rounded
- * to float), k times the largest remaining p (strictly greater: the lower
- * index wins a tie; NaNs last, lowest index first), renormalised by the sum
- * of the picked p (at least 6.103515625e-5). p: n floats of scratch. */
-static void topk_row(const float *l, int64_t n, int64_t k, int renorm, int32_t *ids, float *wts,
-                     float *probs, float *p)
-{
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        if (l[i] > mx) mx = l[i];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += exp((double)l[i] - (double)mx);
-    for (int64_t i = 0; i < n; i++) {
-        p[i] = (float)(exp((double)l[i] - (double)mx) / sum);
-        if (probs) probs[i] = p[i];
-    }
-    double picked = 0.0;
-    for (int64_t m = 0; m < k; m++) {
-        int64_t best = -1;
-        for (int64_t i = 0; i < n; i++)
-            if (p[i] >= 0.0f && (best < 0 || p[i] > p[best])) best = i;
-        if (best < 0)
-            for (int64_t i = 0; i < n && best < 0; i++)
-                if (!(p[i] < 0.0f)) best = i;
-        ids[m] = (int32_t)best;
-        wts[m] = p[best];
-        picked += p[best];
-        p[best] = -1.0f; /* probabilities are >= 0: -1 marks "picked" */
-    }
-    if (renorm) {
-        double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
-        for (int64_t m = 0; m < k; m++) wts[m] = (float)((double)wts[m] / den);
-    }
-}
-
+/* Routing runs on the host with vt_util_softmax_topk_row (vt/plugin_util.h),
+ * the same row routine as backend-cpu, so ids and weights agree bit for bit. */
 extern "C" vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows,
                                          int64_t n, int64_t k, int renorm, int32_t *ids,
                                          float *weights, float *probs)
@@ -1258,7 +1226,7 @@ extern "C" vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logit
                            "logits from device %d failed: %s", (long long)n_rows, (long long)n,
                            ctx->device, vt_gpu_get_error_string(e));
     for (int64_t r = 0; r < n_rows; r++)
-        topk_row(hl + r * n, n, k, renorm, ids + r * k, weights + r * k, probs ? probs + r * n : NULL,
-                 p);
+        vt_util_softmax_topk_row(hl + r * n, n, k, renorm, ids + r * k, weights + r * k,
+                                 probs ? probs + r * n : NULL, p);
     return VT_OK;
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "qwen35.h"
+#include "vt/plugin_util.h"
 
 #define Q35_HEAD_ROWS 16 /* LM-head rows computed per chunk (bounds the logits scratch) */
 
@@ -36,45 +37,17 @@
 
 const char *qwen35_fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
-        return buf;
-    }
-    int u = 0;
-    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
-    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
-    return buf;
+    return vt_util_format_bytes(bytes, buf, cap);
 }
 
 vt_status qwen35_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out)
 {
-    vt_status st = m->api->alloc(m->ctx, bytes, what, out);
-    if (st == VT_OK) return VT_OK;
-    char prev[512], human[32];
-    const char *e = m->host->last_error ? m->host->last_error() : NULL;
-    snprintf(prev, sizeof prev, "%s", e ? e : "");
-    if (strstr(prev, what) && strstr(prev, "bytes")) return st; /* the backend named it */
-    m->host->set_error("qwen35: allocation of %s (%zu bytes) for %s failed: %s",
-                       qwen35_fmt_bytes(bytes, human, sizeof human), bytes, what,
-                       prev[0] ? prev : "the backend gave no reason");
-    return st;
+    return vt_util_alloc_named(m->host, m->api, m->ctx, "qwen35", bytes, what, out);
 }
 
 void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
 {
-    size_t bytes;
-    char human[32];
-    if (__builtin_mul_overflow(n, size, &bytes)) {
-        host->set_error("qwen35: allocation of %zu x %zu bytes for %s overflows the address space",
-                        n, size, what);
-        return NULL;
-    }
-    void *p = bytes ? calloc(n, size) : calloc(1, 1);
-    if (!p)
-        host->set_error("qwen35: allocation of %s (%zu bytes) for %s failed: out of memory",
-                        qwen35_fmt_bytes(bytes, human, sizeof human), bytes, what);
-    return p;
+    return vt_util_calloc_named(host, "qwen35", n, size, what);
 }
 
 /* ================================================================ */

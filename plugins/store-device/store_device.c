@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vt/plugin_util.h"
 #include "vt/store.h"
 
 #define SLOT_ALIGN 256u
@@ -56,12 +57,7 @@ static uint64_t stride_of(uint64_t slot_bytes)
 
 static const char *human(uint64_t b, char *buf, size_t cap)
 {
-    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1024.0 && i < 4) v /= 1024.0, i++;
-    snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", v, u[i]);
-    return buf;
+    return vt_util_format_bytes(b, buf, cap);
 }
 
 static vt_status sd_footprint(const vt_store_params *p, vt_store_footprint *out)

@@ -1,0 +1,127 @@
+/*
+ * vt/plugin_util.h - small header-only helpers that plugins share (plugins do
+ * not link the core, so these are static inline; C and C++).
+ *
+ *  - vt_util_format_bytes: "1.19 GiB", "64.00 KiB", "12 B" for messages;
+ *  - vt_util_alloc_named / vt_util_calloc_named: allocations whose failure
+ *    message names what was being allocated and how many bytes (DESIGN.md);
+ *  - vt_util_softmax_topk_row: the routing of vt_backend_api.softmax_topk
+ *    (vt/backend.h, qwen35moe.md §5.8) for one row on the host, the reference
+ *    every backend that routes on the host uses, so their ids and weights
+ *    agree bit for bit.
+ */
+#ifndef VT_PLUGIN_UTIL_H
+#define VT_PLUGIN_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vt/backend.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bytes in binary units with two decimals ("1.19 GiB"), or "N B" below 1 KiB,
+ * into buf (cap bytes); returns buf. */
+static inline const char *vt_util_format_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    int u = 0;
+    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
+    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
+    return buf;
+}
+
+/*
+ * Backend memory through api->alloc. On failure the backend's message is kept
+ * when it already names `what` and a byte count; otherwise it is replaced by
+ * "<who>: allocation of 1.19 GiB (N bytes) for <what> failed: <backend's reason>".
+ */
+static inline vt_status vt_util_alloc_named(const vt_host_api *host, const vt_backend_api *api,
+                                            vt_backend_ctx *ctx, const char *who, size_t bytes,
+                                            const char *what, void **out)
+{
+    vt_status st = api->alloc(ctx, bytes, what, out);
+    if (st == VT_OK) return VT_OK;
+    char prev[512], human[32];
+    const char *e = host->last_error ? host->last_error() : NULL;
+    snprintf(prev, sizeof prev, "%s", e ? e : "");
+    if (strstr(prev, what) && strstr(prev, "bytes")) return st; /* the backend named it */
+    host->set_error("%s: allocation of %s (%zu bytes) for %s failed: %s", who,
+                    vt_util_format_bytes(bytes, human, sizeof human), bytes, what,
+                    prev[0] ? prev : "the backend gave no reason");
+    return st;
+}
+
+/* calloc(n, size) (at least one byte) whose failure, or n x size overflow, sets
+ * "<who>: allocation of ... for <what> failed: out of memory" and returns NULL. */
+static inline void *vt_util_calloc_named(const vt_host_api *host, const char *who, size_t n,
+                                         size_t size, const char *what)
+{
+    size_t bytes;
+    char human[32];
+    if (n && size > (size_t)-1 / n) {
+        host->set_error("%s: allocation of %zu x %zu bytes for %s overflows the address space",
+                        who, n, size, what);
+        return NULL;
+    }
+    bytes = n * size;
+    void *p = bytes ? calloc(n, size) : calloc(1, 1);
+    if (!p)
+        host->set_error("%s: allocation of %s (%zu bytes) for %s failed: out of memory", who,
+                        vt_util_format_bytes(bytes, human, sizeof human), bytes, what);
+    return p;
+}
+
+/*
+ * softmax_topk for one row (vt/backend.h): p = softmax(l) in double, rounded
+ * to float (probs, may be NULL, receives it); k times the largest remaining p
+ * (strictly greater: the lower index wins a tie; NaNs last, lowest index
+ * first) into ids/wts; with renorm the weights are divided by the sum of the
+ * picked p (at least 6.103515625e-5). p: n floats of scratch.
+ */
+static inline void vt_util_softmax_topk_row(const float *l, int64_t n, int64_t k, int renorm,
+                                            int32_t *ids, float *wts, float *probs, float *p)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (l[i] > mx) mx = l[i];
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)l[i] - (double)mx);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = (float)(exp((double)l[i] - (double)mx) / sum);
+        if (probs) probs[i] = p[i];
+    }
+    double picked = 0.0;
+    for (int64_t m = 0; m < k; m++) {
+        int64_t best = -1;
+        for (int64_t i = 0; i < n; i++)
+            if (p[i] >= 0.0f && (best < 0 || p[i] > p[best])) best = i;
+        if (best < 0) /* only NaNs left: take the lowest unpicked index */
+            for (int64_t i = 0; i < n && best < 0; i++)
+                if (!(p[i] < 0.0f)) best = i;
+        ids[m] = (int32_t)best;
+        wts[m] = p[best];
+        picked += p[best];
+        p[best] = -1.0f; /* probabilities are >= 0: -1 marks "picked" */
+    }
+    if (renorm) {
+        double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
+        for (int64_t m = 0; m < k; m++) wts[m] = (float)((double)wts[m] / den);
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
