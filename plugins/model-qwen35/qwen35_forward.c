@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "qwen35.h"
+#include "vt/plugin_util.h"
 
 #define TRY(x) do { vt_status st_ = (x); if (st_ != VT_OK) return st_; } while (0)
 
@@ -194,21 +195,12 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
 
     /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
     int32_t *cnt = m->exp_count;
-    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
-    for (int64_t i = 0; i < T * K; i++) {
-        int32_t e = m->topk_ids[i];
-        if (e < 0 || e >= nx) {
-            m->host->set_error("qwen35: blk.%u router picked expert %d of %" PRId64, il, e, nx);
-            return VT_ERR_INTERNAL;
-        }
-        cnt[e + 1]++;
-    }
-    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
-    for (int64_t i = 0; i < T * K; i++) {
-        int32_t e = m->topk_ids[i];
-        int32_t at = cnt[e]++;
-        m->exp_tok[at] = (int32_t)(i / K);
-        m->exp_w[at] = m->topk_w[i];
+    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
+                                           m->exp_w);
+    if (bad >= 0) {
+        m->host->set_error("qwen35: blk.%u router picked expert %d of %" PRId64, il,
+                           m->topk_ids[bad], nx);
+        return VT_ERR_INTERNAL;
     }
     /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0).
      * Experts run in increasing id order; when streamed, in groups of at most

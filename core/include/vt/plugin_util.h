@@ -121,6 +121,33 @@ static inline void vt_util_softmax_topk_row(const float *l, int64_t n, int64_t k
     }
 }
 
+/*
+ * Bucket the n_pairs = n_tokens x k routed (token, weight) pairs of a MoE
+ * layer by expert, keeping token order within an expert (a counting sort):
+ * ids/w are the router's [n_tokens][k] choices; on return cnt[e] (cnt has
+ * n_expert + 1 entries) is the END of expert e's run in tok/wout and its start
+ * is cnt[e-1] (0 for e = 0); tok[j] is the token of pair j, wout[j] its
+ * weight. Returns -1, or the index of the first pair whose expert id is
+ * outside [0, n_expert) (nothing is bucketed then).
+ */
+static inline int64_t vt_util_bucket_by_expert(const int32_t *ids, const float *w, int64_t n_pairs,
+                                               int64_t k, int64_t n_expert, int32_t *cnt,
+                                               int32_t *tok, float *wout)
+{
+    memset(cnt, 0, (size_t)(n_expert + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < n_pairs; i++) {
+        if (ids[i] < 0 || ids[i] >= n_expert) return i;
+        cnt[ids[i] + 1]++;
+    }
+    for (int64_t e = 0; e < n_expert; e++) cnt[e + 1] += cnt[e];
+    for (int64_t i = 0; i < n_pairs; i++) {
+        int32_t at = cnt[ids[i]]++;
+        tok[at] = (int32_t)(i / k);
+        wout[at] = w[i];
+    }
+    return -1;
+}
+
 #ifdef __cplusplus
 }
 #endif
