@@ -17,9 +17,9 @@
 #include "error.h"
 #include "vt/types.h"
 
-int vt_gguf_is_routed_expert(const char *name)
+int vt_gguf_is_routed_expert(const vt_gguf_tensor *t)
 {
-    return name && strstr(name, "_exps") != NULL;
+    return t && t->name && strstr(t->name, "_exps") != NULL && t->n_dims >= 3;
 }
 
 static uint64_t n_elements(const vt_gguf_tensor *t)
@@ -106,7 +106,7 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
         print_ne(f, t);
         fprintf(f, " | %" PRIu64 " | %" PRIu64 " | %" PRIu32 " | %" PRIu64 "\n", n_elements(t),
                 t->nbytes, t->shard, t->offset);
-        add_total(vt_gguf_is_routed_expert(t->name) ? &routed : &dense, t);
+        add_total(vt_gguf_is_routed_expert(t) ? &routed : &dense, t);
         add_total(&all, t);
         if (t->type < VT_TYPE_SLOTS) add_total(&by_type[t->type], t);
     }

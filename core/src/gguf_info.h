@@ -29,9 +29,11 @@
 vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f);
 
 /*
- * True when the tensor named name is a stack of routed experts (its name contains
- * "_exps", gguf.md §8.3), the kind of tensor the expert streamer serves.
+ * True when t is a stack of routed experts: its name contains "_exps" (gguf.md
+ * §8.3) and it is 3-D [.., .., n_expert], the kind of tensor the expert
+ * streamer serves. Per-expert vectors such as gemma4's ffn_down_exps.scale
+ * [n_expert] count with the dense weights.
  */
-int vt_gguf_is_routed_expert(const char *name);
+int vt_gguf_is_routed_expert(const vt_gguf_tensor *t);
 
 #endif

@@ -207,9 +207,7 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     }
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
-        /* a routed-expert stack is 3-D [.., .., n_expert]; per-expert vectors such as
-         * gemma4's ffn_down_exps.scale [n_expert] stay with the dense weights */
-        if (!vt_gguf_is_routed_expert(t->name) || t->n_dims < 3) {
+        if (!vt_gguf_is_routed_expert(t)) {
             f->dense_bytes = add_sat(f->dense_bytes, t->nbytes);
             continue;
         }
