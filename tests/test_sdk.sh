@@ -80,7 +80,8 @@ for b in b-pc b-fp; do
   grep -q -- "-I$P/\|-isystem $P/" "$cc_json" || fail "$b: the installed SDK is not on the include path"
   ! grep -q "$src" "$cc_json" || fail "$b: the source tree $src is on the include path"
   [ -f "$tmp/$b/model-toylm.so" ] && [ -f "$tmp/$b/model-toylm.ini" ] || fail "$b: no model-toylm.so/.ini"
-  ! nm -D --undefined-only "$tmp/$b/model-toylm.so" | grep -q " vt_" || fail "$b: the plugin links vt symbols"
+  undef=$(nm -D --undefined-only "$tmp/$b/model-toylm.so")
+  ! grep -q " vt_" <<<"$undef" || fail "$b: the plugin links vt symbols"
 done
 
 "$tmp/b-pc/toylm-mkgguf" -o "$tmp/toy.gguf" || fail "toylm-mkgguf"
