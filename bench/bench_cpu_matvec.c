@@ -10,8 +10,12 @@
  * the thread count, which time-slicing by other jobs does not inflate (the
  * pool's workers spin while they wait, so idle threads count too). Not a test.
  *
- *   usage: bench_cpu_matvec [n_out [n_in [seconds_per_case [n_tok [kernels]]]]]
- *          (default 8192 2048 0.5 1 auto; kernels "noscalar" skips the reference)
+ *   usage: bench_cpu_matvec [n_out [n_in [seconds_per_case [n_tok [noscalar [TYPES]]]]]]
+ *          (default 8192 2048 0.5 1; "noscalar" skips the reference; TYPES a
+ *          comma list such as q4_k,q8_0, default every type). Block types are
+ *          random valid blocks (tests/test_quant_blocks.h). Decode (n_tok 1)
+ *          of a block type takes the integer dot products; VT_CPU_INT8_DOT=0
+ *          in the environment measures the float path instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 #include <time.h>
 
 #include "cpu_internal.h"
+#include "test_quant_blocks.h"
 
 static double clock_s(clockid_t id)
 {
@@ -62,7 +67,11 @@ int main(int argc, char **argv)
                         .abi_minor = VT_ABI_MINOR, .log = bench_log, .set_error = bench_err,
                         .last_error = bench_last};
     const vt_backend_api *api = vt_cpu_backend_api();
-    static const uint32_t types[] = {VT_TYPE_F32, VT_TYPE_F16, VT_TYPE_BF16, VT_TYPE_Q8_0};
+    static const uint32_t types[] = {VT_TYPE_F32,  VT_TYPE_F16,  VT_TYPE_BF16,   VT_TYPE_Q8_0,
+                                     VT_TYPE_Q4_0, VT_TYPE_Q4_1, VT_TYPE_Q5_0,   VT_TYPE_Q5_1,
+                                     VT_TYPE_Q2_K, VT_TYPE_Q3_K, VT_TYPE_Q4_K,   VT_TYPE_Q5_K,
+                                     VT_TYPE_Q6_K, VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4};
+    const char *only = argc > 6 ? argv[6] : NULL;
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(n_out * n_tok));
     if (!x || !y) return 1;
@@ -70,9 +79,18 @@ int main(int argc, char **argv)
     printf("mat_mul [%lld x %lld] x %lld token(s), kernel set auto = %s, median of %d\n",
            (long long)n_out, (long long)n_in, (long long)n_tok, vt_cpu_kernels_best()->name, REPS);
     printf("%-6s %-7s %3s %9s %8s %8s %8s %8s %8s\n", "type", "kernels", "thr", "us/call", "GB/s",
-           "GFLOP/s", "best", "cpu", "spread%");
-    for (int ti = 0; ti < 4; ti++) {
+           "bestGB/s", "GFLOP/s", "cpuGF/s", "spread%");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t type = types[ti];
+        if (only) { /* a comma list of names, case-insensitive */
+            char want[256];
+            snprintf(want, sizeof want, ",%s,", only);
+            char nm[32];
+            snprintf(nm, sizeof nm, ",%s,", vt_type_name(type));
+            for (char *c = want; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+            if (!strstr(want, nm)) continue;
+        }
+        if (n_in % vt_type_block_size(type)) continue;
         uint64_t rb = vt_type_row_bytes(type, (uint64_t)n_in);
         size_t bytes = (size_t)rb * (size_t)n_out;
         uint8_t *data = malloc(bytes);
@@ -84,8 +102,8 @@ int main(int argc, char **argv)
             else if (type == VT_TYPE_F16) data[i + 1] &= 0x3b;
             else if (type == VT_TYPE_BF16) data[i + 1] &= 0x3f;
         }
-        if (type == VT_TYPE_Q8_0)
-            for (size_t b = 0; b < bytes; b += 34) data[b + 1] = 0x20; /* scale ~0.008 */
+        if (type != VT_TYPE_F32 && type != VT_TYPE_F16 && type != VT_TYPE_BF16)
+            tqb_fill(type, data, n_out, n_in, 12345, -8);
         vt_weight w = {type, n_in, n_out, rb, data, "bench"};
         static const struct {
             const char *k;
@@ -112,8 +130,8 @@ int main(int argc, char **argv)
             qsort(cpu, REPS, sizeof cpu[0], cmp_d);
             double med = per[REPS / 2], flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
             printf("%-6s %-7s %3d %9.1f %8.2f %8.2f %8.2f %8.2f %8.1f\n", vt_type_name(type),
-                   cfg[c].k, cfg[c].t, med * 1e6, (double)bytes / med / 1e9, flop / med / 1e9,
-                   flop / per[0] / 1e9, flop / cpu[REPS / 2] / 1e9,
+                   cfg[c].k, cfg[c].t, med * 1e6, (double)bytes / med / 1e9,
+                   (double)bytes / per[0] / 1e9, flop / med / 1e9, flop / cpu[REPS / 2] / 1e9,
                    100.0 * (per[REPS - 1] - per[0]) / med);
             api->shutdown(ctx);
         }

@@ -16,5 +16,11 @@ vt_add_test(test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.c
 
 add_executable(bench_cpu_matvec ${CMAKE_SOURCE_DIR}/bench/bench_cpu_matvec.c)
 target_link_libraries(bench_cpu_matvec PRIVATE vt_cpu_kernels)
+target_include_directories(bench_cpu_matvec PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_executable(bench_cpu_ops ${CMAKE_SOURCE_DIR}/bench/bench_cpu_ops.c)
 target_link_libraries(bench_cpu_ops PRIVATE vt_cpu_kernels)
+
+# The block-quantised types' mat_mul (integer decode path and float path) on
+# random blocks against the scalar reference, with bounds from the arithmetic.
+vt_add_test(test_cpu_quant_kernels SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant_kernels.c
+            LIBS vt_cpu_kernels LABELS "cpu;quant" TIMEOUT 120)

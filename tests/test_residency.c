@@ -167,6 +167,36 @@ static void test_model_needs_ops(void **s)
     vt_registry_close(reg);
 }
 
+/* A weight type the backend lacks is refused at load time naming the tensor,
+ * its type and the backend (every op PRESENT but the file's matrix type). */
+static void test_weight_type_refused(void **s)
+{
+    (void)s;
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(demo_model(), VT_GGUF_NO_MMAP, &g), VT_OK);
+    const vt_gguf_tensor *t = vt_gguf_find_tensor(g, "blk.0.ffn_down_exps.weight");
+    assert_non_null(t);
+    char type_id[16];
+    snprintf(type_id, sizeof type_id, "%u", t->type);
+    setenv("VT_FAKE_ABSENT_TYPE", type_id, 1);
+    vt_registry *reg = registry_with("allops");
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "resident");
+    vt_residency *r = calloc(1, sizeof *r);
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    const char *msg = vt_last_error();
+    char want[128];
+    snprintf(want, sizeof want, "of type %s, which backend 'fake' declares ABSENT", vt_type_name(t->type));
+    assert_contains(msg, "model 'qwen35' needs capability '");
+    assert_contains(msg, "for tensor '");
+    assert_contains(msg, want);
+    unsetenv("VT_FAKE_ABSENT_TYPE");
+    free(r);
+    vt_registry_close(reg);
+    vt_gguf_close(g);
+}
+
 /* ---------------------------------------------------------------------------- */
 
 typedef struct big_model {
@@ -320,7 +350,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_needs_probe),
-        cmocka_unit_test(test_model_needs_ops),
+        cmocka_unit_test(test_model_needs_ops), cmocka_unit_test(test_weight_type_refused),
         cmocka_unit_test(test_gemma_device_store_needs_probe),
         cmocka_unit_test(test_fit_370gib),
     };

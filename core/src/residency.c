@@ -109,9 +109,24 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
         vt_error_prefix("model plugin '%s'", r->model->desc->name);
         return st;
     }
-    for (uint32_t i = 0; i < n && i < MAX_REQUIRED; i++)
-        if ((st = need_cap(r->backend, "model", r->model->desc->name, ids[i], NULL)) != VT_OK)
+    for (uint32_t i = 0; i < n && i < MAX_REQUIRED; i++) {
+        /* a weight-type capability: name the first tensor of that type */
+        char why[320] = "";
+        if (ids[i] >= VT_CAP_MAT_MUL_BASE && ids[i] < VT_CAP_ID_LIMIT) {
+            uint32_t type = ids[i] < VT_CAP_GET_ROWS_BASE ? ids[i] - VT_CAP_MAT_MUL_BASE
+                                                          : ids[i] - VT_CAP_GET_ROWS_BASE;
+            for (int64_t k = 0; k < vt_gguf_n_tensors(g); k++) {
+                const vt_gguf_tensor *t = vt_gguf_tensor_at(g, k);
+                if (t && t->type == type) {
+                    snprintf(why, sizeof why, " for tensor '%s' of type %s", t->name,
+                             vt_type_name(type));
+                    break;
+                }
+            }
+        }
+        if ((st = need_cap(r->backend, "model", r->model->desc->name, ids[i], why)) != VT_OK)
             return st;
+    }
 
     /* the expert store, when experts may be streamed */
     snprintf(r->store_name, sizeof r->store_name, "%s", r->plat->expert_store);

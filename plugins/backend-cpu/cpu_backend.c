@@ -104,7 +104,22 @@ const vt_cpu_kernels *vt_cpu_kernels_best(void)
     return &vt_cpu_kernels_scalar;
 }
 
-void vt_cpu_ctx_set_kernels(vt_backend_ctx *ctx, const vt_cpu_kernels *k) { ctx->k = k; }
+const vt_cpu_qdot_set *vt_cpu_qdot_for(const vt_cpu_kernels *k)
+{
+    const char *env = getenv("VT_CPU_INT8_DOT");
+    if (!k || k == &vt_cpu_kernels_scalar || (env && !strcmp(env, "0"))) return NULL;
+    if (k == &vt_cpu_kernels_avx512 && vt_cpu_qdot_avx512vnni.supported())
+        return &vt_cpu_qdot_avx512vnni;
+    if (vt_cpu_qdot_avx2.supported()) return &vt_cpu_qdot_avx2;
+    return NULL;
+}
+
+void vt_cpu_ctx_set_kernels(vt_backend_ctx *ctx, const vt_cpu_kernels *k)
+{
+    ctx->k = k;
+    ctx->qd = vt_cpu_qdot_for(k);
+}
+void vt_cpu_ctx_set_qdot(vt_backend_ctx *ctx, const vt_cpu_qdot_set *qd) { ctx->qd = qd; }
 const vt_cpu_kernels *vt_cpu_ctx_kernels(const vt_backend_ctx *ctx) { return ctx->k; }
 
 /* ======================= required functions ======================= */
@@ -118,6 +133,7 @@ static void cpu_shutdown(vt_backend_ctx *ctx)
     if (ctx->scratch)
         for (int i = 0; i < ctx->n_threads; i++) free(ctx->scratch[i]);
     free(ctx->scratch);
+    free(ctx->xq);
     free(ctx->rope.ff);
     free(ctx->rope.cs);
     free(ctx);
@@ -166,6 +182,7 @@ static vt_status cpu_init(const vt_backend_params *p, vt_backend_ctx **out)
     if (!ctx) return vt_cpu_fail_oom(&tmp, sizeof *ctx, "the backend context");
     ctx->host = p->host;
     ctx->k = k;
+    ctx->qd = vt_cpu_qdot_for(k);
     ctx->n_threads = p->n_threads > 0 ? (int)p->n_threads : vt_cpu_online_cores();
     ctx->scratch = calloc((size_t)ctx->n_threads, sizeof *ctx->scratch);
     if (!ctx->scratch) {
@@ -187,8 +204,11 @@ static vt_status cpu_init(const vt_backend_params *p, vt_backend_ctx **out)
         return st;
     }
     if (p->host && p->host->log)
-        p->host->log(VT_LOG_INFO, "backend cpu: kernel set '%s' (%s)%s, %d threads", k->name, k->isa,
-                     want ? " as requested" : ", chosen from the CPU's features", ctx->n_threads);
+        p->host->log(VT_LOG_INFO, "backend cpu: kernel set '%s' (%s)%s, %d threads; decode of quantised "
+                     "weights: %s%s", k->name, k->isa,
+                     want ? " as requested" : ", chosen from the CPU's features", ctx->n_threads,
+                     ctx->qd ? ctx->qd->name : "float path",
+                     ctx->qd ? " integer dot products (int8 activations)" : "");
     *out = ctx;
     return VT_OK;
 }
@@ -332,6 +352,30 @@ GR_ENTRY(gr_f32, VT_TYPE_F32)
 GR_ENTRY(gr_f16, VT_TYPE_F16)
 GR_ENTRY(gr_bf16, VT_TYPE_BF16)
 GR_ENTRY(gr_q8_0, VT_TYPE_Q8_0)
+MM_ENTRY(mm_q4_0, VT_TYPE_Q4_0)
+GR_ENTRY(gr_q4_0, VT_TYPE_Q4_0)
+MM_ENTRY(mm_q4_1, VT_TYPE_Q4_1)
+GR_ENTRY(gr_q4_1, VT_TYPE_Q4_1)
+MM_ENTRY(mm_q5_0, VT_TYPE_Q5_0)
+GR_ENTRY(gr_q5_0, VT_TYPE_Q5_0)
+MM_ENTRY(mm_q5_1, VT_TYPE_Q5_1)
+GR_ENTRY(gr_q5_1, VT_TYPE_Q5_1)
+MM_ENTRY(mm_q2_k, VT_TYPE_Q2_K)
+GR_ENTRY(gr_q2_k, VT_TYPE_Q2_K)
+MM_ENTRY(mm_q3_k, VT_TYPE_Q3_K)
+GR_ENTRY(gr_q3_k, VT_TYPE_Q3_K)
+MM_ENTRY(mm_q4_k, VT_TYPE_Q4_K)
+GR_ENTRY(gr_q4_k, VT_TYPE_Q4_K)
+MM_ENTRY(mm_q5_k, VT_TYPE_Q5_K)
+GR_ENTRY(gr_q5_k, VT_TYPE_Q5_K)
+MM_ENTRY(mm_q6_k, VT_TYPE_Q6_K)
+GR_ENTRY(gr_q6_k, VT_TYPE_Q6_K)
+MM_ENTRY(mm_iq4_nl, VT_TYPE_IQ4_NL)
+GR_ENTRY(gr_iq4_nl, VT_TYPE_IQ4_NL)
+MM_ENTRY(mm_iq4_xs, VT_TYPE_IQ4_XS)
+GR_ENTRY(gr_iq4_xs, VT_TYPE_IQ4_XS)
+MM_ENTRY(mm_mxfp4, VT_TYPE_MXFP4)
+GR_ENTRY(gr_mxfp4, VT_TYPE_MXFP4)
 
 /* ======================= capabilities ======================= */
 
@@ -366,26 +410,26 @@ static const vt_capability cpu_caps[] = {
     /* weight types: every id that vt/types.h names */
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),
-    TYPE_ABSENT(VT_TYPE_Q4_0, "Q4_0"),
-    TYPE_ABSENT(VT_TYPE_Q4_1, "Q4_1"),
-    TYPE_ABSENT(VT_TYPE_Q5_0, "Q5_0"),
-    TYPE_ABSENT(VT_TYPE_Q5_1, "Q5_1"),
+    TYPE_PRESENT(VT_TYPE_Q4_0),
+    TYPE_PRESENT(VT_TYPE_Q4_1),
+    TYPE_PRESENT(VT_TYPE_Q5_0),
+    TYPE_PRESENT(VT_TYPE_Q5_1),
     TYPE_PRESENT(VT_TYPE_Q8_0),
     TYPE_ABSENT(VT_TYPE_Q8_1, "Q8_1"),
-    TYPE_ABSENT(VT_TYPE_Q2_K, "Q2_K"),
-    TYPE_ABSENT(VT_TYPE_Q3_K, "Q3_K"),
-    TYPE_ABSENT(VT_TYPE_Q4_K, "Q4_K"),
-    TYPE_ABSENT(VT_TYPE_Q5_K, "Q5_K"),
-    TYPE_ABSENT(VT_TYPE_Q6_K, "Q6_K"),
+    TYPE_PRESENT(VT_TYPE_Q2_K),
+    TYPE_PRESENT(VT_TYPE_Q3_K),
+    TYPE_PRESENT(VT_TYPE_Q4_K),
+    TYPE_PRESENT(VT_TYPE_Q5_K),
+    TYPE_PRESENT(VT_TYPE_Q6_K),
     TYPE_ABSENT(VT_TYPE_Q8_K, "Q8_K"),
     TYPE_ABSENT(VT_TYPE_IQ2_XXS, "IQ2_XXS"),
     TYPE_ABSENT(VT_TYPE_IQ2_XS, "IQ2_XS"),
     TYPE_ABSENT(VT_TYPE_IQ3_XXS, "IQ3_XXS"),
     TYPE_ABSENT(VT_TYPE_IQ1_S, "IQ1_S"),
-    TYPE_ABSENT(VT_TYPE_IQ4_NL, "IQ4_NL"),
+    TYPE_PRESENT(VT_TYPE_IQ4_NL),
     TYPE_ABSENT(VT_TYPE_IQ3_S, "IQ3_S"),
     TYPE_ABSENT(VT_TYPE_IQ2_S, "IQ2_S"),
-    TYPE_ABSENT(VT_TYPE_IQ4_XS, "IQ4_XS"),
+    TYPE_PRESENT(VT_TYPE_IQ4_XS),
     TYPE_ABSENT(VT_TYPE_I8, "I8"),
     TYPE_ABSENT(VT_TYPE_I16, "I16"),
     TYPE_ABSENT(VT_TYPE_I32, "I32"),
@@ -395,7 +439,7 @@ static const vt_capability cpu_caps[] = {
     TYPE_PRESENT(VT_TYPE_BF16),
     TYPE_ABSENT(VT_TYPE_TQ1_0, "TQ1_0"),
     TYPE_ABSENT(VT_TYPE_TQ2_0, "TQ2_0"),
-    TYPE_ABSENT(VT_TYPE_MXFP4, "MXFP4"),
+    TYPE_PRESENT(VT_TYPE_MXFP4),
     TYPE_ABSENT(VT_TYPE_NVFP4, "NVFP4"),
     TYPE_ABSENT(VT_TYPE_Q1_0, "Q1_0"),
     TYPE_ABSENT(VT_TYPE_Q2_0, "Q2_0"),
@@ -422,9 +466,9 @@ static const vt_backend_api cpu_api = {
     .host_free_pinned = NULL,
     .copy_peer = NULL,
     .mat_mul = {[VT_TYPE_F32] = mm_f32, [VT_TYPE_F16] = mm_f16, [VT_TYPE_BF16] = mm_bf16,
-                [VT_TYPE_Q8_0] = mm_q8_0},
+                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1, [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k, [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k, [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl, [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4},
     .get_rows = {[VT_TYPE_F32] = gr_f32, [VT_TYPE_F16] = gr_f16, [VT_TYPE_BF16] = gr_bf16,
-                 [VT_TYPE_Q8_0] = gr_q8_0},
+                 [VT_TYPE_Q8_0] = gr_q8_0, [VT_TYPE_Q4_0] = gr_q4_0, [VT_TYPE_Q4_1] = gr_q4_1, [VT_TYPE_Q5_0] = gr_q5_0, [VT_TYPE_Q5_1] = gr_q5_1, [VT_TYPE_Q2_K] = gr_q2_k, [VT_TYPE_Q3_K] = gr_q3_k, [VT_TYPE_Q4_K] = gr_q4_k, [VT_TYPE_Q5_K] = gr_q5_k, [VT_TYPE_Q6_K] = gr_q6_k, [VT_TYPE_IQ4_NL] = gr_iq4_nl, [VT_TYPE_IQ4_XS] = gr_iq4_xs, [VT_TYPE_MXFP4] = gr_mxfp4},
     .rms_norm = vt_cpu_rms_norm,
     .l2_norm = vt_cpu_l2_norm,
     .rope_neox = vt_cpu_rope_neox,
@@ -449,7 +493,7 @@ static const vt_plugin_desc cpu_desc = {
     .kind = VT_PLUGIN_BACKEND,
     .name = "cpu",
     .version = CPU_PLUGIN_VERSION,
-    .description = "CPU backend: float32 scalar reference and AVX2/AVX-512 kernels, pthread pool",
+    .description = "CPU backend: float32 scalar reference, AVX2/AVX-512 kernels for F32/F16/BF16 and every common quantised type (Q4_0..Q8_0, K-quants, IQ4, MXFP4), pthread pool",
     .table = &cpu_api,
 };
 

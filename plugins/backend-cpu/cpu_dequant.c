@@ -12,20 +12,16 @@
  * fixture (quant-zoo/README.md).
  *
  * This file is the reference, written for clarity, one block at a time.
- * get_rows and the scalar matmul use it for the types vt_cpu_type_supported
- * lists; the SIMD kernels dequantise in registers with the same arithmetic.
- * vt_cpu_dequant_row itself decodes every type above, whether or not the
- * backend declares a capability (matmul kernel) for it.
+ * get_rows, the scalar matmul and the SIMD float path's panels (prefill) use
+ * it; the decode path's integer dot products (cpu_qdot_body.h) decode the
+ * same layouts in registers. Every type here has mat_mul and get_rows
+ * kernels, so vt_cpu_type_supported is this file's list.
  */
 #include "cpu_internal.h"
 
 #include <string.h>
 
-int vt_cpu_type_supported(uint32_t type)
-{
-    return type == VT_TYPE_F32 || type == VT_TYPE_F16 || type == VT_TYPE_BF16 ||
-           type == VT_TYPE_Q8_0;
-}
+int vt_cpu_type_supported(uint32_t type) { return vt_cpu_dequant_handles(type); }
 
 static inline float f16_at(const uint8_t *p) { return vt_cpu_f16_to_f32(vt_cpu_rd16(p)); }
 

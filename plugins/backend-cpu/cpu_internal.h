@@ -163,6 +163,58 @@ extern const vt_cpu_kernels vt_cpu_kernels_avx2;
 extern const vt_cpu_kernels vt_cpu_kernels_avx2w16;
 extern const vt_cpu_kernels vt_cpu_kernels_avx512;
 
+/* ---- integer dot products: the decode path of the quantised types ---- */
+
+/*
+ * One token's activations quantised for the integer dot products, per block b
+ * of 32 values (the weights' block or sub-block): d[b] = max|x| / 127,
+ * q[32b + i] = round(x / d[b]) (nearest even), so |x − d·q| <= d/2 (+ the
+ * float rounding of x·(1/d)); ds[b] = d[b] · Σ_i q (for the min terms of
+ * Q4_1, Q5_1, Q4_K, Q5_K); s16[2b], s16[2b + 1]: Σ q over values 0..15 and
+ * 16..31 (Q2_K's per-16 mins). Structure of arrays, so a super-block's 8
+ * scales load as one vector. Views into one buffer (vt_cpu_xq_bytes).
+ */
+typedef struct vt_cpu_xq {
+    int8_t *q;
+    float *d, *ds;
+    int16_t *s16;
+} vt_cpu_xq;
+
+/* Bytes of the buffer for nb blocks, and the views into it (64-byte aligned buf). */
+static inline size_t vt_cpu_xq_bytes(int64_t nb) { return (size_t)nb * (32 + 4 + 4 + 4) + 64; }
+static inline vt_cpu_xq vt_cpu_xq_view(void *buf, int64_t nb)
+{
+    uint8_t *p = buf;
+    vt_cpu_xq v = {(int8_t *)p, (float *)(void *)(p + 32 * nb), (float *)(void *)(p + 36 * nb),
+                   (int16_t *)(void *)(p + 40 * nb)};
+    return v;
+}
+
+/* y[r] = Σ_i w[r][i] · x_i for r < n_rows, one token; w: the slice's first
+ * row, rows rb bytes apart; x: the token's n_in / 32 quantised blocks. */
+typedef void (*vt_cpu_qdot_fn)(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,
+                               float *y, int64_t n_rows);
+
+typedef struct vt_cpu_qdot_set {
+    const char *name;       /* "avx2", "avx512vnni" */
+    int (*supported)(void); /* 1 when this CPU can run it */
+    /* x (n floats, n a multiple of 32) -> n / 32 blocks */
+    void (*quantize)(const float *x, int64_t n, const vt_cpu_xq *xq);
+    vt_cpu_qdot_fn dot[VT_TYPE_SLOTS]; /* block types; NULL: none */
+} vt_cpu_qdot_set;
+
+extern const vt_cpu_qdot_set vt_cpu_qdot_avx2;
+extern const vt_cpu_qdot_set vt_cpu_qdot_avx512vnni;
+
+/*
+ * The integer dot products that go with kernel set k: none for "scalar" (the
+ * float reference), avx512vnni for "avx512" where the CPU has VNNI, else avx2
+ * where the CPU has it; none when the environment says VT_CPU_INT8_DOT=0
+ * (decode then takes the float path: exact dequantisation, float
+ * activations, slower).
+ */
+const vt_cpu_qdot_set *vt_cpu_qdot_for(const vt_cpu_kernels *k);
+
 /* F16C (CPUID.1:ECX bit 29); clang's __builtin_cpu_supports does not know it. */
 int vt_cpu_has_f16c(void);
 
@@ -207,6 +259,9 @@ int vt_cpu_online_cores(void);
 struct vt_backend_ctx {
     const vt_host_api *host;
     const vt_cpu_kernels *k;
+    const vt_cpu_qdot_set *qd; /* decode's integer dot products, or NULL */
+    void *xq;                  /* one token's quantised activations (vt_cpu_xq_view) */
+    int64_t xq_cap;            /* blocks xq holds */
     vt_cpu_pool *pool;
     int n_threads;
     void **scratch;       /* per thread, 64-byte aligned */
@@ -280,8 +335,11 @@ vt_status vt_cpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t 
 const vt_backend_api *vt_cpu_backend_api(void);
 const vt_plugin_desc *vt_cpu_plugin_desc(void);
 
-/* Test hook: switch an initialised context to another kernel set (one the CPU supports). */
+/* Test hook: switch an initialised context to another kernel set (one the CPU
+ * supports), with its integer dot products (vt_cpu_qdot_for). */
 void vt_cpu_ctx_set_kernels(vt_backend_ctx *ctx, const vt_cpu_kernels *k);
+/* Test hook: the integer dot products decode uses (NULL: the float path). */
+void vt_cpu_ctx_set_qdot(vt_backend_ctx *ctx, const vt_cpu_qdot_set *qd);
 const vt_cpu_kernels *vt_cpu_ctx_kernels(const vt_backend_ctx *ctx);
 
 #endif

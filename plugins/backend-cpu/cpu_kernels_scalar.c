@@ -70,6 +70,18 @@ MM_SCALAR(mm_f32, VT_TYPE_F32)
 MM_SCALAR(mm_f16, VT_TYPE_F16)
 MM_SCALAR(mm_bf16, VT_TYPE_BF16)
 MM_SCALAR(mm_q8_0, VT_TYPE_Q8_0)
+MM_SCALAR(mm_q4_0, VT_TYPE_Q4_0)
+MM_SCALAR(mm_q4_1, VT_TYPE_Q4_1)
+MM_SCALAR(mm_q5_0, VT_TYPE_Q5_0)
+MM_SCALAR(mm_q5_1, VT_TYPE_Q5_1)
+MM_SCALAR(mm_q2_k, VT_TYPE_Q2_K)
+MM_SCALAR(mm_q3_k, VT_TYPE_Q3_K)
+MM_SCALAR(mm_q4_k, VT_TYPE_Q4_K)
+MM_SCALAR(mm_q5_k, VT_TYPE_Q5_K)
+MM_SCALAR(mm_q6_k, VT_TYPE_Q6_K)
+MM_SCALAR(mm_iq4_nl, VT_TYPE_IQ4_NL)
+MM_SCALAR(mm_iq4_xs, VT_TYPE_IQ4_XS)
+MM_SCALAR(mm_mxfp4, VT_TYPE_MXFP4)
 
 /* ---- norms ---- */
 
@@ -221,7 +233,11 @@ const vt_cpu_kernels vt_cpu_kernels_scalar = {
     .lanes = 1,
     .supported = always,
     .mat_mul = {[VT_TYPE_F32] = mm_f32, [VT_TYPE_F16] = mm_f16, [VT_TYPE_BF16] = mm_bf16,
-                [VT_TYPE_Q8_0] = mm_q8_0},
+                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1,
+                [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k,
+                [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k,
+                [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl,
+                [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4},
     .rms_norm_row = rms_norm_row,
     .l2_norm_row = l2_norm_row,
     .attn_head = attn_head,

@@ -87,6 +87,53 @@ static vt_status check_weight(const vt_backend_ctx *ctx, const char *op, uint32_
     return VT_OK;
 }
 
+/* Decode of a quantised type: the token's activations quantised once
+ * (ctx->xq), then the integer dot products over slices of rows. */
+struct qdot_job {
+    vt_cpu_qdot_fn fn;
+    const uint8_t *w;
+    size_t rb;
+    int64_t n_in, n_out, rows_per;
+    vt_cpu_xq xq;
+    float *y;
+};
+
+static void qdot_task(void *arg, int64_t task, int thread)
+{
+    (void)thread;
+    const struct qdot_job *j = arg;
+    int64_t r0 = task * j->rows_per, r1 = min64(r0 + j->rows_per, j->n_out);
+    j->fn(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, &j->xq, j->y + r0, r1 - r0);
+}
+
+static vt_status qdot_mat_vec(vt_backend_ctx *ctx, vt_cpu_qdot_fn fn, const vt_weight *w,
+                              const float *x, float *y)
+{
+    int64_t nb = w->n_in / 32;
+    if (nb > ctx->xq_cap) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, vt_cpu_xq_bytes(nb)) != 0)
+            return vt_cpu_fail_oom(ctx, vt_cpu_xq_bytes(nb), "the quantised activations of %s",
+                                   w->name ? w->name : "(unnamed)");
+        free(ctx->xq);
+        ctx->xq = p;
+        ctx->xq_cap = nb;
+    }
+    vt_cpu_xq xq = vt_cpu_xq_view(ctx->xq, ctx->xq_cap);
+    ctx->qd->quantize(x, w->n_in, &xq);
+    struct qdot_job j = {fn, w->data, (size_t)w->row_bytes, w->n_in, w->n_out, w->n_out, xq, y};
+    double work = (double)w->n_in * (double)w->n_out;
+    if (ctx->n_threads > 1 && work >= VT_CPU_INLINE_WORK) {
+        int64_t rp = ceil_div(w->n_out, 4 * (int64_t)ctx->n_threads);
+        while (rp < w->n_out && (double)rp * (double)w->n_in < MIN_TASK_WORK) rp *= 2;
+        j.rows_per = min64(rp, w->n_out);
+        vt_cpu_pool_run(ctx->pool, qdot_task, &j, ceil_div(w->n_out, j.rows_per));
+    } else {
+        qdot_task(&j, 0, 0);
+    }
+    return VT_OK;
+}
+
 vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w, const float *x,
                          int64_t ldx, float *y, int64_t ldy, int64_t n_tokens)
 {
@@ -103,6 +150,8 @@ vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w,
     if (!fn)
         return vt_cpu_fail(ctx, VT_ERR_UNSUPPORTED, "mat_mul %s: weight type %s not implemented", nm,
                            vt_type_name(type));
+    if (n_tokens == 1 && ctx->qd && ctx->qd->dot[type] && w->n_in % 32 == 0)
+        return qdot_mat_vec(ctx, ctx->qd->dot[type], w, x, y);
     st = vt_cpu_scratch_reserve(ctx, (size_t)VT_CPU_MM_SCRATCH(w->n_in) * sizeof(float));
     if (st) return st;
 

@@ -502,6 +502,68 @@ MM_FN(mm_f16, VT_TYPE_F16)
 MM_FN(mm_bf16, VT_TYPE_BF16)
 MM_FN(mm_q8_0, VT_TYPE_Q8_0)
 
+/*
+ * The other block-quantised types (Q4_0 ... MXFP4) on the float path (prefill,
+ * and decode when the integer path is off): per chunk of tokens and column
+ * block, each row group's block is dequantised exactly into the panel by the
+ * scalar reference (cpu_dequant.c, a few KiB in L1, never a copy of the
+ * matrix), then multiplied by the MM_PANEL tiles, so every output is summed
+ * as for the other types and the same for every thread count. MM_KB is a
+ * multiple of every block size (32, 256) and a row is whole blocks.
+ */
+BODY_INLINE void mm_blocks(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in, const float *x,
+                           int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
+                           float *scratch)
+{
+    const int64_t bs = vt_type_block_size(type);
+    const size_t ts = vt_type_size(type);
+    for (int64_t t = 0; t < n_tok; t += VT_CPU_MM_TOK_CHUNK) {
+        int64_t nt = n_tok - t < VT_CPU_MM_TOK_CHUNK ? n_tok - t : VT_CPU_MM_TOK_CHUNK;
+        const float *xt = x + t * ldx;
+        float *yt = y + t * ldy;
+        for (int64_t k0 = 0; k0 < n_in; k0 += MM_KB) {
+            int64_t n = n_in - k0 < MM_KB ? n_in - k0 : MM_KB;
+            const int64_t nv = n - n % VW;
+            const size_t off = (size_t)(k0 / bs) * ts;
+            for (int64_t r = 0; r < n_rows; r += MM_R) {
+                int64_t nr = n_rows - r < MM_R ? n_rows - r : MM_R;
+                for (int64_t g = 0; g < MM_R; g++) {
+                    float *p = scratch + g * MM_KB;
+                    if (g < nr)
+                        vt_cpu_dequant_row(type, w + (size_t)(r + g) * rb + off, n, p);
+                    else
+                        memset(p, 0, (size_t)n * sizeof(float));
+                }
+                if (2 * nr <= MM_R)
+                    for (int64_t g = 0; g < nr; g++)
+                        mm_panel_r1(scratch + g * MM_KB, MM_KB, nv, n, xt + k0, ldx, yt + r + g, ldy,
+                                    1, k0 == 0, 0, nt);
+                else
+                    mm_panel_r(scratch, MM_KB, nv, n, xt + k0, ldx, yt + r, ldy, nr, k0 == 0, 0, nt);
+            }
+        }
+    }
+}
+
+#define MM_BLOCKS_FN(NAME, TYPE)                                                               \
+    static void NAME(const uint8_t *w, size_t rb, int64_t n_in, const float *x, int64_t ldx,  \
+                     float *y, int64_t ldy, int64_t n_rows, int64_t n_tok, float *scratch)     \
+    {                                                                                          \
+        mm_blocks(TYPE, w, rb, n_in, x, ldx, y, ldy, n_rows, n_tok, scratch);                  \
+    }
+MM_BLOCKS_FN(mm_q4_0, VT_TYPE_Q4_0)
+MM_BLOCKS_FN(mm_q4_1, VT_TYPE_Q4_1)
+MM_BLOCKS_FN(mm_q5_0, VT_TYPE_Q5_0)
+MM_BLOCKS_FN(mm_q5_1, VT_TYPE_Q5_1)
+MM_BLOCKS_FN(mm_q2_k, VT_TYPE_Q2_K)
+MM_BLOCKS_FN(mm_q3_k, VT_TYPE_Q3_K)
+MM_BLOCKS_FN(mm_q4_k, VT_TYPE_Q4_K)
+MM_BLOCKS_FN(mm_q5_k, VT_TYPE_Q5_K)
+MM_BLOCKS_FN(mm_q6_k, VT_TYPE_Q6_K)
+MM_BLOCKS_FN(mm_iq4_nl, VT_TYPE_IQ4_NL)
+MM_BLOCKS_FN(mm_iq4_xs, VT_TYPE_IQ4_XS)
+MM_BLOCKS_FN(mm_mxfp4, VT_TYPE_MXFP4)
+
 /* ---- small vector helpers ---- */
 
 /* y[i] = x[i] · s */
@@ -894,7 +956,11 @@ const vt_cpu_kernels KSET = {
     .lanes = VW,
     .supported = KSUPPORTED,
     .mat_mul = {[VT_TYPE_F32] = mm_f32, [VT_TYPE_F16] = mm_f16, [VT_TYPE_BF16] = mm_bf16,
-                [VT_TYPE_Q8_0] = mm_q8_0},
+                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1,
+                [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k,
+                [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k,
+                [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl,
+                [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4},
     .rms_norm_row = rms_norm_row,
     .l2_norm_row = l2_norm_row,
     .attn_head = attn_head,

@@ -158,6 +158,11 @@ static void build(void)
         if (id == VT_CAP_PINNED_HOST_ALLOC || id == VT_CAP_ASYNC_QUEUE || id == VT_CAP_PEER_COPY ||
             id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME)
             continue;
+        /* VT_FAKE_ABSENT_TYPE=<type id>: that weight type stays ABSENT (load-time refusal test) */
+        const char *absent = getenv("VT_FAKE_ABSENT_TYPE");
+        if (absent && id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_ID_LIMIT &&
+            (uint32_t)atoi(absent) == (id - VT_CAP_MAT_MUL_BASE) % VT_TYPE_SLOTS)
+            continue;
         caps[i].state = VT_CAP_PRESENT;
         caps[i].reason = NULL;
         if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)

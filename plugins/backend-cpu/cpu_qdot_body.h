@@ -1,0 +1,535 @@
+/*
+ * cpu_qdot_body.h - the integer dot products of backend-cpu's decode path:
+ * one token's activations quantised to int8 (vt_cpu_xq, 32 values per
+ * block) times the rows of a quantised weight matrix, for every block type
+ * (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+ * IQ4_XS, MXFP4; layouts in gguf.md §6 and cpu_dequant.c).
+ *
+ * Included once per instruction set (cpu_qdot_avx2.c, cpu_qdot_avx512.c)
+ * inside that file's target pragma, after it has defined
+ *   QDOT_SET   the vt_cpu_qdot_set object's name, QDOT_NAME its name,
+ *   QDOT_SUPPORTED  a function returning 1 when the CPU can run it,
+ *   dot4(acc, u, s)  acc + int32 lane k = Σ_{i=4k..4k+3} u[i]·s[i]
+ *                   (u: 32 unsigned bytes <= 128, s: 32 signed bytes with
+ *                   |s| <= 127; AVX2: vpmaddubsw + vpmaddwd, which cannot
+ *                   saturate at those ranges; AVX512-VNNI: vpdpbusd),
+ * so both sets compute the same integers.
+ *
+ * Arithmetic. A weight block is decoded in registers to 32 integer codes
+ * q (signed, or unsigned for the types with a min), the activation block to
+ * its int8 codes xq and scale dx; Σ q·xq is exact in int32 (|Σ| < 2^24, so
+ * it converts to float exactly) and is scaled by the block's float scale
+ * (fp16 d · integer sub-scale · dx, one rounding per product) and summed
+ * with FMA into 8 float lanes; the min term of Q4_1/Q5_1/Q2_K/Q4_K/Q5_K is
+ * min · dx · Σxq over the sub-block, summed in float. Compared with the exact
+ * float dot Σ w·x of the dequantised row, the only error beyond float32
+ * summation is the activation's rounding, |x − dx·xq| <= dx/2 per value
+ * (tests/test_cpu_qdot.c derives the bound and checks every type against
+ * the scalar reference).
+ */
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__OPTIMIZE__)
+#define QD_INLINE static inline __attribute__((always_inline))
+#else
+#define QD_INLINE static inline
+#endif
+
+QD_INLINE float qd_f16(const uint8_t *p) { return _cvtsh_ss(vt_cpu_rd16(p)); }
+
+QD_INLINE __m256i qd_load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+QD_INLINE __m128i qd_load128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
+
+/* 16 bytes of nibble pairs -> 32 bytes: low nibbles (values 0..15), then high nibbles. */
+QD_INLINE __m256i qd_nibbles16(const uint8_t *p)
+{
+    __m128i v = qd_load128(p);
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* 32 bits (bit i for value i) -> 32 bytes of `val` where the bit is set, else 0. */
+QD_INLINE __m256i qd_bits32(uint32_t bits, uint8_t val)
+{
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                           0x0101010101010101LL, 0x0000000000000000LL);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8((char)val));
+}
+
+/* Signed codes w times signed activations: |w| (as unsigned) times x·sign(w). */
+QD_INLINE __m256i qd_dot_ss(__m256i acc, __m256i w, __m256i x)
+{
+    return dot4(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+/* the int8 codes of activation block b */
+#define QX(b) qd_load256((const uint8_t *)(x->q + 32 * (b)))
+
+/* acc += float(i32) · s */
+QD_INLINE __m256 qd_fma(__m256i i32, float s, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(s), acc);
+}
+/* acc += float(i32) · (lanes 0..3: sa, lanes 4..7: sb), for two 16-value halves. */
+QD_INLINE __m256 qd_fma2(__m256i i32, float sa, float sb, __m256 acc)
+{
+    __m256 s = _mm256_set_m128(_mm_set1_ps(sb), _mm_set1_ps(sa));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc);
+}
+
+QD_INLINE float qd_hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* lane k of v in every lane */
+QD_INLINE __m256 qd_lane(__m256 v, int k) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
+
+/* The fp16 fields at p, p + stride, ... (8 of them) as floats. */
+QD_INLINE __m256 qd_f16x8(const uint8_t *p, size_t stride)
+{
+    __m128i h = _mm_setr_epi16((short)vt_cpu_rd16(p), (short)vt_cpu_rd16(p + stride),
+                               (short)vt_cpu_rd16(p + 2 * stride), (short)vt_cpu_rd16(p + 3 * stride),
+                               (short)vt_cpu_rd16(p + 4 * stride), (short)vt_cpu_rd16(p + 5 * stride),
+                               (short)vt_cpu_rd16(p + 6 * stride), (short)vt_cpu_rd16(p + 7 * stride));
+    return _mm256_cvtph_ps(h);
+}
+
+/* ---- activation quantisation ---- */
+
+static void QD_FN(quantize)(const float *xf, int64_t n, const vt_cpu_xq *xq)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *xb = xf + 32 * b;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h);
+        float d = amax / 127.0f;
+        float id = d > 0.0f ? 1.0f / d : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        /* round to nearest even (MXCSR default) */
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+        __m256i q = _mm256_packs_epi16(p01, p23);
+        /* packs interleave the 128-bit lanes: restore element order */
+        q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)(xq->q + 32 * b), q);
+        /* per-16 sums of the codes */
+        __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
+                                       _mm256_set1_epi16(1));
+        __m128i lo = _mm256_castsi256_si128(s4), hi = _mm256_extracti128_si256(s4, 1);
+        lo = _mm_hadd_epi32(lo, lo);
+        lo = _mm_hadd_epi32(lo, lo);
+        hi = _mm_hadd_epi32(hi, hi);
+        hi = _mm_hadd_epi32(hi, hi);
+        int s0 = _mm_cvtsi128_si32(lo), s1 = _mm_cvtsi128_si32(hi);
+        xq->d[b] = d;
+        xq->ds[b] = d * (float)(s0 + s1);
+        xq->s16[2 * b] = (int16_t)s0;
+        xq->s16[2 * b + 1] = (int16_t)s1;
+    }
+}
+
+/* ---- per type: one row · the token ----
+ * x: the token's blocks; nb: 32-value blocks of the row (32-value types) or
+ * nsb: 256-value super-blocks. Two or more accumulators keep the FMA chains
+ * short; block scales are formed 8 at a time where the layout allows. */
+
+/* A 32-value type whose block has an fp16 d at offset 0 and codes decoded
+ * by DECODE(p) (signed: SIGNED = 1): Σ_b d_b·dx_b·Σ q·xq, scales 8 blocks at a time. */
+#define QD_LEGACY(NAME, BYTES, SIGNED, DECODE)                                                  \
+    QD_INLINE float NAME(const uint8_t *row, int64_t nb, const vt_cpu_xq *x)                   \
+    {                                                                                          \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                             \
+        int64_t b = 0;                                                                         \
+        for (; b + 8 <= nb; b += 8) {                                                          \
+            const uint8_t *p0 = row + (size_t)b * (BYTES);                                     \
+            __m256 sv = _mm256_mul_ps(qd_f16x8(p0, (BYTES)), _mm256_loadu_ps(x->d + b));        \
+            for (int k = 0; k < 8; k += 2) {                                                   \
+                const uint8_t *p = p0 + (size_t)k * (BYTES), *p2 = p + (BYTES);                \
+                __m256i w0 = DECODE(p), w1 = DECODE(p2);                                       \
+                __m256i i0 = SIGNED ? qd_dot_ss(_mm256_setzero_si256(), w0, QX(b + k))         \
+                                    : dot4(_mm256_setzero_si256(), w0, QX(b + k));             \
+                __m256i i1 = SIGNED ? qd_dot_ss(_mm256_setzero_si256(), w1, QX(b + k + 1))     \
+                                    : dot4(_mm256_setzero_si256(), w1, QX(b + k + 1));         \
+                a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), qd_lane(sv, k), a0);              \
+                a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), qd_lane(sv, k + 1), a1);          \
+            }                                                                                  \
+        }                                                                                      \
+        for (; b < nb; b++) {                                                                  \
+            const uint8_t *p = row + (size_t)b * (BYTES);                                      \
+            __m256i w = DECODE(p);                                                             \
+            __m256i i0 = SIGNED ? qd_dot_ss(_mm256_setzero_si256(), w, QX(b))                  \
+                                : dot4(_mm256_setzero_si256(), w, QX(b));                      \
+            a0 = qd_fma(i0, qd_f16(p) * x->d[b], a0);                                          \
+        }                                                                                      \
+        return qd_hsum(_mm256_add_ps(a0, a1));                                                 \
+    }
+
+/* Q8_0 (gguf.md §6.2): d · q, q int8. */
+QD_INLINE __m256i qd_dec_q8_0(const uint8_t *p) { return qd_load256(p + 2); }
+QD_LEGACY(qd_row_q8_0, 34, 1, qd_dec_q8_0)
+
+/* Q4_0 (§6.3): d · (q − 8). */
+QD_INLINE __m256i qd_dec_q4_0(const uint8_t *p)
+{
+    return _mm256_sub_epi8(qd_nibbles16(p + 2), _mm256_set1_epi8(8));
+}
+QD_LEGACY(qd_row_q4_0, 18, 1, qd_dec_q4_0)
+
+/* Q5_0 (§6.5): d · ((q | h << 4) − 16). */
+QD_INLINE __m256i qd_dec_q5_0(const uint8_t *p)
+{
+    uint32_t h;
+    memcpy(&h, p + 2, 4);
+    return _mm256_sub_epi8(_mm256_or_si256(qd_nibbles16(p + 6), qd_bits32(h, 0x10)),
+                           _mm256_set1_epi8(16));
+}
+QD_LEGACY(qd_row_q5_0, 22, 1, qd_dec_q5_0)
+
+/* The IQ4_NL/IQ4_XS codebook (§6.14) and MXFP4's doubled E2M1 values (§6.16),
+ * as pshufb tables. */
+QD_INLINE __m256i qd_lut_iq4(void)
+{
+    return _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+QD_INLINE __m256i qd_lut_e2m1(void)
+{
+    return _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+}
+
+/* IQ4_NL (§6.14): d · codebook[q]. */
+QD_INLINE __m256i qd_dec_iq4_nl(const uint8_t *p)
+{
+    return _mm256_shuffle_epi8(qd_lut_iq4(), qd_nibbles16(p + 2));
+}
+QD_LEGACY(qd_row_iq4_nl, 18, 1, qd_dec_iq4_nl)
+
+/* Q4_1 / Q5_1 (§6.4, §6.6): d · q + m: the min term m · dx · Σxq = m · ds. */
+QD_INLINE float qd_row_q45_1(const uint8_t *row, int64_t nb, const vt_cpu_xq *x, const int Q5)
+{
+    const size_t bs = Q5 ? 24 : 20;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = row + (size_t)b * bs;
+        __m256i w = qd_nibbles16(p + (Q5 ? 8 : 4));
+        if (Q5) {
+            uint32_t h;
+            memcpy(&h, p + 4, 4);
+            w = _mm256_or_si256(w, qd_bits32(h, 0x10));
+        }
+        __m256i i32 = dot4(_mm256_setzero_si256(), w, QX(b));
+        if (b & 1)
+            a1 = qd_fma(i32, qd_f16(p) * x->d[b], a1);
+        else
+            a0 = qd_fma(i32, qd_f16(p) * x->d[b], a0);
+        mins = fmaf(qd_f16(p + 2), x->ds[b], mins);
+    }
+    return qd_hsum(_mm256_add_ps(a0, a1)) + mins;
+}
+
+/* 2^(e − 128) (the E8M0 scale halved, matching the doubled E2M1 table). */
+QD_INLINE float qd_e8m0_half(uint8_t e)
+{
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* MXFP4 (§6.16): 2^(e−127) · E2M1[q]. */
+QD_INLINE float qd_row_mxfp4(const uint8_t *row, int64_t nb, const vt_cpu_xq *x)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    const __m256i lut = qd_lut_e2m1();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = row + (size_t)b * 17;
+        __m256i w = _mm256_shuffle_epi8(lut, qd_nibbles16(p + 1));
+        __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(b));
+        if (b & 1)
+            a1 = qd_fma(i32, qd_e8m0_half(p[0]) * x->d[b], a1);
+        else
+            a0 = qd_fma(i32, qd_e8m0_half(p[0]) * x->d[b], a0);
+    }
+    return qd_hsum(_mm256_add_ps(a0, a1));
+}
+
+/* Q4_K / Q5_K (§6.10, §6.11): sub-block s of 32: d·sc_s · q − dmin·m_s. The
+ * 8 sub-block scales d·sc_s·dx_s and min terms dmin·m_s·ds_s are formed as
+ * one vector each. R rows (1 or 2, rb apart) at once share the activation
+ * loads and interleave their dependency chains; out[r] gets row r's sum. */
+QD_INLINE void qd_rows_q45_k(const uint8_t *row0, size_t rb, int64_t nsb, const vt_cpu_xq *x,
+                             float *out, const int R, const int Q5)
+{
+    const size_t bs = Q5 ? 176 : 144;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 a0[2], a1[2], am[2];
+    for (int r = 0; r < R; r++) a0[r] = a1[r] = am[r] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m256 dx = _mm256_loadu_ps(x->d + 8 * sb), dsx = _mm256_loadu_ps(x->ds + 8 * sb);
+        __m256 sv[2];
+        __m256i qh[2];
+        const uint8_t *qs[2];
+        for (int r = 0; r < R; r++) {
+            const uint8_t *p = row0 + (size_t)r * rb + (size_t)sb * bs;
+            const uint8_t *sc = p + 4;
+            qs[r] = p + (Q5 ? 48 : 16);
+            /* 6-bit scales and mins (§6.9), as 8 bytes each */
+            uint32_t a, b2, c;
+            memcpy(&a, sc, 4);
+            memcpy(&b2, sc + 4, 4);
+            memcpy(&c, sc + 8, 4);
+            uint64_t sc8 = (uint64_t)(a & 0x3f3f3f3fu) |
+                           (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
+            uint64_t m8 = (uint64_t)(b2 & 0x3f3f3f3fu) |
+                          (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b2 >> 2) & 0x30303030u)) << 32;
+            __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)));
+            __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
+            sv[r] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p)), scv), dx);
+            am[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 2)), mv), dsx, am[r]);
+            qh[r] = Q5 ? qd_load256(p + 16) : _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 4; j++) {
+            const __m256i xl = QX(8 * sb + 2 * j), xh = QX(8 * sb + 2 * j + 1);
+            const __m256i kl = _mm256_set1_epi32(2 * j), kh = _mm256_set1_epi32(2 * j + 1);
+            for (int r = 0; r < R; r++) {
+                __m256i v = qd_load256(qs[r] + 32 * j);
+                __m256i lo = _mm256_and_si256(v, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (Q5) {
+                    const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * j)));
+                    const __m256i bh = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
+                    const __m256i h16 = _mm256_set1_epi8(0x10);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bl), bl), h16));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bh), bh), h16));
+                }
+                __m256i il = dot4(_mm256_setzero_si256(), lo, xl);
+                __m256i ih = dot4(_mm256_setzero_si256(), hi, xh);
+                a0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), _mm256_permutevar8x32_ps(sv[r], kl), a0[r]);
+                a1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), _mm256_permutevar8x32_ps(sv[r], kh), a1[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = qd_hsum(_mm256_add_ps(a0[r], a1[r])) - qd_hsum(am[r]);
+}
+
+/* Q6_K (§6.12): d · scale[i/16] · ((low | high << 4) − 32). */
+QD_INLINE float qd_row_q6_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = row + (size_t)sb * 210;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        __m256 dv = _mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 208)), _mm256_loadu_ps(x->d + 8 * sb));
+        /* scales of the 16-value halves: lanes 0..3 the first, 4..7 the second of each sub-block */
+        __m256 s_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)sc)));
+        __m256 s_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sc + 8))));
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = qd_load256(p + 64 * h), l1 = qd_load256(p + 64 * h + 32);
+            __m256i qh = qd_load256(p + 128 + 32 * h);
+            __m256 sh = h ? s_hi : s_lo;
+            for (int c = 0; c < 4; c++) {
+                __m256i lb = c & 1 ? l1 : l0;
+                __m256i low = c < 2 ? _mm256_and_si256(lb, m4) : _mm256_and_si256(_mm256_srli_epi16(lb, 4), m4);
+                __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m3);
+                __m256i w = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), off);
+                __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + c));
+                /* lanes 0..3 · scale 2c, lanes 4..7 · scale 2c + 1 of this half, times d·dx */
+                __m256 s = _mm256_permutevar8x32_ps(sh, _mm256_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c,
+                                                                          2 * c + 1, 2 * c + 1,
+                                                                          2 * c + 1, 2 * c + 1));
+                s = _mm256_mul_ps(s, qd_lane(dv, 4 * h + c));
+                if (c & 1)
+                    a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, a1);
+                else
+                    a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, a0);
+            }
+        }
+    }
+    return qd_hsum(_mm256_add_ps(a0, a1));
+}
+
+/* Q3_K (§6.8): d · sc[i/16] · (q2 − (hbit ? 0 : 4)). */
+QD_INLINE float qd_row_q3_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = row + (size_t)sb * 110;
+        const uint8_t *sbs = p + 96;
+        const float d = qd_f16(p + 108);
+        int sc[16];
+        for (int k = 0; k < 16; k++) {
+            int low = k < 8 ? sbs[k] & 0x0F : sbs[k - 8] >> 4;
+            int high = (sbs[8 + (k & 3)] >> (2 * (k / 4))) & 3;
+            sc[k] = (low | high << 4) - 32;
+        }
+        __m256i hm = qd_load256(p);
+        for (int h = 0; h < 2; h++) {
+            __m256i qs = qd_load256(p + 32 + 32 * h);
+            for (int j = 0; j < 4; j++) {
+                __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), m3);
+                const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
+                __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+                /* q2 − 4 where the bit is clear */
+                __m256i w = _mm256_sub_epi8(q2, _mm256_andnot_si256(set, four));
+                const int64_t xb = 8 * sb + 4 * h + j;
+                const int k = 8 * h + 2 * j;
+                float dd = d * x->d[xb];
+                __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(xb));
+                if (j & 1)
+                    a1 = qd_fma2(i32, dd * (float)sc[k], dd * (float)sc[k + 1], a1);
+                else
+                    a0 = qd_fma2(i32, dd * (float)sc[k], dd * (float)sc[k + 1], a0);
+            }
+        }
+    }
+    return qd_hsum(_mm256_add_ps(a0, a1));
+}
+
+/* Q2_K (§6.7): d · (s & 15) · q − dmin · (s >> 4), s = scales[i/16]. */
+QD_INLINE float qd_row_q2_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = row + (size_t)sb * 84;
+        const uint8_t *sc = p;
+        const float d = qd_f16(p + 80), dmin = qd_f16(p + 82);
+        int32_t msum = 0; /* Σ over the 16-value groups of m · Σxq, one dx per 32 values */
+        float msumf = 0.0f;
+        for (int h = 0; h < 2; h++) {
+            __m256i qs = qd_load256(p + 16 + 32 * h);
+            for (int j = 0; j < 4; j++) {
+                __m256i w = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), m3);
+                const int64_t xb = 8 * sb + 4 * h + j;
+                const int k = 8 * h + 2 * j;
+                float dd = d * x->d[xb];
+                __m256i i32 = dot4(_mm256_setzero_si256(), w, QX(xb));
+                if (j & 1)
+                    a1 = qd_fma2(i32, dd * (float)(sc[k] & 15), dd * (float)(sc[k + 1] & 15), a1);
+                else
+                    a0 = qd_fma2(i32, dd * (float)(sc[k] & 15), dd * (float)(sc[k + 1] & 15), a0);
+                msum = (sc[k] >> 4) * x->s16[2 * xb] + (sc[k + 1] >> 4) * x->s16[2 * xb + 1];
+                msumf = fmaf(x->d[xb], (float)msum, msumf);
+            }
+        }
+        mins = fmaf(dmin, msumf, mins);
+    }
+    return qd_hsum(_mm256_add_ps(a0, a1)) - mins;
+}
+
+/* IQ4_XS (§6.15): d · (ls − 32) · codebook[q] per sub-block of 32. */
+QD_INLINE float qd_row_iq4_xs(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
+{
+    const __m256i lut = qd_lut_iq4();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = row + (size_t)sb * 136;
+        const uint16_t sh = vt_cpu_rd16(p + 2);
+        const uint8_t *sl = p + 4, *qs = p + 8;
+        uint32_t l4;
+        memcpy(&l4, sl, 4);
+        int8_t ls[8];
+        for (int s = 0; s < 8; s++)
+            ls[s] = (int8_t)((((l4 >> (4 * s)) & 0x0F) | ((sh >> (2 * s)) & 3) << 4) - 32);
+        __m256 sv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)ls)));
+        sv = _mm256_mul_ps(_mm256_mul_ps(sv, _mm256_set1_ps(qd_f16(p))), _mm256_loadu_ps(x->d + 8 * sb));
+        for (int s = 0; s < 8; s += 2) {
+            __m256i w0 = _mm256_shuffle_epi8(lut, qd_nibbles16(qs + 16 * s));
+            __m256i w1 = _mm256_shuffle_epi8(lut, qd_nibbles16(qs + 16 * s + 16));
+            __m256i i0 = qd_dot_ss(_mm256_setzero_si256(), w0, QX(8 * sb + s));
+            __m256i i1 = qd_dot_ss(_mm256_setzero_si256(), w1, QX(8 * sb + s + 1));
+            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), qd_lane(sv, s), a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), qd_lane(sv, s + 1), a1);
+        }
+    }
+    return qd_hsum(_mm256_add_ps(a0, a1));
+}
+
+/* ---- the row loops ---- */
+
+/* Rows are short (a few KiB) and each is one stream; the hardware prefetcher
+ * loses time at every row start, so the rows QD_PF_ROWS ahead are touched
+ * early (one prefetch per cache line). */
+#define QD_PF_ROWS 4
+QD_INLINE void qd_prefetch(const uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i += 64) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
+#define QD_ROWS(NAME, BLOCK_VALUES, EXPR)                                                       \
+    static void QD_FN(NAME)(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,     \
+                            float *y, int64_t n_rows)                                          \
+    {                                                                                          \
+        const int64_t nb = n_in / (BLOCK_VALUES);                                              \
+        for (int64_t r = 0; r < n_rows; r++) {                                                 \
+            const uint8_t *row = w + (size_t)r * rb;                                           \
+            y[r] = EXPR;                                                                       \
+        }                                                                                      \
+    }
+QD_ROWS(q8_0, 32, qd_row_q8_0(row, nb, x))
+QD_ROWS(q4_0, 32, qd_row_q4_0(row, nb, x))
+QD_ROWS(q4_1, 32, qd_row_q45_1(row, nb, x, 0))
+QD_ROWS(q5_0, 32, qd_row_q5_0(row, nb, x))
+QD_ROWS(q5_1, 32, qd_row_q45_1(row, nb, x, 1))
+QD_ROWS(iq4_nl, 32, qd_row_iq4_nl(row, nb, x))
+QD_ROWS(mxfp4, 32, qd_row_mxfp4(row, nb, x))
+QD_ROWS(q2_k, 256, qd_row_q2_k(row, nb, x))
+QD_ROWS(q3_k, 256, qd_row_q3_k(row, nb, x))
+QD_ROWS(q6_k, 256, qd_row_q6_k(row, nb, x))
+QD_ROWS(iq4_xs, 256, qd_row_iq4_xs(row, nb, x))
+#undef QD_ROWS
+
+/* Two rows at a time (the last alone): the same arithmetic per row. */
+#define QD_ROWS2(NAME, FN, ...)                                                                 \
+    static void QD_FN(NAME)(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,     \
+                            float *y, int64_t n_rows)                                          \
+    {                                                                                          \
+        const int64_t nsb = n_in / 256;                                                        \
+        int64_t r = 0;                                                                         \
+        for (; r + 2 <= n_rows; r += 2) {                                                      \
+            if (r + QD_PF_ROWS + 2 <= n_rows) qd_prefetch(w + (size_t)(r + QD_PF_ROWS) * rb, 2 * rb); \
+            FN(w + (size_t)r * rb, rb, nsb, x, y + r, 2, __VA_ARGS__);                         \
+        }                                                                                      \
+        if (r < n_rows) FN(w + (size_t)r * rb, rb, nsb, x, y + r, 1, __VA_ARGS__);              \
+    }
+QD_ROWS2(q4_k, qd_rows_q45_k, 0)
+QD_ROWS2(q5_k, qd_rows_q45_k, 1)
+#undef QD_ROWS2
+
+const vt_cpu_qdot_set QDOT_SET = {
+    .name = QDOT_NAME,
+    .supported = QDOT_SUPPORTED,
+    .quantize = QD_FN(quantize),
+    .dot = {[VT_TYPE_Q8_0] = QD_FN(q8_0), [VT_TYPE_Q4_0] = QD_FN(q4_0),
+            [VT_TYPE_Q4_1] = QD_FN(q4_1), [VT_TYPE_Q5_0] = QD_FN(q5_0),
+            [VT_TYPE_Q5_1] = QD_FN(q5_1), [VT_TYPE_IQ4_NL] = QD_FN(iq4_nl),
+            [VT_TYPE_MXFP4] = QD_FN(mxfp4), [VT_TYPE_Q2_K] = QD_FN(q2_k),
+            [VT_TYPE_Q3_K] = QD_FN(q3_k), [VT_TYPE_Q4_K] = QD_FN(q4_k),
+            [VT_TYPE_Q5_K] = QD_FN(q5_k), [VT_TYPE_Q6_K] = QD_FN(q6_k),
+            [VT_TYPE_IQ4_XS] = QD_FN(iq4_xs)},
+};

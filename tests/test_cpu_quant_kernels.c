@@ -1,0 +1,299 @@
+/*
+ * test_cpu_quant_kernels.c - backend-cpu's mat_mul for the block-quantised
+ * types (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS, MXFP4, and Q8_0's decode path)
+ * against the scalar reference (exact dequantisation, cpu_dequant.c, then a
+ * double-precision dot), for every kernel set this CPU runs, odd row
+ * counts, batch 1 (decode: the integer dot products of cpu_qdot_body.h, or
+ * the float path when they are off) and 2, 3, 17, 64 (the float GEMM path).
+ *
+ * Tolerances, from the arithmetic (u = 2^-24):
+ *  - float path: weights dequantised exactly, products and sums in float32
+ *    in some order: |Δ| <= (n_in + 16)·u·Σ|w·x| + 2u·|y|, the bound
+ *    tests/test_cpu_simd.c uses;
+ *  - integer path: the activations are rounded to 32-value blocks of int8,
+ *    x̂ = d_b·q with d_b = max_b|x| / 127, |x − x̂| <= d_b/2 (plus float error
+ *    of x·(1/d_b) below 2^-10·d_b/2); the integer sums are exact and their
+ *    scaling/accumulation in float32 is covered by the float bound taken
+ *    over |x| + d_b. So |Δ| <= Σ_b 0.5005·d_b·Σ_{i∈b}|w_i| + the float bound.
+ *    That bound is loose for a wrong decode of one block, so the integer
+ *    path is also run on activations that lie on the int8 grid (x = d_b·k,
+ *    one |k| = 127 per block, d_b a power of two): they quantise exactly,
+ *    the first term is 0 and any decode error shows.
+ * Also: the quantiser itself (codes, scales, per-16 sums) against the
+ * formula, and bit-identical results for 1 and 2 threads.
+ */
+#include "test_cpu_common.h"
+#include "test_quant_blocks.h"
+
+#define TC_U (1.0 / 16777216.0)
+
+/* Reference y[t][r] in double, and the two magnitudes the bounds need. */
+typedef struct {
+    double *y, *mag, *qterm; /* [T][n_out] */
+} ref_out;
+
+static ref_out reference(uint32_t type, const uint8_t *wd, size_t rb, int64_t n_in, int64_t n_out,
+                         const float *x, int64_t T)
+{
+    ref_out o = {calloc((size_t)(T * n_out), sizeof(double)), calloc((size_t)(T * n_out), sizeof(double)),
+                 calloc((size_t)(T * n_out), sizeof(double))};
+    assert_true(o.y && o.mag && o.qterm);
+    float *wf = tc_alloc_f(n_in);
+    double *db = calloc((size_t)(n_in / 32), sizeof(double));
+    assert_non_null(db);
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = x + t * n_in;
+        for (int64_t b = 0; b < n_in / 32; b++) {
+            double m = 0;
+            for (int i = 0; i < 32; i++) m = fmax(m, fabs(xt[32 * b + i]));
+            db[b] = m / 127.0;
+        }
+        for (int64_t r = 0; r < n_out; r++) {
+            assert_int_equal(vt_cpu_dequant_row(type, wd + (size_t)r * rb, n_in, wf), VT_OK);
+            double s = 0, mag = 0, q = 0;
+            for (int64_t i = 0; i < n_in; i++) {
+                s += (double)wf[i] * xt[i];
+                mag += fabs((double)wf[i]) * (fabs((double)xt[i]) + db[i / 32]);
+                q += fabs((double)wf[i]) * 0.5005 * db[i / 32];
+            }
+            o.y[t * n_out + r] = s;
+            o.mag[t * n_out + r] = mag;
+            o.qterm[t * n_out + r] = q;
+        }
+    }
+    free(db);
+    free(wf);
+    return o;
+}
+
+static void ref_free(ref_out *o)
+{
+    free(o->y);
+    free(o->mag);
+    free(o->qterm);
+}
+
+/* x on the int8 grid: block b = 2^-e_b · k, k in [-127, 127], one |k| = 127. */
+static void grid_x(tc_rng *rng, float *x, int64_t n)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float c = ldexpf(1.0f, -6 - (int)(tc_next(rng) % 4));
+        int big = (int)(tc_next(rng) % 32);
+        for (int i = 0; i < 32; i++) {
+            int k = (int)(tc_next(rng) % 255) - 127;
+            if (i == big) k = tc_next(rng) & 1 ? 127 : -127;
+            x[32 * b + i] = c * (float)k;
+        }
+    }
+}
+
+/* One case: mat_mul through the API with ctx, against the reference. */
+static void run_case(vt_backend_ctx *ctx, const char *what, uint32_t type, int64_t n_in,
+                     int64_t n_out, int64_t T, int grid, uint64_t seed)
+{
+    tc_rng rng = {seed * 7919 + 17};
+    size_t rb = (size_t)vt_type_row_bytes(type, (uint64_t)n_in);
+    uint8_t *wd = malloc(rb * (size_t)n_out);
+    assert_non_null(wd);
+    tqb_fill(type, wd, n_out, n_in, seed, -8);
+    float *x = tc_alloc_f(T * n_in), *y = tc_alloc_f(T * n_out);
+    if (grid)
+        grid_x(&rng, x, T * n_in);
+    else
+        for (int64_t i = 0; i < T * n_in; i++) /* varied block maxima, a few outliers */
+            x[i] = tc_unif(&rng, -1.0f, 1.0f) * (i % 97 == 5 ? 8.0f : 1.0f) * (float)(1 + (i / 32) % 3);
+    vt_weight w = {type, n_in, n_out, rb, wd, "test.quant_weight"};
+    assert_int_equal(tc_api()->mat_mul[type](ctx, &w, x, n_in, y, n_out, T), VT_OK);
+    ref_out o = reference(type, wd, rb, n_in, n_out, x, T);
+    const vt_cpu_qdot_set *qd = vt_cpu_ctx_kernels(ctx) ? ctx->qd : NULL;
+    int integer = T == 1 && qd && qd->dot[type];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t r = 0; r < n_out; r++) {
+            double want = o.y[t * n_out + r], got = y[t * n_out + r];
+            double tol = (n_in + 16) * TC_U * o.mag[t * n_out + r] + 2 * TC_U * fabs(want);
+            if (integer && !grid) tol += o.qterm[t * n_out + r];
+            if (!(fabs(got - want) <= tol))
+                fail_msg("%s: mat_mul %s n_in %lld n_out %lld T %lld (%s%s activations): token %lld row "
+                         "%lld: got %.9g want %.9g |diff| %.3g > tol %.3g",
+                         what, vt_type_name(type), (long long)n_in, (long long)n_out, (long long)T,
+                         integer ? "integer path, " : "float path, ", grid ? "grid" : "random",
+                         (long long)t, (long long)r, got, want, fabs(got - want), tol);
+        }
+    ref_free(&o);
+    free(x);
+    free(y);
+    free(wd);
+}
+
+static void sweep(vt_backend_ctx *ctx, const char *what)
+{
+    for (size_t ti = 0; ti < TQB_N_TYPES; ti++) {
+        uint32_t type = tqb_types[ti];
+        int64_t bs = vt_type_block_size(type);
+        int64_t n_in1 = bs == 256 ? 768 : 96, n_in2 = bs == 256 ? 2560 : 1056;
+        static const int64_t toks[] = {1, 2, 3, 17, 64};
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            int64_t T = toks[k];
+            run_case(ctx, what, type, n_in1, 37, T, 0, 100 + ti * 10 + k);
+            if (T <= 3) run_case(ctx, what, type, n_in2, T == 1 ? 75 : 13, T, 0, 200 + ti * 10 + k);
+            if (T == 1) {
+                run_case(ctx, what, type, n_in1, 41, 1, 1, 300 + ti);
+                run_case(ctx, what, type, n_in2, 9, 1, 1, 400 + ti);
+            }
+        }
+    }
+}
+
+static void test_scalar(void **state)
+{
+    (void)state;
+    vt_backend_ctx *ctx = tc_ctx("scalar", 1);
+    assert_null(ctx->qd); /* the reference set takes the float path */
+    sweep(ctx, "scalar");
+    tc_api()->shutdown(ctx);
+}
+
+static void simd_sets(const char *set)
+{
+    vt_backend_ctx *ctx = tc_simd_ctx(set, 2);
+    if (!ctx) return;
+    char what[64];
+    if (ctx->qd) {
+        snprintf(what, sizeof what, "%s + %s integer dot", set, ctx->qd->name);
+        sweep(ctx, what);
+    } else {
+        fprintf(stderr, "[  NOTE    ] set %s has no integer dot products here\n", set);
+    }
+    /* the other integer set where this CPU runs it */
+    const vt_cpu_qdot_set *others[] = {&vt_cpu_qdot_avx2, &vt_cpu_qdot_avx512vnni};
+    for (size_t i = 0; i < 2; i++) {
+        if (others[i] == ctx->qd) continue;
+        if (!others[i]->supported()) {
+            fprintf(stderr, "[  SKIP    ] integer dot '%s': this CPU lacks it\n", others[i]->name);
+            continue;
+        }
+        vt_cpu_ctx_set_qdot(ctx, others[i]);
+        snprintf(what, sizeof what, "%s + %s integer dot", set, others[i]->name);
+        sweep(ctx, what);
+    }
+    vt_cpu_ctx_set_qdot(ctx, NULL); /* decode on the float path */
+    snprintf(what, sizeof what, "%s, float decode", set);
+    sweep(ctx, what);
+    tc_api()->shutdown(ctx);
+}
+
+static void test_avx2(void **state)
+{
+    (void)state;
+    simd_sets("avx2");
+}
+static void test_avx512(void **state)
+{
+    (void)state;
+    simd_sets("avx512");
+}
+static void test_avx2w16(void **state)
+{
+    (void)state;
+    simd_sets("avx2w16");
+}
+
+/* The activation quantiser against its formula. */
+static void test_quantize_x(void **state)
+{
+    (void)state;
+    const vt_cpu_qdot_set *sets[] = {&vt_cpu_qdot_avx2, &vt_cpu_qdot_avx512vnni};
+    int ran = 0;
+    for (size_t k = 0; k < 2; k++) {
+        if (!sets[k]->supported()) continue;
+        ran++;
+        tc_rng rng = {99};
+        enum { N = 32 * 40 };
+        float x[N];
+        tc_fill(&rng, x, N, -3.0f, 3.0f);
+        for (int i = 32; i < 64; i++) x[i] = 0.0f; /* an all-zero block */
+        x[70] = 1e30f;                             /* a huge outlier */
+        x[100] = -1e-30f;                          /* tiny values */
+        void *buf = NULL;
+        assert_int_equal(posix_memalign(&buf, 64, vt_cpu_xq_bytes(N / 32)), 0);
+        vt_cpu_xq q = vt_cpu_xq_view(buf, N / 32);
+        sets[k]->quantize(x, N, &q);
+        for (int b = 0; b < N / 32; b++) {
+            double amax = 0;
+            for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(x[32 * b + i]));
+            assert_true(fabs(q.d[b] - amax / 127.0) <= 1e-6 * amax / 127.0);
+            int s0 = 0, s1 = 0;
+            for (int i = 0; i < 32; i++) {
+                double xi = x[32 * b + i], rec = (double)q.d[b] * q.q[32 * b + i];
+                if (!(fabs(xi - rec) <= 0.5005 * q.d[b]))
+                    fail_msg("quantize %s block %d value %d: x %.9g code %d d %.9g", sets[k]->name, b,
+                             i, xi, q.q[32 * b + i], (double)q.d[b]);
+                assert_true(q.q[32 * b + i] >= -127 && q.q[32 * b + i] <= 127);
+                if (i < 16) s0 += q.q[32 * b + i];
+                else s1 += q.q[32 * b + i];
+            }
+            assert_int_equal(q.s16[2 * b], s0);
+            assert_int_equal(q.s16[2 * b + 1], s1);
+            assert_true(q.ds[b] == q.d[b] * (float)(s0 + s1));
+        }
+        free(buf);
+    }
+    if (!ran) fprintf(stderr, "[  SKIP    ] no integer dot set runs on this CPU\n");
+}
+
+/* 1 and 2 threads give the same bits on the integer path. */
+static void test_threads(void **state)
+{
+    (void)state;
+    vt_backend_ctx *c1 = tc_ctx(NULL, 1), *c2 = tc_ctx(NULL, 2);
+    if (!c1->qd) {
+        fprintf(stderr, "[  SKIP    ] no integer dot set on this CPU\n");
+    } else {
+        for (size_t ti = 0; ti < TQB_N_TYPES; ti++) {
+            uint32_t type = tqb_types[ti];
+            int64_t n_in = 1024, n_out = 301;
+            size_t rb = (size_t)vt_type_row_bytes(type, (uint64_t)n_in);
+            uint8_t *wd = malloc(rb * (size_t)n_out);
+            assert_non_null(wd);
+            tqb_fill(type, wd, n_out, n_in, 5 + ti, -8);
+            float x[1024], y1[301], y2[301];
+            tc_rng rng = {3 + ti};
+            tc_fill(&rng, x, n_in, -1.0f, 1.0f);
+            vt_weight w = {type, n_in, n_out, rb, wd, "test.threads"};
+            assert_int_equal(tc_api()->mat_mul[type](c1, &w, x, n_in, y1, n_out, 1), VT_OK);
+            assert_int_equal(tc_api()->mat_mul[type](c2, &w, x, n_in, y2, n_out, 1), VT_OK);
+            assert_memory_equal(y1, y2, sizeof y1);
+            free(wd);
+        }
+    }
+    tc_api()->shutdown(c1);
+    tc_api()->shutdown(c2);
+}
+
+/* Every block type is declared PRESENT with a kernel behind it, for mat_mul and get_rows. */
+static void test_capabilities(void **state)
+{
+    (void)state;
+    const vt_backend_api *api = tc_api();
+    for (size_t ti = 0; ti < TQB_N_TYPES; ti++) {
+        uint32_t t = tqb_types[ti];
+        int mm = 0, gr = 0;
+        for (uint32_t i = 0; i < api->n_caps; i++) {
+            if (api->caps[i].id == VT_CAP_MAT_MUL(t)) mm = api->caps[i].state == VT_CAP_PRESENT;
+            if (api->caps[i].id == VT_CAP_GET_ROWS(t)) gr = api->caps[i].state == VT_CAP_PRESENT;
+        }
+        if (!mm || !gr || !api->mat_mul[t] || !api->get_rows[t])
+            fail_msg("type %s: mat_mul/get_rows not declared PRESENT with a function", vt_type_name(t));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
+        cmocka_unit_test(test_threads),      cmocka_unit_test(test_scalar),
+        cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_avx2w16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
