@@ -51,7 +51,9 @@ static const char *usage_text =
     "                                              where each value came from\n"
     "  fit       -m MODEL [--device D] [--ctx N]   the fit check: what goes where, and whether\n"
     "                                              it fits the device (exit 1 when not)\n"
-    "  mkmodel   -o FILE [--type f32|f16|bf16|q8_0] [--seed S] [--shards N] [--sparse]\n"
+    "  mkmodel   -o FILE [--type T] [--seed S] [--shards N] [--sparse]\n"
+    "            T: f32 f16 bf16 (default) q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
+    "            iq4_nl iq4_xs mxfp4, or the mixes q4_k_m q5_k_m (Q6_K output and ffn_down)\n"
     "            [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
     "            [--n-rot N] [--n-expert N] [--n-expert-used K] [--n-ff-exp N] [--n-ff-shexp N]\n"
     "            [--ssm-d-k N] [--ssm-n-k N] [--ssm-n-v N] [--n-merges N] [--context-length N]\n"
@@ -804,6 +806,38 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Prefill of n_prompt random tokens and decode of n tokens, repeated; medians. */
+/*
+ * Weight bytes one decode step reads: every tensor once, except the routed
+ * expert stacks (expert_used_count of expert_count experts per layer) and the
+ * token embedding (one row, unless it doubles as the LM head). Decode of a
+ * memory-bound engine is this many bytes per token, so bytes × tokens/s is
+ * the bandwidth the decode reached, to compare with what the memory gives.
+ */
+static double decode_bytes_per_token(const vt_gguf *g)
+{
+    vt_gguf_str arch;
+    uint32_t used = 0;
+    if (vt_gguf_get_str(g, "general.architecture", &arch) == VT_OK) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.expert_used_count", arch.ptr);
+        if (vt_gguf_get_u32(g, key, &used) != VT_OK) used = 0;
+    }
+    int tied = vt_gguf_find_tensor(g, "output.weight") == NULL;
+    double sum = 0.0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!t) continue;
+        double b = (double)t->nbytes;
+        if (vt_gguf_is_routed_expert(t) && t->ne[2] > 0)
+            b = b * (double)used / (double)t->ne[2];
+        else if (strstr(t->name, "token_embd.weight") && t->n_dims == 2 && t->ne[1] > 0 &&
+                 !(tied && !strcmp(t->name, "token_embd.weight")))
+            b /= (double)t->ne[1];
+        sum += b;
+    }
+    return sum;
+}
+
 static int cmd_bench(const opts *o)
 {
     if (!o->model) {
@@ -883,6 +917,8 @@ static int cmd_bench(const opts *o)
     const vt_fit *fit = vt_engine_fit(e);
     int host_store = es && !strcmp(vt_engine_store_name(e), "host");
     double rss = peak_rss_mib();
+    double dec_bytes = decode_bytes_per_token(vt_engine_gguf(e));
+    double dec_gbs = dec_bytes * tg_med / 1e9;
     if (o->json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model", o->model);
@@ -893,6 +929,8 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "reps", reps);
         cJSON_AddNumberToObject(j, "prefill_tok_s", pp_med);
         cJSON_AddNumberToObject(j, "decode_tok_s", tg_med);
+        cJSON_AddNumberToObject(j, "decode_weight_bytes_per_token", dec_bytes);
+        cJSON_AddNumberToObject(j, "decode_weight_gb_s", dec_gbs);
         cJSON_AddStringToObject(j, "experts", es ? "streamed" : "resident");
         cJSON_AddNumberToObject(j, "arena_slots", es ? (double)vt_streamer_n_slots(es) : 0);
         cJSON_AddNumberToObject(j, "arena_bytes", es ? (double)fit->arena_bytes : 0);
@@ -928,6 +966,8 @@ static int cmd_bench(const opts *o)
         printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "decode", n_gen, tg_med, tg[0],
                tg[reps - 1]);
         printf("\n(median of %d reps after one warm-up)\n", reps);
+        printf("decode reads %.1f MiB of weights per token (dense + %s): %.2f GB/s at the median\n",
+               dec_bytes / 1048576.0, "top-k routed experts", dec_gbs);
         if (es) {
             char cb[48];
             if (host_store) snprintf(cb, sizeof cb, "n/a for the host store");

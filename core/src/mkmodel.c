@@ -10,8 +10,10 @@
  * threads, so a model of many GiB needs little memory. Each tensor draws from
  * its own counter-based random stream (seed and tensor name; element i from
  * counter i), so values depend neither on which other tensors exist nor on
- * chunking or threads. Conversions to F16, BF16 and Q8_0 (gguf.md §6.1, §6.2)
- * are done here, without libm. The tokenizer is trained here: byte-level BPE
+ * chunking or threads. Matrices are converted to their weight type
+ * (F16, BF16, the block quants of gguf.md §6) by quantize.c, batch by batch;
+ * the type of each matrix is chosen in one place (mk_matrix_type: the mixes
+ * and llama.cpp's fallback for rows that are not whole blocks). The tokenizer is trained here: byte-level BPE
  * (spec/tokenizers.md §4) over the embedded text below, greedily merging the
  * most frequent adjacent pair.
  */
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "quantize.h"
 #include "vt/gguf.h"
 #include "vt/types.h"
 
@@ -56,24 +59,39 @@ void vt_mkmodel_defaults(vt_mkmodel_params *p)
     p->n_threads = 0;
 }
 
+/* --type names: the matrix type, the mix, general.file_type (llama.cpp's
+ * LLAMA_FTYPE, gguf.md §7). A pure K-quant is its "_S" file type (the recipe
+ * with the fewest exceptions); mxfp4 is MXFP4_MOE. */
 static const struct {
     const char *name;
-    uint32_t type, file_type; /* general.file_type (gguf.md §7) */
+    uint32_t type, mix, file_type;
 } mk_types[] = {
-    {"f32", VT_TYPE_F32, 0}, {"f16", VT_TYPE_F16, 1}, {"bf16", VT_TYPE_BF16, 32},
-    {"q8_0", VT_TYPE_Q8_0, 7},
+    {"f32", VT_TYPE_F32, 0, 0},       {"f16", VT_TYPE_F16, 0, 1},
+    {"bf16", VT_TYPE_BF16, 0, 32},    {"q8_0", VT_TYPE_Q8_0, 0, 7},
+    {"q4_0", VT_TYPE_Q4_0, 0, 2},     {"q4_1", VT_TYPE_Q4_1, 0, 3},
+    {"q5_0", VT_TYPE_Q5_0, 0, 8},     {"q5_1", VT_TYPE_Q5_1, 0, 9},
+    {"q2_k", VT_TYPE_Q2_K, 0, 10},    {"q3_k", VT_TYPE_Q3_K, 0, 11},
+    {"q4_k", VT_TYPE_Q4_K, 0, 14},    {"q5_k", VT_TYPE_Q5_K, 0, 16},
+    {"q6_k", VT_TYPE_Q6_K, 0, 18},    {"iq4_nl", VT_TYPE_IQ4_NL, 0, 25},
+    {"iq4_xs", VT_TYPE_IQ4_XS, 0, 30}, {"mxfp4", VT_TYPE_MXFP4, 0, 38},
+    {"q4_k_m", VT_TYPE_Q4_K, VT_MKMODEL_MIX_K_M, 15},
+    {"q5_k_m", VT_TYPE_Q5_K, VT_MKMODEL_MIX_K_M, 17},
 };
 #define MK_N_TYPES (sizeof mk_types / sizeof mk_types[0])
+#define MK_TYPE_NAMES                                                                              \
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "         \
+    "iq4_xs, mxfp4, q4_k_m or q5_k_m"
 
 vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name)
 {
     for (size_t i = 0; name && i < MK_N_TYPES; i++) {
         if (!strcasecmp(name, mk_types[i].name)) {
             p->weight_type = mk_types[i].type;
+            p->weight_mix = mk_types[i].mix;
             return VT_OK;
         }
     }
-    vt_set_error("mkmodel: weight type '%s' is not supported (use f32, f16, bf16 or q8_0)",
+    vt_set_error("mkmodel: weight type '%s' is not supported (use " MK_TYPE_NAMES ")",
                  name ? name : "(null)");
     return VT_ERR_INVALID_ARG;
 }
@@ -100,86 +118,6 @@ static uint64_t name_seed(uint64_t seed, const char *name)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Number formats (gguf.md §6.1, §6.2)                                       */
-/* ------------------------------------------------------------------------ */
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (values here are finite) */
-    return (uint16_t)(u >> 16);
-}
-
-/* IEEE binary16 of f, rounded to nearest even; overflow gives inf, NaN stays
- * NaN. The general case (subnormal, zero, overflow, inf, NaN). */
-static uint16_t f32_to_f16_slow(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
-    if (e == 0xFF) return (uint16_t)(sign | 0x7C00u | (m ? 0x200u : 0)); /* inf, NaN */
-    int32_t he = (int32_t)e - 127 + 15;
-    if (he >= 31) return (uint16_t)(sign | 0x7C00u); /* too large: inf */
-    if (he <= 0) {                                   /* subnormal half (or zero) */
-        if (he < -10) return (uint16_t)sign;         /* at most a quarter of the smallest subnormal */
-        m |= 0x800000u;                              /* the implicit bit */
-        uint32_t shift = (uint32_t)(14 - he);        /* 24-bit significand -> units of 2^-24 */
-        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (q & 1))) q++; /* may carry into the smallest normal */
-        return (uint16_t)(sign | q);
-    }
-    uint32_t q = ((uint32_t)he << 10) | (m >> 13), rem = m & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (q & 1))) q++; /* a carry may reach inf: right */
-    return (uint16_t)(sign | q);
-}
-
-/* f32_to_f16_slow with a fast path for the normal half range 2^-14 <= |f| < 2^16:
- * rebias the exponent (127 -> 15), round the 13 dropped bits to nearest even. */
-static inline uint16_t f32_to_f16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t a = u & 0x7FFFFFFFu;
-    if (a - 0x38800000u >= 0x47800000u - 0x38800000u) return f32_to_f16_slow(f);
-    a -= 0x38000000u;
-    a += 0xFFFu + ((a >> 13) & 1u); /* a carry into the exponent is right (65520 -> inf) */
-    return (uint16_t)(((u >> 16) & 0x8000u) | (a >> 13));
-}
-
-/* Round half away from zero (C roundf) of |x| < 2^31, without libm. */
-static inline int32_t round_away(float x)
-{
-    int32_t t = (int32_t)x;    /* toward zero */
-    float frac = x - (float)t; /* exact */
-    return t + (frac >= 0.5f) - (frac <= -0.5f);
-}
-
-/* One Q8_0 block from 32 floats (llama.cpp's reference quantiser):
- * d = amax / 127, q = round(x / d) computed as x * (1 / d), d stored as f16. */
-static void quantize_q8_0(const float *x, uint8_t *blk)
-{
-    uint32_t amax_bits = 0; /* |x| compares as its bits (finite values) */
-    for (int j = 0; j < 32; j++) {
-        uint32_t a;
-        memcpy(&a, &x[j], 4);
-        a &= 0x7FFFFFFFu;
-        amax_bits = a > amax_bits ? a : amax_bits;
-    }
-    float amax;
-    memcpy(&amax, &amax_bits, 4);
-    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    uint16_t h = f32_to_f16(d);
-    blk[0] = (uint8_t)h;
-    blk[1] = (uint8_t)(h >> 8);
-    for (int j = 0; j < 32; j++) {
-        int32_t q = round_away(x[j] * id);
-        q = q > 127 ? 127 : q < -127 ? -127 : q;
-        blk[2 + j] = (uint8_t)(int8_t)q;
-    }
-}
-
-/* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -198,14 +136,15 @@ typedef struct gen {
 
 typedef struct mk_tensor {
     uint64_t seed;     /* name_seed(params seed, name) */
-    uint32_t type;     /* F32, F16, BF16 or Q8_0 */
+    uint32_t type;     /* any type vt_quantize_row writes */
     gen_kind kind;
     float add, scale;  /* NORMAL: mean, std*sqrt(3)/2^17; NEG_UNIFORM: -lo, -(hi-lo)/2^24;
                           STEP: count of ones (< 2^24), value after them */
     unsigned n_threads;
 } mk_tensor;
 
-#define GEN_BATCH 256 /* values generated per pass, a multiple of the Q8_0 block */
+#define GEN_BATCH 256 /* values generated per pass: whole blocks of every type (32, 256) */
+_Static_assert(GEN_BATCH % 256 == 0, "GEN_BATCH must hold whole 256-value super-blocks");
 
 /* Values [e0, e0 + n) of t as floats, n <= GEN_BATCH. */
 static void gen_floats(const mk_tensor *t, float *x, uint64_t e0, uint32_t n)
@@ -237,44 +176,35 @@ static void gen_floats(const mk_tensor *t, float *x, uint64_t e0, uint32_t n)
         for (uint32_t i = 0; i < n; i++) x[i] += add;
 }
 
-/* Values [e0, e0 + n) of t into dst in t's type (Q8_0: e0 and n multiples of 32). */
-static void gen_range(const mk_tensor *t, uint8_t *dst, uint64_t e0, uint64_t n)
+/* Values [e0, e0 + n) of t into dst in t's type (quantize.c); e0 and n are
+ * multiples of the type's block size. Fails only as vt_quantize_row does. */
+static vt_status gen_range(const mk_tensor *t, uint8_t *dst, uint64_t e0, uint64_t n)
 {
+    const uint64_t bs = vt_type_block_size(t->type), ts = vt_type_size(t->type);
     float x[GEN_BATCH];
-    uint16_t h[GEN_BATCH];
     for (uint64_t done = 0; done < n;) {
         uint32_t k = n - done < GEN_BATCH ? (uint32_t)(n - done) : GEN_BATCH;
         gen_floats(t, x, e0 + done, k);
-        switch (t->type) {
-        case VT_TYPE_F32:
-            memcpy(dst + 4 * done, x, 4 * (size_t)k); /* vt hosts are little-endian */
-            break;
-        case VT_TYPE_BF16:
-            for (uint32_t i = 0; i < k; i++) h[i] = f32_to_bf16(x[i]);
-            memcpy(dst + 2 * done, h, 2 * (size_t)k);
-            break;
-        case VT_TYPE_F16:
-            for (uint32_t i = 0; i < k; i++) h[i] = f32_to_f16(x[i]);
-            memcpy(dst + 2 * done, h, 2 * (size_t)k);
-            break;
-        default: /* Q8_0 */
-            for (uint32_t b = 0; b < k / 32; b++) quantize_q8_0(x + 32 * b, dst + 34 * (done / 32 + b));
-            break;
-        }
+        vt_status st = vt_quantize_row(t->type, x, k, dst + done / bs * ts);
+        if (st) return st;
         done += k;
     }
+    return VT_OK;
 }
 
 typedef struct gen_job {
     const mk_tensor *t;
     uint8_t *dst;
     uint64_t e0, n;
+    vt_status st;   /* out */
+    char err[256];  /* out: the message of a failure (set on the job's thread) */
 } gen_job;
 
 static void *gen_job_run(void *arg)
 {
-    const gen_job *j = arg;
-    gen_range(j->t, j->dst, j->e0, j->n);
+    gen_job *j = arg;
+    j->st = gen_range(j->t, j->dst, j->e0, j->n);
+    if (j->st) snprintf(j->err, sizeof j->err, "%s", vt_last_error());
     return NULL;
 }
 
@@ -296,8 +226,8 @@ static vt_status fill_tensor(void *user, void *buf, uint64_t offset, size_t n)
     unsigned started = 0;
     for (unsigned k = 0; k < nt; k++) {
         uint64_t lo = nb * k / nt, hi = nb * (k + 1) / nt;
-        jobs[k] = (gen_job){t, (uint8_t *)buf + lo * tr.type_size, (b0 + lo) * tr.block_size,
-                            (hi - lo) * tr.block_size};
+        jobs[k] = (gen_job){.t = t, .dst = (uint8_t *)buf + lo * tr.type_size,
+                            .e0 = (b0 + lo) * tr.block_size, .n = (hi - lo) * tr.block_size};
         /* threads for all but the last part, which runs here (so does any part
          * whose thread cannot start) */
         if (k + 1 < nt && pthread_create(&tid[started], NULL, gen_job_run, &jobs[k]) == 0)
@@ -307,6 +237,12 @@ static vt_status fill_tensor(void *user, void *buf, uint64_t offset, size_t n)
     }
     gen_job_run(&jobs[nt - 1]);
     for (unsigned k = 0; k < started; k++) pthread_join(tid[k], NULL);
+    for (unsigned k = 0; k < nt; k++) {
+        if (jobs[k].st) {
+            vt_set_error("%s", jobs[k].err);
+            return jobs[k].st;
+        }
+    }
     return VT_OK;
 }
 
@@ -319,10 +255,39 @@ typedef struct mk {
     vt_status st;
 } mk;
 
+/* The type argument of add() for a weight matrix: mk_matrix_type decides. */
+#define MK_MATRIX UINT32_MAX
+
+/*
+ * The type of weight matrix `name` (rows of ne0 values) in a model of p: the
+ * one place both generators choose it. p->weight_type; with the K_M mix Q6_K
+ * for output.weight and every ffn_down matrix (ffn_down_exps, ffn_down_shexp,
+ * gemma4's dense ffn_down). A row that is not whole blocks of that type takes
+ * llama.cpp's fallback (vt_quantize_fallback: Q4_K -> Q5_0, ...; F16 last),
+ * logged at INFO once per tensor.
+ */
+static uint32_t mk_matrix_type(const vt_mkmodel_params *p, const char *name, int64_t ne0)
+{
+    uint32_t want = p->weight_type;
+    if (p->weight_mix == VT_MKMODEL_MIX_K_M &&
+        (!strcmp(name, "output.weight") || strstr(name, ".ffn_down")))
+        want = VT_TYPE_Q6_K;
+    uint32_t t = want;
+    while (ne0 % (int64_t)vt_type_block_size(t)) t = vt_quantize_fallback(t);
+    if (t != want)
+        vt_log(VT_LOG_INFO, "mkmodel: %s: rows of %" PRId64 " values are not a multiple of %" PRIu32
+               " for %s: using fallback quantization %s", name, ne0, vt_type_block_size(want),
+               vt_type_name(want), vt_type_name(t));
+    return t;
+}
+
+/* Add tensor `name` of `type` (MK_MATRIX: a weight matrix, mk_matrix_type)
+ * filled as g says. */
 static void add(mk *m, const char *name, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
                 int64_t ne2, gen g)
 {
     if (m->st) return;
+    if (type == MK_MATRIX) type = mk_matrix_type(m->p, name, ne0);
     int64_t ne[3] = {ne0, ne1, ne2};
     uint64_t n = 1, nbytes;
     vt_type_traits tr = vt_type_traits_of(type);
@@ -379,7 +344,7 @@ static gen norm_w(void) { return normal(1.0, 0.05); }
 static void add_tensors(mk *m, uint32_t n_vocab)
 {
     const vt_mkmodel_params *p = m->p;
-    const uint32_t wt = p->weight_type, F = VT_TYPE_F32;
+    const uint32_t wt = MK_MATRIX, F = VT_TYPE_F32;
     const int64_t E = p->n_embd, key_dim = (int64_t)p->ssm_n_k * p->ssm_d_k,
                   value_dim = (int64_t)p->ssm_n_v * p->ssm_d_k, conv_dim = 2 * key_dim + value_dim,
                   nv = p->ssm_n_v, hd = p->head_dim;
@@ -721,11 +686,13 @@ out:
 /* The model                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* general.file_type for a weight type (gguf.md §7), -1 if not one mkmodel writes. */
-static int32_t file_type_of(uint32_t type)
+/* general.file_type of p's weight type and mix (gguf.md §7), -1 if not one
+ * mkmodel writes. */
+static int32_t file_type_of(const vt_mkmodel_params *p)
 {
     for (size_t i = 0; i < MK_N_TYPES; i++)
-        if (mk_types[i].type == type) return (int32_t)mk_types[i].file_type;
+        if (mk_types[i].type == p->weight_type && mk_types[i].mix == p->weight_mix)
+            return (int32_t)mk_types[i].file_type;
     return -1;
 }
 
@@ -753,9 +720,10 @@ static vt_status check_params(const vt_mkmodel_params *p)
     REQUIRE(p->n_expert_used >= 1 && p->n_expert_used <= p->n_expert,
             "n_expert_used %" PRIu32 " must be in 1..n_expert (%" PRIu32 ")", p->n_expert_used,
             p->n_expert);
-    REQUIRE(file_type_of(p->weight_type) >= 0,
-            "weight_type %" PRIu32 " must be F32 (0), F16 (1), BF16 (30) or Q8_0 (8)",
-            p->weight_type);
+    REQUIRE(file_type_of(p) >= 0,
+            "weight_type %" PRIu32 " (%s) with weight_mix %" PRIu32 " is not one mkmodel "
+            "writes (the types of --type " MK_TYPE_NAMES ")",
+            p->weight_type, vt_type_name(p->weight_type), p->weight_mix);
     REQUIRE(p->n_merges <= 20000, "n_merges %" PRIu32 " exceeds 20000", p->n_merges);
     /* derived row lengths and widths stay within what the model plugin takes (int32) */
     const uint64_t key_dim = (uint64_t)p->ssm_n_k * p->ssm_d_k,
@@ -771,7 +739,9 @@ static vt_status check_params(const vt_mkmodel_params *p)
                 p->n_expert <= INT32_MAX,
             "n_embd, n_ff_exp, n_ff_shexp and n_expert must be below 2^31");
     REQUIRE(p->n_layer <= (1u << 20), "n_layer %" PRIu32 " exceeds 2^20", p->n_layer);
-    if (p->weight_type == VT_TYPE_Q8_0) { /* every matrix row: ne[0] % 32 == 0 (gguf.md §6.2) */
+    /* a 32-value block type has no fallback (llama.cpp refuses such a tensor too):
+     * every matrix row must be whole blocks, ne[0] % 32 == 0 (gguf.md §6.2-6.6) */
+    if (vt_type_block_size(p->weight_type) == 32) {
         const struct {
             const char *what;
             uint64_t n;
@@ -784,9 +754,9 @@ static vt_status check_params(const vt_mkmodel_params *p)
         };
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             REQUIRE(rows[i].n % 32 == 0,
-                    "weight type Q8_0 needs matrix rows that are a multiple of 32 values, but %s "
-                    "= %" PRIu64 " is not",
-                    rows[i].what, rows[i].n);
+                    "weight type %s needs matrix rows that are a multiple of 32 values, but "
+                    "%s = %" PRIu64 " is not",
+                    vt_type_name(p->weight_type), rows[i].what, rows[i].n);
     }
 #undef REQUIRE
     return VT_OK;
@@ -850,7 +820,7 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
         (st = vt_gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
         (st = vt_gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
         (st = vt_gguf_writer_set_u32(w, "general.file_type",
-                                     (uint32_t)file_type_of(p->weight_type))) ||
+                                     (uint32_t)file_type_of(p))) ||
         (st = vt_gguf_writer_set_u32(w, K("expert_feed_forward_length"), p->n_ff_exp)) ||
         (st = vt_gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), p->n_ff_shexp)) ||
         (st = vt_gguf_writer_set_u32(w, K("ssm.conv_kernel"), p->ssm_d_conv)) ||
@@ -916,7 +886,7 @@ static uint32_t g4_n_ff(const vt_mkmodel_params *p, uint32_t il)
 static void add_tensors_gemma4(mk *m, uint32_t n_vocab)
 {
     const vt_mkmodel_params *p = m->p;
-    const uint32_t wt = p->weight_type, F = VT_TYPE_F32;
+    const uint32_t wt = MK_MATRIX, F = VT_TYPE_F32;
     const int64_t E = p->n_embd, X = p->n_expert, FX = p->n_ff_exp, P = p->n_per_layer,
                   LP = (int64_t)p->n_per_layer * p->n_layer;
     char nm[96];
@@ -1119,11 +1089,14 @@ static vt_status check_params_gemma4(const vt_mkmodel_params *p)
                 g4_swa(p, il) ? "sliding" : "full", p->n_layer - p->shared_kv_layers,
                 p->shared_kv_layers);
     }
-    REQUIRE(file_type_of(p->weight_type) >= 0,
-            "weight_type %" PRIu32 " must be F32 (0), F16 (1), BF16 (30) or Q8_0 (8)",
-            p->weight_type);
+    REQUIRE(file_type_of(p) >= 0,
+            "weight_type %" PRIu32 " (%s) with weight_mix %" PRIu32 " is not one mkmodel "
+            "writes (the types of --type " MK_TYPE_NAMES ")",
+            p->weight_type, vt_type_name(p->weight_type), p->weight_mix);
     REQUIRE(p->n_merges <= 20000, "n_merges %" PRIu32 " exceeds 20000", p->n_merges);
-    if (p->weight_type == VT_TYPE_Q8_0) { /* every matrix row: ne[0] % 32 == 0 (gguf.md §6.2) */
+    /* a 32-value block type has no fallback (llama.cpp refuses such a tensor too):
+     * every matrix row must be whole blocks, ne[0] % 32 == 0 (gguf.md §6.2-6.6) */
+    if (vt_type_block_size(p->weight_type) == 32) {
         const struct {
             const char *what;
             uint64_t n;
@@ -1139,9 +1112,9 @@ static vt_status check_params_gemma4(const vt_mkmodel_params *p)
         };
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             REQUIRE(rows[i].n % 32 == 0,
-                    "weight type Q8_0 needs matrix rows that are a multiple of 32 values, but %s "
-                    "= %" PRIu64 " is not",
-                    rows[i].what, rows[i].n);
+                    "weight type %s needs matrix rows that are a multiple of 32 values, but "
+                    "%s = %" PRIu64 " is not",
+                    vt_type_name(p->weight_type), rows[i].what, rows[i].n);
     }
 #undef REQUIRE
     return VT_OK;
@@ -1209,7 +1182,7 @@ vt_status vt_mkmodel_gemma4(const char *path, const vt_mkmodel_params *params)
     if ((st = vt_gguf_writer_set_u32(w, K("attention.key_length"), p->head_dim)) ||
         (st = vt_gguf_writer_set_u32(w, K("attention.value_length"), p->head_dim)) ||
         (st = vt_gguf_writer_set_u32(w, "general.file_type",
-                                     (uint32_t)file_type_of(p->weight_type))) ||
+                                     (uint32_t)file_type_of(p))) ||
         (st = vt_gguf_writer_set_f32(w, K("final_logit_softcapping"), 30.0f)) ||
         (st = vt_gguf_writer_set_u32(w, K("attention.sliding_window"), p->sliding_window)) ||
         (st = vt_gguf_writer_set_u32(w, K("attention.shared_kv_layers"), p->shared_kv_layers)) ||

@@ -8,7 +8,9 @@
  * byte-level BPE tokenizer (spec/tokenizers.md §4) trained at generation time
  * on a small embedded English text. Any shape the model plugin accepts can be
  * asked for (embedding, layers, experts, top-k, FFN widths, heads, ...), with
- * F32, F16, BF16 or Q8_0 matrices, as one file or a split model of n_shards
+ * matrices in any common GGUF weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4, or the Q4_K_M / Q5_K_M mixes;
+ * quantize.h says how each is rounded), as one file or a split model of n_shards
  * files (gguf.md §5). Weights are deterministic for a given seed and parameter
  * set (and independent of n_threads); they are random, so the model's text is
  * gibberish, but every code path of the qwen35moe plugin (linear + full
@@ -22,6 +24,14 @@
 #include <stdint.h>
 
 #include "vt/status.h"
+
+/* vt_mkmodel_params.weight_mix */
+enum {
+    VT_MKMODEL_MIX_NONE = 0, /* every matrix weight_type */
+    VT_MKMODEL_MIX_K_M = 1   /* llama.cpp's "_M" recipe, simplified: Q6_K for output.weight
+                                and every ffn_down matrix (ffn_down_exps, ffn_down_shexp,
+                                gemma4's ffn_down), weight_type (Q4_K or Q5_K) elsewhere */
+};
 
 typedef struct vt_mkmodel_params {
     uint32_t n_embd;             /* embedding_length (256) */
@@ -41,9 +51,15 @@ typedef struct vt_mkmodel_params {
     uint32_t ssm_n_v;            /* ssm.time_step_rank: linear value heads (4), multiple of n_k */
     uint32_t context_length;     /* (4096) */
     uint32_t n_merges;           /* BPE merges to learn, at most (400); vocab = 256 + merges + 3 */
-    uint32_t weight_type;        /* matrices: VT_TYPE_F32, F16, BF16 or Q8_0 (BF16); Q8_0
-                                    needs every matrix row length (n_embd, n_ff_exp,
-                                    n_ff_shexp, ssm_n_v*ssm_d_k, n_head*head_dim) % 32 == 0 */
+    uint32_t weight_type;        /* matrices (token_embd included): VT_TYPE_F32, F16, BF16,
+                                    Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
+                                    Q6_K, IQ4_NL, IQ4_XS or MXFP4 (BF16). A 32-value block
+                                    type needs every matrix row length (n_embd, n_ff_exp,
+                                    n_ff_shexp, ssm_n_v*ssm_d_k, n_head*head_dim, ...) % 32
+                                    == 0; a 256-value type takes llama.cpp's fallback for a
+                                    row that is not (vt_quantize_fallback: Q4_K -> Q5_0,
+                                    Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K/IQ4_XS -> IQ4_NL,
+                                    then F16 for a row not % 32), logged at INFO */
     uint64_t seed;               /* weight RNG seed (1234) */
     const char *name;            /* general.name ("vt demo qwen35moe") */
     int sparse;                  /* 1: matrices are zeros written as holes (a sparse file):
@@ -76,6 +92,8 @@ typedef struct vt_mkmodel_params {
     uint32_t k_eq_v;             /* 1: F layers have no attn_v (V = K, 26B-A4B / 31B) (1) */
     uint32_t double_wide_mlp;    /* 1: feed_forward_length is an array with 2 x n_ff on the
                                     shared-KV layers (E2B) (0) */
+    uint32_t weight_mix;         /* VT_MKMODEL_MIX_NONE, or VT_MKMODEL_MIX_K_M with
+                                    weight_type Q4_K (Q4_K_M) or Q5_K (Q5_K_M) (NONE) */
 } vt_mkmodel_params;
 
 /* Fill p with the defaults above (the qwen35moe-tiny fixture's shape). */
@@ -87,27 +105,35 @@ void vt_mkmodel_defaults(vt_mkmodel_params *p);
  * BF16, name "vt demo gemma4". */
 void vt_mkmodel_defaults_gemma4(vt_mkmodel_params *p);
 
-/* Set p->weight_type from a name: "f32", "f16", "bf16" or "q8_0"
- * (case-insensitive). Errors: VT_ERR_INVALID_ARG naming the value. */
+/* Set p->weight_type and p->weight_mix from a name (case-insensitive): "f32",
+ * "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
+ * "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4" (that type, mix NONE),
+ * or the mixes "q4_k_m", "q5_k_m" (Q4_K / Q5_K with VT_MKMODEL_MIX_K_M).
+ * Errors: VT_ERR_INVALID_ARG naming the value. */
 vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name);
 
 /*
  * Write the model to path (p = NULL: defaults), or its n_shards shards (path
  * names the model; see n_shards). Matrices are weight_type; norms, ssm_a,
  * ssm_dt.bias, ssm_conv1d and the two router tensors are F32 as in
- * converter-made files (general.file_type: 0 F32, 1 F16, 32 BF16, 7 Q8_0).
+ * converter-made files. general.file_type is llama.cpp's LLAMA_FTYPE (gguf.md
+ * §7): 0 F32, 1 F16, 32 BF16, 7 Q8_0, 2 Q4_0, 3 Q4_1, 8 Q5_0, 9 Q5_1, 10 Q2_K,
+ * 11 Q3_K (Q3_K_S), 14 Q4_K (Q4_K_S), 15 Q4_K_M, 16 Q5_K (Q5_K_S), 17 Q5_K_M,
+ * 18 Q6_K, 25 IQ4_NL, 30 IQ4_XS, 38 MXFP4 (MXFP4_MOE).
  * Matrix [n_in, n_out(, n_expert)] values are approximately normal with mean
  * 0 and std 1/sqrt(n_in) (unit-scale outputs); token_embd std 1. Norm weights
  * are near 1 (the converter's "+1" already applied, §4.6), ssm_a =
  * -exp(A_log) < 0, ssm_norm near 1. F16 and BF16 are rounded to nearest even;
  * Q8_0 blocks as llama.cpp's reference quantiser makes them (d = amax/127
- * stored as F16, q = round(x / d)).
+ * stored as F16, q = round(x / d)); the other block types round to nearest as
+ * quantize.h says.
  * Tokenizer: tokenizer.ggml.model "gpt2", pre "qwen35"; tokens = the 256
  * GPT-2 byte symbols in byte order, then one token per learned merge, then
  * <|endoftext|>, <|im_start|>, <|im_end|> (CONTROL); eos = <|im_end|>,
  * padding = <|endoftext|>; a ChatML chat template.
- * Errors: VT_ERR_INVALID_ARG for an inconsistent shape or a Q8_0 row length
- * that is not a multiple of 32 (message names the parameter), or more shards
+ * Errors: VT_ERR_INVALID_ARG for an inconsistent shape, an unknown weight
+ * type or mix, or a row length that is not a multiple of 32 with a 32-value
+ * block type (message names the parameter), or more shards
  * than tensors; VT_ERR_IO / VT_ERR_OUT_OF_MEMORY from writing (no partial
  * output file is left).
  */
@@ -130,7 +156,7 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *p);
  * from the embedded text; scores -1000; padded to n_vocab with UNUSED
  * "<unusedN>"; a Gemma turn chat template.
  * Errors: as vt_mkmodel_qwen35moe (VT_ERR_INVALID_ARG names the parameter: a
- * Q8_0 row length not a multiple of 32, n_head not a multiple of a KV head
+ * row length not a multiple of 32 with a 32-value block type, n_head not a multiple of a KV head
  * count, shared_kv_layers leaving no owner layer of a type, ...).
  */
 vt_status vt_mkmodel_gemma4(const char *path, const vt_mkmodel_params *p);

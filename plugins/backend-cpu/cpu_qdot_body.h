@@ -37,6 +37,15 @@
 #else
 #define QD_INLINE static inline
 #endif
+/* Full unrolling of the loops over a super-block's sub-blocks, so that their
+ * shift counts, bit masks and permute indices are constants (GCC needs
+ * telling at -O2; clang unrolls such loops itself). */
+#define QD_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define QD_UNROLL(n)
+#else
+#define QD_UNROLL(n) QD_PRAGMA(GCC unroll n)
+#endif
 
 QD_INLINE float qd_f16(const uint8_t *p) { return _cvtsh_ss(vt_cpu_rd16(p)); }
 
@@ -163,7 +172,7 @@ static void QD_FN(quantize)(const float *xf, int64_t n, const vt_cpu_xq *xq)
         for (; b + 8 <= nb; b += 8) {                                                          \
             const uint8_t *p0 = row + (size_t)b * (BYTES);                                     \
             __m256 sv = _mm256_mul_ps(qd_f16x8(p0, (BYTES)), _mm256_loadu_ps(x->d + b));        \
-            for (int k = 0; k < 8; k += 2) {                                                   \
+            QD_UNROLL(8) for (int k = 0; k < 8; k += 2) {                                                   \
                 const uint8_t *p = p0 + (size_t)k * (BYTES), *p2 = p + (BYTES);                \
                 __m256i w0 = DECODE(p), w1 = DECODE(p2);                                       \
                 __m256i i0 = SIGNED ? qd_dot_ss(_mm256_setzero_si256(), w0, QX(b + k))         \
@@ -310,6 +319,7 @@ QD_INLINE void qd_rows_q45_k(const uint8_t *row0, size_t rb, int64_t nsb, const 
             am[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 2)), mv), dsx, am[r]);
             qh[r] = Q5 ? qd_load256(p + 16) : _mm256_setzero_si256();
         }
+QD_UNROLL(8)
         for (int j = 0; j < 4; j++) {
             const __m256i xl = QX(8 * sb + 2 * j), xh = QX(8 * sb + 2 * j + 1);
             const __m256i kl = _mm256_set1_epi32(2 * j), kh = _mm256_set1_epi32(2 * j + 1);
@@ -334,6 +344,32 @@ QD_INLINE void qd_rows_q45_k(const uint8_t *row0, size_t rb, int64_t nsb, const 
     for (int r = 0; r < R; r++) out[r] = qd_hsum(_mm256_add_ps(a0[r], a1[r])) - qd_hsum(am[r]);
 }
 
+/*
+ * The types with a scale per 16 values (Q2_K, Q3_K, Q6_K): a super-block's 16
+ * sub-scales become two float vectors (groups 0..7, 8..15), multiplied once
+ * by d and by each group's activation scale dx (dx of value block g/2), so a
+ * 32-value block's scale vector (lanes 0..3: group 2b, 4..7: group 2b + 1,
+ * matching the int32 lanes of its dot) is one permute.
+ */
+QD_INLINE void qd_group_scales(__m256 sc_lo, __m256 sc_hi, float d, const float *dx, __m256 out[2])
+{
+    __m256 dxv = _mm256_mul_ps(_mm256_loadu_ps(dx), _mm256_set1_ps(d));
+    out[0] = _mm256_mul_ps(sc_lo, _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+    out[1] = _mm256_mul_ps(sc_hi, _mm256_permutevar8x32_ps(dxv, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
+}
+/* block b (0..7) of the super-block: lanes 0..3 group 2b, 4..7 group 2b + 1 */
+QD_INLINE __m256 qd_block_scale(const __m256 g[2], int b)
+{
+    const int k = 2 * (b & 3);
+    return _mm256_permutevar8x32_ps(g[b >> 2], _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1));
+}
+/* 16 signed bytes -> two vectors of 8 floats */
+QD_INLINE void qd_i8x16_to_f(__m128i v, __m256 *lo, __m256 *hi)
+{
+    *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+    *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+}
+
 /* Q6_K (§6.12): d · scale[i/16] · ((low | high << 4) − 32). */
 QD_INLINE float qd_row_q6_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
 {
@@ -341,34 +377,45 @@ QD_INLINE float qd_row_q6_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = row + (size_t)sb * 210;
-        const int8_t *sc = (const int8_t *)(p + 192);
-        __m256 dv = _mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 208)), _mm256_loadu_ps(x->d + 8 * sb));
-        /* scales of the 16-value halves: lanes 0..3 the first, 4..7 the second of each sub-block */
-        __m256 s_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)sc)));
-        __m256 s_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sc + 8))));
+        __m256 sl, sh, g[2];
+        qd_i8x16_to_f(_mm_loadu_si128((const __m128i *)(const void *)(p + 192)), &sl, &sh);
+        qd_group_scales(sl, sh, qd_f16(p + 208), x->d + 8 * sb, g);
+QD_UNROLL(8)
         for (int h = 0; h < 2; h++) {
             __m256i l0 = qd_load256(p + 64 * h), l1 = qd_load256(p + 64 * h + 32);
             __m256i qh = qd_load256(p + 128 + 32 * h);
-            __m256 sh = h ? s_hi : s_lo;
+QD_UNROLL(8)
             for (int c = 0; c < 4; c++) {
                 __m256i lb = c & 1 ? l1 : l0;
                 __m256i low = c < 2 ? _mm256_and_si256(lb, m4) : _mm256_and_si256(_mm256_srli_epi16(lb, 4), m4);
                 __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m3);
                 __m256i w = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), off);
                 __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + c));
-                /* lanes 0..3 · scale 2c, lanes 4..7 · scale 2c + 1 of this half, times d·dx */
-                __m256 s = _mm256_permutevar8x32_ps(sh, _mm256_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c,
-                                                                          2 * c + 1, 2 * c + 1,
-                                                                          2 * c + 1, 2 * c + 1));
-                s = _mm256_mul_ps(s, qd_lane(dv, 4 * h + c));
+                __m256 sc = qd_block_scale(g, 4 * h + c);
                 if (c & 1)
-                    a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, a1);
+                    a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), sc, a1);
                 else
-                    a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, a0);
+                    a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), sc, a0);
             }
         }
     }
     return qd_hsum(_mm256_add_ps(a0, a1));
+}
+
+/* Q3_K's 16 signed 6-bit scales (§6.8) as 16 bytes, from the 12 packed bytes:
+ * low nibbles (bytes 0..7, low then high nibble) and 2-bit highs (bytes 8..11). */
+QD_INLINE __m128i qd_q3_k_scales(const uint8_t *sbs)
+{
+    uint32_t a, b, c;
+    memcpy(&a, sbs, 4);
+    memcpy(&b, sbs + 4, 4);
+    memcpy(&c, sbs + 8, 4);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    uint32_t w0 = (a & m4) | (c & m2) << 4;               /* scales 0..3 */
+    uint32_t w1 = (b & m4) | ((c >> 2) & m2) << 4;        /* 4..7 */
+    uint32_t w2 = ((a >> 4) & m4) | ((c >> 4) & m2) << 4; /* 8..11 */
+    uint32_t w3 = ((b >> 4) & m4) | ((c >> 6) & m2) << 4; /* 12..15 */
+    return _mm_sub_epi8(_mm_setr_epi32((int)w0, (int)w1, (int)w2, (int)w3), _mm_set1_epi8(32));
 }
 
 /* Q3_K (§6.8): d · sc[i/16] · (q2 − (hbit ? 0 : 4)). */
@@ -378,86 +425,93 @@ QD_INLINE float qd_row_q3_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = row + (size_t)sb * 110;
-        const uint8_t *sbs = p + 96;
-        const float d = qd_f16(p + 108);
-        int sc[16];
-        for (int k = 0; k < 16; k++) {
-            int low = k < 8 ? sbs[k] & 0x0F : sbs[k - 8] >> 4;
-            int high = (sbs[8 + (k & 3)] >> (2 * (k / 4))) & 3;
-            sc[k] = (low | high << 4) - 32;
-        }
+        __m256 sl, sh, g[2];
+        qd_i8x16_to_f(qd_q3_k_scales(p + 96), &sl, &sh);
+        qd_group_scales(sl, sh, qd_f16(p + 108), x->d + 8 * sb, g);
         __m256i hm = qd_load256(p);
+QD_UNROLL(8)
         for (int h = 0; h < 2; h++) {
             __m256i qs = qd_load256(p + 32 + 32 * h);
-            for (int j = 0; j < 4; j++) {
+QD_UNROLL(8)
+        for (int j = 0; j < 4; j++) {
                 __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), m3);
                 const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
                 __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
                 /* q2 − 4 where the bit is clear */
                 __m256i w = _mm256_sub_epi8(q2, _mm256_andnot_si256(set, four));
-                const int64_t xb = 8 * sb + 4 * h + j;
-                const int k = 8 * h + 2 * j;
-                float dd = d * x->d[xb];
-                __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(xb));
+                __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + j));
+                __m256 sc = qd_block_scale(g, 4 * h + j);
                 if (j & 1)
-                    a1 = qd_fma2(i32, dd * (float)sc[k], dd * (float)sc[k + 1], a1);
+                    a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), sc, a1);
                 else
-                    a0 = qd_fma2(i32, dd * (float)sc[k], dd * (float)sc[k + 1], a0);
+                    a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), sc, a0);
             }
         }
     }
     return qd_hsum(_mm256_add_ps(a0, a1));
 }
 
-/* Q2_K (§6.7): d · (s & 15) · q − dmin · (s >> 4), s = scales[i/16]. */
+/* Q2_K (§6.7): d · (s & 15) · q − dmin · (s >> 4), s = scales[i/16]; the min
+ * term Σ_g dmin · m_g · dx · Σxq_g as one vector FMA per 8 groups. */
 QD_INLINE float qd_row_q2_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    float mins = 0.0f;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), am = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = row + (size_t)sb * 84;
-        const uint8_t *sc = p;
-        const float d = qd_f16(p + 80), dmin = qd_f16(p + 82);
-        int32_t msum = 0; /* Σ over the 16-value groups of m · Σxq, one dx per 32 values */
-        float msumf = 0.0f;
+        __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i sc = _mm_and_si128(s8, _mm_set1_epi8(0x0F));
+        __m128i mn = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F));
+        __m256 sl, sh, g[2], ml, mh, gm[2];
+        qd_i8x16_to_f(sc, &sl, &sh);
+        qd_group_scales(sl, sh, qd_f16(p + 80), x->d + 8 * sb, g);
+        qd_i8x16_to_f(mn, &ml, &mh);
+        qd_group_scales(ml, mh, qd_f16(p + 82), x->d + 8 * sb, gm);
+        /* Σxq per group, as floats */
+        __m256i s16 = _mm256_loadu_si256((const __m256i *)(const void *)(x->s16 + 16 * sb));
+        __m256 bl = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16)));
+        __m256 bh = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16, 1)));
+        am = _mm256_fmadd_ps(gm[0], bl, am);
+        am = _mm256_fmadd_ps(gm[1], bh, am);
+QD_UNROLL(8)
         for (int h = 0; h < 2; h++) {
             __m256i qs = qd_load256(p + 16 + 32 * h);
-            for (int j = 0; j < 4; j++) {
+QD_UNROLL(8)
+        for (int j = 0; j < 4; j++) {
                 __m256i w = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), m3);
-                const int64_t xb = 8 * sb + 4 * h + j;
-                const int k = 8 * h + 2 * j;
-                float dd = d * x->d[xb];
-                __m256i i32 = dot4(_mm256_setzero_si256(), w, QX(xb));
+                __m256i i32 = dot4(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + j));
+                __m256 scv = qd_block_scale(g, 4 * h + j);
                 if (j & 1)
-                    a1 = qd_fma2(i32, dd * (float)(sc[k] & 15), dd * (float)(sc[k + 1] & 15), a1);
+                    a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), scv, a1);
                 else
-                    a0 = qd_fma2(i32, dd * (float)(sc[k] & 15), dd * (float)(sc[k + 1] & 15), a0);
-                msum = (sc[k] >> 4) * x->s16[2 * xb] + (sc[k + 1] >> 4) * x->s16[2 * xb + 1];
-                msumf = fmaf(x->d[xb], (float)msum, msumf);
+                    a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), scv, a0);
             }
         }
-        mins = fmaf(dmin, msumf, mins);
     }
-    return qd_hsum(_mm256_add_ps(a0, a1)) - mins;
+    return qd_hsum(_mm256_add_ps(a0, a1)) - qd_hsum(am);
 }
 
-/* IQ4_XS (§6.15): d · (ls − 32) · codebook[q] per sub-block of 32. */
+/* IQ4_XS (§6.15): d · (ls − 32) · codebook[q] per sub-block of 32; the 8
+ * 6-bit ls from 8 nibbles (scales_l) and 8 two-bit highs (scales_h). */
 QD_INLINE float qd_row_iq4_xs(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
 {
     const __m256i lut = qd_lut_iq4();
+    const __m256i hshift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = row + (size_t)sb * 136;
-        const uint16_t sh = vt_cpu_rd16(p + 2);
-        const uint8_t *sl = p + 4, *qs = p + 8;
+        const uint8_t *qs = p + 8;
         uint32_t l4;
-        memcpy(&l4, sl, 4);
-        int8_t ls[8];
-        for (int s = 0; s < 8; s++)
-            ls[s] = (int8_t)((((l4 >> (4 * s)) & 0x0F) | ((sh >> (2 * s)) & 3) << 4) - 32);
-        __m256 sv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)ls)));
-        sv = _mm256_mul_ps(_mm256_mul_ps(sv, _mm256_set1_ps(qd_f16(p))), _mm256_loadu_ps(x->d + 8 * sb));
+        memcpy(&l4, p + 4, 4);
+        __m128i nib = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(l4 & 0x0f0f0f0fu)),
+                                        _mm_cvtsi32_si128((int)((l4 >> 4) & 0x0f0f0f0fu)));
+        __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(vt_cpu_rd16(p + 2)), hshift),
+                                      _mm256_set1_epi32(3));
+        __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(hi, 4)),
+                                      _mm256_set1_epi32(32));
+        __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(ls), _mm256_set1_ps(qd_f16(p))),
+                                  _mm256_loadu_ps(x->d + 8 * sb));
+QD_UNROLL(8)
         for (int s = 0; s < 8; s += 2) {
             __m256i w0 = _mm256_shuffle_epi8(lut, qd_nibbles16(qs + 16 * s));
             __m256i w1 = _mm256_shuffle_epi8(lut, qd_nibbles16(qs + 16 * s + 16));
@@ -511,11 +565,10 @@ QD_ROWS(iq4_xs, 256, qd_row_iq4_xs(row, nb, x))
     {                                                                                          \
         const int64_t nsb = n_in / 256;                                                        \
         int64_t r = 0;                                                                         \
-        for (; r + 2 <= n_rows; r += 2) {                                                      \
-            if (r + QD_PF_ROWS + 2 <= n_rows) qd_prefetch(w + (size_t)(r + QD_PF_ROWS) * rb, 2 * rb); \
-            FN(w + (size_t)r * rb, rb, nsb, x, y + r, 2, __VA_ARGS__);                         \
+        for (; r < n_rows; r++) {                                                              \
+            if (r + QD_PF_ROWS < n_rows) qd_prefetch(w + (size_t)(r + QD_PF_ROWS) * rb, rb);   \
+            FN(w + (size_t)r * rb, rb, nsb, x, y + r, 1, __VA_ARGS__);                         \
         }                                                                                      \
-        if (r < n_rows) FN(w + (size_t)r * rb, rb, nsb, x, y + r, 1, __VA_ARGS__);              \
     }
 QD_ROWS2(q4_k, qd_rows_q45_k, 0)
 QD_ROWS2(q5_k, qd_rows_q45_k, 1)
