@@ -87,8 +87,9 @@ plugins outside vt's source tree.")
 
 set(_vt_pkg_desc_backend-cuda
 "NVIDIA CUDA backend plugin for vt
-Runs every vt operation as CUDA kernels on NVIDIA GPUs (F32, F16, BF16 and
-Q8_0 weights; cuBLAS for prefill matrix products). Installing it next to vt
+Runs every vt operation as CUDA kernels on NVIDIA GPUs (F32, F16, BF16, Q8_0,
+Q4_0..Q5_1, the K-quants, IQ4_NL, IQ4_XS and MXFP4 weights; cuBLAS for
+prefill matrix products). Installing it next to vt
 adds --device cuda with no rebuild.
 
 The CUDA runtime is linked statically. At run time the plugin needs the
@@ -100,8 +101,9 @@ reports the plugin as unloadable with the loader's message.")
 
 set(_vt_pkg_desc_backend-rocm
 "AMD ROCm/HIP backend plugin for vt
-Runs every vt operation as HIP kernels on AMD GPUs (F32, F16, BF16 and Q8_0
-weights; device code for gfx90a and gfx1030). Installing it next to vt adds
+Runs every vt operation as HIP kernels on AMD GPUs (F32, F16, BF16, Q8_0,
+Q4_0..Q5_1, the K-quants, IQ4_NL, IQ4_XS and MXFP4 weights; device code for
+gfx90a and gfx1030). Installing it next to vt adds
 --device rocm with no rebuild. It links the HIP runtime libamdhip64; without
 a supported GPU it loads and reports zero devices.")
 

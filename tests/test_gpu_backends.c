@@ -184,7 +184,8 @@ static void test_registry_accepts(void **s)
     (void)s;
     if (!plugin_built()) return;
     load_plugin();
-    const char *no_type = "weight kernels for F32, F16, BF16 and Q8_0 only";
+    const char *no_type = "weight kernels for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, "
+                          "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 only";
 
     expect_state(VT_CAP_MEMORY_PROBE, VT_CAP_PRESENT, NULL);
     expect_state(VT_CAP_DEVICE_NAME, VT_CAP_PRESENT, NULL);
@@ -218,10 +219,15 @@ static void test_registry_accepts(void **s)
     assert_non_null(api->gather_rows);
     assert_non_null(api->scatter_add);
     assert_non_null(api->softmax_topk);
-    /* weight types: F32, F16, BF16, Q8_0 PRESENT; every other id ABSENT, NULL */
+    /* weight types: F32, F16, BF16 and the 13 block types Q4_0 .. MXFP4 PRESENT;
+     * every other id ABSENT, NULL */
     int n_types = 0;
     for (uint32_t t = 0; t < VT_TYPE_SLOTS; t++) {
-        int have = t == VT_TYPE_F32 || t == VT_TYPE_F16 || t == VT_TYPE_BF16 || t == VT_TYPE_Q8_0;
+        int have = t == VT_TYPE_F32 || t == VT_TYPE_F16 || t == VT_TYPE_BF16 || t == VT_TYPE_Q4_0 ||
+                   t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q5_1 || t == VT_TYPE_Q8_0 ||
+                   t == VT_TYPE_Q2_K || t == VT_TYPE_Q3_K || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
+                   t == VT_TYPE_Q6_K || t == VT_TYPE_IQ4_NL || t == VT_TYPE_IQ4_XS ||
+                   t == VT_TYPE_MXFP4;
         if (have) {
             assert_non_null(api->mat_mul[t]);
             assert_non_null(api->get_rows[t]);

@@ -123,10 +123,20 @@ void vt_gpu_ops_release(vt_backend_ctx *ctx);
 /* "cuBLAS" or "tiled kernel": what prefill matmuls of ctx use. */
 const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx);
 
-/* mat_mul / get_rows per weight type (F32, F16, BF16, Q8_0). mat_mul with at
+/* mat_mul / get_rows per weight type: F32, F16, BF16 (gguf.md §6.1), Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0 (§6.2-6.6), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+ * (§6.7-6.12), IQ4_NL, IQ4_XS (§6.14-6.15) and MXFP4 (§6.16). Weights are
+ * decoded exactly to float32 with backend-cpu's reference arithmetic
+ * (vt_cpu_dequant_row), so get_rows equals it bit for bit. mat_mul with at
  * most VT_GPU_MM_VEC_MAX tokens runs the dequantise-on-the-fly kernel (one
  * warp per output row), larger batches dequantise rows in chunks of at most
- * VT_GPU_WBUF_MAX bytes and run cuBLAS SGEMM (CUDA) or the tiled kernel. */
+ * VT_GPU_WBUF_MAX bytes and run cuBLAS SGEMM (CUDA) or the tiled kernel.
+ * Besides the shape checks, weight data must be aligned to 4 bytes (F32,
+ * Q4_1, Q5_1, Q2_K, Q4_K, Q5_K, IQ4_XS: blocks of a multiple of 4 bytes, read
+ * in 32-bit words), 2 bytes (F16, BF16, Q4_0, Q5_0, Q8_0, Q3_K, Q6_K, IQ4_NL)
+ * or 1 (MXFP4); a misaligned weight is refused with VT_ERR_INVALID_ARG.
+ * (Device allocations are 256-byte aligned and GGUF tensor offsets
+ * general.alignment-aligned, so only an odd alignment below 4 meets this.) */
 #define VT_GPU_MM_VEC_MAX 8
 #define VT_GPU_WBUF_MAX ((size_t)64 << 20)
 vt_status vt_gpu_mat_mul_f32(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
@@ -135,16 +145,64 @@ vt_status vt_gpu_mat_mul_f16(vt_backend_ctx *ctx, const vt_weight *w, const floa
                              float *y, int64_t ldy, int64_t n_tokens);
 vt_status vt_gpu_mat_mul_bf16(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
                               float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q4_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q4_1(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q5_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q5_1(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
 vt_status vt_gpu_mat_mul_q8_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
                               float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q2_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q3_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q4_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q5_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_q6_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_iq4_nl(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                                float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_iq4_xs(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                                float *y, int64_t ldy, int64_t n_tokens);
+vt_status vt_gpu_mat_mul_mxfp4(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                               float *y, int64_t ldy, int64_t n_tokens);
 vt_status vt_gpu_get_rows_f32(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
                               int64_t n, float *out);
 vt_status vt_gpu_get_rows_f16(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
                               int64_t n, float *out);
 vt_status vt_gpu_get_rows_bf16(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
                                int64_t n, float *out);
+vt_status vt_gpu_get_rows_q4_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q4_1(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q5_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q5_1(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
 vt_status vt_gpu_get_rows_q8_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
                                int64_t n, float *out);
+vt_status vt_gpu_get_rows_q2_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q3_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q4_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q5_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_q6_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                               int64_t n, float *out);
+vt_status vt_gpu_get_rows_iq4_nl(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                                 int64_t n, float *out);
+vt_status vt_gpu_get_rows_iq4_xs(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                                 int64_t n, float *out);
+vt_status vt_gpu_get_rows_mxfp4(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                                int64_t n, float *out);
 
 vt_status vt_gpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
                           float *y, int64_t ldy, int64_t n_rows, int64_t n, float eps);

@@ -6,10 +6,14 @@
  *
  * Arithmetic, op by op, against backend-cpu's scalar reference
  * (plugins/backend-cpu/cpu_kernels_scalar.c):
+ *  - weights: F32, F16, BF16 and the block types Q4_0, Q4_1, Q5_0, Q5_1,
+ *    Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 are decoded
+ *    exactly to float32, bit for bit as backend-cpu's reference dequantiser
+ *    (plugins/backend-cpu/cpu_dequant.c) does: see "weight decoding" below.
  *  - mat_mul: float32 products, float32 accumulation. Up to
- *    VT_GPU_MM_VEC_MAX tokens (decode): one warp per output row dequantises
- *    the row on the fly (F32, F16, BF16, Q8_0 = f16 d · 32 int8) and keeps one
- *    accumulator per token. More tokens (prefill): rows are dequantised
+ *    VT_GPU_MM_VEC_MAX tokens (decode): one warp per output row (block
+ *    types: per MM_VEC_ROWS rows) dequantises the row on the fly and keeps
+ *    one accumulator per token. More tokens (prefill): rows are dequantised
  *    exactly to float32 into a bounded device buffer and multiplied by cuBLAS
  *    SGEMM with the default (not TF32) math mode; F32 weights go to SGEMM
  *    directly. Under HIP (no hipBLAS on Debian 12), or with env
@@ -312,23 +316,503 @@ extern "C" const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx)
     return ctx && ctx->gemm_blas ? "cuBLAS SGEMM" : "tiled kernel";
 }
 
-/* ======================= weight element loads ======================= */
+/* ======================= weight decoding ======================= */
 
-/* binary16 bits -> float, exact (gguf.md §6.1). */
-static __device__ __forceinline__ float f16_to_f32(unsigned h)
+/*
+ * Every weight type is decoded exactly to float32 (gguf.md §6), with the
+ * arithmetic of backend-cpu's reference (plugins/backend-cpu/cpu_dequant.c):
+ * integer codes and sub-scales are exact, every product of an fp16 scale, an
+ * integer sub-scale and a code fits in float32's significand, and the one
+ * rounding is the final addition of the min/offset term (Q4_1, Q5_1, Q2_K,
+ * Q4_K, Q5_K), done once in the reference's order: d·q + m and
+ * (d·sc)·q − dmin·m. Products and sums use __fmul_rn / __fadd_rn /
+ * __fsub_rn, so no multiply-add is fused (it would give the same bits, since
+ * the products are exact, but the code does not rely on it). The values
+ * therefore equal vt_cpu_dequant_row's bit for bit (tests/test_cuda_quant.c
+ * checks the quant-zoo fixture on the device).
+ *
+ * The decoders are __host__ __device__, so that a host program can compare
+ * them with the reference; on the host the same expressions are plain float
+ * operations.
+ *
+ * A quantised type T is described by QT<T>: QK values in BYTES bytes per
+ * block, and the alignment ALIGN of the weight data it needs (the decoders
+ * read 16-bit words from blocks of even size and 32-bit words from blocks
+ * whose size is a multiple of 4, so a row base aligned to ALIGN keeps every
+ * such word aligned; check_weight refuses a misaligned weight). Two entry
+ * points:
+ *   group(b, g, v, e0, e1): group g (0 .. QK/8-1) of the block at b as eight
+ *     values: v[0..3] are elements e0..e0+3 of the block, v[4..7] elements
+ *     e1..e1+3. The groups of a block are its QK/8 disjoint 8-value pieces
+ *     whose bytes are adjacent: in the 32-value nibble formats (Q4_0, Q4_1,
+ *     Q5_0, Q5_1, IQ4_NL, MXFP4, and IQ4_XS's sub-blocks) byte j holds
+ *     elements j and j+16, so group g is bytes 4g..4g+3 = elements
+ *     4g..4g+3 and 16+4g..16+4g+3; in Q8_0 and the K-quants Q2_K..Q6_K it is
+ *     elements 8g..8g+7. Consecutive lanes decode consecutive groups, so a
+ *     warp reads each block's bytes together.
+ *   elem(b, i): element i (0 .. QK-1) of the block alone (the tiled GEMM
+ *     loads single elements).
+ */
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define QD_DEVICE 1
+#else
+#define QD_DEVICE 0
+#endif
+#define QD static __host__ __device__ __forceinline__
+
+QD float q_mul(float a, float b)
 {
-    unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
-    if (e == 0) { /* zero or subnormal: m · 2^-24, exact in float */
-        float f = (float)m * 5.9604644775390625e-8f;
-        return s ? -f : f;
-    }
-    unsigned bits = e == 31u ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));
-    return __uint_as_float(bits);
+#if QD_DEVICE
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+QD float q_add(float a, float b)
+{
+#if QD_DEVICE
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+QD float q_sub(float a, float b)
+{
+#if QD_DEVICE
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+QD float q_from_bits(uint32_t u)
+{
+#if QD_DEVICE
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
 }
 
-/* Element i of a weight row of type T, exact in float32 (gguf.md §6.1, §6.2). */
-template <int T> static __device__ __forceinline__ float wload(const uint8_t *row, int64_t i);
+/* Little-endian words of a block: ld16 at a 2-aligned address, ld32 at a
+ * 4-aligned one, ld32_2 at a 2-aligned one (two halves), ld32_1 anywhere. */
+QD uint32_t ld16(const uint8_t *p)
+{
+#if QD_DEVICE
+    return *(const uint16_t *)p;
+#else
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+#endif
+}
+QD uint32_t ld32(const uint8_t *p)
+{
+#if QD_DEVICE
+    return *(const uint32_t *)p;
+#else
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+#endif
+}
+QD uint32_t ld32_2(const uint8_t *p) { return ld16(p) | ld16(p + 2) << 16; }
+QD uint32_t ld32_1(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+/* byte k (0..3) of w */
+QD uint32_t byte_of(uint32_t w, int k) { return (w >> (8 * k)) & 0xFFu; }
 
+/* binary16 bits -> float, exact (gguf.md §6.1). */
+QD float f16_to_f32(uint32_t h)
+{
+    uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 0) { /* zero or subnormal: m · 2^-24, exact in float */
+        float f = q_mul((float)m, 5.9604644775390625e-8f);
+        return s ? -f : f;
+    }
+    uint32_t bits = e == 31u ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));
+    return q_from_bits(bits);
+}
+
+/* IQ4_NL / IQ4_XS codebook K[q], q = 0..15 (gguf.md §6.14): the int8 values
+ * packed little-endian in two 64-bit constants, so no table is indexed. */
+QD int iq4_value(uint32_t q)
+{
+    const uint64_t lo = 0xF6EADDCFBFAD9881ull; /* -127 -104 -83 -65 -49 -35 -22 -10 */
+    const uint64_t hi = 0x7159453526190D01ull; /*    1   13  25  38  53  69  89 113 */
+    return (int)(signed char)(uint8_t)((q < 8 ? lo : hi) >> (8 * (q & 7)));
+}
+
+/* MXFP4: E2M1 code q (0..15) doubled (0, 1, 2, 3, 4, 6, 8, 12 and their
+ * negatives), and the E8M0 scale halved, 2^(e-128), as float bits with the
+ * subnormal cases e = 0, 1 (gguf.md §6.16; the reference's e8m0_half). */
+QD int mxfp4_value(uint32_t q)
+{
+    int m = (int)(uint8_t)(0x0C08060403020100ull >> (8 * (q & 7)));
+    return q & 8 ? -m : m;
+}
+QD float e8m0_half(uint32_t e)
+{
+    return q_from_bits(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+
+/* Signed 6-bit scale k (0..15) of a Q3_K block, sb = its 12 scale bytes (§6.8). */
+QD int q3_k_scale(const uint8_t *sb, int k)
+{
+    int low = k < 8 ? sb[k] & 0x0F : sb[k - 8] >> 4;
+    int high = (sb[8 + (k & 3)] >> (2 * (k >> 2))) & 3;
+    return (low | high << 4) - 32;
+}
+
+/* 6-bit scale and min of sub-block j (0..7) of Q4_K/Q5_K, q = the 12 packed
+ * bytes (§6.9). */
+QD void k4_scale_min(const uint8_t *q, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4;
+        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+    }
+}
+
+template <int T> struct QT {
+    enum { quant = 0, QK = 1, ALIGN = 1 }; /* F32, F16, BF16: plain elements, see wload */
+};
+
+/* Q8_0 (§6.2): d f16 | qs int8[32]. */
+template <> struct QT<VT_TYPE_Q8_0> {
+    enum { quant = 1, QK = 32, BYTES = 34, ALIGN = 2 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        float d = f16_to_f32(ld16(b));
+        uint32_t a = ld32_2(b + 2 + 8 * g), c = ld32_2(b + 6 + 8 * g);
+        for (int k = 0; k < 4; k++) {
+            v[k] = q_mul(d, (float)(signed char)byte_of(a, k));
+            v[4 + k] = q_mul(d, (float)(signed char)byte_of(c, k));
+        }
+        e0 = 8 * g;
+        e1 = 8 * g + 4;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        return q_mul(f16_to_f32(ld16(b)), (float)(signed char)b[2 + i]);
+    }
+};
+
+/* Q4_0 (§6.3): d f16 | qs u8[16]; byte j: element j (low), j+16 (high). */
+template <> struct QT<VT_TYPE_Q4_0> {
+    enum { quant = 1, QK = 32, BYTES = 18, ALIGN = 2 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        float d = f16_to_f32(ld16(b));
+        uint32_t q = ld32_2(b + 2 + 4 * g);
+        for (int k = 0; k < 4; k++) {
+            uint32_t x = byte_of(q, k);
+            v[k] = q_mul(d, (float)((int)(x & 0x0F) - 8));
+            v[4 + k] = q_mul(d, (float)((int)(x >> 4) - 8));
+        }
+        e0 = 4 * g;
+        e1 = 16 + 4 * g;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        uint32_t x = b[2 + (i & 15)];
+        int q = (int)(i < 16 ? x & 0x0F : x >> 4);
+        return q_mul(f16_to_f32(ld16(b)), (float)(q - 8));
+    }
+};
+
+/* Q4_1 (§6.4): d f16 | m f16 | qs u8[16]; d·q + m. */
+template <> struct QT<VT_TYPE_Q4_1> {
+    enum { quant = 1, QK = 32, BYTES = 20, ALIGN = 4 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        uint32_t dm = ld32(b), q = ld32(b + 4 + 4 * g);
+        float d = f16_to_f32(dm & 0xFFFFu), m = f16_to_f32(dm >> 16);
+        for (int k = 0; k < 4; k++) {
+            uint32_t x = byte_of(q, k);
+            v[k] = q_add(q_mul(d, (float)(x & 0x0F)), m);
+            v[4 + k] = q_add(q_mul(d, (float)(x >> 4)), m);
+        }
+        e0 = 4 * g;
+        e1 = 16 + 4 * g;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        uint32_t x = b[4 + (i & 15)];
+        uint32_t q = i < 16 ? x & 0x0F : x >> 4;
+        return q_add(q_mul(f16_to_f32(ld16(b)), (float)q), f16_to_f32(ld16(b + 2)));
+    }
+};
+
+/* Q5_0 (§6.5): d f16 | qh u32 | qs u8[16]; element i's 5th bit is bit i of qh. */
+template <> struct QT<VT_TYPE_Q5_0> {
+    enum { quant = 1, QK = 32, BYTES = 22, ALIGN = 2 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        float d = f16_to_f32(ld16(b));
+        uint32_t h = ld32_2(b + 2), q = ld32_2(b + 6 + 4 * g);
+        for (int k = 0; k < 4; k++) {
+            int j = 4 * g + k;
+            uint32_t x = byte_of(q, k);
+            int lo = (int)((x & 0x0F) | ((h >> j) & 1u) << 4);
+            int hi = (int)((x >> 4) | ((h >> (j + 16)) & 1u) << 4);
+            v[k] = q_mul(d, (float)(lo - 16));
+            v[4 + k] = q_mul(d, (float)(hi - 16));
+        }
+        e0 = 4 * g;
+        e1 = 16 + 4 * g;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        uint32_t x = b[6 + (i & 15)];
+        int q = (int)((i < 16 ? x & 0x0F : x >> 4) | ((ld32_2(b + 2) >> i) & 1u) << 4);
+        return q_mul(f16_to_f32(ld16(b)), (float)(q - 16));
+    }
+};
+
+/* Q5_1 (§6.6): d f16 | m f16 | qh u32 | qs u8[16]; d·q + m. */
+template <> struct QT<VT_TYPE_Q5_1> {
+    enum { quant = 1, QK = 32, BYTES = 24, ALIGN = 4 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        uint32_t dm = ld32(b), h = ld32(b + 4), q = ld32(b + 8 + 4 * g);
+        float d = f16_to_f32(dm & 0xFFFFu), m = f16_to_f32(dm >> 16);
+        for (int k = 0; k < 4; k++) {
+            int j = 4 * g + k;
+            uint32_t x = byte_of(q, k);
+            uint32_t lo = (x & 0x0F) | ((h >> j) & 1u) << 4;
+            uint32_t hi = (x >> 4) | ((h >> (j + 16)) & 1u) << 4;
+            v[k] = q_add(q_mul(d, (float)lo), m);
+            v[4 + k] = q_add(q_mul(d, (float)hi), m);
+        }
+        e0 = 4 * g;
+        e1 = 16 + 4 * g;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        uint32_t x = b[8 + (i & 15)];
+        uint32_t q = (i < 16 ? x & 0x0F : x >> 4) | ((ld32(b + 4) >> i) & 1u) << 4;
+        return q_add(q_mul(f16_to_f32(ld16(b)), (float)q), f16_to_f32(ld16(b + 2)));
+    }
+};
+
+/* IQ4_NL (§6.14): d f16 | qs u8[16]; d·K[q]. */
+template <> struct QT<VT_TYPE_IQ4_NL> {
+    enum { quant = 1, QK = 32, BYTES = 18, ALIGN = 2 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        float d = f16_to_f32(ld16(b));
+        uint32_t q = ld32_2(b + 2 + 4 * g);
+        for (int k = 0; k < 4; k++) {
+            uint32_t x = byte_of(q, k);
+            v[k] = q_mul(d, (float)iq4_value(x & 0x0F));
+            v[4 + k] = q_mul(d, (float)iq4_value(x >> 4));
+        }
+        e0 = 4 * g;
+        e1 = 16 + 4 * g;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        uint32_t x = b[2 + (i & 15)];
+        return q_mul(f16_to_f32(ld16(b)), (float)iq4_value(i < 16 ? x & 0x0F : x >> 4));
+    }
+};
+
+/* MXFP4 (§6.16): e u8 (E8M0) | qs u8[16] (E2M1); 17-byte blocks: byte loads. */
+template <> struct QT<VT_TYPE_MXFP4> {
+    enum { quant = 1, QK = 32, BYTES = 17, ALIGN = 1 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        float d = e8m0_half(b[0]);
+        uint32_t q = ld32_1(b + 1 + 4 * g);
+        for (int k = 0; k < 4; k++) {
+            uint32_t x = byte_of(q, k);
+            v[k] = q_mul((float)mxfp4_value(x & 0x0F), d);
+            v[4 + k] = q_mul((float)mxfp4_value(x >> 4), d);
+        }
+        e0 = 4 * g;
+        e1 = 16 + 4 * g;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        uint32_t x = b[1 + (i & 15)];
+        return q_mul((float)mxfp4_value(i < 16 ? x & 0x0F : x >> 4), e8m0_half(b[0]));
+    }
+};
+
+/* Q2_K (§6.7): scales u8[16] | qs u8[64] | d f16 | dmin f16. Element i:
+ * h = i/128, j = (i%128)/32, l = i%32, q = (qs[32h+l] >> 2j) & 3,
+ * (d·sc)·q − dmin·m with sc, m the nibbles of scales[i/16]. Group g =
+ * elements 8g..8g+7: h = g/16, j = (g/4)%4, l = 8(g%4) .., scales[g/2]. */
+template <> struct QT<VT_TYPE_Q2_K> {
+    enum { quant = 1, QK = 256, BYTES = 84, ALIGN = 4 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        int h = g >> 4, j = (g >> 2) & 3, l0 = 8 * (g & 3);
+        uint32_t dd = ld32(b + 80), s = b[g >> 1];
+        float ds = q_mul(f16_to_f32(dd & 0xFFFFu), (float)(s & 0x0F));
+        float dm = q_mul(f16_to_f32(dd >> 16), (float)(s >> 4));
+        uint32_t q0 = ld32(b + 16 + 32 * h + l0), q1 = ld32(b + 20 + 32 * h + l0);
+        for (int k = 0; k < 4; k++) {
+            v[k] = q_sub(q_mul(ds, (float)((q0 >> (8 * k + 2 * j)) & 3u)), dm);
+            v[4 + k] = q_sub(q_mul(ds, (float)((q1 >> (8 * k + 2 * j)) & 3u)), dm);
+        }
+        e0 = 8 * g;
+        e1 = 8 * g + 4;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        int h = i >> 7, j = (i >> 5) & 3, l = i & 31;
+        uint32_t q = (b[16 + 32 * h + l] >> (2 * j)) & 3u, s = b[i >> 4];
+        float ds = q_mul(f16_to_f32(ld16(b + 80)), (float)(s & 0x0F));
+        float dm = q_mul(f16_to_f32(ld16(b + 82)), (float)(s >> 4));
+        return q_sub(q_mul(ds, (float)q), dm);
+    }
+};
+
+/* Q3_K (§6.8): hmask u8[32] | qs u8[64] | scales u8[12] | d f16. Element i:
+ * h, j, l as Q2_K, q = ((qs[32h+l] >> 2j) & 3) − (bit 4h+j of hmask[l] ? 0 : 4),
+ * (d·sc[i/16])·q. */
+template <> struct QT<VT_TYPE_Q3_K> {
+    enum { quant = 1, QK = 256, BYTES = 110, ALIGN = 2 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        int h = g >> 4, j = (g >> 2) & 3, l0 = 8 * (g & 3), hs = 4 * h + j;
+        float dsc = q_mul(f16_to_f32(ld16(b + 108)), (float)q3_k_scale(b + 96, g >> 1));
+        uint32_t q0 = ld32_2(b + 32 + 32 * h + l0), q1 = ld32_2(b + 36 + 32 * h + l0);
+        uint32_t m0 = ld32_2(b + l0), m1 = ld32_2(b + l0 + 4);
+        for (int k = 0; k < 4; k++) {
+            int a = (int)((q0 >> (8 * k + 2 * j)) & 3u) - ((m0 >> (8 * k + hs)) & 1u ? 0 : 4);
+            int c = (int)((q1 >> (8 * k + 2 * j)) & 3u) - ((m1 >> (8 * k + hs)) & 1u ? 0 : 4);
+            v[k] = q_mul(dsc, (float)a);
+            v[4 + k] = q_mul(dsc, (float)c);
+        }
+        e0 = 8 * g;
+        e1 = 8 * g + 4;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        int h = i >> 7, j = (i >> 5) & 3, l = i & 31;
+        int q = (int)((b[32 + 32 * h + l] >> (2 * j)) & 3u) - ((b[l] >> (4 * h + j)) & 1u ? 0 : 4);
+        float dsc = q_mul(f16_to_f32(ld16(b + 108)), (float)q3_k_scale(b + 96, i >> 4));
+        return q_mul(dsc, (float)q);
+    }
+};
+
+/* Q4_K (§6.10) and Q5_K (§6.11): d f16 | dmin f16 | scales u8[12] |
+ * (Q5_K: qh u8[32] |) qs u8[128]. Sub-block s = i/32, l = i%32: low 4 bits
+ * from qs[32(s/2)+l] (low nibble for even s, high for odd), Q5_K's 5th bit is
+ * bit s of qh[l]; (d·sc[s])·q − dmin·m[s]. Group g: s = g/4, l = 8(g%4) ... */
+template <int QH> struct QT45 {
+    enum { QS = QH ? 48 : 16 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        int s = g >> 2, l0 = 8 * (g & 3), sh = 4 * (s & 1), sc, m;
+        k4_scale_min(b + 4, s, &sc, &m);
+        uint32_t dd = ld32(b);
+        float ds = q_mul(f16_to_f32(dd & 0xFFFFu), (float)sc);
+        float dm = q_mul(f16_to_f32(dd >> 16), (float)m);
+        uint32_t q0 = ld32(b + QS + 32 * (s >> 1) + l0), q1 = ld32(b + QS + 4 + 32 * (s >> 1) + l0);
+        uint32_t h0 = QH ? ld32(b + 16 + l0) : 0u, h1 = QH ? ld32(b + 20 + l0) : 0u;
+        for (int k = 0; k < 4; k++) {
+            uint32_t a = ((q0 >> (8 * k + sh)) & 15u) | ((h0 >> (8 * k + s)) & 1u) << 4;
+            uint32_t c = ((q1 >> (8 * k + sh)) & 15u) | ((h1 >> (8 * k + s)) & 1u) << 4;
+            v[k] = q_sub(q_mul(ds, (float)a), dm);
+            v[4 + k] = q_sub(q_mul(ds, (float)c), dm);
+        }
+        e0 = 8 * g;
+        e1 = 8 * g + 4;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        int s = i >> 5, l = i & 31, sc, m;
+        k4_scale_min(b + 4, s, &sc, &m);
+        uint32_t x = b[QS + 32 * (s >> 1) + l];
+        uint32_t q = (s & 1 ? x >> 4 : x & 0x0F) | (QH ? ((uint32_t)(b[16 + l] >> s) & 1u) << 4 : 0u);
+        float ds = q_mul(f16_to_f32(ld16(b)), (float)sc);
+        float dm = q_mul(f16_to_f32(ld16(b + 2)), (float)m);
+        return q_sub(q_mul(ds, (float)q), dm);
+    }
+};
+template <> struct QT<VT_TYPE_Q4_K> : QT45<0> {
+    enum { quant = 1, QK = 256, BYTES = 144, ALIGN = 4 };
+};
+template <> struct QT<VT_TYPE_Q5_K> : QT45<1> {
+    enum { quant = 1, QK = 256, BYTES = 176, ALIGN = 4 };
+};
+
+/* Q6_K (§6.12): ql u8[128] | qh u8[64] | scales int8[16] | d f16. Element i:
+ * h = i/128, c = (i%128)/32, l = i%32; low 4 bits from ql[64h + l + 32(c&1)]
+ * (low nibble for c < 2), high 2 bits (qh[32h+l] >> 2c) & 3, q − 32;
+ * (d·scales[i/16])·q. */
+template <> struct QT<VT_TYPE_Q6_K> {
+    enum { quant = 1, QK = 256, BYTES = 210, ALIGN = 2 };
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        int h = g >> 4, c = (g >> 2) & 3, l0 = 8 * (g & 3), ls = c < 2 ? 0 : 4;
+        float dsc = q_mul(f16_to_f32(ld16(b + 208)), (float)(signed char)b[192 + (g >> 1)]);
+        const uint8_t *ql = b + 64 * h + 32 * (c & 1) + l0, *qh = b + 128 + 32 * h + l0;
+        uint32_t a0 = ld32_2(ql), a1 = ld32_2(ql + 4), b0 = ld32_2(qh), b1 = ld32_2(qh + 4);
+        for (int k = 0; k < 4; k++) {
+            int x = (int)(((a0 >> (8 * k + ls)) & 15u) | ((b0 >> (8 * k + 2 * c)) & 3u) << 4) - 32;
+            int y = (int)(((a1 >> (8 * k + ls)) & 15u) | ((b1 >> (8 * k + 2 * c)) & 3u) << 4) - 32;
+            v[k] = q_mul(dsc, (float)x);
+            v[4 + k] = q_mul(dsc, (float)y);
+        }
+        e0 = 8 * g;
+        e1 = 8 * g + 4;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        int h = i >> 7, c = (i >> 5) & 3, l = i & 31;
+        uint32_t lb = b[64 * h + l + 32 * (c & 1)];
+        uint32_t low = c < 2 ? lb & 0x0F : lb >> 4, high = (b[128 + 32 * h + l] >> (2 * c)) & 3u;
+        float dsc = q_mul(f16_to_f32(ld16(b + 208)), (float)(signed char)b[192 + (i >> 4)]);
+        return q_mul(dsc, (float)((int)(low | high << 4) - 32));
+    }
+};
+
+/* IQ4_XS (§6.15): d f16 | scales_h u16 | scales_l u8[4] | qs u8[128].
+ * Sub-block s (32 values) has ls = low nibble s%2 of scales_l[s/2] | bits
+ * 2s..2s+1 of scales_h << 4, dl = d·(ls − 32), and bytes qs[16s .. 16s+15]
+ * as an IQ4_NL block: (d·(ls−32))·K[q]. Group g: s = g/4, bytes 16s + 4(g%4) ... */
+template <> struct QT<VT_TYPE_IQ4_XS> {
+    enum { quant = 1, QK = 256, BYTES = 136, ALIGN = 4 };
+    QD float sub_scale(const uint8_t *b, int s)
+    {
+        uint32_t hd = ld32(b);
+        int ls = (int)(((b[4 + (s >> 1)] >> (4 * (s & 1))) & 0x0F) | ((hd >> (16 + 2 * s)) & 3u) << 4);
+        return q_mul(f16_to_f32(hd & 0xFFFFu), (float)(ls - 32));
+    }
+    QD void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    {
+        int s = g >> 2, p = g & 3;
+        float dl = sub_scale(b, s);
+        uint32_t q = ld32(b + 8 + 16 * s + 4 * p);
+        for (int k = 0; k < 4; k++) {
+            uint32_t x = byte_of(q, k);
+            v[k] = q_mul(dl, (float)iq4_value(x & 0x0F));
+            v[4 + k] = q_mul(dl, (float)iq4_value(x >> 4));
+        }
+        e0 = 32 * s + 4 * p;
+        e1 = 32 * s + 16 + 4 * p;
+    }
+    QD float elem(const uint8_t *b, int i)
+    {
+        int s = i >> 5, j = i & 31;
+        uint32_t x = b[8 + 16 * s + (j & 15)];
+        return q_mul(sub_scale(b, s), (float)iq4_value(j < 16 ? x & 0x0F : x >> 4));
+    }
+};
+
+/* Element i of a weight row of type T, exact in float32 (the tiled GEMM's
+ * loads): F32, F16 and BF16 directly (§6.1), block types through QT<T>::elem. */
+template <int T> static __device__ __forceinline__ float wload(const uint8_t *row, int64_t i)
+{
+    return QT<T>::elem(row + (i / QT<T>::QK) * QT<T>::BYTES, (int)(i % QT<T>::QK));
+}
 template <> __device__ __forceinline__ float wload<VT_TYPE_F32>(const uint8_t *row, int64_t i)
 {
     return ((const float *)row)[i];
@@ -341,11 +825,11 @@ template <> __device__ __forceinline__ float wload<VT_TYPE_BF16>(const uint8_t *
 {
     return __uint_as_float((unsigned)((const unsigned short *)row)[i] << 16);
 }
-template <> __device__ __forceinline__ float wload<VT_TYPE_Q8_0>(const uint8_t *row, int64_t i)
+
+/* Alignment of the weight data the kernels of type T need (see QT). */
+template <int T> static constexpr int walign()
 {
-    const uint8_t *blk = row + (i >> 5) * 34; /* f16 d, int8 qs[32] */
-    float d = f16_to_f32((unsigned)blk[0] | ((unsigned)blk[1] << 8));
-    return __fmul_rn(d, (float)(signed char)blk[2 + (i & 31)]);
+    return T == VT_TYPE_F32 ? 4 : T == VT_TYPE_F16 || T == VT_TYPE_BF16 ? 2 : (int)QT<T>::ALIGN;
 }
 
 /* ======================= reductions ======================= */
@@ -381,8 +865,8 @@ static __device__ double block_sum_d(double v)
 
 #define MM_VEC_WARPS 8 /* rows per block of the decode kernel */
 
-/* y[t*ldy + r] = dot(row r, x[t*ldx ..]) for t < n_tok (<= VT_GPU_MM_VEC_MAX):
- * one warp per row; lane l takes elements l, l+32, ... */
+/* y[t*ldy + r] = dot(row r, x[t*ldx ..]) for t < n_tok (<= VT_GPU_MM_VEC_MAX),
+ * F32, F16, BF16 weights: one warp per row; lane l takes elements l, l+32, ... */
 template <int T>
 static __global__ void k_mm_vec(const uint8_t *w, size_t rb, int64_t n_in, int64_t n_out,
                                 const float *x, int64_t ldx, float *y, int64_t ldy, int n_tok)
@@ -409,28 +893,130 @@ static __global__ void k_mm_vec(const uint8_t *w, size_t rb, int64_t n_in, int64
     }
 }
 
-/* dst[r*n_in + i] = element i of row r, r < n_rows (grid-stride). */
-template <int T>
-static __global__ void k_dequant_rows(const uint8_t *w, size_t rb, int64_t n_in, int64_t n_rows,
-                                      float *dst)
+/* The same for block types, MM_VEC_ROWS rows per warp: lane l decodes the
+ * 8-value groups l, l+32, ... (QT) of each of the warp's rows, so the 32
+ * lanes read adjacent groups' bytes together, each group's scales are
+ * decoded once for its 8 values, and each activation load serves every row
+ * of the warp. A group's activations are two runs of 4 floats, read as two
+ * float4 when X4 (x 16-byte aligned and ldx a multiple of 4: every run then
+ * is, since block sizes and run starts are multiples of 4), else one float
+ * at a time. NT (1, 2, 4 or 8) bounds n_tok at compile time, so that one
+ * token does not cost eight tokens' predicated-off loads and products. The
+ * loop is unrolled MM_VEC_UNROLL times so that several groups' loads are in
+ * flight together. */
+#ifndef MM_VEC_ROWS /* -D overrides, for tuning */
+#define MM_VEC_ROWS 2
+#endif
+#ifndef MM_VEC_UNROLL
+#define MM_VEC_UNROLL 4
+#endif
+template <int T, bool X4, int NT>
+static __global__ void __launch_bounds__(32 * MM_VEC_WARPS, NT <= 2 ? 4 : 2)
+k_mm_vec_q(const uint8_t *__restrict__ w, size_t rb, int64_t n_in, int64_t n_out,
+           const float *__restrict__ x, int64_t ldx, float *__restrict__ y, int64_t ldy, int n_tok)
 {
-    int64_t n = n_in * n_rows, stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
-        int64_t r = e / n_in, i = e - r * n_in;
-        dst[e] = wload<T>(w + (size_t)r * rb, i);
+    const int R = MM_VEC_ROWS;
+    int lane = threadIdx.x & 31;
+    int64_t r0 = ((int64_t)blockIdx.x * MM_VEC_WARPS + (threadIdx.x >> 5)) * R;
+    if (r0 >= n_out) return; /* whole warps leave together */
+    const int nr = n_out - r0 < R ? (int)(n_out - r0) : R;
+    const uint8_t *rows[R]; /* a row past n_out re-reads the first: no branch, never stored */
+#pragma unroll
+    for (int k = 0; k < R; k++) rows[k] = w + (size_t)(r0 + (k < nr ? k : 0)) * rb;
+    float acc[R][NT];
+#pragma unroll
+    for (int k = 0; k < R; k++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[k][t] = 0.0f;
+    const int GB = QT<T>::QK / 8; /* groups per block: 4 or 32, a power of 2 */
+    const int64_t n_g = n_in / 8;
+    for (int64_t G0 = lane; G0 < n_g; G0 += 32 * MM_VEC_UNROLL) {
+#pragma unroll
+        for (int u = 0; u < MM_VEC_UNROLL; u++) {
+            int64_t G = G0 + 32 * u;
+            if (G >= n_g) break;
+            int64_t blk = G / GB;
+            float v[R][8];
+            int e0 = 0, e1 = 0;
+#pragma unroll
+            for (int k = 0; k < R; k++)
+                QT<T>::group(rows[k] + blk * QT<T>::BYTES, (int)(G % GB), v[k], e0, e1);
+            const float *p = x + blk * QT<T>::QK + e0, *q = x + blk * QT<T>::QK + e1;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < n_tok) {
+                    float xa[8];
+                    if constexpr (X4) {
+                        float4 pa = *(const float4 *)(p + t * ldx), qa = *(const float4 *)(q + t * ldx);
+                        xa[0] = pa.x, xa[1] = pa.y, xa[2] = pa.z, xa[3] = pa.w;
+                        xa[4] = qa.x, xa[5] = qa.y, xa[6] = qa.z, xa[7] = qa.w;
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            xa[k] = p[t * ldx + k];
+                            xa[4 + k] = q[t * ldx + k];
+                        }
+                    }
+#pragma unroll
+                    for (int k = 0; k < R; k++) {
+                        float a = acc[k][t];
+#pragma unroll
+                        for (int j = 0; j < 8; j++) a += v[k][j] * xa[j];
+                        acc[k][t] = a;
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < R; k++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < n_tok) {
+                float s = warp_sum(acc[k][t]);
+                if (lane == 0 && k < nr) y[t * ldy + r0 + k] = s;
+            }
+        }
+}
+
+/* Row j (< n) of out ([n][n_in]) = row ids ? ids[j] : j of the weight,
+ * decoded exactly (grid-stride): F32, F16, BF16 one element per thread, block
+ * types one 8-value group per thread. ids: device. Used by get_rows and by
+ * the prefill path, which dequantises a chunk of rows to float32 for SGEMM. */
+template <int T>
+static __global__ void k_dequant_rows(const uint8_t *w, size_t rb, int64_t n_in,
+                                      const int32_t *ids, int64_t n, float *out)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if constexpr (QT<T>::quant) {
+        const int GB = QT<T>::QK / 8;
+        const int64_t n_g = n_in / 8, tot = n_g * n;
+        for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
+            int64_t j = e / n_g, G = e - j * n_g, blk = G / GB;
+            const uint8_t *row = w + (size_t)(ids ? (int64_t)ids[j] : j) * rb;
+            float v[8];
+            int e0, e1;
+            QT<T>::group(row + blk * QT<T>::BYTES, (int)(G % GB), v, e0, e1);
+            float *o = out + j * n_in + blk * QT<T>::QK;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                o[e0 + k] = v[k];
+                o[e1 + k] = v[4 + k];
+            }
+        }
+    } else {
+        const int64_t tot = n_in * n;
+        for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
+            int64_t j = e / n_in, i = e - j * n_in;
+            out[e] = wload<T>(w + (size_t)(ids ? (int64_t)ids[j] : j) * rb, i);
+        }
     }
 }
 
-/* out[j*n_in + i] = element i of row ids[j] (ids: device), j < n. */
-template <int T>
-static __global__ void k_get_rows(const uint8_t *w, size_t rb, int64_t n_in, const int32_t *ids,
-                                  int64_t n, float *out)
+/* Threads for k_dequant_rows over n rows of n_in: one per element or group. */
+template <int T> static int64_t dequant_items(int64_t n_in, int64_t n)
 {
-    int64_t tot = n_in * n, stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
-        int64_t j = e / n_in, i = e - j * n_in;
-        out[e] = wload<T>(w + (size_t)ids[j] * rb, i);
-    }
+    return (QT<T>::quant ? n_in / 8 : n_in) * n;
 }
 
 /* Tiled GEMM (HIP's prefill path; VT_GPU_GEMM=tiled on CUDA):
@@ -489,7 +1075,10 @@ static __global__ void k_mm_tiled(const uint8_t *w, size_t rb, int64_t n_in, int
     }
 }
 
-static vt_status check_weight(vt_backend_ctx *ctx, const char *op, uint32_t type,
+/* The weight's type, shape, row bytes and data, and the data's alignment:
+ * align bytes (walign<T>()), which every row then keeps (row bytes are whole
+ * blocks). A misaligned weight is refused, naming it, rather than faulting. */
+static vt_status check_weight(vt_backend_ctx *ctx, const char *op, uint32_t type, int align,
                               const vt_weight *w)
 {
     CHECK(w, "%s: weight is NULL", op);
@@ -498,11 +1087,17 @@ static vt_status check_weight(vt_backend_ctx *ctx, const char *op, uint32_t type
           vt_type_name(w->type), vt_type_name(type));
     CHECK(w->n_in > 0 && w->n_out >= 0, "%s: weight %s has shape [%lld, %lld]", op, nm,
           (long long)w->n_out, (long long)w->n_in);
+    CHECK(w->n_in % vt_type_block_size(type) == 0,
+          "%s: weight %s: n_in %lld is not a multiple of %s's block of %u values", op, nm,
+          (long long)w->n_in, vt_type_name(type), vt_type_block_size(type));
     CHECK(w->row_bytes == vt_type_row_bytes(type, (uint64_t)w->n_in),
           "%s: weight %s: row_bytes %llu does not match %lld elements of %s (%llu)", op, nm,
           (unsigned long long)w->row_bytes, (long long)w->n_in, vt_type_name(type),
           (unsigned long long)vt_type_row_bytes(type, (uint64_t)w->n_in));
     CHECK(w->data || w->n_out == 0, "%s: weight %s has no data", op, nm);
+    CHECK((uintptr_t)w->data % (uintptr_t)align == 0,
+          "%s: weight %s: data at %p is not %d-byte aligned, which the %s kernels need", op, nm,
+          w->data, align, vt_type_name(type));
     return VT_OK;
 }
 
@@ -532,7 +1127,7 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
                            float *y, int64_t ldy, int64_t n_tokens)
 {
     NEED_CTX("mat_mul");
-    TRY(check_weight(ctx, "mat_mul", (uint32_t)T, w));
+    TRY(check_weight(ctx, "mat_mul", (uint32_t)T, walign<T>(), w));
     const char *nm = w->name ? w->name : "(unnamed)";
     CHECK(n_tokens >= 0, "mat_mul %s: n_tokens %lld < 0", nm, (long long)n_tokens);
     if (n_tokens == 0 || w->n_out == 0) return VT_OK;
@@ -549,8 +1144,25 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
         if (nb > INT_MAX)
             return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "mat_mul %s: %lld rows exceed the "
                                "grid", nm, (long long)w->n_out);
-        k_mm_vec<T><<<(unsigned)nb, 32 * MM_VEC_WARPS>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy,
-                                                         (int)n_tokens);
+        unsigned grid = (unsigned)nb, threads = 32 * MM_VEC_WARPS;
+        int nt = (int)n_tokens;
+        if constexpr (QT<T>::quant) {
+            grid = (unsigned)ceil_div(w->n_out, MM_VEC_WARPS * MM_VEC_ROWS);
+            /* float4 activations when aligned (k_mm_vec_q); the token count
+             * rounded up to 1, 2, 4 or 8 */
+            if ((uintptr_t)x % 16 != 0 || ldx % 4 != 0)
+                k_mm_vec_q<T, false, 8><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+            else if (nt == 1)
+                k_mm_vec_q<T, true, 1><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+            else if (nt == 2)
+                k_mm_vec_q<T, true, 2><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+            else if (nt <= 4)
+                k_mm_vec_q<T, true, 4><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+            else
+                k_mm_vec_q<T, true, 8><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+        } else {
+            k_mm_vec<T><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+        }
         return launched(ctx, "mat_mul");
     }
 
@@ -605,8 +1217,8 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
             a = (const float *)(wd + (size_t)r0 * rb);
         } else {
             /* the previous chunk's SGEMM, queued before, has read wbuf when this runs */
-            k_dequant_rows<T><<<grid_for(nr * w->n_in, 256), 256>>>(wd + (size_t)r0 * rb, rb,
-                                                                    w->n_in, nr, (float *)ctx->wbuf);
+            k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256>>>(
+                wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (float *)ctx->wbuf);
             TRY(launched(ctx, "mat_mul"));
             a = (const float *)ctx->wbuf;
         }
@@ -629,7 +1241,7 @@ static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32
                             float *out)
 {
     NEED_CTX("get_rows");
-    TRY(check_weight(ctx, "get_rows", (uint32_t)T, w));
+    TRY(check_weight(ctx, "get_rows", (uint32_t)T, walign<T>(), w));
     const char *nm = w->name ? w->name : "(unnamed)";
     CHECK(n >= 0, "get_rows %s: n %lld < 0", nm, (long long)n);
     if (n == 0) return VT_OK;
@@ -641,9 +1253,8 @@ static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32
     TRY(vt_gpu_select_device(ctx, "get_rows"));
     void *dids;
     TRY(upload(ctx, "get_rows", ids, (size_t)n * sizeof(int32_t), NULL, 0, &dids, NULL));
-    k_get_rows<T><<<grid_for(n * w->n_in, 256), 256>>>((const uint8_t *)w->data,
-                                                       (size_t)w->row_bytes, w->n_in,
-                                                       (const int32_t *)dids, n, out);
+    k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, n), 256), 256>>>(
+        (const uint8_t *)w->data, (size_t)w->row_bytes, w->n_in, (const int32_t *)dids, n, out);
     return launched(ctx, "get_rows");
 }
 
@@ -662,7 +1273,19 @@ static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32
 MM_ENTRY(f32, VT_TYPE_F32)
 MM_ENTRY(f16, VT_TYPE_F16)
 MM_ENTRY(bf16, VT_TYPE_BF16)
+MM_ENTRY(q4_0, VT_TYPE_Q4_0)
+MM_ENTRY(q4_1, VT_TYPE_Q4_1)
+MM_ENTRY(q5_0, VT_TYPE_Q5_0)
+MM_ENTRY(q5_1, VT_TYPE_Q5_1)
 MM_ENTRY(q8_0, VT_TYPE_Q8_0)
+MM_ENTRY(q2_k, VT_TYPE_Q2_K)
+MM_ENTRY(q3_k, VT_TYPE_Q3_K)
+MM_ENTRY(q4_k, VT_TYPE_Q4_K)
+MM_ENTRY(q5_k, VT_TYPE_Q5_K)
+MM_ENTRY(q6_k, VT_TYPE_Q6_K)
+MM_ENTRY(iq4_nl, VT_TYPE_IQ4_NL)
+MM_ENTRY(iq4_xs, VT_TYPE_IQ4_XS)
+MM_ENTRY(mxfp4, VT_TYPE_MXFP4)
 
 /* ======================= norms ======================= */
 

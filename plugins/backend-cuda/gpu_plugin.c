@@ -6,10 +6,14 @@
  * What the plugin does: the required memory functions, the live memory
  * probe, pinned host memory and device names, all through the vendor runtime
  * (gpu_backend.cu), and every compute op of vt/backend.h as kernels
- * (gpu_ops.cu): mat_mul and get_rows for F32, F16, BF16 and Q8_0 weights.
- * Other weight types are declared ABSENT with the reason, so a model that
- * needs them is refused by name when the configuration is resolved, before
- * any weight is read.
+ * (gpu_ops.cu): mat_mul and get_rows for the common GGUF weight types F32,
+ * F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+ * IQ4_NL, IQ4_XS and MXFP4 (gguf.md §6), decoded exactly as backend-cpu's
+ * reference does. Other weight types (the IQ1/IQ2/IQ3 lattice codes, the
+ * ternary TQ types, NVFP4, Q1_0/Q2_0, integer and F64 tensors, and the
+ * activation formats Q8_1/Q8_K) are declared ABSENT with the reason, so a
+ * model that needs them is refused by name when the configuration is
+ * resolved, before any weight is read.
  *
  * async_queue is ABSENT: ops run in issue order on the device's legacy
  * default stream and each returns once its kernels are enqueued; the result
@@ -21,7 +25,7 @@
 #include "gpu_internal.h"
 #include "vt/backend.h"
 
-#define GPU_PLUGIN_VERSION "0.2.0"
+#define GPU_PLUGIN_VERSION "0.3.0"
 
 /* ======================= init ======================= */
 
@@ -47,7 +51,8 @@ static vt_status gpu_init(const vt_backend_params *p, vt_backend_ctx **out)
 #define PRESENT(id) {(uint32_t)(id), VT_CAP_PRESENT, NULL}
 #define ABSENT(id, why) {(uint32_t)(id), VT_CAP_ABSENT, why}
 
-#define NO_TYPE "backend-" VT_GPU_PLUGIN_NAME " has weight kernels for F32, F16, BF16 and Q8_0 only"
+#define NO_TYPE "backend-" VT_GPU_PLUGIN_NAME " has weight kernels for F32, F16, BF16, Q4_0, Q4_1, " \
+                "Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 only"
 /* a weight type id that vt/types.h names: no mat_mul, no get_rows */
 #define TYPE_ABSENT(t) ABSENT(VT_CAP_MAT_MUL(t), NO_TYPE), ABSENT(VT_CAP_GET_ROWS(t), NO_TYPE)
 #define TYPE_PRESENT(t) PRESENT(VT_CAP_MAT_MUL(t)), PRESENT(VT_CAP_GET_ROWS(t))
@@ -79,26 +84,26 @@ static const vt_capability gpu_caps[] = {
     PRESENT(VT_CAP_OP_SOFTMAX_TOPK),
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),
-    TYPE_ABSENT(VT_TYPE_Q4_0),
-    TYPE_ABSENT(VT_TYPE_Q4_1),
-    TYPE_ABSENT(VT_TYPE_Q5_0),
-    TYPE_ABSENT(VT_TYPE_Q5_1),
+    TYPE_PRESENT(VT_TYPE_Q4_0),
+    TYPE_PRESENT(VT_TYPE_Q4_1),
+    TYPE_PRESENT(VT_TYPE_Q5_0),
+    TYPE_PRESENT(VT_TYPE_Q5_1),
     TYPE_PRESENT(VT_TYPE_Q8_0),
     TYPE_ABSENT(VT_TYPE_Q8_1),
-    TYPE_ABSENT(VT_TYPE_Q2_K),
-    TYPE_ABSENT(VT_TYPE_Q3_K),
-    TYPE_ABSENT(VT_TYPE_Q4_K),
-    TYPE_ABSENT(VT_TYPE_Q5_K),
-    TYPE_ABSENT(VT_TYPE_Q6_K),
+    TYPE_PRESENT(VT_TYPE_Q2_K),
+    TYPE_PRESENT(VT_TYPE_Q3_K),
+    TYPE_PRESENT(VT_TYPE_Q4_K),
+    TYPE_PRESENT(VT_TYPE_Q5_K),
+    TYPE_PRESENT(VT_TYPE_Q6_K),
     TYPE_ABSENT(VT_TYPE_Q8_K),
     TYPE_ABSENT(VT_TYPE_IQ2_XXS),
     TYPE_ABSENT(VT_TYPE_IQ2_XS),
     TYPE_ABSENT(VT_TYPE_IQ3_XXS),
     TYPE_ABSENT(VT_TYPE_IQ1_S),
-    TYPE_ABSENT(VT_TYPE_IQ4_NL),
+    TYPE_PRESENT(VT_TYPE_IQ4_NL),
     TYPE_ABSENT(VT_TYPE_IQ3_S),
     TYPE_ABSENT(VT_TYPE_IQ2_S),
-    TYPE_ABSENT(VT_TYPE_IQ4_XS),
+    TYPE_PRESENT(VT_TYPE_IQ4_XS),
     TYPE_ABSENT(VT_TYPE_I8),
     TYPE_ABSENT(VT_TYPE_I16),
     TYPE_ABSENT(VT_TYPE_I32),
@@ -108,7 +113,7 @@ static const vt_capability gpu_caps[] = {
     TYPE_PRESENT(VT_TYPE_BF16),
     TYPE_ABSENT(VT_TYPE_TQ1_0),
     TYPE_ABSENT(VT_TYPE_TQ2_0),
-    TYPE_ABSENT(VT_TYPE_MXFP4),
+    TYPE_PRESENT(VT_TYPE_MXFP4),
     TYPE_ABSENT(VT_TYPE_NVFP4),
     TYPE_ABSENT(VT_TYPE_Q1_0),
     TYPE_ABSENT(VT_TYPE_Q2_0),
@@ -134,10 +139,44 @@ static const vt_backend_api gpu_api = {
     .host_alloc_pinned = vt_gpu_host_alloc_pinned,
     .host_free_pinned = vt_gpu_host_free_pinned,
     .copy_peer = NULL,
-    .mat_mul = {[VT_TYPE_F32] = vt_gpu_mat_mul_f32, [VT_TYPE_F16] = vt_gpu_mat_mul_f16,
-                [VT_TYPE_BF16] = vt_gpu_mat_mul_bf16, [VT_TYPE_Q8_0] = vt_gpu_mat_mul_q8_0},
-    .get_rows = {[VT_TYPE_F32] = vt_gpu_get_rows_f32, [VT_TYPE_F16] = vt_gpu_get_rows_f16,
-                 [VT_TYPE_BF16] = vt_gpu_get_rows_bf16, [VT_TYPE_Q8_0] = vt_gpu_get_rows_q8_0},
+    .mat_mul =
+        {
+            [VT_TYPE_F32] = vt_gpu_mat_mul_f32,
+            [VT_TYPE_F16] = vt_gpu_mat_mul_f16,
+            [VT_TYPE_BF16] = vt_gpu_mat_mul_bf16,
+            [VT_TYPE_Q4_0] = vt_gpu_mat_mul_q4_0,
+            [VT_TYPE_Q4_1] = vt_gpu_mat_mul_q4_1,
+            [VT_TYPE_Q5_0] = vt_gpu_mat_mul_q5_0,
+            [VT_TYPE_Q5_1] = vt_gpu_mat_mul_q5_1,
+            [VT_TYPE_Q8_0] = vt_gpu_mat_mul_q8_0,
+            [VT_TYPE_Q2_K] = vt_gpu_mat_mul_q2_k,
+            [VT_TYPE_Q3_K] = vt_gpu_mat_mul_q3_k,
+            [VT_TYPE_Q4_K] = vt_gpu_mat_mul_q4_k,
+            [VT_TYPE_Q5_K] = vt_gpu_mat_mul_q5_k,
+            [VT_TYPE_Q6_K] = vt_gpu_mat_mul_q6_k,
+            [VT_TYPE_IQ4_NL] = vt_gpu_mat_mul_iq4_nl,
+            [VT_TYPE_IQ4_XS] = vt_gpu_mat_mul_iq4_xs,
+            [VT_TYPE_MXFP4] = vt_gpu_mat_mul_mxfp4,
+        },
+    .get_rows =
+        {
+            [VT_TYPE_F32] = vt_gpu_get_rows_f32,
+            [VT_TYPE_F16] = vt_gpu_get_rows_f16,
+            [VT_TYPE_BF16] = vt_gpu_get_rows_bf16,
+            [VT_TYPE_Q4_0] = vt_gpu_get_rows_q4_0,
+            [VT_TYPE_Q4_1] = vt_gpu_get_rows_q4_1,
+            [VT_TYPE_Q5_0] = vt_gpu_get_rows_q5_0,
+            [VT_TYPE_Q5_1] = vt_gpu_get_rows_q5_1,
+            [VT_TYPE_Q8_0] = vt_gpu_get_rows_q8_0,
+            [VT_TYPE_Q2_K] = vt_gpu_get_rows_q2_k,
+            [VT_TYPE_Q3_K] = vt_gpu_get_rows_q3_k,
+            [VT_TYPE_Q4_K] = vt_gpu_get_rows_q4_k,
+            [VT_TYPE_Q5_K] = vt_gpu_get_rows_q5_k,
+            [VT_TYPE_Q6_K] = vt_gpu_get_rows_q6_k,
+            [VT_TYPE_IQ4_NL] = vt_gpu_get_rows_iq4_nl,
+            [VT_TYPE_IQ4_XS] = vt_gpu_get_rows_iq4_xs,
+            [VT_TYPE_MXFP4] = vt_gpu_get_rows_mxfp4,
+        },
     .rms_norm = vt_gpu_rms_norm,
     .l2_norm = vt_gpu_l2_norm,
     .rope_neox = vt_gpu_rope_neox,
@@ -163,9 +202,11 @@ static const vt_plugin_desc gpu_desc = {
     .name = VT_GPU_PLUGIN_NAME,
     .version = GPU_PLUGIN_VERSION,
 #ifdef VT_GPU_HIP
-    .description = "ROCm/HIP backend: HIP kernels for every op, F32/F16/BF16/Q8_0 weights",
+    .description = "ROCm/HIP backend: HIP kernels for every op; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/"
+                   "Q8_0, Q2_K..Q6_K, IQ4_NL/IQ4_XS and MXFP4 weights",
 #else
-    .description = "CUDA backend: CUDA kernels for every op, F32/F16/BF16/Q8_0 weights, cuBLAS prefill",
+    .description = "CUDA backend: CUDA kernels for every op; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, "
+                   "Q2_K..Q6_K, IQ4_NL/IQ4_XS and MXFP4 weights; cuBLAS prefill",
 #endif
     .table = &gpu_api,
 };
