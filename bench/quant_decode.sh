@@ -24,24 +24,33 @@ if [ "$device" = cpu ]; then
   echo "== read bandwidth ceiling"
   "$build/bin/bench_read_bw" "$threads" 2048
 fi
-printf "\n| type | model GiB | decode tok/s | weights MiB/token | decode GB/s | prefill tok/s |\n"
-printf "|---|---|---|---|---|---|\n"
+printf "\n| type | model GiB | decode tok/s | weights MiB/token | decode GB/s | read GB/s just before | decode / read | prefill tok/s |\n"
+printf "|---|---|---|---|---|---|---|---|\n"
 for t in $types; do
   m="$dir/vt-quant-$t.gguf"
   "$vt" mkmodel -o "$m" --type "$t" $shape >/dev/null 2>"$dir/vt-quant-mk.log" || { echo "| $t | mkmodel failed: $(tail -1 "$dir/vt-quant-mk.log") |"; continue; }
   gib=$(awk -v b="$(stat -c %s "$m")" 'BEGIN{printf "%.2f", b/1073741824}')
   j=$("$vt" bench -m "$m" --device "$device" -t "$threads" -p "${PROMPT:-16}" -n "${GEN:-32}" --reps "${REPS:-3}" \
        --set "$device.experts=resident" --json 2>"$dir/vt-quant-bench.log") || { echo "| $t | bench failed: $(tail -1 "$dir/vt-quant-bench.log") |"; rm -f "$m"; continue; }
-  python3 - "$t" "$gib" <<PY
+  rd=0
+  if [ "$device" = cpu ]; then
+    rd=$("$build/bin/bench_read_bw" "$threads" 1024 | awk '/^read/ {print $(NF-1)}')
+  fi
+  python3 - "$t" "$gib" "$rd" <<PY
 import json, sys
 j = json.loads('''$j''')
-print("| %s | %s | %.2f | %.1f | %.2f | %.1f |" % (sys.argv[1], sys.argv[2], j["decode_tok_s"],
-      j["decode_weight_bytes_per_token"] / 1048576, j["decode_weight_gb_s"], j["prefill_tok_s"]))
+rd = float(sys.argv[3])
+print("| %s | %s | %.2f | %.1f | %.2f | %s | %s | %.1f |" % (sys.argv[1], sys.argv[2], j["decode_tok_s"],
+      j["decode_weight_bytes_per_token"] / 1048576, j["decode_weight_gb_s"],
+      "%.1f" % rd if rd else "-", "%.0f%%" % (100 * j["decode_weight_gb_s"] / rd) if rd else "-",
+      j["prefill_tok_s"]))
 PY
   rm -f "$m"
 done
 if [ "$device" = cpu ]; then
   echo
   echo "== matvec alone, [65536 x 2048] (beyond the caches), 1 token (integer decode path), $threads threads vs 1"
+  "$build/bin/bench_read_bw" "$threads" 1024 | grep '^read'
   "$build/bin/bench_cpu_matvec" 65536 2048 1 1 noscalar "${MATVEC_TYPES:-f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_nl,iq4_xs,mxfp4}"
+  "$build/bin/bench_read_bw" "$threads" 1024 | grep '^read'
 fi
