@@ -22,6 +22,8 @@
  * Also: the quantiser itself (codes, scales, per-16 sums) against the
  * formula, and bit-identical results for 1 and 2 threads.
  */
+#include <float.h>
+
 #include "test_cpu_common.h"
 #include "test_quant_blocks.h"
 
@@ -214,13 +216,30 @@ static void test_quantize_x(void **state)
         for (int i = 32; i < 64; i++) x[i] = 0.0f; /* an all-zero block */
         x[70] = 1e30f;                             /* a huge outlier */
         x[100] = -1e-30f;                          /* tiny values */
+        for (int i = 128; i < 160; i++) x[i] = (i & 1 ? 1e-38f : -3e-39f); /* max below 127·FLT_MIN */
+        x[200] = NAN;                              /* a NaN lane (block 6) */
+        x[260] = INFINITY;                         /* an infinite lane (block 8) */
         void *buf = NULL;
         assert_int_equal(posix_memalign(&buf, 64, vt_cpu_xq_bytes(N / 32)), 0);
         vt_cpu_xq q = vt_cpu_xq_view(buf, N / 32);
         sets[k]->quantize(x, N, &q);
         for (int b = 0; b < N / 32; b++) {
             double amax = 0;
-            for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(x[32 * b + i]));
+            int nonfinite = 0;
+            for (int i = 0; i < 32; i++) {
+                amax = fmax(amax, fabs(x[32 * b + i]));
+                nonfinite |= !isfinite(x[32 * b + i]);
+            }
+            if (nonfinite) { /* the scale carries the NaN into every dot product */
+                if (!isnan(q.d[b])) fail_msg("quantize %s block %d: a non-finite value, d %g", sets[k]->name, b, q.d[b]);
+                for (int i = 0; i < 32; i++) assert_true(q.q[32 * b + i] >= -127);
+                continue;
+            }
+            if (amax < 127.0 * FLT_MIN) { /* tiny block: zeros */
+                assert_true(q.d[b] == 0.0f);
+                for (int i = 0; i < 32; i++) assert_int_equal(q.q[32 * b + i], 0);
+                continue;
+            }
             assert_true(fabs(q.d[b] - amax / 127.0) <= 1e-6 * amax / 127.0);
             int s0 = 0, s1 = 0;
             for (int i = 0; i < 32; i++) {
@@ -241,7 +260,8 @@ static void test_quantize_x(void **state)
     if (!ran) fprintf(stderr, "[  SKIP    ] no integer dot set runs on this CPU\n");
 }
 
-/* 1 and 2 threads give the same bits on the integer path. */
+/* 1 and 2 threads give the same bits on the integer path: the pool's row
+ * slices (offsets of rows and outputs) cover every row once, as one slice does. */
 static void test_threads(void **state)
 {
     (void)state;
@@ -270,6 +290,29 @@ static void test_threads(void **state)
     tc_api()->shutdown(c2);
 }
 
+/* A weight whose rows are not whole blocks is refused by name (both paths). */
+static void test_partial_blocks(void **state)
+{
+    (void)state;
+    vt_backend_ctx *ctx = tc_ctx(NULL, 1);
+    static uint8_t data[4096];
+    float x[288 * 2] = {0}, y[4];
+    static const uint32_t ts[] = {VT_TYPE_Q4_K, VT_TYPE_Q6_K, VT_TYPE_IQ4_XS, VT_TYPE_Q4_0};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t n_in = ts[i] == VT_TYPE_Q4_0 ? 40 : 288; /* 1.25 blocks, 1.125 blocks */
+        vt_weight w = {ts[i], n_in, 2, vt_type_row_bytes(ts[i], (uint64_t)n_in), data, "blk.0.partial"};
+        for (int64_t T = 1; T <= 2; T++) {
+            tc_err[0] = 0;
+            assert_int_equal(tc_api()->mat_mul[ts[i]](ctx, &w, x, n_in, y, 2, T), VT_ERR_INVALID_ARG);
+            assert_non_null(strstr(tc_err, "blk.0.partial"));
+            assert_non_null(strstr(tc_err, "not whole"));
+        }
+        int32_t id = 0;
+        assert_int_equal(tc_api()->get_rows[ts[i]](ctx, &w, &id, 1, x), VT_ERR_INVALID_ARG);
+    }
+    tc_api()->shutdown(ctx);
+}
+
 /* Every block type is declared PRESENT with a kernel behind it, for mat_mul and get_rows. */
 static void test_capabilities(void **state)
 {
@@ -291,6 +334,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
+        cmocka_unit_test(test_partial_blocks),
         cmocka_unit_test(test_threads),      cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx2w16),

@@ -39,7 +39,10 @@
  *       SGEMM; or the tiled kernel); float32 rounding errors of a dot product
  *       behave like a random walk, |Δ| ~ sqrt(n)·u·Σ|w_i x_i| and
  *       Σ|w_i x_i| <= ||w||·||x||, so, as test_cuda_ops does, we allow
- *       |Δ| <= 4·sqrt(n_in)·u·||w_o||·||x_t|| (u = 2^-24). One case has more
+ *       |Δ| <= 4·sqrt(n_in)·u·||w_o||·||x_t|| (u = 2^-24): a statistical
+ *       estimate, not a worst-case bound (cuBLAS's summation order is not
+ *       specified); the exact one-hot cases above are the strict check of
+ *       each decoder on every path. One case has more
  *       rows than one 64 MiB dequantisation chunk of the SGEMM path.
  *  4. Refusals: a misaligned weight (the kernels read 32-bit words of Q4_K
  *     blocks) and an n_in that is not a whole number of blocks.

@@ -805,7 +805,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Prefill of n_prompt random tokens and decode of n tokens, repeated; medians. */
 /*
  * Weight bytes one decode step reads: every tensor once, except the routed
  * expert stacks (expert_used_count of expert_count experts per layer) and the
@@ -838,6 +837,7 @@ static double decode_bytes_per_token(const vt_gguf *g)
     return sum;
 }
 
+/* Prefill of n_prompt random tokens and decode of n tokens, repeated; medians. */
 static int cmd_bench(const opts *o)
 {
     if (!o->model) {

@@ -79,6 +79,9 @@ static vt_status check_weight(const vt_backend_ctx *ctx, const char *op, uint32_
           vt_type_name(w->type), vt_type_name(type));
     CHECK(w->n_in > 0 && w->n_out >= 0, "%s: weight %s has shape [%lld, %lld]", op, nm,
           (long long)w->n_out, (long long)w->n_in);
+    CHECK(vt_type_block_size(type) > 0 && w->n_in % vt_type_block_size(type) == 0,
+          "%s: weight %s: rows of %lld values are not whole %s blocks of %lld", op, nm,
+          (long long)w->n_in, vt_type_name(type), (long long)vt_type_block_size(type));
     CHECK(w->row_bytes == vt_type_row_bytes(type, (uint64_t)w->n_in),
           "%s: weight %s: row_bytes %llu does not match %lld elements of %s (%llu)", op, nm,
           (unsigned long long)w->row_bytes, (long long)w->n_in, vt_type_name(type),

@@ -19,16 +19,17 @@
  * q (signed, or unsigned for the types with a min), the activation block to
  * its int8 codes xq and scale dx; Σ q·xq is exact in int32 (|Σ| < 2^24, so
  * it converts to float exactly) and is scaled by the block's float scale
- * (fp16 d · integer sub-scale · dx, one rounding per product) and summed
+ * (fp16 d · integer sub-scale · dx, a rounding or two) and summed
  * with FMA into 8 float lanes; the min term of Q4_1/Q5_1/Q2_K/Q4_K/Q5_K is
  * min · dx · Σxq over the sub-block, summed in float. Compared with the exact
  * float dot Σ w·x of the dequantised row, the only error beyond float32
  * summation is the activation's rounding, |x − dx·xq| <= dx/2 per value
- * (tests/test_cpu_qdot.c derives the bound and checks every type against
+ * (tests/test_cpu_quant_kernels.c derives the bound and checks every type against
  * the scalar reference).
  */
 
 #include <immintrin.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -85,12 +86,6 @@ QD_INLINE __m256 qd_fma(__m256i i32, float s, __m256 acc)
 {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_set1_ps(s), acc);
 }
-/* acc += float(i32) · (lanes 0..3: sa, lanes 4..7: sb), for two 16-value halves. */
-QD_INLINE __m256 qd_fma2(__m256i i32, float sa, float sb, __m256 acc)
-{
-    __m256 s = _mm256_set_m128(_mm_set1_ps(sb), _mm_set1_ps(sa));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc);
-}
 
 QD_INLINE float qd_hsum(__m256 v)
 {
@@ -128,8 +123,21 @@ static void QD_FN(quantize)(const float *xf, int64_t n, const vt_cpu_xq *xq)
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));
         h = _mm_max_ss(h, _mm_movehdup_ps(h));
         float amax = _mm_cvtss_f32(h);
-        float d = amax / 127.0f;
+        /* a NaN or infinite value (max_ps may drop a NaN): the block's scale
+         * is NaN, so the dot products come out NaN as on the float path */
+        __m256 un = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q),
+                                              _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q)),
+                                 _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q),
+                                              _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q)));
+        int bad = _mm256_movemask_ps(un) != 0 || !(amax <= FLT_MAX);
+        /* a block whose max is below 127 · FLT_MIN (1.5e-36) becomes zeros:
+         * 1/d would overflow; the error is below that max */
+        float d = amax >= 127.0f * FLT_MIN ? amax / 127.0f : 0.0f;
         float id = d > 0.0f ? 1.0f / d : 0.0f;
+        if (bad) {
+            d = NAN;
+            id = 0.0f;
+        }
         __m256 vid = _mm256_set1_ps(id);
         /* round to nearest even (MXCSR default) */
         __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
@@ -140,6 +148,9 @@ static void QD_FN(quantize)(const float *xf, int64_t n, const vt_cpu_xq *xq)
         __m256i q = _mm256_packs_epi16(p01, p23);
         /* packs interleave the 128-bit lanes: restore element order */
         q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        /* codes in [-127, 127] (the sign trick and vpmaddubsw's range rely on
+         * it); only a NaN·0 lane could give -128 */
+        q = _mm256_max_epi8(q, _mm256_set1_epi8(-127));
         _mm256_storeu_si256((__m256i *)(void *)(xq->q + 32 * b), q);
         /* per-16 sums of the codes */
         __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
@@ -286,62 +297,51 @@ QD_INLINE float qd_row_mxfp4(const uint8_t *row, int64_t nb, const vt_cpu_xq *x)
 
 /* Q4_K / Q5_K (§6.10, §6.11): sub-block s of 32: d·sc_s · q − dmin·m_s. The
  * 8 sub-block scales d·sc_s·dx_s and min terms dmin·m_s·ds_s are formed as
- * one vector each. R rows (1 or 2, rb apart) at once share the activation
- * loads and interleave their dependency chains; out[r] gets row r's sum. */
-QD_INLINE void qd_rows_q45_k(const uint8_t *row0, size_t rb, int64_t nsb, const vt_cpu_xq *x,
-                             float *out, const int R, const int Q5)
+ * one vector each. */
+QD_INLINE float qd_row_q45_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x, const int Q5)
 {
     const size_t bs = Q5 ? 176 : 144;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 a0[2], a1[2], am[2];
-    for (int r = 0; r < R; r++) a0[r] = a1[r] = am[r] = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), am = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const __m256 dx = _mm256_loadu_ps(x->d + 8 * sb), dsx = _mm256_loadu_ps(x->ds + 8 * sb);
-        __m256 sv[2];
-        __m256i qh[2];
-        const uint8_t *qs[2];
-        for (int r = 0; r < R; r++) {
-            const uint8_t *p = row0 + (size_t)r * rb + (size_t)sb * bs;
-            const uint8_t *sc = p + 4;
-            qs[r] = p + (Q5 ? 48 : 16);
-            /* 6-bit scales and mins (§6.9), as 8 bytes each */
-            uint32_t a, b2, c;
-            memcpy(&a, sc, 4);
-            memcpy(&b2, sc + 4, 4);
-            memcpy(&c, sc + 8, 4);
-            uint64_t sc8 = (uint64_t)(a & 0x3f3f3f3fu) |
-                           (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
-            uint64_t m8 = (uint64_t)(b2 & 0x3f3f3f3fu) |
-                          (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b2 >> 2) & 0x30303030u)) << 32;
-            __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)));
-            __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
-            sv[r] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p)), scv), dx);
-            am[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 2)), mv), dsx, am[r]);
-            qh[r] = Q5 ? qd_load256(p + 16) : _mm256_setzero_si256();
-        }
+        const uint8_t *p = row + (size_t)sb * bs;
+        const uint8_t *sc = p + 4;
+        const uint8_t *qs = p + (Q5 ? 48 : 16);
+        /* 6-bit scales and mins (§6.9), as 8 bytes each */
+        uint32_t a, b2, c;
+        memcpy(&a, sc, 4);
+        memcpy(&b2, sc + 4, 4);
+        memcpy(&c, sc + 8, 4);
+        uint64_t sc8 = (uint64_t)(a & 0x3f3f3f3fu) |
+                       (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
+        uint64_t m8 = (uint64_t)(b2 & 0x3f3f3f3fu) |
+                      (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b2 >> 2) & 0x30303030u)) << 32;
+        __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)));
+        __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
+        __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p)), scv),
+                                  _mm256_loadu_ps(x->d + 8 * sb));
+        am = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 2)), mv),
+                             _mm256_loadu_ps(x->ds + 8 * sb), am);
+        __m256i qh = Q5 ? qd_load256(p + 16) : _mm256_setzero_si256();
 QD_UNROLL(8)
         for (int j = 0; j < 4; j++) {
-            const __m256i xl = QX(8 * sb + 2 * j), xh = QX(8 * sb + 2 * j + 1);
-            const __m256i kl = _mm256_set1_epi32(2 * j), kh = _mm256_set1_epi32(2 * j + 1);
-            for (int r = 0; r < R; r++) {
-                __m256i v = qd_load256(qs[r] + 32 * j);
-                __m256i lo = _mm256_and_si256(v, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                if (Q5) {
-                    const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * j)));
-                    const __m256i bh = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
-                    const __m256i h16 = _mm256_set1_epi8(0x10);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bl), bl), h16));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bh), bh), h16));
-                }
-                __m256i il = dot4(_mm256_setzero_si256(), lo, xl);
-                __m256i ih = dot4(_mm256_setzero_si256(), hi, xh);
-                a0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), _mm256_permutevar8x32_ps(sv[r], kl), a0[r]);
-                a1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), _mm256_permutevar8x32_ps(sv[r], kh), a1[r]);
+            __m256i v = qd_load256(qs + 32 * j);
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (Q5) {
+                const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * j)));
+                const __m256i bh = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
+                const __m256i h16 = _mm256_set1_epi8(0x10);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), h16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), h16));
             }
+            __m256i il = dot4(_mm256_setzero_si256(), lo, QX(8 * sb + 2 * j));
+            __m256i ih = dot4(_mm256_setzero_si256(), hi, QX(8 * sb + 2 * j + 1));
+            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), qd_lane(sv, 2 * j), a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), qd_lane(sv, 2 * j + 1), a1);
         }
     }
-    for (int r = 0; r < R; r++) out[r] = qd_hsum(_mm256_add_ps(a0[r], a1[r])) - qd_hsum(am[r]);
+    return qd_hsum(_mm256_add_ps(a0, a1)) - qd_hsum(am);
 }
 
 /*
@@ -370,16 +370,29 @@ QD_INLINE void qd_i8x16_to_f(__m128i v, __m256 *lo, __m256 *hi)
     *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
 }
 
-/* Q6_K (§6.12): d · scale[i/16] · ((low | high << 4) − 32). */
+/* Σ_g scale_g · Σxq_g of a super-block (the scale vectors of qd_group_scales,
+ * the per-16 code sums), added to acc: the offset term of Q3_K and Q6_K. */
+QD_INLINE __m256 qd_group_offsets(const __m256 g[2], const int16_t *s16, __m256 acc)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)s16);
+    __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(v)));
+    __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1)));
+    return _mm256_fmadd_ps(g[1], hi, _mm256_fmadd_ps(g[0], lo, acc));
+}
+
+/* Q6_K (§6.12): d · scale[i/16] · (q − 32), q = low | high << 4 in 0..63: the
+ * unsigned codes go straight into vpmaddubsw, the −32 is 32 · Σ_g scale_g ·
+ * Σxq_g per super-block. */
 QD_INLINE float qd_row_q6_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), ao = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = row + (size_t)sb * 210;
         __m256 sl, sh, g[2];
         qd_i8x16_to_f(_mm_loadu_si128((const __m128i *)(const void *)(p + 192)), &sl, &sh);
         qd_group_scales(sl, sh, qd_f16(p + 208), x->d + 8 * sb, g);
+        ao = qd_group_offsets(g, x->s16 + 16 * sb, ao);
 QD_UNROLL(8)
         for (int h = 0; h < 2; h++) {
             __m256i l0 = qd_load256(p + 64 * h), l1 = qd_load256(p + 64 * h + 32);
@@ -389,8 +402,8 @@ QD_UNROLL(8)
                 __m256i lb = c & 1 ? l1 : l0;
                 __m256i low = c < 2 ? _mm256_and_si256(lb, m4) : _mm256_and_si256(_mm256_srli_epi16(lb, 4), m4);
                 __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m3);
-                __m256i w = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), off);
-                __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + c));
+                __m256i w = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+                __m256i i32 = dot4(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + c));
                 __m256 sc = qd_block_scale(g, 4 * h + c);
                 if (c & 1)
                     a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), sc, a1);
@@ -399,7 +412,7 @@ QD_UNROLL(8)
             }
         }
     }
-    return qd_hsum(_mm256_add_ps(a0, a1));
+    return qd_hsum(_mm256_add_ps(a0, a1)) - 32.0f * qd_hsum(ao);
 }
 
 /* Q3_K's 16 signed 6-bit scales (§6.8) as 16 bytes, from the 12 packed bytes:
@@ -418,16 +431,18 @@ QD_INLINE __m128i qd_q3_k_scales(const uint8_t *sbs)
     return _mm_sub_epi8(_mm_setr_epi32((int)w0, (int)w1, (int)w2, (int)w3), _mm_set1_epi8(32));
 }
 
-/* Q3_K (§6.8): d · sc[i/16] · (q2 − (hbit ? 0 : 4)). */
+/* Q3_K (§6.8): d · sc[i/16] · (q − 4), q = q2 | hbit << 2 in 0..7 (unsigned
+ * codes, the −4 as 4 · Σ_g sc_g · Σxq_g per super-block, as Q6_K). */
 QD_INLINE float qd_row_q3_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), ao = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = row + (size_t)sb * 110;
         __m256 sl, sh, g[2];
         qd_i8x16_to_f(qd_q3_k_scales(p + 96), &sl, &sh);
         qd_group_scales(sl, sh, qd_f16(p + 108), x->d + 8 * sb, g);
+        ao = qd_group_offsets(g, x->s16 + 16 * sb, ao);
         __m256i hm = qd_load256(p);
 QD_UNROLL(8)
         for (int h = 0; h < 2; h++) {
@@ -437,9 +452,9 @@ QD_UNROLL(8)
                 __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), m3);
                 const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
                 __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
-                /* q2 − 4 where the bit is clear */
-                __m256i w = _mm256_sub_epi8(q2, _mm256_andnot_si256(set, four));
-                __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + j));
+                /* q2 | hbit << 2 in 0..7; the −4 is the offset term */
+                __m256i w = _mm256_or_si256(q2, _mm256_and_si256(set, four));
+                __m256i i32 = dot4(_mm256_setzero_si256(), w, QX(8 * sb + 4 * h + j));
                 __m256 sc = qd_block_scale(g, 4 * h + j);
                 if (j & 1)
                     a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), sc, a1);
@@ -448,7 +463,7 @@ QD_UNROLL(8)
             }
         }
     }
-    return qd_hsum(_mm256_add_ps(a0, a1));
+    return qd_hsum(_mm256_add_ps(a0, a1)) - 4.0f * qd_hsum(ao);
 }
 
 /* Q2_K (§6.7): d · (s & 15) · q − dmin · (s >> 4), s = scales[i/16]; the min
@@ -553,26 +568,13 @@ QD_ROWS(q5_1, 32, qd_row_q45_1(row, nb, x, 1))
 QD_ROWS(iq4_nl, 32, qd_row_iq4_nl(row, nb, x))
 QD_ROWS(mxfp4, 32, qd_row_mxfp4(row, nb, x))
 QD_ROWS(q2_k, 256, qd_row_q2_k(row, nb, x))
+QD_ROWS(q4_k, 256, qd_row_q45_k(row, nb, x, 0))
+QD_ROWS(q5_k, 256, qd_row_q45_k(row, nb, x, 1))
 QD_ROWS(q3_k, 256, qd_row_q3_k(row, nb, x))
 QD_ROWS(q6_k, 256, qd_row_q6_k(row, nb, x))
 QD_ROWS(iq4_xs, 256, qd_row_iq4_xs(row, nb, x))
 #undef QD_ROWS
 
-/* Two rows at a time (the last alone): the same arithmetic per row. */
-#define QD_ROWS2(NAME, FN, ...)                                                                 \
-    static void QD_FN(NAME)(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,     \
-                            float *y, int64_t n_rows)                                          \
-    {                                                                                          \
-        const int64_t nsb = n_in / 256;                                                        \
-        int64_t r = 0;                                                                         \
-        for (; r < n_rows; r++) {                                                              \
-            if (r + QD_PF_ROWS < n_rows) qd_prefetch(w + (size_t)(r + QD_PF_ROWS) * rb, rb);   \
-            FN(w + (size_t)r * rb, rb, nsb, x, y + r, 1, __VA_ARGS__);                         \
-        }                                                                                      \
-    }
-QD_ROWS2(q4_k, qd_rows_q45_k, 0)
-QD_ROWS2(q5_k, qd_rows_q45_k, 1)
-#undef QD_ROWS2
 
 const vt_cpu_qdot_set QDOT_SET = {
     .name = QDOT_NAME,
