@@ -290,6 +290,34 @@ static void test_threads(void **state)
     tc_api()->shutdown(c2);
 }
 
+/* The float path's fast dequantisation equals the reference bit for bit. */
+static void test_fast_dequant(void **state)
+{
+    (void)state;
+    for (size_t ti = 0; ti < TQB_N_TYPES; ti++) {
+        uint32_t type = tqb_types[ti];
+        const int64_t n_in = 1024, n_rows = 9;
+        size_t rb = (size_t)vt_type_row_bytes(type, (uint64_t)n_in);
+        uint8_t *wd = malloc(rb * (size_t)n_rows);
+        float *a = tc_alloc_f(n_in), *b = tc_alloc_f(n_in);
+        assert_non_null(wd);
+        for (int e = -14; e <= 6; e += 10) { /* small, medium and large scales */
+            tqb_fill(type, wd, n_rows, n_in, 4242 + ti + (uint64_t)(e + 20), e);
+            for (int64_t r = 0; r < n_rows; r++) {
+                assert_int_equal(vt_cpu_dequant_row(type, wd + (size_t)r * rb, n_in, a), VT_OK);
+                vt_cpu_dequant_row_fast(type, wd + (size_t)r * rb, n_in, b);
+                for (int64_t i = 0; i < n_in; i++)
+                    if (memcmp(&a[i], &b[i], 4))
+                        fail_msg("fast dequant %s row %lld value %lld: %.9g, reference %.9g", vt_type_name(type),
+                                 (long long)r, (long long)i, b[i], a[i]);
+            }
+        }
+        free(wd);
+        free(a);
+        free(b);
+    }
+}
+
 /* A weight whose rows are not whole blocks is refused by name (both paths). */
 static void test_partial_blocks(void **state)
 {
@@ -334,7 +362,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
-        cmocka_unit_test(test_partial_blocks),
+        cmocka_unit_test(test_partial_blocks), cmocka_unit_test(test_fast_dequant),
         cmocka_unit_test(test_threads),      cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx2w16),

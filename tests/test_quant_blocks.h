@@ -32,6 +32,7 @@ static inline uint64_t tqb_next(uint64_t *s)
 /* fp16 bits of ±m · 2^e, m in [1, 2) with 10 random mantissa bits, e in [-14, 15]. */
 static inline uint16_t tqb_f16(uint64_t *s, int e, int allow_negative)
 {
+    e = e < -14 ? -14 : e > 15 ? 15 : e; /* normal fp16 exponents only */
     uint16_t sign = allow_negative && (tqb_next(s) >> 63) ? 0x8000u : 0;
     return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)((tqb_next(s) >> 20) & 1023u));
 }

@@ -83,6 +83,10 @@ static inline uint16_t vt_cpu_rd16(const uint8_t *p)
  * the tensor. Thread-safe.
  */
 vt_status vt_cpu_dequant_row(uint32_t type, const void *src, int64_t n, float *dst);
+/* vt_cpu_dequant_row, bit for bit, with AVX2 for Q4_K, Q5_K, Q6_K and Q8_0
+ * where the CPU has it (cpu_dequant_avx2.c); n a whole number of blocks, src
+ * and dst valid (no checks: the float path's panels). */
+void vt_cpu_dequant_row_fast(uint32_t type, const void *src, int64_t n, float *dst);
 /* 1 when vt_cpu_dequant_row decodes `type` (a superset of vt_cpu_type_supported). */
 int vt_cpu_dequant_handles(uint32_t type);
 /* 1 when the mat_mul/get_rows kernels handle `type` (the backend's capabilities). */

@@ -505,8 +505,8 @@ MM_FN(mm_q8_0, VT_TYPE_Q8_0)
 /*
  * The other block-quantised types (Q4_0 ... MXFP4) on the float path (prefill,
  * and decode when the integer path is off): per chunk of tokens and column
- * block, each row group's block is dequantised exactly into the panel by the
- * scalar reference (cpu_dequant.c, a few KiB in L1, never a copy of the
+ * block, each row group's block is dequantised exactly into the panel
+ * (vt_cpu_dequant_row_fast: the reference's bits; a few KiB in L1, never a copy of the
  * matrix), then multiplied by the MM_PANEL tiles, so every output is summed
  * as for the other types and the same for every thread count. MM_KB is a
  * multiple of every block size (32, 256) and a row is whole blocks.
@@ -530,7 +530,7 @@ BODY_INLINE void mm_blocks(uint32_t type, const uint8_t *w, size_t rb, int64_t n
                 for (int64_t g = 0; g < MM_R; g++) {
                     float *p = scratch + g * MM_KB;
                     if (g < nr)
-                        vt_cpu_dequant_row(type, w + (size_t)(r + g) * rb + off, n, p);
+                        vt_cpu_dequant_row_fast(type, w + (size_t)(r + g) * rb + off, n, p);
                     else
                         memset(p, 0, (size_t)n * sizeof(float));
                 }
