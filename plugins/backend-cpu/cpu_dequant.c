@@ -99,21 +99,12 @@ static void deq_iq4_nl(const uint8_t *b, float *y)
     }
 }
 
-/* 2^(e - 128) as float bits, e = 0..255 (E8M0 halved; e = 0, 1 give subnormals). */
-static float e8m0_half(uint8_t e)
-{
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 static void deq_mxfp4(const uint8_t *b, float *y)
 {
     /* E2M1 values doubled (0, 0.5, 1, ... 6 -> 0, 1, 2, ... 12), so the scale
      * 2^(e-127) becomes 2^(e-128): every product is exact either way (§6.16). */
     static const int8_t e2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-    float d = e8m0_half(b[0]);
+    float d = vt_cpu_e8m0_half(b[0]);
     const uint8_t *qs = b + 1;
     for (int j = 0; j < 16; j++) {
         y[j] = (float)e2m1x2[qs[j] & 0x0F] * d;
@@ -158,18 +149,6 @@ static void deq_q3_k(const uint8_t *b, float *y)
     }
 }
 
-/* 6-bit scale and min of sub-block j (0..7) of Q4_K/Q5_K, table of §6.9. */
-static void k4_scale_min(const uint8_t *q, int j, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4;
-        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
-    }
-}
-
 /* Q4_K (qh NULL) and Q5_K (qh = the 5th bits): §6.10, §6.11. */
 static void deq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y)
 {
@@ -177,7 +156,7 @@ static void deq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, fl
     const uint8_t *scales = b + 4;
     for (int s = 0; s < 8; s++) {
         int sc, m;
-        k4_scale_min(scales, s, &sc, &m);
+        vt_cpu_k4_scale_min(scales, s, &sc, &m);
         float ds = d * (float)sc, dm = dmin * (float)m;
         for (int l = 0; l < 32; l++) {
             uint8_t byte = qs[32 * (s / 2) + l];

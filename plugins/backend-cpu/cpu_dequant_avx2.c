@@ -1,9 +1,10 @@
 /*
  * cpu_dequant_avx2.c - AVX2 dequantisation of the types that dominate
- * quantised checkpoints (Q4_K, Q5_K, Q6_K, Q8_0), for the float path's
+ * quantised checkpoints (Q4_K, Q5_K, Q6_K), for the float path's
  * panels (prefill): bit-identical to the scalar reference (cpu_dequant.c),
  * because every value is formed with the same float operations in the same
- * order (d·sc, then ·q, then − dmin·m), one rounding each. The file is
+ * order (d·sc, then ·q, then − dmin·m), one rounding each. (Q8_0 has its
+ * own float kernels, cpu_simd_body.h.) The file is
  * compiled for AVX2 and F16C but not FMA, so the compiler cannot fuse a
  * multiply and a subtraction into one rounding. Other types, and CPUs
  * without AVX2, take the scalar reference. tests/test_cpu_quant_kernels.c
@@ -33,13 +34,7 @@ static void deq_q45_k(const uint8_t *b, int q5, float *y)
     const uint8_t *sc = b + 4, *qh = b + 16, *qs = b + (q5 ? 48 : 16);
     for (int s = 0; s < 8; s++) {
         int scale, m;
-        if (s < 4) {
-            scale = sc[s] & 63;
-            m = sc[s + 4] & 63;
-        } else {
-            scale = (sc[s + 4] & 0x0F) | (sc[s - 4] >> 6) << 4;
-            m = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
-        }
+        vt_cpu_k4_scale_min(sc, s, &scale, &m);
         const __m256 ds = _mm256_set1_ps(d * (float)scale), dm = _mm256_set1_ps(dmin * (float)m);
         __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * (s / 2)));
         if (s & 1) v = _mm256_srli_epi16(v, 4);
@@ -83,15 +78,6 @@ static void deq_q6_k(const uint8_t *b, float *y)
     }
 }
 
-static void deq_q8_0(const uint8_t *b, float *y)
-{
-    const __m256 d = _mm256_set1_ps(f16(b));
-    for (int k = 0; k < 4; k++) {
-        __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * k));
-        _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-    }
-}
-
 static int has_avx2(void) { return __builtin_cpu_supports("avx2") && vt_cpu_has_f16c(); }
 
 void vt_cpu_dequant_row_fast(uint32_t type, const void *src, int64_t n, float *dst)
@@ -107,7 +93,6 @@ void vt_cpu_dequant_row_fast(uint32_t type, const void *src, int64_t n, float *d
     case VT_TYPE_Q4_K: for (int64_t b = 0; b < n / 256; b++) deq_q45_k(p + 144 * b, 0, dst + 256 * b); return;
     case VT_TYPE_Q5_K: for (int64_t b = 0; b < n / 256; b++) deq_q45_k(p + 176 * b, 1, dst + 256 * b); return;
     case VT_TYPE_Q6_K: for (int64_t b = 0; b < n / 256; b++) deq_q6_k(p + 210 * b, dst + 256 * b); return;
-    case VT_TYPE_Q8_0: for (int64_t b = 0; b < n / 32; b++) deq_q8_0(p + 34 * b, dst + 32 * b); return;
     default: vt_cpu_dequant_row(type, src, n, dst); return;
     }
 }

@@ -67,6 +67,29 @@ static inline uint16_t vt_cpu_rd16(const uint8_t *p)
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 
+/* 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block from
+ * its 12 packed bytes q (gguf.md §6.9). */
+static inline void vt_cpu_k4_scale_min(const uint8_t *q, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4;
+        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+    }
+}
+
+/* MXFP4's E8M0 scale halved, 2^(e - 128) as float bits (e = 0, 1 give
+ * subnormals), matching the E2M1 values doubled to integers (gguf.md §6.16). */
+static inline float vt_cpu_e8m0_half(uint8_t e)
+{
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 /* Bytes of a Q8_0 block (gguf.md §6.2): f16 d, int8 qs[32]. */
 #define VT_CPU_Q8_0_BYTES 34
 
@@ -83,7 +106,7 @@ static inline uint16_t vt_cpu_rd16(const uint8_t *p)
  * the tensor. Thread-safe.
  */
 vt_status vt_cpu_dequant_row(uint32_t type, const void *src, int64_t n, float *dst);
-/* vt_cpu_dequant_row, bit for bit, with AVX2 for Q4_K, Q5_K, Q6_K and Q8_0
+/* vt_cpu_dequant_row, bit for bit, with AVX2 for Q4_K, Q5_K and Q6_K
  * where the CPU has it (cpu_dequant_avx2.c); n a whole number of blocks, src
  * and dst valid (no checks: the float path's panels). */
 void vt_cpu_dequant_row_fast(uint32_t type, const void *src, int64_t n, float *dst);

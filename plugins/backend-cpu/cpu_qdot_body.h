@@ -269,15 +269,6 @@ QD_INLINE float qd_row_q45_1(const uint8_t *row, int64_t nb, const vt_cpu_xq *x,
     return qd_hsum(_mm256_add_ps(a0, a1)) + mins;
 }
 
-/* 2^(e − 128) (the E8M0 scale halved, matching the doubled E2M1 table). */
-QD_INLINE float qd_e8m0_half(uint8_t e)
-{
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* MXFP4 (§6.16): 2^(e−127) · E2M1[q]. */
 QD_INLINE float qd_row_mxfp4(const uint8_t *row, int64_t nb, const vt_cpu_xq *x)
 {
@@ -288,9 +279,9 @@ QD_INLINE float qd_row_mxfp4(const uint8_t *row, int64_t nb, const vt_cpu_xq *x)
         __m256i w = _mm256_shuffle_epi8(lut, qd_nibbles16(p + 1));
         __m256i i32 = qd_dot_ss(_mm256_setzero_si256(), w, QX(b));
         if (b & 1)
-            a1 = qd_fma(i32, qd_e8m0_half(p[0]) * x->d[b], a1);
+            a1 = qd_fma(i32, vt_cpu_e8m0_half(p[0]) * x->d[b], a1);
         else
-            a0 = qd_fma(i32, qd_e8m0_half(p[0]) * x->d[b], a0);
+            a0 = qd_fma(i32, vt_cpu_e8m0_half(p[0]) * x->d[b], a0);
     }
     return qd_hsum(_mm256_add_ps(a0, a1));
 }
