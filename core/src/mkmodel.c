@@ -696,6 +696,28 @@ static int32_t file_type_of(const vt_mkmodel_params *p)
     return -1;
 }
 
+/* One matrix row length a generator writes, named for the error message. */
+typedef struct mk_row {
+    const char *what;
+    uint64_t n;
+} mk_row;
+
+/* A 32-value block type has no fallback (llama.cpp refuses such a tensor
+ * too): every matrix row must be whole blocks, ne[0] % 32 == 0 (gguf.md
+ * §6.2-6.6). Other types fall back per tensor (mk_matrix_type). */
+static vt_status check_rows_32(const vt_mkmodel_params *p, const mk_row *rows, size_t n)
+{
+    if (vt_type_block_size(p->weight_type) != 32) return VT_OK;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].n % 32) {
+            vt_set_error("mkmodel: weight type %s needs matrix rows that are a multiple of 32 "
+                         "values, but %s = %" PRIu64 " is not",
+                         vt_type_name(p->weight_type), rows[i].what, rows[i].n);
+            return VT_ERR_INVALID_ARG;
+        }
+    return VT_OK;
+}
+
 static vt_status check_params(const vt_mkmodel_params *p)
 {
 #define REQUIRE(cond, ...)                                                                          \
@@ -739,27 +761,15 @@ static vt_status check_params(const vt_mkmodel_params *p)
                 p->n_expert <= INT32_MAX,
             "n_embd, n_ff_exp, n_ff_shexp and n_expert must be below 2^31");
     REQUIRE(p->n_layer <= (1u << 20), "n_layer %" PRIu32 " exceeds 2^20", p->n_layer);
-    /* a 32-value block type has no fallback (llama.cpp refuses such a tensor too):
-     * every matrix row must be whole blocks, ne[0] % 32 == 0 (gguf.md §6.2-6.6) */
-    if (vt_type_block_size(p->weight_type) == 32) {
-        const struct {
-            const char *what;
-            uint64_t n;
-        } rows[] = {
-            {"n_embd", p->n_embd},
-            {"n_ff_exp (ffn_down_exps rows)", p->n_ff_exp},
-            {"n_ff_shexp (ffn_down_shexp rows)", p->n_ff_shexp},
-            {"ssm_n_v * ssm_d_k (ssm_out rows)", value_dim},
-            {"n_head * head_dim (attn_output rows)", q_dim},
-        };
-        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-            REQUIRE(rows[i].n % 32 == 0,
-                    "weight type %s needs matrix rows that are a multiple of 32 values, but "
-                    "%s = %" PRIu64 " is not",
-                    vt_type_name(p->weight_type), rows[i].what, rows[i].n);
-    }
+    const mk_row rows[] = {
+        {"n_embd", p->n_embd},
+        {"n_ff_exp (ffn_down_exps rows)", p->n_ff_exp},
+        {"n_ff_shexp (ffn_down_shexp rows)", p->n_ff_shexp},
+        {"ssm_n_v * ssm_d_k (ssm_out rows)", value_dim},
+        {"n_head * head_dim (attn_output rows)", q_dim},
+    };
 #undef REQUIRE
-    return VT_OK;
+    return check_rows_32(p, rows, sizeof rows / sizeof rows[0]);
 }
 
 /* Add the tensors (add_fn; at most cap_t with data) and write the file or its
@@ -1094,30 +1104,17 @@ static vt_status check_params_gemma4(const vt_mkmodel_params *p)
             "writes (the types of --type " MK_TYPE_NAMES ")",
             p->weight_type, vt_type_name(p->weight_type), p->weight_mix);
     REQUIRE(p->n_merges <= 20000, "n_merges %" PRIu32 " exceeds 20000", p->n_merges);
-    /* a 32-value block type has no fallback (llama.cpp refuses such a tensor too):
-     * every matrix row must be whole blocks, ne[0] % 32 == 0 (gguf.md §6.2-6.6) */
-    if (vt_type_block_size(p->weight_type) == 32) {
-        const struct {
-            const char *what;
-            uint64_t n;
-        } rows[] = {
-            {"n_embd", p->n_embd},
-            {"n_ff (ffn_down rows)", p->n_ff},
-            {"n_ff_exp (ffn_down_exps rows)", p->n_expert ? p->n_ff_exp : 0},
-            {"n_head * head_dim (attn_output rows)", (uint64_t)p->n_head * p->head_dim},
-            {"n_head * head_dim_swa (attn_output rows)", (uint64_t)p->n_head * p->head_dim_swa},
-            {"n_per_layer (proj rows)", p->n_per_layer},
-            {"n_per_layer * n_layer (per_layer_token_embd rows)",
-             (uint64_t)p->n_per_layer * p->n_layer},
-        };
-        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-            REQUIRE(rows[i].n % 32 == 0,
-                    "weight type %s needs matrix rows that are a multiple of 32 values, but "
-                    "%s = %" PRIu64 " is not",
-                    vt_type_name(p->weight_type), rows[i].what, rows[i].n);
-    }
+    const mk_row rows[] = {
+        {"n_embd", p->n_embd},
+        {"n_ff (ffn_down rows)", p->n_ff},
+        {"n_ff_exp (ffn_down_exps rows)", p->n_expert ? p->n_ff_exp : 0},
+        {"n_head * head_dim (attn_output rows)", (uint64_t)p->n_head * p->head_dim},
+        {"n_head * head_dim_swa (attn_output rows)", (uint64_t)p->n_head * p->head_dim_swa},
+        {"n_per_layer (proj rows)", p->n_per_layer},
+        {"n_per_layer * n_layer (per_layer_token_embd rows)", (uint64_t)p->n_per_layer * p->n_layer},
+    };
 #undef REQUIRE
-    return VT_OK;
+    return check_rows_32(p, rows, sizeof rows / sizeof rows[0]);
 }
 
 vt_status vt_mkmodel_gemma4(const char *path, const vt_mkmodel_params *params)
