@@ -102,6 +102,48 @@ static void test_greedy_ids(void **s)
     cJSON_Delete(g);
 }
 
+/* The trained model's "The history of" greedy reference through `vt run`,
+ * default kernels, the default chunk and --batch 1..8 (a 4-token chunk once
+ * gave wrong logits on the CPU). */
+static void test_trained_history_batches(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    cJSON *g = read_json("qwen35moe-trained/refs/greedy.json");
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "cases"), 0);
+    const char *prompt = cJSON_GetObjectItem(c, "prompt_text")->valuestring;
+    assert_string_equal(prompt, "The history of");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/qwen35moe-trained/gguf/qwen35moe-trained-bf16-00001-of-00003.gguf",
+             fx);
+    for (int b = 0; b <= 8; b++) {
+        char bs[16];
+        snprintf(bs, sizeof bs, "%d", b);
+        const char *args[] = {"run", "-m", path, "-p", prompt, "-n", "48", "--temp", "0",
+                              "--ignore-eos", "--ids", b ? "--batch" : NULL, bs, NULL};
+        char *out, *err;
+        int rc = run_vt(args, &out, &err);
+        if (rc) fail_msg("vt run --batch %d exited %d: %s", b, rc, err);
+        char *p = out;
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "new_ids")) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p) fail_msg("--batch %d: vt printed only %d ids: %s", b, i, out);
+            if (v != it->valueint)
+                fail_msg("--batch %d: greedy id %d is %ld, the reference has %d (output: %s)", b, i,
+                         v, it->valueint, out);
+            p = end;
+            i++;
+        }
+        assert_int_equal(i, 48);
+        free(out);
+        free(err);
+    }
+    cJSON_Delete(g);
+}
+
 static void test_chat_template(void **s)
 {
     (void)s;
@@ -351,6 +393,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_ids),
+        cmocka_unit_test(test_trained_history_batches),
         cmocka_unit_test(test_chat_template),
         cmocka_unit_test(test_logits_and_split),
         cmocka_unit_test(test_tokenize_info_plugins),

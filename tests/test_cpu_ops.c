@@ -514,6 +514,25 @@ static void test_elementwise(void **state)
                 assert_memory_equal(&y[i], &want, 4);
             }
         }
+    /* every small shape: n_rows x nb for both in 1..40, so a row count equal to
+     * the row length (4 tokens x 4 DeltaNet heads, 32 x 32 in Qwen3.5-35B-A3B)
+     * is covered; each on 1 and 3 threads */
+    for (int op = 0; op < 2; op++)
+        for (int64_t nr = 1; nr <= 40; nr++)
+            for (int64_t nb = 1; nb <= 40; nb++) {
+                int64_t nn = nr * nb;
+                for (int th = 0; th < 2; th++) {
+                    assert_int_equal(api->binary(th ? ref3 : ref1, (vt_binary_op)op, x, b, y, nn,
+                                                 nb), VT_OK);
+                    for (int64_t i = 0; i < nn; i++) {
+                        float want = op == VT_BINARY_ADD ? x[i] + b[i % nb] : x[i] * b[i % nb];
+                        if (memcmp(&y[i], &want, 4))
+                            fail_msg("binary op %d, %lld rows of %lld, %d thread(s): element %lld "
+                                     "is %.9g, want %.9g", op, (long long)nr, (long long)nb,
+                                     th ? 3 : 1, (long long)i, (double)y[i], (double)want);
+                    }
+                }
+            }
     assert_int_equal(api->binary(ref1, VT_BINARY_ADD, x, b, y, 10, 3), VT_ERR_INVALID_ARG);
     assert_int_equal(api->scale(ref3, x, y, n, -1.5f), VT_OK);
     for (int64_t i = 0; i < n; i++) assert_true(y[i] == x[i] * -1.5f);

@@ -542,6 +542,11 @@ struct elem_job {
     float *y;
     int64_t n, nb, per;
     float s;
+    /* binary only: how b is laid over a. Decided once by vt_cpu_binary from the
+     * caller's (n, nb), never re-derived from the job's unit count: for the row
+     * layout j->n counts rows, and a row count equal to nb (4 tokens against 4
+     * DeltaNet heads) must not read as "one row". */
+    enum { ELEM_B_ROW = 0, ELEM_B_SCALAR = 1, ELEM_B_ROWS = 2 } b_layout;
 };
 
 static void elem_task(void *arg, int64_t task, int thread)
@@ -553,9 +558,9 @@ static void elem_task(void *arg, int64_t task, int thread)
     switch (j->kind) {
     case 0: k->unary((vt_unary_op)j->op, j->a + i0, j->y + i0, i1 - i0); break;
     case 1:
-        if (j->nb == j->n) /* one row: a slice of columns */
+        if (j->b_layout == ELEM_B_ROW) /* one row: a slice of columns */
             k->binary((vt_binary_op)j->op, j->a + i0, j->b + i0, j->y + i0, 1, i1 - i0);
-        else if (j->nb == 1) /* broadcast scalar: a slice of elements */
+        else if (j->b_layout == ELEM_B_SCALAR) /* broadcast scalar: a slice of elements */
             k->binary((vt_binary_op)j->op, j->a + i0, j->b, j->y + i0, i1 - i0, 1);
         else /* units are rows */
             k->binary((vt_binary_op)j->op, j->a + i0 * j->nb, j->b, j->y + i0 * j->nb, i1 - i0, j->nb);
@@ -581,7 +586,7 @@ vt_status vt_cpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const float *x, floa
     CHECK((unsigned)op <= VT_UNARY_TANH, "unary: unknown op %d", (int)op);
     if (n == 0) return VT_OK;
     CHECK(x && y, "unary: x or y is NULL");
-    struct elem_job j = {ctx, 0, (int)op, x, NULL, y, n, 1, 0, 0.0f};
+    struct elem_job j = {ctx, 0, (int)op, x, NULL, y, n, 1, 0, 0.0f, ELEM_B_ROW};
     elem_run(ctx, &j, 4.0); /* transcendental: a few times a copy */
     return VT_OK;
 }
@@ -594,13 +599,16 @@ vt_status vt_cpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a, co
     CHECK(n % nb == 0, "binary: nb %lld does not divide n %lld", (long long)nb, (long long)n);
     if (n == 0) return VT_OK;
     CHECK(a && b && y, "binary: a pointer is NULL");
-    struct elem_job j = {ctx, 1, (int)op, a, b, y, n, nb, 0, 0.0f};
-    if (nb == n || nb == 1) {
+    struct elem_job j = {ctx, 1, (int)op, a, b, y, n, nb, 0, 0.0f, ELEM_B_ROW};
+    if (nb == n) {
+        elem_run(ctx, &j, 1.0);
+    } else if (nb == 1) {
+        j.b_layout = ELEM_B_SCALAR;
         elem_run(ctx, &j, 1.0);
     } else {
+        j.b_layout = ELEM_B_ROWS;
         j.n = n / nb; /* units are rows */
         elem_run(ctx, &j, (double)nb);
-        j.n = n;
     }
     return VT_OK;
 }
@@ -610,7 +618,7 @@ vt_status vt_cpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n,
     CHECK(n >= 0, "scale: n %lld < 0", (long long)n);
     if (n == 0) return VT_OK;
     CHECK(x && y, "scale: x or y is NULL");
-    struct elem_job j = {ctx, 2, 0, x, NULL, y, n, 1, 0, s};
+    struct elem_job j = {ctx, 2, 0, x, NULL, y, n, 1, 0, s, ELEM_B_ROW};
     elem_run(ctx, &j, 1.0);
     return VT_OK;
 }
@@ -622,7 +630,7 @@ vt_status vt_cpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, f
           (long long)n_cols);
     if (n_rows == 0 || n_cols == 0) return VT_OK;
     CHECK(x && s && y, "mul_rows: a pointer is NULL");
-    struct elem_job j = {ctx, 3, 0, x, s, y, n_rows, n_cols, 0, 0.0f};
+    struct elem_job j = {ctx, 3, 0, x, s, y, n_rows, n_cols, 0, 0.0f, ELEM_B_ROW};
     elem_run(ctx, &j, (double)n_cols);
     return VT_OK;
 }

@@ -1,0 +1,527 @@
+/*
+ * test_prefill_sweep.c - every prefill length and every chunk size, on every
+ * fixture model, through the engine (issue: "every prefill chunk length
+ * right"). A prefill of exactly 4 tokens once gave wrong qwen35 logits on the
+ * CPU because 4 tokens x 4 DeltaNet heads made a broadcast add read as one
+ * row; no test used a 4-token chunk. These cases leave no length out:
+ *
+ *   prefix sweep  for every L in 1..N, the first L tokens of the reference
+ *                 prompt in ONE chunk: every position meets the fixture's
+ *                 criterion against the reference, and (reference kernels)
+ *                 equals the same position of the full N-token chunk bit for
+ *                 bit (a causal model's position t does not depend on L);
+ *   chunk sweep   for every chunk size c in 1..N (n_batch = c), the whole
+ *                 prompt equals one chunk: bit for bit with the reference
+ *                 kernels, within 1e-4 of max |logit| per position otherwise
+ *                 (qwen35moe.md §6);
+ *   greedy        the trained model's refs/greedy.json (4 prompts x 48
+ *                 tokens, made without stopping at end-of-generation)
+ *                 reproduced token for token on the bf16 file in one chunk and
+ *                 with n_batch 1..8, experts resident and streamed through
+ *                 the minimum arena (top-k x 3 slots).
+ *
+ * Fixture criteria (../shared/fixtures/README.md, "How to compare"):
+ *   f32-exact files (bf16 / f16 GGUF, weights equal to f32): max |Δ| <= 1e-2 at
+ *     every position and the same argmax wherever the reference top-1/top-2
+ *     gap exceeds 1e-3;
+ *   q8_0 (lossy): a smoke test, mean |Δ| <= 0.5 over the positions of the
+ *     prefix (the logit std is 1.6);
+ *   qwen35moe-trained (no logit file): the reference sequence is the prompt
+ *     followed by its 48 greedy tokens, so the argmax at every position from
+ *     the last prompt token on must be the next token of that sequence.
+ *
+ * The same source builds test_prefill_sweep (device "cpu": reference and
+ * fast kernels) and test_prefill_sweep_cuda (device "cuda", run on the H200;
+ * skips loudly without a CUDA device, like test_cuda_ops).
+ */
+#include "test_util.h"
+
+#include <cJSON.h>
+#include <math.h>
+
+#include "config.h"
+#include "engine.h"
+#include "error.h"
+
+#ifndef VT_SWEEP_DEVICE
+#define VT_SWEEP_DEVICE "cpu"
+#endif
+#ifndef VT_GPU_TEST_BUILT
+#define VT_GPU_TEST_BUILT 1
+#define VT_GPU_TEST_REQUIRED 0
+#define VT_GPU_TEST_WHY ""
+#endif
+
+static const int g_cpu = !strcmp(VT_SWEEP_DEVICE, "cpu") ? 1 : 0;
+
+typedef enum { CRIT_F32, CRIT_Q8, CRIT_GREEDY, CRIT_NONE } crit_kind;
+
+typedef struct sweep_file {
+    const char *label;
+    const char *path;   /* relative to the fixture folder */
+    const char *refdir; /* fixture with refs/index.json (prompt "len40"), or NULL: the
+                           trained model's refs/greedy.json case 0 */
+    crit_kind crit;
+    int fast_exact;     /* fast kernels are held to the f32 criterion as well */
+} sweep_file;
+
+static const sweep_file g_files[] = {
+    {"qwen35moe-tiny bf16", "qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf", "qwen35moe-tiny",
+     CRIT_F32, 1},
+    {"qwen35moe-tiny q8_0", "qwen35moe-tiny/gguf/qwen35moe-tiny-q8_0.gguf", "qwen35moe-tiny",
+     CRIT_Q8, 0},
+    {"qwen35moe-tiny q8_0 split",
+     "qwen35moe-tiny/gguf/split/qwen35moe-tiny-q8_0-split-00001-of-00003.gguf", "qwen35moe-tiny",
+     CRIT_Q8, 0},
+    {"gemma4-moe-tiny f16", "gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf", "gemma4-moe-tiny",
+     CRIT_F32, 1},
+    {"qwen35moe-trained bf16", "qwen35moe-trained/gguf/qwen35moe-trained-bf16-00001-of-00003.gguf",
+     NULL, CRIT_GREEDY, 1},
+    {"qwen35moe-trained q8_0", "qwen35moe-trained/gguf/qwen35moe-trained-q8_0.gguf", NULL,
+     CRIT_NONE, 0},
+};
+#define N_FILES (sizeof g_files / sizeof g_files[0])
+
+/* the reference of one file: token ids, and either logits (+ argmax, margin)
+ * or the number of prompt tokens before the greedy continuation */
+typedef struct sweep_ref {
+    int32_t *ids;
+    int n;
+    float *logits;  /* [n][n_vocab] or NULL */
+    int *argmax;    /* [n] */
+    double *margin; /* [n] */
+    int n_prompt;   /* CRIT_GREEDY: ids[n_prompt..] are the greedy tokens */
+    int64_t n_vocab;
+} sweep_ref;
+
+static const char *g_fx;
+static int g_device_state; /* 0 not tried, 1 usable, -1 skipped */
+
+static void skip_banner(const char *why)
+{
+    fprintf(stderr,
+            "\n**********************************************************************\n"
+            "*** SKIPPING test_prefill_sweep on device '%s': %s\n"
+            "**********************************************************************\n\n",
+            VT_SWEEP_DEVICE, why);
+    vt_test_fixtures_skipped = 1;
+}
+
+static int *json_ints(const cJSON *a, int *n)
+{
+    if (!cJSON_IsArray(a)) fail_msg("expected a JSON array");
+    *n = cJSON_GetArraySize(a);
+    int *v = malloc(sizeof(int) * (size_t)(*n ? *n : 1));
+    assert_non_null(v);
+    for (int i = 0; i < *n; i++) v[i] = (int)cJSON_GetArrayItem(a, i)->valuedouble;
+    return v;
+}
+
+static cJSON *read_json(const char *rel)
+{
+    char *path = vt_test_path(g_fx, rel);
+    char *txt = vt_test_read_file(path, NULL);
+    cJSON *j = cJSON_Parse(txt);
+    if (!j) fail_msg("%s is not JSON", path);
+    free(txt);
+    free(path);
+    return j;
+}
+
+static void load_ref(const sweep_file *f, sweep_ref *r)
+{
+    memset(r, 0, sizeof *r);
+    if (f->refdir) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "%s/refs/index.json", f->refdir);
+        cJSON *root = read_json(rel);
+        const cJSON *p = NULL, *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "prompts"))
+            if (!strcmp(cJSON_GetObjectItem(it, "name")->valuestring, "len40")) p = it;
+        if (!p) fail_msg("%s: no prompt 'len40'", rel);
+        r->ids = (int32_t *)json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &r->n);
+        int n;
+        r->argmax = json_ints(cJSON_GetObjectItem(p, "argmax_per_position"), &n);
+        assert_int_equal(n, r->n);
+        const cJSON *mg = cJSON_GetObjectItem(p, "top1_minus_top2_per_position");
+        assert_int_equal(cJSON_GetArraySize(mg), r->n);
+        r->margin = malloc(sizeof(double) * (size_t)r->n);
+        for (int t = 0; t < r->n; t++) r->margin[t] = cJSON_GetArrayItem(mg, t)->valuedouble;
+        r->n_vocab = (int64_t)cJSON_GetArrayItem(cJSON_GetObjectItem(p, "shape"), 1)->valuedouble;
+        snprintf(rel, sizeof rel, "%s/refs/%s", f->refdir,
+                 cJSON_GetObjectItem(p, "file")->valuestring);
+        char *lp = vt_test_path(g_fx, rel);
+        size_t len;
+        r->logits = vt_test_read_file(lp, &len);
+        assert_int_equal(len, (size_t)r->n * (size_t)r->n_vocab * sizeof(float));
+        free(lp);
+        cJSON_Delete(root);
+    } else {
+        cJSON *root = read_json("qwen35moe-trained/refs/greedy.json");
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "cases"), 0);
+        int np, ng;
+        int *p = json_ints(cJSON_GetObjectItem(c, "prompt_ids"), &np);
+        int *g = json_ints(cJSON_GetObjectItem(c, "new_ids"), &ng);
+        r->n = np + ng;
+        r->n_prompt = np;
+        r->ids = malloc(sizeof(int32_t) * (size_t)r->n);
+        for (int i = 0; i < np; i++) r->ids[i] = p[i];
+        for (int i = 0; i < ng; i++) r->ids[np + i] = g[i];
+        free(p);
+        free(g);
+        cJSON_Delete(root);
+    }
+}
+
+static void free_ref(sweep_ref *r)
+{
+    free(r->ids);
+    free(r->logits);
+    free(r->argmax);
+    free(r->margin);
+}
+
+static vt_config g_cfg;
+
+/* An engine on the file with prefill chunks of n_batch tokens; sets are
+ * --set overrides. NULL when the device is skipped (after skip()). */
+static vt_engine *open_engine(const char *rel, const char *kernels, uint32_t n_batch,
+                              const char *const *sets)
+{
+    char *path = vt_test_path(g_fx, rel);
+    vt_config_defaults(&g_cfg);
+    for (int i = 0; sets && sets[i]; i++)
+        if (vt_config_set_arg(&g_cfg, sets[i]) != VT_OK) fail_msg("--set %s: %s", sets[i],
+                                                                  vt_last_error());
+    vt_engine_params p = {.model_path = path, .plugin_dir = vt_test_plugin_dir(),
+                          .device = VT_SWEEP_DEVICE, .n_threads = g_cpu ? 2 : 0,
+                          .kernels = g_cpu ? kernels : NULL, .n_ctx = 128, .n_batch = n_batch,
+                          .config = &g_cfg};
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_open(&p, &e);
+    if (st != VT_OK) {
+        const char *msg = vt_last_error();
+        if (!g_cpu && g_device_state == 0 && strstr(msg, "zero devices")) {
+            g_device_state = -1;
+            skip_banner("the CUDA backend reports no device (these cases run on the H200)");
+            free(path);
+            skip();
+            return NULL;
+        }
+        fail_msg("vt_engine_open(%s, device %s, kernels %s, n_batch %u): %s", path,
+                 VT_SWEEP_DEVICE, kernels ? kernels : "auto", n_batch, msg);
+    }
+    g_device_state = 1;
+    free(path);
+    return e;
+}
+
+/* 1 when the cases of this binary can run; otherwise they are skipped. */
+static int ready(void)
+{
+    if (!g_fx) g_fx = vt_test_fixtures();
+    if (!g_fx) return 0;
+    if (g_device_state < 0) {
+        skip();
+        return 0;
+    }
+    if (!g_cpu && !VT_GPU_TEST_BUILT) {
+        if (VT_GPU_TEST_REQUIRED)
+            fail_msg("backend-cuda was not built although CMake ran with CI=true and found its "
+                     "toolchain: %s", VT_GPU_TEST_WHY);
+        g_device_state = -1;
+        skip_banner("backend-cuda was not built: " VT_GPU_TEST_WHY);
+        skip();
+        return 0;
+    }
+    return 1;
+}
+
+/* Logits of every position of ids[0..n) from a fresh sequence. */
+static float *eval_all(vt_engine *e, const int32_t *ids, int n, int64_t n_vocab)
+{
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)n_vocab);
+    assert_non_null(out);
+    assert_int_equal(vt_engine_reset(e), VT_OK);
+    if (vt_engine_eval(e, ids, n, out, 1) != VT_OK) fail_msg("eval of %d tokens: %s", n,
+                                                             vt_last_error());
+    return out;
+}
+
+static int argmax_row(const float *row, int64_t n)
+{
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (row[i] > row[best]) best = (int)i;
+    return best;
+}
+
+/* Positions 0..L-1 of got against the reference by the file's criterion;
+ * returns the largest |Δ| (logit files) and fails with the position. */
+static double check_ref(const sweep_file *f, const sweep_ref *r, const float *got, int L,
+                        const char *what, int exact)
+{
+    double worst = 0, sum = 0;
+    for (int t = 0; t < L; t++) {
+        const float *a = got + (size_t)t * r->n_vocab;
+        int am = argmax_row(a, r->n_vocab);
+        if (f->crit == CRIT_GREEDY) {
+            if (t >= r->n_prompt - 1 && t + 1 < r->n && am != r->ids[t + 1])
+                fail_msg("%s: prefix of %d tokens, position %d: argmax %d, the reference "
+                         "continuation has %d", what, L, t, am, r->ids[t + 1]);
+            continue;
+        }
+        if (!r->logits) continue;
+        const float *b = r->logits + (size_t)t * r->n_vocab;
+        double row = 0;
+        for (int64_t v = 0; v < r->n_vocab; v++) {
+            double d = fabs((double)a[v] - (double)b[v]);
+            if (!(d == d)) d = INFINITY;
+            sum += d;
+            if (d > row) row = d;
+        }
+        if (row > worst) worst = row;
+        if (f->crit == CRIT_F32 && exact) {
+            if (!(row <= 1e-2))
+                fail_msg("%s: prefix of %d tokens, position %d: max |d| %.4g vs the reference "
+                         "> 1e-2", what, L, t, row);
+            if (r->margin[t] > 1e-3 && am != r->argmax[t])
+                fail_msg("%s: prefix of %d tokens, position %d: argmax %d, reference %d "
+                         "(margin %.3g)", what, L, t, am, r->argmax[t], r->margin[t]);
+        }
+    }
+    if (f->crit == CRIT_Q8 || (f->crit == CRIT_F32 && !exact)) {
+        double mean = sum / ((double)L * (double)r->n_vocab);
+        double lim = f->crit == CRIT_Q8 ? 0.5 : 0.1;
+        if (!(mean <= lim))
+            fail_msg("%s: prefix of %d tokens: mean |d| %.4g vs the reference > %.2g", what, L,
+                     mean, lim);
+    }
+    return worst;
+}
+
+/* rows 0..L-1 of a and b: bit for bit (exact) or per position within 1e-4 of
+ * max |logit|; returns the largest |Δ|. */
+static double check_same(const float *a, const float *b, int L, int64_t n_vocab, int exact,
+                         const char *what, const char *which, int arg)
+{
+    double worst = 0;
+    for (int t = 0; t < L; t++) {
+        const float *x = a + (size_t)t * n_vocab, *y = b + (size_t)t * n_vocab;
+        double mx = 0, md = 0;
+        for (int64_t v = 0; v < n_vocab; v++) {
+            if (fabs(x[v]) > mx) mx = fabs(x[v]);
+            double d = fabs((double)x[v] - (double)y[v]);
+            if (!(d <= md)) md = d;
+        }
+        if (md > worst) worst = md;
+        if (exact && memcmp(x, y, sizeof(float) * (size_t)n_vocab))
+            fail_msg("%s: %s %d, position %d differs from one chunk of the whole prompt "
+                     "(max |d| %.4g; the reference kernels must agree bit for bit)", what, which,
+                     arg, t, md);
+        if (!exact && !(md <= 1e-4 * mx))
+            fail_msg("%s: %s %d, position %d: max |d| %.4g > 1e-4 * max |logit| %.4g", what,
+                     which, arg, t, md, mx);
+    }
+    return worst;
+}
+
+/* the kernel sets a file is swept with: on the CPU the reference kernels
+ * (bit-exact checks) and the fast ones; a GPU has one set */
+static int kernel_sets(const char **sets)
+{
+    if (!g_cpu) {
+        sets[0] = NULL;
+        return 1;
+    }
+    sets[0] = "scalar";
+    sets[1] = "auto";
+    return 2;
+}
+
+#ifdef VT_TEST_SANITIZED
+/* sanitizer builds run at -O0: the reference kernels on the first and the
+ * gemma4 file keep the suite short; the release build runs them all */
+static int file_selected(size_t i) { return i == 0 || i == 3; }
+static int kernels_selected(int k) { return k == 0; }
+#else
+static int file_selected(size_t i) { (void)i; return 1; }
+static int kernels_selected(int k) { (void)k; return 1; }
+#endif
+
+/* Fast kernels round differently with the number of tokens (a matvec for one,
+ * GEMM tiles for more; on quantized weights integer dot products for one
+ * token): the bit-exact checks are the reference kernels', the fast ones are
+ * held to 1e-4 of max |logit|, except on lossy q8_0 files whose one-token
+ * integer path moves the router (test_quant_models bounds that path). */
+static int fast_comparable(const sweep_file *f) { return f->fast_exact; }
+
+static void test_prefix_sweep(void **state)
+{
+    (void)state;
+    if (!ready()) return;
+    const char *ks[2];
+    int nk = kernel_sets(ks);
+    for (size_t fi = 0; fi < N_FILES; fi++) {
+        if (!file_selected(fi)) continue;
+        const sweep_file *f = &g_files[fi];
+        sweep_ref r;
+        load_ref(f, &r);
+        for (int k = 0; k < nk; k++) {
+            if (!kernels_selected(k)) continue;
+            int exact_kernels = g_cpu && !strcmp(ks[k], "scalar");
+            if (g_cpu && !exact_kernels && !fast_comparable(f)) continue;
+            vt_engine *e = open_engine(f->path, ks[k], (uint32_t)r.n, NULL);
+            if (!e) { free_ref(&r); return; }
+            vt_model_info info;
+            vt_engine_model_info(e, &info);
+            if (!r.n_vocab) r.n_vocab = info.n_vocab;
+            assert_int_equal(info.n_vocab, r.n_vocab);
+            char what[256];
+            snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,
+                     ks[k] ? ks[k] : "default");
+            float *full = eval_all(e, r.ids, r.n, r.n_vocab);
+            /* exact criterion on the reference kernels, on a GPU and on the fast
+             * kernels of f32-exact files alike */
+            int exact_crit = exact_kernels || !g_cpu || f->fast_exact;
+            double worst_ref = 0, worst_full = 0;
+            for (int L = 1; L <= r.n; L++) {
+                float *got = eval_all(e, r.ids, L, r.n_vocab);
+                double w = check_ref(f, &r, got, L, what, exact_crit);
+                if (w > worst_ref) worst_ref = w;
+                w = check_same(full, got, L, r.n_vocab, exact_kernels, what, "prefix of", L);
+                if (w > worst_full) worst_full = w;
+                free(got);
+            }
+            char vs_ref[64] = "argmax = the reference continuation";
+            if (r.logits) snprintf(vs_ref, sizeof vs_ref, "max |d| vs reference %.3g", worst_ref);
+            else if (f->crit == CRIT_NONE) snprintf(vs_ref, sizeof vs_ref, "no reference");
+            printf("[sweep] %-48s prefixes 1..%d in one chunk: %s, vs the %d-token chunk "
+                   "%.3g%s\n", what, r.n, vs_ref, r.n, worst_full,
+                   exact_kernels ? " (bit-exact)" : "");
+            fflush(stdout);
+            free(full);
+            vt_engine_close(e);
+        }
+        free_ref(&r);
+    }
+}
+
+static void test_chunk_sweep(void **state)
+{
+    (void)state;
+    if (!ready()) return;
+    const char *ks[2];
+    int nk = kernel_sets(ks);
+    for (size_t fi = 0; fi < N_FILES; fi++) {
+        if (!file_selected(fi)) continue;
+        const sweep_file *f = &g_files[fi];
+        sweep_ref r;
+        load_ref(f, &r);
+        for (int k = 0; k < nk; k++) {
+            if (!kernels_selected(k)) continue;
+            int exact_kernels = g_cpu && !strcmp(ks[k], "scalar");
+            if (g_cpu && !exact_kernels && !fast_comparable(f)) continue;
+            char what[256];
+            snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,
+                     ks[k] ? ks[k] : "default");
+            vt_engine *e = open_engine(f->path, ks[k], (uint32_t)r.n, NULL);
+            if (!e) { free_ref(&r); return; }
+            vt_model_info info;
+            vt_engine_model_info(e, &info);
+            if (!r.n_vocab) r.n_vocab = info.n_vocab;
+            float *one = eval_all(e, r.ids, r.n, r.n_vocab);
+            vt_engine_close(e);
+            double worst = 0;
+            for (int c = 1; c < r.n; c++) {
+                e = open_engine(f->path, ks[k], (uint32_t)c, NULL);
+                float *got = eval_all(e, r.ids, r.n, r.n_vocab);
+                vt_engine_close(e);
+                double w = check_same(one, got, r.n, r.n_vocab, exact_kernels, what,
+                                      "chunks of", c);
+                if (w > worst) worst = w;
+                free(got);
+            }
+            printf("[sweep] %-48s chunks of 1..%d vs one chunk: max |d| %.3g%s\n", what,
+                   r.n - 1, worst, exact_kernels ? " (bit-exact)" : "");
+            fflush(stdout);
+            free(one);
+        }
+        free_ref(&r);
+    }
+}
+
+/* the trained model's four greedy references, 48 tokens each, on the bf16
+ * file: one chunk and n_batch 1..8, resident and streamed */
+static void test_trained_greedy(void **state)
+{
+    (void)state;
+    if (!ready()) return;
+    cJSON *root = read_json("qwen35moe-trained/refs/greedy.json");
+    const cJSON *cases = cJSON_GetObjectItem(root, "cases");
+    const int n_cases = cJSON_GetArraySize(cases);
+    assert_true(n_cases >= 4);
+    char streamed[64], slots[64];
+    snprintf(streamed, sizeof streamed, "%s.experts=streamed", VT_SWEEP_DEVICE);
+    /* the minimum arena: top-4 experts x gate/up/down */
+    snprintf(slots, sizeof slots, "%s.expert_cache.slots=12", VT_SWEEP_DEVICE);
+    const char *resident_sets[] = {NULL};
+    const char *streamed_sets[] = {streamed, slots, NULL};
+    const char *const *residency[2] = {resident_sets, streamed_sets};
+#ifdef VT_TEST_SANITIZED
+    static const uint32_t batches[] = {512, 1, 4};
+#else
+    static const uint32_t batches[] = {512, 1, 2, 3, 4, 5, 6, 7, 8};
+#endif
+    for (int rs = 0; rs < 2; rs++)
+        for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+            vt_engine *e = open_engine(g_files[4].path, NULL, batches[bi], residency[rs]);
+            if (!e) { cJSON_Delete(root); return; }
+            if (rs == 1 && !vt_engine_streamer(e))
+                fail_msg("--set %s: the experts are not streamed", streamed);
+            vt_model_info info;
+            vt_engine_model_info(e, &info);
+            float *lg = malloc(sizeof(float) * (size_t)info.n_vocab);
+            for (int ci = 0; ci < n_cases; ci++) {
+                const cJSON *c = cJSON_GetArrayItem(cases, ci);
+                int np, ng;
+                int *p = json_ints(cJSON_GetObjectItem(c, "prompt_ids"), &np);
+                int *want = json_ints(cJSON_GetObjectItem(c, "new_ids"), &ng);
+                int32_t *ids = malloc(sizeof(int32_t) * (size_t)np);
+                for (int i = 0; i < np; i++) ids[i] = p[i];
+                assert_int_equal(vt_engine_reset(e), VT_OK);
+                if (vt_engine_eval(e, ids, np, lg, 0) != VT_OK) fail_msg("%s", vt_last_error());
+                for (int s = 0; s < ng; s++) {
+                    int32_t best = (int32_t)argmax_row(lg, info.n_vocab);
+                    if (best != want[s])
+                        fail_msg("greedy '%s', %s, n_batch %u, device %s: token %d is %d, the "
+                                 "reference has %d",
+                                 cJSON_GetObjectItem(c, "prompt_text")->valuestring,
+                                 rs ? "streamed (12 slots)" : "resident", batches[bi],
+                                 VT_SWEEP_DEVICE, s, best, want[s]);
+                    if (vt_engine_eval(e, &best, 1, lg, 0) != VT_OK)
+                        fail_msg("%s", vt_last_error());
+                }
+                free(ids);
+                free(p);
+                free(want);
+            }
+            printf("[sweep] trained bf16 greedy, %s, n_batch %u, device %s: %d x 48 tokens equal "
+                   "the reference\n", rs ? "streamed through 12 slots" : "resident", batches[bi],
+                   VT_SWEEP_DEVICE, n_cases);
+            fflush(stdout);
+            free(lg);
+            vt_engine_close(e);
+        }
+    cJSON_Delete(root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefix_sweep),
+        cmocka_unit_test(test_chunk_sweep),
+        cmocka_unit_test(test_trained_greedy),
+    };
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+}
