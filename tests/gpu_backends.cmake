@@ -25,9 +25,9 @@ foreach(_vt_gpu cuda rocm)
               LIBS vtcore LABELS "gpu" TIMEOUT 120)
   target_compile_definitions(test_gpu_${_vt_gpu} PRIVATE VT_GPU_TEST_NAME="${_vt_gpu}"
     VT_GPU_TEST_BUILT=${_vt_b} VT_GPU_TEST_REQUIRED=${_vt_r} VT_GPU_TEST_WHY="${_vt_why}")
-  # `vt run -m <demo model> --device <name>` needs the command, the model plugin
-  # and the demo model (written by the top-level build)
-  add_dependencies(test_gpu_${_vt_gpu} vt model-qwen35 demo-model)
+  # `vt run -m <random test model> --device <name>` needs the command, the model plugin
+  # and the random-weight test model (written by the top-level build)
+  add_dependencies(test_gpu_${_vt_gpu} vt model-qwen35 random-model)
   if(_vt_built)
     add_dependencies(test_gpu_${_vt_gpu} backend-${_vt_gpu})
   endif()

@@ -10,6 +10,6 @@ foreach(_vt_plugin model-qwen35 model-gemma4 store-device backend-cuda backend-r
 endforeach()
 add_test(NAME test_packages
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_packages.sh ${CMAKE_BINARY_DIR} ${VT_FIXTURES_DIR}
-          ${CMAKE_BINARY_DIR}/demo/vt-demo-qwen35moe.gguf ${CMAKE_BINARY_DIR}/tests/fake-plugins
+          ${CMAKE_BINARY_DIR}/demo/vt-random-qwen35moe.gguf ${CMAKE_BINARY_DIR}/tests/fake-plugins
           ${VT_PKG_EXPECTED})
 set_tests_properties(test_packages PROPERTIES LABELS "packaging" TIMEOUT 600)

@@ -1,6 +1,7 @@
 # Registry tests: fake backend plugins built with different defects, each
 # into its own directory under the build tree (not the real plugin folder).
-set(VT_FAKE_VARIANTS good abi2 small undeclared present_null absent_set minor0 noprobe allops)
+set(VT_FAKE_VARIANTS good abi2 small undeclared present_null absent_set minor0 noprobe allops
+    discrete)
 set(VT_FAKE_DEFS_good "")
 set(VT_FAKE_DEFS_abi2 "FAKE_ABI_MAJOR=2")
 set(VT_FAKE_DEFS_small "FAKE_SMALL_TABLE=1")
@@ -10,6 +11,7 @@ set(VT_FAKE_DEFS_absent_set "FAKE_ABSENT_SET=1")
 set(VT_FAKE_DEFS_minor0 "FAKE_ABI_MINOR=0")
 set(VT_FAKE_DEFS_noprobe "FAKE_NO_PROBE=1;FAKE_ALL_OPS=1")
 set(VT_FAKE_DEFS_allops "FAKE_ALL_OPS=1")
+set(VT_FAKE_DEFS_discrete "FAKE_ALL_OPS=1;FAKE_DISCRETE=1")
 set(VT_FAKE_TARGETS "")
 foreach(v ${VT_FAKE_VARIANTS})
   add_library(fake-backend-${v} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/fake_backend.c)
@@ -56,3 +58,10 @@ if(TARGET model-gemma4)
   add_dependencies(test_residency model-gemma4)
 endif()
 target_compile_definitions(test_residency PRIVATE VT_FAKE_PLUGIN_ROOT="${CMAKE_BINARY_DIR}/tests/fake-plugins")
+
+# Load progress: the bar's text, and the engine's upload report on the fake
+# discrete backend (weights copied) against backend-cpu (read in place).
+vt_add_test(test_load_progress SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_load_progress.c
+            LIBS vtcore LABELS "cli;fixtures" TIMEOUT 60)
+add_dependencies(test_load_progress ${VT_FAKE_TARGETS} model-qwen35 backend-cpu)
+target_compile_definitions(test_load_progress PRIVATE VT_FAKE_PLUGIN_ROOT="${CMAKE_BINARY_DIR}/tests/fake-plugins")

@@ -301,7 +301,7 @@ static void rig_open(rig *r, int copy)
     const char *bin = getenv("VT_TEST_BINARY_DIR");
     assert_non_null(bin);
     char path[4096];
-    snprintf(path, sizeof path, "%s/demo/vt-demo-qwen35moe.gguf", bin);
+    snprintf(path, sizeof path, "%s/demo/vt-random-qwen35moe.gguf", bin);
     if (vt_gguf_open(path, 0, &r->g) != VT_OK) fail_msg("open %s: %s", path, vt_last_error());
     r->api = *g_bapi;
     r->api.alloc = failing_alloc;

@@ -156,7 +156,7 @@ static const char *demo_model(void)
     static char path[4096];
     const char *bin = getenv("VT_TEST_BINARY_DIR");
     if (bin) {
-        snprintf(path, sizeof path, "%s/demo/vt-demo-qwen35moe.gguf", bin);
+        snprintf(path, sizeof path, "%s/demo/vt-random-qwen35moe.gguf", bin);
         if (access(path, R_OK) == 0) return path;
     }
     snprintf(path, sizeof path, "/tmp/vt-gpu-demo-%d.gguf", (int)getpid());

@@ -99,6 +99,15 @@ else
   echo "generated the same ids as the build tree: $(tr '\n' ' ' <"$tmp/pkg.out")"
 fi
 
+step "vt run without -m: the demo model installed by the vt package"
+[ -f "$root/usr/share/vt/models/vt-demo-qwen35moe.gguf" ] ||
+  fail "the vt package does not install usr/share/vt/models/vt-demo-qwen35moe.gguf"
+"$vt" run -p "This program is free software;" -n 12 --temp 0 -t 2 >"$tmp/demo.out" 2>"$tmp/demo.err" ||
+  fail "$vt run without -m: $(cat "$tmp/demo.err")"
+grep -q "redistribute" "$tmp/demo.out" ||
+  fail "the packaged demo model wrote '$(cat "$tmp/demo.out")'"
+echo "wrote: $(tr '\n' ' ' <"$tmp/demo.out")"
+
 # `vt plugins` exits 1 when some plugin is refused: the output is what counts here
 plugins() { "$vt" plugins >"$tmp/plugins.out" 2>&1 || true; }
 

@@ -345,7 +345,22 @@ static int kernel_sets(const char **sets)
 static int file_selected(size_t i) { return i == 0 || i == 3; }
 static int kernels_selected(int k) { return k == 0; }
 #else
-static int file_selected(size_t i) { (void)i; return 1; }
+/* VT_SWEEP_FILES=0,3,4 limits a run to those entries of g_files (a device run
+ * whose copy of the fixtures holds only some files); printed, never silent */
+static int file_selected(size_t i)
+{
+    const char *sel = getenv("VT_SWEEP_FILES");
+    if (!sel || !*sel) return 1;
+    for (const char *p = sel; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) fail_msg("VT_SWEEP_FILES='%s': expected indices like 0,3,4", sel);
+        if (v == (long)i) return 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    printf("[sweep] %s: not selected by VT_SWEEP_FILES=%s\n", g_files[i].label, sel);
+    return 0;
+}
 static int kernels_selected(int k) { (void)k; return 1; }
 #endif
 

@@ -46,7 +46,7 @@ static vt_registry *registry_with(const char *variant)
 static const char *demo_model(void)
 {
     static char path[4096];
-    snprintf(path, sizeof path, "%s/demo/vt-demo-qwen35moe.gguf", getenv("VT_TEST_BINARY_DIR"));
+    snprintf(path, sizeof path, "%s/demo/vt-random-qwen35moe.gguf", getenv("VT_TEST_BINARY_DIR"));
     if (access(path, R_OK) != 0) fail_msg("demo model %s missing (built with vt)", path);
     return path;
 }

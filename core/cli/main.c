@@ -25,6 +25,7 @@
 #include "error.h"
 #include "gguf_info.h"
 #include "mkmodel.h"
+#include "progress.h"
 #include "registry.h"
 #include "residency.h"
 #include "sampler.h"
@@ -39,10 +40,12 @@ static const char *usage_text =
     "usage: vt <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [--temp T] [--top-k K] [--top-p P]\n"
+    "  run       [-m MODEL] -p PROMPT [-n N] [-t THREADS] [--temp T] [--top-k K] [--top-p P]\n"
     "            [--min-p P] [--seed S] [--chat] [--system TEXT] [--stats] [--ids]\n"
     "            [--ignore-eos] [--verbose-prompt]\n"
-    "            generate text (streams to stdout; --ids: token ids instead)\n"
+    "            generate text (streams to stdout; --ids: token ids instead); without -m,\n"
+    "            the shipped demo model (" VT_DEMO_MODEL_NAME ", a small trained\n"
+    "            qwen35moe: see the README)\n"
     "  logits    -m MODEL --tokens 1,2,3 -o FILE   write float32 logits [n_tokens][n_vocab]\n"
     "  tokenize  -m MODEL -p TEXT                  print the token ids\n"
     "  info      -m MODEL                          metadata, tensor table, totals\n"
@@ -79,6 +82,9 @@ static const char *usage_text =
     "  --ctx N               KV cache length in tokens (default min(trained, 4096))\n"
     "  --batch N             prefill chunk size in tokens (default 512)\n"
     "  -v, --verbose         log INFO (VT_LOG_LEVEL=debug for more)\n"
+    "  -q, --quiet           log errors only, no progress bar\n"
+    "  --no-progress         no progress bar while weights are copied to the device\n"
+    "                        (it is drawn on stderr only when stderr is a terminal)\n"
     "\n"
     "files:\n"
     "  plugins   searched in --plugin-dir, VT_PLUGIN_PATH, then <bindir>/" VT_PLUGIN_REL_DIR "\n"
@@ -93,7 +99,7 @@ typedef struct opts {
     uint32_t ctx, batch;
     vt_sampler_params sp;
     const char *sets[64];
-    int n_sets, show, json;
+    int n_sets, show, json, no_progress, quiet;
     uint32_t mk_val[32];   /* mkmodel shape options, by index into mk_fields */
     uint8_t mk_set[32];
     int mk_sparse;
@@ -140,7 +146,7 @@ static const struct {
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -158,6 +164,7 @@ static struct option long_opts[] = {
     {"type", required_argument, 0, O_TYPE}, {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
     {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW}, {"json", no_argument, 0, O_JSON},
     {"sparse", no_argument, 0, O_SPARSE}, {"arch", required_argument, 0, O_ARCH},
+    {"quiet", no_argument, 0, 'q'}, {"no-progress", no_argument, 0, O_NO_PROGRESS},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
@@ -211,7 +218,7 @@ static int parse_opts(int argc, char **argv, opts *o)
     long v;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:p:n:t:o:vh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:n:t:o:vqh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
@@ -223,6 +230,11 @@ static int parse_opts(int argc, char **argv, opts *o)
         case 't': if (parse_long(optarg, 0, 4096, "--threads", &v)) return -1; o->threads = (int)v; break;
         case 'o': o->output = optarg; break;
         case 'v': vt_log_set_level(VT_LOG_INFO); break;
+        case 'q':
+            o->quiet = 1;
+            vt_log_set_level(VT_LOG_ERROR);
+            break;
+        case O_NO_PROGRESS: o->no_progress = 1; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case O_TEMP:
             if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1;
@@ -333,15 +345,76 @@ static vt_status load_config(const opts *o, vt_config *cfg)
     return st;
 }
 
+/* The load-progress bar on stderr: redrawn at most every 0.1 s, finished
+ * with a newline at 100% (or by progress_end when the load stops early). */
+typedef struct progress_bar {
+    char label[96];
+    double last;
+    int drawn, ended;
+} progress_bar;
+
+static void progress_draw(void *user, const char *phase, uint64_t done, uint64_t total,
+                          double seconds)
+{
+    (void)phase;
+    progress_bar *b = user;
+    double t = now_seconds();
+    if (b->ended || (done < total && b->drawn && t - b->last < 0.1)) return;
+    char line[256];
+    vt_progress_format(line, sizeof line, b->label, done, total, seconds, 30);
+    fprintf(stderr, "\r%s\033[K", line);
+    if (done >= total) {
+        fputc('\n', stderr);
+        b->ended = 1;
+    }
+    fflush(stderr);
+    b->drawn = 1;
+    b->last = t;
+}
+
+static void progress_end(progress_bar *b)
+{
+    if (b->drawn && !b->ended) fputc('\n', stderr);
+    b->ended = 1;
+}
+
 static vt_status open_engine(const opts *o, vt_engine **e)
 {
     static vt_config cfg; /* large; one per process */
     vt_status st = load_config(o, &cfg);
     if (st != VT_OK) return st;
+    progress_bar bar = {.last = 0};
+    const char *base = strrchr(o->model, '/');
+    snprintf(bar.label, sizeof bar.label, "vt: loading %s", base ? base + 1 : o->model);
+    int show = !o->no_progress && !o->quiet && isatty(STDERR_FILENO);
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
-                          .n_batch = o->batch, .config = &cfg};
-    return vt_engine_open(&p, e);
+                          .n_batch = o->batch, .config = &cfg,
+                          .progress = show ? progress_draw : NULL, .progress_user = &bar};
+    st = vt_engine_open(&p, e);
+    progress_end(&bar);
+    return st;
+}
+
+/* vt run without -m: the shipped demo model, installed beside the binary
+ * (<bindir>/../share/vt/models) or in the source tree of this build. */
+static const char *default_model(void)
+{
+    static char path[4096];
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/../share/vt/models/%s", exe, VT_DEMO_MODEL_NAME);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    snprintf(path, sizeof path, "%s/%s", VT_SOURCE_MODELS_DIR, VT_DEMO_MODEL_NAME);
+    if (access(path, R_OK) == 0) return path;
+    return NULL;
 }
 
 /* Expert-streaming counters: the total and one line per layer that streamed. */
@@ -386,11 +459,24 @@ static double peak_rss_mib(void)
 
 /* ------------------------------------------------------------------ run */
 
-static int cmd_run(const opts *o)
+static int cmd_run(const opts *o_in)
 {
-    if (!o->model || !o->prompt) {
-        fprintf(stderr, "vt run: -m MODEL and -p PROMPT are required\n");
+    opts local = *o_in;
+    const opts *o = &local;
+    if (!o->prompt) {
+        fprintf(stderr, "vt run: -p PROMPT is required\n");
         return 2;
+    }
+    if (!o->model) {
+        local.model = default_model();
+        if (!local.model) {
+            fprintf(stderr, "vt run: no -m MODEL given and the demo model %s is neither in "
+                    "<bindir>/../share/vt/models nor in %s\n", VT_DEMO_MODEL_NAME,
+                    VT_SOURCE_MODELS_DIR);
+            return 2;
+        }
+        if (o->stats || vt_log_get_level() >= VT_LOG_INFO)
+            fprintf(stderr, "vt run: no -m given: the demo model %s\n", local.model);
     }
     vt_engine *e;
     if (open_engine(o, &e) != VT_OK) return fail("run");

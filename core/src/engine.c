@@ -7,6 +7,7 @@
  */
 #include "engine.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,7 +37,22 @@ struct vt_engine {
     const vt_store_api *store_api;
     vt_store *store;
     vt_expert_streamer *streamer;
+    /* the backend table the model was given: a copy of the plugin's, whose
+     * copy_h2d reports load progress while the model loads (then restored) */
+    vt_backend_api api_watched;
 };
+
+/* The load being watched: at most one at a time in a process (g_watch_mu is
+ * held for the model's load when a progress callback is given). */
+typedef struct load_watch {
+    const vt_backend_api *real;
+    vt_engine_progress_fn fn;
+    void *user;
+    uint64_t done, total;
+    double t0;
+} load_watch;
+static pthread_mutex_t g_watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static load_watch *g_watch;
 
 static double now_seconds(void)
 {
@@ -46,6 +62,44 @@ static double now_seconds(void)
 }
 
 /* The slot store and the expert streamer for streamed experts, sized by the fit check. */
+static vt_status watched_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    load_watch *w = g_watch;
+    vt_status st = w->real->copy_h2d(ctx, dst, src, bytes);
+    if (st == VT_OK) {
+        w->done += bytes;
+        if (w->done > w->total) w->total = w->done;
+        w->fn(w->user, "upload", w->done, w->total, now_seconds() - w->t0);
+    }
+    return st;
+}
+
+/* The model's load, with the weight copies reported to p->progress. */
+static vt_status load_model(vt_engine *e, const vt_engine_params *p, const vt_model_params *mp)
+{
+    if (!p->progress)
+        return e->mapi->load(vt_host_table(), e->gguf, &e->backend, mp, &e->model);
+    const vt_backend_api *real = e->backend.api;
+    load_watch w = {.real = real, .fn = p->progress, .user = p->progress_user, .t0 = now_seconds(),
+                    .total = e->res.fit.dense_bytes +
+                             (e->res.fit.experts == VT_EXPERTS_STREAMED ? 0 : e->res.fit.expert_bytes)};
+    size_t n = real->struct_size < sizeof e->api_watched ? real->struct_size : sizeof e->api_watched;
+    memset(&e->api_watched, 0, sizeof e->api_watched);
+    memcpy(&e->api_watched, real, n);
+    e->api_watched.copy_h2d = watched_copy_h2d;
+    e->backend.api = &e->api_watched;
+    pthread_mutex_lock(&g_watch_mu);
+    g_watch = &w;
+    vt_status st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, mp, &e->model);
+    /* from here on the model's copies go straight to the backend */
+    e->api_watched.copy_h2d = real->copy_h2d;
+    g_watch = NULL;
+    pthread_mutex_unlock(&g_watch_mu);
+    if (st == VT_OK && w.done && w.done != w.total)
+        p->progress(p->progress_user, "upload", w.done, w.done, now_seconds() - w.t0);
+    return st;
+}
+
 static vt_status open_streamer(vt_engine *e, const char *device)
 {
     const vt_fit *f = &e->res.fit;
@@ -166,7 +220,7 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     if ((st = vt_gguf_map(e->gguf)) != VT_OK) goto fail;
     vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch,
                           .experts = e->streamer};
-    if ((st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, &mp, &e->model)) != VT_OK) {
+    if ((st = load_model(e, p, &mp)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
         goto fail;
     }

@@ -18,6 +18,18 @@
 
 typedef struct vt_engine vt_engine;
 
+/*
+ * Load progress: called on the thread that opens the engine while the model
+ * copies its weights into device memory (backends whose device memory is not
+ * host-addressable; a backend that reads the weights in place from the
+ * mapping copies nothing and gets no call). `done` and `total` are bytes;
+ * total is the fit check's estimate (dense weights, plus the routed experts
+ * when resident) and grows if the copies exceed it; the last call has
+ * done == total. `seconds` counts from the start of the model's load.
+ */
+typedef void (*vt_engine_progress_fn)(void *user, const char *phase, uint64_t done,
+                                      uint64_t total, double seconds);
+
 typedef struct vt_engine_params {
     const char *model_path;  /* GGUF file, or the first shard of a split model */
     const char *plugin_dir;  /* --plugin-dir (NULL: VT_PLUGIN_PATH, install/build dirs) */
@@ -28,6 +40,8 @@ typedef struct vt_engine_params {
     uint32_t n_batch;        /* prefill chunk size in tokens (0: 512) */
     const char *config_path; /* residency config (NULL: search, see config.h) */
     const vt_config *config; /* an already loaded config (overrides applied); wins over config_path */
+    vt_engine_progress_fn progress; /* NULL: none */
+    void *progress_user;
 } vt_engine_params;
 
 /* The KV cache length used when --ctx is not given: the platform's

@@ -11,6 +11,9 @@
  *   FAKE_ABI_MINOR      descriptor abi_minor; 0 builds the table as an ABI 1.0
  *                       plugin would (no device_name member, not declared)
  *   FAKE_NO_PROBE       declare memory_probe ABSENT (function NULL)
+ *   FAKE_DISCRETE       with FAKE_ALL_OPS: device memory is not host-addressable,
+ *                       so a model copies every weight with copy_h2d (memcpy
+ *                       into malloc-ed "device" memory): load-progress tests
  *   FAKE_ALL_OPS        declare every op and weight type PRESENT (stubs that
  *                       return VT_ERR_UNSUPPORTED) and host-addressable memory,
  *                       for fit-check tests; memory_probe reports
@@ -158,6 +161,12 @@ static void build(void)
         if (id == VT_CAP_PINNED_HOST_ALLOC || id == VT_CAP_ASYNC_QUEUE || id == VT_CAP_PEER_COPY ||
             id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME)
             continue;
+#ifdef FAKE_DISCRETE
+        if (id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY) {
+            caps[i].reason = "fake discrete device: weights are copied (test)";
+            continue;
+        }
+#endif
         /* VT_FAKE_ABSENT_TYPE=<type id>: that weight type stays ABSENT (load-time refusal test) */
         const char *absent = getenv("VT_FAKE_ABSENT_TYPE");
         if (absent && id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_ID_LIMIT &&

@@ -1,0 +1,132 @@
+/*
+ * test_load_progress.c - the load-progress report (engine.h's
+ * vt_engine_progress_fn) and the text of vt run's bar (progress.h).
+ *   1. vt_progress_format: the bar, percentage, byte units and rate at 0%,
+ *      partial, 100%, done > total, total 0, no elapsed time;
+ *   2. an engine on a backend whose memory is not host-addressable (the
+ *      fake "discrete" backend: copy_h2d is a memcpy) reports every weight
+ *      copy: done grows monotonically to total, the last call has
+ *      done == total == the bytes copied, at least the fit check's dense
+ *      bytes, and nothing is reported once the engine is open;
+ *   3. the same model on backend-cpu (weights read in place) reports nothing.
+ */
+#include "test_util.h"
+
+#include "engine.h"
+#include "error.h"
+#include "progress.h"
+#include "residency.h"
+
+static void test_format(void **state)
+{
+    (void)state;
+    char b[256];
+    vt_progress_format(b, sizeof b, "vt: loading m.gguf", 0, 1024, 0.0, 10);
+    assert_string_equal(b, "vt: loading m.gguf [>         ]   0%  0 B / 1.00 KiB");
+    vt_progress_format(b, sizeof b, "L", 512, 1024, 2.0, 10);
+    assert_string_equal(b, "L [=====>    ]  50%  512 B / 1.00 KiB  256 B/s");
+    vt_progress_format(b, sizeof b, "L", 3ull << 30, 3ull << 30, 1.5, 4);
+    assert_string_equal(b, "L [====] 100%  3.00 GiB / 3.00 GiB  2.00 GiB/s");
+    /* done past total is shown as complete, never over 100% */
+    vt_progress_format(b, sizeof b, "L", 5000, 4096, 0.0, 4);
+    assert_string_equal(b, "L [====] 100%  4.00 KiB / 4.00 KiB");
+    vt_progress_format(b, sizeof b, "L", 0, 0, 0.0, 2);
+    assert_string_equal(b, "L [==] 100%  0 B / 0 B");
+    /* width clamped to 1..200; a small buffer stays terminated */
+    vt_progress_format(b, sizeof b, "L", 1, 2, 0.0, 0);
+    assert_string_equal(b, "L [>]  50%  1 B / 2 B");
+    char small[8];
+    size_t n = vt_progress_format(small, sizeof small, "label", 1, 2, 0.0, 10);
+    assert_true(n > sizeof small - 1);
+    assert_int_equal(strlen(small), sizeof small - 1);
+}
+
+typedef struct rec {
+    int calls, after_open;
+    uint64_t last_done, last_total, max_total;
+    int monotone, within;
+    double last_seconds;
+} rec;
+
+static void on_progress(void *user, const char *phase, uint64_t done, uint64_t total,
+                        double seconds)
+{
+    rec *r = user;
+    assert_string_equal(phase, "upload");
+    if (r->calls && done < r->last_done) r->monotone = 0;
+    if (done > total) r->within = 0;
+    if (seconds < r->last_seconds) r->monotone = 0;
+    r->calls++;
+    r->last_done = done;
+    r->last_total = total;
+    r->last_seconds = seconds;
+    if (total > r->max_total) r->max_total = total;
+}
+
+static vt_engine *open_on(const char *device, const char *plugin_dir, rec *r)
+{
+    const char *fx = vt_test_fixtures();
+    if (!fx) return NULL;
+    char *path = vt_test_path(fx, "qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf");
+    static vt_config cfg;
+    vt_config_defaults(&cfg);
+    vt_engine_params p = {.model_path = path, .plugin_dir = plugin_dir, .device = device,
+                          .n_threads = 1, .n_ctx = 64, .n_batch = 8, .config = &cfg,
+                          .progress = on_progress, .progress_user = r};
+    vt_engine *e = NULL;
+    if (vt_engine_open(&p, &e) != VT_OK)
+        fail_msg("vt_engine_open(%s on %s): %s", path, device, vt_last_error());
+    free(path);
+    return e;
+}
+
+static void test_discrete_upload(void **state)
+{
+    (void)state;
+    rec r = {.monotone = 1, .within = 1};
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/discrete", VT_FAKE_PLUGIN_ROOT);
+    vt_engine *e = open_on("fake", dir, &r);
+    if (!e) return;
+    const vt_fit *fit = vt_engine_fit(e);
+    printf("[progress] fake discrete backend: %d calls, %llu of %llu bytes (fit: dense %llu, "
+           "experts %llu)\n", r.calls, (unsigned long long)r.last_done,
+           (unsigned long long)r.last_total, (unsigned long long)fit->dense_bytes,
+           (unsigned long long)fit->expert_bytes);
+    assert_true(r.calls >= 10);
+    assert_true(r.monotone);
+    assert_true(r.within);
+    assert_int_equal(r.last_done, r.last_total);
+    assert_true(r.last_done >= fit->dense_bytes);
+    /* the model (resident experts) copies every tensor: the weights' bytes */
+    assert_true(r.last_done <= fit->dense_bytes + fit->expert_bytes);
+    assert_true(r.last_done >= fit->dense_bytes + fit->expert_bytes / 2);
+    int before = r.calls;
+    assert_int_equal(vt_engine_reset(e), VT_OK);
+    vt_engine_close(e);
+    assert_int_equal(r.calls, before);
+}
+
+static void test_in_place_reports_nothing(void **state)
+{
+    (void)state;
+    rec r = {.monotone = 1, .within = 1};
+    vt_engine *e = open_on("cpu", vt_test_plugin_dir(), &r);
+    if (!e) return;
+    int32_t tok[3] = {1, 2, 3};
+    float *lg = malloc(4096 * sizeof *lg * 3);
+    assert_int_equal(vt_engine_eval(e, tok, 3, lg, 0), VT_OK);
+    free(lg);
+    vt_engine_close(e);
+    assert_int_equal(r.calls, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_discrete_upload),
+        cmocka_unit_test(test_in_place_reports_nothing),
+    };
+    return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+}
