@@ -153,8 +153,10 @@ static void test_progress_bar(void **s)
     if (!(fx = vt_test_fixtures())) return;
     const char *bin = getenv("VT_TEST_BINARY_DIR");
     assert_non_null(bin);
-    if (access("/usr/bin/script", X_OK)) {
-        printf("[cli] /usr/bin/script (bsdutils) is missing: the terminal case is not run\n");
+    if (access("/usr/bin/script", X_OK) || system("script -qec true /dev/null >/dev/null 2>&1")) {
+        /* no script(1), or it gets no pseudo-terminal here: say so loudly */
+        fprintf(stderr, "\n*** [cli] script(1) cannot give vt a terminal on this machine: the "
+                        "progress bar's terminal case is NOT run\n\n");
     } else {
         static const char *extra[] = {"", "--no-progress", "-q"};
         for (int i = 0; i < 3; i++) {
@@ -171,6 +173,9 @@ static void test_progress_bar(void **s)
             char *tty = vt_test_read_file(outp, NULL);
             unlink(outp);
             int drawn = strstr(tty, "vt: loading qwen35moe-tiny-bf16.gguf [") != NULL;
+            /* the run ends at the fake backend's first op: its error line shows
+             * vt ran on the terminal in every case */
+            if (!strstr(tty, "vt run:")) fail_msg("vt did not run under script(1): %s", tty);
             if (i == 0) {
                 if (!drawn || !strstr(tty, "] 100%  19.58 MiB / 19.58 MiB"))
                     fail_msg("no finished progress bar on the terminal: %s", tty);
@@ -198,14 +203,16 @@ static void test_default_demo_model(void **s)
 {
     (void)s;
     const char *args[] = {"run", "-p", "This program is free software;", "-n", "16", "--temp",
-                          "0", "--stats", NULL};
+                          "0", "--kernels", "scalar", "--stats", NULL};
     char *out, *err;
     int rc = run_vt(args, &out, &err);
     if (rc) fail_msg("vt run without -m exited %d: %s", rc, err);
     if (!strstr(err, "the demo model") || !strstr(err, "vt-demo-qwen35moe.gguf"))
         fail_msg("vt run without -m did not name the demo model: %s", err);
-    /* the trained model continues the GPL's first sentence */
-    if (!strstr(out, "redistribute")) fail_msg("the demo model did not write the text: %s", out);
+    /* the trained model continues the license text it learned (greedy, the
+     * float32 reference kernels: the bf16 reference's first 12 tokens) */
+    if (!strstr(out, " you can redistribute it and/or modify\nit under the same terms"))
+        fail_msg("the demo model did not write the text: %s", out);
     free(out);
     free(err);
 }

@@ -533,6 +533,17 @@ static void test_elementwise(void **state)
                     }
                 }
             }
+    /* rows == row length large enough to be split over the 3 threads */
+    for (int op = 0; op < 2; op++) {
+        const int64_t nr = 200, nb = 200, nn = nr * nb; /* within the 50001 values */
+        assert_int_equal(api->binary(ref3, (vt_binary_op)op, x, b, y, nn, nb), VT_OK);
+        for (int64_t i = 0; i < nn; i++) {
+            float want = op == VT_BINARY_ADD ? x[i] + b[i % nb] : x[i] * b[i % nb];
+            if (memcmp(&y[i], &want, 4))
+                fail_msg("binary op %d, %lld rows of %lld, 3 threads: element %lld", op,
+                         (long long)nr, (long long)nb, (long long)i);
+        }
+    }
     assert_int_equal(api->binary(ref1, VT_BINARY_ADD, x, b, y, 10, 3), VT_ERR_INVALID_ARG);
     assert_int_equal(api->scale(ref3, x, y, n, -1.5f), VT_OK);
     for (int64_t i = 0; i < n; i++) assert_true(y[i] == x[i] * -1.5f);

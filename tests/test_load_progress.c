@@ -51,8 +51,8 @@ typedef struct rec {
 static void on_progress(void *user, const char *phase, uint64_t done, uint64_t total,
                         double seconds)
 {
-    rec *r = user;
-    assert_string_equal(phase, "upload");
+    rec *r = user; /* records only: the callback must return (engine.h) */
+    if (strcmp(phase, "upload")) r->within = 0;
     if (r->calls && done < r->last_done) r->monotone = 0;
     if (done > total) r->within = 0;
     if (seconds < r->last_seconds) r->monotone = 0;

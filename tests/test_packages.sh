@@ -102,8 +102,10 @@ fi
 step "vt run without -m: the demo model installed by the vt package"
 [ -f "$root/usr/share/vt/models/vt-demo-qwen35moe.gguf" ] ||
   fail "the vt package does not install usr/share/vt/models/vt-demo-qwen35moe.gguf"
-"$vt" run -p "This program is free software;" -n 12 --temp 0 -t 2 >"$tmp/demo.out" 2>"$tmp/demo.err" ||
-  fail "$vt run without -m: $(cat "$tmp/demo.err")"
+"$vt" run -p "This program is free software;" -n 12 --temp 0 --kernels scalar -t 2 --stats \
+  >"$tmp/demo.out" 2>"$tmp/demo.err" || fail "$vt run without -m: $(cat "$tmp/demo.err")"
+grep -q "the demo model $root/usr/bin/.*/vt-demo-qwen35moe.gguf" "$tmp/demo.err" ||
+  fail "vt run without -m did not take the installed demo model: $(cat "$tmp/demo.err")"
 grep -q "redistribute" "$tmp/demo.out" ||
   fail "the packaged demo model wrote '$(cat "$tmp/demo.out")'"
 echo "wrote: $(tr '\n' ' ' <"$tmp/demo.out")"

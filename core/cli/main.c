@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -350,7 +351,7 @@ static vt_status load_config(const opts *o, vt_config *cfg)
 typedef struct progress_bar {
     char label[96];
     double last;
-    int drawn, ended;
+    int drawn, ended, cols;
 } progress_bar;
 
 static void progress_draw(void *user, const char *phase, uint64_t done, uint64_t total,
@@ -360,8 +361,22 @@ static void progress_draw(void *user, const char *phase, uint64_t done, uint64_t
     progress_bar *b = user;
     double t = now_seconds();
     if (b->ended || (done < total && b->drawn && t - b->last < 0.1)) return;
-    char line[256];
-    vt_progress_format(line, sizeof line, b->label, done, total, seconds, 30);
+    /* the line must fit the terminal, or every redraw leaves a wrapped row
+     * behind: the bar shrinks to 10 cells, then the label is cut */
+    char line[512];
+    int width = 30;
+    size_t len = vt_progress_format(line, sizeof line, b->label, done, total, seconds, width);
+    if (b->cols > 0 && len > (size_t)b->cols - 1) {
+        int over = (int)(len - (size_t)(b->cols - 1));
+        width = width - over < 10 ? 10 : width - over;
+        len = vt_progress_format(line, sizeof line, b->label, done, total, seconds, width);
+        if (len > (size_t)b->cols - 1 && len < sizeof line) {
+            /* drop characters from the label's end, keeping the bar and numbers */
+            size_t cut = len - (size_t)(b->cols - 1), lab = strlen(b->label);
+            if (cut > lab) cut = lab;
+            memmove(line + lab - cut, line + lab, len - lab + 1);
+        }
+    }
     fprintf(stderr, "\r%s\033[K", line);
     if (done >= total) {
         fputc('\n', stderr);
@@ -386,7 +401,12 @@ static vt_status open_engine(const opts *o, vt_engine **e)
     progress_bar bar = {.last = 0};
     const char *base = strrchr(o->model, '/');
     snprintf(bar.label, sizeof bar.label, "vt: loading %s", base ? base + 1 : o->model);
-    int show = !o->no_progress && !o->quiet && isatty(STDERR_FILENO);
+    /* a terminal only; not with -v (log lines would run into the bar) */
+    const char *term = getenv("TERM");
+    int show = !o->no_progress && !o->quiet && isatty(STDERR_FILENO) &&
+               vt_log_get_level() < VT_LOG_INFO && !(term && !strcmp(term, "dumb"));
+    struct winsize ws;
+    if (show && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) bar.cols = ws.ws_col;
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg,
@@ -397,23 +417,24 @@ static vt_status open_engine(const opts *o, vt_engine **e)
 }
 
 /* vt run without -m: the shipped demo model, installed beside the binary
- * (<bindir>/../share/vt/models) or in the source tree of this build. */
+ * (<bindir>/VT_MODELS_REL_DIR, e.g. ../share/vt/models) or, for the vt of a
+ * build tree only, the source tree's models/. */
 static const char *default_model(void)
 {
     static char path[4096];
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(path, sizeof path, "%s/../share/vt/models/%s", exe, VT_DEMO_MODEL_NAME);
-            if (access(path, R_OK) == 0) return path;
-        }
-    }
-    snprintf(path, sizeof path, "%s/%s", VT_SOURCE_MODELS_DIR, VT_DEMO_MODEL_NAME);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/" VT_MODELS_REL_DIR "/%s", exe, VT_DEMO_MODEL_NAME);
     if (access(path, R_OK) == 0) return path;
+    if (!strcmp(exe, VT_BUILD_BIN_DIR)) {
+        snprintf(path, sizeof path, "%s/%s", VT_SOURCE_MODELS_DIR, VT_DEMO_MODEL_NAME);
+        if (access(path, R_OK) == 0) return path;
+    }
     return NULL;
 }
 
@@ -470,9 +491,9 @@ static int cmd_run(const opts *o_in)
     if (!o->model) {
         local.model = default_model();
         if (!local.model) {
-            fprintf(stderr, "vt run: no -m MODEL given and the demo model %s is neither in "
-                    "<bindir>/../share/vt/models nor in %s\n", VT_DEMO_MODEL_NAME,
-                    VT_SOURCE_MODELS_DIR);
+            fprintf(stderr, "vt run: no -m MODEL given and the demo model %s is not in "
+                    "<bindir>/" VT_MODELS_REL_DIR " (nor, for a build tree, in %s)\n",
+                    VT_DEMO_MODEL_NAME, VT_SOURCE_MODELS_DIR);
             return 2;
         }
         if (o->stats || vt_log_get_level() >= VT_LOG_INFO)

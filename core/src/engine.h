@@ -25,7 +25,9 @@ typedef struct vt_engine vt_engine;
  * mapping copies nothing and gets no call). `done` and `total` are bytes;
  * total is the fit check's estimate (dense weights, plus the routed experts
  * when resident) and grows if the copies exceed it; the last call has
- * done == total. `seconds` counts from the start of the model's load.
+ * done == total. `seconds` counts from the start of the model's load. A copy
+ * a model makes from another thread is made but not reported. The callback
+ * must return (no longjmp out of it) and must not open an engine.
  */
 typedef void (*vt_engine_progress_fn)(void *user, const char *phase, uint64_t done,
                                       uint64_t total, double seconds);
