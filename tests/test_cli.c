@@ -217,6 +217,73 @@ static void test_default_demo_model(void **s)
     free(err);
 }
 
+/* vt bench --profile: per-op call counts of the demo model's decode steps are
+ * exact (8 layers: 6 DeltaNet with qkv, z, beta, alpha and out matrices, 2
+ * attention with q, k, v and o; a shared expert of 3 matrices per layer; the
+ * LM head; top-4 routed experts x 3 matrices per layer; the F32 router and
+ * shared-expert gate per layer), and the op times fit in the profiled wall. */
+static void test_bench_profile(void **s)
+{
+    (void)s;
+    const char *src = getenv("VT_TEST_SOURCE_DIR");
+    assert_non_null(src);
+    char m[4096];
+    snprintf(m, sizeof m, "%s/models/vt-demo-qwen35moe.gguf", src);
+    const char *args[] = {"bench", "-m", m, "-p", "8", "-n", "4", "--reps", "1", "--profile",
+                          "--json", "-t", "2", NULL};
+    char *out, *err;
+    int rc = run_vt(args, &out, &err);
+    if (rc) fail_msg("vt bench --profile exited %d: %s", rc, err);
+    cJSON *j = cJSON_Parse(out);
+    if (!j) fail_msg("vt bench --profile --json printed no JSON: %s", out);
+    const cJSON *prof = cJSON_GetObjectItem(j, "profile");
+    assert_non_null(prof);
+    const cJSON *dec = cJSON_GetObjectItem(prof, "decode"), *pre = cJSON_GetObjectItem(prof, "prefill");
+    assert_non_null(dec);
+    assert_non_null(pre);
+    assert_int_equal(cJSON_GetObjectItem(dec, "steps")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(pre, "tokens")->valueint, 8);
+    struct { const char *op; int calls; } want[] = {
+        {"mat_mul Q8_0 (dense)", 4 * 63}, {"mat_mul Q8_0 (routed experts)", 4 * 8 * 4 * 3},
+        {"mat_mul F32 (dense)", 4 * 16},  {"attention", 4 * 2},
+        {"gated_delta_net", 4 * 6},       {"softmax_topk", 4 * 8},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        int found = -1;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(dec, "ops"))
+            if (!strcmp(cJSON_GetObjectItem(it, "op")->valuestring, want[w].op))
+                found = cJSON_GetObjectItem(it, "calls")->valueint;
+        if (found != want[w].calls)
+            fail_msg("decode profile: %s called %d times, want %d\n%s", want[w].op, found,
+                     want[w].calls, out);
+    }
+    for (int ph = 0; ph < 2; ph++) {
+        const cJSON *p = ph ? dec : pre, *it;
+        double sum = 0;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(p, "ops")) {
+            double sec = cJSON_GetObjectItem(it, "seconds")->valuedouble;
+            assert_true(sec >= 0);
+            sum += sec;
+        }
+        double wall = cJSON_GetObjectItem(p, "profiled_seconds")->valuedouble;
+        if (!(sum > 0 && sum <= wall * 1.0001))
+            fail_msg("profile: ops add up to %.6f s of a %.6f s phase", sum, wall);
+    }
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+    /* the text form prints both tables */
+    const char *a2[] = {"bench", "-m", m, "-p", "8", "-n", "2", "--reps", "1", "--profile", "-t",
+                        "2", NULL};
+    rc = run_vt(a2, &out, &err);
+    if (rc || !strstr(out, "per-op profile, prefill") || !strstr(out, "per-op profile, decode") ||
+        !strstr(out, "| mat_mul Q8_0 (routed experts)"))
+        fail_msg("vt bench --profile (text) exited %d:\n%s\n%s", rc, out, err);
+    free(out);
+    free(err);
+}
+
 static void test_chat_template(void **s)
 {
     (void)s;
@@ -469,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_trained_history_batches),
         cmocka_unit_test(test_progress_bar),
         cmocka_unit_test(test_default_demo_model),
+        cmocka_unit_test(test_bench_profile),
         cmocka_unit_test(test_chat_template),
         cmocka_unit_test(test_logits_and_split),
         cmocka_unit_test(test_tokenize_info_plugins),

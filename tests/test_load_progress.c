@@ -8,11 +8,15 @@
  *      copy: done grows monotonically to total, the last call has
  *      done == total == the bytes copied, at least the fit check's dense
  *      bytes, and nothing is reported once the engine is open;
- *   3. the same model on backend-cpu (weights read in place) reports nothing.
+ *   3. the same model on backend-cpu (weights read in place) reports nothing;
+ *   4. the per-op profile (params.profile, op_profile.h): a profiled engine
+ *      gives bit-identical logits, records the ops of the profiled calls only,
+ *      and refuses to start on an engine opened without it.
  */
 #include "test_util.h"
 
 #include "engine.h"
+#include "op_profile.h"
 #include "error.h"
 #include "progress.h"
 #include "residency.h"
@@ -121,12 +125,64 @@ static void test_in_place_reports_nothing(void **state)
     assert_int_equal(r.calls, 0);
 }
 
+static void test_profile(void **state)
+{
+    (void)state;
+    const char *fx = vt_test_fixtures();
+    if (!fx) return;
+    char *path = vt_test_path(fx, "qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf");
+    static vt_config cfg;
+    vt_config_defaults(&cfg);
+    vt_engine *e[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        vt_engine_params p = {.model_path = path, .plugin_dir = vt_test_plugin_dir(),
+                              .device = "cpu", .n_threads = 2, .kernels = "scalar", .n_ctx = 64,
+                              .n_batch = 16, .config = &cfg, .profile = i};
+        if (vt_engine_open(&p, &e[i]) != VT_OK) fail_msg("open: %s", vt_last_error());
+    }
+    assert_int_equal(vt_engine_profile_start(e[0]), VT_ERR_INVALID_ARG);
+    vt_op_profile_row rows[64];
+    assert_int_equal(vt_engine_profile_stop(e[0], rows, 64), 0);
+    int32_t tok[5] = {11, 22, 33, 44, 55};
+    const size_t V = 4096;
+    float *a = malloc(sizeof(float) * 5 * V), *b = malloc(sizeof(float) * 5 * V);
+    assert_int_equal(vt_engine_eval(e[0], tok, 5, a, 1), VT_OK);
+    /* an eval before start is not recorded */
+    assert_int_equal(vt_engine_eval(e[1], tok, 5, b, 1), VT_OK);
+    assert_int_equal(vt_engine_reset(e[1]), VT_OK);
+    assert_int_equal(vt_engine_profile_start(e[1]), VT_OK);
+    assert_int_equal(vt_engine_eval(e[1], tok, 5, b, 1), VT_OK);
+    int n = vt_engine_profile_stop(e[1], rows, 64);
+    assert_memory_equal(a, b, sizeof(float) * 5 * V);
+    assert_true(n >= 10 && n <= 64);
+    uint64_t mm = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) assert_true(rows[i].seconds <= rows[i - 1].seconds);
+        if (!strcmp(rows[i].name, "mat_mul BF16 (dense)")) mm = rows[i].calls;
+    }
+    /* one 5-token chunk: the fixture's dense BF16 matmuls, once each (the LM
+     * head for the 5 rows of all_logits: one call) */
+    printf("[profile] %d op rows, dense BF16 mat_mul calls %llu\n", n, (unsigned long long)mm);
+    assert_true(mm > 0);
+    /* after stop nothing more is recorded */
+    assert_int_equal(vt_engine_eval(e[1], tok, 1, b, 0), VT_OK);
+    vt_op_profile_row again[64];
+    assert_int_equal(vt_engine_profile_stop(e[1], again, 64), n);
+    for (int i = 0; i < n; i++) assert_int_equal(again[i].calls, rows[i].calls);
+    free(a);
+    free(b);
+    vt_engine_close(e[0]);
+    vt_engine_close(e[1]);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_discrete_upload),
         cmocka_unit_test(test_in_place_reports_nothing),
+        cmocka_unit_test(test_profile),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

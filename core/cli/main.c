@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bench_profile.h"
 #include "capabilities.h"
 #include "engine.h"
 #include "expert_streamer.h"
@@ -66,8 +67,10 @@ static const char *usage_text =
     "            [--sliding-window N] [--shared-kv-layers N] [--n-per-layer P] [--k-eq-v 0|1]\n"
     "            [--double-wide-mlp 0|1] (--n-expert 0: dense; --head-dim, --n-rot: full layers)\n"
     "            write a random-weight qwen35moe or gemma4 model of any shape\n"
-    "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--set ...]\n"
-    "            prefill/decode tokens/s (median), expert hit rate, fill GB/s, peak RSS\n"
+    "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--profile] [--set ...]\n"
+    "            prefill/decode tokens/s (median), expert hit rate, fill GB/s, peak RSS;\n"
+    "            --profile: then one round with every backend op timed (op, calls,\n"
+    "            ms per step; each op followed by a synchronize)\n"
     "\n"
     "common options:\n"
     "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
@@ -100,7 +103,7 @@ typedef struct opts {
     uint32_t ctx, batch;
     vt_sampler_params sp;
     const char *sets[64];
-    int n_sets, show, json, no_progress, quiet;
+    int n_sets, show, json, no_progress, quiet, profile;
     uint32_t mk_val[32];   /* mkmodel shape options, by index into mk_fields */
     uint8_t mk_set[32];
     int mk_sparse;
@@ -147,7 +150,7 @@ static const struct {
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -166,6 +169,7 @@ static struct option long_opts[] = {
     {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW}, {"json", no_argument, 0, O_JSON},
     {"sparse", no_argument, 0, O_SPARSE}, {"arch", required_argument, 0, O_ARCH},
     {"quiet", no_argument, 0, 'q'}, {"no-progress", no_argument, 0, O_NO_PROGRESS},
+    {"profile", no_argument, 0, O_PROFILE},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
@@ -236,6 +240,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             vt_log_set_level(VT_LOG_ERROR);
             break;
         case O_NO_PROGRESS: o->no_progress = 1; break;
+        case O_PROFILE: o->profile = 1; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case O_TEMP:
             if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1;
@@ -410,7 +415,8 @@ static vt_status open_engine(const opts *o, vt_engine **e)
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg,
-                          .progress = show ? progress_draw : NULL, .progress_user = &bar};
+                          .progress = show ? progress_draw : NULL, .progress_user = &bar,
+                          .profile = o->profile};
     st = vt_engine_open(&p, e);
     progress_end(&bar);
     return st;
@@ -1051,6 +1057,11 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
         cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
+        if (o->profile &&
+            vt_bench_profile(e, toks, n_prompt, n_gen, logits, pp_med, tg_med, j)) {
+            cJSON_Delete(j);
+            goto out;
+        }
         char *txt = cJSON_Print(j);
         if (txt) printf("%s\n", txt);
         free(txt);
@@ -1086,6 +1097,8 @@ static int cmd_bench(const opts *o)
             printf("decode hit rate: n/a (experts resident, no cache)\n");
         }
         printf("peak RSS: %.1f MiB   fallbacks: %llu\n", rss, (unsigned long long)vt_host_n_fallbacks());
+        if (o->profile && vt_bench_profile(e, toks, n_prompt, n_gen, logits, pp_med, tg_med, NULL))
+            goto out;
     }
     rc = 0;
 out:

@@ -16,6 +16,7 @@
 #include "expert_streamer.h"
 #include "config.h"
 #include "error.h"
+#include "op_profile.h"
 #include "registry.h"
 #include "residency.h"
 
@@ -41,6 +42,7 @@ struct vt_engine {
      * keeps): a copy of the plugin's whose copy_h2d reports each weight copy
      * while the model loads, and is the plugin's own function afterwards */
     vt_backend_api api_watched;
+    vt_op_profile *prof; /* params.profile: the ops of api_watched are timed */
 };
 
 static double now_seconds(void)
@@ -123,23 +125,31 @@ static vt_status watched_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *sr
 static vt_status load_model(vt_engine *e, const vt_engine_params *p, const vt_model_params *mp)
 {
     const vt_backend_api *real = e->backend.api;
+    if (p->profile || p->progress) {
+        /* the model is given a copy of the table (and keeps it) */
+        size_t n = real->struct_size < sizeof e->api_watched ? real->struct_size
+                                                               : sizeof e->api_watched;
+        memset(&e->api_watched, 0, sizeof e->api_watched);
+        memcpy(&e->api_watched, real, n);
+        e->api_watched.struct_size = (uint32_t)n; /* what the copy holds */
+        e->backend.api = &e->api_watched;
+    }
+    if (p->profile && !(e->prof = vt_op_profile_install(&e->api_watched, real, e->backend.ctx)))
+        return VT_ERR_OUT_OF_MEMORY;
+    vt_status (*after_load)(vt_backend_ctx *, void *, const void *, size_t) =
+        e->api_watched.copy_h2d;
     if (!p->progress || !watched_add(e->backend.ctx, real))
         return e->mapi->load(vt_host_table(), e->gguf, &e->backend, mp, &e->model);
     load_watch w = {.real = real, .fn = p->progress, .user = p->progress_user,
                     .total = e->res.fit.dense_bytes +
                              (e->res.fit.experts == VT_EXPERTS_STREAMED ? 0 : e->res.fit.expert_bytes)};
-    size_t n = real->struct_size < sizeof e->api_watched ? real->struct_size : sizeof e->api_watched;
-    memset(&e->api_watched, 0, sizeof e->api_watched);
-    memcpy(&e->api_watched, real, n);
-    e->api_watched.struct_size = (uint32_t)n; /* what the copy holds */
     e->api_watched.copy_h2d = watched_copy_h2d;
-    e->backend.api = &e->api_watched;
     g_watch = &w;
     w.t0 = now_seconds();
     vt_status st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, mp, &e->model);
     g_watch = NULL;
-    /* from here on the model's copies go straight to the backend */
-    e->api_watched.copy_h2d = real->copy_h2d;
+    /* from here on the model's copies go to the backend (or the profiler) */
+    e->api_watched.copy_h2d = after_load;
     watched_remove(e->backend.ctx);
     if (st == VT_OK && w.done && w.done != w.total)
         p->progress(p->progress_user, "upload", w.done, w.done, now_seconds() - w.t0);
@@ -316,6 +326,7 @@ void vt_engine_close(vt_engine *e)
     vt_streamer_destroy(e->streamer);
     if (e->store) e->store_api->destroy(e->store);
     if (e->backend.ctx) e->backend.api->shutdown(e->backend.ctx);
+    vt_op_profile_free(e->prof);
     vt_tokenizer_free(e->tok);
     vt_registry_close(e->reg);
     vt_gguf_close(e->gguf);
@@ -331,6 +342,23 @@ double vt_engine_load_seconds(const vt_engine *e) { return e->load_seconds; }
 vt_status vt_engine_reset(vt_engine *e) { return e->mapi->seq_reset(e->model, e->seq); }
 
 int64_t vt_engine_pos(const vt_engine *e) { return e->mapi->seq_pos(e->model, e->seq); }
+
+vt_status vt_engine_profile_start(vt_engine *e)
+{
+    if (!e->prof) {
+        vt_set_error("the engine was opened without profiling (params.profile)");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_op_profile_reset(e->prof);
+    vt_op_profile_begin(e->prof);
+    return VT_OK;
+}
+
+int vt_engine_profile_stop(vt_engine *e, struct vt_op_profile_row *rows, int cap)
+{
+    vt_op_profile_end();
+    return vt_op_profile_rows(e->prof, rows, cap);
+}
 
 vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *logits,
                          int all_logits)

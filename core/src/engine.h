@@ -44,6 +44,7 @@ typedef struct vt_engine_params {
     const vt_config *config; /* an already loaded config (overrides applied); wins over config_path */
     vt_engine_progress_fn progress; /* NULL: none */
     void *progress_user;
+    int profile;             /* 1: ops can be timed (vt_engine_profile_*, op_profile.h) */
 } vt_engine_params;
 
 /* The KV cache length used when --ctx is not given: the platform's
@@ -76,6 +77,17 @@ int64_t vt_engine_pos(const vt_engine *e);
  * Append n tokens to the sequence, in chunks of at most n_batch.
  * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token.
  */
+/*
+ * Per-op profile (engine opened with params.profile = 1, else VT_ERR_INVALID_ARG):
+ * start clears the table and records the ops that this thread's
+ * vt_engine_eval / vt_engine_reset calls issue, each followed by a
+ * synchronize (op_profile.h); stop ends the recording and copies the rows,
+ * most time first, into rows[0..cap), returning how many there are.
+ */
+struct vt_op_profile_row;
+vt_status vt_engine_profile_start(vt_engine *e);
+int vt_engine_profile_stop(vt_engine *e, struct vt_op_profile_row *rows, int cap);
+
 vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *logits,
                          int all_logits);
 

@@ -1,0 +1,274 @@
+/*
+ * op_profile.c - per-op wall times of a backend through a wrapped table
+ * (op_profile.h).
+ */
+#include "op_profile.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+
+enum {
+    K_COPY_H2D, K_COPY_D2H, K_COPY_D2D, K_MEMSET, K_RMS_NORM, K_L2_NORM, K_ROPE, K_ATTENTION,
+    K_SSM_CONV, K_DELTA_NET, K_UNARY, K_BINARY, K_SCALE, K_MUL_ROWS, K_COPY_2D, K_GATHER,
+    K_SCATTER, K_TOPK, K_FIXED,
+    K_GET_ROWS = K_FIXED,                  /* + type */
+    K_MAT_MUL = K_GET_ROWS + VT_TYPE_SLOTS, /* + 2 * type + (routed expert) */
+    K_COUNT = K_MAT_MUL + 2 * VT_TYPE_SLOTS
+};
+
+static const char *const fixed_names[K_FIXED] = {
+    "copy_h2d", "copy_d2h", "copy_d2d", "memset_zero", "rms_norm", "l2_norm", "rope_neox",
+    "attention", "ssm_conv", "gated_delta_net", "unary", "binary", "scale", "mul_rows",
+    "copy_2d", "gather_rows", "scatter_add", "softmax_topk"};
+
+struct vt_op_profile {
+    const vt_backend_api *real;
+    vt_backend_ctx *ctx;
+    uint64_t calls[K_COUNT];
+    double seconds[K_COUNT];
+};
+
+#define MAX_PROFILES 16
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static vt_op_profile *g_profiles[MAX_PROFILES];
+static _Thread_local vt_op_profile *tl_active;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static vt_op_profile *lookup(const vt_backend_ctx *ctx)
+{
+    vt_op_profile *p = NULL;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_PROFILES && !p; i++)
+        if (g_profiles[i] && g_profiles[i]->ctx == ctx) p = g_profiles[i];
+    pthread_mutex_unlock(&g_mu);
+    return p;
+}
+
+/* Every wrapper: find the profile, time the real call plus a synchronize
+ * when this thread records into it. A context nobody registered is an
+ * engine bug, reported as VT_ERR_INTERNAL. */
+#define PROFILED(key, call)                                                                     \
+    vt_op_profile *p_ = lookup(ctx);                                                            \
+    if (!p_) {                                                                                  \
+        vt_set_error("op profile: backend context not registered (engine bug)");                \
+        return VT_ERR_INTERNAL;                                                                 \
+    }                                                                                           \
+    const vt_backend_api *R = p_->real;                                                        \
+    if (tl_active != p_) return call;                                                           \
+    double t0_ = now_seconds();                                                                 \
+    vt_status st_ = call;                                                                       \
+    if (st_ == VT_OK) st_ = R->synchronize(ctx);                                                \
+    p_->seconds[key] += now_seconds() - t0_;                                                    \
+    p_->calls[key]++;                                                                           \
+    return st_;
+
+static vt_status w_copy_h2d(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
+{
+    PROFILED(K_COPY_H2D, R->copy_h2d(ctx, d, s, n))
+}
+static vt_status w_copy_d2h(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
+{
+    PROFILED(K_COPY_D2H, R->copy_d2h(ctx, d, s, n))
+}
+static vt_status w_copy_d2d(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
+{
+    PROFILED(K_COPY_D2D, R->copy_d2d(ctx, d, s, n))
+}
+static vt_status w_memset_zero(vt_backend_ctx *ctx, void *d, size_t n)
+{
+    PROFILED(K_MEMSET, R->memset_zero(ctx, d, n))
+}
+static vt_status w_mat_mul(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                           float *y, int64_t ldy, int64_t n)
+{
+    int expert = w->name && strstr(w->name, "_exps") != NULL;
+    PROFILED(K_MAT_MUL + 2 * (int)w->type + expert, R->mat_mul[w->type](ctx, w, x, ldx, y, ldy, n))
+}
+static vt_status w_get_rows(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                            int64_t n, float *out)
+{
+    PROFILED(K_GET_ROWS + (int)w->type, R->get_rows[w->type](ctx, w, ids, n, out))
+}
+static vt_status w_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                            float *y, int64_t ldy, int64_t r, int64_t n, float eps)
+{
+    PROFILED(K_RMS_NORM, R->rms_norm(ctx, x, ldx, w, y, ldy, r, n, eps))
+}
+static vt_status w_l2_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y,
+                           int64_t ldy, int64_t r, int64_t n, float eps)
+{
+    PROFILED(K_L2_NORM, R->l2_norm(ctx, x, ldx, y, ldy, r, n, eps))
+}
+static vt_status w_rope(vt_backend_ctx *ctx, float *x, int64_t ldt, int64_t ldh, int64_t t,
+                        int64_t h, int64_t nr, const int32_t *pos, float base, const float *ff)
+{
+    PROFILED(K_ROPE, R->rope_neox(ctx, x, ldt, ldh, t, h, nr, pos, base, ff))
+}
+static vt_status w_attention(vt_backend_ctx *ctx, const float *q, int64_t ldq, int64_t ldqh,
+                             const float *k, const float *v, float *o, int64_t ldo, int64_t t,
+                             int64_t h, int64_t hk, int64_t hd, int64_t p0, int64_t nkv,
+                             int64_t win, float s, float sc)
+{
+    PROFILED(K_ATTENTION, R->attention(ctx, q, ldq, ldqh, k, v, o, ldo, t, h, hk, hd, p0, nkv, win, s, sc))
+}
+static vt_status w_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                            float *st, float *y, int64_t ldy, int64_t t, int64_t ch, int64_t dc)
+{
+    PROFILED(K_SSM_CONV, R->ssm_conv(ctx, x, ldx, w, st, y, ldy, t, ch, dc))
+}
+static vt_status w_delta(vt_backend_ctx *ctx, const float *q, const float *k, int64_t ldqk,
+                         const float *v, int64_t ldv, const float *g, const float *b, float *st,
+                         float *o, int64_t ldo, int64_t t, int64_t nk, int64_t nv, int64_t dk,
+                         int64_t dv)
+{
+    PROFILED(K_DELTA_NET, R->gated_delta_net(ctx, q, k, ldqk, v, ldv, g, b, st, o, ldo, t, nk, nv, dk, dv))
+}
+static vt_status w_unary(vt_backend_ctx *ctx, vt_unary_op op, const float *x, float *y, int64_t n)
+{
+    PROFILED(K_UNARY, R->unary(ctx, op, x, y, n))
+}
+static vt_status w_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a, const float *b,
+                          float *y, int64_t n, int64_t nb)
+{
+    PROFILED(K_BINARY, R->binary(ctx, op, a, b, y, n, nb))
+}
+static vt_status w_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s)
+{
+    PROFILED(K_SCALE, R->scale(ctx, x, y, n, s))
+}
+static vt_status w_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
+                            int64_t r, int64_t n)
+{
+    PROFILED(K_MUL_ROWS, R->mul_rows(ctx, x, s, y, r, n))
+}
+static vt_status w_copy_2d(vt_backend_ctx *ctx, const float *s, int64_t lds, float *d,
+                           int64_t ldd, int64_t r, int64_t n)
+{
+    PROFILED(K_COPY_2D, R->copy_2d(ctx, s, lds, d, ldd, r, n))
+}
+static vt_status w_gather(vt_backend_ctx *ctx, const float *s, int64_t lds, const int32_t *idx,
+                          int64_t n, int64_t nc, float *d, int64_t ldd)
+{
+    PROFILED(K_GATHER, R->gather_rows(ctx, s, lds, idx, n, nc, d, ldd))
+}
+static vt_status w_scatter(vt_backend_ctx *ctx, const float *s, int64_t lds, const int32_t *idx,
+                           const float *wt, int64_t n, int64_t nc, float *d, int64_t ldd)
+{
+    PROFILED(K_SCATTER, R->scatter_add(ctx, s, lds, idx, wt, n, nc, d, ldd))
+}
+static vt_status w_topk(vt_backend_ctx *ctx, const float *l, int64_t r, int64_t n, int64_t k,
+                        int rn, int32_t *ids, float *w, float *pr)
+{
+    PROFILED(K_TOPK, R->softmax_topk(ctx, l, r, n, k, rn, ids, w, pr))
+}
+
+vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *real,
+                                     vt_backend_ctx *ctx)
+{
+    vt_op_profile *p = calloc(1, sizeof *p);
+    if (!p) {
+        vt_set_error("op profile: out of memory (%zu bytes)", sizeof *p);
+        return NULL;
+    }
+    p->real = real;
+    p->ctx = ctx;
+    int slot = -1;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_PROFILES && slot < 0; i++)
+        if (!g_profiles[i]) {
+            g_profiles[i] = p;
+            slot = i;
+        }
+    pthread_mutex_unlock(&g_mu);
+    if (slot < 0) {
+        free(p);
+        vt_set_error("op profile: more than %d profiled engines at once", MAX_PROFILES);
+        return NULL;
+    }
+#define WRAP(field, fn) if (real->field) t->field = fn
+    WRAP(copy_h2d, w_copy_h2d);
+    WRAP(copy_d2h, w_copy_d2h);
+    WRAP(copy_d2d, w_copy_d2d);
+    WRAP(memset_zero, w_memset_zero);
+    WRAP(rms_norm, w_rms_norm);
+    WRAP(l2_norm, w_l2_norm);
+    WRAP(rope_neox, w_rope);
+    WRAP(attention, w_attention);
+    WRAP(ssm_conv, w_ssm_conv);
+    WRAP(gated_delta_net, w_delta);
+    WRAP(unary, w_unary);
+    WRAP(binary, w_binary);
+    WRAP(scale, w_scale);
+    WRAP(mul_rows, w_mul_rows);
+    WRAP(copy_2d, w_copy_2d);
+    WRAP(gather_rows, w_gather);
+    WRAP(scatter_add, w_scatter);
+    WRAP(softmax_topk, w_topk);
+    for (int i = 0; i < VT_TYPE_SLOTS; i++) {
+        WRAP(mat_mul[i], w_mat_mul);
+        WRAP(get_rows[i], w_get_rows);
+    }
+#undef WRAP
+    return p;
+}
+
+void vt_op_profile_free(vt_op_profile *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_PROFILES; i++)
+        if (g_profiles[i] == p) g_profiles[i] = NULL;
+    pthread_mutex_unlock(&g_mu);
+    if (tl_active == p) tl_active = NULL;
+    free(p);
+}
+
+void vt_op_profile_begin(vt_op_profile *p) { tl_active = p; }
+void vt_op_profile_end(void) { tl_active = NULL; }
+
+void vt_op_profile_reset(vt_op_profile *p)
+{
+    if (!p) return;
+    memset(p->calls, 0, sizeof p->calls);
+    memset(p->seconds, 0, sizeof p->seconds);
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const vt_op_profile_row *x = a, *y = b;
+    return x->seconds < y->seconds ? 1 : x->seconds > y->seconds ? -1 : strcmp(x->name, y->name);
+}
+
+int vt_op_profile_rows(const vt_op_profile *p, vt_op_profile_row *rows, int cap)
+{
+    if (!p) return 0;
+    vt_op_profile_row all[K_COUNT];
+    int n = 0;
+    for (int k = 0; k < K_COUNT; k++) {
+        if (!p->calls[k]) continue;
+        vt_op_profile_row *r = &all[n++];
+        if (k < K_FIXED) snprintf(r->name, sizeof r->name, "%s", fixed_names[k]);
+        else if (k < K_MAT_MUL)
+            snprintf(r->name, sizeof r->name, "get_rows %s", vt_type_name((uint32_t)(k - K_GET_ROWS)));
+        else
+            snprintf(r->name, sizeof r->name, "mat_mul %s (%s)",
+                     vt_type_name((uint32_t)((k - K_MAT_MUL) / 2)),
+                     (k - K_MAT_MUL) % 2 ? "routed experts" : "dense");
+        r->calls = p->calls[k];
+        r->seconds = p->seconds[k];
+    }
+    qsort(all, (size_t)n, sizeof all[0], by_time);
+    for (int i = 0; i < n && i < cap; i++) rows[i] = all[i];
+    return n;
+}
