@@ -8,7 +8,8 @@
 # resident on the GPU, next to the anchors; with PROFILE=1 (default) a per-op
 # profile of the Q4_K_M models follows (vt bench --profile). About 6-8 minutes
 # on the H200, most of it writing the models.
-#   bench/gpu_vs_anchor.sh [BUILD_DIR]    env: DEVICE (cuda), REPS (3), DIR (/tmp), PROFILE (1)
+#   bench/gpu_vs_anchor.sh [BUILD_DIR]    env: DEVICE (cuda), REPS (3), DIR (/tmp), PROFILE (1),
+#   ARCHS ("qwen35moe gemma4"), TYPES ("q4_k_m q8_0"), KEEP (0: delete the models)
 # vt's q4_k_m is its own round-to-nearest Q4_K/Q6_K mix (README, weight types),
 # llama-quantize's Q4_K_M uses importance-free k-quant search: same types and
 # layout, so the same bytes per decode step.
@@ -27,9 +28,9 @@ declare -A before_pp=([qwen35moe-q4_k_m]=1935 [gemma4-q4_k_m]=4135)
 declare -A before_tg=([qwen35moe-q4_k_m]=187 [gemma4-q4_k_m]=176)
 
 rows=()
-for arch in qwen35moe gemma4; do
+for arch in ${ARCHS:-qwen35moe gemma4}; do
   shape=$QWEN; [ $arch = gemma4 ] && shape=$GEMMA
-  for type in q4_k_m q8_0; do
+  for type in ${TYPES:-q4_k_m q8_0}; do
     m=$dir/vt-anchor-$arch-$type.gguf
     [ -f "$m" ] || { t0=$(date +%s); $vt mkmodel -o "$m" --type $type $shape >/dev/null;
                      echo "wrote $m ($(du -h "$m" | cut -f1)) in $(( $(date +%s) - t0 )) s"; }

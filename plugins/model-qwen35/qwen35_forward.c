@@ -98,11 +98,19 @@ static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int6
     /* §5.7.2 causal conv over the raw projections with carried state, SiLU (pitfalls 10, 11) */
     TRY(A->ssm_conv(c, mix, CD, ly->conv1d, s->conv_state[il], conv, CD, T, CD, hp->d_conv));
 
-    /* §5.7.3 L2 norm per key head (one call per head: the head rows are
-     * strided by conv_dim), then q / sqrt(d_k) */
-    for (int64_t hk = 0; hk < nk; hk++) {
-        TRY(A->l2_norm(c, conv + hk * dk, CD, qn + hk * dk, KD, T, dk, hp->eps));
-        TRY(A->l2_norm(c, conv + KD + hk * dk, CD, kn + hk * dk, KD, T, dk, hp->eps));
+    /* §5.7.3 L2 norm per key head, then q / sqrt(d_k). A token's q (and k)
+     * heads are nk contiguous rows of d_k: with one token they are normed
+     * straight from the projection row; with more the q and k parts are
+     * first made contiguous ([T][key_dim]) so that each is one call over
+     * T·nk rows (two launches per layer instead of two per key head) */
+    if (T == 1) {
+        TRY(A->l2_norm(c, conv, dk, qn, dk, nk, dk, hp->eps));
+        TRY(A->l2_norm(c, conv + KD, dk, kn, dk, nk, dk, hp->eps));
+    } else {
+        TRY(A->copy_2d(c, conv, CD, qn, KD, T, KD));
+        TRY(A->copy_2d(c, conv + KD, CD, kn, KD, T, KD));
+        TRY(A->l2_norm(c, qn, dk, qn, dk, T * nk, dk, hp->eps));
+        TRY(A->l2_norm(c, kn, dk, kn, dk, T * nk, dk, hp->eps));
     }
     TRY(A->scale(c, qn, qn, T * KD, 1.0f / sqrtf((float)dk)));
 
