@@ -211,40 +211,57 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
         return VT_ERR_INTERNAL;
     }
     /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0).
-     * Experts run in increasing id order; when streamed, in groups of at most
-     * top-k experts made resident together (the arena holds at least that). */
+     * Experts run in increasing id order, in groups of at most top-k experts
+     * made resident together when streamed (the arena holds at least that).
+     * A group's (token, expert) rows are contiguous in the bucketed order, so
+     * each group takes one gather, one SiLU, one product and one scatter over
+     * all its rows, and only the matmuls per expert (the arithmetic and the
+     * order of the additions into x are those of one expert at a time). */
     const uint32_t M = ly->fused_gate_up ? 2 : 3;
+    const int64_t F = hp->n_ff_exp;
     int64_t e_next = 0;
     while (e_next < nx) {
         uint32_t n_grp = 0;
-        int64_t e;
+        int64_t e, e_first = -1, e_last = -1;
         for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
             if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
             if (m->exp_ids) m->exp_ids[n_grp] = (int32_t)e;
+            if (e_first < 0) e_first = e;
+            e_last = e;
             n_grp++;
         }
         int64_t e_end = e;
-        if (m->experts && n_grp)
+        e_next = e_end;
+        if (!n_grp) continue;
+        if (m->experts)
             TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        const int32_t gb = e_first ? cnt[e_first - 1] : 0, ge = cnt[e_last];
+        const int64_t n_rows = ge - gb;
+        if (T > 1) TRY(A->gather_rows(c, m->h, E, m->exp_tok + gb, n_rows, E, m->f_x, E));
+        vt_weight *wd = m->grp_down;
+        int32_t *wb = m->grp_row0, *wn = m->grp_rows;
         uint32_t g = 0;
-        for (e = e_next; e < e_end; e++) {
+        for (e = e_first; e <= e_last; e++) {
             int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
             if (n == 0) continue;
             const void *const *slots = m->experts ? m->exp_slots + (size_t)g * M : NULL;
-            g++;
-            vt_weight wg, wu, wd;
+            vt_weight wg, wu;
             TRY(qwen35_expert_weight(m, il, QWEN35_EXP_GATE, (uint32_t)e, slots, &wg));
             TRY(qwen35_expert_weight(m, il, QWEN35_EXP_UP, (uint32_t)e, slots, &wu));
-            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_DOWN, (uint32_t)e, slots, &wd));
-            const float *xin = m->h;
-            if (T > 1) {
-                TRY(A->gather_rows(c, m->h, E, m->exp_tok + b, n, E, m->f_x, E));
-                xin = m->f_x;
-            }
-            TRY(q35_swiglu(m, &wg, &wu, &wd, xin, m->f_y, n));
-            TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + b, m->exp_w + b, n, E, m->x, E));
+            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_DOWN, (uint32_t)e, slots, &wd[g]));
+            const float *xin = T > 1 ? m->f_x + (int64_t)(b - gb) * E : m->h;
+            TRY(q35_mm(m, &wg, xin, E, m->f_g + (int64_t)(b - gb) * F, F, n));
+            TRY(q35_mm(m, &wu, xin, E, m->f_u + (int64_t)(b - gb) * F, F, n));
+            wb[g] = b;
+            wn[g] = n;
+            g++;
         }
-        e_next = e_end;
+        TRY(A->unary(c, VT_UNARY_SILU, m->f_g, m->f_g, n_rows * F));
+        TRY(A->binary(c, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n_rows * F, n_rows * F));
+        for (uint32_t q = 0; q < g; q++)
+            TRY(q35_mm(m, &wd[q], m->f_g + (int64_t)(wb[q] - gb) * F, F,
+                       m->f_y + (int64_t)(wb[q] - gb) * E, E, wn[q]));
+        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + gb, m->exp_w + gb, n_rows, E, m->x, E));
     }
 
     /* shared expert, gated by sigmoid of a dot product per token */

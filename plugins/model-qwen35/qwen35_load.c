@@ -1102,6 +1102,9 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
     }
     const size_t hd = hp->head_dim, E = hp->n_embd;
     const size_t n_ff = q35_max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_ff);
+    /* FFN rows: T tokens for the shared/dense FFN, and one expert group's
+     * (token, expert) pairs, at most T x top-k, for the routed experts */
+    const size_t TF = hp->is_moe ? T * (size_t)hp->n_expert_used : T;
     m->head_rows = m->n_batch < Q35_HEAD_ROWS ? m->n_batch : Q35_HEAD_ROWS;
 
     /* part sizes as rows x columns (floats), each padded to 16 floats; the
@@ -1118,7 +1121,7 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&m->s_g, T, hp->value_dim},                               /* gated norm out */
         {&m->s_beta, T, hp->n_v}, {&m->s_gdecay, T, hp->n_v},
         {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
-        {&m->f_x, T, E}, {&m->f_g, T, n_ff}, {&m->f_u, T, n_ff}, {&m->f_y, T, E},
+        {&m->f_x, TF, E}, {&m->f_g, TF, n_ff}, {&m->f_u, TF, n_ff}, {&m->f_y, TF, E},
         {&m->f_gamma, T, 1},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
@@ -1163,7 +1166,13 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
         !(m->exp_tok = qwen35_calloc(H, T * k, sizeof *m->exp_tok,
                                      "the host scratch: routed tokens")) ||
         !(m->exp_w = qwen35_calloc(H, T * k, sizeof *m->exp_w,
-                                   "the host scratch: routed weights")))
+                                   "the host scratch: routed weights")) ||
+        !(m->grp_down = qwen35_calloc(H, k, sizeof *m->grp_down,
+                                      "the host scratch: an expert group's down matrices")) ||
+        !(m->grp_row0 = qwen35_calloc(H, k, sizeof *m->grp_row0,
+                                      "the host scratch: an expert group's rows")) ||
+        !(m->grp_rows = qwen35_calloc(H, k, sizeof *m->grp_rows,
+                                      "the host scratch: an expert group's row counts")))
         return VT_ERR_OUT_OF_MEMORY;
     return VT_OK;
 }
@@ -1183,6 +1192,9 @@ void qwen35_free(vt_model *m)
     free(m->exp_count);
     free(m->exp_tok);
     free(m->exp_w);
+    free(m->grp_down);
+    free(m->grp_row0);
+    free(m->grp_rows);
     free(m->exp_slots);
     free(m->exp_ids);
     q35_hparams_free(&m->hp);
