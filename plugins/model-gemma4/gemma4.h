@@ -172,6 +172,8 @@ struct vt_model {
     int32_t *exp_count;          /* [n_expert + 2] */
     int32_t *exp_tok;            /* [n_batch * k] token of each routed pair, by expert */
     float *exp_w;                /* weights, same order */
+    vt_weight *grp_down;         /* [n_expert_used] down matrices of one expert group */
+    int32_t *grp_row0, *grp_rows; /* [n_expert_used] each group expert's first row and row count */
 
     const char *dump_path;       /* VT_GEMMA4_DUMP */
 };

@@ -196,40 +196,55 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
         return VT_ERR_INTERNAL;
     }
     /* cnt[e] is now the end of expert e's run, its start cnt[e-1]. Experts run
-     * in increasing id order; when streamed, in groups of at most top-k made
-     * resident together (the arena holds at least k x matrices slots). */
+     * in increasing id order, in groups of at most top-k made resident
+     * together when streamed (the arena holds at least k x matrices slots).
+     * A group's (token, expert) rows are contiguous in the bucketed order:
+     * one gather, one GELU, one product and one scatter serve the whole
+     * group; only the matmuls run per expert (same arithmetic and order of
+     * additions as one expert at a time). */
     const uint32_t M = ly->fused_gate_up ? 2 : 3;
+    const int64_t F = hp->n_ff_exp;
     int64_t e_next = 0;
     while (e_next < nx) {
         uint32_t n_grp = 0;
-        int64_t e;
+        int64_t e, e_first = -1, e_last = -1;
         for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
             if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
             if (m->exp_ids) m->exp_ids[n_grp] = (int32_t)e;
+            if (e_first < 0) e_first = e;
+            e_last = e;
             n_grp++;
         }
-        const int64_t e_end = e;
-        if (m->experts && n_grp)
+        e_next = e;
+        if (!n_grp) continue;
+        if (m->experts)
             TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        const int32_t gb = e_first ? cnt[e_first - 1] : 0, ge = cnt[e_last];
+        const int64_t n_rows = ge - gb;
+        if (T > 1) TRY(A->gather_rows(c, m->h, E, m->exp_tok + gb, n_rows, E, m->f_x, E));
         uint32_t gi = 0;
-        for (e = e_next; e < e_end; e++) {
+        for (e = e_first; e <= e_last; e++) {
             int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
             if (n == 0) continue;
             const void *const *slots = m->experts ? m->exp_slots + (size_t)gi * M : NULL;
-            gi++;
-            vt_weight wg, wu, wd;
+            vt_weight wg, wu;
             TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_GATE, (uint32_t)e, slots, &wg));
             TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_UP, (uint32_t)e, slots, &wu));
-            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_DOWN, (uint32_t)e, slots, &wd));
-            const float *xin = m->h;
-            if (T > 1) {
-                TRY(A->gather_rows(c, m->h, E, m->exp_tok + b, n, E, m->f_x, E));
-                xin = m->f_x;
-            }
-            TRY(g4_geglu(m, &wg, &wu, &wd, xin, m->f_y, n)); /* pitfall 16 */
-            TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + b, m->exp_w + b, n, E, m->f_e, E));
+            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_DOWN, (uint32_t)e, slots, &m->grp_down[gi]));
+            const float *xin = T > 1 ? m->f_x + (int64_t)(b - gb) * E : m->h;
+            TRY(g4_mm(m, &wg, xin, E, m->f_g + (int64_t)(b - gb) * F, F, n));
+            TRY(g4_mm(m, &wu, xin, E, m->f_u + (int64_t)(b - gb) * F, F, n));
+            m->grp_row0[gi] = b;
+            m->grp_rows[gi] = n;
+            gi++;
         }
-        e_next = e_end;
+        /* pitfall 16: tanh GELU */
+        TRY(A->unary(c, VT_UNARY_GELU_TANH, m->f_g, m->f_g, n_rows * F));
+        TRY(A->binary(c, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n_rows * F, n_rows * F));
+        for (uint32_t q = 0; q < gi; q++)
+            TRY(g4_mm(m, &m->grp_down[q], m->f_g + (int64_t)(m->grp_row0[q] - gb) * F, F,
+                      m->f_y + (int64_t)(m->grp_row0[q] - gb) * E, E, m->grp_rows[q]));
+        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + gb, m->exp_w + gb, n_rows, E, m->f_e, E));
     }
     TRY(A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps));
     return VT_OK;

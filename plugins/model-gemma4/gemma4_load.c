@@ -941,13 +941,16 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
         max_ff = g4_max(max_ff, hp->n_ff[il]);
     }
     max_ff = g4_max(max_ff, hp->n_per_layer); /* f_g also holds a PLE slice */
+    /* FFN rows: T tokens, or one expert group's (token, expert) pairs, at most
+     * T x top-k, for the routed experts */
+    const size_t TF = hp->n_expert ? T * (size_t)hp->n_expert_used : T;
     const size_t LP = (size_t)hp->n_per_layer * hp->n_layer;
     m->head_rows = m->n_batch < G4_HEAD_ROWS ? m->n_batch : G4_HEAD_ROWS;
     struct { float **p; size_t rows, cols; } parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
         {&m->q, T, max_q}, {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
-        {&m->f_x, T, E}, {&m->f_y, T, E}, {&m->f_m, T, E}, {&m->f_e, T, E},
-        {&m->f_g, T, max_ff}, {&m->f_u, T, max_ff},
+        {&m->f_x, TF, E}, {&m->f_y, TF, E}, {&m->f_m, T, E}, {&m->f_e, T, E},
+        {&m->f_g, TF, max_ff}, {&m->f_u, TF, max_ff},
         {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
         {&m->ple, T, LP ? LP : 1}, {&m->ple_tmp, T, LP ? LP : 1},
         {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
@@ -989,7 +992,12 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
         !(m->exp_count = gemma4_calloc(H, (size_t)hp->n_expert + 2, sizeof *m->exp_count,
                                        "the per-expert counts")) ||
         !(m->exp_tok = gemma4_calloc(H, T * k, sizeof *m->exp_tok, "the routed tokens")) ||
-        !(m->exp_w = gemma4_calloc(H, T * k, sizeof *m->exp_w, "the routed weights")))
+        !(m->exp_w = gemma4_calloc(H, T * k, sizeof *m->exp_w, "the routed weights")) ||
+        !(m->grp_down = gemma4_calloc(H, k, sizeof *m->grp_down,
+                                      "an expert group's down matrices")) ||
+        !(m->grp_row0 = gemma4_calloc(H, k, sizeof *m->grp_row0, "an expert group's rows")) ||
+        !(m->grp_rows = gemma4_calloc(H, k, sizeof *m->grp_rows,
+                                      "an expert group's row counts")))
         return VT_ERR_OUT_OF_MEMORY;
     return VT_OK;
 }
@@ -1066,6 +1074,9 @@ void gemma4_free(vt_model *m)
     free(m->exp_count);
     free(m->exp_tok);
     free(m->exp_w);
+    free(m->grp_down);
+    free(m->grp_row0);
+    free(m->grp_rows);
     free(m->exp_slots);
     free(m->exp_ids);
     g4_hparams_free(&m->hp);
