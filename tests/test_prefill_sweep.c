@@ -247,7 +247,13 @@ static int ready(void)
     if (g_device_state == 0) {
         /* probe the device once, before a case allocates anything: skip()
          * leaves the case at once, so nothing may be left to free then */
-        vt_engine *e = open_engine(g_files[0].path, "scalar", 8, NULL);
+        size_t probe = 0; /* the first file a VT_SWEEP_FILES subset holds */
+        const char *sel = getenv("VT_SWEEP_FILES");
+        if (sel && *sel) {
+            long v = strtol(sel, NULL, 10);
+            if (v >= 0 && (size_t)v < N_FILES) probe = (size_t)v;
+        }
+        vt_engine *e = open_engine(g_files[probe].path, "scalar", 8, NULL);
         if (!e) return 0;
         vt_engine_close(e);
     }
