@@ -42,29 +42,12 @@ endforeach()
 # fixtures through the engine on device "cuda". Needs a CUDA device: without
 # one (CI) it skips loudly (77); a plugin that should have been built under
 # CI=true and was not fails, as above.
-get_property(_vt_built GLOBAL PROPERTY VT_GPU_cuda_BUILT)
-get_property(_vt_req GLOBAL PROPERTY VT_GPU_cuda_REQUIRED)
-get_property(_vt_why GLOBAL PROPERTY VT_GPU_cuda_WHY)
-string(REPLACE ";" "," _vt_why "${_vt_why}")
-string(REPLACE "\"" "'" _vt_why "${_vt_why}")
-set(_vt_b 0)
-set(_vt_r 0)
-if(_vt_built)
-  set(_vt_b 1)
-endif()
-if(_vt_req)
-  set(_vt_r 1)
-endif()
 vt_add_test(test_cuda_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops.c
             LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "gpu;fixtures" TIMEOUT 300)
-target_compile_definitions(test_cuda_ops PRIVATE VT_GPU_TEST_BUILT=${_vt_b}
-  VT_GPU_TEST_REQUIRED=${_vt_r} VT_GPU_TEST_WHY="${_vt_why}")
+vt_cuda_test_definitions(test_cuda_ops)
 add_dependencies(test_cuda_ops backend-cpu model-qwen35)
 if(TARGET store-device)
   add_dependencies(test_cuda_ops store-device)
-endif()
-if(_vt_built)
-  add_dependencies(test_cuda_ops backend-cuda)
 endif()
 
 # test_cuda_quant: backend-cuda's weight kernels for every block type (Q4_0 ..
@@ -74,26 +57,9 @@ endif()
 # mat_mul within the fp32-summation bound. The capability check runs without a
 # device; everything else needs a CUDA device and skips loudly (77) without
 # one; a plugin that should have been built under CI=true and was not fails.
-get_property(_vt_built GLOBAL PROPERTY VT_GPU_cuda_BUILT)
-get_property(_vt_req GLOBAL PROPERTY VT_GPU_cuda_REQUIRED)
-get_property(_vt_why GLOBAL PROPERTY VT_GPU_cuda_WHY)
-string(REPLACE ";" "," _vt_why "${_vt_why}")
-string(REPLACE "\"" "'" _vt_why "${_vt_why}")
-set(_vt_b 0)
-set(_vt_r 0)
-if(_vt_built)
-  set(_vt_b 1)
-endif()
-if(_vt_req)
-  set(_vt_r 1)
-endif()
 vt_add_test(test_cuda_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_quant.c
             LIBS vt_cpu_kernels vtcore ${CMAKE_DL_LIBS} LABELS "gpu;cuda;fixtures" TIMEOUT 300)
-target_compile_definitions(test_cuda_quant PRIVATE VT_GPU_TEST_BUILT=${_vt_b}
-  VT_GPU_TEST_REQUIRED=${_vt_r} VT_GPU_TEST_WHY="${_vt_why}")
-if(_vt_built)
-  add_dependencies(test_cuda_quant backend-cuda)
-endif()
+vt_cuda_test_definitions(test_cuda_quant)
 
 # bench/bench_gpu_matvec: a GPU backend's mat_mul per weight type (decode GB/s
 # against copy_d2d's bandwidth, prefill TFLOP/s). Built, not run as a test.
