@@ -7,7 +7,6 @@
  */
 #include "engine.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,9 +37,8 @@ struct vt_engine {
     const vt_store_api *store_api;
     vt_store *store;
     vt_expert_streamer *streamer;
-    /* with a progress callback, the backend table the model is given (and
-     * keeps): a copy of the plugin's whose copy_h2d reports each weight copy
-     * while the model loads, and is the plugin's own function afterwards */
+    /* with params.profile or params.progress: the backend table the model is
+     * given (and keeps), a copy of the plugin's (load_model) */
     vt_backend_api api_watched;
     vt_op_profile *prof; /* params.profile: the ops of api_watched are timed */
 };
@@ -53,105 +51,51 @@ static double now_seconds(void)
 }
 
 typedef struct load_watch {
-    const vt_backend_api *real;
     vt_engine_progress_fn fn;
     void *user;
     uint64_t done, total;
     double t0;
 } load_watch;
 
-/* The load being watched on this thread (a model copies its weights on the
- * thread that loads it, engine.h), NULL otherwise. */
-static _Thread_local load_watch *g_watch;
-
-/* The backends whose tables are watched now, by context, so that a copy made
- * from another thread of the model during its load still reaches its own
- * backend (it is copied, not reported). A load that finds no free entry runs
- * without progress. */
-#define VT_MAX_WATCHED 16
-static pthread_mutex_t g_watched_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    vt_backend_ctx *ctx;
-    const vt_backend_api *real;
-} g_watched[VT_MAX_WATCHED];
-
-static int watched_add(vt_backend_ctx *ctx, const vt_backend_api *real)
+/* vt_op_profile_watch_copies callback: one weight copy done */
+static void on_weight_copy(void *user, size_t bytes)
 {
-    int ok = 0;
-    pthread_mutex_lock(&g_watched_mu);
-    for (int i = 0; i < VT_MAX_WATCHED && !ok; i++)
-        if (!g_watched[i].ctx) {
-            g_watched[i].ctx = ctx;
-            g_watched[i].real = real;
-            ok = 1;
-        }
-    pthread_mutex_unlock(&g_watched_mu);
-    return ok;
+    load_watch *w = user;
+    w->done += bytes;
+    if (w->done > w->total) w->total = w->done;
+    w->fn(w->user, "upload", w->done, w->total, now_seconds() - w->t0);
 }
 
-static void watched_remove(vt_backend_ctx *ctx)
-{
-    pthread_mutex_lock(&g_watched_mu);
-    for (int i = 0; i < VT_MAX_WATCHED; i++)
-        if (g_watched[i].ctx == ctx) g_watched[i].ctx = NULL;
-    pthread_mutex_unlock(&g_watched_mu);
-}
-
-static vt_status watched_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
-    load_watch *w = g_watch;
-    if (!w) {
-        const vt_backend_api *real = NULL;
-        pthread_mutex_lock(&g_watched_mu);
-        for (int i = 0; i < VT_MAX_WATCHED && !real; i++)
-            if (g_watched[i].ctx == ctx) real = g_watched[i].real;
-        pthread_mutex_unlock(&g_watched_mu);
-        if (!real) {
-            vt_set_error("copy_h2d: no backend registered for this context (engine bug)");
-            return VT_ERR_INTERNAL;
-        }
-        return real->copy_h2d(ctx, dst, src, bytes);
-    }
-    vt_status st = w->real->copy_h2d(ctx, dst, src, bytes);
-    if (st == VT_OK) {
-        w->done += bytes;
-        if (w->done > w->total) w->total = w->done;
-        w->fn(w->user, "upload", w->done, w->total, now_seconds() - w->t0);
-    }
-    return st;
-}
-
-/* The model's load, with the weight copies reported to p->progress. */
+/* The model's load. With params.profile or params.progress the model is
+ * given (and keeps) a copy of the backend table wrapped by op_profile.c:
+ * every op when profiling, else copy_h2d alone, for the load only. */
 static vt_status load_model(vt_engine *e, const vt_engine_params *p, const vt_model_params *mp)
 {
     const vt_backend_api *real = e->backend.api;
+    vt_op_profile *prof = NULL;
     if (p->profile || p->progress) {
-        /* the model is given a copy of the table (and keeps it) */
         size_t n = real->struct_size < sizeof e->api_watched ? real->struct_size
                                                                : sizeof e->api_watched;
         memset(&e->api_watched, 0, sizeof e->api_watched);
         memcpy(&e->api_watched, real, n);
         e->api_watched.struct_size = (uint32_t)n; /* what the copy holds */
-        e->backend.api = &e->api_watched;
+        prof = vt_op_profile_install(&e->api_watched, real, e->backend.ctx, p->profile);
+        if (!prof && p->profile) return VT_ERR_OUT_OF_MEMORY;
+        if (prof) e->backend.api = &e->api_watched; /* else: a load without progress */
     }
-    if (p->profile && !(e->prof = vt_op_profile_install(&e->api_watched, real, e->backend.ctx)))
-        return VT_ERR_OUT_OF_MEMORY;
-    vt_status (*after_load)(vt_backend_ctx *, void *, const void *, size_t) =
-        e->api_watched.copy_h2d;
-    if (!p->progress || !watched_add(e->backend.ctx, real))
-        return e->mapi->load(vt_host_table(), e->gguf, &e->backend, mp, &e->model);
-    load_watch w = {.real = real, .fn = p->progress, .user = p->progress_user,
+    load_watch w = {.fn = p->progress, .user = p->progress_user, .t0 = now_seconds(),
                     .total = e->res.fit.dense_bytes +
                              (e->res.fit.experts == VT_EXPERTS_STREAMED ? 0 : e->res.fit.expert_bytes)};
-    e->api_watched.copy_h2d = watched_copy_h2d;
-    g_watch = &w;
-    w.t0 = now_seconds();
+    if (prof && p->progress) vt_op_profile_watch_copies(prof, on_weight_copy, &w);
     vt_status st = e->mapi->load(vt_host_table(), e->gguf, &e->backend, mp, &e->model);
-    g_watch = NULL;
-    /* from here on the model's copies go to the backend (or the profiler) */
-    e->api_watched.copy_h2d = after_load;
-    watched_remove(e->backend.ctx);
-    if (st == VT_OK && w.done && w.done != w.total)
+    if (prof) vt_op_profile_watch_copies(prof, NULL, NULL);
+    if (prof && !p->profile) { /* progress only: the model's copies go straight to the backend */
+        e->api_watched.copy_h2d = real->copy_h2d;
+        vt_op_profile_free(prof);
+        prof = NULL;
+    }
+    e->prof = prof;
+    if (st == VT_OK && p->progress && w.done && w.done != w.total)
         p->progress(p->progress_user, "upload", w.done, w.done, now_seconds() - w.t0);
     return st;
 }

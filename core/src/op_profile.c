@@ -37,6 +37,9 @@ struct vt_op_profile {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static vt_op_profile *g_profiles[MAX_PROFILES];
 static _Thread_local vt_op_profile *tl_active;
+static _Thread_local vt_op_profile *tl_watched; /* vt_op_profile_watch_copies */
+static _Thread_local void (*tl_watch_fn)(void *, size_t);
+static _Thread_local void *tl_watch_user;
 
 static double now_seconds(void)
 {
@@ -57,25 +60,34 @@ static vt_op_profile *lookup(const vt_backend_ctx *ctx)
 
 /* Every wrapper: find the profile, time the real call plus a synchronize
  * when this thread records into it. A context nobody registered is an
- * engine bug, reported as VT_ERR_INTERNAL. */
-#define PROFILED(key, call)                                                                     \
+ * engine bug, reported as VT_ERR_INTERNAL. PROFILED_CALL leaves the status
+ * in st_; PROFILED returns it. */
+#define PROFILED_CALL(key, call)                                                                \
     vt_op_profile *p_ = lookup(ctx);                                                            \
     if (!p_) {                                                                                  \
         vt_set_error("op profile: backend context not registered (engine bug)");                \
         return VT_ERR_INTERNAL;                                                                 \
     }                                                                                           \
     const vt_backend_api *R = p_->real;                                                        \
-    if (tl_active != p_) return call;                                                           \
-    double t0_ = now_seconds();                                                                 \
-    vt_status st_ = call;                                                                       \
-    if (st_ == VT_OK) st_ = R->synchronize(ctx);                                                \
-    p_->seconds[key] += now_seconds() - t0_;                                                    \
-    p_->calls[key]++;                                                                           \
+    vt_status st_;                                                                              \
+    if (tl_active != p_) {                                                                      \
+        st_ = call;                                                                             \
+    } else {                                                                                    \
+        double t0_ = now_seconds();                                                             \
+        st_ = call;                                                                             \
+        if (st_ == VT_OK) st_ = R->synchronize(ctx);                                            \
+        p_->seconds[key] += now_seconds() - t0_;                                                \
+        p_->calls[key]++;                                                                       \
+    }
+#define PROFILED(key, call)                                                                     \
+    PROFILED_CALL(key, call)                                                                    \
     return st_;
 
 static vt_status w_copy_h2d(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
 {
-    PROFILED(K_COPY_H2D, R->copy_h2d(ctx, d, s, n))
+    PROFILED_CALL(K_COPY_H2D, R->copy_h2d(ctx, d, s, n))
+    if (st_ == VT_OK && tl_watched == p_ && tl_watch_fn) tl_watch_fn(tl_watch_user, n);
+    return st_;
 }
 static vt_status w_copy_d2h(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
 {
@@ -174,7 +186,7 @@ static vt_status w_topk(vt_backend_ctx *ctx, const float *l, int64_t r, int64_t 
 }
 
 vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *real,
-                                     vt_backend_ctx *ctx)
+                                     vt_backend_ctx *ctx, int all_ops)
 {
     vt_op_profile *p = calloc(1, sizeof *p);
     if (!p) {
@@ -198,6 +210,7 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
     }
 #define WRAP(field, fn) if (real->field) t->field = fn
     WRAP(copy_h2d, w_copy_h2d);
+    if (!all_ops) return p;
     WRAP(copy_d2h, w_copy_d2h);
     WRAP(copy_d2d, w_copy_d2d);
     WRAP(memset_zero, w_memset_zero);
@@ -231,7 +244,16 @@ void vt_op_profile_free(vt_op_profile *p)
         if (g_profiles[i] == p) g_profiles[i] = NULL;
     pthread_mutex_unlock(&g_mu);
     if (tl_active == p) tl_active = NULL;
+    if (tl_watched == p) tl_watched = NULL;
     free(p);
+}
+
+void vt_op_profile_watch_copies(vt_op_profile *p, void (*fn)(void *user, size_t bytes),
+                                void *user)
+{
+    tl_watched = fn ? p : NULL;
+    tl_watch_fn = fn;
+    tl_watch_user = user;
 }
 
 void vt_op_profile_begin(vt_op_profile *p) { tl_active = p; }

@@ -9,6 +9,11 @@
  * op's time with its launch and completion, not an overlapped step, and a
  * profiled step is slower than an unprofiled one (vt bench prints both).
  * Ops of another thread, or outside vt_op_profile_begin/end, run unrecorded.
+ *
+ * The same wrapping reports load progress: vt_op_profile_watch_copies hands
+ * every successful copy_h2d of the calling thread to a callback (the engine
+ * installs a table with only copy_h2d wrapped for that, and restores the
+ * plugin's copy_h2d after the load).
  */
 #ifndef VT_OP_PROFILE_H
 #define VT_OP_PROFILE_H
@@ -26,11 +31,15 @@ typedef struct vt_op_profile_row {
 } vt_op_profile_row;
 
 /* Patch `table` (a copy of `real`, which the model will be given) so that its
- * ops go through the profiler; `ctx` is the backend context the ops receive.
- * Returns NULL (and sets the error) when out of memory or too many profiles
- * exist at once. */
+ * copy_h2d, and with `all_ops` every op, goes through the profiler; `ctx` is
+ * the backend context the ops receive. Returns NULL (and sets the error) when
+ * out of memory or too many profiles exist at once. */
 vt_op_profile *vt_op_profile_install(vt_backend_api *table, const vt_backend_api *real,
-                                     vt_backend_ctx *ctx);
+                                     vt_backend_ctx *ctx, int all_ops);
+/* Until called again with fn NULL: every successful copy_h2d that this thread
+ * makes through p's table calls fn(user, bytes) after the copy. */
+void vt_op_profile_watch_copies(vt_op_profile *p, void (*fn)(void *user, size_t bytes),
+                                void *user);
 /* Undo the registration (the table keeps forwarding to the real functions
  * only while registered: call after the model is freed). NULL allowed. */
 void vt_op_profile_free(vt_op_profile *p);
