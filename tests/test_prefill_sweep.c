@@ -403,10 +403,14 @@ static int int8_path(const sweep_file *f, int exact_kernels)
     return g_cpu && !exact_kernels && f->crit == CRIT_Q8;
 }
 
-static void test_prefix_sweep(void **state)
+/* One sweep case: file f with its reference r on one kernel set ("scalar",
+ * "auto", or NULL on a GPU), named `what` in messages. */
+typedef void (*sweep_case_fn)(const sweep_file *f, sweep_ref *r, const char *kernels,
+                              int exact_kernels, const char *what);
+
+/* Every selected file on every kernel set it is swept with. */
+static void for_each_case(sweep_case_fn fn)
 {
-    (void)state;
-    if (!ready()) return;
     const char *ks[2];
     int nk = kernel_sets(ks);
     for (size_t fi = 0; fi < N_FILES; fi++) {
@@ -418,94 +422,96 @@ static void test_prefix_sweep(void **state)
             if (!kernels_selected(k)) continue;
             int exact_kernels = g_cpu && !strcmp(ks[k], "scalar");
             if (g_cpu && !exact_kernels && !fast_comparable(f)) continue;
-            vt_engine *e = open_engine(f->path, ks[k], (uint32_t)r.n, NULL);
-            if (!e) { free_ref(&r); return; }
-            vt_model_info info;
-            vt_engine_model_info(e, &info);
-            if (!r.n_vocab) r.n_vocab = info.n_vocab;
-            assert_int_equal(info.n_vocab, r.n_vocab);
             char what[256];
             snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,
                      ks[k] ? ks[k] : "default");
-            float *full = eval_all(e, r.ids, r.n, r.n_vocab);
-            /* exact criterion on the reference kernels, on a GPU and on the fast
-             * kernels of f32-exact files alike */
-            int exact_crit = exact_kernels || !g_cpu || f->fast_exact;
-            double worst_ref = 0, worst_full = 0;
-            for (int L = 1; L <= r.n; L++) {
-                float *got = eval_all(e, r.ids, L, r.n_vocab);
-                double w = check_ref(f, &r, got, L, what, exact_crit);
-                if (w > worst_ref) worst_ref = w;
-                if (!int8_path(f, exact_kernels)) {
-                    w = check_same(full, got, L, r.n_vocab, exact_kernels, what, "prefix of", L);
-                    if (w > worst_full) worst_full = w;
-                }
-                free(got);
-            }
-            char vs_ref[64] = "argmax = the reference continuation";
-            if (r.logits) snprintf(vs_ref, sizeof vs_ref, "max |d| vs reference %.3g", worst_ref);
-            else if (f->crit == CRIT_NONE) snprintf(vs_ref, sizeof vs_ref, "no reference");
-            printf("[sweep] %-48s prefixes 1..%d in one chunk: %s, vs the %d-token chunk "
-                   "%.3g%s\n", what, r.n, vs_ref, r.n, worst_full,
-                   exact_kernels ? " (bit-exact)" : "");
-            fflush(stdout);
-            free(full);
-            vt_engine_close(e);
+            fn(f, &r, ks[k], exact_kernels, what);
         }
         free_ref(&r);
     }
 }
 
+/* The full prompt in one chunk from a fresh engine with n_batch = N; fills
+ * r->n_vocab for files without a logit reference. */
+static float *one_chunk(const sweep_file *f, sweep_ref *r, const char *kernels, vt_engine **keep)
+{
+    vt_engine *e = open_engine(f->path, kernels, (uint32_t)r->n, NULL);
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    if (!r->n_vocab) r->n_vocab = info.n_vocab;
+    assert_int_equal(info.n_vocab, r->n_vocab);
+    float *full = eval_all(e, r->ids, r->n, r->n_vocab);
+    if (keep) *keep = e;
+    else vt_engine_close(e);
+    return full;
+}
+
+static void prefix_case(const sweep_file *f, sweep_ref *r, const char *kernels,
+                        int exact_kernels, const char *what)
+{
+    vt_engine *e;
+    float *full = one_chunk(f, r, kernels, &e);
+    /* exact criterion on the reference kernels, on a GPU and on the fast
+     * kernels of f32-exact files alike */
+    int exact_crit = exact_kernels || !g_cpu || f->fast_exact;
+    double worst_ref = 0, worst_full = 0;
+    for (int L = 1; L <= r->n; L++) {
+        float *got = eval_all(e, r->ids, L, r->n_vocab);
+        double w = check_ref(f, r, got, L, what, exact_crit);
+        if (w > worst_ref) worst_ref = w;
+        if (!int8_path(f, exact_kernels)) {
+            w = check_same(full, got, L, r->n_vocab, exact_kernels, what, "prefix of", L);
+            if (w > worst_full) worst_full = w;
+        }
+        free(got);
+    }
+    char vs_ref[64] = "argmax = the reference continuation";
+    if (r->logits) snprintf(vs_ref, sizeof vs_ref, "max |d| vs reference %.3g", worst_ref);
+    else if (f->crit == CRIT_NONE) snprintf(vs_ref, sizeof vs_ref, "no reference");
+    printf("[sweep] %-48s prefixes 1..%d in one chunk: %s, vs the %d-token chunk "
+           "%.3g%s\n", what, r->n, vs_ref, r->n, worst_full, exact_kernels ? " (bit-exact)" : "");
+    fflush(stdout);
+    free(full);
+    vt_engine_close(e);
+}
+
+static void chunk_case(const sweep_file *f, sweep_ref *r, const char *kernels, int exact_kernels,
+                       const char *what)
+{
+    float *one = one_chunk(f, r, kernels, NULL);
+    double worst = 0;
+    for (int c = 1; c < r->n; c++) {
+        vt_engine *e = open_engine(f->path, kernels, (uint32_t)c, NULL);
+        float *got = eval_all(e, r->ids, r->n, r->n_vocab);
+        vt_engine_close(e);
+        double w;
+        if (int8_path(f, exact_kernels)) {
+            char w1[300];
+            snprintf(w1, sizeof w1, "%s, chunks of %d (integer path)", what, c);
+            w = check_ref(f, r, got, r->n, w1, 1);
+        } else {
+            w = check_same(one, got, r->n, r->n_vocab, exact_kernels, what, "chunks of", c);
+        }
+        if (w > worst) worst = w;
+        free(got);
+    }
+    printf("[sweep] %-48s chunks of 1..%d vs %s: max |d| %.3g%s\n", what, r->n - 1,
+           int8_path(f, exact_kernels) ? "the reference (mean criterion)" : "one chunk", worst,
+           exact_kernels ? " (bit-exact)" : "");
+    fflush(stdout);
+    free(one);
+}
+
+static void test_prefix_sweep(void **state)
+{
+    (void)state;
+    if (ready()) for_each_case(prefix_case);
+}
+
 static void test_chunk_sweep(void **state)
 {
     (void)state;
-    if (!ready()) return;
-    const char *ks[2];
-    int nk = kernel_sets(ks);
-    for (size_t fi = 0; fi < N_FILES; fi++) {
-        if (!file_selected(fi)) continue;
-        const sweep_file *f = &g_files[fi];
-        sweep_ref r;
-        load_ref(f, &r);
-        for (int k = 0; k < nk; k++) {
-            if (!kernels_selected(k)) continue;
-            int exact_kernels = g_cpu && !strcmp(ks[k], "scalar");
-            if (g_cpu && !exact_kernels && !fast_comparable(f)) continue;
-            char what[256];
-            snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,
-                     ks[k] ? ks[k] : "default");
-            vt_engine *e = open_engine(f->path, ks[k], (uint32_t)r.n, NULL);
-            if (!e) { free_ref(&r); return; }
-            vt_model_info info;
-            vt_engine_model_info(e, &info);
-            if (!r.n_vocab) r.n_vocab = info.n_vocab;
-            float *one = eval_all(e, r.ids, r.n, r.n_vocab);
-            vt_engine_close(e);
-            double worst = 0;
-            for (int c = 1; c < r.n; c++) {
-                e = open_engine(f->path, ks[k], (uint32_t)c, NULL);
-                float *got = eval_all(e, r.ids, r.n, r.n_vocab);
-                vt_engine_close(e);
-                double w;
-                if (int8_path(f, exact_kernels)) {
-                    char w1[300];
-                    snprintf(w1, sizeof w1, "%s, chunks of %d (integer path)", what, c);
-                    w = check_ref(f, &r, got, r.n, w1, 1);
-                    if (w > worst) worst = w;
-                } else {
-                    w = check_same(one, got, r.n, r.n_vocab, exact_kernels, what, "chunks of", c);
-                    if (w > worst) worst = w;
-                }
-                free(got);
-            }
-            printf("[sweep] %-48s chunks of 1..%d vs %s: max |d| %.3g%s\n", what, r.n - 1,
-                   int8_path(f, exact_kernels) ? "the reference (mean criterion)" : "one chunk",
-                   worst, exact_kernels ? " (bit-exact)" : "");
-            fflush(stdout);
-            free(one);
-        }
-        free_ref(&r);
-    }
+    if (ready()) for_each_case(chunk_case);
 }
 
 /* the trained model's four greedy references, 48 tokens each, on the bf16
