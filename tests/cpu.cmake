@@ -28,3 +28,11 @@ vt_add_test(test_cpu_quant_kernels SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_
 # ceiling bench/quant_decode.sh compares decode with). Built, not run as a test.
 add_executable(bench_read_bw ${CMAKE_SOURCE_DIR}/bench/bench_read_bw.c)
 target_link_libraries(bench_read_bw PRIVATE Threads::Threads)
+
+# The fused MoE ops of ABI 1.2 (moe_route, moe_ffn): backend-cpu's scalar and
+# fast kernels against a double evaluation of the contract, the split expert
+# range against one call, refusals. The same file with VT_MOE_TEST_BACKEND
+# "cuda" is test_moe_ops_cuda (tests/gpu_backends.cmake).
+vt_add_test(test_moe_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_ops.c
+            LIBS vtcore ${CMAKE_DL_LIBS} LABELS cpu TIMEOUT 300)
+add_dependencies(test_moe_ops backend-cpu)

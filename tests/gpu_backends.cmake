@@ -66,3 +66,12 @@ vt_cuda_test_definitions(test_cuda_quant)
 add_executable(bench_gpu_matvec ${CMAKE_SOURCE_DIR}/bench/bench_gpu_matvec.c)
 target_include_directories(bench_gpu_matvec PRIVATE ${CMAKE_SOURCE_DIR}/core/include ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(bench_gpu_matvec PRIVATE ${CMAKE_DL_LIBS})
+
+# test_moe_ops_cuda: backend-cuda's moe_route and moe_ffn against a double
+# evaluation and backend-cpu's scalar moe_ffn (tests/test_moe_ops.c); needs a
+# CUDA device, skips loudly (77) without one.
+vt_add_test(test_moe_ops_cuda SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_ops.c
+            LIBS vtcore ${CMAKE_DL_LIBS} LABELS gpu TIMEOUT 300)
+target_compile_definitions(test_moe_ops_cuda PRIVATE VT_MOE_TEST_BACKEND="cuda")
+vt_cuda_test_definitions(test_moe_ops_cuda)
+add_dependencies(test_moe_ops_cuda backend-cpu)

@@ -89,12 +89,18 @@ static void test_older_minor_loads(void **s)
     const char *reason;
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_DEVICE_NAME, &reason), VT_CAP_ABSENT);
     assert_string_equal(reason, "plugin built for ABI 1.0");
+    /* and so do the fused MoE ops of 1.2 */
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_MOE_ROUTE, &reason), VT_CAP_ABSENT);
+    assert_string_equal(reason, "plugin built for ABI 1.0");
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_MOE_FFN, &reason), VT_CAP_ABSENT);
+    assert_string_equal(reason, "plugin built for ABI 1.0");
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_MEMORY_PROBE, &reason), VT_CAP_PRESENT);
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_RMS_NORM, &reason), VT_CAP_ABSENT);
     assert_string_equal(reason, "fake backend computes nothing");
     vt_registry_close(r);
     /* the same table claiming minor 1 is too small for it */
     assert_true(vt_abi_table_size(VT_PLUGIN_BACKEND, 1) > vt_abi_table_size(VT_PLUGIN_BACKEND, 0));
+    assert_true(vt_abi_table_size(VT_PLUGIN_BACKEND, 2) > vt_abi_table_size(VT_PLUGIN_BACKEND, 1));
 }
 
 /* Store plugins: a complete one loads and lists its requirement; one without

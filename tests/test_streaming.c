@@ -3,7 +3,10 @@
  * slots shared by all layers) give bit-identical logits and greedy tokens to
  * all-resident, on every qwen35moe-tiny fixture file (bf16, q8_0, the 3-shard
  * split), with the counters showing that fills and evictions happened (a run
- * that bypassed the streamer would show none and fail). Also: the same with
+ * that bypassed the streamer would show none and fail); both runs take the
+ * fused moe_route/moe_ffn path (vt_model_info.moe_path says so), and on the
+ * scalar kernels that path gives the bits of the per-expert ops
+ * (VT_MOE_FFN=0). Also: the same with
  * O_DIRECT reads, with a prefill chunk of one token, and a streamed run whose
  * arena is below the minimum is refused by name before any weight is read.
  */
@@ -107,6 +110,16 @@ static void run(vt_engine *e, float **logits, int32_t *greedy, int n_greedy, int
 #define N_FILES (sizeof files / sizeof files[0])
 #endif
 
+/* The engine's model took the routed-expert path whose description starts with want. */
+static void assert_moe_path(vt_engine *e, const char *want)
+{
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    if (!info.moe_path || strncmp(info.moe_path, want, strlen(want)))
+        fail_msg("routed experts ran as '%s', want '%s...'", info.moe_path ? info.moe_path : "(null)",
+                 want);
+}
+
 static void compare_streamed(const char *const *sets, uint32_t n_batch, int want_direct_ok)
 {
     for (size_t f = 0; f < N_FILES; f++) {
@@ -116,12 +129,14 @@ static void compare_streamed(const char *const *sets, uint32_t n_batch, int want
         const char *resident[] = {"cpu.experts=resident", "cuda.experts=resident", NULL};
         vt_engine *e = open_with(files[f], resident, n_batch);
         assert_null(vt_engine_streamer(e));
+        assert_moe_path(e, "moe_ffn (fused; routing on the device)");
         run(e, &lr, gr, 32, &nr);
         vt_engine_close(e);
 
         e = open_with(files[f], sets, n_batch);
         const vt_expert_streamer *s = vt_engine_streamer(e);
         if (!s) fail_msg("%s: experts not streamed", files[f]);
+        assert_moe_path(e, "moe_ffn (fused; routing on the device, ids copied to the host");
         assert_int_equal(vt_streamer_n_slots(s), 2 * 3); /* top-2 x gate/up/down */
         run(e, &ls, gs, 32, &ns);
         vt_expert_stats st;
@@ -196,6 +211,44 @@ static void test_cuda_device_store(void **state)
     g_device = "cpu";
 }
 
+/* The fused path (moe_route + moe_ffn) against the per-expert ops it
+ * replaces (VT_MOE_FFN=0), all resident, on backend-cpu's scalar kernels:
+ * the same bits, logits of every position and greedy tokens. */
+static void test_fused_equals_ops(void **state)
+{
+    (void)state;
+    if (!(fx = vt_test_fixtures())) return;
+    if (!index_json) index_json = load_json("refs/index.json");
+    if (!greedy_json) greedy_json = load_json("refs/greedy.json");
+    const char *resident[] = {"cpu.experts=resident", NULL};
+    for (size_t f = 0; f < N_FILES; f++) {
+        for (int nb = 0; nb < 2; nb++) {
+            uint32_t n_batch = nb ? 3 : 512;
+            float *lo, *lf;
+            int32_t go[32], gf[32];
+            int64_t no, nf;
+            setenv("VT_MOE_FFN", "0", 1);
+            vt_engine *e = open_with(files[f], resident, n_batch);
+            unsetenv("VT_MOE_FFN");
+            assert_moe_path(e, "per-expert ops");
+            run(e, &lo, go, 32, &no);
+            vt_engine_close(e);
+            e = open_with(files[f], resident, n_batch);
+            assert_moe_path(e, "moe_ffn");
+            run(e, &lf, gf, 32, &nf);
+            vt_engine_close(e);
+            assert_int_equal(no, nf);
+            for (int64_t i = 0; i < no; i++)
+                if (memcmp(&lo[i], &lf[i], sizeof lo[i]))
+                    fail_msg("%s, n_batch %u: fused logits differ from the per-expert ops at %lld: "
+                             "%.9g vs %.9g", files[f], n_batch, (long long)i, lf[i], lo[i]);
+            assert_memory_equal(go, gf, sizeof go);
+            free(lo);
+            free(lf);
+        }
+    }
+}
+
 static void test_below_minimum_refused(void **state)
 {
     (void)state;
@@ -219,6 +272,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_min_arena_bit_identical),
+        cmocka_unit_test(test_fused_equals_ops),
         cmocka_unit_test(test_below_minimum_refused),
         cmocka_unit_test(test_cuda_device_store),
     };

@@ -614,6 +614,7 @@ static int cmd_run(const opts *o_in)
         fprintf(stderr, "decode: %d tokens in %.4f s (%.1f tokens/s)\n", steps, t2 - t1,
                 steps > 0 ? steps / (t2 - t1) : 0.0);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
+        if (info.moe_path) fprintf(stderr, "moe: %s\n", info.moe_path);
         print_expert_stats(stderr, e);
         fprintf(stderr, "fallbacks: %llu (each logged at WARN)\n",
                 (unsigned long long)vt_host_n_fallbacks());
@@ -1028,6 +1029,8 @@ static int cmd_bench(const opts *o)
     double commit_s = all1.commit_seconds - all0.commit_seconds;
     double commit_gbs = commit_s > 0 ? fill_bytes / commit_s / 1e9 : 0.0;
     const vt_fit *fit = vt_engine_fit(e);
+    vt_model_info minfo;
+    vt_engine_model_info(e, &minfo);
     int host_store = es && !strcmp(vt_engine_store_name(e), "host");
     double rss = peak_rss_mib();
     double dec_bytes = decode_bytes_per_token(vt_engine_gguf(e));
@@ -1045,6 +1048,8 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "decode_weight_bytes_per_token", dec_bytes);
         cJSON_AddNumberToObject(j, "decode_weight_gb_s", dec_gbs);
         cJSON_AddStringToObject(j, "experts", es ? "streamed" : "resident");
+        if (minfo.moe_path) cJSON_AddStringToObject(j, "moe_path", minfo.moe_path);
+        else cJSON_AddNullToObject(j, "moe_path");
         cJSON_AddNumberToObject(j, "arena_slots", es ? (double)vt_streamer_n_slots(es) : 0);
         cJSON_AddNumberToObject(j, "arena_bytes", es ? (double)fit->arena_bytes : 0);
         cJSON_AddNumberToObject(j, "expert_bytes", (double)fit->expert_bytes);
@@ -1077,6 +1082,7 @@ static int cmd_bench(const opts *o)
                    vt_config_format_bytes(fit->arena_bytes, b1, sizeof b1),
                    vt_config_format_bytes(fit->expert_bytes, b2, sizeof b2),
                    fit->expert_bytes ? 100.0 * (double)fit->arena_bytes / (double)fit->expert_bytes : 0);
+        if (minfo.moe_path) printf("\nmoe: %s", minfo.moe_path);
         printf("\n\n| %-8s | %7s | %12s | %12s | %12s |\n", "phase", "tokens", "tokens/s", "min", "max");
         printf("|----------|---------|--------------|--------------|--------------|\n");
         printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "prefill", n_prompt, pp_med, pp[0],

@@ -37,13 +37,17 @@ static const cap_def fixed_caps[] = {
     {VT_CAP_OP_GATHER_ROWS, "op.gather_rows", 0},
     {VT_CAP_OP_SCATTER_ADD, "op.scatter_add", 0},
     {VT_CAP_OP_SOFTMAX_TOPK, "op.softmax_topk", 0},
+    {VT_CAP_OP_MOE_ROUTE, "op.moe_route", 2},
+    {VT_CAP_OP_MOE_FFN, "op.moe_ffn", 2},
 };
 #define N_FIXED (sizeof fixed_caps / sizeof fixed_caps[0])
 
 size_t vt_abi_table_size(uint32_t kind, uint16_t minor)
 {
     switch (kind) {
-    case VT_PLUGIN_BACKEND: return minor >= 1 ? VT_BACKEND_API_SIZE_1_1 : VT_BACKEND_API_SIZE_1_0;
+    case VT_PLUGIN_BACKEND:
+        return minor >= 2 ? VT_BACKEND_API_SIZE_1_2
+               : minor >= 1 ? VT_BACKEND_API_SIZE_1_1 : VT_BACKEND_API_SIZE_1_0;
     case VT_PLUGIN_MODEL: return minor >= 1 ? VT_MODEL_API_SIZE_1_1 : VT_MODEL_API_SIZE_1_0;
     case VT_PLUGIN_STORE: return minor >= 1 ? VT_STORE_API_SIZE_1_1 : 0;
     }
@@ -109,6 +113,8 @@ static const void *cap_function(const vt_backend_api *t, uint32_t id, int *has_f
     case VT_CAP_OP_GATHER_ROWS: return (const void *)t->gather_rows;
     case VT_CAP_OP_SCATTER_ADD: return (const void *)t->scatter_add;
     case VT_CAP_OP_SOFTMAX_TOPK: return (const void *)t->softmax_topk;
+    case VT_CAP_OP_MOE_ROUTE: return (const void *)t->moe_route; /* minor >= 2 only */
+    case VT_CAP_OP_MOE_FFN: return (const void *)t->moe_ffn;
     default: break;
     }
     if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)

@@ -10,12 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "capabilities.h"
 #include "error.h"
 
 enum {
     K_COPY_H2D, K_COPY_D2H, K_COPY_D2D, K_MEMSET, K_RMS_NORM, K_L2_NORM, K_ROPE, K_ATTENTION,
     K_SSM_CONV, K_DELTA_NET, K_UNARY, K_BINARY, K_SCALE, K_MUL_ROWS, K_COPY_2D, K_GATHER,
-    K_SCATTER, K_TOPK, K_FIXED,
+    K_SCATTER, K_TOPK, K_MOE_ROUTE, K_MOE_FFN, K_FIXED,
     K_GET_ROWS = K_FIXED,                  /* + type */
     K_MAT_MUL = K_GET_ROWS + VT_TYPE_SLOTS, /* + 2 * type + (routed expert) */
     K_COUNT = K_MAT_MUL + 2 * VT_TYPE_SLOTS
@@ -24,7 +25,7 @@ enum {
 static const char *const fixed_names[K_FIXED] = {
     "copy_h2d", "copy_d2h", "copy_d2d", "memset_zero", "rms_norm", "l2_norm", "rope_neox",
     "attention", "ssm_conv", "gated_delta_net", "unary", "binary", "scale", "mul_rows",
-    "copy_2d", "gather_rows", "scatter_add", "softmax_topk"};
+    "copy_2d", "gather_rows", "scatter_add", "softmax_topk", "moe_route", "moe_ffn"};
 
 struct vt_op_profile {
     const vt_backend_api *real;
@@ -185,6 +186,16 @@ static vt_status w_topk(vt_backend_ctx *ctx, const float *l, int64_t r, int64_t 
     PROFILED(K_TOPK, R->softmax_topk(ctx, l, r, n, k, rn, ids, w, pr))
 }
 
+static vt_status w_moe_route(vt_backend_ctx *ctx, const float *l, int64_t r, int64_t n,
+                             int64_t k, int rn, const float *sc, int32_t *ids, float *w)
+{
+    PROFILED(K_MOE_ROUTE, R->moe_route(ctx, l, r, n, k, rn, sc, ids, w))
+}
+static vt_status w_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
+{
+    PROFILED(K_MOE_FFN, R->moe_ffn(ctx, a))
+}
+
 vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *real,
                                      vt_backend_ctx *ctx, int all_ops)
 {
@@ -228,6 +239,10 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
     WRAP(gather_rows, w_gather);
     WRAP(scatter_add, w_scatter);
     WRAP(softmax_topk, w_topk);
+    if (real->struct_size >= VT_BACKEND_API_SIZE_1_2) { /* members of ABI 1.2 */
+        WRAP(moe_route, w_moe_route);
+        WRAP(moe_ffn, w_moe_ffn);
+    }
     for (int i = 0; i < VT_TYPE_SLOTS; i++) {
         WRAP(mat_mul[i], w_mat_mul);
         WRAP(get_rows[i], w_get_rows);

@@ -407,6 +407,8 @@ static const vt_capability cpu_caps[] = {
     PRESENT(VT_CAP_OP_GATHER_ROWS),
     PRESENT(VT_CAP_OP_SCATTER_ADD),
     PRESENT(VT_CAP_OP_SOFTMAX_TOPK),
+    PRESENT(VT_CAP_OP_MOE_ROUTE),
+    PRESENT(VT_CAP_OP_MOE_FFN),
     /* weight types: every id that vt/types.h names */
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),
@@ -484,6 +486,8 @@ static const vt_backend_api cpu_api = {
     .scatter_add = vt_cpu_scatter_add,
     .softmax_topk = vt_cpu_softmax_topk,
     .device_name = cpu_device_name,
+    .moe_route = vt_cpu_moe_route,
+    .moe_ffn = vt_cpu_moe_ffn,
 };
 
 static const vt_plugin_desc cpu_desc = {

@@ -357,6 +357,11 @@ vt_status vt_cpu_scatter_add(vt_backend_ctx *ctx, const float *src, int64_t ld_s
                              float *dst, int64_t ld_dst);
 vt_status vt_cpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
                               int64_t k, int renorm, int32_t *ids, float *weights, float *probs);
+/* cpu_moe.c (ABI 1.2) */
+vt_status vt_cpu_moe_route(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
+                           int64_t k, int renorm, const float *expert_scale, int32_t *ids,
+                           float *weights);
+vt_status vt_cpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 
 /* The plugin's table (cpu_backend.c). */
 const vt_backend_api *vt_cpu_backend_api(void);

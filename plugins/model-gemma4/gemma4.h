@@ -135,6 +135,13 @@ struct vt_model {
     vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */
     const void **exp_slots;      /* [n_expert_used * 3] slot pointers of one acquire */
     int32_t *exp_ids;            /* [n_expert_used] experts of one acquire */
+    /* fused routed experts (backend declares op.moe_route and op.moe_ffn, env
+     * VT_MOE_FFN=0 not set): routing and the expert FFN as two ops */
+    int fused_moe;
+    void *exp_tab_dev;           /* one device allocation: n_layer x [3][n_expert] pointers */
+    void **exp_tab;              /* per layer (NULL for dense layers): gate, up, down pointers */
+    const void **exp_tab_host;   /* [3][n_expert] host image of one layer's table */
+    float *exp_scale_dev;        /* device n_layer x [n_expert] per-expert scales (1 when none) */
 
     vt_weight token_embd;        /* [D -> n_vocab] rows */
     vt_weight output;            /* LM head (token_embd when tied) */
@@ -161,6 +168,9 @@ struct vt_model {
     float *f_x, *f_y, *f_m, *f_e;/* [T][D]: gathered input, expert out, MLP out, expert sum */
     float *f_g, *f_u;            /* [T][max n_ff] */
     float *r_logits;             /* [T][n_expert] */
+    int32_t *r_ids;              /* [T][top-k] routed expert ids (fused path) */
+    float *r_w;                  /* [T][top-k] their weights (fused path) */
+    size_t moe_scratch_bytes;    /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *ple, *ple_tmp;        /* [T][L*P] */
     float *ple_g;                /* [T][P] */
     float *logits_buf;           /* [head_rows][n_vocab] */
@@ -203,10 +213,17 @@ void gemma4_free(vt_model *m);
  * slots of expert e in registration order (gate_up, down; or gate, up, down). */
 vt_status gemma4_expert_weight(const vt_model *m, uint32_t il, gemma4_expert_matrix which,
                                uint32_t e, const void *const *slots, vt_weight *out);
+/* Fused path: write layer il's device pointer table from the stacks (slots
+ * NULL: every expert) or, streamed, the entries of the n experts ids[] whose
+ * slots an acquire returned. */
+vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
+                                    const void *const *slots);
 /* Bytes of layer il's K (= V) cache row: n_head_kv * head_dim floats. */
 size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
 
 /* gemma4_forward.c */
+/* How the routed experts run (vt_model_info.moe_path); NULL without experts. */
+const char *gemma4_moe_path(const vt_model *m);
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 

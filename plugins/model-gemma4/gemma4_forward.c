@@ -161,6 +161,70 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
 /* routed experts (§5.3 branch 2): f_e = Σ_j w_j s_j Expert_j(u2)       */
 /* ---------------------------------------------------------------- */
 
+const char *gemma4_moe_path(const vt_model *m)
+{
+    if (!m->hp.n_expert) return NULL;
+    if (!m->fused_moe) return "per-expert ops (backend without op.moe_route/op.moe_ffn, or VT_MOE_FFN=0)";
+    return m->experts ? "moe_ffn (fused; routing on the device, ids copied to the host per layer "
+                        "for the streamer)"
+                      : "moe_ffn (fused; routing on the device)";
+}
+
+/* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
+ * the routing (with the per-expert scale) already in r_ids / r_w. Resident:
+ * one moe_ffn over all experts; streamed: the ids come to the host, which
+ * acquires groups of at most top-k experts and points the layer's table at
+ * their slots, one moe_ffn per group (the same bits: moe_ffn adds per token
+ * in increasing expert id). */
+static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
+    const gemma4_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
+    const gemma4_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
+    void **tab = m->exp_tab[il];
+    vt_moe_ffn_args a = {
+        .struct_size = sizeof a, .act = VT_MOE_ACT_GELU_TANH, .n_tokens = T, .k = K,
+        .n_embd = E, .n_ff = hp->n_ff_exp, .n_expert = nx, .expert_begin = 0, .expert_end = nx,
+        .x = m->h, .ldx = E, .ids = m->r_ids, .weights = m->r_w, .out = m->f_e, .ldo = E,
+        .type_gate = gs->type, .type_up = us->type, .type_down = ly->down_exps.type,
+        .w_gate = (const void *const *)tab, .w_up = (const void *const *)tab + nx,
+        .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
+        .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
+    if (!m->experts) return A->moe_ffn(c, &a);
+
+    TRY(A->copy_d2h(c, m->topk_ids, m->r_ids, (size_t)(T * K) * sizeof(int32_t)));
+    int32_t *cnt = m->exp_count;
+    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
+                                           m->exp_w);
+    if (bad >= 0) {
+        m->host->set_error("gemma4: blk.%u router picked expert %d of %" PRId64, il,
+                           m->topk_ids[bad], nx);
+        return VT_ERR_INTERNAL;
+    }
+    int64_t e_next = 0;
+    while (e_next < nx) {
+        uint32_t n_grp = 0;
+        int64_t e, e_first = -1;
+        for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
+            if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
+            m->exp_ids[n_grp++] = (int32_t)e;
+            if (e_first < 0) e_first = e;
+        }
+        e_next = e;
+        if (!n_grp) continue;
+        TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        TRY(gemma4_write_expert_table(m, il, m->exp_ids, n_grp, m->exp_slots));
+        a.expert_begin = e_first;
+        a.expert_end = e;
+        TRY(A->moe_ffn(c, &a));
+    }
+    return VT_OK;
+}
+
 static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
 {
     const gemma4_hparams *hp = &m->hp;
@@ -174,6 +238,16 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
     TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
     TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
     TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
+    if (m->fused_moe) {
+        /* routing on the device, the per-expert scale applied there */
+        TRY(A->moe_route(c, m->r_logits, T, nx, K, 1,
+                         ly->exp_scale ? m->exp_scale_dev + (size_t)il * (size_t)nx : NULL,
+                         m->r_ids, m->r_w));
+        TRY(A->rms_norm(c, m->x, E, ly->pre_ffw_norm_2, m->h, E, T, E, hp->eps));
+        TRY(A->memset_zero(c, m->f_e, (size_t)(T * E) * sizeof(float)));
+        TRY(g4_experts_fused(m, il, T));
+        return A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps);
+    }
     /* softmax over all experts, top-k, renormalise (pitfall 14) ... */
     TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
     /* ... then the per-expert scale, after the renormalisation */

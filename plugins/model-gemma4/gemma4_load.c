@@ -946,12 +946,17 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
     const size_t TF = hp->n_expert ? T * (size_t)hp->n_expert_used : T;
     const size_t LP = (size_t)hp->n_per_layer * hp->n_layer;
     m->head_rows = m->n_batch < G4_HEAD_ROWS ? m->n_batch : G4_HEAD_ROWS;
+    float *moe_extra = NULL, *r_ids_f = NULL;
     struct { float **p; size_t rows, cols; } parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
         {&m->q, T, max_q}, {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
-        {&m->f_x, TF, E}, {&m->f_y, TF, E}, {&m->f_m, T, E}, {&m->f_e, T, E},
-        {&m->f_g, TF, max_ff}, {&m->f_u, TF, max_ff},
+        /* f_x .. moe_extra, contiguous, are also moe_ffn's scratch (fused path):
+         * TF x (2 n_embd + 2 n_ff) floats and room for its int32 arrays */
+        {&m->f_x, TF, E}, {&m->f_y, TF, E}, {&m->f_g, TF, max_ff}, {&m->f_u, TF, max_ff},
+        {&moe_extra, TF * 4 + ((size_t)hp->n_expert + 1) * 2 + 1024, 1},
+        {&m->f_m, T, E}, {&m->f_e, T, E},
         {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
+        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1},
         {&m->ple, T, LP ? LP : 1}, {&m->ple_tmp, T, LP ? LP : 1},
         {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
@@ -983,7 +988,10 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
     for (size_t i = 0; i < n_parts; i++) {
         *parts[i].p = p;
         p += padded[i];
+        if (parts[i].p == &moe_extra)
+            m->moe_scratch_bytes = (size_t)(p - m->f_x) * sizeof(float);
     }
+    m->r_ids = (int32_t *)(void *)r_ids_f; /* TF int32 in a part of TF floats */
     size_t k = hp->n_expert ? hp->n_expert_used : 1;
     const vt_host_api *H = m->host;
     if (!(m->pos = gemma4_calloc(H, T, sizeof *m->pos, "the host scratch: positions")) ||
@@ -1059,10 +1067,77 @@ static int g4_host_addressable(const vt_backend_api *a)
     return 0;
 }
 
+/* The fused-experts path (op.moe_route + op.moe_ffn PRESENT, VT_MOE_FFN not
+ * "0"): per MoE layer a device table of expert pointers (written now for
+ * resident stacks, per acquired group when streamed) and the per-expert
+ * scales in device memory for moe_route. */
+static vt_status g4_setup_fused(vt_model *m)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const char *env = getenv("VT_MOE_FFN");
+    if (!hp->n_expert || (env && !strcmp(env, "0")) ||
+        !vt_util_backend_has(m->api, VT_CAP_OP_MOE_ROUTE,
+                             offsetof(vt_backend_api, moe_route) + sizeof(void *)) ||
+        !vt_util_backend_has(m->api, VT_CAP_OP_MOE_FFN,
+                             offsetof(vt_backend_api, moe_ffn) + sizeof(void *)))
+        return VT_OK;
+    const size_t nx = hp->n_expert, per = 3 * nx, L = hp->n_layer;
+    m->exp_tab = gemma4_calloc(m->host, L, sizeof *m->exp_tab, "the expert tables");
+    m->exp_tab_host = gemma4_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");
+    float *sc = gemma4_calloc(m->host, nx * L, sizeof *sc, "the per-expert scales");
+    vt_status st = !m->exp_tab || !m->exp_tab_host || !sc ? VT_ERR_OUT_OF_MEMORY : VT_OK;
+    if (st == VT_OK)
+        st = gemma4_dev_alloc(m, per * L * sizeof(void *), "gemma4 expert pointer tables",
+                              &m->exp_tab_dev);
+    void *scd = NULL;
+    if (st == VT_OK)
+        st = gemma4_dev_alloc(m, nx * L * sizeof(float), "gemma4 per-expert scales", &scd);
+    m->exp_scale_dev = scd;
+    if (st == VT_OK && m->experts)
+        st = m->api->memset_zero(m->ctx, m->exp_tab_dev, per * L * sizeof(void *));
+    for (uint32_t il = 0; il < L && st == VT_OK; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        for (size_t e = 0; e < nx; e++) sc[il * nx + e] = ly->exp_scale ? ly->exp_scale[e] : 1.0f;
+        if (!ly->moe) continue;
+        m->exp_tab[il] = (void **)m->exp_tab_dev + per * il;
+        /* streamed: zeroed until a group is acquired (a NULL entry is never read) */
+        if (!m->experts) st = gemma4_write_expert_table(m, il, NULL, 0, NULL);
+    }
+    if (st == VT_OK && m->zero_copy) memcpy(scd, sc, nx * L * sizeof(float));
+    else if (st == VT_OK) st = m->api->copy_h2d(m->ctx, scd, sc, nx * L * sizeof(float));
+    free(sc);
+    m->fused_moe = st == VT_OK;
+    return st;
+}
+
+vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
+                                    const void *const *slots)
+{
+    const int64_t nx = m->hp.n_expert;
+    const uint32_t M = m->layers[il].fused_gate_up ? 2 : 3;
+    /* host-addressable device memory is written in place; else through the host image */
+    const void **tab = m->zero_copy ? (const void **)m->exp_tab[il] : m->exp_tab_host;
+    uint32_t count = slots ? n : (uint32_t)nx;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t e = slots ? (uint32_t)ids[i] : i;
+        const void *const *sl = slots ? slots + (size_t)i * M : NULL;
+        for (int w = 0; w < 3; w++) {
+            vt_weight v;
+            vt_status st = gemma4_expert_weight(m, il, (gemma4_expert_matrix)w, e, sl, &v);
+            if (st != VT_OK) return st;
+            tab[(size_t)w * nx + e] = v.data;
+        }
+    }
+    if (m->zero_copy) return VT_OK;
+    return m->api->copy_h2d(m->ctx, m->exp_tab[il], tab, 3 * (size_t)nx * sizeof(void *));
+}
+
 void gemma4_free(vt_model *m)
 {
     if (!m) return;
     if (m->api) {
+        if (m->exp_tab_dev) m->api->free(m->ctx, m->exp_tab_dev);
+        if (m->exp_scale_dev) m->api->free(m->ctx, m->exp_scale_dev);
         for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
         if (m->scratch) m->api->free(m->ctx, m->scratch);
     }
@@ -1079,6 +1154,8 @@ void gemma4_free(vt_model *m)
     free(m->grp_rows);
     free(m->exp_slots);
     free(m->exp_ids);
+    free(m->exp_tab);
+    free(m->exp_tab_host);
     g4_hparams_free(&m->hp);
     free(m);
 }
@@ -1172,6 +1249,8 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     if (m->experts && (st = g4_register_experts(m)) != VT_OK) goto fail;
     st = g4_alloc_scratch(m, NULL);
     if (st != VT_OK) goto fail;
+    st = g4_setup_fused(m);
+    if (st != VT_OK) goto fail;
     const char *dump = getenv("VT_GEMMA4_DUMP");
     m->dump_path = dump && *dump ? dump : NULL;
 
@@ -1182,10 +1261,11 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     }
     host->log(VT_LOG_INFO,
               "gemma4: %u layers (%u sliding window %u, %u full; %u shared-KV; %u MoE: %u experts "
-              "top-%u%s), n_embd %u, n_vocab %" PRId64 ", per-layer input %u, n_ctx %u, n_batch "
+              "top-%u%s%s%s), n_embd %u, n_vocab %" PRId64 ", per-layer input %u, n_ctx %u, n_batch "
               "%u, sliding cache %u rows, weights %s", hp->n_layer, n_swa_layers, hp->n_swa,
               hp->n_layer - n_swa_layers, hp->n_shared_kv, n_moe, hp->n_expert, hp->n_expert_used,
-              m->experts ? ", streamed" : "", hp->n_embd, hp->n_vocab, hp->n_per_layer, m->n_ctx,
+              m->experts ? ", streamed" : "", hp->n_expert ? "; " : "",
+              hp->n_expert ? gemma4_moe_path(m) : "", hp->n_embd, hp->n_vocab, hp->n_per_layer, m->n_ctx,
               m->n_batch, m->swa_cap, m->zero_copy ? "zero-copy from the mmap" : "copied to the device");
     *out = m;
     return VT_OK;

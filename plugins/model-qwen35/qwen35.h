@@ -136,6 +136,12 @@ struct vt_model {
     int zero_copy;            /* weights used straight from the GGUF mmap */
     vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */
     const void **exp_slots;   /* [n_expert_used * 3] slot pointers of one acquire */
+    /* fused routed experts (backend declares op.moe_route and op.moe_ffn, env
+     * VT_MOE_FFN=0 not set): routing and the expert FFN as two ops */
+    int fused_moe;
+    void *exp_tab_dev;        /* one device allocation: n_layer x [3][n_expert] pointers */
+    void **exp_tab;           /* per layer: device [3][n_expert] pointers to gate, up, down */
+    const void **exp_tab_host; /* [3][n_expert] host image of one layer's table */
     int32_t *exp_ids;         /* [n_expert_used] experts of one acquire */
 
     vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
@@ -158,6 +164,9 @@ struct vt_model {
     float *r_logits;          /* [T][n_expert] */
     float *f_x, *f_g, *f_u, *f_y; /* FFN: gathered input, gate, up, down out */
     float *f_gamma;           /* [T] shared-expert gate */
+    int32_t *r_ids;           /* [T][top-k] routed expert ids (fused path) */
+    float *r_w;               /* [T][top-k] their weights (fused path) */
+    size_t moe_scratch_bytes; /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *logits_buf;        /* [head_rows][n_vocab] */
 
     /* host scratch */
@@ -205,8 +214,15 @@ void qwen35_free(vt_model *m);
  * the layer in registration order (gate, up, down; or gate_up, down). */
 vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
                                uint32_t e, const void *const *slots, vt_weight *out);
+/* Fused path: write the device pointer table of layer il from the stacks
+ * (slots NULL: every expert, resident) or, streamed, the entries of the n
+ * experts ids[] whose slots an acquire returned (slots[i * matrices + m]). */
+vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
+                                    const void *const *slots);
 
 /* qwen35_forward.c */
+/* How the routed experts run (vt_model_info.moe_path); NULL for a dense model. */
+const char *qwen35_moe_path(const vt_model *m);
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 

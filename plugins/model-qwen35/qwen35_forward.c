@@ -188,8 +188,75 @@ static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *w
     return VT_OK;
 }
 
-/* x += MoE(h) + sigmoid(w_shgate · h) · SharedExpert(h) */
-static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
+const char *qwen35_moe_path(const vt_model *m)
+{
+    if (!m->hp.is_moe) return NULL;
+    if (!m->fused_moe) return "per-expert ops (backend without op.moe_route/op.moe_ffn, or VT_MOE_FFN=0)";
+    return m->experts ? "moe_ffn (fused; routing on the device, ids copied to the host per layer "
+                        "for the streamer)"
+                      : "moe_ffn (fused; routing on the device)";
+}
+
+/* Routed experts through the fused ops: routing into device arrays, then one
+ * moe_ffn over all experts (resident) or one per group of at most top-k
+ * experts made resident together (streamed: the ids come to the host, which
+ * acquires each group and points the layer's table at its slots). moe_ffn's
+ * additions into x run per token in increasing expert id, so the groups give
+ * the bits of one call. */
+static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const qwen35_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
+    TRY(A->moe_route(c, m->r_logits, T, nx, K, 1, NULL, m->r_ids, m->r_w));
+    const qwen35_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
+    const qwen35_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
+    void **tab = m->exp_tab[il];
+    vt_moe_ffn_args a = {
+        .struct_size = sizeof a, .act = VT_MOE_ACT_SILU, .n_tokens = T, .k = K, .n_embd = E,
+        .n_ff = hp->n_ff_exp, .n_expert = nx, .expert_begin = 0, .expert_end = nx,
+        .x = m->h, .ldx = E, .ids = m->r_ids, .weights = m->r_w, .out = m->x, .ldo = E,
+        .type_gate = gs->type, .type_up = us->type, .type_down = ly->down_exps.type,
+        .w_gate = (const void *const *)tab, .w_up = (const void *const *)tab + nx,
+        .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
+        .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
+    if (!m->experts) return A->moe_ffn(c, &a);
+
+    TRY(A->copy_d2h(c, m->topk_ids, m->r_ids, (size_t)(T * K) * sizeof(int32_t)));
+    int32_t *cnt = m->exp_count;
+    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
+                                           m->exp_w);
+    if (bad >= 0) {
+        m->host->set_error("qwen35: blk.%u router picked expert %d of %" PRId64, il,
+                           m->topk_ids[bad], nx);
+        return VT_ERR_INTERNAL;
+    }
+    int64_t e_next = 0;
+    while (e_next < nx) {
+        uint32_t n_grp = 0;
+        int64_t e, e_first = -1;
+        for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
+            if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
+            m->exp_ids[n_grp++] = (int32_t)e;
+            if (e_first < 0) e_first = e;
+        }
+        e_next = e;
+        if (!n_grp) continue;
+        TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        TRY(qwen35_write_expert_table(m, il, m->exp_ids, n_grp, m->exp_slots));
+        a.expert_begin = e_first;
+        a.expert_end = e;
+        TRY(A->moe_ffn(c, &a));
+    }
+    return VT_OK;
+}
+
+/* Routed experts through the per-expert ops (a backend without the fused
+ * ops): routing on the host, then per expert group gather, matmuls, SiLU,
+ * product and scatter into x. */
+static vt_status q35_moe_ops(vt_model *m, uint32_t il, int64_t T)
 {
     const qwen35_hparams *hp = &m->hp;
     const qwen35_layer *ly = &m->layers[il];
@@ -197,8 +264,6 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
 
-    /* router: softmax over all experts, top-k, renormalise (pitfall 13) */
-    TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
     TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
 
     /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
@@ -263,6 +328,21 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
                        m->f_y + (int64_t)(wb[q] - gb) * E, E, wn[q]));
         TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + gb, m->exp_w + gb, n_rows, E, m->x, E));
     }
+    return VT_OK;
+}
+
+/* x += MoE(h) + sigmoid(w_shgate · h) · SharedExpert(h) */
+static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const qwen35_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+
+    /* router: softmax over all experts, top-k, renormalise (pitfall 13) */
+    TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, hp->n_expert, T));
+    TRY(m->fused_moe ? q35_moe_fused(m, il, T) : q35_moe_ops(m, il, T));
 
     /* shared expert, gated by sigmoid of a dot product per token */
     TRY(q35_swiglu(m, &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp, m->h, m->f_y, T));

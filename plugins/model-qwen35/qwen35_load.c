@@ -1106,6 +1106,7 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
      * (token, expert) pairs, at most T x top-k, for the routed experts */
     const size_t TF = hp->is_moe ? T * (size_t)hp->n_expert_used : T;
     m->head_rows = m->n_batch < Q35_HEAD_ROWS ? m->n_batch : Q35_HEAD_ROWS;
+    float *moe_extra = NULL, *r_ids_f = NULL;
 
     /* part sizes as rows x columns (floats), each padded to 16 floats; the
      * hyperparameters are bounded (q35_read_hparams) but n_batch comes from
@@ -1121,8 +1122,12 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&m->s_g, T, hp->value_dim},                               /* gated norm out */
         {&m->s_beta, T, hp->n_v}, {&m->s_gdecay, T, hp->n_v},
         {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
+        /* f_x .. moe_extra, contiguous, are also moe_ffn's scratch (fused path):
+         * TF x (2 n_embd + 2 n_ff) floats and room for its int32 arrays */
         {&m->f_x, TF, E}, {&m->f_g, TF, n_ff}, {&m->f_u, TF, n_ff}, {&m->f_y, TF, E},
+        {&moe_extra, TF * 4 + ((size_t)hp->n_expert + 1) * 2 + 1024, 1},
         {&m->f_gamma, T, 1},
+        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
@@ -1152,7 +1157,10 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
     for (size_t i = 0; i < n_parts; i++) {
         *parts[i].p = p;
         p += padded[i];
+        if (parts[i].p == &moe_extra)
+            m->moe_scratch_bytes = (size_t)(p - m->f_x) * sizeof(float);
     }
+    m->r_ids = (int32_t *)(void *)r_ids_f; /* TF int32 in a part of TF floats */
 
     size_t k = hp->is_moe ? hp->n_expert_used : 1;
     const vt_host_api *H = m->host;
@@ -1177,10 +1185,65 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
     return VT_OK;
 }
 
+/* The fused-experts path (op.moe_route + op.moe_ffn PRESENT, VT_MOE_FFN not
+ * "0"): one device table of expert pointers per layer, written now for
+ * resident stacks and per acquired group when streamed. */
+static vt_status q35_setup_fused(vt_model *m)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const char *env = getenv("VT_MOE_FFN");
+    if (!hp->is_moe || (env && !strcmp(env, "0")) ||
+        !vt_util_backend_has(m->api, VT_CAP_OP_MOE_ROUTE,
+                             offsetof(vt_backend_api, moe_route) + sizeof(void *)) ||
+        !vt_util_backend_has(m->api, VT_CAP_OP_MOE_FFN,
+                             offsetof(vt_backend_api, moe_ffn) + sizeof(void *)))
+        return VT_OK;
+    const size_t per = 3 * (size_t)hp->n_expert;
+    m->exp_tab = qwen35_calloc(m->host, hp->n_layer, sizeof *m->exp_tab, "the expert tables");
+    m->exp_tab_host = qwen35_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");
+    if (!m->exp_tab || !m->exp_tab_host) return VT_ERR_OUT_OF_MEMORY;
+    vt_status st = qwen35_dev_alloc(m, per * hp->n_layer * sizeof(void *),
+                                    "qwen35 expert pointer tables", &m->exp_tab_dev);
+    if (st != VT_OK) return st;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        m->exp_tab[il] = (void **)m->exp_tab_dev + per * il;
+        /* streamed: zeroed until a group is acquired (a NULL entry is never read) */
+        if (!m->experts && (st = qwen35_write_expert_table(m, il, NULL, 0, NULL)) != VT_OK)
+            return st;
+    }
+    if (m->experts)
+        st = m->api->memset_zero(m->ctx, m->exp_tab_dev, per * hp->n_layer * sizeof(void *));
+    m->fused_moe = st == VT_OK;
+    return st;
+}
+
+vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
+                                    const void *const *slots)
+{
+    const int64_t nx = m->hp.n_expert;
+    const uint32_t M = m->layers[il].fused_gate_up ? 2 : 3;
+    /* host-addressable device memory is written in place; else through the host image */
+    const void **tab = m->zero_copy ? (const void **)m->exp_tab[il] : m->exp_tab_host;
+    uint32_t count = slots ? n : (uint32_t)nx;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t e = slots ? (uint32_t)ids[i] : i;
+        const void *const *sl = slots ? slots + (size_t)i * M : NULL;
+        for (int w = 0; w < 3; w++) {
+            vt_weight v;
+            vt_status st = qwen35_expert_weight(m, il, (qwen35_expert_matrix)w, e, sl, &v);
+            if (st != VT_OK) return st;
+            tab[(size_t)w * nx + e] = v.data;
+        }
+    }
+    if (m->zero_copy) return VT_OK;
+    return m->api->copy_h2d(m->ctx, m->exp_tab[il], tab, 3 * (size_t)nx * sizeof(void *));
+}
+
 void qwen35_free(vt_model *m)
 {
     if (!m) return;
     if (m->api) {
+        if (m->exp_tab_dev) m->api->free(m->ctx, m->exp_tab_dev);
         for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
         if (m->scratch) m->api->free(m->ctx, m->scratch);
     }
@@ -1197,6 +1260,8 @@ void qwen35_free(vt_model *m)
     free(m->grp_rows);
     free(m->exp_slots);
     free(m->exp_ids);
+    free(m->exp_tab);
+    free(m->exp_tab_host);
     q35_hparams_free(&m->hp);
     free(m);
 }
@@ -1268,6 +1333,8 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
 
     st = q35_alloc_scratch(m, NULL);
     if (st != VT_OK) goto fail;
+    st = q35_setup_fused(m);
+    if (st != VT_OK) goto fail;
 
     const char *dump = getenv("VT_QWEN35_DUMP");
     m->dump_path = dump && *dump ? dump : NULL;
@@ -1276,10 +1343,10 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     for (uint32_t il = 0; il < hp->n_layer; il++) n_lin += hp->is_linear[il];
     host->log(VT_LOG_INFO,
               "qwen35: %s, %u layers (%u linear, %u full attention%s), n_embd %u, n_vocab %" PRId64
-              ", %u experts top-%u, n_ctx %u, n_batch %u, weights %s",
+              ", %u experts top-%u (%s), n_ctx %u, n_batch %u, weights %s",
               hp->arch, hp->n_layer, n_lin, hp->n_layer - n_lin,
               hp->n_nextn ? ", MTP block skipped" : "", hp->n_embd, hp->n_vocab, hp->n_expert,
-              hp->n_expert_used, m->n_ctx, m->n_batch,
+              hp->n_expert_used, qwen35_moe_path(m), m->n_ctx, m->n_batch,
               m->zero_copy ? "zero-copy from the mmap" : "copied to the device");
     *out = m;
     return VT_OK;

@@ -27,7 +27,11 @@ static void q35_info(const vt_model *m, vt_model_info *out)
     i.n_layer = m->hp.n_layer;
     i.n_ctx = m->n_ctx;
     i.n_ctx_train = m->hp.n_ctx_train;
-    *out = i;
+    i.moe_path = qwen35_moe_path(m);
+    /* at most what the caller's struct holds (a core of an older minor) */
+    size_t n = out->struct_size && out->struct_size < sizeof i ? out->struct_size : sizeof i;
+    i.struct_size = (uint32_t)n;
+    memcpy(out, &i, n);
 }
 
 static void q35_seq_free(vt_model *m, vt_model_seq *s)

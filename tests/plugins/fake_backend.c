@@ -146,6 +146,10 @@ static void build(void)
 #else
     (void)fake_device_name;
 #endif
+#if FAKE_ABI_MINOR >= 2
+    caps[n++] = (vt_capability){VT_CAP_OP_MOE_ROUTE, VT_CAP_ABSENT, "fake backend computes nothing"};
+    caps[n++] = (vt_capability){VT_CAP_OP_MOE_FFN, VT_CAP_ABSENT, "fake backend computes nothing"};
+#endif
 #ifndef FAKE_NO_PROBE
     for (uint32_t i = 0; i < n; i++)
         if (caps[i].id == VT_CAP_MEMORY_PROBE) caps[i] = (vt_capability){VT_CAP_MEMORY_PROBE, VT_CAP_PRESENT, NULL};
@@ -159,7 +163,8 @@ static void build(void)
     for (uint32_t i = 0; i < n; i++) {
         uint32_t id = caps[i].id;
         if (id == VT_CAP_PINNED_HOST_ALLOC || id == VT_CAP_ASYNC_QUEUE || id == VT_CAP_PEER_COPY ||
-            id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME)
+            id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME || id == VT_CAP_OP_MOE_ROUTE ||
+            id == VT_CAP_OP_MOE_FFN) /* the fused MoE ops stay ABSENT: models compose them */
             continue;
 #ifdef FAKE_DISCRETE
         if (id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY) {

@@ -29,8 +29,11 @@
  * Thread-safety: one vt_backend_ctx is used by one thread at a time.
  *
  * ABI history: 1.0 the table up to softmax_topk; 1.1 appends device_name and
- * the capability VT_CAP_DEVICE_NAME. A plugin built for 1.0 loads on a 1.1
- * core and its device_name capability reads ABSENT ("plugin built for ABI 1.0").
+ * the capability VT_CAP_DEVICE_NAME; 1.2 appends moe_route and moe_ffn (routing
+ * and the routed-expert FFN with their arrays in device memory) and their
+ * capabilities VT_CAP_OP_MOE_ROUTE and VT_CAP_OP_MOE_FFN. A plugin built for
+ * an older minor loads on a newer core; the capabilities it predates read
+ * ABSENT ("plugin built for ABI 1.0").
  */
 #ifndef VT_BACKEND_H
 #define VT_BACKEND_H
@@ -71,7 +74,9 @@ typedef enum vt_cap_id {
     VT_CAP_OP_GATHER_ROWS = 27,
     VT_CAP_OP_SCATTER_ADD = 28,
     VT_CAP_OP_SOFTMAX_TOPK = 29,
-    VT_CAP_FIXED_COUNT = 30, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
+    VT_CAP_OP_MOE_ROUTE = 30,            /* moe_route(): routing into device arrays (ABI 1.2) */
+    VT_CAP_OP_MOE_FFN = 31,              /* moe_ffn(): fused routed-expert FFN (ABI 1.2) */
+    VT_CAP_FIXED_COUNT = 32, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
     /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
     VT_CAP_MAT_MUL_BASE = 64,
     VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
@@ -132,6 +137,76 @@ typedef enum vt_binary_op {
     VT_BINARY_ADD = 0,
     VT_BINARY_MUL = 1
 } vt_binary_op;
+
+/* Activation of the routed experts: y = W_down (act(W_gate x) ⊙ (W_up x)). */
+typedef enum vt_moe_act {
+    VT_MOE_ACT_SILU = 0,      /* VT_UNARY_SILU (Qwen3.5, qwen35moe.md §5.8) */
+    VT_MOE_ACT_GELU_TANH = 1  /* VT_UNARY_GELU_TANH (Gemma 4, gemma4.md pitfall 16) */
+} vt_moe_act;
+
+/*
+ * Arguments of moe_ffn (ABI 1.2): the routed experts of a MoE layer for all
+ * tokens of a batch at once (qwen35moe.md §5.8 steps 4-5, gemma4.md §5.3).
+ * Owned by the caller, read during the call only.
+ *
+ * For every token t < n_tokens and j < k with e = ids[t][j] and
+ * expert_begin <= e < expert_end (pairs outside the range are skipped, so a
+ * streamed layer runs one call per group of resident experts):
+ *   g = act(W_gate[e] · x[t]) ⊙ (W_up[e] · x[t])      [n_ff]
+ *   y = W_down[e] · g                                  [n_embd]
+ *   out[t] += weights[t][j] · y
+ * The additions into out[t] happen one expert at a time in increasing expert
+ * id, each rounded to float32, so splitting the expert range over several
+ * calls gives the same bits as one call. A token that picks the same expert
+ * twice adds it twice, in order of j. The arithmetic of g and y (the matmuls'
+ * accumulation order, the activation's evaluation) is the backend's mat_mul
+ * and unary arithmetic for the same weights; which kernels run may depend on
+ * n_tokens, never on how many pairs fall in the range.
+ *
+ * Expert weights are reached through per-layer tables of device pointers,
+ * one entry per expert: W_gate[e] = w_gate[e] ([n_ff][n_embd] rows of
+ * type_gate, vt_weight layout), W_up[e] = w_up[e] (the same shape, type_up),
+ * W_down[e] = w_down[e] ([n_embd][n_ff], type_down). A fused gate_up stack is
+ * expressed as w_up[e] = w_gate[e] + n_ff rows. Only entries of experts some
+ * pair in the range selects are read; the tables themselves are device
+ * memory (backend-cpu: host memory), so a resident stack's table is written
+ * once and a streamed layer rewrites the entries of the slots it acquired.
+ */
+typedef struct vt_moe_ffn_args {
+    uint32_t struct_size;          /* sizeof(vt_moe_ffn_args) as the caller compiled it */
+    uint32_t act;                  /* vt_moe_act */
+    int64_t n_tokens;              /* rows of x, ids, weights and out (>= 0) */
+    int64_t k;                     /* experts per token (top-k, >= 1) */
+    int64_t n_embd;                /* columns of x and out; n_in of gate/up, n_out of down */
+    int64_t n_ff;                  /* expert hidden size; n_out of gate/up, n_in of down */
+    int64_t n_expert;              /* entries of each pointer table */
+    int64_t expert_begin, expert_end; /* 0 <= begin <= end <= n_expert */
+    const float *x;                /* device [n_tokens][n_embd], row stride ldx */
+    int64_t ldx;
+    const int32_t *ids;            /* device [n_tokens][k] expert ids */
+    const float *weights;          /* device [n_tokens][k] */
+    float *out;                    /* device [n_tokens][n_embd], row stride ldo; may not alias x */
+    int64_t ldo;
+    uint32_t type_gate, type_up, type_down; /* ggml type ids */
+    const void *const *w_gate;     /* device [n_expert] device pointers */
+    const void *const *w_up;
+    const void *const *w_down;
+    void *scratch;                 /* device, scratch_bytes >= vt_moe_ffn_scratch_bytes() */
+    size_t scratch_bytes;
+    const char *name;              /* for messages: "blk.3.ffn_*_exps" */
+} vt_moe_ffn_args;
+
+/* Scratch moe_ffn may use for a call of these sizes (bytes, an upper bound
+ * every backend stays within): per (token, expert) pair two rows of n_ff and
+ * two of n_embd floats, four int32, plus per expert two int32, and 4 KiB of
+ * alignment slack. */
+static inline size_t vt_moe_ffn_scratch_bytes(int64_t n_tokens, int64_t k, int64_t n_embd,
+                                              int64_t n_ff, int64_t n_expert)
+{
+    size_t pairs = (size_t)n_tokens * (size_t)k;
+    return pairs * (size_t)(2 * n_ff + 2 * n_embd) * sizeof(float) +
+           pairs * 4 * sizeof(int32_t) + (size_t)(n_expert + 1) * 2 * sizeof(int32_t) + 4096;
+}
 
 /* ---- the table ---- */
 
@@ -286,6 +361,26 @@ typedef struct vt_backend_api {
      * (cap bytes, NUL-terminated). Needs no context; valid for
      * 0 <= device < device_count(). */
     vt_status (*device_name)(int device, char *buf, size_t cap);
+
+    /* ---- ABI 1.2 (read only when the plugin's abi_minor >= 2) ---- */
+    /*
+     * Capability VT_CAP_OP_MOE_ROUTE: softmax_topk's routing with its results in
+     * device memory, so that routing needs no host round trip. Per row r of
+     * logits [n_rows][n] (device, contiguous): p = softmax(logits[r]) over all
+     * n, the k largest p (ties: lower index) in decreasing order of p go to
+     * ids[r][:k] (device int32) and weights[r][:k] (device float32) =
+     * p / max(sum of picked p, 6.103515625e-5) when renorm, else p; then, when
+     * expert_scale (device [n]) is not NULL, weights[r][j] *= expert_scale[ids[r][j]]
+     * (Gemma 4's per-expert scale, after the renormalisation). The values are
+     * softmax_topk's (vt_util_softmax_topk_row) for the same logits.
+     */
+    vt_status (*moe_route)(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
+                           int64_t k, int renorm, const float *expert_scale, int32_t *ids,
+                           float *weights);
+    /* Capability VT_CAP_OP_MOE_FFN: the routed-expert FFN of vt_moe_ffn_args,
+     * for every weight type whose VT_CAP_MAT_MUL is PRESENT. Errors: VT_ERR_INVALID_ARG (shapes, ranges, NULL pointers, scratch too
+     * small), VT_ERR_CAPABILITY (a weight type without kernels). */
+    vt_status (*moe_ffn)(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 } vt_backend_api;
 
 /* A backend instance as the core and models see it. Owned by the core: valid

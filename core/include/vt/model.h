@@ -17,7 +17,8 @@
  *
  * Thread-safety: one model and its sequences are used by one thread at a time.
  *
- * ABI history: 1.0 up to forward; 1.1 appends memory_needs.
+ * ABI history: 1.0 up to forward; 1.1 appends memory_needs; 1.2 appends
+ * vt_model_info.moe_path (the table is unchanged).
  */
 #ifndef VT_MODEL_H
 #define VT_MODEL_H
@@ -47,7 +48,9 @@ typedef struct vt_model_params {
     vt_expert_streamer *experts;
 } vt_model_params;
 
-/* Filled by info() (which sets struct_size too). */
+/* Filled by info(): the caller sets struct_size to the size it knows and
+ * zeroes the rest; info() writes at most struct_size bytes and sets
+ * struct_size to what it filled. */
 typedef struct vt_model_info {
     uint32_t struct_size;
     int64_t n_vocab;     /* logits per position (rows of the output matrix); the
@@ -56,6 +59,11 @@ typedef struct vt_model_info {
     int64_t n_layer;     /* blocks (for display) */
     uint32_t n_ctx;      /* KV cache length actually allocated per sequence */
     uint32_t n_ctx_train;
+    /* ---- ABI 1.2 (read only when struct_size covers it) ---- */
+    /* How the routed experts run, for `vt run --stats` and `vt bench`:
+     * "moe_ffn (fused; routing on the device)", "per-expert ops (...)"; NULL
+     * for a model without routed experts. A static string of the plugin. */
+    const char *moe_path;
 } vt_model_info;
 
 /*

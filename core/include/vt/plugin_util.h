@@ -8,7 +8,11 @@
  *  - vt_util_softmax_topk_row: the routing of vt_backend_api.softmax_topk
  *    (vt/backend.h, qwen35moe.md §5.8) for one row on the host, the reference
  *    every backend that routes on the host uses, so their ids and weights
- *    agree bit for bit.
+ *    agree bit for bit;
+ *  - vt_util_backend_has: whether a backend declares an optional op PRESENT
+ *    and its table is large enough to hold the op's member (a model choosing
+ *    between a fused op and its composition);
+ *  - vt_util_bucket_by_expert: routed (token, expert) pairs grouped by expert.
  */
 #ifndef VT_PLUGIN_UTIL_H
 #define VT_PLUGIN_UTIL_H
@@ -119,6 +123,17 @@ static inline void vt_util_softmax_topk_row(const float *l, int64_t n, int64_t k
         double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
         for (int64_t m = 0; m < k; m++) wts[m] = (float)((double)wts[m] / den);
     }
+}
+
+/* 1 when api declares capability id PRESENT and api->struct_size covers the
+ * member ending at member_end (offsetof(vt_backend_api, m) + sizeof(void *));
+ * a backend built for an older ABI minor does not declare the newer ids. */
+static inline int vt_util_backend_has(const vt_backend_api *api, uint32_t id, size_t member_end)
+{
+    if (!api || api->struct_size < member_end) return 0;
+    for (uint32_t i = 0; i < api->n_caps; i++)
+        if (api->caps[i].id == id) return api->caps[i].state == VT_CAP_PRESENT;
+    return 0;
 }
 
 /*
