@@ -7,6 +7,10 @@
  *    and pinned host memory, copies, the zero-fill kernel, the memory probe;
  *  - gpu_ops.cu (nvcc or hipcc): the compute ops (vt/backend.h) as kernels,
  *    the per-context scratch buffers and, under CUDA, cuBLAS for prefill;
+ *  - gpu_moe.cu (nvcc or hipcc): the fused MoE ops of ABI 1.2 (moe_route,
+ *    moe_ffn);
+ *  - gpu_device.cuh: what the two kernel files share (launch helpers, the
+ *    weight decoders, reductions, activations);
  *  - gpu_plugin.c (C11): the capability list, the vt_backend_api table and
  *    the plugin descriptor.
  *
@@ -240,6 +244,15 @@ vt_status vt_gpu_scatter_add(vt_backend_ctx *ctx, const float *src, int64_t ld_s
                              float *dst, int64_t ld_dst);
 vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
                               int64_t k, int renorm, int32_t *ids, float *weights, float *probs);
+
+/* ---- gpu_moe.cu (ABI 1.2) ---- */
+/* moe_route: at most 8192 experts per row (VT_ERR_UNSUPPORTED beyond).
+ * moe_ffn: gate and up of one type (VT_ERR_UNSUPPORTED otherwise), rows of
+ * a multiple of 32 elements; n_tokens <= 65535. */
+vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
+                           int64_t k, int renorm, const float *expert_scale, int32_t *ids,
+                           float *weights);
+vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,8 @@ static const vt_capability gpu_caps[] = {
     PRESENT(VT_CAP_OP_GATHER_ROWS),
     PRESENT(VT_CAP_OP_SCATTER_ADD),
     PRESENT(VT_CAP_OP_SOFTMAX_TOPK),
+    PRESENT(VT_CAP_OP_MOE_ROUTE),
+    PRESENT(VT_CAP_OP_MOE_FFN),
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),
     TYPE_PRESENT(VT_TYPE_Q4_0),
@@ -192,6 +194,8 @@ static const vt_backend_api gpu_api = {
     .scatter_add = vt_gpu_scatter_add,
     .softmax_topk = vt_gpu_softmax_topk,
     .device_name = vt_gpu_device_name,
+    .moe_route = vt_gpu_moe_route,
+    .moe_ffn = vt_gpu_moe_ffn,
 };
 
 static const vt_plugin_desc gpu_desc = {

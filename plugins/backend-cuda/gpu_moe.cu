@@ -1,0 +1,636 @@
+/*
+ * gpu_moe.cu - the fused MoE ops of ABI 1.2 for backend-cuda / backend-rocm
+ * (vt/backend.h is the contract): moe_route and moe_ffn.
+ *
+ * moe_route: one block per row. The max, then Σ exp(l − max) in double
+ * (a block reduction, so the order of the double additions differs from the
+ * CPU's loop: the float p agrees but for a rounding tie), p rounded to float
+ * as softmax_topk does, then k rounds of a block-wide argmax (ties to the
+ * lower index), the picked sum in double in pick order, the renormalisation
+ * and the per-expert scale exactly as vt_util_softmax_topk_row. Results stay
+ * in device memory.
+ *
+ * moe_ffn, by n_tokens (never by how many pairs fall in the expert range, so
+ * a split range gives the bits of one call):
+ *  - decode (n_tokens <= VT_GPU_MM_VEC_MAX): a batched matvec over the
+ *    (token, expert) pairs: one kernel computes, for every pair and every
+ *    row o of the expert's gate and up matrices, act(gate·x)·(up·x) (one
+ *    warp per two rows, weights decoded on the fly in 8-value groups, the
+ *    mat_mul decode kernel's scheme); a second does the down matvec per pair.
+ *  - prefill: the pairs of the range are sorted by expert on the device (one
+ *    block: counts, prefix sums, tile offsets, then each pair's slot), and a
+ *    grouped tiled GEMM runs over tiles of MOE_BM pairs of one expert by
+ *    MOE_BN output rows: gate and up together with the activation in the
+ *    epilogue, then down. Weight tiles are decoded exactly to float32 in
+ *    shared memory (8-value groups, QT<T>::group), activations read in place
+ *    through the pair -> token map, float32 accumulation in order of the
+ *    input index.
+ *  - both: a combine kernel adds, per token and column, w·y of the token's
+ *    pairs in the range in increasing expert id (ties in order of j) into
+ *    out, each product and sum rounded (no fused multiply-add), as
+ *    scatter_add does.
+ * The activation is unary_ref's (double, rounded once) and the product
+ * act·up one float multiplication: the arithmetic of unary + binary.
+ * Float32 accumulation where backend-cpu's scalar reference uses double:
+ * results differ by summation rounding only (tests/test_moe_ops.c).
+ *
+ * The weight pointer tables are device memory; an entry is read only for an
+ * expert some pair in the range selects. Weight rows must keep the
+ * alignment the type's decoder needs (walign<T>(): device allocations and
+ * GGUF tensor data do).
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_device.cuh"
+
+/* ======================= moe_route ======================= */
+
+#define ROUTE_THREADS 256
+#define ROUTE_MAX_N 8192 /* experts per row held in shared memory */
+
+static __global__ void k_moe_route(const float *__restrict__ logits, int n, int k, int renorm,
+                                   const float *__restrict__ scale, int32_t *__restrict__ ids,
+                                   float *__restrict__ weights)
+{
+    extern __shared__ float p[]; /* n */
+    __shared__ float red_v[ROUTE_THREADS / 32];
+    __shared__ int red_i[ROUTE_THREADS / 32];
+    const float *l = logits + (size_t)blockIdx.x * (size_t)n;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+    /* max */
+    float mx = -INFINITY;
+    for (int i = tid; i < n; i += blockDim.x) mx = fmaxf(mx, l[i]);
+    for (int m = 16; m > 0; m >>= 1) mx = fmaxf(mx, VT_GPU_SHFL_XOR(mx, m));
+    if (lane == 0) red_v[wid] = mx;
+    __syncthreads();
+    mx = red_v[0];
+    for (int i = 1; i < nw; i++) mx = fmaxf(mx, red_v[i]);
+    /* Σ exp(l - max) in double */
+    double s = 0.0;
+    for (int i = tid; i < n; i += blockDim.x) s += exp((double)l[i] - (double)mx);
+    s = block_sum_d(s);
+    for (int i = tid; i < n; i += blockDim.x) p[i] = (float)(exp((double)l[i] - (double)mx) / s);
+    __syncthreads();
+    double picked = 0.0; /* thread 0 */
+    for (int m = 0; m < k; m++) {
+        /* argmax over unpicked p >= 0, ties to the lower index */
+        float bv = -1.0f;
+        int bi = -1;
+        for (int i = tid; i < n; i += blockDim.x)
+            if (p[i] >= 0.0f && (bi < 0 || p[i] > bv)) bv = p[i], bi = i;
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = VT_GPU_SHFL_XOR(bv, off);
+            int oi = VT_GPU_SHFL_XOR(bi, off);
+            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+        }
+        if (lane == 0) red_v[wid] = bv, red_i[wid] = bi;
+        __syncthreads();
+        if (tid == 0) {
+            bv = red_v[0], bi = red_i[0];
+            for (int i = 1; i < nw; i++)
+                if (red_i[i] >= 0 && (bi < 0 || red_v[i] > bv || (red_v[i] == bv && red_i[i] < bi)))
+                    bv = red_v[i], bi = red_i[i];
+            if (bi < 0) /* only NaNs left: the lowest unpicked index */
+                for (int i = 0; i < n && bi < 0; i++)
+                    if (!(p[i] < 0.0f)) bi = i;
+            ids[(size_t)blockIdx.x * k + m] = bi;
+            weights[(size_t)blockIdx.x * k + m] = p[bi];
+            picked += p[bi];
+            p[bi] = -1.0f;
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        float *w = weights + (size_t)blockIdx.x * k;
+        const int32_t *id = ids + (size_t)blockIdx.x * k;
+        double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
+        for (int m = 0; m < k; m++) {
+            float v = renorm ? (float)((double)w[m] / den) : w[m];
+            w[m] = scale ? __fmul_rn(v, scale[id[m]]) : v;
+        }
+    }
+}
+
+extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, int64_t n_rows,
+                                      int64_t n, int64_t k, int renorm, const float *expert_scale,
+                                      int32_t *ids, float *weights)
+{
+    NEED_CTX("moe_route");
+    CHECK(n_rows >= 0 && n > 0 && k > 0 && k <= n, "moe_route: n_rows %lld, n %lld, k %lld",
+          (long long)n_rows, (long long)n, (long long)k);
+    if (n_rows == 0) return VT_OK;
+    CHECK(logits && ids && weights, "moe_route: a pointer is NULL");
+    if (n > ROUTE_MAX_N || n_rows > INT_MAX)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "moe_route: %lld experts per row (at "
+                           "most %d) or %lld rows exceed the kernel", (long long)n, ROUTE_MAX_N,
+                           (long long)n_rows);
+    TRY(vt_gpu_select_device(ctx, "moe_route"));
+    k_moe_route<<<(unsigned)n_rows, ROUTE_THREADS, (size_t)n * sizeof(float)>>>(
+        logits, (int)n, (int)k, renorm, expert_scale, ids, weights);
+    return launched(ctx, "moe_route");
+}
+
+/* ======================= moe_ffn: shared pieces ======================= */
+
+/* 8 values of a row from input column 8G on: v[0..3] are columns e0..e0+3,
+ * v[4..7] columns e1..e1+3 (row-relative). Block types through QT<T>::group;
+ * F32/F16/BF16 8 consecutive elements. n_in is a multiple of 8. */
+template <int T>
+static __device__ __forceinline__ void dec8(const uint8_t *row, int64_t G, float v[8], int64_t &e0,
+                                            int64_t &e1)
+{
+    if constexpr (QT<T>::quant) {
+        const int GB = QT<T>::QK / 8;
+        int64_t blk = G / GB;
+        int a, b;
+        QT<T>::group(row + blk * QT<T>::BYTES, (int)(G % GB), v, a, b);
+        e0 = blk * QT<T>::QK + a;
+        e1 = blk * QT<T>::QK + b;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = wload<T>(row, 8 * G + j);
+        e0 = 8 * G;
+        e1 = 8 * G + 4;
+    }
+}
+
+/* act(g) · u: the activation in double rounded once, then one float product */
+static __device__ __forceinline__ float moe_act(int act, float g, float u)
+{
+    return __fmul_rn(unary_ref(act == VT_MOE_ACT_SILU ? VT_UNARY_SILU : VT_UNARY_GELU_TANH, g), u);
+}
+
+/* out[t][c] += w·y of token t's pairs in [eb, ee), increasing expert id (ties
+ * by j); y row of pair p is pos ? pos[p] : p. One thread per (column, token). */
+static __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__restrict__ wts,
+                                     const int32_t *__restrict__ pos, const float *__restrict__ y,
+                                     int64_t E, int K, int eb, int ee, float *__restrict__ out,
+                                     int64_t ldo)
+{
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t t = blockIdx.y;
+    if (c >= E) return;
+    const int32_t *id = ids + t * K;
+    float acc = out[t * ldo + c];
+    int last_e = -1, last_j = -1;
+    for (int n = 0; n < K; n++) {
+        /* the next (expert, j) after (last_e, last_j) in the range */
+        int be = INT_MAX, bj = -1;
+        for (int j = 0; j < K; j++) {
+            int e = id[j];
+            if (e < eb || e >= ee) continue;
+            if (e < last_e || (e == last_e && j <= last_j)) continue;
+            if (e < be || (e == be && j < bj)) be = e, bj = j;
+        }
+        if (bj < 0) break;
+        int64_t p = t * K + bj;
+        int64_t r = pos ? pos[p] : p;
+        acc = __fadd_rn(acc, __fmul_rn(wts[p], y[r * E + c]));
+        last_e = be, last_j = bj;
+    }
+    out[t * ldo + c] = acc;
+}
+
+/* ======================= moe_ffn: decode (batched matvec) ======================= */
+
+#define MOE_VEC_WARPS 8
+#define MOE_VEC_ROWS 2
+
+/* act_buf[p][o] = act(gate_e[o]·x_t)·(up_e[o]·x_t) for pair p = blockIdx.y
+ * (t = p / K, e = ids[p]; nothing for e outside [eb, ee)); two rows per warp. */
+template <int TG, int TU>
+static __global__ void __launch_bounds__(32 * MOE_VEC_WARPS)
+k_moe_vec_gate_up(const float *__restrict__ x, int64_t ldx, const int32_t *__restrict__ ids, int K,
+                  int eb, int ee, const void *const *__restrict__ wg, const void *const *__restrict__ wu,
+                  size_t rbg, size_t rbu, int64_t E, int64_t F, int act, float *__restrict__ act_buf)
+{
+    const int R = MOE_VEC_ROWS, lane = threadIdx.x & 31;
+    const int64_t p = blockIdx.y;
+    const int e = ids[p];
+    if (e < eb || e >= ee) return;
+    int64_t r0 = ((int64_t)blockIdx.x * MOE_VEC_WARPS + (threadIdx.x >> 5)) * R;
+    if (r0 >= F) return;
+    const int nr = F - r0 < R ? (int)(F - r0) : R;
+    const float *xt = x + (p / K) * ldx;
+    const uint8_t *g_rows[R], *u_rows[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) {
+        int64_t r = r0 + (q < nr ? q : 0);
+        g_rows[q] = (const uint8_t *)wg[e] + (size_t)r * rbg;
+        u_rows[q] = (const uint8_t *)wu[e] + (size_t)r * rbu;
+    }
+    float ag[R], au[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) ag[q] = au[q] = 0.0f;
+    const int64_t n_g = E / 8;
+    for (int64_t G = lane; G < n_g; G += 32) {
+        float v[8], xa[8];
+        int64_t e0 = 0, e1 = 0;
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+            dec8<TG>(g_rows[q], G, v, e0, e1);
+            if (q == 0) /* gate and up share a type: the same columns for every row */
+#pragma unroll
+                for (int j = 0; j < 4; j++) xa[j] = xt[e0 + j], xa[4 + j] = xt[e1 + j];
+            float s = ag[q];
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[j] * xa[j];
+            ag[q] = s;
+            dec8<TU>(u_rows[q], G, v, e0, e1);
+            s = au[q];
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[j] * xa[j];
+            au[q] = s;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < R; q++) {
+        float g = warp_sum(ag[q]), u = warp_sum(au[q]);
+        if (lane == 0 && q < nr) act_buf[p * F + r0 + q] = moe_act(act, g, u);
+    }
+}
+
+/* y[p][o] = down_e[o] · act_buf[p] for pair p = blockIdx.y in range. */
+template <int TD>
+static __global__ void __launch_bounds__(32 * MOE_VEC_WARPS)
+k_moe_vec_down(const float *__restrict__ act_buf, const int32_t *__restrict__ ids, int eb, int ee,
+               const void *const *__restrict__ wd, size_t rbd, int64_t E, int64_t F,
+               float *__restrict__ y)
+{
+    const int R = MOE_VEC_ROWS, lane = threadIdx.x & 31;
+    const int64_t p = blockIdx.y;
+    const int e = ids[p];
+    if (e < eb || e >= ee) return;
+    int64_t r0 = ((int64_t)blockIdx.x * MOE_VEC_WARPS + (threadIdx.x >> 5)) * R;
+    if (r0 >= E) return;
+    const int nr = E - r0 < R ? (int)(E - r0) : R;
+    const float *a = act_buf + p * F;
+    const uint8_t *rows[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) rows[q] = (const uint8_t *)wd[e] + (size_t)(r0 + (q < nr ? q : 0)) * rbd;
+    float acc[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) acc[q] = 0.0f;
+    const int64_t n_g = F / 8;
+    for (int64_t G = lane; G < n_g; G += 32) {
+        float v[8];
+        int64_t e0, e1;
+        float xa[8];
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+            dec8<TD>(rows[q], G, v, e0, e1);
+            if (q == 0)
+#pragma unroll
+                for (int j = 0; j < 4; j++) xa[j] = a[e0 + j], xa[4 + j] = a[e1 + j];
+            float s = acc[q];
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[j] * xa[j];
+            acc[q] = s;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < R; q++) {
+        float s = warp_sum(acc[q]);
+        if (lane == 0 && q < nr) y[p * E + r0 + q] = s;
+    }
+}
+
+/* ======================= moe_ffn: prefill (grouped GEMM) ======================= */
+
+#define MOE_BM 32  /* pairs per tile */
+#define MOE_BN 64  /* output rows per tile */
+#define MOE_BK 32  /* input columns per step */
+#define MOE_THREADS 128
+#define MOE_SORT_THREADS 1024
+
+/* One block: the pairs with expert in [eb, ee) sorted by expert.
+ * off[e] (e <= nx): first sorted slot of expert e; tiles[e]: first tile of
+ * expert e (tiles of MOE_BM pairs), tiles[nx] the total; sorted[s] = pair;
+ * pos[p] = slot of pair p (-1 outside the range). cnt: nx ints of scratch. */
+static __global__ void k_moe_sort(const int32_t *__restrict__ ids, int P, int nx, int eb, int ee,
+                                  int32_t *__restrict__ off, int32_t *__restrict__ tiles,
+                                  int32_t *__restrict__ sorted, int32_t *__restrict__ pos,
+                                  int32_t *__restrict__ cnt)
+{
+    const int tid = threadIdx.x;
+    for (int e = tid; e < nx; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    for (int p = tid; p < P; p += blockDim.x) {
+        int e = ids[p];
+        if (e >= eb && e < ee) atomicAdd(&cnt[e], 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int o = 0, tl = 0;
+        for (int e = 0; e < nx; e++) {
+            off[e] = o;
+            tiles[e] = tl;
+            o += cnt[e];
+            tl += (cnt[e] + MOE_BM - 1) / MOE_BM;
+            cnt[e] = 0; /* reused as the fill counter */
+        }
+        off[nx] = o;
+        tiles[nx] = tl;
+    }
+    __syncthreads();
+    for (int p = tid; p < P; p += blockDim.x) {
+        int e = ids[p];
+        if (e >= eb && e < ee) {
+            int s = off[e] + atomicAdd(&cnt[e], 1);
+            sorted[s] = p;
+            pos[p] = s;
+        } else {
+            pos[p] = -1;
+        }
+    }
+}
+
+/* The expert whose tiles contain tile `tile` (tiles[] ascending), or -1 past the end. */
+static __device__ __forceinline__ int tile_expert(const int32_t *tiles, int nx, int tile)
+{
+    if (tile >= tiles[nx]) return -1;
+    int lo = 0, hi = nx - 1; /* last e with tiles[e] <= tile and a non-empty run */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (tiles[mid] <= tile) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Decode rows [o0, o0 + MOE_BN) x columns [k0, k0 + MOE_BK) of a weight into
+ * ws[MOE_BK][MOE_BN + 1] (rows >= n_out read as 0). 128 threads, 2 groups each. */
+template <int T>
+static __device__ __forceinline__ void load_wtile(const uint8_t *w, size_t rb, int64_t n_out,
+                                                  int64_t o0, int64_t k0, float (*ws)[MOE_BN + 1])
+{
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        int idx = threadIdx.x + MOE_THREADS * q; /* 0..255: row idx/4, group idx%4 */
+        int rr = idx >> 2, gq = idx & 3;
+        int64_t o = o0 + rr;
+        float v[8];
+        int64_t e0, e1;
+        if (o < n_out) {
+            dec8<T>(w + (size_t)o * rb, k0 / 8 + gq, v, e0, e1);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = 0.0f;
+            e0 = k0 + 8 * gq, e1 = e0 + 4; /* any distinct columns of the slice */
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            ws[e0 - k0 + j][rr] = v[j];
+            ws[e1 - k0 + j][rr] = v[4 + j];
+        }
+    }
+}
+
+/*
+ * The grouped GEMM. Tile blockIdx.x of MOE_BM sorted pairs of one expert by
+ * MOE_BN output rows blockIdx.y: out = A · Wᵀ with A the tile's pair rows
+ * (GATE_UP: x rows of the pairs' tokens; else act_buf rows in sorted order).
+ * GATE_UP: two weights (gate, up), epilogue act(g)·u into act_buf[slot];
+ * else one (down) into y[slot]. Thread (tx, ty): rows o0 + tx + 16j (j < 4),
+ * pairs ty + 8i (i < 4).
+ */
+template <int TW, int TU, bool GATE_UP>
+static __global__ void __launch_bounds__(MOE_THREADS)
+k_moe_gemm(const float *__restrict__ a, int64_t lda, const int32_t *__restrict__ sorted,
+           const int32_t *__restrict__ off, const int32_t *__restrict__ tiles, int nx, int K,
+           const void *const *__restrict__ w0, const void *const *__restrict__ w1, size_t rb0,
+           size_t rb1, int64_t n_in, int64_t n_out, int act, float *__restrict__ dst)
+{
+    __shared__ float as[MOE_BK][MOE_BM + 1];
+    __shared__ float ws0[MOE_BK][MOE_BN + 1];
+    __shared__ float ws1[GATE_UP ? MOE_BK : 1][GATE_UP ? MOE_BN + 1 : 1];
+    const int e = tile_expert(tiles, nx, blockIdx.x);
+    if (e < 0) return;
+    const int s0 = off[e] + (blockIdx.x - tiles[e]) * MOE_BM; /* first sorted slot */
+    const int s_end = off[e + 1];
+    const int64_t o0 = (int64_t)blockIdx.y * MOE_BN;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const uint8_t *W0 = (const uint8_t *)w0[e], *W1 = GATE_UP ? (const uint8_t *)w1[e] : NULL;
+    /* the A row each thread loads: row tid / 4 of the tile, 8 columns (tid % 4) * 8 */
+    const int lr = tid >> 2, lc = (tid & 3) * 8;
+    const int ls = s0 + lr;
+    const float *arow = NULL;
+    if (ls < s_end) arow = GATE_UP ? a + (int64_t)(sorted[ls] / K) * lda : a + (int64_t)ls * lda;
+    float acc0[4][4], acc1[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc0[i][j] = acc1[i][j] = 0.0f;
+    for (int64_t k0 = 0; k0 < n_in; k0 += MOE_BK) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) as[lc + j][lr] = arow ? arow[k0 + lc + j] : 0.0f;
+        load_wtile<TW>(W0, rb0, n_out, o0, k0, ws0);
+        if constexpr (GATE_UP) load_wtile<TU>(W1, rb1, n_out, o0, k0, ws1);
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < MOE_BK; kk++) {
+            float av[4], bv[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) av[i] = as[kk][ty + 8 * i];
+#pragma unroll
+            for (int j = 0; j < 4; j++) bv[j] = ws0[kk][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc0[i][j] += av[i] * bv[j];
+            if constexpr (GATE_UP) {
+                float cv[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) cv[j] = ws1[kk][tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) acc1[i][j] += av[i] * cv[j];
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int s = s0 + ty + 8 * i;
+        if (s >= s_end) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int64_t o = o0 + tx + 16 * j;
+            if (o >= n_out) continue;
+            dst[(int64_t)s * n_out + o] = GATE_UP ? moe_act(act, acc0[i][j], acc1[i][j]) : acc0[i][j];
+        }
+    }
+}
+
+/* ======================= moe_ffn: dispatch ======================= */
+
+/* Device scratch of one call (vt_moe_ffn_scratch_bytes bounds it): act_buf
+ * [P][n_ff], y [P][n_embd], then (prefill) sorted [P], pos [P], off and tiles
+ * [n_expert + 1], cnt [n_expert]; 256-byte aligned pieces. */
+typedef struct moe_bufs {
+    float *act_buf, *y;
+    int32_t *sorted, *pos, *off, *tiles, *cnt;
+    int64_t max_tiles;
+} moe_bufs;
+
+static size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+static moe_bufs moe_carve(const vt_moe_ffn_args *a)
+{
+    const int64_t P = a->n_tokens * a->k, nx = a->n_expert;
+    uint8_t *sp = (uint8_t *)a->scratch;
+    moe_bufs b;
+    b.act_buf = (float *)sp;
+    sp += up256((size_t)(P * a->n_ff) * sizeof(float));
+    b.y = (float *)sp;
+    sp += up256((size_t)(P * a->n_embd) * sizeof(float));
+    b.sorted = (int32_t *)sp;
+    sp += up256((size_t)P * sizeof(int32_t));
+    b.pos = (int32_t *)sp;
+    sp += up256((size_t)P * sizeof(int32_t));
+    b.off = (int32_t *)sp;
+    sp += up256((size_t)(nx + 1) * sizeof(int32_t));
+    b.tiles = (int32_t *)sp;
+    sp += up256((size_t)(nx + 1) * sizeof(int32_t));
+    b.cnt = (int32_t *)sp;
+    /* at most one partial tile per expert besides the full ones */
+    int64_t n_e = a->expert_end - a->expert_begin;
+    b.max_tiles = ceil_div(P, MOE_BM) + (n_e < P ? n_e : P);
+    return b;
+}
+
+/* gate and up (one type T) for every pair in range: act_buf */
+template <int T>
+static vt_status moe_gate_up(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const moe_bufs *b)
+{
+    const int64_t E = a->n_embd, F = a->n_ff, P = a->n_tokens * a->k;
+    const size_t rb = (size_t)vt_type_row_bytes((uint32_t)T, (uint64_t)E);
+    const int eb = (int)a->expert_begin, ee = (int)a->expert_end;
+    if (a->n_tokens <= VT_GPU_MM_VEC_MAX) {
+        dim3 g((unsigned)ceil_div(F, MOE_VEC_WARPS * MOE_VEC_ROWS), (unsigned)P);
+        k_moe_vec_gate_up<T, T><<<g, 32 * MOE_VEC_WARPS>>>(a->x, a->ldx, a->ids, (int)a->k, eb, ee,
+                                                           a->w_gate, a->w_up, rb, rb, E, F,
+                                                           (int)a->act, b->act_buf);
+    } else {
+        dim3 g((unsigned)b->max_tiles, (unsigned)ceil_div(F, MOE_BN));
+        k_moe_gemm<T, T, true><<<g, MOE_THREADS>>>(a->x, a->ldx, b->sorted, b->off, b->tiles,
+                                                    (int)a->n_expert, (int)a->k, a->w_gate,
+                                                    a->w_up, rb, rb, E, F, (int)a->act, b->act_buf);
+    }
+    return launched(ctx, "moe_ffn (gate/up)");
+}
+
+/* down (type T) for every pair in range: y */
+template <int T>
+static vt_status moe_down(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const moe_bufs *b)
+{
+    const int64_t E = a->n_embd, F = a->n_ff, P = a->n_tokens * a->k;
+    const size_t rb = (size_t)vt_type_row_bytes((uint32_t)T, (uint64_t)F);
+    const int eb = (int)a->expert_begin, ee = (int)a->expert_end;
+    if (a->n_tokens <= VT_GPU_MM_VEC_MAX) {
+        dim3 g((unsigned)ceil_div(E, MOE_VEC_WARPS * MOE_VEC_ROWS), (unsigned)P);
+        k_moe_vec_down<T><<<g, 32 * MOE_VEC_WARPS>>>(b->act_buf, a->ids, eb, ee, a->w_down, rb, E,
+                                                     F, b->y);
+    } else {
+        dim3 g((unsigned)b->max_tiles, (unsigned)ceil_div(E, MOE_BN));
+        k_moe_gemm<T, T, false><<<g, MOE_THREADS>>>(b->act_buf, F, b->sorted, b->off, b->tiles,
+                                                     (int)a->n_expert, (int)a->k, a->w_down, NULL,
+                                                     rb, 0, F, E, (int)a->act, b->y);
+    }
+    return launched(ctx, "moe_ffn (down)");
+}
+
+/* The types with kernels (every type backend-cuda's mat_mul has). */
+#define MOE_TYPES(X)                                                                              \
+    X(VT_TYPE_F32) X(VT_TYPE_F16) X(VT_TYPE_BF16) X(VT_TYPE_Q4_0) X(VT_TYPE_Q4_1) X(VT_TYPE_Q5_0) \
+    X(VT_TYPE_Q5_1) X(VT_TYPE_Q8_0) X(VT_TYPE_Q2_K) X(VT_TYPE_Q3_K) X(VT_TYPE_Q4_K)               \
+    X(VT_TYPE_Q5_K) X(VT_TYPE_Q6_K) X(VT_TYPE_IQ4_NL) X(VT_TYPE_IQ4_XS) X(VT_TYPE_MXFP4)
+
+static int moe_type_known(uint32_t t)
+{
+#define KNOWN(T) if (t == (uint32_t)(T)) return 1;
+    MOE_TYPES(KNOWN)
+#undef KNOWN
+    return 0;
+}
+
+static vt_status moe_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
+{
+    moe_bufs b = moe_carve(a);
+    const int64_t T = a->n_tokens, P = T * a->k;
+    const int eb = (int)a->expert_begin, ee = (int)a->expert_end;
+    if (T > VT_GPU_MM_VEC_MAX) {
+        k_moe_sort<<<1, MOE_SORT_THREADS>>>(a->ids, (int)P, (int)a->n_expert, eb, ee, b.off,
+                                            b.tiles, b.sorted, b.pos, b.cnt);
+        TRY(launched(ctx, "moe_ffn (sort)"));
+    }
+    vt_status st = VT_ERR_INTERNAL;
+#define GATE_UP(T_) if (a->type_gate == (uint32_t)(T_)) st = moe_gate_up<(T_)>(ctx, a, &b);
+    MOE_TYPES(GATE_UP)
+#undef GATE_UP
+    TRY(st);
+    st = VT_ERR_INTERNAL;
+#define DOWN(T_) if (a->type_down == (uint32_t)(T_)) st = moe_down<(T_)>(ctx, a, &b);
+    MOE_TYPES(DOWN)
+#undef DOWN
+    TRY(st);
+    k_moe_combine<<<dim3((unsigned)ceil_div(a->n_embd, 128), (unsigned)T), 128>>>(
+        a->ids, a->weights, T > VT_GPU_MM_VEC_MAX ? b.pos : NULL, b.y, a->n_embd, (int)a->k, eb,
+        ee, a->out, a->ldo);
+    return launched(ctx, "moe_ffn (combine)");
+}
+
+extern "C" vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
+{
+    NEED_CTX("moe_ffn");
+    CHECK(a, "moe_ffn: args is NULL");
+    CHECK(a->struct_size >= offsetof(vt_moe_ffn_args, name) + sizeof a->name,
+          "moe_ffn: args struct_size %u is smaller than ABI 1.2's", a->struct_size);
+    const char *nm = a->name ? a->name : "(unnamed experts)";
+    const int64_t T = a->n_tokens, K = a->k, E = a->n_embd, F = a->n_ff, NX = a->n_expert;
+    CHECK(T >= 0 && K >= 1 && E >= 1 && F >= 1 && NX >= 1,
+          "moe_ffn %s: n_tokens %lld, k %lld, n_embd %lld, n_ff %lld, n_expert %lld", nm,
+          (long long)T, (long long)K, (long long)E, (long long)F, (long long)NX);
+    CHECK(a->expert_begin >= 0 && a->expert_begin <= a->expert_end && a->expert_end <= NX,
+          "moe_ffn %s: expert range [%lld, %lld) not within [0, %lld]", nm,
+          (long long)a->expert_begin, (long long)a->expert_end, (long long)NX);
+    CHECK(a->act == VT_MOE_ACT_SILU || a->act == VT_MOE_ACT_GELU_TANH,
+          "moe_ffn %s: activation %u unknown", nm, a->act);
+    if (T == 0 || a->expert_begin == a->expert_end) return VT_OK;
+    CHECK(a->x && a->ids && a->weights && a->out && a->w_gate && a->w_up && a->w_down,
+          "moe_ffn %s: a pointer is NULL", nm);
+    CHECK(a->ldx >= E && a->ldo >= E, "moe_ffn %s: ldx %lld / ldo %lld < n_embd %lld", nm,
+          (long long)a->ldx, (long long)a->ldo, (long long)E);
+    const uint32_t types[3] = {a->type_gate, a->type_up, a->type_down};
+    for (int i = 0; i < 3; i++) {
+        if (!moe_type_known(types[i]))
+            return vt_gpu_fail(ctx->host, types[i] < VT_TYPE_SLOTS && vt_type_block_size(types[i])
+                                              ? VT_ERR_CAPABILITY : VT_ERR_INVALID_ARG,
+                               "moe_ffn %s: no kernels for weight type %s (id %u)", nm,
+                               types[i] < VT_TYPE_SLOTS ? vt_type_name(types[i]) : "?", types[i]);
+        int64_t n_in = i < 2 ? E : F;
+        int64_t blk = vt_type_block_size(types[i]);
+        CHECK(n_in % blk == 0 && n_in % MOE_BK == 0,
+              "moe_ffn %s: %s rows of %lld elements are not whole %s blocks of a multiple of 32",
+              nm, i == 0 ? "gate" : i == 1 ? "up" : "down", (long long)n_in,
+              vt_type_name(types[i]));
+    }
+    if (a->type_up != a->type_gate)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "moe_ffn %s: gate (%s) and up (%s) of "
+                           "different types are not implemented", nm, vt_type_name(a->type_gate),
+                           vt_type_name(a->type_up));
+    const size_t need = vt_moe_ffn_scratch_bytes(T, K, E, F, NX);
+    CHECK(a->scratch && a->scratch_bytes >= need,
+          "moe_ffn %s: scratch of %zu bytes, %zu needed (vt_moe_ffn_scratch_bytes)", nm,
+          a->scratch_bytes, need);
+    if (T * K > INT_MAX / 2 || T > 65535 || NX > INT_MAX / 2 ||
+        (T <= VT_GPU_MM_VEC_MAX && T * K > 65535))
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "moe_ffn %s: %lld tokens x top-%lld "
+                           "exceed the kernels' grid", nm, (long long)T, (long long)K);
+    TRY(vt_gpu_select_device(ctx, "moe_ffn"));
+    return moe_run(ctx, a);
+}
