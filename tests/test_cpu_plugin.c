@@ -62,6 +62,7 @@ static int cap_fn(const vt_backend_api *a, uint32_t id, const void **fn)
     case VT_CAP_OP_SOFTMAX_TOPK: *fn = (const void *)a->softmax_topk; return 1;
     case VT_CAP_OP_MOE_ROUTE: *fn = (const void *)a->moe_route; return 1;
     case VT_CAP_OP_MOE_FFN: *fn = (const void *)a->moe_ffn; return 1;
+    case VT_CAP_GRAPH: *fn = (const void *)a->graph_begin; return 1;
     }
     if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE) {
         *fn = (const void *)a->mat_mul[id - VT_CAP_MAT_MUL_BASE];

@@ -725,6 +725,8 @@ static void test_gated_delta_net(void **s)
     delta_case(33, 2, 4, 64, 64);
     delta_case(17, 1, 3, 32, 160); /* two column strips, odd d_v */
     delta_case(8, 16, 32, 128, 128); /* a real model's shape */
+    delta_case(70, 16, 32, 128, 128); /* ... over a prefill chunk (registers kernel) */
+    delta_case(5, 2, 3, 48, 40);   /* d_k without a registers kernel: the global-state one */
 }
 
 /* ---------------------------------------------------------------- elementwise */

@@ -623,6 +623,85 @@ static void test_moe_ffn_refusals(void **s)
     free_data(&d);
 }
 
+/* ---------------------------------------------------------------- graphs */
+
+/* A recorded step replays with the positions of d_pos at each replay:
+ * rope_neox_dpos, copy_rows_dpos and attention_dpos recorded once, replayed
+ * for positions 0..n-1 of a growing cache, equal (bit for bit: the same
+ * kernels) to rope_neox, copy_2d and attention run with host positions; a
+ * host-array op inside a recording is refused by name. backend-cpu declares
+ * VT_CAP_GRAPH ABSENT with a reason. */
+static void test_graph_replay(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    const vt_capability *cap = NULL;
+    for (uint32_t i = 0; i < B->n_caps; i++)
+        if (B->caps[i].id == VT_CAP_GRAPH) cap = &B->caps[i];
+    assert_non_null(cap);
+    if (is_cpu) {
+        assert_int_equal(cap->state, VT_CAP_ABSENT);
+        assert_non_null(cap->reason);
+        assert_null(B->graph_begin);
+        return;
+    }
+    assert_int_equal(cap->state, VT_CAP_PRESENT);
+    const int64_t nh = 4, nkv = 2, hd = 64, n_rot = 32, steps = 37, ctx_rows = 48;
+    const int64_t QD = nh * hd, KVD = nkv * hd;
+    float *q = xmalloc((size_t)QD * 4), *k = xmalloc((size_t)KVD * 4);
+    float *dq = dput(NULL, (size_t)QD * 4), *dk = dput(NULL, (size_t)KVD * 4);
+    float *dq2 = dput(NULL, (size_t)QD * 4), *dk2 = dput(NULL, (size_t)KVD * 4);
+    float *kc = dput(NULL, (size_t)(ctx_rows * KVD) * 4), *kc2 = dput(NULL, (size_t)(ctx_rows * KVD) * 4);
+    float *o = dput(NULL, (size_t)QD * 4), *o2 = dput(NULL, (size_t)QD * 4);
+    int32_t *dpos = dput(NULL, 4);
+    float *ho = xmalloc((size_t)QD * 4), *ho2 = xmalloc((size_t)QD * 4);
+    /* the recording: q, k come in through dq2/dk2, which are refreshed before each replay */
+    if (B->graph_begin(bctx) != VT_OK) fail_msg("graph_begin: %s", vt_last_error());
+    int32_t hp0 = 0;
+    vt_status refused = B->rope_neox(bctx, dq2, QD, hd, 1, nh, n_rot, &hp0, 10000.0f, NULL);
+    vt_graph *bad = NULL;
+    if (refused == VT_OK) fail_msg("rope_neox with host positions was accepted while recording");
+    if (!strstr(vt_last_error(), "rope_neox")) fail_msg("refusal does not name the op: %s", vt_last_error());
+    if (B->graph_end(bctx, &bad) == VT_OK && bad) B->graph_free(bctx, bad); /* the ended recording */
+    if (B->graph_begin(bctx) != VT_OK) fail_msg("graph_begin: %s", vt_last_error());
+    vt_status st = B->rope_neox_dpos(bctx, dq2, QD, hd, 1, nh, n_rot, dpos, 10000.0f, NULL);
+    if (st == VT_OK) st = B->rope_neox_dpos(bctx, dk2, KVD, hd, 1, nkv, n_rot, dpos, 10000.0f, NULL);
+    if (st == VT_OK) st = B->copy_rows_dpos(bctx, dk2, KVD, kc2, KVD, 1, KVD, dpos);
+    if (st == VT_OK)
+        st = B->attention_dpos(bctx, dq2, QD, hd, kc2, kc2, o2, QD, 1, nh, nkv, hd, dpos, ctx_rows,
+                               0, 0.125f, 0.0f);
+    vt_graph *g = NULL;
+    vt_status st_end = B->graph_end(bctx, &g);
+    if (st != VT_OK || st_end != VT_OK || !g) fail_msg("recording: %s", vt_last_error());
+    for (int32_t p = 0; p < steps; p++) {
+        for (int64_t i = 0; i < QD; i++) q[i] = urand(-1.0f, 1.0f);
+        for (int64_t i = 0; i < KVD; i++) k[i] = urand(-1.0f, 1.0f);
+        /* direct ops with host positions */
+        assert_int_equal(B->copy_h2d(bctx, dq, q, (size_t)QD * 4), VT_OK);
+        assert_int_equal(B->copy_h2d(bctx, dk, k, (size_t)KVD * 4), VT_OK);
+        assert_int_equal(B->rope_neox(bctx, dq, QD, hd, 1, nh, n_rot, &p, 10000.0f, NULL), VT_OK);
+        assert_int_equal(B->rope_neox(bctx, dk, KVD, hd, 1, nkv, n_rot, &p, 10000.0f, NULL), VT_OK);
+        assert_int_equal(B->copy_2d(bctx, dk, KVD, kc + (int64_t)p * KVD, KVD, 1, KVD), VT_OK);
+        assert_int_equal(B->attention(bctx, dq, QD, hd, kc, kc, o, QD, 1, nh, nkv, hd, p, p + 1, 0,
+                                      0.125f, 0.0f), VT_OK);
+        /* the replay */
+        assert_int_equal(B->copy_h2d(bctx, dq2, q, (size_t)QD * 4), VT_OK);
+        assert_int_equal(B->copy_h2d(bctx, dk2, k, (size_t)KVD * 4), VT_OK);
+        assert_int_equal(B->copy_h2d(bctx, dpos, &p, 4), VT_OK);
+        if (B->graph_launch(bctx, g) != VT_OK) fail_msg("graph_launch: %s", vt_last_error());
+        dget(ho, o, (size_t)QD * 4);
+        dget(ho2, o2, (size_t)QD * 4);
+        if (memcmp(ho, ho2, (size_t)QD * 4))
+            fail_msg("graph replay at position %d differs from the ops with host positions", p);
+    }
+    B->graph_free(bctx, g);
+    fprintf(stderr, "graph: one recording replayed at %lld positions == the host-position ops\n",
+            (long long)steps);
+    void *bufs[] = {dq, dk, dq2, dk2, kc, kc2, o, o2, dpos};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) B->free(bctx, bufs[i]);
+    free(q); free(k); free(ho); free(ho2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -630,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_moe_ffn_sizes),
         cmocka_unit_test(test_moe_ffn_types),
         cmocka_unit_test(test_moe_ffn_refusals),
+        cmocka_unit_test(test_graph_replay),
     };
     int rc = cmocka_run_group_tests(tests, NULL, teardown);
     return vt_test_exit(rc);

@@ -537,14 +537,24 @@ static void test_trained_greedy(void **state)
 #else
     static const uint32_t batches[] = {512, 1, 2, 3, 4, 5, 6, 7, 8};
 #endif
-    for (int rs = 0; rs < 2; rs++)
+    /* rs 0: resident (on a backend with graphs, decode steps replay a
+     * recorded graph), 1: streamed, 2: resident with graphs off (VT_GRAPH=0) */
+    for (int rs = 0; rs < 3; rs++)
         for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
-            vt_engine *e = open_engine(g_files[4].path, NULL, batches[bi], residency[rs]);
+            if (rs == 2 && (g_cpu || bi > 1)) break; /* the CPU has no graphs */
+            if (rs == 2) setenv("VT_GRAPH", "0", 1);
+            vt_engine *e = open_engine(g_files[4].path, NULL, batches[bi], residency[rs % 2]);
+            unsetenv("VT_GRAPH");
             if (!e) { cJSON_Delete(root); return; }
             if (rs == 1 && !vt_engine_streamer(e))
                 fail_msg("--set %s: the experts are not streamed", streamed);
             vt_model_info info;
             vt_engine_model_info(e, &info);
+            const char *want_path = rs == 0 && !g_cpu ? "graph" : "ops";
+            if (!info.decode_path || strncmp(info.decode_path, want_path, strlen(want_path)))
+                fail_msg("decode steps run as '%s', want '%s ...' (%s)",
+                         info.decode_path ? info.decode_path : "(null)", want_path,
+                         rs == 0 ? "resident" : rs == 1 ? "streamed" : "VT_GRAPH=0");
             float *lg = malloc(sizeof(float) * (size_t)info.n_vocab);
             for (int ci = 0; ci < n_cases; ci++) {
                 const cJSON *c = cJSON_GetArrayItem(cases, ci);
@@ -561,7 +571,7 @@ static void test_trained_greedy(void **state)
                         fail_msg("greedy '%s', %s, n_batch %u, device %s: token %d is %d, the "
                                  "reference has %d",
                                  cJSON_GetObjectItem(c, "prompt_text")->valuestring,
-                                 rs ? "streamed (12 slots)" : "resident", batches[bi],
+                                 rs == 1 ? "streamed (12 slots)" : rs ? "resident, graphs off" : "resident", batches[bi],
                                  VT_SWEEP_DEVICE, s, best, want[s]);
                     if (vt_engine_eval(e, &best, 1, lg, 0) != VT_OK)
                         fail_msg("%s", vt_last_error());
@@ -570,9 +580,10 @@ static void test_trained_greedy(void **state)
                 free(p);
                 free(want);
             }
-            printf("[sweep] trained bf16 greedy, %s, n_batch %u, device %s: %d x 48 tokens equal "
-                   "the reference\n", rs ? "streamed through 12 slots" : "resident", batches[bi],
-                   VT_SWEEP_DEVICE, n_cases);
+            printf("[sweep] trained bf16 greedy, %s, n_batch %u, device %s, decode %s: %d x 48 "
+                   "tokens equal the reference\n",
+                   rs == 1 ? "streamed through 12 slots" : "resident", batches[bi], VT_SWEEP_DEVICE,
+                   info.decode_path, n_cases);
             fflush(stdout);
             free(lg);
             vt_engine_close(e);

@@ -39,6 +39,7 @@ static const cap_def fixed_caps[] = {
     {VT_CAP_OP_SOFTMAX_TOPK, "op.softmax_topk", 0},
     {VT_CAP_OP_MOE_ROUTE, "op.moe_route", 2},
     {VT_CAP_OP_MOE_FFN, "op.moe_ffn", 2},
+    {VT_CAP_GRAPH, "graph", 2},
 };
 #define N_FIXED (sizeof fixed_caps / sizeof fixed_caps[0])
 
@@ -115,6 +116,12 @@ static const void *cap_function(const vt_backend_api *t, uint32_t id, int *has_f
     case VT_CAP_OP_SOFTMAX_TOPK: return (const void *)t->softmax_topk;
     case VT_CAP_OP_MOE_ROUTE: return (const void *)t->moe_route; /* minor >= 2 only */
     case VT_CAP_OP_MOE_FFN: return (const void *)t->moe_ffn;
+    case VT_CAP_GRAPH: /* all seven members or none */
+        if (t->graph_begin && t->graph_end && t->graph_launch && t->graph_free && t->rope_neox_dpos &&
+            t->attention_dpos && t->copy_rows_dpos)
+            return (const void *)t->graph_begin;
+        return (t->graph_begin || t->graph_end || t->graph_launch || t->graph_free ||
+                t->rope_neox_dpos || t->attention_dpos || t->copy_rows_dpos) ? (const void *)1 : NULL;
     default: break;
     }
     if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)
@@ -160,7 +167,8 @@ vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap)
         const void *fn = cap_function(t, c->id, &has_fn);
         if (c->state == VT_CAP_PRESENT) {
             if (has_fn && (!fn || (c->id == VT_CAP_PINNED_HOST_ALLOC &&
-                                   (!t->host_alloc_pinned || !t->host_free_pinned)))) {
+                                   (!t->host_alloc_pinned || !t->host_free_pinned)) ||
+                           (c->id == VT_CAP_GRAPH && fn == (const void *)1))) {
                 snprintf(why, why_cap, "capability '%s' declared PRESENT but its function is NULL",
                          vt_cap_name(c->id, name, sizeof name));
                 return VT_ERR_ABI;

@@ -228,8 +228,10 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     memset(&e->info, 0, sizeof e->info);
     e->info.struct_size = sizeof e->info;
     e->mapi->info(e->model, &e->info);
+    if (e->info.struct_size < offsetof(vt_model_info, decode_path) + sizeof e->info.decode_path)
+        e->info.decode_path = NULL; /* a model built for ABI 1.1 */
     if (e->info.struct_size < offsetof(vt_model_info, moe_path) + sizeof e->info.moe_path)
-        e->info.moe_path = NULL; /* a model built for ABI 1.1 */
+        e->info.moe_path = NULL;
     if (e->info.n_ctx_train && e->info.n_ctx > e->info.n_ctx_train)
         vt_log(VT_LOG_WARN, "context of %u tokens exceeds the %u the model was trained with; "
                "quality past %u tokens is not expected", e->info.n_ctx, e->info.n_ctx_train,

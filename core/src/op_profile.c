@@ -242,6 +242,16 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
     if (real->struct_size >= VT_BACKEND_API_SIZE_1_2) { /* members of ABI 1.2 */
         WRAP(moe_route, w_moe_route);
         WRAP(moe_ffn, w_moe_ffn);
+        /* a recorded graph runs as one launch, which per-op times cannot see
+         * into (and a synchronize inside a recording is not allowed): with
+         * every op profiled the models run their ops one by one */
+        t->graph_begin = NULL;
+        t->graph_end = NULL;
+        t->graph_launch = NULL;
+        t->graph_free = NULL;
+        t->rope_neox_dpos = NULL;
+        t->attention_dpos = NULL;
+        t->copy_rows_dpos = NULL;
     }
     for (int i = 0; i < VT_TYPE_SLOTS; i++) {
         WRAP(mat_mul[i], w_mat_mul);

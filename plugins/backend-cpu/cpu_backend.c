@@ -409,6 +409,8 @@ static const vt_capability cpu_caps[] = {
     PRESENT(VT_CAP_OP_SOFTMAX_TOPK),
     PRESENT(VT_CAP_OP_MOE_ROUTE),
     PRESENT(VT_CAP_OP_MOE_FFN),
+    ABSENT(VT_CAP_GRAPH, "ops run synchronously on the calling thread's pool: there is no launch "
+           "cost for a recorded graph to save"),
     /* weight types: every id that vt/types.h names */
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),

@@ -180,6 +180,14 @@ extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_
     ctx->device = device;
     ctx->host = host;
     snprintf(ctx->name, sizeof ctx->name, "%s", prop.name);
+    vt_gpu_stream st = NULL;
+    e = vt_gpu_stream_create(&st);
+    if (e != vt_gpu_success) {
+        free(ctx);
+        return vt_gpu_fail(host, vt_gpu_status_of(e), "init: " VT_GPU_RT "StreamCreate on device %d "
+                           "(%s) failed: %s", device, prop.name, vt_gpu_get_error_string(e));
+    }
+    ctx->stream = (void *)st;
     vt_gpu_ops_init(ctx);
     if (host && host->log) {
         char total[32];
@@ -198,6 +206,8 @@ extern "C" void vt_gpu_shutdown(vt_backend_ctx *ctx)
     if (vt_gpu_set_device(ctx->device) == vt_gpu_success) (void)vt_gpu_device_synchronize();
     (void)vt_gpu_get_last_error();
     vt_gpu_ops_release(ctx);
+    if (ctx->stream) (void)vt_gpu_stream_destroy((vt_gpu_stream)ctx->stream);
+    (void)vt_gpu_get_last_error();
     free(ctx);
 }
 
@@ -351,11 +361,11 @@ extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t b
     if (head > bytes) head = bytes;
     size_t n_words = (bytes - head) / 16;
     size_t tail = bytes - head - n_words * 16;
-    if (head) vt_gpu_zero_bytes<<<1, ZERO_THREADS>>>(p, head);
-    if (n_words) vt_gpu_zero_words<<<zero_blocks(n_words), ZERO_THREADS>>>((uint4 *)(p + head), n_words);
-    if (tail) vt_gpu_zero_bytes<<<1, ZERO_THREADS>>>(p + head + n_words * 16, tail);
-    vt_gpu_error e = vt_gpu_get_last_error(); /* launch errors */
-    if (e == vt_gpu_success) e = vt_gpu_device_synchronize(); /* execution errors */
+    if (head) vt_gpu_zero_bytes<<<1, ZERO_THREADS, 0, VT_ST>>>(p, head);
+    if (n_words) vt_gpu_zero_words<<<zero_blocks(n_words), ZERO_THREADS, 0, VT_ST>>>((uint4 *)(p + head), n_words);
+    if (tail) vt_gpu_zero_bytes<<<1, ZERO_THREADS, 0, VT_ST>>>(p + head + n_words * 16, tail);
+    /* launch errors now; execution errors at the next synchronising call, as for every op */
+    vt_gpu_error e = vt_gpu_get_last_error();
     if (e != vt_gpu_success) {
         char h[32];
         vt_gpu_human_bytes(bytes, h, sizeof h);

@@ -28,7 +28,8 @@
  * limit, VT_ERR_IO for any other runtime error (driver, launch, copy, cuBLAS).
  *
  * Execution model: one context drives one device; every kernel runs on the
- * legacy default stream, in issue order. An op returns once its kernels are
+ * context's stream, in issue order (a blocking stream, so the synchronous
+ * copies, which use the legacy default stream, stay ordered with it). An op returns once its kernels are
  * enqueued (launch errors are checked at once, execution errors surface at
  * the next synchronising call); copies to the host synchronise. Host arrays
  * an op takes (ids, idx, wt, pos) are copied into the context's device
@@ -78,6 +79,9 @@ struct vt_backend_ctx {
     uint8_t *ring_host, *ring_dev;
     size_t ring_off;
     int ring_state;       /* 0 untried, 1 ready, -1 unavailable */
+    void *stream;         /* vt_gpu_stream every op runs on (blocking: ordered with the
+                             legacy stream that the synchronous copies use); NULL: legacy */
+    int capturing;        /* between graph_begin and graph_end (ops are recorded) */
 };
 
 /* Devices the runtime sees now; 0 when the runtime reports an error
@@ -254,6 +258,23 @@ vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, int64_t n_r
                            float *weights);
 vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 
+/* ---- decode graphs (ABI 1.2, capability VT_CAP_GRAPH): gpu_ops.cu ---- */
+vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx);
+vt_status vt_gpu_graph_end(vt_backend_ctx *ctx, vt_graph **out);
+vt_status vt_gpu_graph_launch(vt_backend_ctx *ctx, vt_graph *g);
+void vt_gpu_graph_free(vt_backend_ctx *ctx, vt_graph *g);
+vt_status vt_gpu_rope_neox_dpos(vt_backend_ctx *ctx, float *x, int64_t ld_token, int64_t ld_head,
+                                int64_t n_tokens, int64_t n_head, int64_t n_rot,
+                                const int32_t *pos, float base, const float *freq_factors);
+vt_status vt_gpu_attention_dpos(vt_backend_ctx *ctx, const float *q, int64_t ldq, int64_t ldq_head,
+                                const float *k_cache, const float *v_cache, float *out,
+                                int64_t ldo, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
+                                int64_t head_dim, const int32_t *pos0, int64_t n_kv_max,
+                                int64_t window, float scale, float softcap);
+vt_status vt_gpu_copy_rows_dpos(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
+                                int64_t ld_dst, int64_t n_rows, int64_t n_cols,
+                                const int32_t *row0);
+
 #ifdef __cplusplus
 }
 
@@ -264,6 +285,8 @@ vt_status vt_gpu_fail(const vt_host_api *host, vt_status st, const char *fmt, ..
     __attribute__((format(printf, 3, 4)));
 /* The vt_status of a runtime error; clears the runtime's last error. */
 vt_status vt_gpu_status_of(vt_gpu_error e);
+/* The context's stream as the vendor type (launches: <<<g, b, sh, VT_ST>>>). */
+#define VT_ST ((vt_gpu_stream)ctx->stream)
 /* Select the context's device; on failure sets the error naming op. */
 vt_status vt_gpu_select_device(vt_backend_ctx *ctx, const char *op);
 /* "1.19 GiB" */

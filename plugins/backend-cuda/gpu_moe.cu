@@ -128,7 +128,7 @@ extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, 
                            "most %d) or %lld rows exceed the kernel", (long long)n, ROUTE_MAX_N,
                            (long long)n_rows);
     TRY(vt_gpu_select_device(ctx, "moe_route"));
-    k_moe_route<<<(unsigned)n_rows, ROUTE_THREADS, (size_t)n * sizeof(float)>>>(
+    k_moe_route<<<(unsigned)n_rows, ROUTE_THREADS, (size_t)n * sizeof(float), VT_ST>>>(
         logits, (int)n, (int)k, renorm, expert_scale, ids, weights);
     return launched(ctx, "moe_route");
 }
@@ -512,12 +512,12 @@ static vt_status moe_gate_up(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, cons
     const int eb = (int)a->expert_begin, ee = (int)a->expert_end;
     if (a->n_tokens <= VT_GPU_MM_VEC_MAX) {
         dim3 g((unsigned)ceil_div(F, MOE_VEC_WARPS * MOE_VEC_ROWS), (unsigned)P);
-        k_moe_vec_gate_up<T, T><<<g, 32 * MOE_VEC_WARPS>>>(a->x, a->ldx, a->ids, (int)a->k, eb, ee,
+        k_moe_vec_gate_up<T, T><<<g, 32 * MOE_VEC_WARPS, 0, VT_ST>>>(a->x, a->ldx, a->ids, (int)a->k, eb, ee,
                                                            a->w_gate, a->w_up, rb, rb, E, F,
                                                            (int)a->act, b->act_buf);
     } else {
         dim3 g((unsigned)b->max_tiles, (unsigned)ceil_div(F, MOE_BN));
-        k_moe_gemm<T, T, true><<<g, MOE_THREADS>>>(a->x, a->ldx, b->sorted, b->off, b->tiles,
+        k_moe_gemm<T, T, true><<<g, MOE_THREADS, 0, VT_ST>>>(a->x, a->ldx, b->sorted, b->off, b->tiles,
                                                     (int)a->n_expert, (int)a->k, a->w_gate,
                                                     a->w_up, rb, rb, E, F, (int)a->act, b->act_buf);
     }
@@ -533,11 +533,11 @@ static vt_status moe_down(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const m
     const int eb = (int)a->expert_begin, ee = (int)a->expert_end;
     if (a->n_tokens <= VT_GPU_MM_VEC_MAX) {
         dim3 g((unsigned)ceil_div(E, MOE_VEC_WARPS * MOE_VEC_ROWS), (unsigned)P);
-        k_moe_vec_down<T><<<g, 32 * MOE_VEC_WARPS>>>(b->act_buf, a->ids, eb, ee, a->w_down, rb, E,
+        k_moe_vec_down<T><<<g, 32 * MOE_VEC_WARPS, 0, VT_ST>>>(b->act_buf, a->ids, eb, ee, a->w_down, rb, E,
                                                      F, b->y);
     } else {
         dim3 g((unsigned)b->max_tiles, (unsigned)ceil_div(E, MOE_BN));
-        k_moe_gemm<T, T, false><<<g, MOE_THREADS>>>(b->act_buf, F, b->sorted, b->off, b->tiles,
+        k_moe_gemm<T, T, false><<<g, MOE_THREADS, 0, VT_ST>>>(b->act_buf, F, b->sorted, b->off, b->tiles,
                                                      (int)a->n_expert, (int)a->k, a->w_down, NULL,
                                                      rb, 0, F, E, (int)a->act, b->y);
     }
@@ -564,7 +564,7 @@ static vt_status moe_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
     const int64_t T = a->n_tokens, P = T * a->k;
     const int eb = (int)a->expert_begin, ee = (int)a->expert_end;
     if (T > VT_GPU_MM_VEC_MAX) {
-        k_moe_sort<<<1, MOE_SORT_THREADS>>>(a->ids, (int)P, (int)a->n_expert, eb, ee, b.off,
+        k_moe_sort<<<1, MOE_SORT_THREADS, 0, VT_ST>>>(a->ids, (int)P, (int)a->n_expert, eb, ee, b.off,
                                             b.tiles, b.sorted, b.pos, b.cnt);
         TRY(launched(ctx, "moe_ffn (sort)"));
     }
@@ -578,7 +578,7 @@ static vt_status moe_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
     MOE_TYPES(DOWN)
 #undef DOWN
     TRY(st);
-    k_moe_combine<<<dim3((unsigned)ceil_div(a->n_embd, 128), (unsigned)T), 128>>>(
+    k_moe_combine<<<dim3((unsigned)ceil_div(a->n_embd, 128), (unsigned)T), 128, 0, VT_ST>>>(
         a->ids, a->weights, T > VT_GPU_MM_VEC_MAX ? b.pos : NULL, b.y, a->n_embd, (int)a->k, eb,
         ee, a->out, a->ldo);
     return launched(ctx, "moe_ffn (combine)");

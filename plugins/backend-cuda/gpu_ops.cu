@@ -130,6 +130,10 @@ static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t
                          int host_mem)
 {
     if (*cap >= bytes) return VT_OK;
+    if (ctx->capturing)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: its scratch would grow to %zu bytes "
+                           "while a graph is being recorded; run the op once before recording",
+                           op, bytes);
     size_t want = *cap ? *cap : 4096;
     while (want < bytes) want *= 2;
     if (*buf) {
@@ -208,6 +212,11 @@ static int ring_ready(vt_backend_ctx *ctx)
 static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size_t a_bytes,
                         const void *b, size_t b_bytes, void **da, void **db)
 {
+    if (ctx->capturing) /* a replay would copy the values of the recording */
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: an op with host array arguments "
+                           "cannot be recorded into a graph (graph_begin .. graph_end); the "
+                           "device-position ops (rope_neox_dpos, attention_dpos, copy_rows_dpos) "
+                           "are the ones to record", op);
     size_t off_b = (a_bytes + 255) & ~(size_t)255;
     size_t need = (off_b + b_bytes + 255) & ~(size_t)255;
     if (need <= RING_BYTES / 4 && ring_ready(ctx)) {
@@ -223,7 +232,7 @@ static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size
         uint8_t *hp = ctx->ring_host + ctx->ring_off, *dp = ctx->ring_dev + ctx->ring_off;
         memcpy(hp, a, a_bytes);
         if (b_bytes) memcpy(hp + off_b, b, b_bytes);
-        vt_gpu_error e = vt_gpu_memcpy_async(dp, hp, off_b + b_bytes, vt_gpu_memcpy_h2d, 0);
+        vt_gpu_error e = vt_gpu_memcpy_async(dp, hp, off_b + b_bytes, vt_gpu_memcpy_h2d, VT_ST);
         if (e != vt_gpu_success)
             return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: upload of %zu bytes of host "
                                "arguments to device %d failed: %s", op, a_bytes + b_bytes,
@@ -531,7 +540,7 @@ static vt_status blas_handle(vt_backend_ctx *ctx, const char *nm)
     cublasHandle_t h = NULL;
     cublasStatus_t s = blas.create(&h);
     if (s == CUBLAS_STATUS_SUCCESS) s = blas.set_math_mode(h, CUBLAS_DEFAULT_MATH); /* no TF32 */
-    if (s == CUBLAS_STATUS_SUCCESS) s = blas.set_stream(h, 0); /* the legacy default stream */
+    if (s == CUBLAS_STATUS_SUCCESS) s = blas.set_stream(h, VT_ST); /* the context's stream */
     if (s != CUBLAS_STATUS_SUCCESS) {
         if (h) blas.destroy(h);
         return vt_gpu_fail(ctx->host, s == CUBLAS_STATUS_ALLOC_FAILED ? VT_ERR_OUT_OF_MEMORY : VT_ERR_IO,
@@ -572,17 +581,17 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
             /* float4 activations when aligned (k_mm_vec_q); the token count
              * rounded up to 1, 2, 4 or 8 */
             if ((uintptr_t)x % 16 != 0 || ldx % 4 != 0)
-                k_mm_vec_q<T, false, 8><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+                k_mm_vec_q<T, false, 8><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
             else if (nt == 1)
-                k_mm_vec_q<T, true, 1><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+                k_mm_vec_q<T, true, 1><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
             else if (nt == 2)
-                k_mm_vec_q<T, true, 2><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+                k_mm_vec_q<T, true, 2><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
             else if (nt <= 4)
-                k_mm_vec_q<T, true, 4><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+                k_mm_vec_q<T, true, 4><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
             else
-                k_mm_vec_q<T, true, 8><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+                k_mm_vec_q<T, true, 8><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
         } else {
-            k_mm_vec<T><<<grid, threads>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+            k_mm_vec<T><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
         }
         return launched(ctx, "mat_mul");
     }
@@ -606,7 +615,7 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
             return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "mat_mul %s: %lld rows x %lld tokens "
                                "exceed the grid", nm, (long long)w->n_out, (long long)n_tokens);
         dim3 grid((unsigned)gx, (unsigned)gy);
-        k_mm_tiled<T><<<grid, 256>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, n_tokens);
+        k_mm_tiled<T><<<grid, 256, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, n_tokens);
         return launched(ctx, "mat_mul");
     }
 
@@ -638,7 +647,7 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
             a = (const float *)(wd + (size_t)r0 * rb);
         } else {
             /* the previous chunk's SGEMM, queued before, has read wbuf when this runs */
-            k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256>>>(
+            k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
                 wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (float *)ctx->wbuf);
             TRY(launched(ctx, "mat_mul"));
             a = (const float *)ctx->wbuf;
@@ -674,7 +683,7 @@ static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32
     TRY(vt_gpu_select_device(ctx, "get_rows"));
     void *dids;
     TRY(upload(ctx, "get_rows", ids, (size_t)n * sizeof(int32_t), NULL, 0, &dids, NULL));
-    k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, n), 256), 256>>>(
+    k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, n), 256), 256, 0, VT_ST>>>(
         (const uint8_t *)w->data, (size_t)w->row_bytes, w->n_in, (const int32_t *)dids, n, out);
     return launched(ctx, "get_rows");
 }
@@ -742,7 +751,7 @@ static vt_status norm_op(vt_backend_ctx *ctx, const char *op, const float *x, in
     CHECK(eps >= 0.0f, "%s: eps %g < 0", op, (double)eps);
     CHECK(n_rows <= INT_MAX, "%s: %lld rows exceed the grid", op, (long long)n_rows);
     TRY(vt_gpu_select_device(ctx, op));
-    k_norm<<<(unsigned)n_rows, NORM_THREADS>>>(x, ldx, w, y, ldy, n, eps, l2);
+    k_norm<<<(unsigned)n_rows, NORM_THREADS, 0, VT_ST>>>(x, ldx, w, y, ldy, n, eps, l2);
     return launched(ctx, op);
 }
 
@@ -802,9 +811,31 @@ extern "C" vt_status vt_gpu_rope_neox(vt_backend_ctx *ctx, float *x, int64_t ld_
     TRY(vt_gpu_select_device(ctx, "rope_neox"));
     void *dpos;
     TRY(upload(ctx, "rope_neox", pos, (size_t)n_tokens * sizeof(int32_t), NULL, 0, &dpos, NULL));
-    k_rope<<<grid_for(n_tokens * n_head * (n_rot / 2), 256), 256>>>(
+    k_rope<<<grid_for(n_tokens * n_head * (n_rot / 2), 256), 256, 0, VT_ST>>>(
         x, ld_token, ld_head, n_tokens, n_head, n_rot, (const int32_t *)dpos, base, freq_factors);
     return launched(ctx, "rope_neox");
+}
+
+extern "C" vt_status vt_gpu_rope_neox_dpos(vt_backend_ctx *ctx, float *x, int64_t ld_token,
+                                           int64_t ld_head, int64_t n_tokens, int64_t n_head,
+                                           int64_t n_rot, const int32_t *pos, float base,
+                                           const float *freq_factors)
+{
+    NEED_CTX("rope_neox_dpos");
+    CHECK(n_tokens >= 0 && n_head >= 0, "rope_neox_dpos: n_tokens %lld, n_head %lld",
+          (long long)n_tokens, (long long)n_head);
+    CHECK(n_rot > 0 && n_rot % 2 == 0, "rope_neox_dpos: n_rot %lld is not a positive even number",
+          (long long)n_rot);
+    if (n_tokens == 0 || n_head == 0) return VT_OK;
+    CHECK(x && pos, "rope_neox_dpos: x or pos is NULL");
+    CHECK((n_head == 1 || ld_head >= n_rot) && (n_tokens == 1 || ld_token >= n_rot),
+          "rope_neox_dpos: strides ld_token %lld, ld_head %lld too small for n_rot %lld",
+          (long long)ld_token, (long long)ld_head, (long long)n_rot);
+    CHECK(base > 0.0f, "rope_neox_dpos: base %g <= 0", (double)base);
+    TRY(vt_gpu_select_device(ctx, "rope_neox_dpos"));
+    k_rope<<<grid_for(n_tokens * n_head * (n_rot / 2), 256), 256, 0, VT_ST>>>(
+        x, ld_token, ld_head, n_tokens, n_head, n_rot, pos, base, freq_factors);
+    return launched(ctx, "rope_neox_dpos");
 }
 
 /* ======================= attention ======================= */
@@ -818,9 +849,10 @@ template <int C>
 static __global__ void k_attn(const float *q, int64_t ldq, int64_t ldq_head, const float *k,
                               const float *v, float *out, int64_t ldo, int64_t n_head,
                               int64_t n_gqa, int64_t hd, int64_t ld_kv, int64_t pos0,
-                              int64_t window, float scale, float softcap)
+                              const int32_t *pos0_dev, int64_t window, float scale, float softcap)
 {
     __shared__ float sm[ATTN_WARPS], sl[ATTN_WARPS];
+    if (pos0_dev) pos0 = *pos0_dev; /* attention_dpos */
     __shared__ float sacc[ATTN_WARPS][32 * C];
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head, kvh = h / n_gqa;
@@ -879,48 +911,77 @@ static __global__ void k_attn(const float *q, int64_t ldq, int64_t ldq_head, con
     }
 }
 
+/* attention and attention_dpos: pos0_dev NULL (pos0, n_kv from the host) or
+ * the device int32 holding pos0 (n_kv then pos0 + n_tokens <= n_kv, unchecked
+ * on the host). */
+static vt_status attention_impl(vt_backend_ctx *ctx, const char *op, const float *q, int64_t ldq,
+                                int64_t ldq_head, const float *k_cache, const float *v_cache,
+                                float *out, int64_t ldo, int64_t n_tokens, int64_t n_head,
+                                int64_t n_head_kv, int64_t head_dim, int64_t pos0,
+                                const int32_t *pos0_dev, int64_t n_kv, int64_t window, float scale,
+                                float softcap)
+{
+    NEED_CTX("attention");
+    CHECK(n_tokens >= 0, "%s: n_tokens %lld < 0", op, (long long)n_tokens);
+    CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
+          "%s: n_head %lld is not a positive multiple of n_head_kv %lld", op, (long long)n_head,
+          (long long)n_head_kv);
+    CHECK(head_dim > 0, "%s: head_dim %lld <= 0", op, (long long)head_dim);
+    CHECK(pos0 >= 0 && window >= 0, "%s: pos0 %lld, window %lld", op, (long long)pos0,
+          (long long)window);
+    if (n_tokens == 0) return VT_OK;
+    CHECK(pos0 + n_tokens <= n_kv,
+          "%s: positions up to %lld need the cache to hold them, but n_kv is %lld", op,
+          (long long)(pos0 + n_tokens - 1), (long long)n_kv);
+    CHECK(q && k_cache && v_cache && out, "%s: a pointer is NULL", op);
+    CHECK((n_head == 1 || ldq_head >= head_dim) && (n_tokens == 1 || ldq >= head_dim),
+          "%s: q strides ldq %lld, ldq_head %lld too small for %lld heads of %lld", op,
+          (long long)ldq, (long long)ldq_head, (long long)n_head, (long long)head_dim);
+    CHECK(ldo >= n_head * head_dim, "%s: ldo %lld < n_head·head_dim %lld", op, (long long)ldo,
+          (long long)(n_head * head_dim));
+    if (head_dim > VT_GPU_ATTN_MAX_HEAD_DIM)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: head_dim %lld exceeds the "
+                           "kernel's limit of %d", op, (long long)head_dim, VT_GPU_ATTN_MAX_HEAD_DIM);
+    if (n_tokens * n_head > INT_MAX)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: %lld tokens x %lld heads "
+                           "exceed the grid", op, (long long)n_tokens, (long long)n_head);
+    TRY(vt_gpu_select_device(ctx, op));
+    unsigned nb = (unsigned)(n_tokens * n_head), nt = 32 * ATTN_WARPS;
+    int64_t g = n_head / n_head_kv, ld_kv = n_head_kv * head_dim;
+#define ATTN_LAUNCH(C)                                                                         \
+    k_attn<C><<<nb, nt, 0, VT_ST>>>(q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g,     \
+                                    head_dim, ld_kv, pos0, pos0_dev, window, scale, softcap)
+    if (head_dim <= 64) ATTN_LAUNCH(2);
+    else if (head_dim <= 128) ATTN_LAUNCH(4);
+    else if (head_dim <= 256) ATTN_LAUNCH(8);
+    else ATTN_LAUNCH(16);
+#undef ATTN_LAUNCH
+    return launched(ctx, op);
+}
+
 extern "C" vt_status vt_gpu_attention(vt_backend_ctx *ctx, const float *q, int64_t ldq,
                                       int64_t ldq_head, const float *k_cache, const float *v_cache,
                                       float *out, int64_t ldo, int64_t n_tokens, int64_t n_head,
                                       int64_t n_head_kv, int64_t head_dim, int64_t pos0,
                                       int64_t n_kv, int64_t window, float scale, float softcap)
 {
-    NEED_CTX("attention");
-    CHECK(n_tokens >= 0, "attention: n_tokens %lld < 0", (long long)n_tokens);
-    CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
-          "attention: n_head %lld is not a positive multiple of n_head_kv %lld", (long long)n_head,
-          (long long)n_head_kv);
-    CHECK(head_dim > 0, "attention: head_dim %lld <= 0", (long long)head_dim);
-    CHECK(pos0 >= 0 && window >= 0, "attention: pos0 %lld, window %lld", (long long)pos0,
-          (long long)window);
-    if (n_tokens == 0) return VT_OK;
-    CHECK(pos0 + n_tokens <= n_kv,
-          "attention: positions up to %lld need the cache to hold them, but n_kv is %lld",
-          (long long)(pos0 + n_tokens - 1), (long long)n_kv);
-    CHECK(q && k_cache && v_cache && out, "attention: a pointer is NULL");
-    CHECK((n_head == 1 || ldq_head >= head_dim) && (n_tokens == 1 || ldq >= head_dim),
-          "attention: q strides ldq %lld, ldq_head %lld too small for %lld heads of %lld",
-          (long long)ldq, (long long)ldq_head, (long long)n_head, (long long)head_dim);
-    CHECK(ldo >= n_head * head_dim, "attention: ldo %lld < n_head·head_dim %lld", (long long)ldo,
-          (long long)(n_head * head_dim));
-    if (head_dim > VT_GPU_ATTN_MAX_HEAD_DIM)
-        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "attention: head_dim %lld exceeds the "
-                           "kernel's limit of %d", (long long)head_dim, VT_GPU_ATTN_MAX_HEAD_DIM);
-    if (n_tokens * n_head > INT_MAX)
-        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "attention: %lld tokens x %lld heads "
-                           "exceed the grid", (long long)n_tokens, (long long)n_head);
-    TRY(vt_gpu_select_device(ctx, "attention"));
-    unsigned nb = (unsigned)(n_tokens * n_head), nt = 32 * ATTN_WARPS;
-    int64_t g = n_head / n_head_kv, ld_kv = n_head_kv * head_dim;
-#define ATTN_LAUNCH(C)                                                                         \
-    k_attn<C><<<nb, nt>>>(q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g, head_dim,   \
-                          ld_kv, pos0, window, scale, softcap)
-    if (head_dim <= 64) ATTN_LAUNCH(2);
-    else if (head_dim <= 128) ATTN_LAUNCH(4);
-    else if (head_dim <= 256) ATTN_LAUNCH(8);
-    else ATTN_LAUNCH(16);
-#undef ATTN_LAUNCH
-    return launched(ctx, "attention");
+    return attention_impl(ctx, "attention", q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_tokens,
+                          n_head, n_head_kv, head_dim, pos0, NULL, n_kv, window, scale, softcap);
+}
+
+extern "C" vt_status vt_gpu_attention_dpos(vt_backend_ctx *ctx, const float *q, int64_t ldq,
+                                           int64_t ldq_head, const float *k_cache,
+                                           const float *v_cache, float *out, int64_t ldo,
+                                           int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
+                                           int64_t head_dim, const int32_t *pos0,
+                                           int64_t n_kv_max, int64_t window, float scale,
+                                           float softcap)
+{
+    if (ctx && !pos0)
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "attention_dpos: pos0 is NULL");
+    return attention_impl(ctx, "attention_dpos", q, ldq, ldq_head, k_cache, v_cache, out, ldo,
+                          n_tokens, n_head, n_head_kv, head_dim, 0, pos0, n_kv_max, window, scale,
+                          softcap);
 }
 
 /* ======================= causal conv ======================= */
@@ -970,7 +1031,7 @@ extern "C" vt_status vt_gpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_
           (long long)ldy, (long long)n_ch);
     CHECK(x != y, "ssm_conv: y must not alias x (later tokens read earlier inputs)");
     TRY(vt_gpu_select_device(ctx, "ssm_conv"));
-    k_ssm_conv<<<(unsigned)ceil_div(n_ch, 128), 128>>>(x, ldx, w, state, y, ldy, n_tokens, n_ch,
+    k_ssm_conv<<<(unsigned)ceil_div(n_ch, 128), 128, 0, VT_ST>>>(x, ldx, w, state, y, ldy, n_tokens, n_ch,
                                                         d_conv);
     return launched(ctx, "ssm_conv");
 }
@@ -1023,6 +1084,74 @@ static __global__ void k_delta(const float *q, const float *k, int64_t ldqk, con
     }
 }
 
+/* The same recurrence with the column of the state in registers, for d_k =
+ * DK (a multiple of 32, at most 128): block (h, strip of 32 columns), one
+ * warp; the state is read once before the first token and written once
+ * after the last. The per-token products are the same float32 operations as
+ * k_delta; the two dot products accumulate in double in four interleaved
+ * partial sums (terms i ≡ r mod 4, added in order, then ((p0 + p1) + p2) + p3),
+ * so they differ from the CPU's single running sum by double rounding only
+ * (~1e-16 relative) before the one rounding to float. */
+#define DN_RCOLS 32
+template <int DK>
+static __global__ void __launch_bounds__(32)
+k_delta_reg(const float *__restrict__ q, const float *__restrict__ k, int64_t ldqk,
+            const float *__restrict__ v, int64_t ldv, const float *__restrict__ g,
+            const float *__restrict__ beta, float *__restrict__ state, float *__restrict__ out,
+            int64_t ldo, int64_t n_tokens, int64_t n_k, int64_t n_v, int64_t d_v)
+{
+    __shared__ float kt[DK], qt[DK];
+    const int lane = threadIdx.x;
+    const int64_t h = blockIdx.x, kh = h % n_k; /* tiled head order, qwen35moe.md §5.7.3 */
+    const int64_t j = (int64_t)blockIdx.y * DN_RCOLS + lane;
+    const bool live = j < d_v;
+    float *S = state + h * (int64_t)DK * d_v;
+    float col[DK];
+#pragma unroll
+    for (int i = 0; i < DK; i++) col[i] = live ? S[(int64_t)i * d_v + j] : 0.0f;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        __syncthreads();
+        for (int i = lane; i < DK; i += 32) {
+            kt[i] = k[t * ldqk + kh * DK + i];
+            qt[i] = q[t * ldqk + kh * DK + i];
+        }
+        __syncthreads();
+        const float eg = (float)exp((double)g[t * n_v + h]);
+        const float b = beta[t * n_v + h];
+        double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0;
+#pragma unroll
+        for (int i = 0; i < DK; i += 4) {
+            col[i] = __fmul_rn(col[i], eg);
+            col[i + 1] = __fmul_rn(col[i + 1], eg);
+            col[i + 2] = __fmul_rn(col[i + 2], eg);
+            col[i + 3] = __fmul_rn(col[i + 3], eg);
+            m0 += (double)col[i] * (double)kt[i];
+            m1 += (double)col[i + 1] * (double)kt[i + 1];
+            m2 += (double)col[i + 2] * (double)kt[i + 2];
+            m3 += (double)col[i + 3] * (double)kt[i + 3];
+        }
+        const double m = ((m0 + m1) + m2) + m3;
+        const float vj = live ? v[t * ldv + h * d_v + j] : 0.0f;
+        const float dl = __fmul_rn(b, __fsub_rn(vj, (float)m));
+        double o0 = 0.0, o1 = 0.0, o2 = 0.0, o3 = 0.0;
+#pragma unroll
+        for (int i = 0; i < DK; i += 4) {
+            col[i] = __fadd_rn(col[i], __fmul_rn(kt[i], dl));
+            col[i + 1] = __fadd_rn(col[i + 1], __fmul_rn(kt[i + 1], dl));
+            col[i + 2] = __fadd_rn(col[i + 2], __fmul_rn(kt[i + 2], dl));
+            col[i + 3] = __fadd_rn(col[i + 3], __fmul_rn(kt[i + 3], dl));
+            o0 += (double)col[i] * (double)qt[i];
+            o1 += (double)col[i + 1] * (double)qt[i + 1];
+            o2 += (double)col[i + 2] * (double)qt[i + 2];
+            o3 += (double)col[i + 3] * (double)qt[i + 3];
+        }
+        if (live) out[t * ldo + h * d_v + j] = (float)(((o0 + o1) + o2) + o3);
+    }
+    if (live)
+#pragma unroll
+        for (int i = 0; i < DK; i++) S[(int64_t)i * d_v + j] = col[i];
+}
+
 extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q, const float *k,
                                             int64_t ldqk, const float *v, int64_t ldv,
                                             const float *g, const float *beta, float *state,
@@ -1044,9 +1173,23 @@ extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q,
                            "d_v %lld exceed the kernel's limits (d_k <= 6144)", (long long)d_k,
                            (long long)n_v, (long long)d_v);
     TRY(vt_gpu_select_device(ctx, "gated_delta_net"));
+    if ((d_k == 128 || d_k == 64 || d_k == 32) && n_v <= INT_MAX &&
+        ceil_div(d_v, DN_RCOLS) <= 65535) { /* the state column in registers */
+        dim3 grid((unsigned)n_v, (unsigned)ceil_div(d_v, DN_RCOLS));
+        if (d_k == 128)
+            k_delta_reg<128><<<grid, 32, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens,
+                                           n_k, n_v, d_v);
+        else if (d_k == 64)
+            k_delta_reg<64><<<grid, 32, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens,
+                                          n_k, n_v, d_v);
+        else
+            k_delta_reg<32><<<grid, 32, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens,
+                                          n_k, n_v, d_v);
+        return launched(ctx, "gated_delta_net");
+    }
     unsigned threads = d_v < DN_COLS ? (unsigned)((d_v + 31) / 32 * 32) : DN_COLS;
     dim3 grid((unsigned)n_v, (unsigned)ceil_div(d_v, DN_COLS));
-    k_delta<<<grid, threads, shmem>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens, n_k,
+    k_delta<<<grid, threads, shmem, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens, n_k,
                                       n_v, d_k, d_v);
     return launched(ctx, "gated_delta_net");
 }
@@ -1095,7 +1238,7 @@ extern "C" vt_status vt_gpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const flo
     if (n == 0) return VT_OK;
     CHECK(x && y, "unary: x or y is NULL");
     TRY(vt_gpu_select_device(ctx, "unary"));
-    k_unary<<<grid_for(n, 256), 256>>>((int)op, x, y, n);
+    k_unary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, x, y, n);
     return launched(ctx, "unary");
 }
 
@@ -1109,7 +1252,7 @@ extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const f
     if (n == 0) return VT_OK;
     CHECK(a && b && y, "binary: a pointer is NULL");
     TRY(vt_gpu_select_device(ctx, "binary"));
-    k_binary<<<grid_for(n, 256), 256>>>((int)op, a, b, y, n, nb);
+    k_binary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, a, b, y, n, nb);
     return launched(ctx, "binary");
 }
 
@@ -1120,7 +1263,7 @@ extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y,
     if (n == 0) return VT_OK;
     CHECK(x && y, "scale: x or y is NULL");
     TRY(vt_gpu_select_device(ctx, "scale"));
-    k_scale<<<grid_for(n, 256), 256>>>(x, y, n, s);
+    k_scale<<<grid_for(n, 256), 256, 0, VT_ST>>>(x, y, n, s);
     return launched(ctx, "scale");
 }
 
@@ -1133,7 +1276,7 @@ extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const 
     if (n_rows == 0 || n_cols == 0) return VT_OK;
     CHECK(x && s && y, "mul_rows: a pointer is NULL");
     TRY(vt_gpu_select_device(ctx, "mul_rows"));
-    k_mul_rows<<<grid_for(n_rows * n_cols, 256), 256>>>(x, s, y, n_rows, n_cols);
+    k_mul_rows<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(x, s, y, n_rows, n_cols);
     return launched(ctx, "mul_rows");
 }
 
@@ -1148,6 +1291,17 @@ static __global__ void k_copy_rows(const float *src, int64_t ld_src, const int32
         int64_t r = e / n_cols, c = e - r * n_cols;
         int64_t sr = idx ? (int64_t)idx[r] : r;
         dst[r * ld_dst + c] = src[sr * ld_src + c];
+    }
+}
+
+/* dst[(*row0 + r) * ld_dst + c] = src[r * ld_src + c] (copy_rows_dpos). */
+static __global__ void k_copy_rows_at(const float *src, int64_t ld_src, float *dst, int64_t ld_dst,
+                                      int64_t n_rows, int64_t n_cols, const int32_t *row0)
+{
+    int64_t n = n_rows * n_cols, stride = (int64_t)gridDim.x * blockDim.x, r0 = *row0;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        int64_t r = e / n_cols, c = e - r * n_cols;
+        dst[(r0 + r) * ld_dst + c] = src[r * ld_src + c];
     }
 }
 
@@ -1177,7 +1331,7 @@ extern "C" vt_status vt_gpu_copy_2d(vt_backend_ctx *ctx, const float *src, int64
     CHECK(ld_src >= n_cols && ld_dst >= n_cols, "copy_2d: strides %lld/%lld < n_cols %lld",
           (long long)ld_src, (long long)ld_dst, (long long)n_cols);
     TRY(vt_gpu_select_device(ctx, "copy_2d"));
-    k_copy_rows<<<grid_for(n_rows * n_cols, 256), 256>>>(src, ld_src, NULL, dst, ld_dst, n_rows,
+    k_copy_rows<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(src, ld_src, NULL, dst, ld_dst, n_rows,
                                                          n_cols);
     return launched(ctx, "copy_2d");
 }
@@ -1199,7 +1353,7 @@ extern "C" vt_status vt_gpu_gather_rows(vt_backend_ctx *ctx, const float *src, i
     TRY(vt_gpu_select_device(ctx, "gather_rows"));
     void *didx;
     TRY(upload(ctx, "gather_rows", idx, (size_t)n * sizeof(int32_t), NULL, 0, &didx, NULL));
-    k_copy_rows<<<grid_for(n * n_cols, 256), 256>>>(src, ld_src, (const int32_t *)didx, dst,
+    k_copy_rows<<<grid_for(n * n_cols, 256), 256, 0, VT_ST>>>(src, ld_src, (const int32_t *)didx, dst,
                                                     ld_dst, n, n_cols);
     return launched(ctx, "gather_rows");
 }
@@ -1222,7 +1376,7 @@ extern "C" vt_status vt_gpu_scatter_add(vt_backend_ctx *ctx, const float *src, i
     void *didx, *dwt = NULL;
     TRY(upload(ctx, "scatter_add", idx, (size_t)n * sizeof(int32_t), wt,
                wt ? (size_t)n * sizeof(float) : 0, &didx, &dwt));
-    k_scatter_add<<<grid_for(n_cols, 128), 128>>>(src, ld_src, (const int32_t *)didx,
+    k_scatter_add<<<grid_for(n_cols, 128), 128, 0, VT_ST>>>(src, ld_src, (const int32_t *)didx,
                                                   (const float *)dwt, n, n_cols, dst, ld_dst);
     return launched(ctx, "scatter_add");
 }
@@ -1254,4 +1408,105 @@ extern "C" vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logit
         vt_util_softmax_topk_row(hl + r * n, n, k, renorm, ids + r * k, weights + r * k,
                                  probs ? probs + r * n : NULL, p);
     return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_copy_rows_dpos(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
+                                           float *dst, int64_t ld_dst, int64_t n_rows,
+                                           int64_t n_cols, const int32_t *row0)
+{
+    NEED_CTX("copy_rows_dpos");
+    CHECK(n_rows >= 0 && n_cols >= 0, "copy_rows_dpos: n_rows %lld, n_cols %lld",
+          (long long)n_rows, (long long)n_cols);
+    if (n_rows == 0 || n_cols == 0) return VT_OK;
+    CHECK(src && dst && row0, "copy_rows_dpos: a pointer is NULL");
+    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "copy_rows_dpos: strides %lld/%lld < n_cols %lld",
+          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
+    TRY(vt_gpu_select_device(ctx, "copy_rows_dpos"));
+    k_copy_rows_at<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(src, ld_src, dst, ld_dst,
+                                                                     n_rows, n_cols, row0);
+    return launched(ctx, "copy_rows_dpos");
+}
+
+/* ======================= decode graphs ======================= */
+
+/* A recorded op sequence: the instantiated graph of the context's stream. */
+struct vt_graph {
+    vt_gpu_graph_exec exec;
+};
+
+extern "C" vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx)
+{
+    NEED_CTX("graph_begin");
+    if (ctx->capturing)
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_begin: already recording");
+    TRY(vt_gpu_select_device(ctx, "graph_begin"));
+    /* the argument ring is set up now: its first use allocates, which a recording cannot do */
+    (void)ring_ready(ctx);
+    vt_gpu_error e = vt_gpu_stream_begin_capture(VT_ST);
+    if (e != vt_gpu_success)
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_begin: " VT_GPU_RT
+                           "StreamBeginCapture on device %d failed: %s", ctx->device,
+                           vt_gpu_get_error_string(e));
+    ctx->capturing = 1;
+    return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_graph_end(vt_backend_ctx *ctx, vt_graph **out)
+{
+    NEED_CTX("graph_end");
+    if (out) *out = NULL;
+    if (!ctx->capturing)
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_end: not recording");
+    ctx->capturing = 0;
+    vt_gpu_graph_t g = NULL;
+    vt_gpu_error e = vt_gpu_stream_end_capture(VT_ST, &g);
+    if (e != vt_gpu_success || !g) {
+        (void)vt_gpu_get_last_error();
+        return vt_gpu_fail(ctx->host, e != vt_gpu_success ? vt_gpu_status_of(e) : VT_ERR_IO,
+                           "graph_end: " VT_GPU_RT "StreamEndCapture on device %d failed: %s "
+                           "(an op of the recording failed or used another stream)", ctx->device,
+                           e != vt_gpu_success ? vt_gpu_get_error_string(e) : "no graph");
+    }
+    if (!out) {
+        (void)vt_gpu_graph_destroy(g);
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_end: out is NULL");
+    }
+    vt_graph *vg = (vt_graph *)calloc(1, sizeof *vg);
+    if (!vg) {
+        (void)vt_gpu_graph_destroy(g);
+        return vt_gpu_fail(ctx->host, VT_ERR_OUT_OF_MEMORY, "graph_end: %zu bytes", sizeof *vg);
+    }
+    e = vt_gpu_graph_instantiate(&vg->exec, g);
+    (void)vt_gpu_graph_destroy(g);
+    if (e != vt_gpu_success) {
+        free(vg);
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_end: " VT_GPU_RT
+                           "GraphInstantiate on device %d failed: %s", ctx->device,
+                           vt_gpu_get_error_string(e));
+    }
+    *out = vg;
+    return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_graph_launch(vt_backend_ctx *ctx, vt_graph *g)
+{
+    NEED_CTX("graph_launch");
+    CHECK(g, "graph_launch: graph is NULL");
+    CHECK(!ctx->capturing, "graph_launch: the context is recording a graph");
+    TRY(vt_gpu_select_device(ctx, "graph_launch"));
+    vt_gpu_error e = vt_gpu_graph_exec_launch(g->exec, VT_ST);
+    if (e != vt_gpu_success)
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_launch: " VT_GPU_RT
+                           "GraphLaunch on device %d failed: %s", ctx->device,
+                           vt_gpu_get_error_string(e));
+    return VT_OK;
+}
+
+extern "C" void vt_gpu_graph_free(vt_backend_ctx *ctx, vt_graph *g)
+{
+    if (!g) return;
+    if (ctx) (void)vt_gpu_select_device(ctx, "graph_free");
+    (void)vt_gpu_graph_exec_destroy(g->exec);
+    (void)vt_gpu_get_last_error();
+    free(g);
 }

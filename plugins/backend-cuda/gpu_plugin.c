@@ -84,6 +84,7 @@ static const vt_capability gpu_caps[] = {
     PRESENT(VT_CAP_OP_SOFTMAX_TOPK),
     PRESENT(VT_CAP_OP_MOE_ROUTE),
     PRESENT(VT_CAP_OP_MOE_FFN),
+    PRESENT(VT_CAP_GRAPH),
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),
     TYPE_PRESENT(VT_TYPE_Q4_0),
@@ -196,6 +197,13 @@ static const vt_backend_api gpu_api = {
     .device_name = vt_gpu_device_name,
     .moe_route = vt_gpu_moe_route,
     .moe_ffn = vt_gpu_moe_ffn,
+    .graph_begin = vt_gpu_graph_begin,
+    .graph_end = vt_gpu_graph_end,
+    .graph_launch = vt_gpu_graph_launch,
+    .graph_free = vt_gpu_graph_free,
+    .rope_neox_dpos = vt_gpu_rope_neox_dpos,
+    .attention_dpos = vt_gpu_attention_dpos,
+    .copy_rows_dpos = vt_gpu_copy_rows_dpos,
 };
 
 static const vt_plugin_desc gpu_desc = {

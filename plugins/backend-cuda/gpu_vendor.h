@@ -49,6 +49,19 @@ typedef hipDeviceProp_t vt_gpu_device_prop;
 #define vt_gpu_runtime_get_version hipRuntimeGetVersion
 
 /* butterfly shuffle among 32 lanes (every lane of the 32 must call it) */
+/* the context's stream (blocking: ordered with the legacy stream's copies) and decode graphs */
+typedef hipStream_t vt_gpu_stream;
+typedef hipGraph_t vt_gpu_graph_t;
+typedef hipGraphExec_t vt_gpu_graph_exec;
+#define vt_gpu_stream_create(s) hipStreamCreateWithFlags((s), hipStreamDefault)
+#define vt_gpu_stream_destroy hipStreamDestroy
+#define vt_gpu_stream_begin_capture(s) hipStreamBeginCapture((s), hipStreamCaptureModeThreadLocal)
+#define vt_gpu_stream_end_capture hipStreamEndCapture
+#define vt_gpu_graph_instantiate(e, g) hipGraphInstantiate((e), (g), NULL, NULL, 0)
+#define vt_gpu_graph_exec_launch hipGraphLaunch
+#define vt_gpu_graph_exec_destroy hipGraphExecDestroy
+#define vt_gpu_graph_destroy hipGraphDestroy
+
 #define VT_GPU_SHFL_XOR(v, m) __shfl_xor((v), (m), 32)
 
 #else /* CUDA */
@@ -83,6 +96,19 @@ typedef cudaDeviceProp vt_gpu_device_prop;
 #define vt_gpu_runtime_get_version cudaRuntimeGetVersion
 
 /* butterfly shuffle among 32 lanes (every lane of the 32 must call it) */
+/* the context's stream (blocking: ordered with the legacy stream's copies) and decode graphs */
+typedef cudaStream_t vt_gpu_stream;
+typedef cudaGraph_t vt_gpu_graph_t;
+typedef cudaGraphExec_t vt_gpu_graph_exec;
+#define vt_gpu_stream_create(s) cudaStreamCreateWithFlags((s), cudaStreamDefault)
+#define vt_gpu_stream_destroy cudaStreamDestroy
+#define vt_gpu_stream_begin_capture(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeThreadLocal)
+#define vt_gpu_stream_end_capture cudaStreamEndCapture
+#define vt_gpu_graph_instantiate(e, g) cudaGraphInstantiate((e), (g), 0)
+#define vt_gpu_graph_exec_launch cudaGraphLaunch
+#define vt_gpu_graph_exec_destroy cudaGraphExecDestroy
+#define vt_gpu_graph_destroy cudaGraphDestroy
+
 #define VT_GPU_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), 32)
 
 #endif

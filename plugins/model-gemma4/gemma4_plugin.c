@@ -30,6 +30,7 @@ static void g4_info(const vt_model *m, vt_model_info *out)
     i.n_ctx = m->n_ctx;
     i.n_ctx_train = m->hp.n_ctx_train;
     i.moe_path = gemma4_moe_path(m);
+    i.decode_path = "ops (one backend call per op)";
     /* at most what the caller's struct holds (a core of an older minor) */
     size_t n = out->struct_size && out->struct_size < sizeof i ? out->struct_size : sizeof i;
     i.struct_size = (uint32_t)n;

@@ -142,6 +142,10 @@ struct vt_model {
     void *exp_tab_dev;        /* one device allocation: n_layer x [3][n_expert] pointers */
     void **exp_tab;           /* per layer: device [3][n_expert] pointers to gate, up, down */
     const void **exp_tab_host; /* [3][n_expert] host image of one layer's table */
+    /* decode graphs (backend declares VT_CAP_GRAPH, experts resident and fused,
+     * env VT_GRAPH=0 not set): a one-token step is recorded once per sequence
+     * and replayed, positions read from d_pos */
+    int use_graph;
     int32_t *exp_ids;         /* [n_expert_used] experts of one acquire */
 
     vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
@@ -165,6 +169,8 @@ struct vt_model {
     float *f_x, *f_g, *f_u, *f_y; /* FFN: gathered input, gate, up, down out */
     float *f_gamma;           /* [T] shared-expert gate */
     int32_t *r_ids;           /* [T][top-k] routed expert ids (fused path) */
+    int32_t *d_pos;           /* [T] positions in device memory (graph path) */
+    float *s_k, *s_v;         /* [T][max n_head_kv*head_dim] normed, roped K and V (graph path) */
     float *r_w;               /* [T][top-k] their weights (fused path) */
     size_t moe_scratch_bytes; /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *logits_buf;        /* [head_rows][n_vocab] */
@@ -184,6 +190,7 @@ struct vt_model {
 
 struct vt_model_seq {
     int64_t pos;              /* tokens already evaluated */
+    vt_graph *graph;          /* the recorded one-token step of this sequence (NULL: none yet) */
     float **k_cache, **v_cache; /* per layer (NULL for linear layers): [n_ctx][n_head_kv*head_dim] */
     float **conv_state;       /* per layer (NULL for full): [d_conv-1][conv_dim] */
     float **rec_state;        /* per layer (NULL for full): [n_v][d_k][d_v] */
@@ -223,6 +230,8 @@ vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids
 /* qwen35_forward.c */
 /* How the routed experts run (vt_model_info.moe_path); NULL for a dense model. */
 const char *qwen35_moe_path(const vt_model *m);
+/* How one-token steps run (vt_model_info.decode_path). */
+const char *qwen35_decode_path(const vt_model *m);
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 

@@ -130,7 +130,7 @@ static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int6
 /* gated full attention (§5.4, §5.5)                                  */
 /* ---------------------------------------------------------------- */
 
-static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T)
+static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T, int graph)
 {
     const qwen35_hparams *hp = &m->hp;
     const qwen35_layer *ly = &m->layers[il];
@@ -147,6 +147,20 @@ static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_
 
     TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
     TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
+    if (graph) {
+        /* a recorded step: the same arithmetic, with the cache rows and the
+         * positions taken from d_pos on the device when the step replays */
+        TRY(q35_mm(m, &ly->wv, m->h, E, m->s_v, KVD, T));
+        TRY(A->rms_norm(c, qg, 2 * hd, ly->q_norm, q, hd, T * nh, hd, hp->eps));
+        TRY(A->rms_norm(c, kp, hd, ly->k_norm, m->s_k, hd, T * nkv, hd, hp->eps));
+        TRY(A->rope_neox_dpos(c, q, QD, hd, T, nh, hp->n_rot, m->d_pos, hp->rope_base, NULL));
+        TRY(A->rope_neox_dpos(c, m->s_k, KVD, hd, T, nkv, hp->n_rot, m->d_pos, hp->rope_base, NULL));
+        TRY(A->copy_rows_dpos(c, m->s_k, KVD, s->k_cache[il], KVD, T, KVD, m->d_pos));
+        TRY(A->copy_rows_dpos(c, m->s_v, KVD, s->v_cache[il], KVD, T, KVD, m->d_pos));
+        TRY(A->attention_dpos(c, q, QD, hd, s->k_cache[il], s->v_cache[il], att, QD, T, nh, nkv,
+                              hd, m->d_pos, m->n_ctx, 0, 1.0f / sqrtf((float)hd), 0.0f));
+        goto gate;
+    }
     TRY(q35_mm(m, &ly->wv, m->h, E, vc, KVD, T)); /* V goes to the cache as is */
 
     /* per-head RMSNorm with weights shared by all heads (pitfall 15); the
@@ -163,6 +177,7 @@ static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_
     TRY(A->attention(c, q, QD, hd, s->k_cache[il], s->v_cache[il], att, QD, T, nh, nkv, hd, pos0,
                      pos0 + T, 0, 1.0f / sqrtf((float)hd), 0.0f));
 
+gate:
     /* o ⊙ sigmoid(gate), then W_o */
     TRY(A->copy_2d(c, qg + hd, 2 * hd, gate, hd, T * nh, hd));
     TRY(A->unary(c, VT_UNARY_SIGMOID, gate, gate, T * QD));
@@ -366,6 +381,76 @@ static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
 
+/* Every layer on x (the embeddings on entry); graph: the full-attention
+ * layers take positions and cache rows from d_pos (a recorded step). */
+static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+    for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
+        const qwen35_layer *ly = &m->layers[il];
+        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
+        if (ly->linear) TRY(q35_linear_attn(m, s, il, T));
+        else TRY(q35_full_attn(m, s, il, T, graph));
+        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
+        /* post_attention_norm is the pre-FFN norm; the FFN adds to x (pitfall 16) */
+        TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, T, E, hp->eps));
+        if (hp->is_moe) TRY(q35_moe(m, il, T));
+        else TRY(q35_dense_ffn(m, il, T));
+        if (!graph) TRY(q35_dump(m, m->x, T, E));
+    }
+    return VT_OK;
+}
+
+const char *qwen35_decode_path(const vt_model *m)
+{
+    return m->use_graph ? "graph (recorded once per sequence, replayed per token)"
+                        : "ops (one backend call per op)";
+}
+
+/* One token through the sequence's recorded step: the position to d_pos,
+ * the embedding row to x, then the graph (layers, final norm, LM head into
+ * logits_buf), recorded on the sequence's first one-token step. A step that
+ * cannot be recorded returns VT_ERR_UNSUPPORTED after turning graphs off
+ * (noted as a fallback): the caller then runs the ops. */
+static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tokens, float *logits)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    if (!s->graph) {
+        TRY(A->graph_begin(c));
+        vt_status st = q35_layers(m, s, 1, 1);
+        if (st == VT_OK) st = A->rms_norm(c, m->x, E, m->output_norm, m->h, E, 1, E, hp->eps);
+        if (st == VT_OK) st = q35_mm(m, &m->output, m->h, E, m->logits_buf, V, 1);
+        vt_graph *g = NULL;
+        vt_status st_end = A->graph_end(c, &g);
+        if (st != VT_OK || st_end != VT_OK) {
+            if (g) A->graph_free(c, g);
+            char why[512];
+            snprintf(why, sizeof why, "qwen35: the decode step could not be recorded as a graph "
+                     "(%s); decode runs op by op", m->host->last_error());
+            if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+                m->host->note_fallback)
+                m->host->note_fallback(why);
+            else
+                m->host->log(VT_LOG_WARN, "%s", why);
+            m->use_graph = 0;
+            return VT_ERR_UNSUPPORTED;
+        }
+        s->graph = g;
+    }
+    TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
+    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, 1, m->x));
+    TRY(A->graph_launch(c, s->graph));
+    s->pos += 1;
+    if (!logits) return VT_OK;
+    return A->copy_d2h(c, logits, m->logits_buf, (size_t)V * sizeof(float));
+}
+
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
                          float *logits, int all_logits)
 {
@@ -399,22 +484,16 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
         m->pos[t] = (int32_t)(s->pos + t);
     }
 
+    if (m->use_graph && T == 1 && !m->dump_path) {
+        vt_status st = q35_step_graph(m, s, tokens, logits);
+        if (st != VT_ERR_UNSUPPORTED) return st;
+        /* the step could not be recorded: said once (note_fallback), then ops */
+    }
+
     /* §5.2 embeddings (no scaling) */
     TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
     TRY(q35_dump(m, m->x, T, E));
-
-    for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
-        const qwen35_layer *ly = &m->layers[il];
-        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
-        if (ly->linear) TRY(q35_linear_attn(m, s, il, T));
-        else TRY(q35_full_attn(m, s, il, T));
-        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
-        /* post_attention_norm is the pre-FFN norm; the FFN adds to x (pitfall 16) */
-        TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, T, E, hp->eps));
-        if (hp->is_moe) TRY(q35_moe(m, il, T));
-        else TRY(q35_dense_ffn(m, il, T));
-        TRY(q35_dump(m, m->x, T, E));
-    }
+    TRY(q35_layers(m, s, T, 0));
     s->pos += T;
 
     if (!logits) return VT_OK;

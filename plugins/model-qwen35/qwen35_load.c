@@ -1106,7 +1106,7 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
      * (token, expert) pairs, at most T x top-k, for the routed experts */
     const size_t TF = hp->is_moe ? T * (size_t)hp->n_expert_used : T;
     m->head_rows = m->n_batch < Q35_HEAD_ROWS ? m->n_batch : Q35_HEAD_ROWS;
-    float *moe_extra = NULL, *r_ids_f = NULL;
+    float *moe_extra = NULL, *r_ids_f = NULL, *d_pos_f = NULL;
 
     /* part sizes as rows x columns (floats), each padded to 16 floats; the
      * hyperparameters are bounded (q35_read_hparams) but n_batch comes from
@@ -1127,7 +1127,8 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&m->f_x, TF, E}, {&m->f_g, TF, n_ff}, {&m->f_u, TF, n_ff}, {&m->f_y, TF, E},
         {&moe_extra, TF * 4 + ((size_t)hp->n_expert + 1) * 2 + 1024, 1},
         {&m->f_gamma, T, 1},
-        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1},
+        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1}, {&d_pos_f, T, 1},
+        {&m->s_k, T, q35_max3(max_nkv * hd, 1, 1)}, {&m->s_v, T, q35_max3(max_nkv * hd, 1, 1)},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
@@ -1161,6 +1162,7 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
             m->moe_scratch_bytes = (size_t)(p - m->f_x) * sizeof(float);
     }
     m->r_ids = (int32_t *)(void *)r_ids_f; /* TF int32 in a part of TF floats */
+    m->d_pos = (int32_t *)(void *)d_pos_f;
 
     size_t k = hp->is_moe ? hp->n_expert_used : 1;
     const vt_host_api *H = m->host;
@@ -1215,6 +1217,20 @@ static vt_status q35_setup_fused(vt_model *m)
         st = m->api->memset_zero(m->ctx, m->exp_tab_dev, per * hp->n_layer * sizeof(void *));
     m->fused_moe = st == VT_OK;
     return st;
+}
+
+/* Decode graphs: the backend declares VT_CAP_GRAPH and sets its seven
+ * members (the op profiler clears them), the experts are resident (a
+ * streamed layer acquires on the host) and fused, and VT_GRAPH is not "0". */
+static void q35_setup_graph(vt_model *m)
+{
+    const vt_backend_api *A = m->api;
+    const char *env = getenv("VT_GRAPH");
+    m->use_graph = (!env || strcmp(env, "0")) && !m->experts && (m->fused_moe || !m->hp.is_moe) &&
+                   vt_util_backend_has(A, VT_CAP_GRAPH,
+                                       offsetof(vt_backend_api, copy_rows_dpos) + sizeof(void *)) &&
+                   A->graph_begin && A->graph_end && A->graph_launch && A->graph_free &&
+                   A->rope_neox_dpos && A->attention_dpos && A->copy_rows_dpos;
 }
 
 vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
@@ -1335,6 +1351,7 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     if (st != VT_OK) goto fail;
     st = q35_setup_fused(m);
     if (st != VT_OK) goto fail;
+    q35_setup_graph(m);
 
     const char *dump = getenv("VT_QWEN35_DUMP");
     m->dump_path = dump && *dump ? dump : NULL;

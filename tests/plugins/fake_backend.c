@@ -149,6 +149,7 @@ static void build(void)
 #if FAKE_ABI_MINOR >= 2
     caps[n++] = (vt_capability){VT_CAP_OP_MOE_ROUTE, VT_CAP_ABSENT, "fake backend computes nothing"};
     caps[n++] = (vt_capability){VT_CAP_OP_MOE_FFN, VT_CAP_ABSENT, "fake backend computes nothing"};
+    caps[n++] = (vt_capability){VT_CAP_GRAPH, VT_CAP_ABSENT, "fake backend computes nothing"};
 #endif
 #ifndef FAKE_NO_PROBE
     for (uint32_t i = 0; i < n; i++)
@@ -164,7 +165,7 @@ static void build(void)
         uint32_t id = caps[i].id;
         if (id == VT_CAP_PINNED_HOST_ALLOC || id == VT_CAP_ASYNC_QUEUE || id == VT_CAP_PEER_COPY ||
             id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME || id == VT_CAP_OP_MOE_ROUTE ||
-            id == VT_CAP_OP_MOE_FFN) /* the fused MoE ops stay ABSENT: models compose them */
+            id == VT_CAP_OP_MOE_FFN || id == VT_CAP_GRAPH) /* stay ABSENT: models compose them */
             continue;
 #ifdef FAKE_DISCRETE
         if (id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY) {

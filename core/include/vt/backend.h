@@ -31,7 +31,9 @@
  * ABI history: 1.0 the table up to softmax_topk; 1.1 appends device_name and
  * the capability VT_CAP_DEVICE_NAME; 1.2 appends moe_route and moe_ffn (routing
  * and the routed-expert FFN with their arrays in device memory) and their
- * capabilities VT_CAP_OP_MOE_ROUTE and VT_CAP_OP_MOE_FFN. A plugin built for
+ * capabilities VT_CAP_OP_MOE_ROUTE and VT_CAP_OP_MOE_FFN, and decode graphs
+ * (graph_begin .. graph_free with the device-position ops rope_neox_dpos,
+ * attention_dpos, copy_rows_dpos) under VT_CAP_GRAPH. A plugin built for
  * an older minor loads on a newer core; the capabilities it predates read
  * ABSENT ("plugin built for ABI 1.0").
  */
@@ -76,7 +78,8 @@ typedef enum vt_cap_id {
     VT_CAP_OP_SOFTMAX_TOPK = 29,
     VT_CAP_OP_MOE_ROUTE = 30,            /* moe_route(): routing into device arrays (ABI 1.2) */
     VT_CAP_OP_MOE_FFN = 31,              /* moe_ffn(): fused routed-expert FFN (ABI 1.2) */
-    VT_CAP_FIXED_COUNT = 32, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
+    VT_CAP_GRAPH = 32,                   /* graph_*() and the device-position ops (ABI 1.2) */
+    VT_CAP_FIXED_COUNT = 33, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
     /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
     VT_CAP_MAT_MUL_BASE = 64,
     VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
@@ -98,6 +101,7 @@ typedef struct vt_capability {
 /* ---- objects ---- */
 
 typedef struct vt_backend_ctx vt_backend_ctx; /* defined by each backend */
+typedef struct vt_graph vt_graph;             /* a recorded op sequence (ABI 1.2), backend-defined */
 
 /* What init() gets; owned by the caller, read during init() only (host: the
  * core's table, valid for the life of the process; keep the pointer). */
@@ -381,6 +385,42 @@ typedef struct vt_backend_api {
      * for every weight type whose VT_CAP_MAT_MUL is PRESENT. Errors: VT_ERR_INVALID_ARG (shapes, ranges, NULL pointers, scratch too
      * small), VT_ERR_CAPABILITY (a weight type without kernels). */
     vt_status (*moe_ffn)(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
+
+    /*
+     * Capability VT_CAP_GRAPH: record a sequence of ops once and replay it
+     * (a decode step: the same ops on the same buffers every token).
+     * graph_begin: the ops issued on ctx until graph_end are recorded, not
+     * run. Recorded ops read their device buffers at replay; their scalar
+     * arguments and pointers are those of the recording. Ops with host array
+     * arguments (get_rows ids, rope_neox pos, gather/scatter idx, softmax_topk)
+     * and copies are refused while recording (VT_ERR_UNSUPPORTED naming the
+     * op); positions come from device memory through the _dpos ops below.
+     * An op that fails while recording leaves the recording to be ended
+     * (graph_end then fails and returns nothing).
+     * graph_end: stop recording; *out is the graph, the caller's until
+     * graph_free. graph_launch: run the graph once, ordered with the other ops
+     * of ctx. graph_free: NULL allowed.
+     */
+    vt_status (*graph_begin)(vt_backend_ctx *ctx);
+    vt_status (*graph_end)(vt_backend_ctx *ctx, vt_graph **out);
+    vt_status (*graph_launch)(vt_backend_ctx *ctx, vt_graph *graph);
+    void (*graph_free)(vt_backend_ctx *ctx, vt_graph *graph);
+    /* rope_neox with pos in device memory ([n_tokens] int32). */
+    vt_status (*rope_neox_dpos)(vt_backend_ctx *ctx, float *x, int64_t ld_token, int64_t ld_head,
+                                int64_t n_tokens, int64_t n_head, int64_t n_rot,
+                                const int32_t *pos, float base, const float *freq_factors);
+    /* attention with pos0 read from device memory (one int32) and n_kv =
+     * pos0 + n_tokens, at most n_kv_max (the cache's rows). */
+    vt_status (*attention_dpos)(vt_backend_ctx *ctx, const float *q, int64_t ldq,
+                                int64_t ldq_head, const float *k_cache, const float *v_cache,
+                                float *out, int64_t ldo, int64_t n_tokens, int64_t n_head,
+                                int64_t n_head_kv, int64_t head_dim, const int32_t *pos0,
+                                int64_t n_kv_max, int64_t window, float scale, float softcap);
+    /* dst[(row0 + r), :n_cols] = src[r, :n_cols] for r < n_rows, row0 read
+     * from device memory (one int32): appending K/V rows to a cache. */
+    vt_status (*copy_rows_dpos)(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
+                                int64_t ld_dst, int64_t n_rows, int64_t n_cols,
+                                const int32_t *row0);
 } vt_backend_api;
 
 /* A backend instance as the core and models see it. Owned by the core: valid

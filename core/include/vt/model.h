@@ -18,7 +18,7 @@
  * Thread-safety: one model and its sequences are used by one thread at a time.
  *
  * ABI history: 1.0 up to forward; 1.1 appends memory_needs; 1.2 appends
- * vt_model_info.moe_path (the table is unchanged).
+ * vt_model_info.moe_path and decode_path (the table is unchanged).
  */
 #ifndef VT_MODEL_H
 #define VT_MODEL_H
@@ -64,6 +64,9 @@ typedef struct vt_model_info {
      * "moe_ffn (fused; routing on the device)", "per-expert ops (...)"; NULL
      * for a model without routed experts. A static string of the plugin. */
     const char *moe_path;
+    /* How one-token (decode) steps run: "graph (recorded once per sequence,
+     * replayed per token)" or "ops (...)". A static string of the plugin. */
+    const char *decode_path;
 } vt_model_info;
 
 /*
