@@ -726,6 +726,8 @@ static void test_gated_delta_net(void **s)
     delta_case(17, 1, 3, 32, 160); /* two column strips, odd d_v */
     delta_case(8, 16, 32, 128, 128); /* a real model's shape */
     delta_case(70, 16, 32, 128, 128); /* ... over a prefill chunk (registers kernel) */
+    delta_case(9, 2, 3, 128, 72);  /* registers kernel: a partial strip of columns */
+    delta_case(6, 1, 2, 256, 32);  /* registers kernel, d_k 256 */
     delta_case(5, 2, 3, 48, 40);   /* d_k without a registers kernel: the global-state one */
 }
 

@@ -114,6 +114,85 @@ static __global__ void k_moe_route(const float *__restrict__ logits, int n, int 
     }
 }
 
+/* The same for rows of at most 32 * ROUTE_WARP_VALS experts, one warp per
+ * row (ROUTE_ROWS_PER_BLOCK rows per block): lane l holds p of experts
+ * l, l + 32, ... in registers, and every reduction is a warp shuffle. */
+#define ROUTE_WARP_VALS 16
+#define ROUTE_ROWS_PER_BLOCK 4
+static __device__ __forceinline__ void route_better(float &bv, int &bi, float ov, int oi)
+{
+    if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+}
+
+static __global__ void __launch_bounds__(32 * ROUTE_ROWS_PER_BLOCK)
+k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k, int renorm,
+                 const float *__restrict__ scale, int32_t *__restrict__ ids,
+                 float *__restrict__ weights)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * ROUTE_ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= n_rows) return; /* whole warps leave together */
+    const float *l = logits + row * n;
+    float p[ROUTE_WARP_VALS];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < ROUTE_WARP_VALS; j++) {
+        int i = lane + 32 * j;
+        p[j] = i < n ? l[i] : -INFINITY;
+        mx = fmaxf(mx, p[j]);
+    }
+    for (int m = 16; m > 0; m >>= 1) mx = fmaxf(mx, VT_GPU_SHFL_XOR(mx, m));
+    double s = 0.0;
+#pragma unroll
+    for (int j = 0; j < ROUTE_WARP_VALS; j++)
+        if (lane + 32 * j < n) s += exp((double)p[j] - (double)mx);
+    s = warp_sum_d(s);
+#pragma unroll
+    for (int j = 0; j < ROUTE_WARP_VALS; j++)
+        p[j] = lane + 32 * j < n ? (float)(exp((double)p[j] - (double)mx) / s) : -1.0f;
+    double picked = 0.0;
+    int32_t *id = ids + row * k;
+    float *w = weights + row * k;
+    for (int m = 0; m < k; m++) {
+        float bv = -1.0f;
+        int bi = -1;
+#pragma unroll
+        for (int j = 0; j < ROUTE_WARP_VALS; j++)
+            if (p[j] >= 0.0f && (bi < 0 || p[j] > bv)) bv = p[j], bi = lane + 32 * j;
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = VT_GPU_SHFL_XOR(bv, off);
+            int oi = VT_GPU_SHFL_XOR(bi, off);
+            route_better(bv, bi, ov, oi);
+        }
+        if (bi < 0) { /* only NaNs left: the lowest unpicked index */
+            int lo = INT_MAX;
+#pragma unroll
+            for (int j = ROUTE_WARP_VALS - 1; j >= 0; j--)
+                if (lane + 32 * j < n && !(p[j] < 0.0f)) lo = lane + 32 * j;
+            for (int off = 16; off > 0; off >>= 1) lo = min(lo, VT_GPU_SHFL_XOR(lo, off));
+            bi = lo;
+        }
+        /* the owner lane reads the picked value out and marks it */
+        float v = 0.0f;
+#pragma unroll
+        for (int j = 0; j < ROUTE_WARP_VALS; j++)
+            if (lane + 32 * j == bi) v = p[j], p[j] = -1.0f;
+        v = VT_GPU_SHFL(v, bi & 31);
+        if (lane == 0) {
+            id[m] = bi;
+            w[m] = v;
+        }
+        picked += v;
+    }
+    if (lane == 0) {
+        double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
+        for (int m = 0; m < k; m++) {
+            float v = renorm ? (float)((double)w[m] / den) : w[m];
+            w[m] = scale ? __fmul_rn(v, scale[id[m]]) : v;
+        }
+    }
+}
+
 extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, int64_t n_rows,
                                       int64_t n, int64_t k, int renorm, const float *expert_scale,
                                       int32_t *ids, float *weights)
@@ -128,6 +207,13 @@ extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, 
                            "most %d) or %lld rows exceed the kernel", (long long)n, ROUTE_MAX_N,
                            (long long)n_rows);
     TRY(vt_gpu_select_device(ctx, "moe_route"));
+    if (n <= 32 * ROUTE_WARP_VALS && ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK) <= INT_MAX) {
+        k_moe_route_warp<<<(unsigned)ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK),
+                           32 * ROUTE_ROWS_PER_BLOCK, 0, VT_ST>>>(logits, n_rows, (int)n, (int)k,
+                                                                  renorm, expert_scale, ids,
+                                                                  weights);
+        return launched(ctx, "moe_route");
+    }
     k_moe_route<<<(unsigned)n_rows, ROUTE_THREADS, (size_t)n * sizeof(float), VT_ST>>>(
         logits, (int)n, (int)k, renorm, expert_scale, ids, weights);
     return launched(ctx, "moe_route");
@@ -198,6 +284,7 @@ static __global__ void k_moe_combine(const int32_t *__restrict__ ids, const floa
 
 #define MOE_VEC_WARPS 8
 #define MOE_VEC_ROWS 2
+#define MOE_VEC_UNROLL 4
 
 /* act_buf[p][o] = act(gate_e[o]·x_t)·(up_e[o]·x_t) for pair p = blockIdx.y
  * (t = p / K, e = ids[p]; nothing for e outside [eb, ee)); two rows per warp. */
@@ -226,7 +313,11 @@ k_moe_vec_gate_up(const float *__restrict__ x, int64_t ldx, const int32_t *__res
 #pragma unroll
     for (int q = 0; q < R; q++) ag[q] = au[q] = 0.0f;
     const int64_t n_g = E / 8;
-    for (int64_t G = lane; G < n_g; G += 32) {
+    for (int64_t G0 = lane; G0 < n_g; G0 += 32 * MOE_VEC_UNROLL) {
+#pragma unroll
+      for (int uu = 0; uu < MOE_VEC_UNROLL; uu++) { /* several groups' loads in flight */
+        const int64_t G = G0 + 32 * uu;
+        if (G >= n_g) break;
         float v[8], xa[8];
         int64_t e0 = 0, e1 = 0;
 #pragma unroll
@@ -245,6 +336,7 @@ k_moe_vec_gate_up(const float *__restrict__ x, int64_t ldx, const int32_t *__res
             for (int j = 0; j < 8; j++) s += v[j] * xa[j];
             au[q] = s;
         }
+      }
     }
 #pragma unroll
     for (int q = 0; q < R; q++) {
@@ -275,7 +367,11 @@ k_moe_vec_down(const float *__restrict__ act_buf, const int32_t *__restrict__ id
 #pragma unroll
     for (int q = 0; q < R; q++) acc[q] = 0.0f;
     const int64_t n_g = F / 8;
-    for (int64_t G = lane; G < n_g; G += 32) {
+    for (int64_t G0 = lane; G0 < n_g; G0 += 32 * MOE_VEC_UNROLL) {
+#pragma unroll
+      for (int uu = 0; uu < MOE_VEC_UNROLL; uu++) {
+        const int64_t G = G0 + 32 * uu;
+        if (G >= n_g) break;
         float v[8];
         int64_t e0, e1;
         float xa[8];
@@ -290,6 +386,7 @@ k_moe_vec_down(const float *__restrict__ act_buf, const int32_t *__restrict__ id
             for (int j = 0; j < 8; j++) s += v[j] * xa[j];
             acc[q] = s;
         }
+      }
     }
 #pragma unroll
     for (int q = 0; q < R; q++) {

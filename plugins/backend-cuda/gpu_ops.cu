@@ -302,13 +302,27 @@ static __global__ void k_mm_vec(const uint8_t *w, size_t rb, int64_t n_in, int64
                                 const float *x, int64_t ldx, float *y, int64_t ldy, int n_tok)
 {
     int lane = threadIdx.x & 31;
-    int64_t r = (int64_t)blockIdx.x * MM_VEC_WARPS + (threadIdx.x >> 5);
+    int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= n_out) return; /* whole warps leave together */
     const uint8_t *row = w + (size_t)r * rb;
     float acc[VT_GPU_MM_VEC_MAX];
 #pragma unroll
     for (int t = 0; t < VT_GPU_MM_VEC_MAX; t++) acc[t] = 0.0f;
-    for (int64_t i = lane; i < n_in; i += 32) {
+    /* lane l takes 4 adjacent elements 4l.., 4l + 128.., ... (a warp reads
+     * 128 contiguous elements per step), then the tail one at a time */
+    const int64_t n4 = n_in / 128 * 128;
+    for (int64_t i0 = 4 * lane; i0 < n4; i0 += 128) {
+        float wv[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) wv[j] = wload<T>(row, i0 + j);
+#pragma unroll
+        for (int t = 0; t < VT_GPU_MM_VEC_MAX; t++)
+            if (t < n_tok) {
+                const float *xt = x + t * ldx + i0;
+                acc[t] += wv[0] * xt[0] + wv[1] * xt[1] + wv[2] * xt[2] + wv[3] * xt[3];
+            }
+    }
+    for (int64_t i = n4 + lane; i < n_in; i += 32) {
         float wv = wload<T>(row, i);
 #pragma unroll
         for (int t = 0; t < VT_GPU_MM_VEC_MAX; t++)
@@ -347,7 +361,7 @@ k_mm_vec_q(const uint8_t *__restrict__ w, size_t rb, int64_t n_in, int64_t n_out
 {
     const int R = MM_VEC_ROWS;
     int lane = threadIdx.x & 31;
-    int64_t r0 = ((int64_t)blockIdx.x * MM_VEC_WARPS + (threadIdx.x >> 5)) * R;
+    int64_t r0 = ((int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
     if (r0 >= n_out) return; /* whole warps leave together */
     const int nr = n_out - r0 < R ? (int)(n_out - r0) : R;
     const uint8_t *rows[R]; /* a row past n_out re-reads the first: no branch, never stored */
@@ -570,14 +584,17 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
     const size_t rb = (size_t)w->row_bytes;
 
     if (n_tokens <= VT_GPU_MM_VEC_MAX) { /* decode: dequantise on the fly */
-        int64_t nb = ceil_div(w->n_out, MM_VEC_WARPS);
+        /* warps per block: 8, or 2 for a matrix of few rows, so that its
+         * blocks spread over the SMs (a row's arithmetic is the same) */
+        const int rows_per_warp = QT<T>::quant ? MM_VEC_ROWS : 1;
+        const int wpb = w->n_out < 4096 * rows_per_warp ? 2 : MM_VEC_WARPS;
+        int64_t nb = ceil_div(w->n_out, (int64_t)wpb * rows_per_warp);
         if (nb > INT_MAX)
             return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "mat_mul %s: %lld rows exceed the "
                                "grid", nm, (long long)w->n_out);
-        unsigned grid = (unsigned)nb, threads = 32 * MM_VEC_WARPS;
+        unsigned grid = (unsigned)nb, threads = 32 * (unsigned)wpb;
         int nt = (int)n_tokens;
         if constexpr (QT<T>::quant) {
-            grid = (unsigned)ceil_div(w->n_out, MM_VEC_WARPS * MM_VEC_ROWS);
             /* float4 activations when aligned (k_mm_vec_q); the token count
              * rounded up to 1, 2, 4 or 8 */
             if ((uintptr_t)x % 16 != 0 || ldx % 4 != 0)
@@ -840,20 +857,21 @@ extern "C" vt_status vt_gpu_rope_neox_dpos(vt_backend_ctx *ctx, float *x, int64_
 
 /* ======================= attention ======================= */
 
-#define ATTN_WARPS 4
+#define ATTN_WARPS 4       /* warps per (token, head) block when there are many blocks */
+#define ATTN_WARPS_FEW 16  /* ... when there are few (decode): more positions in flight */
 
-/* One block of ATTN_WARPS warps per (token, query head): warp w runs an
- * online float32 softmax over positions s0 + w, s0 + w + ATTN_WARPS, ...;
- * lane l holds dims l + 32c (c < C) of q and of the output accumulator. */
-template <int C>
-static __global__ void k_attn(const float *q, int64_t ldq, int64_t ldq_head, const float *k,
+/* One block of W warps per (token, query head): warp w runs an online
+ * float32 softmax over positions s0 + w, s0 + w + W, ...; lane l holds dims
+ * l + 32c (c < C) of q and of the output accumulator. */
+template <int C, int W>
+static __global__ void __launch_bounds__(32 * W) k_attn(const float *q, int64_t ldq, int64_t ldq_head, const float *k,
                               const float *v, float *out, int64_t ldo, int64_t n_head,
                               int64_t n_gqa, int64_t hd, int64_t ld_kv, int64_t pos0,
                               const int32_t *pos0_dev, int64_t window, float scale, float softcap)
 {
-    __shared__ float sm[ATTN_WARPS], sl[ATTN_WARPS];
+    __shared__ float sm[W], sl[W];
     if (pos0_dev) pos0 = *pos0_dev; /* attention_dpos */
-    __shared__ float sacc[ATTN_WARPS][32 * C];
+    __shared__ float sacc[W][32 * C];
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head, kvh = h / n_gqa;
     int64_t p = pos0 + t, s1 = p + 1, s0 = 0;
@@ -867,7 +885,7 @@ static __global__ void k_attn(const float *q, int64_t ldq, int64_t ldq_head, con
         acc[c] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int64_t s = s0 + wid; s < s1; s += ATTN_WARPS) {
+    for (int64_t s = s0 + wid; s < s1; s += W) {
         const float *ks = k + s * ld_kv + kvh * hd, *vs = v + s * ld_kv + kvh * hd;
         float d = 0.0f;
 #pragma unroll
@@ -897,16 +915,16 @@ static __global__ void k_attn(const float *q, int64_t ldq, int64_t ldq_head, con
     for (int c = 0; c < C; c++) sacc[wid][lane + 32 * c] = acc[c];
     __syncthreads();
     float M = -INFINITY;
-    for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, sm[w]);
-    float L = 0.0f, f[ATTN_WARPS];
-    for (int w = 0; w < ATTN_WARPS; w++) {
+    for (int w = 0; w < W; w++) M = fmaxf(M, sm[w]);
+    float L = 0.0f, f[W];
+    for (int w = 0; w < W; w++) {
         f[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; /* a warp that saw no position adds 0 */
         L += sl[w] * f[w];
     }
     float *oh = out + t * ldo + h * hd;
     for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
         float o = 0.0f;
-        for (int w = 0; w < ATTN_WARPS; w++) o += sacc[w][e] * f[w];
+        for (int w = 0; w < W; w++) o += sacc[w][e] * f[w];
         oh[e] = o / L;
     }
 }
@@ -946,11 +964,22 @@ static vt_status attention_impl(vt_backend_ctx *ctx, const char *op, const float
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: %lld tokens x %lld heads "
                            "exceed the grid", op, (long long)n_tokens, (long long)n_head);
     TRY(vt_gpu_select_device(ctx, op));
-    unsigned nb = (unsigned)(n_tokens * n_head), nt = 32 * ATTN_WARPS;
+    unsigned nb = (unsigned)(n_tokens * n_head);
     int64_t g = n_head / n_head_kv, ld_kv = n_head_kv * head_dim;
+    /* few blocks (decode): 16 warps each, so that one (token, head)'s
+     * positions are spread over more warps; else 4 */
+    const bool few = nb < 256;
 #define ATTN_LAUNCH(C)                                                                         \
-    k_attn<C><<<nb, nt, 0, VT_ST>>>(q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g,     \
-                                    head_dim, ld_kv, pos0, pos0_dev, window, scale, softcap)
+    do {                                                                                       \
+        if (few)                                                                               \
+            k_attn<C, ATTN_WARPS_FEW><<<nb, 32 * ATTN_WARPS_FEW, 0, VT_ST>>>(                  \
+                q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g, head_dim, ld_kv, pos0, \
+                pos0_dev, window, scale, softcap);                                             \
+        else                                                                                   \
+            k_attn<C, ATTN_WARPS><<<nb, 32 * ATTN_WARPS, 0, VT_ST>>>(                          \
+                q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g, head_dim, ld_kv, pos0, \
+                pos0_dev, window, scale, softcap);                                             \
+    } while (0)
     if (head_dim <= 64) ATTN_LAUNCH(2);
     else if (head_dim <= 128) ATTN_LAUNCH(4);
     else if (head_dim <= 256) ATTN_LAUNCH(8);
@@ -1084,72 +1113,97 @@ static __global__ void k_delta(const float *q, const float *k, int64_t ldqk, con
     }
 }
 
-/* The same recurrence with the column of the state in registers, for d_k =
- * DK (a multiple of 32, at most 128): block (h, strip of 32 columns), one
- * warp; the state is read once before the first token and written once
- * after the last. The per-token products are the same float32 operations as
- * k_delta; the two dot products accumulate in double in four interleaved
- * partial sums (terms i ≡ r mod 4, added in order, then ((p0 + p1) + p2) + p3),
- * so they differ from the CPU's single running sum by double rounding only
- * (~1e-16 relative) before the one rounding to float. */
+/* The same recurrence with the state in registers, for d_k = DK (64 or 128):
+ * block (h, strip of 32 value columns) of DN_W warps; lane l owns column
+ * j = strip·32 + l and warp w the key rows [w·DK/DN_W, (w+1)·DK/DN_W) of it,
+ * so a block keeps its 32 columns in registers across the whole chunk (read
+ * once before the first token, written once after the last) and DN_W warps
+ * per block hide each other's latency. Per token: k and q (fetched while the
+ * previous token is computed) are staged in shared memory; each warp forms
+ * its part of m = Sᵀk, the parts are added in warp order, every warp forms
+ * δ and updates its rows, and the parts of o = Sᵀq are added the same way.
+ * The per-element float32 products are k_delta's; the dot products
+ * accumulate in double (per warp in four interleaved partial sums, then in
+ * a fixed order), so they differ from the CPU's single running sum by double
+ * rounding only (~1e-16 relative) before the one rounding to float. */
 #define DN_RCOLS 32
+#define DN_W 4
 template <int DK>
-static __global__ void __launch_bounds__(32)
+static __global__ void __launch_bounds__(32 * DN_W)
 k_delta_reg(const float *__restrict__ q, const float *__restrict__ k, int64_t ldqk,
             const float *__restrict__ v, int64_t ldv, const float *__restrict__ g,
             const float *__restrict__ beta, float *__restrict__ state, float *__restrict__ out,
             int64_t ldo, int64_t n_tokens, int64_t n_k, int64_t n_v, int64_t d_v)
 {
+    constexpr int RW = DK / DN_W;          /* key rows per warp */
+    constexpr int PL = DK / (32 * DN_W);   /* k and q values each thread stages per token */
+    static_assert(RW % 4 == 0 && PL >= 1, "d_k must be a multiple of 32 * DN_W");
     __shared__ float kt[DK], qt[DK];
-    const int lane = threadIdx.x;
+    __shared__ double pm[DN_W][32], po[DN_W][32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, tid = threadIdx.x;
     const int64_t h = blockIdx.x, kh = h % n_k; /* tiled head order, qwen35moe.md §5.7.3 */
     const int64_t j = (int64_t)blockIdx.y * DN_RCOLS + lane;
     const bool live = j < d_v;
+    const int i0 = wid * RW;
     float *S = state + h * (int64_t)DK * d_v;
-    float col[DK];
+    float col[RW];
 #pragma unroll
-    for (int i = 0; i < DK; i++) col[i] = live ? S[(int64_t)i * d_v + j] : 0.0f;
+    for (int i = 0; i < RW; i++) col[i] = live ? S[(int64_t)(i0 + i) * d_v + j] : 0.0f;
+    float kn[PL], qn[PL], gn = 0.0f, bn = 0.0f, vn = 0.0f;
+    auto fetch = [&](int64_t t) {
+#pragma unroll
+        for (int u = 0; u < PL; u++) {
+            kn[u] = k[t * ldqk + kh * DK + tid + 32 * DN_W * u];
+            qn[u] = q[t * ldqk + kh * DK + tid + 32 * DN_W * u];
+        }
+        gn = g[t * n_v + h];
+        bn = beta[t * n_v + h];
+        vn = live ? v[t * ldv + h * d_v + j] : 0.0f;
+    };
+    if (n_tokens > 0) fetch(0);
     for (int64_t t = 0; t < n_tokens; t++) {
-        __syncthreads();
-        for (int i = lane; i < DK; i += 32) {
-            kt[i] = k[t * ldqk + kh * DK + i];
-            qt[i] = q[t * ldqk + kh * DK + i];
-        }
-        __syncthreads();
-        const float eg = (float)exp((double)g[t * n_v + h]);
-        const float b = beta[t * n_v + h];
-        double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0;
 #pragma unroll
-        for (int i = 0; i < DK; i += 4) {
-            col[i] = __fmul_rn(col[i], eg);
-            col[i + 1] = __fmul_rn(col[i + 1], eg);
-            col[i + 2] = __fmul_rn(col[i + 2], eg);
-            col[i + 3] = __fmul_rn(col[i + 3], eg);
-            m0 += (double)col[i] * (double)kt[i];
-            m1 += (double)col[i + 1] * (double)kt[i + 1];
-            m2 += (double)col[i + 2] * (double)kt[i + 2];
-            m3 += (double)col[i + 3] * (double)kt[i + 3];
+        for (int u = 0; u < PL; u++) kt[tid + 32 * DN_W * u] = kn[u], qt[tid + 32 * DN_W * u] = qn[u];
+        const float gt = gn, b = bn, vj = vn;
+        __syncthreads(); /* (1) kt, qt of token t */
+        if (t + 1 < n_tokens) fetch(t + 1);
+        const float eg = (float)exp((double)gt);
+        double m4[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int i = 0; i < RW; i += 4) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                col[i + r] = __fmul_rn(col[i + r], eg);
+                m4[r] += (double)col[i + r] * (double)kt[i0 + i + r];
+            }
         }
-        const double m = ((m0 + m1) + m2) + m3;
-        const float vj = live ? v[t * ldv + h * d_v + j] : 0.0f;
+        pm[wid][lane] = (m4[0] + m4[1]) + (m4[2] + m4[3]);
+        __syncthreads(); /* (2) every warp's part of m */
+        double m = pm[0][lane];
+#pragma unroll
+        for (int w = 1; w < DN_W; w++) m += pm[w][lane];
         const float dl = __fmul_rn(b, __fsub_rn(vj, (float)m));
-        double o0 = 0.0, o1 = 0.0, o2 = 0.0, o3 = 0.0;
+        double o4[4] = {0, 0, 0, 0};
 #pragma unroll
-        for (int i = 0; i < DK; i += 4) {
-            col[i] = __fadd_rn(col[i], __fmul_rn(kt[i], dl));
-            col[i + 1] = __fadd_rn(col[i + 1], __fmul_rn(kt[i + 1], dl));
-            col[i + 2] = __fadd_rn(col[i + 2], __fmul_rn(kt[i + 2], dl));
-            col[i + 3] = __fadd_rn(col[i + 3], __fmul_rn(kt[i + 3], dl));
-            o0 += (double)col[i] * (double)qt[i];
-            o1 += (double)col[i + 1] * (double)qt[i + 1];
-            o2 += (double)col[i + 2] * (double)qt[i + 2];
-            o3 += (double)col[i + 3] * (double)qt[i + 3];
+        for (int i = 0; i < RW; i += 4) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                col[i + r] = __fadd_rn(col[i + r], __fmul_rn(kt[i0 + i + r], dl));
+                o4[r] += (double)col[i + r] * (double)qt[i0 + i + r];
+            }
         }
-        if (live) out[t * ldo + h * d_v + j] = (float)(((o0 + o1) + o2) + o3);
+        po[wid][lane] = (o4[0] + o4[1]) + (o4[2] + o4[3]);
+        __syncthreads(); /* (3) every warp's part of o; kt, qt free for token t + 1 */
+        if (wid == 0 && live) {
+            double o = po[0][lane];
+#pragma unroll
+            for (int w = 1; w < DN_W; w++) o += po[w][lane];
+            out[t * ldo + h * d_v + j] = (float)o;
+        }
     }
     if (live)
 #pragma unroll
-        for (int i = 0; i < DK; i++) S[(int64_t)i * d_v + j] = col[i];
+        for (int i = 0; i < RW; i++) S[(int64_t)(i0 + i) * d_v + j] = col[i];
 }
 
 extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q, const float *k,
@@ -1173,18 +1227,15 @@ extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q,
                            "d_v %lld exceed the kernel's limits (d_k <= 6144)", (long long)d_k,
                            (long long)n_v, (long long)d_v);
     TRY(vt_gpu_select_device(ctx, "gated_delta_net"));
-    if ((d_k == 128 || d_k == 64 || d_k == 32) && n_v <= INT_MAX &&
-        ceil_div(d_v, DN_RCOLS) <= 65535) { /* the state column in registers */
+    if ((d_k == 128 || d_k == 256) && n_v <= INT_MAX &&
+        ceil_div(d_v, DN_RCOLS) <= 65535) { /* the state in registers */
         dim3 grid((unsigned)n_v, (unsigned)ceil_div(d_v, DN_RCOLS));
         if (d_k == 128)
-            k_delta_reg<128><<<grid, 32, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens,
-                                           n_k, n_v, d_v);
-        else if (d_k == 64)
-            k_delta_reg<64><<<grid, 32, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens,
-                                          n_k, n_v, d_v);
+            k_delta_reg<128><<<grid, 32 * DN_W, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out,
+                                                           ldo, n_tokens, n_k, n_v, d_v);
         else
-            k_delta_reg<32><<<grid, 32, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens,
-                                          n_k, n_v, d_v);
+            k_delta_reg<256><<<grid, 32 * DN_W, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out,
+                                                           ldo, n_tokens, n_k, n_v, d_v);
         return launched(ctx, "gated_delta_net");
     }
     unsigned threads = d_v < DN_COLS ? (unsigned)((d_v + 31) / 32 * 32) : DN_COLS;

@@ -63,6 +63,8 @@ typedef hipGraphExec_t vt_gpu_graph_exec;
 #define vt_gpu_graph_destroy hipGraphDestroy
 
 #define VT_GPU_SHFL_XOR(v, m) __shfl_xor((v), (m), 32)
+/* value of v in lane src (of the same 32) */
+#define VT_GPU_SHFL(v, src) __shfl((v), (src), 32)
 
 #else /* CUDA */
 
@@ -110,6 +112,8 @@ typedef cudaGraphExec_t vt_gpu_graph_exec;
 #define vt_gpu_graph_destroy cudaGraphDestroy
 
 #define VT_GPU_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), 32)
+/* value of v in lane src (of the same 32) */
+#define VT_GPU_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src), 32)
 
 #endif
 

@@ -142,6 +142,10 @@ struct vt_model {
     void **exp_tab;              /* per layer (NULL for dense layers): gate, up, down pointers */
     const void **exp_tab_host;   /* [3][n_expert] host image of one layer's table */
     float *exp_scale_dev;        /* device n_layer x [n_expert] per-expert scales (1 when none) */
+    /* decode graphs (backend declares VT_CAP_GRAPH, experts resident and fused
+     * when present, env VT_GRAPH=0 not set): a one-token step is recorded once
+     * per sequence and replayed, positions read from d_pos */
+    int use_graph;
 
     vt_weight token_embd;        /* [D -> n_vocab] rows */
     vt_weight output;            /* LM head (token_embd when tied) */
@@ -169,6 +173,9 @@ struct vt_model {
     float *f_g, *f_u;            /* [T][max n_ff] */
     float *r_logits;             /* [T][n_expert] */
     int32_t *r_ids;              /* [T][top-k] routed expert ids (fused path) */
+    int32_t *d_pos;              /* graph path, device: [0] the position (RoPE, F-layer cache
+                                    row), [1] the S-layer cache row (position - swa_base) */
+    float *s_k, *s_v;            /* [T][max n_head_kv*head_dim] normed K and V (graph path) */
     float *r_w;                  /* [T][top-k] their weights (fused path) */
     size_t moe_scratch_bytes;    /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *ple, *ple_tmp;        /* [T][L*P] */
@@ -191,6 +198,7 @@ struct vt_model {
 struct vt_model_seq {
     int64_t pos;                 /* tokens already evaluated */
     int64_t swa_base;            /* position held by row 0 of every S-layer cache */
+    vt_graph *graph;             /* the recorded one-token step of this sequence (NULL: none yet) */
     float **k_cache, **v_cache;  /* per layer (NULL for shared-KV layers) */
 };
 
@@ -224,6 +232,8 @@ size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
 /* gemma4_forward.c */
 /* How the routed experts run (vt_model_info.moe_path); NULL without experts. */
 const char *gemma4_moe_path(const vt_model *m);
+/* How one-token steps run (vt_model_info.decode_path). */
+const char *gemma4_decode_path(const vt_model *m);
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 

@@ -12,6 +12,7 @@
  * Pitfalls of §8 are referenced by number where the code guards against them.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +116,7 @@ static vt_status g4_swa_shift(vt_model *m, vt_model_seq *s, int64_t T)
 /* attention block (§5.3)                                             */
 /* ---------------------------------------------------------------- */
 
-static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T)
+static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T, int graph)
 {
     const gemma4_hparams *hp = &m->hp;
     const gemma4_layer *ly = &m->layers[il];
@@ -126,6 +127,36 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
     const float *ff = ly->swa ? NULL : m->rope_freqs; /* pitfalls 6, 22 */
     /* cache rows: F layers by position, S layers relative to swa_base */
     const int64_t row0 = ly->swa ? s->pos - s->swa_base : s->pos;
+
+    if (graph) {
+        /* a recorded step: the same arithmetic, positions and cache rows from
+         * d_pos ([0] position and F-layer row, [1] S-layer row) at replay */
+        const int32_t *drow = ly->swa ? m->d_pos + 1 : m->d_pos;
+        const int64_t rows = ly->swa ? (int64_t)m->swa_cap : (int64_t)m->n_ctx;
+        TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
+        TRY(A->rms_norm(c, m->q, hd, ly->q_norm, m->q, hd, T * nh, hd, hp->eps));
+        TRY(A->rope_neox_dpos(c, m->q, QD, hd, T, nh, ly->n_rot, m->d_pos, ly->rope_base, ff));
+        if (ly->has_kv) {
+            TRY(g4_mm(m, &ly->wk, m->h, E, m->kp, KVD, T));
+            const float *vraw = m->kp;
+            if (ly->has_v) {
+                TRY(g4_mm(m, &ly->wv, m->h, E, m->vp, KVD, T));
+                vraw = m->vp;
+            }
+            TRY(A->rms_norm(c, vraw, hd, NULL, m->s_v, hd, T * nkv, hd, hp->eps));
+            TRY(A->rms_norm(c, m->kp, hd, ly->k_norm, m->s_k, hd, T * nkv, hd, hp->eps));
+            TRY(A->rope_neox_dpos(c, m->s_k, KVD, hd, T, nkv, ly->n_rot, m->d_pos, ly->rope_base,
+                                  ff));
+            TRY(A->copy_rows_dpos(c, m->s_k, KVD, s->k_cache[il], KVD, T, KVD, drow));
+            TRY(A->copy_rows_dpos(c, m->s_v, KVD, s->v_cache[il], KVD, T, KVD, drow));
+        }
+        const uint32_t src = (uint32_t)ly->kv_src;
+        TRY(A->attention_dpos(c, m->q, QD, hd, s->k_cache[src], s->v_cache[src], m->att, QD, T,
+                              nh, nkv, hd, drow, rows, ly->swa ? (int64_t)hp->n_swa : 0, 1.0f,
+                              0.0f));
+        TRY(g4_mm(m, &ly->wo, m->att, QD, m->a, E, T));
+        return A->rms_norm(c, m->a, E, ly->post_attn_norm, m->a, E, T, E, hp->eps);
+    }
 
     /* q: per-head RMSNorm with weights, then RoPE of the layer type (pitfall 5, 7) */
     TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
@@ -387,6 +418,86 @@ static vt_status g4_ple_inject(vt_model *m, uint32_t il, int64_t T)
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
 
+/* Every layer on x (embedded, PLE inputs ready); graph: attention takes
+ * positions and cache rows from d_pos (a recorded step). */
+static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
+        TRY(g4_attention(m, s, il, T, graph));
+        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
+        TRY(g4_ffn(m, il, T));
+        if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T)); /* pitfall 18 */
+        if (ly->has_out_scale) /* the whole residual stream (pitfall 19) */
+            TRY(A->scale(c, m->x, m->x, T * E, ly->out_scale));
+        if (!graph) TRY(g4_dump(m, m->x, T, E));
+    }
+    return VT_OK;
+}
+
+/* The final norm, LM head and soft-capping of row r of x into logits_buf. */
+static vt_status g4_head_row(vt_model *m, int64_t r)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    TRY(A->rms_norm(c, m->x + r * E, E, m->output_norm, m->h, E, 1, E, hp->eps));
+    TRY(g4_mm(m, &m->output, m->h, E, m->logits_buf, V, 1));
+    TRY(A->scale(c, m->logits_buf, m->logits_buf, V, 1.0f / hp->softcap));
+    TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, V));
+    return A->scale(c, m->logits_buf, m->logits_buf, V, hp->softcap);
+}
+
+const char *gemma4_decode_path(const vt_model *m)
+{
+    return m->use_graph ? "graph (recorded once per sequence, replayed per token)"
+                        : "ops (one backend call per op)";
+}
+
+/* One token (embedded, PLE inputs ready) through the sequence's recorded
+ * step (layers, final norm, LM head, soft-cap into logits_buf), recorded on
+ * its first one-token step; the position and the S-layer row go to d_pos
+ * first. A step that cannot be recorded returns VT_ERR_UNSUPPORTED after
+ * turning graphs off (noted as a fallback): the caller runs the ops. */
+static vt_status g4_step_graph(vt_model *m, vt_model_seq *s, float *logits)
+{
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    if (!s->graph) {
+        TRY(A->graph_begin(c));
+        vt_status st = g4_layers(m, s, 1, 1);
+        if (st == VT_OK) st = g4_head_row(m, 0);
+        vt_graph *g = NULL;
+        vt_status st_end = A->graph_end(c, &g);
+        if (st != VT_OK || st_end != VT_OK) {
+            if (g) A->graph_free(c, g);
+            char why[512];
+            snprintf(why, sizeof why, "gemma4: the decode step could not be recorded as a graph "
+                     "(%s); decode runs op by op", m->host->last_error());
+            if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+                m->host->note_fallback)
+                m->host->note_fallback(why);
+            else
+                m->host->log(VT_LOG_WARN, "%s", why);
+            m->use_graph = 0;
+            return VT_ERR_UNSUPPORTED;
+        }
+        s->graph = g;
+    }
+    int32_t rows[2] = {(int32_t)s->pos, (int32_t)(s->pos - s->swa_base)};
+    TRY(A->copy_h2d(c, m->d_pos, rows, sizeof rows));
+    TRY(A->graph_launch(c, s->graph));
+    s->pos += 1;
+    if (!logits) return VT_OK;
+    return A->copy_d2h(c, logits, m->logits_buf, (size_t)m->hp.n_vocab * sizeof(float));
+}
+
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
                          float *logits, int all_logits)
 {
@@ -427,17 +538,12 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     TRY(g4_dump(m, m->x, T, E));
     if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
 
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        const gemma4_layer *ly = &m->layers[il];
-        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
-        TRY(g4_attention(m, s, il, T));
-        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
-        TRY(g4_ffn(m, il, T));
-        if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T)); /* pitfall 18 */
-        if (ly->has_out_scale) /* the whole residual stream (pitfall 19) */
-            TRY(A->scale(c, m->x, m->x, T * E, ly->out_scale));
-        TRY(g4_dump(m, m->x, T, E));
+    if (m->use_graph && T == 1 && !m->dump_path) {
+        vt_status st = g4_step_graph(m, s, logits);
+        if (st != VT_ERR_UNSUPPORTED) return st;
+        /* the step could not be recorded: noted once, then ops */
     }
+    TRY(g4_layers(m, s, T, 0));
     s->pos += T;
 
     if (!logits) return VT_OK;

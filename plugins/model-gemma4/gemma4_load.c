@@ -946,7 +946,7 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
     const size_t TF = hp->n_expert ? T * (size_t)hp->n_expert_used : T;
     const size_t LP = (size_t)hp->n_per_layer * hp->n_layer;
     m->head_rows = m->n_batch < G4_HEAD_ROWS ? m->n_batch : G4_HEAD_ROWS;
-    float *moe_extra = NULL, *r_ids_f = NULL;
+    float *moe_extra = NULL, *r_ids_f = NULL, *d_pos_f = NULL;
     struct { float **p; size_t rows, cols; } parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
         {&m->q, T, max_q}, {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
@@ -956,7 +956,8 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&moe_extra, TF * 4 + ((size_t)hp->n_expert + 1) * 2 + 1024, 1},
         {&m->f_m, T, E}, {&m->f_e, T, E},
         {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
-        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1},
+        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1}, {&d_pos_f, 2, 1},
+        {&m->s_k, T, max_kv}, {&m->s_v, T, max_kv},
         {&m->ple, T, LP ? LP : 1}, {&m->ple_tmp, T, LP ? LP : 1},
         {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
@@ -992,6 +993,7 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
             m->moe_scratch_bytes = (size_t)(p - m->f_x) * sizeof(float);
     }
     m->r_ids = (int32_t *)(void *)r_ids_f; /* TF int32 in a part of TF floats */
+    m->d_pos = (int32_t *)(void *)d_pos_f;
     size_t k = hp->n_expert ? hp->n_expert_used : 1;
     const vt_host_api *H = m->host;
     if (!(m->pos = gemma4_calloc(H, T, sizeof *m->pos, "the host scratch: positions")) ||
@@ -1108,6 +1110,20 @@ static vt_status g4_setup_fused(vt_model *m)
     free(sc);
     m->fused_moe = st == VT_OK;
     return st;
+}
+
+/* Decode graphs: the backend declares VT_CAP_GRAPH and sets its seven
+ * members (the op profiler clears them), the experts (if any) are resident
+ * and fused, and VT_GRAPH is not "0". */
+static void g4_setup_graph(vt_model *m)
+{
+    const vt_backend_api *A = m->api;
+    const char *env = getenv("VT_GRAPH");
+    m->use_graph = (!env || strcmp(env, "0")) && !m->experts && (m->fused_moe || !m->hp.n_expert) &&
+                   vt_util_backend_has(A, VT_CAP_GRAPH,
+                                       offsetof(vt_backend_api, copy_rows_dpos) + sizeof(void *)) &&
+                   A->graph_begin && A->graph_end && A->graph_launch && A->graph_free &&
+                   A->rope_neox_dpos && A->attention_dpos && A->copy_rows_dpos;
 }
 
 vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
@@ -1251,6 +1267,7 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     if (st != VT_OK) goto fail;
     st = g4_setup_fused(m);
     if (st != VT_OK) goto fail;
+    g4_setup_graph(m);
     const char *dump = getenv("VT_GEMMA4_DUMP");
     m->dump_path = dump && *dump ? dump : NULL;
 

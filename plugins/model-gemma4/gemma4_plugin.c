@@ -30,7 +30,7 @@ static void g4_info(const vt_model *m, vt_model_info *out)
     i.n_ctx = m->n_ctx;
     i.n_ctx_train = m->hp.n_ctx_train;
     i.moe_path = gemma4_moe_path(m);
-    i.decode_path = "ops (one backend call per op)";
+    i.decode_path = gemma4_decode_path(m);
     /* at most what the caller's struct holds (a core of an older minor) */
     size_t n = out->struct_size && out->struct_size < sizeof i ? out->struct_size : sizeof i;
     i.struct_size = (uint32_t)n;
@@ -40,6 +40,7 @@ static void g4_info(const vt_model *m, vt_model_info *out)
 static void g4_seq_free(vt_model *m, vt_model_seq *s)
 {
     if (!s) return;
+    if (s->graph && m) m->api->graph_free(m->ctx, s->graph);
     for (uint32_t il = 0; m && il < m->hp.n_layer; il++) {
         if (s->k_cache && s->k_cache[il]) m->api->free(m->ctx, s->k_cache[il]);
         if (s->v_cache && s->v_cache[il]) m->api->free(m->ctx, s->v_cache[il]);
