@@ -280,7 +280,8 @@ static void test_bench_profile(void **s)
                         "2", NULL};
     rc = run_vt(a2, &out, &err);
     if (rc || !strstr(out, "per-op profile, prefill") || !strstr(out, "per-op profile, decode") ||
-        !strstr(out, "| moe_ffn") || !strstr(out, "moe: moe_ffn (fused; routing on the device)"))
+        !strstr(out, "| moe_ffn") || !strstr(out, "moe: moe_ffn (fused; routing on the device)") ||
+        !strstr(out, "decode steps: ops (one backend call per op)"))
         fail_msg("vt bench --profile (text) exited %d:\n%s\n%s", rc, out, err);
     free(out);
     free(err);

@@ -615,6 +615,7 @@ static int cmd_run(const opts *o_in)
                 steps > 0 ? steps / (t2 - t1) : 0.0);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
         if (info.moe_path) fprintf(stderr, "moe: %s\n", info.moe_path);
+        if (info.decode_path) fprintf(stderr, "decode steps: %s\n", info.decode_path);
         print_expert_stats(stderr, e);
         fprintf(stderr, "fallbacks: %llu (each logged at WARN)\n",
                 (unsigned long long)vt_host_n_fallbacks());
@@ -1050,6 +1051,8 @@ static int cmd_bench(const opts *o)
         cJSON_AddStringToObject(j, "experts", es ? "streamed" : "resident");
         if (minfo.moe_path) cJSON_AddStringToObject(j, "moe_path", minfo.moe_path);
         else cJSON_AddNullToObject(j, "moe_path");
+        if (minfo.decode_path) cJSON_AddStringToObject(j, "decode_path", minfo.decode_path);
+        else cJSON_AddNullToObject(j, "decode_path");
         cJSON_AddNumberToObject(j, "arena_slots", es ? (double)vt_streamer_n_slots(es) : 0);
         cJSON_AddNumberToObject(j, "arena_bytes", es ? (double)fit->arena_bytes : 0);
         cJSON_AddNumberToObject(j, "expert_bytes", (double)fit->expert_bytes);
@@ -1083,6 +1086,7 @@ static int cmd_bench(const opts *o)
                    vt_config_format_bytes(fit->expert_bytes, b2, sizeof b2),
                    fit->expert_bytes ? 100.0 * (double)fit->arena_bytes / (double)fit->expert_bytes : 0);
         if (minfo.moe_path) printf("\nmoe: %s", minfo.moe_path);
+        if (minfo.decode_path) printf("\ndecode steps: %s", minfo.decode_path);
         printf("\n\n| %-8s | %7s | %12s | %12s | %12s |\n", "phase", "tokens", "tokens/s", "min", "max");
         printf("|----------|---------|--------------|--------------|--------------|\n");
         printf("| %-8s | %7d | %12.1f | %12.1f | %12.1f |\n", "prefill", n_prompt, pp_med, pp[0],
