@@ -532,10 +532,22 @@ static void ffn_run(const ffn_case *c)
                 fail_msg("%s: the expert range split in three calls differs from one call at "
                          "element %lld (%.9g vs %.9g)", nm, (long long)i, gs[i], gb[i]);
     }
-    /* a range that no pair falls in leaves out unchanged */
+    /* an empty range, and the range of an expert no pair picked (when there
+     * is one: it reaches the kernels' filter), leave out unchanged */
     int64_t none[2] = {c->NX, c->NX};
     side_run(&sb, c, &d, out0, none, 2, gs);
     if (memcmp(gs, out0, (size_t)(c->T * d.ldo) * 4)) fail_msg("%s: an empty range changed out", nm);
+    for (int64_t e = 0; e < c->NX; e++) {
+        int used = 0;
+        for (int64_t i = 0; i < c->T * c->K; i++) used |= d.ids[i] == e;
+        if (used) continue;
+        int64_t unpicked[2] = {e, e + 1};
+        side_run(&sb, c, &d, out0, unpicked, 2, gs);
+        if (memcmp(gs, out0, (size_t)(c->T * d.ldo) * 4))
+            fail_msg("%s: the range of expert %lld, which no pair picked, changed out", nm,
+                     (long long)e);
+        break;
+    }
     side_free(&sc);
     side_free(&sb);
     free(gc); free(gb); free(gs); free(out0); free(ref); free(S);
@@ -603,6 +615,10 @@ static void test_moe_ffn_refusals(void **s)
         .type_gate = c.tg, .type_up = c.tu, .type_down = c.td, .w_gate = tab, .w_up = tab + c.NX,
         .w_down = tab + 2 * c.NX, .scratch = sb.scratch, .scratch_bytes = sb.scratch_bytes,
         .name = "blk.0.ffn_down_exps"};
+    /* out holds a pattern that every refused call must leave as it is */
+    float *pat = xmalloc((size_t)(c.T * d.ldo) * 4), *back = xmalloc((size_t)(c.T * d.ldo) * 4);
+    for (int64_t i = 0; i < c.T * d.ldo; i++) pat[i] = (float)i * 0.25f;
+    assert_int_equal(B->copy_h2d(bctx, sb.out, pat, (size_t)(c.T * d.ldo) * 4), VT_OK);
     struct { vt_moe_ffn_args a; const char *needle; } bad[6];
     for (int i = 0; i < 6; i++) bad[i].a = a;
     bad[0].a.scratch_bytes = 100, bad[0].needle = "scratch";
@@ -619,6 +635,10 @@ static void test_moe_ffn_refusals(void **s)
                 fail_msg("moe_ffn bad case %d: message '%s' does not name '%s' and the tensor", i,
                          vt_last_error(), bad[i].needle);
     }
+    dget(back, sb.out, (size_t)(c.T * d.ldo) * 4);
+    if (memcmp(back, pat, (size_t)(c.T * d.ldo) * 4)) fail_msg("a refused moe_ffn wrote into out");
+    free(pat);
+    free(back);
     side_free(&sb);
     free_data(&d);
 }
@@ -662,6 +682,9 @@ static void test_graph_replay(void **s)
     vt_graph *bad = NULL;
     if (refused == VT_OK) fail_msg("rope_neox with host positions was accepted while recording");
     if (!strstr(vt_last_error(), "rope_neox")) fail_msg("refusal does not name the op: %s", vt_last_error());
+    if (B->copy_h2d(bctx, dq2, q, (size_t)QD * 4) == VT_OK)
+        fail_msg("copy_h2d was accepted while recording");
+    if (!strstr(vt_last_error(), "copy_h2d")) fail_msg("refusal does not name the copy: %s", vt_last_error());
     if (B->graph_end(bctx, &bad) == VT_OK && bad) B->graph_free(bctx, bad); /* the ended recording */
     if (B->graph_begin(bctx) != VT_OK) fail_msg("graph_begin: %s", vt_last_error());
     vt_status st = B->rope_neox_dpos(bctx, dq2, QD, hd, 1, nh, n_rot, dpos, 10000.0f, NULL);

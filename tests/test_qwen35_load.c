@@ -505,6 +505,8 @@ static const int32_t k_prompt[8] = {539, 2784, 322, 1821, 71, 300, 294, 220};
 static float *logits_of(loaded *L)
 {
     vt_model_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
     g_mapi->info(L->m, &info);
     assert_int_equal(info.n_layer, 4);
     float *out = malloc(sizeof(float) * 8 * (size_t)info.n_vocab);

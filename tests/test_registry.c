@@ -94,6 +94,8 @@ static void test_older_minor_loads(void **s)
     assert_string_equal(reason, "plugin built for ABI 1.0");
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_MOE_FFN, &reason), VT_CAP_ABSENT);
     assert_string_equal(reason, "plugin built for ABI 1.0");
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_GRAPH, &reason), VT_CAP_ABSENT);
+    assert_string_equal(reason, "plugin built for ABI 1.0");
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_MEMORY_PROBE, &reason), VT_CAP_PRESENT);
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_RMS_NORM, &reason), VT_CAP_ABSENT);
     assert_string_equal(reason, "fake backend computes nothing");

@@ -28,6 +28,7 @@ static const char *const fixed_names[K_FIXED] = {
     "copy_2d", "gather_rows", "scatter_add", "softmax_topk", "moe_route", "moe_ffn"};
 
 struct vt_op_profile {
+    vt_capability *caps;   /* all_ops: the real list with graph declared ABSENT */
     const vt_backend_api *real;
     vt_backend_ctx *ctx;
     uint64_t calls[K_COUNT];
@@ -252,6 +253,20 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
         t->rope_neox_dpos = NULL;
         t->attention_dpos = NULL;
         t->copy_rows_dpos = NULL;
+        /* ... and the copied table declares it so */
+        p->caps = real->n_caps ? calloc(real->n_caps, sizeof *p->caps) : NULL;
+        if (real->n_caps && !p->caps) {
+            vt_op_profile_free(p);
+            vt_set_error("op profile: out of memory (%u capabilities)", real->n_caps);
+            return NULL;
+        }
+        for (uint32_t i = 0; i < real->n_caps; i++) {
+            p->caps[i] = real->caps[i];
+            if (p->caps[i].id == VT_CAP_GRAPH)
+                p->caps[i] = (vt_capability){VT_CAP_GRAPH, VT_CAP_ABSENT,
+                                             "off while every op is profiled (vt bench --profile)"};
+        }
+        t->caps = p->caps;
     }
     for (int i = 0; i < VT_TYPE_SLOTS; i++) {
         WRAP(mat_mul[i], w_mat_mul);
@@ -270,6 +285,7 @@ void vt_op_profile_free(vt_op_profile *p)
     pthread_mutex_unlock(&g_mu);
     if (tl_active == p) tl_active = NULL;
     if (tl_watched == p) tl_watched = NULL;
+    free(p->caps);
     free(p);
 }
 

@@ -308,6 +308,9 @@ static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const 
                           size_t bytes, int kind_d2d)
 {
     if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s of %zu bytes: ctx is NULL", op, bytes);
+    if (ctx->capturing) /* a copy is synchronous on the legacy stream: not recordable */
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s of %zu bytes: copies cannot be "
+                           "recorded into a graph (graph_begin .. graph_end)", op, bytes);
     if (!bytes) return VT_OK;
     if (!dst || !src)
         return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "%s of %zu bytes: NULL %s pointer", op,
@@ -378,6 +381,9 @@ extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t b
 extern "C" vt_status vt_gpu_synchronize(vt_backend_ctx *ctx)
 {
     if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "synchronize: ctx is NULL");
+    if (ctx->capturing)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "synchronize: not allowed while a graph "
+                           "is being recorded (graph_begin .. graph_end)");
     vt_status st = vt_gpu_select_device(ctx, "synchronize");
     if (st) return st;
     vt_gpu_error e = vt_gpu_device_synchronize();

@@ -25,19 +25,24 @@
  *    multiply-add: bit-identical.
  *  - rms_norm / l2_norm: sum of squares in double, the scale rounded once to
  *    float, as the CPU does; ssm_conv and unary evaluate in double and round
- *    once; rope_neox computes its angles, cos/sin and the rotation in double;
- *    gated_delta_net keeps the state in float32 in global memory with the
- *    CPU's operation order and double accumulators (one block per value head
- *    and strip of value columns, sequential over tokens). These agree with
- *    the CPU to the last bit but for the rounding of the device's libm.
- *  - attention: one block of ATTN_WARPS warps per (token, query head), each
+ *    once; rope_neox computes its angles, cos/sin and the rotation in double.
+ *    These agree with the CPU to the last bit but for the rounding of the
+ *    device's libm.
+ *  - gated_delta_net: float32 state, the CPU's float operations per element,
+ *    double accumulators, sequential over tokens; for d_k 128 and 256 the
+ *    state stays in registers over the chunk and the dot products add their
+ *    double partial sums in another order than the CPU's one running sum
+ *    (double rounding, ~1e-16 relative, before the rounding to float); other
+ *    d_k keep the state in global memory in the CPU's order.
+ *  - attention: one block of 4 (16 when there are few blocks) warps per (token, query head), each
  *    warp an online (max-subtracted) float32 softmax over its share of the
  *    visible cache positions, merged at the end.
  *  - softmax_topk: the routing outputs are host arrays, so the logits are
  *    copied to the host and the CPU's algorithm (double softmax, ties to the
  *    lower index) runs there.
  *
- * Execution: everything on the legacy default stream, so ops run in issue
+ * Execution: everything on the context's stream (a blocking stream, ordered
+ * with the legacy stream that the synchronous copies use), so ops run in issue
  * order; an op returns once its kernels are enqueued (capability
  * async_queue is ABSENT: results are visible to the next op, and to the host
  * after copy_d2h or synchronize). Launch errors are checked after every
@@ -1113,7 +1118,7 @@ static __global__ void k_delta(const float *q, const float *k, int64_t ldqk, con
     }
 }
 
-/* The same recurrence with the state in registers, for d_k = DK (64 or 128):
+/* The same recurrence with the state in registers, for d_k = DK (128 or 256):
  * block (h, strip of 32 value columns) of DN_W warps; lane l owns column
  * j = strip·32 + l and warp w the key rows [w·DK/DN_W, (w+1)·DK/DN_W) of it,
  * so a block keeps its 32 columns in registers across the whole chunk (read
@@ -1441,6 +1446,9 @@ extern "C" vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logit
                                          float *weights, float *probs)
 {
     NEED_CTX("softmax_topk");
+    if (ctx->capturing) /* its results are host arrays */
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "softmax_topk: an op with host array "
+                           "results cannot be recorded into a graph (moe_route is the one to record)");
     CHECK(n_rows >= 0 && n > 0 && k > 0 && k <= n, "softmax_topk: n_rows %lld, n %lld, k %lld",
           (long long)n_rows, (long long)n, (long long)k);
     CHECK(n < INT32_MAX, "softmax_topk: n %lld does not fit an int32 id", (long long)n);

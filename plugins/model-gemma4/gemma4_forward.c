@@ -470,11 +470,13 @@ static vt_status g4_step_graph(vt_model *m, vt_model_seq *s, float *logits)
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     if (!s->graph) {
-        TRY(A->graph_begin(c));
-        vt_status st = g4_layers(m, s, 1, 1);
-        if (st == VT_OK) st = g4_head_row(m, 0);
+        vt_status st = A->graph_begin(c), st_end = VT_OK;
         vt_graph *g = NULL;
-        vt_status st_end = A->graph_end(c, &g);
+        if (st == VT_OK) {
+            st = g4_layers(m, s, 1, 1);
+            if (st == VT_OK) st = g4_head_row(m, 0);
+            st_end = A->graph_end(c, &g);
+        }
         if (st != VT_OK || st_end != VT_OK) {
             if (g) A->graph_free(c, g);
             char why[512];

@@ -1083,6 +1083,13 @@ static vt_status g4_setup_fused(vt_model *m)
         !vt_util_backend_has(m->api, VT_CAP_OP_MOE_FFN,
                              offsetof(vt_backend_api, moe_ffn) + sizeof(void *)))
         return VT_OK;
+    /* the shapes every backend's moe_ffn takes (vt/backend.h): gate and up
+     * of one type, rows of a multiple of 32 */
+    if (hp->n_embd % 32 || hp->n_ff_exp % 32) return VT_OK;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        if (ly->moe && !ly->fused_gate_up && ly->gate_exps.type != ly->up_exps.type) return VT_OK;
+    }
     const size_t nx = hp->n_expert, per = 3 * nx, L = hp->n_layer;
     m->exp_tab = gemma4_calloc(m->host, L, sizeof *m->exp_tab, "the expert tables");
     m->exp_tab_host = gemma4_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");

@@ -14,6 +14,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "gemma4.h"
@@ -31,8 +32,11 @@ static void g4_info(const vt_model *m, vt_model_info *out)
     i.n_ctx_train = m->hp.n_ctx_train;
     i.moe_path = gemma4_moe_path(m);
     i.decode_path = gemma4_decode_path(m);
-    /* at most what the caller's struct holds (a core of an older minor) */
-    size_t n = out->struct_size && out->struct_size < sizeof i ? out->struct_size : sizeof i;
+    /* at most what the caller's struct holds: its struct_size, or for a
+     * caller of ABI 1.1 (which was not asked to set it) the 1.1 struct */
+    const size_t n11 = offsetof(vt_model_info, moe_path);
+    size_t n = out->struct_size >= sizeof i ? sizeof i
+               : out->struct_size > n11 ? out->struct_size : n11;
     i.struct_size = (uint32_t)n;
     memcpy(out, &i, n);
 }

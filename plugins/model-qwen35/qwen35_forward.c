@@ -422,12 +422,14 @@ static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tok
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
     if (!s->graph) {
-        TRY(A->graph_begin(c));
-        vt_status st = q35_layers(m, s, 1, 1);
-        if (st == VT_OK) st = A->rms_norm(c, m->x, E, m->output_norm, m->h, E, 1, E, hp->eps);
-        if (st == VT_OK) st = q35_mm(m, &m->output, m->h, E, m->logits_buf, V, 1);
+        vt_status st = A->graph_begin(c), st_end = VT_OK;
         vt_graph *g = NULL;
-        vt_status st_end = A->graph_end(c, &g);
+        if (st == VT_OK) {
+            st = q35_layers(m, s, 1, 1);
+            if (st == VT_OK) st = A->rms_norm(c, m->x, E, m->output_norm, m->h, E, 1, E, hp->eps);
+            if (st == VT_OK) st = q35_mm(m, &m->output, m->h, E, m->logits_buf, V, 1);
+            st_end = A->graph_end(c, &g);
+        }
         if (st != VT_OK || st_end != VT_OK) {
             if (g) A->graph_free(c, g);
             char why[512];

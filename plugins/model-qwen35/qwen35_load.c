@@ -1200,6 +1200,13 @@ static vt_status q35_setup_fused(vt_model *m)
         !vt_util_backend_has(m->api, VT_CAP_OP_MOE_FFN,
                              offsetof(vt_backend_api, moe_ffn) + sizeof(void *)))
         return VT_OK;
+    /* the shapes every backend's moe_ffn takes (vt/backend.h): gate and up
+     * of one type, rows of a multiple of 32 */
+    if (hp->n_embd % 32 || hp->n_ff_exp % 32) return VT_OK;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const qwen35_layer *ly = &m->layers[il];
+        if (!ly->fused_gate_up && ly->gate_exps.type != ly->up_exps.type) return VT_OK;
+    }
     const size_t per = 3 * (size_t)hp->n_expert;
     m->exp_tab = qwen35_calloc(m->host, hp->n_layer, sizeof *m->exp_tab, "the expert tables");
     m->exp_tab_host = qwen35_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");

@@ -162,10 +162,11 @@ typedef enum vt_moe_act {
  * The additions into out[t] happen one expert at a time in increasing expert
  * id, each rounded to float32, so splitting the expert range over several
  * calls gives the same bits as one call. A token that picks the same expert
- * twice adds it twice, in order of j. The arithmetic of g and y (the matmuls'
- * accumulation order, the activation's evaluation) is the backend's mat_mul
- * and unary arithmetic for the same weights; which kernels run may depend on
- * n_tokens, never on how many pairs fall in the range.
+ * twice adds it twice, in order of j. g and y are float32 products with
+ * float32 (or wider) accumulation and the activation of vt_unary_op: the
+ * composition of mat_mul, unary and binary up to summation order; which
+ * kernels run may depend on n_tokens, never on how many pairs fall in the
+ * range (so the bits do not either).
  *
  * Expert weights are reached through per-layer tables of device pointers,
  * one entry per expert: W_gate[e] = w_gate[e] ([n_ff][n_embd] rows of
@@ -376,14 +377,22 @@ typedef struct vt_backend_api {
      * p / max(sum of picked p, 6.103515625e-5) when renorm, else p; then, when
      * expert_scale (device [n]) is not NULL, weights[r][j] *= expert_scale[ids[r][j]]
      * (Gemma 4's per-expert scale, after the renormalisation). The values are
-     * softmax_topk's (vt_util_softmax_topk_row) for the same logits.
+     * softmax_topk's (vt_util_softmax_topk_row) for the same logits, but for
+     * the order in which a backend adds the softmax denominator (double): p
+     * may differ in its last float bit, and so a near-tie may pick the other
+     * expert.
      */
     vt_status (*moe_route)(vt_backend_ctx *ctx, const float *logits, int64_t n_rows, int64_t n,
                            int64_t k, int renorm, const float *expert_scale, int32_t *ids,
                            float *weights);
     /* Capability VT_CAP_OP_MOE_FFN: the routed-expert FFN of vt_moe_ffn_args,
-     * for every weight type whose VT_CAP_MAT_MUL is PRESENT. Errors: VT_ERR_INVALID_ARG (shapes, ranges, NULL pointers, scratch too
-     * small), VT_ERR_CAPABILITY (a weight type without kernels). */
+     * for every weight type whose VT_CAP_MAT_MUL is PRESENT, with gate and up
+     * of one type and n_embd, n_ff multiples of 32 (what every backend
+     * handles; a model with other shapes composes the per-expert ops).
+     * Errors: VT_ERR_INVALID_ARG (shapes, ranges, NULL pointers, scratch too
+     * small), VT_ERR_CAPABILITY (a weight type without kernels),
+     * VT_ERR_UNSUPPORTED (gate and up of two types on a backend that needs
+     * one). */
     vt_status (*moe_ffn)(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 
     /*
@@ -392,11 +401,14 @@ typedef struct vt_backend_api {
      * graph_begin: the ops issued on ctx until graph_end are recorded, not
      * run. Recorded ops read their device buffers at replay; their scalar
      * arguments and pointers are those of the recording. Ops with host array
-     * arguments (get_rows ids, rope_neox pos, gather/scatter idx, softmax_topk)
-     * and copies are refused while recording (VT_ERR_UNSUPPORTED naming the
-     * op); positions come from device memory through the _dpos ops below.
-     * An op that fails while recording leaves the recording to be ended
-     * (graph_end then fails and returns nothing).
+     * arguments (get_rows ids, rope_neox pos, gather/scatter idx, softmax_topk),
+     * copies and synchronize are refused while recording (VT_ERR_UNSUPPORTED
+     * naming the op); positions come from device memory through the _dpos
+     * ops below. An op that fails while recording is not recorded: the
+     * caller checks every op's status and, on a failure, ends the recording
+     * and frees what graph_end returns instead of replaying it. Positions
+     * read from device memory must be in range for the buffers the op was
+     * given (they are not checked on the host).
      * graph_end: stop recording; *out is the graph, the caller's until
      * graph_free. graph_launch: run the graph once, ordered with the other ops
      * of ctx. graph_free: NULL allowed.
