@@ -52,37 +52,12 @@ static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 vt_status vt_cpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
 {
-    CHECK(a, "moe_ffn: args is NULL");
-    CHECK(a->struct_size >= offsetof(vt_moe_ffn_args, name) + sizeof a->name,
-          "moe_ffn: args struct_size %u is smaller than ABI 1.2's", a->struct_size);
+    char why[512];
+    int work = vt_util_moe_ffn_check(a, why, sizeof why);
+    if (work < 0) return vt_cpu_fail(ctx, VT_ERR_INVALID_ARG, "%s", why);
+    if (!work) return VT_OK;
     const char *nm = a->name ? a->name : "(unnamed experts)";
     const int64_t T = a->n_tokens, K = a->k, E = a->n_embd, F = a->n_ff, NX = a->n_expert;
-    CHECK(T >= 0 && K >= 1 && E >= 1 && F >= 1 && NX >= 1,
-          "moe_ffn %s: n_tokens %lld, k %lld, n_embd %lld, n_ff %lld, n_expert %lld", nm,
-          (long long)T, (long long)K, (long long)E, (long long)F, (long long)NX);
-    CHECK(a->expert_begin >= 0 && a->expert_begin <= a->expert_end && a->expert_end <= NX,
-          "moe_ffn %s: expert range [%lld, %lld) not within [0, %lld]", nm,
-          (long long)a->expert_begin, (long long)a->expert_end, (long long)NX);
-    CHECK(a->act == VT_MOE_ACT_SILU || a->act == VT_MOE_ACT_GELU_TANH,
-          "moe_ffn %s: activation %u unknown", nm, a->act);
-    if (T == 0 || a->expert_begin == a->expert_end) return VT_OK;
-    CHECK(a->x && a->ids && a->weights && a->out && a->w_gate && a->w_up && a->w_down,
-          "moe_ffn %s: a pointer is NULL", nm);
-    CHECK(a->ldx >= E && a->ldo >= E, "moe_ffn %s: ldx %lld / ldo %lld < n_embd %lld", nm,
-          (long long)a->ldx, (long long)a->ldo, (long long)E);
-    const uint32_t types[3] = {a->type_gate, a->type_up, a->type_down};
-    for (int i = 0; i < 3; i++) {
-        CHECK(types[i] < VT_TYPE_SLOTS && vt_type_block_size(types[i]) != 0,
-              "moe_ffn %s: weight type id %u unknown", nm, types[i]);
-        int64_t n_in = i < 2 ? E : F;
-        CHECK(n_in % vt_type_block_size(types[i]) == 0,
-              "moe_ffn %s: %s rows of %lld elements are not whole %s blocks", nm,
-              i == 0 ? "gate" : i == 1 ? "up" : "down", (long long)n_in, vt_type_name(types[i]));
-    }
-    const size_t need = vt_moe_ffn_scratch_bytes(T, K, E, F, NX);
-    CHECK(a->scratch && a->scratch_bytes >= need,
-          "moe_ffn %s: scratch of %zu bytes, %zu needed (vt_moe_ffn_scratch_bytes)", nm,
-          a->scratch_bytes, need);
 
     /* scratch: cnt [NX + 1], tok [P], wt [P], then xg [P][E], g, u [P][F], y [P][E] */
     const int64_t P = T * K;

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "gpu_device.cuh"
+#include "vt/plugin_util.h"
 
 /* ======================= moe_route ======================= */
 
@@ -684,46 +685,25 @@ static vt_status moe_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
 extern "C" vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
 {
     NEED_CTX("moe_ffn");
-    CHECK(a, "moe_ffn: args is NULL");
-    CHECK(a->struct_size >= offsetof(vt_moe_ffn_args, name) + sizeof a->name,
-          "moe_ffn: args struct_size %u is smaller than ABI 1.2's", a->struct_size);
+    char why[512];
+    int work = vt_util_moe_ffn_check(a, why, sizeof why);
+    if (work < 0) return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "%s", why);
+    if (!work) return VT_OK;
     const char *nm = a->name ? a->name : "(unnamed experts)";
     const int64_t T = a->n_tokens, K = a->k, E = a->n_embd, F = a->n_ff, NX = a->n_expert;
-    CHECK(T >= 0 && K >= 1 && E >= 1 && F >= 1 && NX >= 1,
-          "moe_ffn %s: n_tokens %lld, k %lld, n_embd %lld, n_ff %lld, n_expert %lld", nm,
-          (long long)T, (long long)K, (long long)E, (long long)F, (long long)NX);
-    CHECK(a->expert_begin >= 0 && a->expert_begin <= a->expert_end && a->expert_end <= NX,
-          "moe_ffn %s: expert range [%lld, %lld) not within [0, %lld]", nm,
-          (long long)a->expert_begin, (long long)a->expert_end, (long long)NX);
-    CHECK(a->act == VT_MOE_ACT_SILU || a->act == VT_MOE_ACT_GELU_TANH,
-          "moe_ffn %s: activation %u unknown", nm, a->act);
-    if (T == 0 || a->expert_begin == a->expert_end) return VT_OK;
-    CHECK(a->x && a->ids && a->weights && a->out && a->w_gate && a->w_up && a->w_down,
-          "moe_ffn %s: a pointer is NULL", nm);
-    CHECK(a->ldx >= E && a->ldo >= E, "moe_ffn %s: ldx %lld / ldo %lld < n_embd %lld", nm,
-          (long long)a->ldx, (long long)a->ldo, (long long)E);
     const uint32_t types[3] = {a->type_gate, a->type_up, a->type_down};
     for (int i = 0; i < 3; i++) {
         if (!moe_type_known(types[i]))
-            return vt_gpu_fail(ctx->host, types[i] < VT_TYPE_SLOTS && vt_type_block_size(types[i])
-                                              ? VT_ERR_CAPABILITY : VT_ERR_INVALID_ARG,
-                               "moe_ffn %s: no kernels for weight type %s (id %u)", nm,
-                               types[i] < VT_TYPE_SLOTS ? vt_type_name(types[i]) : "?", types[i]);
-        int64_t n_in = i < 2 ? E : F;
-        int64_t blk = vt_type_block_size(types[i]);
-        CHECK(n_in % blk == 0 && n_in % MOE_BK == 0,
-              "moe_ffn %s: %s rows of %lld elements are not whole %s blocks of a multiple of 32",
-              nm, i == 0 ? "gate" : i == 1 ? "up" : "down", (long long)n_in,
-              vt_type_name(types[i]));
+            return vt_gpu_fail(ctx->host, VT_ERR_CAPABILITY, "moe_ffn %s: no kernels for weight "
+                               "type %s (id %u)", nm, vt_type_name(types[i]), types[i]);
+        CHECK((i < 2 ? E : F) % MOE_BK == 0,
+              "moe_ffn %s: %s rows of %lld elements are not a multiple of 32", nm,
+              i == 0 ? "gate" : i == 1 ? "up" : "down", (long long)(i < 2 ? E : F));
     }
     if (a->type_up != a->type_gate)
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "moe_ffn %s: gate (%s) and up (%s) of "
                            "different types are not implemented", nm, vt_type_name(a->type_gate),
                            vt_type_name(a->type_up));
-    const size_t need = vt_moe_ffn_scratch_bytes(T, K, E, F, NX);
-    CHECK(a->scratch && a->scratch_bytes >= need,
-          "moe_ffn %s: scratch of %zu bytes, %zu needed (vt_moe_ffn_scratch_bytes)", nm,
-          a->scratch_bytes, need);
     if (T * K > INT_MAX / 2 || T > 65535 || NX > INT_MAX / 2 ||
         (T <= VT_GPU_MM_VEC_MAX && T * K > 65535))
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "moe_ffn %s: %lld tokens x top-%lld "

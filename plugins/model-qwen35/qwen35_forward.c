@@ -248,21 +248,13 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
                            m->topk_ids[bad], nx);
         return VT_ERR_INTERNAL;
     }
-    int64_t e_next = 0;
-    while (e_next < nx) {
-        uint32_t n_grp = 0;
-        int64_t e, e_first = -1;
-        for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
-            if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
-            m->exp_ids[n_grp++] = (int32_t)e;
-            if (e_first < 0) e_first = e;
-        }
-        e_next = e;
-        if (!n_grp) continue;
+    int64_t e_next = 0, e_first, e_last;
+    uint32_t n_grp;
+    while ((n_grp = vt_util_next_expert_group(cnt, nx, K, &e_next, m->exp_ids, &e_first, &e_last))) {
         TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
         TRY(qwen35_write_expert_table(m, il, m->exp_ids, n_grp, m->exp_slots));
         a.expert_begin = e_first;
-        a.expert_end = e;
+        a.expert_end = e_next;
         TRY(A->moe_ffn(c, &a));
     }
     return VT_OK;
@@ -300,19 +292,10 @@ static vt_status q35_moe_ops(vt_model *m, uint32_t il, int64_t T)
     const uint32_t M = ly->fused_gate_up ? 2 : 3;
     const int64_t F = hp->n_ff_exp;
     int64_t e_next = 0;
-    while (e_next < nx) {
-        uint32_t n_grp = 0;
-        int64_t e, e_first = -1, e_last = -1;
-        for (e = e_next; e < nx && n_grp < (uint32_t)K; e++) {
-            if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
-            if (m->exp_ids) m->exp_ids[n_grp] = (int32_t)e;
-            if (e_first < 0) e_first = e;
-            e_last = e;
-            n_grp++;
-        }
-        int64_t e_end = e;
-        e_next = e_end;
-        if (!n_grp) continue;
+    int64_t e_first, e_last;
+    uint32_t n_grp;
+    while ((n_grp = vt_util_next_expert_group(cnt, nx, K, &e_next, m->exp_ids, &e_first, &e_last))) {
+        int64_t e;
         if (m->experts)
             TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
         const int32_t gb = e_first ? cnt[e_first - 1] : 0, ge = cnt[e_last];

@@ -9,15 +9,18 @@
  *    (vt/backend.h, qwen35moe.md §5.8) for one row on the host, the reference
  *    every backend that routes on the host uses, so their ids and weights
  *    agree bit for bit;
+ *  - vt_util_moe_ffn_check: moe_ffn's argument checks, shared by the backends;
  *  - vt_util_backend_has: whether a backend declares an optional op PRESENT
  *    and its table is large enough to hold the op's member (a model choosing
  *    between a fused op and its composition);
- *  - vt_util_bucket_by_expert: routed (token, expert) pairs grouped by expert.
+ *  - vt_util_bucket_by_expert, vt_util_next_expert_group: routed (token,
+ *    expert) pairs grouped by expert, and experts in groups of at most top-k.
  */
 #ifndef VT_PLUGIN_UTIL_H
 #define VT_PLUGIN_UTIL_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +164,103 @@ static inline int64_t vt_util_bucket_by_expert(const int32_t *ids, const float *
         wout[at] = w[i];
     }
     return -1;
+}
+
+/*
+ * The argument checks of vt_backend_api.moe_ffn that every backend makes
+ * (vt/backend.h, vt_moe_ffn_args): returns 1 when the call has work, 0 when
+ * there is none (no tokens, an empty expert range), -1 for invalid
+ * arguments with the reason in why (naming the experts' tensor): NULL args
+ * or pointers, a struct_size below ABI 1.2's, shapes, the range, the
+ * activation, strides, weight type ids vt does not know, rows that are not
+ * whole blocks, a scratch below vt_moe_ffn_scratch_bytes(). Which types and
+ * shapes a backend has kernels for it checks itself.
+ */
+static inline int vt_util_moe_ffn_check(const vt_moe_ffn_args *a, char *why, size_t cap)
+{
+    if (!a) {
+        snprintf(why, cap, "moe_ffn: args is NULL");
+        return -1;
+    }
+    if (a->struct_size < offsetof(vt_moe_ffn_args, name) + sizeof a->name) {
+        snprintf(why, cap, "moe_ffn: args struct_size %u is smaller than ABI 1.2's", a->struct_size);
+        return -1;
+    }
+    const char *nm = a->name ? a->name : "(unnamed experts)";
+    const int64_t T = a->n_tokens, K = a->k, E = a->n_embd, F = a->n_ff, NX = a->n_expert;
+    if (T < 0 || K < 1 || E < 1 || F < 1 || NX < 1) {
+        snprintf(why, cap, "moe_ffn %s: n_tokens %lld, k %lld, n_embd %lld, n_ff %lld, n_expert %lld",
+                 nm, (long long)T, (long long)K, (long long)E, (long long)F, (long long)NX);
+        return -1;
+    }
+    if (a->expert_begin < 0 || a->expert_begin > a->expert_end || a->expert_end > NX) {
+        snprintf(why, cap, "moe_ffn %s: expert range [%lld, %lld) not within [0, %lld]", nm,
+                 (long long)a->expert_begin, (long long)a->expert_end, (long long)NX);
+        return -1;
+    }
+    if (a->act != VT_MOE_ACT_SILU && a->act != VT_MOE_ACT_GELU_TANH) {
+        snprintf(why, cap, "moe_ffn %s: activation %u unknown", nm, a->act);
+        return -1;
+    }
+    if (T == 0 || a->expert_begin == a->expert_end) return 0;
+    if (!a->x || !a->ids || !a->weights || !a->out || !a->w_gate || !a->w_up || !a->w_down) {
+        snprintf(why, cap, "moe_ffn %s: a pointer is NULL", nm);
+        return -1;
+    }
+    if (a->ldx < E || a->ldo < E) {
+        snprintf(why, cap, "moe_ffn %s: ldx %lld / ldo %lld < n_embd %lld", nm, (long long)a->ldx,
+                 (long long)a->ldo, (long long)E);
+        return -1;
+    }
+    const uint32_t types[3] = {a->type_gate, a->type_up, a->type_down};
+    static const char *const which[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+        if (types[i] >= VT_TYPE_SLOTS || vt_type_block_size(types[i]) == 0) {
+            snprintf(why, cap, "moe_ffn %s: weight type id %u unknown", nm, types[i]);
+            return -1;
+        }
+        int64_t n_in = i < 2 ? E : F;
+        if (n_in % (int64_t)vt_type_block_size(types[i])) {
+            snprintf(why, cap, "moe_ffn %s: %s rows of %lld elements are not whole %s blocks", nm,
+                     which[i], (long long)n_in, vt_type_name(types[i]));
+            return -1;
+        }
+    }
+    const size_t need = vt_moe_ffn_scratch_bytes(T, K, E, F, NX);
+    if (!a->scratch || a->scratch_bytes < need) {
+        snprintf(why, cap, "moe_ffn %s: scratch of %zu bytes, %zu needed (vt_moe_ffn_scratch_bytes)",
+                 nm, a->scratch_bytes, need);
+        return -1;
+    }
+    return 1;
+}
+
+/*
+ * The next group of routed experts of a layer whose pairs
+ * vt_util_bucket_by_expert bucketed (cnt as it leaves it): from expert
+ * *e_next on, the first (at most) k experts that have pairs, in increasing
+ * id. Returns how many (0: none left); ids (may be NULL) receives them,
+ * *first and *last the first and the last, and *e_next moves past the last
+ * expert looked at, so the group's expert range is [*first, *e_next). A
+ * streamed layer makes each group resident at once (the arena holds at
+ * least k experts' slots).
+ */
+static inline uint32_t vt_util_next_expert_group(const int32_t *cnt, int64_t n_expert, int64_t k,
+                                                 int64_t *e_next, int32_t *ids, int64_t *first,
+                                                 int64_t *last)
+{
+    uint32_t n = 0;
+    int64_t e;
+    *first = *last = -1;
+    for (e = *e_next; e < n_expert && (int64_t)n < k; e++) {
+        if (cnt[e] - (e ? cnt[e - 1] : 0) == 0) continue;
+        if (ids) ids[n] = (int32_t)e;
+        if (*first < 0) *first = e;
+        *last = e;
+        n++;
+    }
+    *e_next = e;
+    return n;
 }
 
 #ifdef __cplusplus
