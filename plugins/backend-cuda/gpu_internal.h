@@ -7,6 +7,7 @@
  *    and pinned host memory, copies, the zero-fill kernel, the memory probe;
  *  - gpu_ops.cu (nvcc or hipcc): the compute ops (vt/backend.h) as kernels,
  *    the per-context scratch buffers and, under CUDA, cuBLAS for prefill;
+ *  - gpu_attention.cu (nvcc or hipcc): attention and attention_dpos;
  *  - gpu_moe.cu (nvcc or hipcc): the fused MoE ops of ABI 1.2 (moe_route,
  *    moe_ffn);
  *  - gpu_device.cuh: what the two kernel files share (launch helpers, the

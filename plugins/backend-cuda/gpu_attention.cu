@@ -1,0 +1,171 @@
+/*
+ * gpu_attention.cu - attention over the KV cache for backend-cuda /
+ * backend-rocm (vt/backend.h: attention, and attention_dpos of ABI 1.2 with
+ * pos0 read from device memory): one block per (token, query head) whose
+ * warps each run an online (max-subtracted) float32 softmax over a share of
+ * the visible positions, merged at the end (4 warps per block, 16 when the
+ * blocks are few, as in decode).
+ */
+#include <limits.h>
+#include <math.h>
+
+#include "gpu_device.cuh"
+
+/* ======================= attention ======================= */
+
+#define ATTN_WARPS 4       /* warps per (token, head) block when there are many blocks */
+#define ATTN_WARPS_FEW 16  /* ... when there are few (decode): more positions in flight */
+
+/* One block of W warps per (token, query head): warp w runs an online
+ * float32 softmax over positions s0 + w, s0 + w + W, ...; lane l holds dims
+ * l + 32c (c < C) of q and of the output accumulator. */
+template <int C, int W>
+static __global__ void __launch_bounds__(32 * W) k_attn(const float *q, int64_t ldq, int64_t ldq_head, const float *k,
+                              const float *v, float *out, int64_t ldo, int64_t n_head,
+                              int64_t n_gqa, int64_t hd, int64_t ld_kv, int64_t pos0,
+                              const int32_t *pos0_dev, int64_t window, float scale, float softcap)
+{
+    __shared__ float sm[W], sl[W];
+    if (pos0_dev) pos0 = *pos0_dev; /* attention_dpos */
+    __shared__ float sacc[W][32 * C];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head, kvh = h / n_gqa;
+    int64_t p = pos0 + t, s1 = p + 1, s0 = 0;
+    if (window > 0 && p - window + 1 > 0) s0 = p - window + 1;
+    const float *qh = q + t * ldq + h * ldq_head;
+    float qr[C], acc[C];
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+        int64_t e = lane + 32 * c;
+        qr[c] = e < hd ? qh[e] : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t s = s0 + wid; s < s1; s += W) {
+        const float *ks = k + s * ld_kv + kvh * hd, *vs = v + s * ld_kv + kvh * hd;
+        float d = 0.0f;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            int64_t e = lane + 32 * c;
+            if (e < hd) d += qr[c] * ks[e];
+        }
+        d = warp_sum(d);
+        float sc = d * scale;
+        if (softcap > 0.0f) sc = softcap * tanhf(sc / softcap);
+        float mn = fmaxf(m, sc);
+        float corr = expf(m - mn); /* 0 for the first position (m = -inf) */
+        float pe = expf(sc - mn);
+        l = l * corr + pe;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            int64_t e = lane + 32 * c;
+            acc[c] = acc[c] * corr + (e < hd ? pe * vs[e] : 0.0f);
+        }
+        m = mn;
+    }
+    if (lane == 0) {
+        sm[wid] = m;
+        sl[wid] = l;
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) sacc[wid][lane + 32 * c] = acc[c];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < W; w++) M = fmaxf(M, sm[w]);
+    float L = 0.0f, f[W];
+    for (int w = 0; w < W; w++) {
+        f[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; /* a warp that saw no position adds 0 */
+        L += sl[w] * f[w];
+    }
+    float *oh = out + t * ldo + h * hd;
+    for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < W; w++) o += sacc[w][e] * f[w];
+        oh[e] = o / L;
+    }
+}
+
+/* attention and attention_dpos: pos0_dev NULL (pos0, n_kv from the host) or
+ * the device int32 holding pos0 (n_kv then pos0 + n_tokens <= n_kv, unchecked
+ * on the host). */
+static vt_status attention_impl(vt_backend_ctx *ctx, const char *op, const float *q, int64_t ldq,
+                                int64_t ldq_head, const float *k_cache, const float *v_cache,
+                                float *out, int64_t ldo, int64_t n_tokens, int64_t n_head,
+                                int64_t n_head_kv, int64_t head_dim, int64_t pos0,
+                                const int32_t *pos0_dev, int64_t n_kv, int64_t window, float scale,
+                                float softcap)
+{
+    NEED_CTX("attention");
+    CHECK(n_tokens >= 0, "%s: n_tokens %lld < 0", op, (long long)n_tokens);
+    CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
+          "%s: n_head %lld is not a positive multiple of n_head_kv %lld", op, (long long)n_head,
+          (long long)n_head_kv);
+    CHECK(head_dim > 0, "%s: head_dim %lld <= 0", op, (long long)head_dim);
+    CHECK(pos0 >= 0 && window >= 0, "%s: pos0 %lld, window %lld", op, (long long)pos0,
+          (long long)window);
+    if (n_tokens == 0) return VT_OK;
+    CHECK(pos0 + n_tokens <= n_kv,
+          "%s: positions up to %lld need the cache to hold them, but n_kv is %lld", op,
+          (long long)(pos0 + n_tokens - 1), (long long)n_kv);
+    CHECK(q && k_cache && v_cache && out, "%s: a pointer is NULL", op);
+    CHECK((n_head == 1 || ldq_head >= head_dim) && (n_tokens == 1 || ldq >= head_dim),
+          "%s: q strides ldq %lld, ldq_head %lld too small for %lld heads of %lld", op,
+          (long long)ldq, (long long)ldq_head, (long long)n_head, (long long)head_dim);
+    CHECK(ldo >= n_head * head_dim, "%s: ldo %lld < n_head·head_dim %lld", op, (long long)ldo,
+          (long long)(n_head * head_dim));
+    if (head_dim > VT_GPU_ATTN_MAX_HEAD_DIM)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: head_dim %lld exceeds the "
+                           "kernel's limit of %d", op, (long long)head_dim, VT_GPU_ATTN_MAX_HEAD_DIM);
+    if (n_tokens * n_head > INT_MAX)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: %lld tokens x %lld heads "
+                           "exceed the grid", op, (long long)n_tokens, (long long)n_head);
+    TRY(vt_gpu_select_device(ctx, op));
+    unsigned nb = (unsigned)(n_tokens * n_head);
+    int64_t g = n_head / n_head_kv, ld_kv = n_head_kv * head_dim;
+    /* few blocks (decode): 16 warps each, so that one (token, head)'s
+     * positions are spread over more warps; else 4 */
+    const bool few = nb < 256;
+#define ATTN_LAUNCH(C)                                                                         \
+    do {                                                                                       \
+        if (few)                                                                               \
+            k_attn<C, ATTN_WARPS_FEW><<<nb, 32 * ATTN_WARPS_FEW, 0, VT_ST>>>(                  \
+                q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g, head_dim, ld_kv, pos0, \
+                pos0_dev, window, scale, softcap);                                             \
+        else                                                                                   \
+            k_attn<C, ATTN_WARPS><<<nb, 32 * ATTN_WARPS, 0, VT_ST>>>(                          \
+                q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_head, g, head_dim, ld_kv, pos0, \
+                pos0_dev, window, scale, softcap);                                             \
+    } while (0)
+    if (head_dim <= 64) ATTN_LAUNCH(2);
+    else if (head_dim <= 128) ATTN_LAUNCH(4);
+    else if (head_dim <= 256) ATTN_LAUNCH(8);
+    else ATTN_LAUNCH(16);
+#undef ATTN_LAUNCH
+    return launched(ctx, op);
+}
+
+extern "C" vt_status vt_gpu_attention(vt_backend_ctx *ctx, const float *q, int64_t ldq,
+                                      int64_t ldq_head, const float *k_cache, const float *v_cache,
+                                      float *out, int64_t ldo, int64_t n_tokens, int64_t n_head,
+                                      int64_t n_head_kv, int64_t head_dim, int64_t pos0,
+                                      int64_t n_kv, int64_t window, float scale, float softcap)
+{
+    return attention_impl(ctx, "attention", q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_tokens,
+                          n_head, n_head_kv, head_dim, pos0, NULL, n_kv, window, scale, softcap);
+}
+
+extern "C" vt_status vt_gpu_attention_dpos(vt_backend_ctx *ctx, const float *q, int64_t ldq,
+                                           int64_t ldq_head, const float *k_cache,
+                                           const float *v_cache, float *out, int64_t ldo,
+                                           int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
+                                           int64_t head_dim, const int32_t *pos0,
+                                           int64_t n_kv_max, int64_t window, float scale,
+                                           float softcap)
+{
+    if (ctx && !pos0)
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "attention_dpos: pos0 is NULL");
+    return attention_impl(ctx, "attention_dpos", q, ldq, ldq_head, k_cache, v_cache, out, ldo,
+                          n_tokens, n_head, n_head_kv, head_dim, 0, pos0, n_kv_max, window, scale,
+                          softcap);
+}
+
