@@ -201,6 +201,13 @@ const char *gemma4_moe_path(const vt_model *m)
                       : "moe_ffn (fused; routing on the device)";
 }
 
+/* vt_util_moe_ffn_streamed's table writer: the acquired group's slots */
+static vt_status gemma4_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
+                               const void *const *slots)
+{
+    return gemma4_write_expert_table((vt_model *)user, layer, ids, n, slots);
+}
+
 /* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
  * the routing (with the per-expert scale) already in r_ids / r_w. Resident:
  * one moe_ffn over all experts; streamed: the ids come to the host, which
@@ -226,26 +233,8 @@ static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
         .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
         .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
     if (!m->experts) return A->moe_ffn(c, &a);
-
-    TRY(A->copy_d2h(c, m->topk_ids, m->r_ids, (size_t)(T * K) * sizeof(int32_t)));
-    int32_t *cnt = m->exp_count;
-    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
-                                           m->exp_w);
-    if (bad >= 0) {
-        m->host->set_error("gemma4: blk.%u router picked expert %d of %" PRId64, il,
-                           m->topk_ids[bad], nx);
-        return VT_ERR_INTERNAL;
-    }
-    int64_t e_next = 0, e_first, e_last;
-    uint32_t n_grp;
-    while ((n_grp = vt_util_next_expert_group(cnt, nx, K, &e_next, m->exp_ids, &e_first, &e_last))) {
-        TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
-        TRY(gemma4_write_expert_table(m, il, m->exp_ids, n_grp, m->exp_slots));
-        a.expert_begin = e_first;
-        a.expert_end = e_next;
-        TRY(A->moe_ffn(c, &a));
-    }
-    return VT_OK;
+    return vt_util_moe_ffn_streamed(m->host, A, c, m->experts, il, &a, m->topk_ids, m->exp_count,
+                                    m->exp_ids, m->exp_slots, gemma4_table_cb, m, "gemma4");
 }
 
 static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)

@@ -1076,13 +1076,7 @@ static int g4_host_addressable(const vt_backend_api *a)
 static vt_status g4_setup_fused(vt_model *m)
 {
     const gemma4_hparams *hp = &m->hp;
-    const char *env = getenv("VT_MOE_FFN");
-    if (!hp->n_expert || (env && !strcmp(env, "0")) ||
-        !vt_util_backend_has(m->api, VT_CAP_OP_MOE_ROUTE,
-                             offsetof(vt_backend_api, moe_route) + sizeof(void *)) ||
-        !vt_util_backend_has(m->api, VT_CAP_OP_MOE_FFN,
-                             offsetof(vt_backend_api, moe_ffn) + sizeof(void *)))
-        return VT_OK;
+    if (!hp->n_expert || !vt_util_moe_fused_available(m->api)) return VT_OK;
     /* the shapes every backend's moe_ffn takes (vt/backend.h): gate and up
      * of one type, rows of a multiple of 32 */
     if (hp->n_embd % 32 || hp->n_ff_exp % 32) return VT_OK;
@@ -1119,18 +1113,12 @@ static vt_status g4_setup_fused(vt_model *m)
     return st;
 }
 
-/* Decode graphs: the backend declares VT_CAP_GRAPH and sets its seven
- * members (the op profiler clears them), the experts (if any) are resident
- * and fused, and VT_GRAPH is not "0". */
+/* Decode graphs: the backend has them (vt_util_graph_available), and the
+ * experts (if any) are resident and fused. */
 static void g4_setup_graph(vt_model *m)
 {
-    const vt_backend_api *A = m->api;
-    const char *env = getenv("VT_GRAPH");
-    m->use_graph = (!env || strcmp(env, "0")) && !m->experts && (m->fused_moe || !m->hp.n_expert) &&
-                   vt_util_backend_has(A, VT_CAP_GRAPH,
-                                       offsetof(vt_backend_api, copy_rows_dpos) + sizeof(void *)) &&
-                   A->graph_begin && A->graph_end && A->graph_launch && A->graph_free &&
-                   A->rope_neox_dpos && A->attention_dpos && A->copy_rows_dpos;
+    m->use_graph = !m->experts && (m->fused_moe || !m->hp.n_expert) &&
+                   vt_util_graph_available(m->api);
 }
 
 vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,

@@ -10,6 +10,9 @@
  *    every backend that routes on the host uses, so their ids and weights
  *    agree bit for bit;
  *  - vt_util_moe_ffn_check: moe_ffn's argument checks, shared by the backends;
+ *  - vt_util_moe_fused_available, vt_util_graph_available,
+ *    vt_util_moe_ffn_streamed: the models' choice of the fused MoE path and
+ *    of decode graphs, and a streamed layer's experts group by group;
  *  - vt_util_backend_has: whether a backend declares an optional op PRESENT
  *    and its table is large enough to hold the op's member (a model choosing
  *    between a fused op and its composition);
@@ -261,6 +264,81 @@ static inline uint32_t vt_util_next_expert_group(const int32_t *cnt, int64_t n_e
     }
     *e_next = e;
     return n;
+}
+
+/*
+ * Whether a model should take the fused routed-expert path: the backend
+ * declares op.moe_route and op.moe_ffn and env VT_MOE_FFN is not "0" (the
+ * switch that forces the per-expert ops, for comparisons).
+ */
+static inline int vt_util_moe_fused_available(const vt_backend_api *api)
+{
+    const char *env = getenv("VT_MOE_FFN");
+    return !(env && !strcmp(env, "0")) &&
+           vt_util_backend_has(api, VT_CAP_OP_MOE_ROUTE,
+                               offsetof(vt_backend_api, moe_route) + sizeof(void *)) &&
+           vt_util_backend_has(api, VT_CAP_OP_MOE_FFN,
+                               offsetof(vt_backend_api, moe_ffn) + sizeof(void *));
+}
+
+/*
+ * Whether a model may record its decode steps as graphs: the backend
+ * declares VT_CAP_GRAPH (which the core accepts only with all seven members
+ * set, and the op profiler declares ABSENT) and env VT_GRAPH is not "0".
+ */
+static inline int vt_util_graph_available(const vt_backend_api *api)
+{
+    const char *env = getenv("VT_GRAPH");
+    return !(env && !strcmp(env, "0")) &&
+           vt_util_backend_has(api, VT_CAP_GRAPH,
+                               offsetof(vt_backend_api, copy_rows_dpos) + sizeof(void *));
+}
+
+/*
+ * A streamed layer's routed experts through moe_ffn (vt/backend.h): the
+ * routing ids (a->ids, device [n_tokens][k]) are copied to ids_host, counted
+ * per expert into cnt (n_expert + 1 int32: cnt[e] is the end of expert e's
+ * run, as vt_util_bucket_by_expert leaves it), and each group of at most k
+ * experts (vt_util_next_expert_group, ids into grp_ids) is acquired from the
+ * streamer into slots (k x matrices pointers), its pointer-table entries are
+ * written by write_table(user, grp_ids, n, slots), and one moe_ffn runs over
+ * the group's expert range: the bits of one call over all experts.
+ * An id outside [0, n_expert) is VT_ERR_INTERNAL naming who and the layer.
+ */
+typedef vt_status (*vt_util_table_fn)(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
+                                      const void *const *slots);
+static inline vt_status vt_util_moe_ffn_streamed(const vt_host_api *host, const vt_backend_api *api,
+                                                 vt_backend_ctx *ctx, vt_expert_streamer *streamer,
+                                                 uint32_t layer, vt_moe_ffn_args *a,
+                                                 int32_t *ids_host, int32_t *cnt, int32_t *grp_ids,
+                                                 const void **slots, vt_util_table_fn write_table,
+                                                 void *user, const char *who)
+{
+    const int64_t P = a->n_tokens * a->k, nx = a->n_expert;
+    vt_status st = api->copy_d2h(ctx, ids_host, a->ids, (size_t)P * sizeof(int32_t));
+    if (st != VT_OK) return st;
+    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < P; i++) {
+        if (ids_host[i] < 0 || ids_host[i] >= nx) {
+            host->set_error("%s: blk.%u router picked expert %d of %lld", who, layer, ids_host[i],
+                            (long long)nx);
+            return VT_ERR_INTERNAL;
+        }
+        cnt[ids_host[i] + 1]++;
+    }
+    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
+    /* cnt[e + 1] is now the end of expert e's run: shift to the bucketed form */
+    memmove(cnt, cnt + 1, (size_t)nx * sizeof *cnt);
+    int64_t e_next = 0, e_first, e_last;
+    uint32_t n;
+    while ((n = vt_util_next_expert_group(cnt, nx, a->k, &e_next, grp_ids, &e_first, &e_last))) {
+        if ((st = host->experts_acquire(streamer, layer, grp_ids, n, slots)) != VT_OK) return st;
+        if ((st = write_table(user, layer, grp_ids, n, slots)) != VT_OK) return st;
+        a->expert_begin = e_first;
+        a->expert_end = e_next;
+        if ((st = api->moe_ffn(ctx, a)) != VT_OK) return st;
+    }
+    return VT_OK;
 }
 
 #ifdef __cplusplus
