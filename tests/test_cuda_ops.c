@@ -58,6 +58,7 @@
 #include <cJSON.h>
 
 #include "test_util.h"
+#include "test_backend_load.h"
 
 #include "engine.h"
 #include "error.h"
@@ -74,17 +75,7 @@ static int g_state;                         /* 0 not tried, 1 ready, -1 skip */
 
 static const vt_backend_api *load_api(const char *name)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/backend-%s.so", vt_test_plugin_dir(), name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) fail_msg("dlopen %s: %s", path, dlerror());
-    vt_plugin_entry_fn entry = (vt_plugin_entry_fn)dlsym(h, VT_PLUGIN_ENTRY_SYMBOL);
-    assert_non_null(entry);
-    const vt_plugin_desc *d = entry();
-    assert_non_null(d);
-    assert_int_equal(d->kind, VT_PLUGIN_BACKEND);
-    assert_string_equal(d->name, name);
-    return (const vt_backend_api *)d->table;
+    return (const vt_backend_api *)vt_test_load_backend(name)->table;
 }
 
 static void skip_all(const char *why)

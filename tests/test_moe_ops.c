@@ -34,6 +34,7 @@
 #include <math.h>
 
 #include "test_util.h"
+#include "test_backend_load.h"
 
 #include "error.h"
 #include "registry.h"
@@ -58,14 +59,7 @@ static int is_cpu;
 
 static const vt_backend_api *load_api(const char *name)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/backend-%s.so", vt_test_plugin_dir(), name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) fail_msg("dlopen %s: %s", path, dlerror());
-    vt_plugin_entry_fn entry = (vt_plugin_entry_fn)dlsym(h, VT_PLUGIN_ENTRY_SYMBOL);
-    assert_non_null(entry);
-    const vt_plugin_desc *d = entry();
-    assert_non_null(d);
+    const vt_plugin_desc *d = vt_test_load_backend(name);
     assert_int_equal(d->abi_minor, VT_ABI_MINOR);
     return (const vt_backend_api *)d->table;
 }
