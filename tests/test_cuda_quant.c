@@ -44,6 +44,12 @@
  *       specified); the exact one-hot cases above are the strict check of
  *       each decoder on every path. One case has more
  *       rows than one 64 MiB dequantisation chunk of the SGEMM path.
+ *  3b. One token on a context as users get it (int8 activations for Q8_0,
+ *     Q5_0, Q4_K and Q6_K, gpu_matvec.cu): against the reference on the
+ *     activations rounded as the kernels specify (test's own rounding), for
+ *     every block type (the others must take the float path), rows per warp
+ *     from 1 to 32, more rows than one grid pass, a NaN activation. The
+ *     contexts of 2. and 3. run with VT_GPU_INT8_DOT=0 (the float kernels).
  *  4. Refusals: a misaligned weight (the kernels read 32-bit words of Q4_K
  *     blocks) and an n_in that is not a whole number of blocks.
  *
@@ -53,6 +59,7 @@
  * fails), as in test_cuda_ops.
  */
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 
 #include "test_util.h"
@@ -66,7 +73,9 @@
 #define U32 5.9604644775390625e-8 /* 2^-24 */
 
 static const vt_backend_api *G;
-static vt_backend_ctx *gctx, *tctx; /* cuda (cuBLAS prefill), cuda (tiled GEMM) */
+/* cuda (cuBLAS prefill), cuda (tiled GEMM): both with VT_GPU_INT8_DOT=0, the
+ * float kernels; qctx: as a user gets it, int8 activations for one token */
+static vt_backend_ctx *gctx, *tctx, *qctx;
 static int g_state;                 /* 0 not tried, 1 ready, -1 skip */
 
 /* ---------------------------------------------------------------- types */
@@ -152,10 +161,13 @@ static int ready(void)
             } else {
                 vt_backend_params bp = {.struct_size = sizeof bp, .device = 0,
                                         .host = vt_host_table()};
+                if (G->init(&bp, &qctx) != VT_OK) fail_msg("cuda init: %s", vt_last_error());
+                setenv("VT_GPU_INT8_DOT", "0", 1);
                 if (G->init(&bp, &gctx) != VT_OK) fail_msg("cuda init: %s", vt_last_error());
                 setenv("VT_GPU_GEMM", "tiled", 1);
                 if (G->init(&bp, &tctx) != VT_OK) fail_msg("cuda init (tiled): %s", vt_last_error());
                 unsetenv("VT_GPU_GEMM");
+                unsetenv("VT_GPU_INT8_DOT");
                 char name[256] = "?";
                 G->device_name(0, name, sizeof name);
                 fprintf(stderr, "backend-cuda: device 0 of %d: %s\n", n, name);
@@ -175,7 +187,8 @@ static int teardown(void **s)
     (void)s;
     if (gctx) G->shutdown(gctx);
     if (tctx) G->shutdown(tctx);
-    gctx = tctx = NULL;
+    if (qctx) G->shutdown(qctx);
+    gctx = tctx = qctx = NULL;
     return 0;
 }
 
@@ -627,6 +640,232 @@ static void test_mat_mul_random(void **s)
     fprintf(stderr, "  random mat_mul: worst |d|/tol over all cases %.3g\n", g_worst);
 }
 
+
+/* ------------------------------------------------- 3b. int8 activations */
+
+/* The activation rounding of backend-cuda's one-token matvecs
+ * (gpu_qdot.cuh, the same as backend-cpu's vt_cpu_xq): per 32 values d =
+ * max|x| / 127, q = round-to-nearest-even(x · (1/d)) in [-127, 127]; xh gets
+ * d·q (NaN for a block with a NaN or infinity). */
+static void round_int8(const float *x, int64_t n, double *xh)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float m = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < 32; i++) {
+            float a = fabsf(x[32 * b + i]);
+            if (!(a <= FLT_MAX)) bad = 1;
+            else if (a > m) m = a;
+        }
+        float d = m >= 127.0f * FLT_MIN ? m / 127.0f : 0.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float q = nearbyintf(x[32 * b + i] * id);
+            if (q > 127.0f) q = 127.0f;
+            if (q < -127.0f) q = -127.0f;
+            xh[32 * b + i] = bad ? NAN : (double)d * (double)q;
+        }
+    }
+}
+
+/* The types with int8 kernels (gpu_matvec.cu); every other type takes the
+ * float kernel on qctx too. */
+static int has_int8(uint32_t t)
+{
+    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K;
+}
+
+/* One token through qctx: against Σ w_i·x̂_i in double (x̂ the rounded
+ * activations, w the reference dequantisation) for the int8 types, against
+ * Σ w_i·x_i for the others. The integer sums are exact; the block scales are
+ * applied in float32 and the units summed in float32 (lanes, then a shuffle
+ * tree), so as in mm_case |Δ| <= 8·sqrt(n_in)·u·(||w_o|| + ||m_o||)·||x̂||,
+ * where m is Q4_K's min term (−dmin·m per element, the row decoded with its
+ * codes zeroed), which the kernel scales separately and which may cancel
+ * against the code term. nan_at >= 0 puts a NaN at that column: every output
+ * must be NaN. */
+static void mm_int8_case(const qtype *q, int64_t n_in, int64_t n_out, int nan_at)
+{
+    size_t rb;
+    uint8_t *wh = make_weight(q, n_in, n_out, 0, &rb);
+    float *wf = ref_rows(q->id, wh, rb, n_in, n_out);
+    float *wm = NULL;
+    if (q->id == VT_TYPE_Q4_K) { /* the min terms alone: codes zeroed */
+        uint8_t *w0 = malloc(rb * (size_t)n_out);
+        assert_non_null(w0);
+        memcpy(w0, wh, rb * (size_t)n_out);
+        for (size_t b = 0; b < rb * (size_t)n_out / 144; b++) memset(w0 + 144 * b + 16, 0, 128);
+        wm = ref_rows(q->id, w0, rb, n_in, n_out);
+        free(w0);
+    }
+    float *x = fbuf((size_t)n_in);
+    for (int64_t i = 0; i < n_in; i++) x[i] = urand(-1.0f, 1.0f);
+    if (n_in >= 96) /* a block with a large value and one of tiny ones */
+        for (int i = 0; i < 32; i++) x[i] = i == 3 ? 7.5f : x[i], x[64 + i] *= 1e-6f;
+    if (nan_at >= 0) x[nan_at] = NAN;
+    double *xh = calloc((size_t)n_in, sizeof(double));
+    assert_non_null(xh);
+    const int int8 = has_int8(q->id);
+    if (int8) round_int8(x, n_in, xh);
+    else
+        for (int64_t i = 0; i < n_in; i++) xh[i] = x[i];
+    double xn = 0;
+    for (int64_t i = 0; i < n_in; i++) xn += xh[i] * xh[i];
+    const int64_t ny = n_out + 3;
+    float *yg = fbuf((size_t)ny);
+    for (int64_t k = 0; k < ny; k++) yg[k] = 1234.5f;
+    void *wd = dput(wh, rb * (size_t)n_out);
+    float *xd = dput(x, sizeof(float) * (size_t)n_in), *yd = dput(yg, sizeof(float) * (size_t)ny);
+    vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
+    OKC(G->mat_mul[q->id](qctx, &wg, xd, n_in, yd, ny, 1));
+    dget(yg, yd, sizeof(float) * (size_t)ny);
+    char what[160];
+    snprintf(what, sizeof what, "%s one token, n_in %lld n_out %lld%s %s", q->name,
+             (long long)n_in, (long long)n_out, nan_at >= 0 ? " NaN" : "",
+             int8 ? "[int8]" : "[float]");
+    double worst = 0, max_abs = 0;
+    for (int64_t o = 0; o < ny; o++) {
+        if (o >= n_out) {
+            if (yg[o] != 1234.5f) fail_msg("%s: padding %lld written (%g)", what, (long long)o, yg[o]);
+            continue;
+        }
+        if (nan_at >= 0) {
+            if (!isnan(yg[o])) fail_msg("%s: row %lld is %g, not NaN", what, (long long)o, yg[o]);
+            continue;
+        }
+        double ref = 0, wn = 0, mn = 0;
+        for (int64_t i = 0; i < n_in; i++) {
+            ref += (double)wf[o * n_in + i] * xh[i];
+            wn += (double)wf[o * n_in + i] * wf[o * n_in + i];
+            if (wm) mn += (double)wm[o * n_in + i] * wm[o * n_in + i];
+        }
+        double tol = 8.0 * sqrt((double)n_in) * U32 * (sqrt(wn) + sqrt(mn)) * sqrt(xn);
+        double d = fabs((double)yg[o] - ref);
+        if (d > max_abs) max_abs = d;
+        if (tol > 0 && d / tol > worst) worst = d / tol;
+        if (!(d <= tol))
+            fail_msg("%s: row %lld: cuda %.9g, reference %.9g (|d| %.3g > tol %.3g)", what,
+                     (long long)o, (double)yg[o], ref, d, tol);
+    }
+    if (worst > g_worst) g_worst = worst;
+    fprintf(stderr, "  %-58s max|d| %.3g  worst d/tol %.3g\n", what, max_abs, worst);
+    dfree(wd);
+    dfree(xd);
+    dfree(yd);
+    free(yg);
+    free(xh);
+    free(x);
+    free(wm);
+    free(wf);
+    free(wh);
+}
+
+static void test_mat_mul_int8(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    g_worst = 0;
+    for (int k = 0; k < N_QTYPES; k++) {
+        const qtype *q = &QTYPES[k];
+        /* one unit per row up to ~70 per lane group; rows per warp 1 .. 32 */
+        const int64_t n_ins[] = {q->qk == 32 ? 32 : 256, q->qk == 32 ? 160 : 1280, 2048,
+                                 q->qk == 32 ? 4128 : 4352};
+        const int64_t n_outs[] = {1, 7, 333, 1000};
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) mm_int8_case(q, n_ins[a], n_outs[b], -1);
+        mm_int8_case(q, 2048, 9, 37);
+        if (has_int8(q->id)) /* more rows than one pass of the grid (grid-stride) */
+            mm_int8_case(q, q->qk == 32 ? 64 : 256, 20011, -1);
+    }
+    fprintf(stderr, "  one-token mat_mul on the int8 context: worst |d|/tol %.3g\n", g_worst);
+}
+
+
+/* One matmul of w (host wh, device wd) on device x against the reference on
+ * the rounded activations xh (host copy of x), by mm_int8_case's bound. */
+static void check_one(const char *what, const qtype *q, const uint8_t *wh, void *wd, size_t rb,
+                      int64_t n_in, int64_t n_out, const float *xdev)
+{
+    float *x = fbuf((size_t)n_in), *y = fbuf((size_t)n_out);
+    dget(x, xdev, sizeof(float) * (size_t)n_in);
+    float *wf = ref_rows(q->id, wh, rb, n_in, n_out);
+    double *xh = calloc((size_t)n_in, sizeof(double));
+    assert_non_null(xh);
+    round_int8(x, n_in, xh);
+    float *yd = dput(NULL, sizeof(float) * (size_t)n_out);
+    vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
+    OKC(G->mat_mul[q->id](qctx, &wg, xdev, n_in, yd, n_out, 1));
+    dget(y, yd, sizeof(float) * (size_t)n_out);
+    double xn = 0;
+    for (int64_t i = 0; i < n_in; i++) xn += xh[i] * xh[i];
+    for (int64_t o = 0; o < n_out; o++) {
+        double ref = 0, wn = 0;
+        for (int64_t i = 0; i < n_in; i++) {
+            ref += (double)wf[o * n_in + i] * xh[i];
+            wn += (double)wf[o * n_in + i] * wf[o * n_in + i];
+        }
+        /* Q6_K and Q8_0 only here: no min term */
+        double tol = 8.0 * sqrt((double)n_in) * U32 * sqrt(wn) * sqrt(xn);
+        if (!(fabs((double)y[o] - ref) <= tol))
+            fail_msg("%s: row %lld: cuda %.9g, reference %.9g (tol %.3g): stale rounded "
+                     "activations?", what, (long long)o, (double)y[o], ref, tol);
+    }
+    fprintf(stderr, "  %-58s ok\n", what);
+    dfree(yd);
+    free(xh);
+    free(wf);
+    free(x);
+    free(y);
+}
+
+/* The rounded activations are shared by the one-token matmuls of one input
+ * (gpu_matvec.cu, ctx->xq_src) and must be redone whenever the input may have
+ * changed: after another op wrote it, a copy into it, or a matmul whose
+ * output overlaps it. */
+static void test_int8_rounding_reuse(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    const qtype *q6 = &QTYPES[9], *q8 = &QTYPES[4];
+    assert_int_equal(q6->id, VT_TYPE_Q6_K);
+    assert_int_equal(q8->id, VT_TYPE_Q8_0);
+    const int64_t n = 512, n_out = 77;
+    size_t rb6, rb8;
+    uint8_t *w6 = make_weight(q6, n, n_out, 0, &rb6), *w8 = make_weight(q8, n, n_out, 0, &rb8);
+    void *d6 = dput(w6, rb6 * (size_t)n_out), *d8 = dput(w8, rb8 * (size_t)n_out);
+    /* buf: x = buf[0..n), another input buf[n..2n) */
+    float *hb = fbuf((size_t)(2 * n));
+    for (int64_t i = 0; i < 2 * n; i++) hb[i] = urand(-1.0f, 1.0f);
+    float *buf = dput(hb, sizeof(float) * (size_t)(2 * n));
+    check_one("Q6_K on x", q6, w6, d6, rb6, n, n_out, buf);
+    check_one("Q8_0 on the same x (its rounding reused)", q8, w8, d8, rb8, n, n_out, buf);
+    OKC(G->scale(qctx, buf, buf, n, 3.0f)); /* another op writes x */
+    check_one("Q6_K after scale wrote x", q6, w6, d6, rb6, n, n_out, buf);
+    for (int64_t i = 0; i < n; i++) hb[i] = urand(-2.0f, 2.0f);
+    OKC(G->copy_h2d(qctx, buf, hb, sizeof(float) * (size_t)n)); /* a copy into x */
+    check_one("Q8_0 after copy_h2d into x", q8, w8, d8, rb8, n, n_out, buf);
+    /* a matmul (F32, n x n) from buf[n..] whose output is x itself */
+    float *wf = fbuf((size_t)(n * n));
+    for (int64_t i = 0; i < n * n; i++) wf[i] = urand(-0.1f, 0.1f);
+    void *dwf = dput(wf, sizeof(float) * (size_t)(n * n));
+    vt_weight wg = {VT_TYPE_F32, n, n, sizeof(float) * (size_t)n, dwf, "test.f32"};
+    check_one("Q6_K on x again", q6, w6, d6, rb6, n, n_out, buf);
+    OKC(G->mat_mul[VT_TYPE_F32](qctx, &wg, buf + n, n, buf, n, 1));
+    check_one("Q6_K after a matmul wrote x", q6, w6, d6, rb6, n, n_out, buf);
+    /* a matmul of x into another buffer keeps x's rounding, and x is unchanged */
+    float *other = dput(NULL, sizeof(float) * (size_t)n);
+    OKC(G->mat_mul[VT_TYPE_F32](qctx, &wg, buf, n, other, n, 1));
+    check_one("Q8_0 on x after a matmul read it", q8, w8, d8, rb8, n, n_out, buf);
+    dfree(other);
+    dfree(dwf);
+    dfree(buf);
+    dfree(d6);
+    dfree(d8);
+    free(wf);
+    free(hb);
+    free(w6);
+    free(w8);
+}
+
 /* ---------------------------------------------------------------- 4. refusals */
 
 static void test_refusals(void **s)
@@ -667,6 +906,8 @@ int main(void)
         cmocka_unit_test(test_zoo),
         cmocka_unit_test(test_get_rows_random),
         cmocka_unit_test(test_mat_mul_random),
+        cmocka_unit_test(test_mat_mul_int8),
+        cmocka_unit_test(test_int8_rounding_reuse),
         cmocka_unit_test(test_refusals),
     };
     return vt_test_exit(cmocka_run_group_tests_name("cuda_quant", tests, NULL, teardown));

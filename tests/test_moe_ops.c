@@ -54,6 +54,7 @@
 
 static const vt_backend_api *B, *C;   /* backend under test, backend-cpu */
 static vt_backend_ctx *bctx, *cctx;   /* under test ("auto" kernels for cpu), cpu scalar */
+static vt_backend_ctx *fctx;          /* cuda with VT_GPU_INT8_DOT=0: the float kernels */
 static int g_state;
 static int is_cpu;
 
@@ -98,6 +99,11 @@ static int ready(void)
                 vt_backend_params bp = {.struct_size = sizeof bp, .device = 0, .n_threads = 3,
                                         .kernels = "auto", .host = vt_host_table()};
                 if (B->init(&bp, &bctx) != VT_OK) fail_msg("init: %s", vt_last_error());
+                if (!is_cpu) {
+                    setenv("VT_GPU_INT8_DOT", "0", 1);
+                    if (B->init(&bp, &fctx) != VT_OK) fail_msg("init: %s", vt_last_error());
+                    unsetenv("VT_GPU_INT8_DOT");
+                }
                 vt_backend_params cp = {.struct_size = sizeof cp, .device = 0, .n_threads = 2,
                                         .kernels = "scalar", .host = vt_host_table()};
                 if (C->init(&cp, &cctx) != VT_OK) fail_msg("cpu init: %s", vt_last_error());
@@ -117,7 +123,8 @@ static int teardown(void **s)
     (void)s;
     if (bctx) B->shutdown(bctx);
     if (cctx) C->shutdown(cctx);
-    bctx = cctx = NULL;
+    if (fctx) B->shutdown(fctx);
+    bctx = cctx = fctx = NULL;
     return 0;
 }
 
@@ -487,6 +494,12 @@ static double check(const char *what, const ffn_case *c, const ffn_data *d, cons
     return worst;
 }
 
+/* The types whose one-token products backend-cuda takes on int8 activations */
+static int int8_type(uint32_t t)
+{
+    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K;
+}
+
 /* One case: the scalar CPU and the backend under test against the double
  * reference, the backend against the scalar CPU, the split range bitwise. */
 static void ffn_run(const ffn_case *c)
@@ -512,10 +525,21 @@ static void ffn_run(const ffn_case *c)
     side_setup(&sb, B, bctx, c, &d);
     side_run(&sb, c, &d, out0, whole, 2, gb);
     /* backend-cpu's fast kernels quantise activations to 8-bit blocks for the
-     * block types (their own bound is test_cpu_quant_kernels'): a loose check
-     * here; the GPU's float32 kernels get the float32 bound */
+     * block types (their own bound is test_cpu_quant_kernels'), and so does
+     * cuda's decode for Q8_0/Q5_0/Q4_K/Q6_K (test_cuda_quant bounds its
+     * block dots): a loose check here; the GPU's float32 kernels (fctx)
+     * get the float32 bound */
+    const int rounds = is_cpu || (c->T <= 8 && int8_type(c->tg) && c->tu == c->tg && int8_type(c->td));
     snprintf(what, sizeof what, "%s (%s vs double)", nm, is_cpu ? "cpu auto" : VT_MOE_TEST_BACKEND);
-    check(what, c, &d, gb, ref, S, is_cpu ? 1.0 / 64 : 16 * sqrt(n) * U32, out0);
+    check(what, c, &d, gb, ref, S, rounds ? 1.0 / 64 : 16 * sqrt(n) * U32, out0);
+    if (!is_cpu) {
+        dev_side sf;
+        side_setup(&sf, B, fctx, c, &d);
+        side_run(&sf, c, &d, out0, whole, 2, gs);
+        snprintf(what, sizeof what, "%s (%s float kernels vs double)", nm, VT_MOE_TEST_BACKEND);
+        check(what, c, &d, gs, ref, S, 16 * sqrt(n) * U32, out0);
+        side_free(&sf);
+    }
     /* split: [0, a), [a, b), [b, NX) and an empty range give one call's bits */
     int64_t a = c->NX / 3, b2 = (2 * c->NX) / 3;
     int64_t cuts[5] = {0, a, a, b2, c->NX};

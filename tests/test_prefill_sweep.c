@@ -396,11 +396,19 @@ static int fast_comparable(const sweep_file *f) { return f->fast_exact || f->cri
 
 /* On the CPU's fast kernels a q8_0 matmul of ONE row takes the integer path
  * (int8 activations), and a routed expert that got one token of a chunk is
- * such a matmul whatever the chunk length: those runs are held to the
- * reference criterion, at every prefix and every chunk size, not to each other. */
+ * such a matmul whatever the chunk length; on a GPU so do one-token matmuls
+ * and the experts of chunks of up to 8 tokens (unless VT_GPU_INT8_DOT=0):
+ * those runs are held to the reference criterion, at every prefix and every
+ * chunk size, not to each other. */
+static int gpu_int8(void)
+{
+    const char *q = getenv("VT_GPU_INT8_DOT");
+    return !g_cpu && !(q && !strcmp(q, "0"));
+}
 static int int8_path(const sweep_file *f, int exact_kernels)
 {
-    return g_cpu && !exact_kernels && f->crit == CRIT_Q8;
+    if (f->crit != CRIT_Q8 || exact_kernels) return 0;
+    return g_cpu || gpu_int8();
 }
 
 /* One sweep case: file f with its reference r on one kernel set ("scalar",
@@ -421,7 +429,10 @@ static void for_each_case(sweep_case_fn fn)
         for (int k = 0; k < nk; k++) {
             if (!kernels_selected(k)) continue;
             int exact_kernels = g_cpu && !strcmp(ks[k], "scalar");
-            if (g_cpu && !exact_kernels && !fast_comparable(f)) continue;
+            /* a lossy file without a logit reference has nothing to hold
+             * rounded activations to (its q8_0 products are swept with the
+             * reference kernels, and on a GPU with VT_GPU_INT8_DOT=0) */
+            if ((g_cpu || gpu_int8()) && !exact_kernels && !fast_comparable(f)) continue;
             char what[256];
             snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,
                      ks[k] ? ks[k] : "default");

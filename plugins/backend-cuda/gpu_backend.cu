@@ -102,6 +102,8 @@ static unsigned zero_blocks(size_t n_items)
 
 /* ======================= devices ======================= */
 
+unsigned long vt_gpu_xq_epoch;
+
 extern "C" int vt_gpu_device_count(void)
 {
     int n = 0;
@@ -188,6 +190,7 @@ extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_
                            "(%s) failed: %s", device, prop.name, vt_gpu_get_error_string(e));
     }
     ctx->stream = (void *)st;
+    ctx->n_sm = prop.multiProcessorCount;
     vt_gpu_ops_init(ctx);
     if (host && host->log) {
         char total[32];
@@ -215,6 +218,7 @@ extern "C" void vt_gpu_shutdown(vt_backend_ctx *ctx)
 
 extern "C" vt_status vt_gpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char *what, void **out)
 {
+    vt_gpu_xq_forget(NULL); /* a freed source's address may come back */
     const char *name = what ? what : "(unnamed)";
     if (!ctx || !out)
         return vt_gpu_fail(ctx ? ctx->host : NULL, VT_ERR_INVALID_ARG, "alloc for %s: %s is NULL",
@@ -245,6 +249,7 @@ extern "C" vt_status vt_gpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char 
 
 extern "C" void vt_gpu_free_mem(vt_backend_ctx *ctx, void *ptr)
 {
+    vt_gpu_xq_forget(NULL);
     if (!ctx || !ptr) return;
     if (vt_gpu_set_device(ctx->device) != vt_gpu_success) {
         (void)vt_gpu_get_last_error();
@@ -308,6 +313,7 @@ static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const 
                           size_t bytes, int kind_d2d)
 {
     if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s of %zu bytes: ctx is NULL", op, bytes);
+    vt_gpu_xq_forget(ctx); /* dst may be the rounded activations' source */
     if (ctx->capturing) /* a copy is synchronous on the legacy stream: not recordable */
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s of %zu bytes: copies cannot be "
                            "recorded into a graph (graph_begin .. graph_end)", op, bytes);
@@ -353,6 +359,7 @@ extern "C" vt_status vt_gpu_copy_d2d(vt_backend_ctx *ctx, void *dst, const void 
 extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t bytes)
 {
     if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: ctx is NULL", bytes);
+    vt_gpu_xq_forget(ctx);
     if (!bytes) return VT_OK;
     if (!dst)
         return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "memset_zero of %zu bytes: NULL pointer", bytes);

@@ -45,6 +45,7 @@ static inline unsigned grid_for(int64_t n, unsigned threads)
 /* After a launch: the launch error, if any, named by op. */
 static inline vt_status launched(vt_backend_ctx *ctx, const char *op)
 {
+    vt_gpu_xq_forget(ctx); /* the launch may have written the rounded activations' source */
     vt_gpu_error e = vt_gpu_get_last_error();
     if (e == vt_gpu_success) return VT_OK;
     return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: kernel launch on device %d (%s) failed: %s",

@@ -83,7 +83,42 @@ struct vt_backend_ctx {
     void *stream;         /* vt_gpu_stream every op runs on (blocking: ordered with the
                              legacy stream that the synchronous copies use); NULL: legacy */
     int capturing;        /* between graph_begin and graph_end (ops are recorded) */
+    int n_sm;             /* the device's multiprocessors (grid sizes of the matvecs) */
+    int int8_dot;         /* one-token matvecs of Q8_0/Q5_0/Q4_K/Q6_K on int8 activations
+                             (gpu_matvec.cu); 0 with env VT_GPU_INT8_DOT=0 */
+    /* one token's activations rounded to int8 blocks (gpu_qdot.cuh) in xq_dev
+     * (VT_GPU_XQ_MAX values), and which activation row they are: xq_src (NULL:
+     * none), xq_n floats. Every launch and copy forgets it (launched(),
+     * gpu_copy, memset_zero, graphs); a mat_mul or moe_ffn whose output does
+     * not overlap xq_src keeps it, so the matmuls of one input share one
+     * rounding pass. */
+    void *xq_dev;
+    const void *xq_src;
+    int64_t xq_n;
+    unsigned long xq_epoch; /* vt_gpu_xq_epoch when xq_src was set */
 };
+
+/* Bumped by every launch, copy, fill, allocation and free of any context of
+ * the plugin: rounded activations are reused only while it has not moved
+ * since (another context's copy into the source, or a freed and reallocated
+ * buffer, shows). */
+extern unsigned long vt_gpu_xq_epoch;
+static inline void vt_gpu_xq_forget(vt_backend_ctx *ctx)
+{
+    __atomic_add_fetch(&vt_gpu_xq_epoch, 1, __ATOMIC_RELAXED);
+    if (ctx) ctx->xq_src = NULL;
+}
+static inline void vt_gpu_xq_keep(vt_backend_ctx *ctx, const void *src, int64_t n)
+{
+    ctx->xq_src = src;
+    ctx->xq_n = n;
+    ctx->xq_epoch = __atomic_load_n(&vt_gpu_xq_epoch, __ATOMIC_RELAXED);
+}
+static inline int vt_gpu_xq_holds(const vt_backend_ctx *ctx, const void *src, int64_t n)
+{
+    return ctx->xq_src && ctx->xq_src == src && ctx->xq_n == n &&
+           ctx->xq_epoch == __atomic_load_n(&vt_gpu_xq_epoch, __ATOMIC_RELAXED);
+}
 
 /* Devices the runtime sees now; 0 when the runtime reports an error
  * (no driver, no device). Never fails. */
@@ -258,6 +293,28 @@ vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, int64_t n_r
                            int64_t k, int renorm, const float *expert_scale, int32_t *ids,
                            float *weights);
 vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
+
+/* ---- gpu_matvec.cu: one-token matvecs on int8 activations (gpu_qdot.cuh) ---- */
+
+/* y[n_out] = W · x for one token x [n_in] when ctx->int8_dot, w's type is
+ * Q8_0, Q5_0, Q4_K or Q6_K and n_in fits the shared memory (~39k values):
+ * returns 1 with *st the launch status; 0 (nothing launched) otherwise. */
+int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const float *x, float *y,
+                   vt_status *st);
+/* moe_ffn's decode (n_tokens <= VT_GPU_MM_VEC_MAX, top-k <= 8) on int8
+ * activations: usable when ctx->int8_dot and gate/up and down have such types
+ * and fit; run writes out itself (the weighted sums in moe_ffn's order), with
+ * buf >= n_tokens·k·n_ff·1.25 bytes of device scratch; *rounded: 1 when x
+ * (one token) was rounded into ctx->xq_dev. */
+int vt_gpu_moe_q_usable(const vt_backend_ctx *ctx, const vt_moe_ffn_args *a);
+vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, void *buf, int *rounded);
+#define VT_GPU_XQ_MAX 65536 /* values of xq_dev */
+/* ctx->xq_dev allocated unless it is, int8_dot is off or a graph is being
+ * recorded; a failed allocation leaves it NULL (the kernels then round in
+ * shared memory) */
+void vt_gpu_xq_reserve(vt_backend_ctx *ctx);
+/* 1 when [y, y + n_y floats) and [src, src + n_src floats) overlap */
+int vt_gpu_overlap(const void *y, int64_t n_y, const void *src, int64_t n_src);
 
 /* ---- decode graphs (ABI 1.2, capability VT_CAP_GRAPH): gpu_ops.cu ---- */
 vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx);

@@ -667,6 +667,15 @@ static vt_status moe_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
         TRY(launched(ctx, "moe_ffn (sort)"));
     }
     vt_status st = VT_ERR_INTERNAL;
+    if (T <= VT_GPU_MM_VEC_MAX && vt_gpu_moe_q_usable(ctx, a)) {
+        /* int8 activations (gpu_matvec.cu): act_buf holds the rounded act,
+         * the down kernel adds into out itself */
+        int rounded = 0;
+        TRY(vt_gpu_moe_q_run(ctx, a, b.act_buf, &rounded));
+        if (rounded && !vt_gpu_overlap(a->out, (T - 1) * a->ldo + a->n_embd, a->x, a->n_embd))
+            vt_gpu_xq_keep(ctx, a->x, a->n_embd); /* x stays rounded for its next matmuls */
+        return VT_OK;
+    }
 #define GATE_UP(T_) if (a->type_gate == (uint32_t)(T_)) st = moe_gate_up<(T_)>(ctx, a, &b);
     MOE_TYPES(GATE_UP)
 #undef GATE_UP

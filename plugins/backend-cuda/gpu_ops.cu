@@ -265,6 +265,15 @@ extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
 {
     const char *g = getenv("VT_GPU_GEMM");
     ctx->gemm_blas = GPU_HAVE_BLAS && !(g && !strcmp(g, "tiled"));
+    const char *q = getenv("VT_GPU_INT8_DOT");
+    ctx->int8_dot = 1;
+    if (q && !strcmp(q, "0")) {
+        ctx->int8_dot = 0;
+    } else if (q && strcmp(q, "1")) {
+        if (ctx->host && ctx->host->log)
+            ctx->host->log(VT_LOG_WARN, "backend %s: VT_GPU_INT8_DOT=%s is neither 0 nor 1; "
+                           "one-token matvecs keep int8 activations (1)", VT_GPU_PLUGIN_NAME, q);
+    }
 }
 
 extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
@@ -275,6 +284,9 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
     ctx->blas = NULL;
     if (ctx->scratch) (void)vt_gpu_free(ctx->scratch);
     if (ctx->wbuf) (void)vt_gpu_free(ctx->wbuf);
+    if (ctx->xq_dev) (void)vt_gpu_free(ctx->xq_dev);
+    ctx->xq_dev = NULL;
+    vt_gpu_xq_forget(ctx);
     if (ctx->ring_state > 0) {
         (void)vt_gpu_device_synchronize();
         (void)vt_gpu_free(ctx->ring_dev);
@@ -317,6 +329,7 @@ static __global__ void k_mm_vec(const uint8_t *w, size_t rb, int64_t n_in, int64
     /* lane l takes 4 adjacent elements 4l.., 4l + 128.., ... (a warp reads
      * 128 contiguous elements per step), then the tail one at a time */
     const int64_t n4 = n_in / 128 * 128;
+#pragma unroll 4
     for (int64_t i0 = 4 * lane; i0 < n4; i0 += 128) {
         float wv[4];
 #pragma unroll
@@ -340,6 +353,35 @@ static __global__ void k_mm_vec(const uint8_t *w, size_t rb, int64_t n_in, int64
             float s = warp_sum(acc[t]);
             if (lane == 0) y[t * ldy + r] = s;
         }
+    }
+}
+
+/* One token, F32/F16/BF16, few rows (the router, a gate of one row): one
+ * block of MM_ROW_THREADS per row, thread i summing elements 4i.. (+ 4·blockDim
+ * per step, loads of 4 steps in flight), then the block's partial sums in a
+ * fixed order: a row's reads are spread over 4 warps instead of one. */
+#define MM_ROW_THREADS 128
+template <int T>
+static __global__ void __launch_bounds__(MM_ROW_THREADS)
+k_mm_row(const uint8_t *__restrict__ w, size_t rb, int64_t n_in, const float *__restrict__ x,
+         float *__restrict__ y)
+{
+    __shared__ float part[MM_ROW_THREADS / 32];
+    const uint8_t *row = w + (size_t)blockIdx.x * rb;
+    const int64_t n4 = n_in / 4 * 4, step = 4 * MM_ROW_THREADS;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t i = 4 * threadIdx.x; i < n4; i += step)
+        acc += wload<T>(row, i) * x[i] + wload<T>(row, i + 1) * x[i + 1] +
+               wload<T>(row, i + 2) * x[i + 2] + wload<T>(row, i + 3) * x[i + 3];
+    for (int64_t i = n4 + threadIdx.x; i < n_in; i += MM_ROW_THREADS) acc += wload<T>(row, i) * x[i];
+    acc = warp_sum(acc);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int k = 0; k < MM_ROW_THREADS / 32; k++) s += part[k];
+        y[blockIdx.x] = s;
     }
 }
 
@@ -573,10 +615,9 @@ static vt_status blas_handle(vt_backend_ctx *ctx, const char *nm)
 #endif
 
 template <int T>
-static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                           float *y, int64_t ldy, int64_t n_tokens)
+static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                             float *y, int64_t ldy, int64_t n_tokens)
 {
-    NEED_CTX("mat_mul");
     TRY(check_weight(ctx, "mat_mul", (uint32_t)T, walign<T>(), w));
     const char *nm = w->name ? w->name : "(unnamed)";
     CHECK(n_tokens >= 0, "mat_mul %s: n_tokens %lld < 0", nm, (long long)n_tokens);
@@ -589,6 +630,10 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t rb = (size_t)w->row_bytes;
 
+    if (n_tokens == 1) { /* Q8_0, Q5_0, Q4_K, Q6_K: int8 activations (gpu_matvec.cu) */
+        vt_status st;
+        if (vt_gpu_mmq_vec(ctx, w, x, y, &st)) return st;
+    }
     if (n_tokens <= VT_GPU_MM_VEC_MAX) { /* decode: dequantise on the fly */
         /* warps per block: 8, or 2 for a matrix of few rows, so that its
          * blocks spread over the SMs (a row's arithmetic is the same) */
@@ -613,6 +658,8 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
                 k_mm_vec_q<T, true, 4><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
             else
                 k_mm_vec_q<T, true, 8><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
+        } else if (nt == 1 && w->n_out <= 4096) {
+            k_mm_row<T><<<(unsigned)w->n_out, MM_ROW_THREADS, 0, VT_ST>>>(wd, rb, w->n_in, x, y);
         } else {
             k_mm_vec<T><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
         }
@@ -689,6 +736,26 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
 #endif
 }
 
+/* mat_mul_run, keeping the rounded activations (ctx->xq_src) of an earlier
+ * one-token matmul when y does not overlap their source */
+template <int T>
+static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                           float *y, int64_t ldy, int64_t n_tokens)
+{
+    NEED_CTX("mat_mul");
+    const void *src = ctx->xq_src;
+    const int64_t sn = ctx->xq_n;
+    const int held = src && vt_gpu_xq_holds(ctx, src, sn);
+    vt_status st = mat_mul_run<T>(ctx, w, x, ldx, y, ldy, n_tokens);
+    if (st != VT_OK) {
+        vt_gpu_xq_forget(ctx);
+    } else if (!ctx->xq_src && held && w && n_tokens > 0 &&
+               !vt_gpu_overlap(y, (n_tokens - 1) * ldy + w->n_out, src, sn)) {
+        vt_gpu_xq_keep(ctx, src, sn); /* this matmul wrote only y */
+    }
+    return st;
+}
+
 template <int T>
 static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids, int64_t n,
                             float *out)
@@ -745,20 +812,47 @@ MM_ENTRY(mxfp4, VT_TYPE_MXFP4)
 #define NORM_THREADS 256
 
 /* One block per row: y = x · scale (· w), scale from the sum of squares in
- * double: rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps). */
+ * double: rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps). A row of at most
+ * NORM_CACHE·NORM_THREADS values stays in registers between the two passes
+ * (the same elements per thread in the same order: the same bits). */
+#define NORM_CACHE 8
 static __global__ void k_norm(const float *x, int64_t ldx, const float *w, float *y, int64_t ldy,
                               int64_t n, float eps, int l2)
 {
     const float *xr = x + (int64_t)blockIdx.x * ldx;
     float *yr = y + (int64_t)blockIdx.x * ldy;
     double s = 0.0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+    float v[NORM_CACHE];
+    const int cached = n <= (int64_t)NORM_CACHE * blockDim.x;
+    if (cached) {
+#pragma unroll
+        for (int k = 0; k < NORM_CACHE; k++) {
+            const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+            v[k] = i < n ? xr[i] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < NORM_CACHE; k++)
+            if (threadIdx.x + (int64_t)k * blockDim.x < n) s += (double)v[k] * (double)v[k];
+    } else {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+    }
     s = block_sum_d(s); /* every read of the row happens before this barrier */
     float sc = l2 ? (float)(1.0 / fmax(sqrt(s), (double)eps))
                   : (float)(1.0 / sqrt(s / (double)n + (double)eps));
+    if (cached) {
+#pragma unroll
+        for (int k = 0; k < NORM_CACHE; k++) {
+            const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+            if (i < n) {
+                float t = __fmul_rn(v[k], sc);
+                yr[i] = w ? __fmul_rn(t, w[i]) : t;
+            }
+        }
+        return;
+    }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = __fmul_rn(xr[i], sc);
-        yr[i] = w ? __fmul_rn(v, w[i]) : v;
+        float t = __fmul_rn(xr[i], sc);
+        yr[i] = w ? __fmul_rn(t, w[i]) : t;
     }
 }
 
@@ -1342,8 +1436,10 @@ extern "C" vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx)
     if (ctx->capturing)
         return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_begin: already recording");
     TRY(vt_gpu_select_device(ctx, "graph_begin"));
+    vt_gpu_xq_forget(ctx); /* a recording must round its own activations */
     /* the argument ring is set up now: its first use allocates, which a recording cannot do */
     (void)ring_ready(ctx);
+    vt_gpu_xq_reserve(ctx); /* the same for the rounded activations' buffer */
     vt_gpu_error e = vt_gpu_stream_begin_capture(VT_ST);
     if (e != vt_gpu_success)
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_begin: " VT_GPU_RT
@@ -1360,6 +1456,7 @@ extern "C" vt_status vt_gpu_graph_end(vt_backend_ctx *ctx, vt_graph **out)
     if (!ctx->capturing)
         return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_end: not recording");
     ctx->capturing = 0;
+    vt_gpu_xq_forget(ctx);
     vt_gpu_graph_t g = NULL;
     vt_gpu_error e = vt_gpu_stream_end_capture(VT_ST, &g);
     if (e != vt_gpu_success || !g) {
@@ -1396,6 +1493,7 @@ extern "C" vt_status vt_gpu_graph_launch(vt_backend_ctx *ctx, vt_graph *g)
     CHECK(g, "graph_launch: graph is NULL");
     CHECK(!ctx->capturing, "graph_launch: the context is recording a graph");
     TRY(vt_gpu_select_device(ctx, "graph_launch"));
+    vt_gpu_xq_forget(ctx);
     vt_gpu_error e = vt_gpu_graph_exec_launch(g->exec, VT_ST);
     if (e != vt_gpu_success)
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_launch: " VT_GPU_RT

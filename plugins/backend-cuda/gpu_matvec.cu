@@ -1,0 +1,391 @@
+/*
+ * gpu_matvec.cu - backend-cuda's (and backend-rocm's) one-token matvecs on
+ * int8 activations (gpu_qdot.cuh: the scheme, the per-type block dots):
+ * mat_mul with one token, and moe_ffn's decode kernels, for the weight types
+ * Q8_0, Q5_0, Q4_K and Q6_K. Other types, and contexts made with
+ * VT_GPU_INT8_DOT=0, take the float kernels (exact dequantisation, float
+ * activations) of gpu_ops.cu / gpu_moe.cu.
+ *
+ * Why: the float decode kernels turn every 4- or 6-bit code into a float
+ * before a fused multiply-add; at the 248320 x 2048 LM head that kept Q4_K at
+ * 21% and Q6_K at 30% of the device's copy bandwidth. dp4a takes four codes
+ * per instruction from the packed bytes, as llama.cpp's MMVQ kernels do.
+ *
+ * Layout of the work: each thread block first rounds the activation row(s)
+ * it needs into shared memory (qd_quantize), then walks output rows
+ * grid-stride. A row is split over a group of 2^k lanes (k from the row's unit
+ * count, at most a warp), each lane summing units l, l + 2^k, ..., then a
+ * shuffle tree within the group; a warp holds 32 / 2^k rows.
+ */
+#include <limits.h>
+
+#include "gpu_internal.h"
+#include "gpu_qdot.cuh"
+#include "vt/plugin_util.h"
+
+#define MQ_THREADS 128
+#define MQ_SMEM_MAX (48 * 1024) /* dynamic shared memory without an opt-in */
+#define MQ_WARPS (MQ_THREADS / 32)
+
+/* x [n] rounded into q [n], d, s [n/32] (global): block i takes 32 blocks
+ * of 32 values, from value 1024·i on. */
+static __global__ void __launch_bounds__(MQ_THREADS)
+k_quantize_x(const float *__restrict__ x, int n, int8_t *__restrict__ q, float *__restrict__ d,
+             float *__restrict__ s)
+{
+    const int b0 = 32 * blockIdx.x, nb = n / 32 - b0 < 32 ? n / 32 - b0 : 32;
+    qd_quantize(x + 32 * b0, 32 * nb, q + 32 * b0, d + b0, s + b0);
+}
+
+/* y[r] = Σ_u dot(row r, unit u) for r < n_out, one token: x [n_in] rounded
+ * in shared memory first (PRE false), or already rounded in global memory
+ * (PRE: gq, gd, gs from k_quantize_x). A lane group takes two rows per step
+ * (r and r + MQ_WARPS·rpw), so that both rows' loads are in flight together. */
+template <int T, bool PRE>
+static __global__ void __launch_bounds__(MQ_THREADS)
+k_mmq_vec(const uint8_t *__restrict__ w, size_t rb, int n_in, int64_t n_out,
+          const float *__restrict__ x, const int8_t *__restrict__ gq, const float *__restrict__ gd,
+          const float *__restrict__ gs, float *__restrict__ y, int lpr_log2)
+{
+    extern __shared__ int4 mq_smem[];
+    const int8_t *xq;
+    const float *xd, *xs;
+    if constexpr (PRE) {
+        xq = gq, xd = gd, xs = gs;
+    } else {
+        int8_t *q = (int8_t *)mq_smem;
+        float *d = (float *)(q + n_in), *sc = d + n_in / 32;
+        qd_quantize(x, n_in, q, d, sc);
+        __syncthreads();
+        xq = q, xd = d, xs = sc;
+    }
+    const int units = n_in / Qi<T>::UNIT, lpr = 1 << lpr_log2, rpw = 32 >> lpr_log2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sub = lane >> lpr_log2, li = lane & (lpr - 1);
+    const int64_t half = (int64_t)MQ_WARPS * rpw, per = 2 * half;
+    for (int64_t r0 = (int64_t)blockIdx.x * per; r0 < n_out; r0 += (int64_t)gridDim.x * per) {
+        const int64_t ra = r0 + warp * rpw + sub, rb2 = ra + half;
+        float acc_a = 0.0f, acc_b = 0.0f;
+        /* a row past n_out reads row ra (or row 0): never stored */
+        const uint8_t *row_a = w + (size_t)(ra < n_out ? ra : 0) * rb;
+        const uint8_t *row_b = w + (size_t)(rb2 < n_out ? rb2 : 0) * rb;
+        for (int u = li; u < units; u += lpr) {
+            acc_a += Qi<T>::dot(row_a, u, xq, xd, xs);
+            acc_b += Qi<T>::dot(row_b, u, xq, xd, xs);
+        }
+        for (int o = lpr >> 1; o > 0; o >>= 1) {
+            acc_a += VT_GPU_SHFL_XOR(acc_a, o);
+            acc_b += VT_GPU_SHFL_XOR(acc_b, o);
+        }
+        if (li == 0 && ra < n_out) y[ra] = acc_a;
+        if (li == 0 && rb2 < n_out) y[rb2] = acc_b;
+    }
+}
+
+static int mq_type_ok(uint32_t t)
+{
+    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K;
+}
+
+static int mq_unit(uint32_t t) { return t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K ? 64 : 32; }
+
+/* The data the kernels of type t can read: Q4_K as 32-bit words. */
+static int mq_aligned(uint32_t t, const void *data, size_t rb)
+{
+    if (t == VT_TYPE_Q4_K) return (uintptr_t)data % 4 == 0 && rb % 4 == 0;
+    return (uintptr_t)data % 2 == 0 && rb % 2 == 0;
+}
+
+static unsigned mq_grid(const vt_backend_ctx *ctx, int64_t items, int64_t per)
+{
+    int64_t need = ceil_div(items, per), cap = (int64_t)(ctx->n_sm > 0 ? ctx->n_sm : 132) * 16;
+    return (unsigned)(need < cap ? need : cap);
+}
+
+extern "C" int vt_gpu_overlap(const void *y, int64_t n_y, const void *src, int64_t n_src)
+{
+    const uintptr_t a = (uintptr_t)y, b = (uintptr_t)src;
+    return a < b + 4 * (uintptr_t)n_src && b < a + 4 * (uintptr_t)n_y;
+}
+
+/* The views of ctx->xq_dev for n values */
+struct mq_xq {
+    int8_t *q;
+    float *d, *s;
+};
+static mq_xq mq_view(vt_backend_ctx *ctx, int64_t n)
+{
+    mq_xq v;
+    v.q = (int8_t *)ctx->xq_dev;
+    v.d = (float *)(v.q + VT_GPU_XQ_MAX);
+    v.s = v.d + VT_GPU_XQ_MAX / 32;
+    (void)n;
+    return v;
+}
+
+/* x [n] rounded into ctx->xq_dev unless it holds x already (ctx->xq_src);
+ * 0 when there is no buffer (it is allocated on first use, never while a
+ * graph is recorded) or n does not fit. */
+extern "C" void vt_gpu_xq_reserve(vt_backend_ctx *ctx)
+{
+    if (ctx->xq_dev || ctx->capturing || !ctx->int8_dot) return;
+    void *p = NULL;
+    if (vt_gpu_malloc(&p, qd_smem_bytes(VT_GPU_XQ_MAX, 1)) != vt_gpu_success) {
+        (void)vt_gpu_get_last_error();
+        return; /* the shared-memory kernels do the rounding instead */
+    }
+    ctx->xq_dev = p;
+}
+
+static int mq_round_x(vt_backend_ctx *ctx, const float *x, int64_t n, vt_status *st, mq_xq *v)
+{
+    *st = VT_OK;
+    if (n > VT_GPU_XQ_MAX) return 0;
+    vt_gpu_xq_reserve(ctx);
+    if (!ctx->xq_dev) return 0;
+    *v = mq_view(ctx, n);
+    if (vt_gpu_xq_holds(ctx, x, n)) return 1;
+    k_quantize_x<<<(unsigned)ceil_div(n, 1024), MQ_THREADS, 0, VT_ST>>>(x, (int)n, v->q, v->d, v->s);
+    *st = launched(ctx, "mat_mul (activation rounding)");
+    return 1;
+}
+
+extern "C" int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const float *x, float *y,
+                              vt_status *st)
+{
+    const uint32_t t = w->type;
+    if (!ctx->int8_dot || !mq_type_ok(t) || !mq_aligned(t, w->data, (size_t)w->row_bytes))
+        return 0;
+    const int64_t n_in = w->n_in;
+    if (n_in % mq_unit(t) || n_in > INT_MAX || qd_smem_bytes(n_in, 1) > MQ_SMEM_MAX) return 0;
+    const int l2 = qd_lanes_log2(n_in / mq_unit(t));
+    const unsigned grid = mq_grid(ctx, w->n_out, (int64_t)MQ_WARPS * (32 >> l2) * 2);
+    const uint8_t *wd = (const uint8_t *)w->data;
+    const size_t rb = (size_t)w->row_bytes;
+    mq_xq v = {NULL, NULL, NULL};
+    const int pre = mq_round_x(ctx, x, n_in, st, &v);
+    if (*st != VT_OK) return 1;
+    const size_t smem = pre ? 0 : qd_smem_bytes(n_in, 1);
+#define MQ_LAUNCH(T_)                                                                              \
+    if (pre)                                                                                       \
+        k_mmq_vec<T_, true><<<grid, MQ_THREADS, 0, VT_ST>>>(wd, rb, (int)n_in, w->n_out, x, v.q,   \
+                                                             v.d, v.s, y, l2);                     \
+    else                                                                                           \
+        k_mmq_vec<T_, false><<<grid, MQ_THREADS, smem, VT_ST>>>(wd, rb, (int)n_in, w->n_out, x,    \
+                                                                NULL, NULL, NULL, y, l2)
+    switch (t) {
+    case VT_TYPE_Q8_0: MQ_LAUNCH(VT_TYPE_Q8_0); break;
+    case VT_TYPE_Q5_0: MQ_LAUNCH(VT_TYPE_Q5_0); break;
+    case VT_TYPE_Q4_K: MQ_LAUNCH(VT_TYPE_Q4_K); break;
+    default: MQ_LAUNCH(VT_TYPE_Q6_K); break;
+    }
+#undef MQ_LAUNCH
+    *st = launched(ctx, "mat_mul");
+    if (*st == VT_OK && pre && !vt_gpu_overlap(y, w->n_out, x, n_in)) { /* x stays rounded */
+        vt_gpu_xq_keep(ctx, x, n_in);
+    }
+    return 1;
+}
+
+/* ======================= moe_ffn decode ======================= */
+
+/* act(g) · u as gpu_moe.cu's float path computes it */
+static __device__ __forceinline__ float mq_act(int act, float g, float u)
+{
+    return __fmul_rn(unary_ref(act == VT_MOE_ACT_SILU ? VT_UNARY_SILU : VT_UNARY_GELU_TANH, g), u);
+}
+
+/* For pair p (token p / K, expert ids[p] in [eb, ee)), rows of 32-row chunks
+ * c: a = act(gate_e · x_t)·(up_e · x_t), rounded at once to int8 blocks
+ * (the chunk is one activation block of the down matmul): aq [P][F], ad / as
+ * [P][F/32]. x: n_tok rows (ldx) rounded into shared memory first, or (PRE,
+ * one token) already rounded in gq / gd / gs. GU_WARPS warps per chunk, so
+ * that the 32 rows' loads are spread over many warps. */
+#define GU_WARPS 16
+template <int T, bool PRE>
+static __global__ void __launch_bounds__(32 * GU_WARPS)
+k_moe_q_gate_up(const float *__restrict__ x, int64_t ldx, int n_tok, const int8_t *__restrict__ gq,
+                const float *__restrict__ gd, const float *__restrict__ gs,
+                const int32_t *__restrict__ ids, int K, int P, int eb, int ee,
+                const void *const *__restrict__ wg, const void *const *__restrict__ wu, size_t rb,
+                int E, int F, int act, int lpr_log2, int8_t *__restrict__ aq,
+                float *__restrict__ ad, float *__restrict__ as)
+{
+    extern __shared__ int4 mq_smem[];
+    __shared__ float a_chunk[32];
+    const int8_t *xq;
+    const float *xd, *xs;
+    if constexpr (PRE) { /* one token, rounded by k_quantize_x */
+        xq = gq, xd = gd, xs = gs;
+    } else {
+        int8_t *q = (int8_t *)mq_smem;
+        float *d = (float *)(q + (size_t)n_tok * E), *sc = d + (size_t)n_tok * (E / 32);
+        for (int t = 0; t < n_tok; t++)
+            qd_quantize(x + (size_t)t * ldx, E, q + (size_t)t * E, d + (size_t)t * (E / 32),
+                        sc + (size_t)t * (E / 32));
+        __syncthreads();
+        xq = q, xd = d, xs = sc;
+    }
+    const int units = E / Qi<T>::UNIT, lpr = 1 << lpr_log2, rpw = 32 >> lpr_log2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sub = lane >> lpr_log2, li = lane & (lpr - 1);
+    const int nc = F / 32;
+    for (int64_t ci = blockIdx.x; ci < (int64_t)P * nc; ci += gridDim.x) {
+        const int p = (int)(ci / nc), c = (int)(ci % nc);
+        const int e = ids[p];
+        if (e < eb || e >= ee) continue; /* the whole block skips */
+        const int t = p / K;
+        const int8_t *q = xq + (size_t)t * E;
+        const float *d = xd + (size_t)t * (E / 32), *s = xs + (size_t)t * (E / 32);
+        /* the chunk's 32 rows: pass k takes rows (k·GU_WARPS + warp)·rpw + sub */
+        const int NP = 32 / GU_WARPS;
+        float g[NP], v[NP];
+#pragma unroll
+        for (int k = 0; k < NP; k++) g[k] = v[k] = 0.0f;
+        for (int kk = li; kk < units; kk += lpr) {
+#pragma unroll
+            for (int k = 0; k < NP; k++) {
+                const int rr = (k * GU_WARPS + warp) * rpw + sub;
+                if (rr < 32) {
+                    const size_t off = (size_t)(32 * c + rr) * rb;
+                    g[k] += Qi<T>::dot((const uint8_t *)wg[e] + off, kk, q, d, s);
+                    v[k] += Qi<T>::dot((const uint8_t *)wu[e] + off, kk, q, d, s);
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < NP; k++) {
+            if ((k * GU_WARPS + warp) * rpw >= 32) break; /* uniform per warp */
+            const int rr = (k * GU_WARPS + warp) * rpw + sub;
+            float gk = g[k], vk = v[k];
+            for (int o = lpr >> 1; o > 0; o >>= 1) {
+                gk += VT_GPU_SHFL_XOR(gk, o);
+                vk += VT_GPU_SHFL_XOR(vk, o);
+            }
+            if (li == 0) a_chunk[rr] = mq_act(act, gk, vk);
+        }
+        __syncthreads();
+        if (warp == 0)
+            qd_quantize32(a_chunk[lane], aq + (size_t)p * F + 32 * c, ad + (size_t)p * nc + c,
+                          as + (size_t)p * nc + c);
+        __syncthreads();
+    }
+}
+
+/* out[t][r] += Σ_j w_tj · (down_e row r · â_tj) over token t's pairs j with
+ * e = ids[t·K + j] in [eb, ee), added in increasing expert id (ties by j) as
+ * k_moe_combine adds them: one lane group per (t, r), the K dot products in
+ * registers (K <= MQ_MAXK), â read from aq / ad / as. */
+#define MQ_MAXK 8
+template <int T>
+static __global__ void __launch_bounds__(MQ_THREADS)
+k_moe_q_down(const int8_t *__restrict__ aq, const float *__restrict__ ad, const float *__restrict__ as,
+             const int32_t *__restrict__ ids, const float *__restrict__ wts, int K, int n_tok,
+             int eb, int ee, const void *const *__restrict__ wd, size_t rb, int E, int F,
+             int lpr_log2, float *__restrict__ out, int64_t ldo)
+{
+    const int units = F / Qi<T>::UNIT, lpr = 1 << lpr_log2, rpw = 32 >> lpr_log2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sub = lane >> lpr_log2, li = lane & (lpr - 1);
+    const int64_t items = (int64_t)n_tok * E, per = (int64_t)MQ_WARPS * rpw;
+    for (int64_t i0 = (int64_t)blockIdx.x * per; i0 < items; i0 += (int64_t)gridDim.x * per) {
+        const int64_t it = i0 + warp * rpw + sub;
+        const int ok = it < items;
+        const int t = ok ? (int)(it / E) : 0;
+        const int64_t r = ok ? it % E : 0;
+        int ej[MQ_MAXK];
+        float yv[MQ_MAXK];
+#pragma unroll
+        for (int j = 0; j < MQ_MAXK; j++) {
+            yv[j] = 0.0f;
+            ej[j] = j < K ? ids[t * K + j] : -1;
+            if (ok && j < K && ej[j] >= eb && ej[j] < ee) {
+                const size_t p = (size_t)t * K + j;
+                const uint8_t *row = (const uint8_t *)wd[ej[j]] + (size_t)r * rb;
+                const int8_t *q = aq + p * F;
+                const float *d = ad + p * (F / 32), *s = as + p * (F / 32);
+                for (int u = li; u < units; u += lpr) yv[j] += Qi<T>::dot(row, u, q, d, s);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < MQ_MAXK; j++)
+            for (int o = lpr >> 1; o > 0; o >>= 1) yv[j] += VT_GPU_SHFL_XOR(yv[j], o);
+        if (li == 0 && ok) {
+            float acc = out[(size_t)t * ldo + r];
+            for (int rank = 0; rank < K; rank++)
+#pragma unroll
+                for (int j = 0; j < MQ_MAXK; j++) {
+                    if (j >= K || ej[j] < eb || ej[j] >= ee) continue;
+                    int rj = 0; /* pairs before j in (expert, j) order */
+#pragma unroll
+                    for (int i = 0; i < MQ_MAXK; i++)
+                        rj += i < K && (ej[i] < ej[j] || (ej[i] == ej[j] && i < j));
+                    if (rj == rank) acc = __fadd_rn(acc, __fmul_rn(wts[t * K + j], yv[j]));
+                }
+            out[(size_t)t * ldo + r] = acc;
+        }
+    }
+}
+
+extern "C" int vt_gpu_moe_q_usable(const vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
+{
+    if (!ctx->int8_dot || a->n_tokens > VT_GPU_MM_VEC_MAX || a->k > MQ_MAXK) return 0;
+    if (!mq_type_ok(a->type_gate) || a->type_up != a->type_gate || !mq_type_ok(a->type_down)) return 0;
+    const int64_t E = a->n_embd, F = a->n_ff;
+    if (E % mq_unit(a->type_gate) || F % mq_unit(a->type_down) || F % 32) return 0;
+    if (qd_smem_bytes(E, a->n_tokens) > MQ_SMEM_MAX) return 0;
+    return 1; /* expert data: the alignment of moe_ffn's contract, as the float kernels */
+}
+
+/* moe_ffn's decode on int8 activations: gate/up (act rounded into buf), then
+ * down with the weighted, ordered additions into out; buf: at least
+ * P·F·1.25 bytes of device scratch (moe_ffn's act_buf). */
+extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, void *buf,
+                                      int *rounded)
+{
+    *rounded = 0;
+    const int E = (int)a->n_embd, F = (int)a->n_ff, K = (int)a->k, nt = (int)a->n_tokens;
+    const int P = nt * K, eb = (int)a->expert_begin, ee = (int)a->expert_end;
+    int8_t *aq = (int8_t *)buf;
+    float *ad = (float *)(aq + (size_t)P * F), *as = ad + (size_t)P * (F / 32);
+    const size_t rbg = (size_t)vt_type_row_bytes(a->type_gate, (uint64_t)E);
+    const size_t rbd = (size_t)vt_type_row_bytes(a->type_down, (uint64_t)F);
+    const int l2g = qd_lanes_log2(E / mq_unit(a->type_gate));
+    const int l2d = qd_lanes_log2(F / mq_unit(a->type_down));
+    const size_t sg = qd_smem_bytes(E, nt);
+    const unsigned gg = mq_grid(ctx, (int64_t)P * (F / 32), 1);
+    const unsigned gd = mq_grid(ctx, (int64_t)nt * E, (int64_t)MQ_WARPS * (32 >> l2d));
+    mq_xq v = {NULL, NULL, NULL};
+    vt_status st = VT_OK;
+    const int pre = nt == 1 && mq_round_x(ctx, a->x, E, &st, &v);
+    TRY(st);
+#define MQ_GU(T_)                                                                                  \
+    if (pre)                                                                                       \
+        k_moe_q_gate_up<T_, true><<<gg, 32 * GU_WARPS, 0, VT_ST>>>(                                \
+            a->x, a->ldx, nt, v.q, v.d, v.s, a->ids, K, P, eb, ee, a->w_gate, a->w_up, rbg, E, F,  \
+            (int)a->act, l2g, aq, ad, as);                                                         \
+    else                                                                                           \
+        k_moe_q_gate_up<T_, false><<<gg, 32 * GU_WARPS, sg, VT_ST>>>(                              \
+            a->x, a->ldx, nt, NULL, NULL, NULL, a->ids, K, P, eb, ee, a->w_gate, a->w_up, rbg, E,  \
+            F, (int)a->act, l2g, aq, ad, as)
+    switch (a->type_gate) {
+    case VT_TYPE_Q8_0: MQ_GU(VT_TYPE_Q8_0); break;
+    case VT_TYPE_Q5_0: MQ_GU(VT_TYPE_Q5_0); break;
+    case VT_TYPE_Q4_K: MQ_GU(VT_TYPE_Q4_K); break;
+    default: MQ_GU(VT_TYPE_Q6_K); break;
+    }
+#undef MQ_GU
+    TRY(launched(ctx, "moe_ffn (gate/up)"));
+#define MQ_D(T_)                                                                                   \
+    k_moe_q_down<T_><<<gd, MQ_THREADS, 0, VT_ST>>>(aq, ad, as, a->ids, a->weights, K, nt, eb, ee,  \
+                                                   a->w_down, rbd, E, F, l2d, a->out, a->ldo)
+    switch (a->type_down) {
+    case VT_TYPE_Q8_0: MQ_D(VT_TYPE_Q8_0); break;
+    case VT_TYPE_Q5_0: MQ_D(VT_TYPE_Q5_0); break;
+    case VT_TYPE_Q4_K: MQ_D(VT_TYPE_Q4_K); break;
+    default: MQ_D(VT_TYPE_Q6_K); break;
+    }
+#undef MQ_D
+    *rounded = pre;
+    return launched(ctx, "moe_ffn (down)");
+}
