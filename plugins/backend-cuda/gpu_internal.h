@@ -96,6 +96,7 @@ struct vt_backend_ctx {
     const void *xq_src;
     int64_t xq_n;
     unsigned long xq_epoch; /* vt_gpu_xq_epoch when xq_src was set */
+    void *attn_part;        /* decode attention's per-part results (gpu_attention.cu) */
 };
 
 /* Bumped by every launch, copy, fill, allocation and free of any context of
@@ -313,6 +314,10 @@ vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, void *
  * recorded; a failed allocation leaves it NULL (the kernels then round in
  * shared memory) */
 void vt_gpu_xq_reserve(vt_backend_ctx *ctx);
+/* ctx->attn_part (VT_GPU_ATTN_PART_BYTES) allocated unless it is or a graph
+ * is being recorded; NULL after a failure (one block per head then) */
+#define VT_GPU_ATTN_PART_BYTES ((size_t)4 << 20)
+void vt_gpu_attn_reserve(vt_backend_ctx *ctx);
 /* 1 when [y, y + n_y floats) and [src, src + n_src floats) overlap */
 int vt_gpu_overlap(const void *y, int64_t n_y, const void *src, int64_t n_src);
 

@@ -286,6 +286,8 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
     if (ctx->wbuf) (void)vt_gpu_free(ctx->wbuf);
     if (ctx->xq_dev) (void)vt_gpu_free(ctx->xq_dev);
     ctx->xq_dev = NULL;
+    if (ctx->attn_part) (void)vt_gpu_free(ctx->attn_part);
+    ctx->attn_part = NULL;
     vt_gpu_xq_forget(ctx);
     if (ctx->ring_state > 0) {
         (void)vt_gpu_device_synchronize();
@@ -815,7 +817,7 @@ MM_ENTRY(mxfp4, VT_TYPE_MXFP4)
  * double: rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps). A row of at most
  * NORM_CACHE·NORM_THREADS values stays in registers between the two passes
  * (the same elements per thread in the same order: the same bits). */
-#define NORM_CACHE 8
+#define NORM_CACHE 16
 static __global__ void k_norm(const float *x, int64_t ldx, const float *w, float *y, int64_t ldy,
                               int64_t n, float eps, int l2)
 {
@@ -1440,6 +1442,7 @@ extern "C" vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx)
     /* the argument ring is set up now: its first use allocates, which a recording cannot do */
     (void)ring_ready(ctx);
     vt_gpu_xq_reserve(ctx); /* the same for the rounded activations' buffer */
+    vt_gpu_attn_reserve(ctx); /* and for decode attention's parts */
     vt_gpu_error e = vt_gpu_stream_begin_capture(VT_ST);
     if (e != vt_gpu_success)
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_begin: " VT_GPU_RT
