@@ -16,6 +16,36 @@
 #define ATTN_WARPS 4       /* warps per (token, head) block when there are many blocks */
 #define ATTN_WARPS_FEW 16  /* ... when there are few (decode): more positions in flight */
 
+/* The end of a block's online softmax: each warp's max m, weight sum l and
+ * accumulator acc (lane l: dims l + 32c) to shared memory; returns the
+ * block's max M and weight sum L, with f[w] the factor of warp w (0 for a
+ * warp that saw no position). The caller reads sacc after this. */
+template <int C, int W>
+static __device__ __forceinline__ void attn_merge_warps(float m, float l, const float acc[C],
+                                                        float (&sm)[W], float (&sl)[W],
+                                                        float (&sacc)[W][32 * C], float f[W],
+                                                        float *M_out, float *L_out)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0) {
+        sm[wid] = m;
+        sl[wid] = l;
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) sacc[wid][lane + 32 * c] = acc[c];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < W; w++)
+        if (sl[w] > 0.0f) M = fmaxf(M, sm[w]); /* an empty warp's m is -inf: no effect */
+    float L = 0.0f;
+    for (int w = 0; w < W; w++) {
+        f[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; /* a warp that saw no position adds 0 */
+        L += sl[w] * f[w];
+    }
+    *M_out = M;
+    *L_out = L;
+}
+
 /* One block of W warps per (token, query head): warp w runs an online
  * float32 softmax over positions s0 + w, s0 + w + W, ...; lane l holds dims
  * l + 32c (c < C) of q and of the output accumulator. */
@@ -63,20 +93,8 @@ static __global__ void __launch_bounds__(32 * W) k_attn(const float *q, int64_t 
         }
         m = mn;
     }
-    if (lane == 0) {
-        sm[wid] = m;
-        sl[wid] = l;
-    }
-#pragma unroll
-    for (int c = 0; c < C; c++) sacc[wid][lane + 32 * c] = acc[c];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < W; w++) M = fmaxf(M, sm[w]);
-    float L = 0.0f, f[W];
-    for (int w = 0; w < W; w++) {
-        f[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; /* a warp that saw no position adds 0 */
-        L += sl[w] * f[w];
-    }
+    float M, L, f[W];
+    attn_merge_warps<C, W>(m, l, acc, sm, sl, sacc, f, &M, &L);
     float *oh = out + t * ldo + h * hd;
     for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
         float o = 0.0f;
@@ -155,21 +173,8 @@ k_attn_split(const float *q, int64_t ldq, int64_t ldq_head, const float *k, cons
         }
         m = mn;
     }
-    if (lane == 0) {
-        sm[wid] = m;
-        sl[wid] = l;
-    }
-#pragma unroll
-    for (int c = 0; c < C; c++) sacc[wid][lane + 32 * c] = acc[c];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < W; w++)
-        if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
-    float L = 0.0f, f[W];
-    for (int w = 0; w < W; w++) {
-        f[w] = sl[w] > 0.0f ? expf(sm[w] - M) : 0.0f; /* a warp that saw no position adds 0 */
-        L += sl[w] * f[w];
-    }
+    float M, L, f[W];
+    attn_merge_warps<C, W>(m, l, acc, sm, sl, sacc, f, &M, &L);
     float *pp = part + (int64_t)blockIdx.x * (2 + hd);
     if (threadIdx.x == 0) {
         pp[0] = M;
