@@ -476,6 +476,15 @@ static void test_norms(void **s)
         }
     norm_case(0, 17, 256, 1, 1);
     norm_case(1, 17, 128, 0, 1);
+    /* one-row kernel (1024 threads, up to 4 values each) around its limits and
+     * the model widths, and the 256-thread kernel's cached limit (16 x 256) */
+    static const int64_t row_ns[] = {1, 31, 1000, 1024, 1025, 2048, 2816, 4095, 4096, 4097};
+    for (size_t b = 0; b < sizeof row_ns / sizeof row_ns[0]; b++) {
+        norm_case(0, 1, row_ns[b], 1, 0);
+        norm_case(1, 1, row_ns[b], 0, 0);
+        norm_case(0, 2, row_ns[b], 1, b & 1);
+    }
+    norm_case(0, 1, 2048, 1, 1);
 }
 
 /* ---------------------------------------------------------------- rope */

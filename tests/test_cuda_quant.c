@@ -782,18 +782,23 @@ static void test_mat_mul_int8(void **s)
 
 /* One matmul of w (host wh, device wd) on device x against the reference on
  * the rounded activations xh (host copy of x), by mm_int8_case's bound. */
+static float *g_ydev; /* check_one's output: allocated before the ops it checks (an allocation
+                       * forgets rounded activations) */
+
 static void check_one(const char *what, const qtype *q, const uint8_t *wh, void *wd, size_t rb,
                       int64_t n_in, int64_t n_out, const float *xdev)
 {
     float *x = fbuf((size_t)n_in), *y = fbuf((size_t)n_out);
+    /* the matmul first: the copies below forget rounded activations, and it
+     * must see the rounding state the caller left */
+    float *yd = g_ydev;
+    vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
+    OKC(G->mat_mul[q->id](qctx, &wg, xdev, n_in, yd, n_out, 1));
     dget(x, xdev, sizeof(float) * (size_t)n_in);
     float *wf = ref_rows(q->id, wh, rb, n_in, n_out);
     double *xh = calloc((size_t)n_in, sizeof(double));
     assert_non_null(xh);
     round_int8(x, n_in, xh);
-    float *yd = dput(NULL, sizeof(float) * (size_t)n_out);
-    vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
-    OKC(G->mat_mul[q->id](qctx, &wg, xdev, n_in, yd, n_out, 1));
     dget(y, yd, sizeof(float) * (size_t)n_out);
     double xn = 0;
     for (int64_t i = 0; i < n_in; i++) xn += xh[i] * xh[i];
@@ -810,7 +815,6 @@ static void check_one(const char *what, const qtype *q, const uint8_t *wh, void 
                      "activations?", what, (long long)o, (double)y[o], ref, tol);
     }
     fprintf(stderr, "  %-58s ok\n", what);
-    dfree(yd);
     free(xh);
     free(wf);
     free(x);
@@ -836,6 +840,7 @@ static void test_int8_rounding_reuse(void **s)
     float *hb = fbuf((size_t)(2 * n));
     for (int64_t i = 0; i < 2 * n; i++) hb[i] = urand(-1.0f, 1.0f);
     float *buf = dput(hb, sizeof(float) * (size_t)(2 * n));
+    g_ydev = dput(NULL, sizeof(float) * 128);
     check_one("Q6_K on x", q6, w6, d6, rb6, n, n_out, buf);
     check_one("Q8_0 on the same x (its rounding reused)", q8, w8, d8, rb8, n, n_out, buf);
     OKC(G->scale(qctx, buf, buf, n, 3.0f)); /* another op writes x */
@@ -856,6 +861,35 @@ static void test_int8_rounding_reuse(void **s)
     OKC(G->mat_mul[VT_TYPE_F32](qctx, &wg, buf, n, other, n, 1));
     check_one("Q8_0 on x after a matmul read it", q8, w8, d8, rb8, n, n_out, buf);
     dfree(other);
+    /* a one-row rms_norm rounds its output as it stores it (gpu_norm.cu): the
+     * matmul right after reads that rounding (widths of both kernels: 1024
+     * threads x 4 values, 256 x 16) */
+    static const int64_t norm_ns[] = {512, 2048, 2816, 4096};
+    for (size_t c = 0; c < sizeof norm_ns / sizeof norm_ns[0]; c++) {
+        const int64_t nn = norm_ns[c], no = 33;
+        size_t rbn;
+        uint8_t *wn = make_weight(q8, nn, no, 0, &rbn);
+        void *dwn = dput(wn, rbn * (size_t)no);
+        float *xn = fbuf((size_t)nn), *gam = fbuf((size_t)nn);
+        for (int64_t i = 0; i < nn; i++) xn[i] = urand(-3.0f, 3.0f), gam[i] = urand(0.5f, 1.5f);
+        float *dxn = dput(xn, sizeof(float) * (size_t)nn), *dgam = dput(gam, sizeof(float) * (size_t)nn);
+        float *dyn = dput(NULL, sizeof(float) * (size_t)nn);
+        OKC(G->rms_norm(qctx, dxn, nn, dgam, dyn, nn, 1, nn, 1e-6f));
+        char what[96];
+        snprintf(what, sizeof what, "Q8_0 on rms_norm's output, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->rms_norm(qctx, dxn, nn, dgam, dxn, nn, 1, nn, 1e-6f)); /* in place */
+        snprintf(what, sizeof what, "Q8_0 on rms_norm's output in place, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dxn);
+        dfree(dwn);
+        dfree(dxn);
+        dfree(dgam);
+        dfree(dyn);
+        free(wn);
+        free(xn);
+        free(gam);
+    }
+    dfree(g_ydev);
     dfree(dwf);
     dfree(buf);
     dfree(d6);

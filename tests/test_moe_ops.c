@@ -268,7 +268,13 @@ static void test_moe_route(void **s)
             }
     route_case(9, 64, 8, 1, 1, 1); /* many equal logits: ties to the lower index */
     route_case(3, 16, 4, 0, 0, 1);
-    fprintf(stderr, "moe_route: %d cases equal softmax_topk + scale\n", cases + 2);
+    /* odd top-k, and the one-warp kernel's limit (k <= 32, lane m keeps pick m) */
+    route_case(5, 256, 3, 1, 1, 0);
+    route_case(3, 256, 7, 0, 1, 0);
+    route_case(2, 256, 32, 1, 1, 0);
+    route_case(2, 256, 33, 1, 0, 0);
+    route_case(4, 512, 32, 0, 1, 1);
+    fprintf(stderr, "moe_route: %d cases equal softmax_topk + scale\n", cases + 7);
 }
 
 /* ---------------------------------------------------------------- moe_ffn */
@@ -615,6 +621,28 @@ static void test_moe_ffn_types(void **s)
     fprintf(stderr, "moe_ffn: %d cases over %zu weight types within the bound\n", n, N_ALL);
 }
 
+/* top-k 1..8, the odd ones too, at decode token counts: the int8 decode
+ * kernels give each pair a lane group of 32 / K' lanes (K' = K rounded up to
+ * a power of two) and add the K sums in (expert, j) order */
+static void test_moe_ffn_topk(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    const int64_t Ks[] = {1, 2, 3, 5, 7, 8}, Ts[] = {1, 2, 5, 8};
+    int n = 0;
+    for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++)
+        for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) {
+            ffn_case a = {VT_TYPE_Q4_K, VT_TYPE_Q4_K, VT_TYPE_Q6_K, 256, 512, 11, Ks[k], Ts[t],
+                          (uint32_t)((k + t) & 1), (int)(t == 2)};
+            ffn_case b = {VT_TYPE_Q8_0, VT_TYPE_Q8_0, VT_TYPE_Q8_0, 96, 160, 9, Ks[k], Ts[t],
+                          (uint32_t)(t & 1), 0};
+            ffn_run(&a);
+            ffn_run(&b);
+            n += 2;
+        }
+    fprintf(stderr, "moe_ffn: %d top-k / token-count cases within the bound\n", n);
+}
+
 /* wrong arguments are refused naming what is wrong, and nothing is written */
 static void test_moe_ffn_refusals(void **s)
 {
@@ -747,6 +775,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_route),
+        cmocka_unit_test(test_moe_ffn_topk),
         cmocka_unit_test(test_moe_ffn_sizes),
         cmocka_unit_test(test_moe_ffn_types),
         cmocka_unit_test(test_moe_ffn_refusals),

@@ -314,6 +314,11 @@ vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, void *
  * recorded; a failed allocation leaves it NULL (the kernels then round in
  * shared memory) */
 void vt_gpu_xq_reserve(vt_backend_ctx *ctx);
+/* ctx->xq_dev's arrays for n values (q [n] int8, d and s [n/32]); 0 when
+ * int8_dot is off, n exceeds VT_GPU_XQ_MAX or there is no buffer. A kernel
+ * that fills them for activation row src calls vt_gpu_xq_keep(ctx, src, n)
+ * after its launch. */
+int vt_gpu_xq_view(vt_backend_ctx *ctx, int64_t n, int8_t **q, float **d, float **s);
 /* ctx->attn_part (VT_GPU_ATTN_PART_BYTES) allocated unless it is or a graph
  * is being recorded; NULL after a failure (one block per head then) */
 #define VT_GPU_ATTN_PART_BYTES ((size_t)4 << 20)

@@ -27,14 +27,14 @@
 #define MQ_SMEM_MAX (48 * 1024) /* dynamic shared memory without an opt-in */
 #define MQ_WARPS (MQ_THREADS / 32)
 
-/* x [n] rounded into q [n], d, s [n/32] (global): block i takes 32 blocks
- * of 32 values, from value 1024·i on. */
+/* x [n] rounded into q [n], d, s [n/32] (global): one warp per 32-value block. */
 static __global__ void __launch_bounds__(MQ_THREADS)
 k_quantize_x(const float *__restrict__ x, int n, int8_t *__restrict__ q, float *__restrict__ d,
              float *__restrict__ s)
 {
-    const int b0 = 32 * blockIdx.x, nb = n / 32 - b0 < 32 ? n / 32 - b0 : 32;
-    qd_quantize(x + 32 * b0, 32 * nb, q + 32 * b0, d + b0, s + b0);
+    const int b = blockIdx.x * MQ_WARPS + (threadIdx.x >> 5);
+    if (b >= n / 32) return; /* whole warps */
+    qd_quantize32(x[32 * b + (threadIdx.x & 31)], q + 32 * b, d + b, s + b);
 }
 
 /* y[r] = Σ_u dot(row r, unit u) for r < n_out, one token: x [n_in] rounded
@@ -137,6 +137,16 @@ extern "C" void vt_gpu_xq_reserve(vt_backend_ctx *ctx)
     ctx->xq_dev = p;
 }
 
+extern "C" int vt_gpu_xq_view(vt_backend_ctx *ctx, int64_t n, int8_t **q, float **d, float **s)
+{
+    if (!ctx->int8_dot || n > VT_GPU_XQ_MAX) return 0;
+    vt_gpu_xq_reserve(ctx);
+    if (!ctx->xq_dev) return 0;
+    const mq_xq v = mq_view(ctx, n);
+    *q = v.q, *d = v.d, *s = v.s;
+    return 1;
+}
+
 static int mq_round_x(vt_backend_ctx *ctx, const float *x, int64_t n, vt_status *st, mq_xq *v)
 {
     *st = VT_OK;
@@ -145,7 +155,7 @@ static int mq_round_x(vt_backend_ctx *ctx, const float *x, int64_t n, vt_status 
     if (!ctx->xq_dev) return 0;
     *v = mq_view(ctx, n);
     if (vt_gpu_xq_holds(ctx, x, n)) return 1;
-    k_quantize_x<<<(unsigned)ceil_div(n, 1024), MQ_THREADS, 0, VT_ST>>>(x, (int)n, v->q, v->d, v->s);
+    k_quantize_x<<<(unsigned)ceil_div(n / 32, MQ_WARPS), MQ_THREADS, 0, VT_ST>>>(x, (int)n, v->q, v->d, v->s);
     *st = launched(ctx, "mat_mul (activation rounding)");
     return 1;
 }
@@ -199,11 +209,13 @@ static __device__ __forceinline__ float mq_act(int act, float g, float u)
  * c: a = act(gate_e · x_t)·(up_e · x_t), rounded at once to int8 blocks
  * (the chunk is one activation block of the down matmul): aq [P][F], ad / as
  * [P][F/32]. x: n_tok rows (ldx) rounded into shared memory first, or (PRE,
- * one token) already rounded in gq / gd / gs. GU_WARPS warps per chunk, so
- * that the 32 rows' loads are spread over many warps. */
-#define GU_WARPS 16
+ * one token) already rounded in gq / gd / gs. GU_WARPS warps per chunk, each
+ * lane holding 32 / GU_WARPS rows' loads at once, and two blocks per
+ * multiprocessor, so that P·F/32 chunks up to twice the multiprocessors run
+ * in one wave. */
+#define GU_WARPS 8
 template <int T, bool PRE>
-static __global__ void __launch_bounds__(32 * GU_WARPS)
+static __global__ void __launch_bounds__(32 * GU_WARPS, 2)
 k_moe_q_gate_up(const float *__restrict__ x, int64_t ldx, int n_tok, const int8_t *__restrict__ gq,
                 const float *__restrict__ gd, const float *__restrict__ gs,
                 const int32_t *__restrict__ ids, int K, int P, int eb, int ee,
@@ -253,6 +265,11 @@ k_moe_q_gate_up(const float *__restrict__ x, int64_t ldx, int n_tok, const int8_
                 }
             }
         }
+        /* every lane of a group ends with the row's sums; with at least NP
+         * lanes per group, lane k evaluates row k's activation, so that the
+         * NP evaluations (double exp) run side by side */
+        float mg = 0.0f, mv = 0.0f;
+        int mr = -1;
 #pragma unroll
         for (int k = 0; k < NP; k++) {
             if ((k * GU_WARPS + warp) * rpw >= 32) break; /* uniform per warp */
@@ -262,8 +279,13 @@ k_moe_q_gate_up(const float *__restrict__ x, int64_t ldx, int n_tok, const int8_
                 gk += VT_GPU_SHFL_XOR(gk, o);
                 vk += VT_GPU_SHFL_XOR(vk, o);
             }
-            if (li == 0) a_chunk[rr] = mq_act(act, gk, vk);
+            if (lpr < NP) {
+                if (li == 0) a_chunk[rr] = mq_act(act, gk, vk);
+            } else if (li == k) {
+                mg = gk, mv = vk, mr = rr;
+            }
         }
+        if (mr >= 0) a_chunk[mr] = mq_act(act, mg, mv);
         __syncthreads();
         if (warp == 0)
             qd_quantize32(a_chunk[lane], aq + (size_t)p * F + 32 * c, ad + (size_t)p * nc + c,
@@ -274,56 +296,69 @@ k_moe_q_gate_up(const float *__restrict__ x, int64_t ldx, int n_tok, const int8_
 
 /* out[t][r] += Σ_j w_tj · (down_e row r · â_tj) over token t's pairs j with
  * e = ids[t·K + j] in [eb, ee), added in increasing expert id (ties by j) as
- * k_moe_combine adds them: one lane group per (t, r), the K dot products in
- * registers (K <= MQ_MAXK), â read from aq / ad / as. */
+ * k_moe_combine adds them. One warp per (t, r): its lanes are K' groups of
+ * 32 / K' lanes (K' = K rounded up to a power of two, lg_log2 = log2(32 / K')),
+ * group j summing pair j's dot product, so the K rows are read at once; lane 0
+ * takes the K sums by shuffles in addition order and adds them. The pairs'
+ * weights, row pointers and that order are found once per block (shared
+ * memory). â from aq/ad/as. */
 #define MQ_MAXK 8
+#define MQ_MAXP (VT_GPU_MM_VEC_MAX * MQ_MAXK)
 template <int T>
 static __global__ void __launch_bounds__(MQ_THREADS)
 k_moe_q_down(const int8_t *__restrict__ aq, const float *__restrict__ ad, const float *__restrict__ as,
              const int32_t *__restrict__ ids, const float *__restrict__ wts, int K, int n_tok,
              int eb, int ee, const void *const *__restrict__ wd, size_t rb, int E, int F,
-             int lpr_log2, float *__restrict__ out, int64_t ldo)
+             int lg_log2, float *__restrict__ out, int64_t ldo)
 {
-    const int units = F / Qi<T>::UNIT, lpr = 1 << lpr_log2, rpw = 32 >> lpr_log2;
+    __shared__ const uint8_t *s_row[MQ_MAXP];
+    __shared__ float s_w[MQ_MAXP];
+    __shared__ int s_ord[MQ_MAXP]; /* token t's pairs in [eb, ee) in addition order */
+    __shared__ int s_cnt[VT_GPU_MM_VEC_MAX];
+    const int P = n_tok * K;
+    for (int i = threadIdx.x; i < P; i += blockDim.x) {
+        const int t = i / K, j = i % K, e = ids[i];
+        const int in = e >= eb && e < ee;
+        s_w[i] = wts[i];
+        s_row[i] = in ? (const uint8_t *)wd[e] : NULL;
+        int rank = 0, cnt = 0; /* pairs before j in (expert, j) order, pairs in range */
+        for (int jj = 0; jj < K; jj++) {
+            const int e2 = ids[t * K + jj];
+            const int in2 = e2 >= eb && e2 < ee;
+            cnt += in2;
+            rank += in2 && (e2 < e || (e2 == e && jj < j));
+        }
+        if (in) s_ord[t * K + rank] = j;
+        if (j == 0) s_cnt[t] = cnt;
+    }
+    __syncthreads();
+    const int units = F / Qi<T>::UNIT, lg = 1 << lg_log2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int sub = lane >> lpr_log2, li = lane & (lpr - 1);
-    const int64_t items = (int64_t)n_tok * E, per = (int64_t)MQ_WARPS * rpw;
-    for (int64_t i0 = (int64_t)blockIdx.x * per; i0 < items; i0 += (int64_t)gridDim.x * per) {
-        const int64_t it = i0 + warp * rpw + sub;
-        const int ok = it < items;
-        const int t = ok ? (int)(it / E) : 0;
-        const int64_t r = ok ? it % E : 0;
-        int ej[MQ_MAXK];
-        float yv[MQ_MAXK];
-#pragma unroll
-        for (int j = 0; j < MQ_MAXK; j++) {
-            yv[j] = 0.0f;
-            ej[j] = j < K ? ids[t * K + j] : -1;
-            if (ok && j < K && ej[j] >= eb && ej[j] < ee) {
-                const size_t p = (size_t)t * K + j;
-                const uint8_t *row = (const uint8_t *)wd[ej[j]] + (size_t)r * rb;
-                const int8_t *q = aq + p * F;
-                const float *d = ad + p * (F / 32), *s = as + p * (F / 32);
-                for (int u = li; u < units; u += lpr) yv[j] += Qi<T>::dot(row, u, q, d, s);
-            }
+    const int j = lane >> lg_log2, li = lane & (lg - 1);
+    const int64_t items = (int64_t)n_tok * E;
+    for (int64_t it = (int64_t)blockIdx.x * MQ_WARPS + warp; it < items;
+         it += (int64_t)gridDim.x * MQ_WARPS) { /* uniform per warp */
+        const int t = (int)(it / E);
+        const int64_t r = it % E;
+        const int p = t * K + j;
+        float y = 0.0f;
+        const uint8_t *base = j < K ? s_row[p] : NULL;
+        if (base) {
+            const uint8_t *row = base + (size_t)r * rb;
+            const int8_t *q = aq + (size_t)p * F;
+            const float *d = ad + (size_t)p * (F / 32), *s = as + (size_t)p * (F / 32);
+#pragma unroll 4
+            for (int u = li; u < units; u += lg) y += Qi<T>::dot(row, u, q, d, s);
         }
-#pragma unroll
-        for (int j = 0; j < MQ_MAXK; j++)
-            for (int o = lpr >> 1; o > 0; o >>= 1) yv[j] += VT_GPU_SHFL_XOR(yv[j], o);
-        if (li == 0 && ok) {
-            float acc = out[(size_t)t * ldo + r];
-            for (int rank = 0; rank < K; rank++)
-#pragma unroll
-                for (int j = 0; j < MQ_MAXK; j++) {
-                    if (j >= K || ej[j] < eb || ej[j] >= ee) continue;
-                    int rj = 0; /* pairs before j in (expert, j) order */
-#pragma unroll
-                    for (int i = 0; i < MQ_MAXK; i++)
-                        rj += i < K && (ej[i] < ej[j] || (ej[i] == ej[j] && i < j));
-                    if (rj == rank) acc = __fadd_rn(acc, __fmul_rn(wts[t * K + j], yv[j]));
-                }
-            out[(size_t)t * ldo + r] = acc;
+        for (int o = lg >> 1; o > 0; o >>= 1) y += VT_GPU_SHFL_XOR(y, o);
+        /* the K sums in addition order: one shuffle each, lane 0 adds */
+        float acc = lane == 0 ? out[(size_t)t * ldo + r] : 0.0f;
+        for (int rank = 0; rank < s_cnt[t]; rank++) { /* uniform per warp */
+            const int jj = s_ord[t * K + rank];
+            const float v = VT_GPU_SHFL(y, jj << lg_log2);
+            acc = __fadd_rn(acc, __fmul_rn(s_w[t * K + jj], v));
         }
+        if (lane == 0) out[(size_t)t * ldo + r] = acc;
     }
 }
 
@@ -351,10 +386,11 @@ extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args
     const size_t rbg = (size_t)vt_type_row_bytes(a->type_gate, (uint64_t)E);
     const size_t rbd = (size_t)vt_type_row_bytes(a->type_down, (uint64_t)F);
     const int l2g = qd_lanes_log2(E / mq_unit(a->type_gate));
-    const int l2d = qd_lanes_log2(F / mq_unit(a->type_down));
+    int l2d = 5; /* lanes per pair: 32 / K rounded up to a power of two */
+    while ((1 << (5 - l2d)) < K) l2d--;
     const size_t sg = qd_smem_bytes(E, nt);
     const unsigned gg = mq_grid(ctx, (int64_t)P * (F / 32), 1);
-    const unsigned gd = mq_grid(ctx, (int64_t)nt * E, (int64_t)MQ_WARPS * (32 >> l2d));
+    const unsigned gd = mq_grid(ctx, (int64_t)nt * E, MQ_WARPS);
     mq_xq v = {NULL, NULL, NULL};
     vt_status st = VT_OK;
     const int pre = nt == 1 && mq_round_x(ctx, a->x, E, &st, &v);

@@ -143,17 +143,21 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
         mx = fmaxf(mx, p[j]);
     }
     for (int m = 16; m > 0; m >>= 1) mx = fmaxf(mx, VT_GPU_SHFL_XOR(mx, m));
+    /* each exponential once (double), summed in the order of the block kernel */
+    double ex[ROUTE_WARP_VALS];
     double s = 0.0;
 #pragma unroll
-    for (int j = 0; j < ROUTE_WARP_VALS; j++)
-        if (lane + 32 * j < n) s += exp((double)p[j] - (double)mx);
+    for (int j = 0; j < ROUTE_WARP_VALS; j++) {
+        ex[j] = lane + 32 * j < n ? exp((double)p[j] - (double)mx) : 0.0;
+        if (lane + 32 * j < n) s += ex[j];
+    }
     s = warp_sum_d(s);
 #pragma unroll
     for (int j = 0; j < ROUTE_WARP_VALS; j++)
-        p[j] = lane + 32 * j < n ? (float)(exp((double)p[j] - (double)mx) / s) : -1.0f;
+        p[j] = lane + 32 * j < n ? (float)(ex[j] / s) : -1.0f;
     double picked = 0.0;
-    int32_t *id = ids + row * k;
-    float *w = weights + row * k;
+    int my_id = 0; /* lane m keeps the m-th pick (k <= 32: the launcher's condition) */
+    float my_v = 0.0f;
     for (int m = 0; m < k; m++) {
         float bv = -1.0f;
         int bi = -1;
@@ -179,18 +183,15 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
         for (int j = 0; j < ROUTE_WARP_VALS; j++)
             if (lane + 32 * j == bi) v = p[j], p[j] = -1.0f;
         v = VT_GPU_SHFL(v, bi & 31);
-        if (lane == 0) {
-            id[m] = bi;
-            w[m] = v;
-        }
+        if (lane == m) my_id = bi, my_v = v;
         picked += v;
     }
-    if (lane == 0) {
+    /* the k weights at once, lane m the m-th (the block kernel's arithmetic) */
+    if (lane < k) {
         double den = picked > 6.103515625e-5 ? picked : 6.103515625e-5;
-        for (int m = 0; m < k; m++) {
-            float v = renorm ? (float)((double)w[m] / den) : w[m];
-            w[m] = scale ? __fmul_rn(v, scale[id[m]]) : v;
-        }
+        float v = renorm ? (float)((double)my_v / den) : my_v;
+        ids[row * k + lane] = my_id;
+        weights[row * k + lane] = scale ? __fmul_rn(v, scale[my_id]) : v;
     }
 }
 
@@ -208,7 +209,7 @@ extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, 
                            "most %d) or %lld rows exceed the kernel", (long long)n, ROUTE_MAX_N,
                            (long long)n_rows);
     TRY(vt_gpu_select_device(ctx, "moe_route"));
-    if (n <= 32 * ROUTE_WARP_VALS && ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK) <= INT_MAX) {
+    if (n <= 32 * ROUTE_WARP_VALS && k <= 32 && ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK) <= INT_MAX) {
         k_moe_route_warp<<<(unsigned)ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK),
                            32 * ROUTE_ROWS_PER_BLOCK, 0, VT_ST>>>(logits, n_rows, (int)n, (int)k,
                                                                   renorm, expert_scale, ids,

@@ -3,7 +3,8 @@
  * is the contract: shapes, strides, host vs device arrays, formulas) as
  * kernels, written once for nvcc and hipcc (gpu_vendor.h maps the few names
  * that differ); attention is in gpu_attention.cu, the fused MoE ops in
- * gpu_moe.cu, what they share in gpu_device.cuh.
+ * gpu_moe.cu, rms_norm and l2_norm in gpu_norm.cu, what they share in
+ * gpu_device.cuh.
  *
  * Arithmetic, op by op, against backend-cpu's scalar reference
  * (plugins/backend-cpu/cpu_kernels_scalar.c):
@@ -808,86 +809,6 @@ MM_ENTRY(q6_k, VT_TYPE_Q6_K)
 MM_ENTRY(iq4_nl, VT_TYPE_IQ4_NL)
 MM_ENTRY(iq4_xs, VT_TYPE_IQ4_XS)
 MM_ENTRY(mxfp4, VT_TYPE_MXFP4)
-
-/* ======================= norms ======================= */
-
-#define NORM_THREADS 256
-
-/* One block per row: y = x · scale (· w), scale from the sum of squares in
- * double: rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps). A row of at most
- * NORM_CACHE·NORM_THREADS values stays in registers between the two passes
- * (the same elements per thread in the same order: the same bits). */
-#define NORM_CACHE 16
-static __global__ void k_norm(const float *x, int64_t ldx, const float *w, float *y, int64_t ldy,
-                              int64_t n, float eps, int l2)
-{
-    const float *xr = x + (int64_t)blockIdx.x * ldx;
-    float *yr = y + (int64_t)blockIdx.x * ldy;
-    double s = 0.0;
-    float v[NORM_CACHE];
-    const int cached = n <= (int64_t)NORM_CACHE * blockDim.x;
-    if (cached) {
-#pragma unroll
-        for (int k = 0; k < NORM_CACHE; k++) {
-            const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-            v[k] = i < n ? xr[i] : 0.0f;
-        }
-#pragma unroll
-        for (int k = 0; k < NORM_CACHE; k++)
-            if (threadIdx.x + (int64_t)k * blockDim.x < n) s += (double)v[k] * (double)v[k];
-    } else {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
-    }
-    s = block_sum_d(s); /* every read of the row happens before this barrier */
-    float sc = l2 ? (float)(1.0 / fmax(sqrt(s), (double)eps))
-                  : (float)(1.0 / sqrt(s / (double)n + (double)eps));
-    if (cached) {
-#pragma unroll
-        for (int k = 0; k < NORM_CACHE; k++) {
-            const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-            if (i < n) {
-                float t = __fmul_rn(v[k], sc);
-                yr[i] = w ? __fmul_rn(t, w[i]) : t;
-            }
-        }
-        return;
-    }
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        float t = __fmul_rn(xr[i], sc);
-        yr[i] = w ? __fmul_rn(t, w[i]) : t;
-    }
-}
-
-static vt_status norm_op(vt_backend_ctx *ctx, const char *op, const float *x, int64_t ldx,
-                         const float *w, float *y, int64_t ldy, int64_t n_rows, int64_t n,
-                         float eps, int l2)
-{
-    CHECK(n_rows >= 0 && n > 0, "%s: bad shape [%lld, %lld]", op, (long long)n_rows, (long long)n);
-    if (n_rows == 0) return VT_OK;
-    CHECK(x && y, "%s: x or y is NULL", op);
-    CHECK(ldx >= n && ldy >= n, "%s: row strides %lld/%lld shorter than n %lld", op,
-          (long long)ldx, (long long)ldy, (long long)n);
-    CHECK(eps >= 0.0f, "%s: eps %g < 0", op, (double)eps);
-    CHECK(n_rows <= INT_MAX, "%s: %lld rows exceed the grid", op, (long long)n_rows);
-    TRY(vt_gpu_select_device(ctx, op));
-    k_norm<<<(unsigned)n_rows, NORM_THREADS, 0, VT_ST>>>(x, ldx, w, y, ldy, n, eps, l2);
-    return launched(ctx, op);
-}
-
-extern "C" vt_status vt_gpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx,
-                                     const float *w, float *y, int64_t ldy, int64_t n_rows,
-                                     int64_t n, float eps)
-{
-    NEED_CTX("rms_norm");
-    return norm_op(ctx, "rms_norm", x, ldx, w, y, ldy, n_rows, n, eps, 0);
-}
-
-extern "C" vt_status vt_gpu_l2_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y,
-                                    int64_t ldy, int64_t n_rows, int64_t n, float eps)
-{
-    NEED_CTX("l2_norm");
-    return norm_op(ctx, "l2_norm", x, ldx, NULL, y, ldy, n_rows, n, eps, 1);
-}
 
 /* ======================= RoPE (NeoX pairing) ======================= */
 

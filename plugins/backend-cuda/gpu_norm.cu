@@ -1,0 +1,148 @@
+/*
+ * gpu_norm.cu - rms_norm and l2_norm of backend-cuda and backend-rocm
+ * (vt/backend.h: shapes, strides; formula: qwen35moe.md §5.3, the CPU's
+ * plugins/backend-cpu/cpu_kernels_scalar.c), for nvcc and hipcc.
+ *
+ * One block per row: the sum of squares in double, the scale rounded once to
+ * float (rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps)), then y = x·scale
+ * (·w) in float with no fused multiply-add, as the CPU: the same bits but for
+ * the order of the double additions.
+ *
+ * A one-row rms_norm whose output the int8 matvecs may read next
+ * (gpu_matvec.cu) also rounds that output to int8 blocks (gpu_qdot.cuh) into
+ * ctx->xq_dev and marks it held (vt_gpu_xq_keep), so the matmuls that follow
+ * skip their rounding launch: the rounding of the values just stored, the bits
+ * k_quantize_x would give.
+ */
+#include <limits.h>
+#include <math.h>
+
+#include "gpu_internal.h"
+#include "gpu_qdot.cuh"
+
+#define NORM_THREADS 256
+/* values per thread held in registers between the passes */
+#define NORM_CACHE 16
+/* one-row norms: 1024 threads, 4 values each (n <= 4096), so that each warp's
+ * share of the reduction and of the rounding is short */
+#define NORM_ROW_THREADS 1024
+#define NORM_ROW_CACHE 4
+
+/* Σ v over the block, every thread gets it: warp shuffles, then the warps'
+ * partial sums by one more shuffle tree (NT/32 <= 32 warps). */
+template <int NT> static __device__ __forceinline__ double norm_block_sum(double v)
+{
+    __shared__ double part[NT / 32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    v = warp_sum_d(v);
+    if (NT == 32) return v;
+    if (lane == 0) part[wid] = v;
+    __syncthreads();
+    v = lane < NT / 32 ? part[lane] : 0.0;
+    return warp_sum_d(v);
+}
+
+/* Rows of at most NC·NT values: element i of the row is thread i % NT's value
+ * i / NT, so a warp's 32 lanes hold one 32-value block per value index (the
+ * rounding's blocks). w's values are loaded before the reduction so that
+ * their latency overlaps it. q, qd, qs (rms only, n a multiple of 32): the
+ * int8 rounding of y as well. */
+template <int NT, int NC>
+static __global__ void __launch_bounds__(NT)
+k_norm_cached(const float *__restrict__ x, int64_t ldx, const float *__restrict__ w,
+              float *__restrict__ y, int64_t ldy, int n, float eps, int l2,
+              int8_t *__restrict__ q, float *__restrict__ qd, float *__restrict__ qs)
+{
+    const float *xr = x + (int64_t)blockIdx.x * ldx;
+    float *yr = y + (int64_t)blockIdx.x * ldy;
+    const int tid = threadIdx.x;
+    float v[NC], wv[NC];
+#pragma unroll
+    for (int k = 0; k < NC; k++) {
+        const int i = tid + k * NT;
+        v[k] = i < n ? xr[i] : 0.0f;
+        wv[k] = w && i < n ? w[i] : 1.0f;
+    }
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < NC; k++)
+        if (tid + k * NT < n) s += (double)v[k] * (double)v[k];
+    s = norm_block_sum<NT>(s); /* every read of the row happens before its barrier */
+    const float sc = l2 ? (float)(1.0 / fmax(sqrt(s), (double)eps))
+                        : (float)(1.0 / sqrt(s / (double)n + (double)eps));
+#pragma unroll
+    for (int k = 0; k < NC; k++) {
+        const int i = tid + k * NT;
+        if (k * NT >= n) break; /* uniform */
+        const float t = __fmul_rn(v[k], sc);
+        const float o = w ? __fmul_rn(t, wv[k]) : t;
+        if (i < n) yr[i] = o;
+        if (q) { /* n % 32 == 0: the warp's block is whole or absent */
+            const int b = i >> 5;
+            if (32 * b < n) qd_quantize32(o, q + 32 * b, qd + b, qs + b);
+        }
+    }
+}
+
+/* Longer rows: two passes over global memory. */
+static __global__ void __launch_bounds__(NORM_THREADS)
+k_norm_long(const float *x, int64_t ldx, const float *w, float *y, int64_t ldy, int64_t n,
+            float eps, int l2)
+{
+    const float *xr = x + (int64_t)blockIdx.x * ldx;
+    float *yr = y + (int64_t)blockIdx.x * ldy;
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+    s = norm_block_sum<NORM_THREADS>(s);
+    float sc = l2 ? (float)(1.0 / fmax(sqrt(s), (double)eps))
+                  : (float)(1.0 / sqrt(s / (double)n + (double)eps));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float t = __fmul_rn(xr[i], sc);
+        yr[i] = w ? __fmul_rn(t, w[i]) : t;
+    }
+}
+
+static vt_status norm_op(vt_backend_ctx *ctx, const char *op, const float *x, int64_t ldx,
+                         const float *w, float *y, int64_t ldy, int64_t n_rows, int64_t n,
+                         float eps, int l2)
+{
+    CHECK(n_rows >= 0 && n > 0, "%s: bad shape [%lld, %lld]", op, (long long)n_rows, (long long)n);
+    if (n_rows == 0) return VT_OK;
+    CHECK(x && y, "%s: x or y is NULL", op);
+    CHECK(ldx >= n && ldy >= n, "%s: row strides %lld/%lld shorter than n %lld", op,
+          (long long)ldx, (long long)ldy, (long long)n);
+    CHECK(eps >= 0.0f, "%s: eps %g < 0", op, (double)eps);
+    CHECK(n_rows <= INT_MAX, "%s: %lld rows exceed the grid", op, (long long)n_rows);
+    TRY(vt_gpu_select_device(ctx, op));
+    if (n > (int64_t)NORM_CACHE * NORM_THREADS) {
+        k_norm_long<<<(unsigned)n_rows, NORM_THREADS, 0, VT_ST>>>(x, ldx, w, y, ldy, n, eps, l2);
+        return launched(ctx, op);
+    }
+    int8_t *q = NULL;
+    float *qd = NULL, *qs = NULL;
+    const int round = !l2 && n_rows == 1 && n % 32 == 0 && vt_gpu_xq_view(ctx, n, &q, &qd, &qs);
+    if (n_rows == 1 && n <= (int64_t)NORM_ROW_CACHE * NORM_ROW_THREADS)
+        k_norm_cached<NORM_ROW_THREADS, NORM_ROW_CACHE><<<1, NORM_ROW_THREADS, 0, VT_ST>>>(
+            x, ldx, w, y, ldy, (int)n, eps, l2, round ? q : NULL, qd, qs);
+    else
+        k_norm_cached<NORM_THREADS, NORM_CACHE><<<(unsigned)n_rows, NORM_THREADS, 0, VT_ST>>>(
+            x, ldx, w, y, ldy, (int)n, eps, l2, round ? q : NULL, qd, qs);
+    vt_status st = launched(ctx, op);
+    if (st == VT_OK && round) vt_gpu_xq_keep(ctx, y, n);
+    return st;
+}
+
+extern "C" vt_status vt_gpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx,
+                                     const float *w, float *y, int64_t ldy, int64_t n_rows,
+                                     int64_t n, float eps)
+{
+    NEED_CTX("rms_norm");
+    return norm_op(ctx, "rms_norm", x, ldx, w, y, ldy, n_rows, n, eps, 0);
+}
+
+extern "C" vt_status vt_gpu_l2_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, float *y,
+                                    int64_t ldy, int64_t n_rows, int64_t n, float eps)
+{
+    NEED_CTX("l2_norm");
+    return norm_op(ctx, "l2_norm", x, ldx, NULL, y, ldy, n_rows, n, eps, 1);
+}
