@@ -305,7 +305,8 @@ int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const float *x, floa
 /* moe_ffn's decode (n_tokens <= VT_GPU_MM_VEC_MAX, top-k <= 8) on int8
  * activations: usable when ctx->int8_dot and gate/up and down have such types
  * and fit; run writes out itself (the weighted sums in moe_ffn's order), with
- * buf >= n_tokens·k·n_ff·1.25 bytes of device scratch; *rounded: 1 when x
+ * buf moe_ffn's scratch from its act_buf on (n_tokens·k·n_ff floats, then
+ * n_tokens·k·n_embd floats: gpu_moe.cu's moe_carve); *rounded: 1 when x
  * (one token) was rounded into ctx->xq_dev. */
 int vt_gpu_moe_q_usable(const vt_backend_ctx *ctx, const vt_moe_ffn_args *a);
 vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, void *buf, int *rounded);

@@ -120,10 +120,12 @@ static __global__ void k_moe_route(const float *__restrict__ logits, int n, int 
  * l, l + 32, ... in registers, and every reduction is a warp shuffle. */
 #define ROUTE_WARP_VALS 16
 #define ROUTE_ROWS_PER_BLOCK 4
+#if defined(VT_GPU_HIP) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
 static __device__ __forceinline__ void route_better(float &bv, int &bi, float ov, int oi)
 {
     if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
 }
+#endif
 
 static __global__ void __launch_bounds__(32 * ROUTE_ROWS_PER_BLOCK)
 k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k, int renorm,
@@ -164,11 +166,24 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
 #pragma unroll
         for (int j = 0; j < ROUTE_WARP_VALS; j++)
             if (p[j] >= 0.0f && (bi < 0 || p[j] > bv)) bv = p[j], bi = lane + 32 * j;
+#if !defined(VT_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        /* the warp's best by two reductions: the largest value (non-negative
+         * floats order as their bits; key 0: the lane has none), then the
+         * lowest index holding it */
+        {
+            const uint32_t key = bi < 0 ? 0u : __float_as_uint(bv) + 1u;
+            const uint32_t kmax = __reduce_max_sync(0xffffffffu, key);
+            const uint32_t imin = __reduce_min_sync(0xffffffffu, key == kmax && kmax ? (uint32_t)bi
+                                                                                  : 0xffffffffu);
+            bi = kmax ? (int)imin : -1;
+        }
+#else
         for (int off = 16; off > 0; off >>= 1) {
             float ov = VT_GPU_SHFL_XOR(bv, off);
             int oi = VT_GPU_SHFL_XOR(bi, off);
             route_better(bv, bi, ov, oi);
         }
+#endif
         if (bi < 0) { /* only NaNs left: the lowest unpicked index */
             int lo = INT_MAX;
 #pragma unroll

@@ -83,16 +83,39 @@ static __device__ __forceinline__ uint32_t qd_bit4(uint32_t t)
 
 /* One 32-value block by one warp: lane l holds value v; q[l] its code, and
  * lane 0 writes *d and *s (d · Σ q). */
+/* The warp's max of a >= 0 (as bits: the order of non-negative floats, a NaN
+ * or infinity above every finite value) and Σ of an int: one instruction each
+ * where the device has warp reductions (sm_80 on), a shuffle tree elsewhere. */
+static __device__ __forceinline__ uint32_t qd_warp_max_bits(uint32_t b)
+{
+#if !defined(VT_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(0xffffffffu, b);
+#else
+    for (int o = 16; o > 0; o >>= 1) {
+        const uint32_t ob = (uint32_t)VT_GPU_SHFL_XOR((int)b, o);
+        b = ob > b ? ob : b;
+    }
+    return b;
+#endif
+}
+static __device__ __forceinline__ int qd_warp_sum_i(int v)
+{
+#if !defined(VT_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_add_sync(0xffffffffu, v);
+#else
+    for (int o = 16; o > 0; o >>= 1) v += VT_GPU_SHFL_XOR(v, o);
+    return v;
+#endif
+}
+
+/* One 32-value block rounded by a warp, lane i holding value i: the block's
+ * max |v| (a NaN or an infinity anywhere makes the block bad), d, q, s. */
 static __device__ __forceinline__ void qd_quantize32(float v, int8_t *q, float *d, float *s)
 {
     const int lane = threadIdx.x & 31;
-    const float a = fabsf(v);
-    int bad = !(a <= FLT_MAX); /* NaN or infinite */
-    float m = a;
-    for (int o = 16; o > 0; o >>= 1) {
-        m = fmaxf(m, VT_GPU_SHFL_XOR(m, o));
-        bad |= VT_GPU_SHFL_XOR(bad, o);
-    }
+    const uint32_t mb = qd_warp_max_bits(__float_as_uint(fabsf(v)));
+    const int bad = mb > 0x7f7fffffu; /* above FLT_MAX: NaN or infinite */
+    const float m = __uint_as_float(mb);
     float db = m >= 127.0f * FLT_MIN ? m / 127.0f : 0.0f;
     float id = db > 0.0f ? 1.0f / db : 0.0f;
     if (bad) {
@@ -102,8 +125,7 @@ static __device__ __forceinline__ void qd_quantize32(float v, int8_t *q, float *
     int qi = bad ? 0 : __float2int_rn(v * id);
     qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
     q[lane] = (int8_t)qi;
-    int sum = qi;
-    for (int o = 16; o > 0; o >>= 1) sum += VT_GPU_SHFL_XOR(sum, o);
+    const int sum = qd_warp_sum_i(qi);
     if (lane == 0) {
         *d = db;
         *s = db * (float)sum;
