@@ -187,26 +187,41 @@ k_attn_split(const float *q, int64_t ldq, int64_t ldq_head, const float *k, cons
     }
 }
 
-/* out row (t, h) = Σ_sp acc_sp · e^(M_sp − M) / Σ_sp L_sp · e^(M_sp − M), parts in order */
+/* out row (t, h) = Σ_sp acc_sp · e^(M_sp − M) / Σ_sp L_sp · e^(M_sp − M), parts in order.
+ * The parts' factors are found once, side by side (warp 0, lane sp: n_split <=
+ * ATTN_SPLIT_MAX = 32), into shared memory; the sums then run over sp in order,
+ * with the loads of several parts in flight. */
 static __global__ void k_attn_merge(const float *part, float *out, int64_t ldo, int64_t n_head,
                                     int64_t hd, int n_split)
 {
+    __shared__ float fac[ATTN_SPLIT_MAX], s_l[1];
+    __shared__ int on[ATTN_SPLIT_MAX]; /* part sp saw a position (L_sp > 0) */
     const int64_t th = blockIdx.x, t = th / n_head, h = th % n_head;
     const float *pp = part + th * n_split * (2 + hd);
-    float M = -INFINITY;
-    for (int sp = 0; sp < n_split; sp++)
-        if (pp[sp * (2 + hd) + 1] > 0.0f) M = fmaxf(M, pp[sp * (2 + hd)]);
-    float L = 0.0f;
-    for (int sp = 0; sp < n_split; sp++) {
-        const float Ls = pp[sp * (2 + hd) + 1];
-        if (Ls > 0.0f) L += Ls * expf(pp[sp * (2 + hd)] - M);
+    if (threadIdx.x < 32) {
+        const int sp = threadIdx.x;
+        const float Ms = sp < n_split ? pp[sp * (2 + hd)] : 0.0f;
+        const float Ls = sp < n_split ? pp[sp * (2 + hd) + 1] : 0.0f;
+        float M = Ls > 0.0f ? Ms : -INFINITY;
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, VT_GPU_SHFL_XOR(M, o));
+        const float f = Ls > 0.0f ? expf(Ms - M) : 0.0f;
+        if (sp < n_split) fac[sp] = f, on[sp] = Ls > 0.0f;
+        /* L in part order, as a running sum */
+        float L = 0.0f;
+        for (int k = 0; k < n_split; k++) {
+            const float Lk = VT_GPU_SHFL(Ls, k), fk = VT_GPU_SHFL(f, k);
+            if (Lk > 0.0f) L += Lk * fk;
+        }
+        if (sp == 0) s_l[0] = L;
     }
+    __syncthreads();
+    const float L = s_l[0];
     float *oh = out + t * ldo + h * hd;
     for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
         float o = 0.0f;
+#pragma unroll 8
         for (int sp = 0; sp < n_split; sp++) {
-            const float Ls = pp[sp * (2 + hd) + 1];
-            if (Ls > 0.0f) o += pp[sp * (2 + hd) + 2 + e] * expf(pp[sp * (2 + hd)] - M);
+            if (on[sp]) o += pp[sp * (2 + hd) + 2 + e] * fac[sp];
         }
         oh[e] = o / L;
     }
