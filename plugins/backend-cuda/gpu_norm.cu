@@ -24,7 +24,8 @@
 /* values per thread held in registers between the passes */
 #define NORM_CACHE 16
 /* one-row norms: 1024 threads, 4 values each (n <= 4096), so that each warp's
- * share of the reduction and of the rounding is short */
+ * share of the reduction and of the rounding is short (H200, Gemma anchor
+ * shape: decode 844 tok/s with 1024 threads, 832 with 512 x 8, 792 with 256 x 16) */
 #define NORM_ROW_THREADS 1024
 #define NORM_ROW_CACHE 4
 
