@@ -861,9 +861,10 @@ static void test_int8_rounding_reuse(void **s)
     OKC(G->mat_mul[VT_TYPE_F32](qctx, &wg, buf, n, other, n, 1));
     check_one("Q8_0 on x after a matmul read it", q8, w8, d8, rb8, n, n_out, buf);
     dfree(other);
-    /* a one-row rms_norm rounds its output as it stores it (gpu_norm.cu): the
-     * matmul right after reads that rounding (widths of both kernels: 1024
-     * threads x 4 values, 256 x 16) */
+    /* a one-row rms_norm rounds its output as it stores it (gpu_norm.cu,
+     * 1024 threads x up to 4 values): the matmul right after reads that
+     * rounding; an element-wise op writing elsewhere keeps it, one writing
+     * into the normed row must not */
     static const int64_t norm_ns[] = {512, 2048, 2816, 4096};
     for (size_t c = 0; c < sizeof norm_ns / sizeof norm_ns[0]; c++) {
         const int64_t nn = norm_ns[c], no = 33;
@@ -877,6 +878,21 @@ static void test_int8_rounding_reuse(void **s)
         OKC(G->rms_norm(qctx, dxn, nn, dgam, dyn, nn, 1, nn, 1e-6f));
         char what[96];
         snprintf(what, sizeof what, "Q8_0 on rms_norm's output, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->rms_norm(qctx, dxn, nn, dgam, dyn, nn, 1, nn, 1e-6f));
+        OKC(G->unary(qctx, VT_UNARY_SILU, dgam, dgam, nn)); /* another buffer: kept */
+        OKC(G->binary(qctx, VT_BINARY_MUL, dgam, dxn, dgam, nn, nn));
+        snprintf(what, sizeof what, "Q8_0 on rms_norm's output after ops elsewhere, n %lld",
+                 (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->rms_norm(qctx, dxn, nn, dgam, dyn, nn, 1, nn, 1e-6f));
+        OKC(G->unary(qctx, VT_UNARY_SIGMOID, dyn, dyn, nn)); /* into the normed row */
+        snprintf(what, sizeof what, "Q8_0 after unary wrote rms_norm's output, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->rms_norm(qctx, dxn, nn, dgam, dyn, nn, 1, nn, 1e-6f));
+        OKC(G->binary(qctx, VT_BINARY_ADD, dgam, dgam, dyn + nn / 2, nn / 2, nn / 2)); /* half of it */
+        snprintf(what, sizeof what, "Q8_0 after binary wrote half of rms_norm's output, n %lld",
+                 (long long)nn);
         check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
         OKC(G->rms_norm(qctx, dxn, nn, dgam, dxn, nn, 1, nn, 1e-6f)); /* in place */
         snprintf(what, sizeof what, "Q8_0 on rms_norm's output in place, n %lld", (long long)nn);

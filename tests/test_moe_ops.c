@@ -640,6 +640,16 @@ static void test_moe_ffn_topk(void **s)
             ffn_run(&b);
             n += 2;
         }
+    /* n_ff > 3.2 n_embd: one token takes the chunk-per-block gate/up kernel
+     * (the row kernel's float act does not fit in front of the rounding) */
+    for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k += 2) {
+        ffn_case a = {VT_TYPE_Q4_K, VT_TYPE_Q4_K, VT_TYPE_Q6_K, 256, 1024, 10, Ks[k], 1,
+                      (uint32_t)(k & 1), (int)(k == 2)};
+        ffn_case b = {VT_TYPE_Q8_0, VT_TYPE_Q8_0, VT_TYPE_Q8_0, 64, 256, 9, Ks[k], 1, 0, 0};
+        ffn_run(&a);
+        ffn_run(&b);
+        n += 2;
+    }
     fprintf(stderr, "moe_ffn: %d top-k / token-count cases within the bound\n", n);
 }
 

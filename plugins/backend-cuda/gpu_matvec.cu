@@ -328,7 +328,7 @@ k_moe_q_gu_rows(const int8_t *__restrict__ gq, const float *__restrict__ gd,
             g += VT_GPU_SHFL_XOR(g, o);
             v += VT_GPU_SHFL_XOR(v, o);
         }
-        if (li == 0 && in) a_f[rr] = mq_act(act, g, v);
+        if (li == 0 && ok) a_f[rr] = in ? mq_act(act, g, v) : 0.0f; /* 0: rounded, never read */
     }
 }
 

@@ -1155,7 +1155,7 @@ extern "C" vt_status vt_gpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const flo
     CHECK(x && y, "unary: x or y is NULL");
     TRY(vt_gpu_select_device(ctx, "unary"));
     k_unary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, x, y, n);
-    return launched(ctx, "unary");
+    return launched_into(ctx, "unary", y, (size_t)n * sizeof(float), NULL, 0);
 }
 
 extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a,
@@ -1169,7 +1169,7 @@ extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const f
     CHECK(a && b && y, "binary: a pointer is NULL");
     TRY(vt_gpu_select_device(ctx, "binary"));
     k_binary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, a, b, y, n, nb);
-    return launched(ctx, "binary");
+    return launched_into(ctx, "binary", y, (size_t)n * sizeof(float), NULL, 0);
 }
 
 extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s)
@@ -1180,7 +1180,7 @@ extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y,
     CHECK(x && y, "scale: x or y is NULL");
     TRY(vt_gpu_select_device(ctx, "scale"));
     k_scale<<<grid_for(n, 256), 256, 0, VT_ST>>>(x, y, n, s);
-    return launched(ctx, "scale");
+    return launched_into(ctx, "scale", y, (size_t)n * sizeof(float), NULL, 0);
 }
 
 extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
@@ -1193,7 +1193,7 @@ extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const 
     CHECK(x && s && y, "mul_rows: a pointer is NULL");
     TRY(vt_gpu_select_device(ctx, "mul_rows"));
     k_mul_rows<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(x, s, y, n_rows, n_cols);
-    return launched(ctx, "mul_rows");
+    return launched_into(ctx, "mul_rows", y, (size_t)(n_rows * n_cols) * sizeof(float), NULL, 0);
 }
 
 /* ======================= copies, gather, scatter ======================= */
