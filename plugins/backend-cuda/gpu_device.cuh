@@ -52,21 +52,17 @@ static inline vt_status launched(vt_backend_ctx *ctx, const char *op)
                        op, ctx->device, ctx->name, vt_gpu_get_error_string(e));
 }
 
-/* launched() for a kernel that writes only [out, out + out_bytes) and [out2,
- * out2 + out2_bytes) (out2 may be NULL): activations rounded before it (ctx->xq_src)
- * stay held when neither range overlaps their source row, so that an
+/* launched() for a kernel that writes only [out, out + n_out floats) and
+ * [out2, out2 + n_out2 floats) (out2 may be NULL): the rounding held before it
+ * stays held when it does not overlap them (vt_gpu_xq_carry), so that an
  * element-wise op or the routing between two matmuls of one input does not
  * cost another rounding launch. */
 static inline vt_status launched_into(vt_backend_ctx *ctx, const char *op, const void *out,
-                                      size_t out_bytes, const void *out2, size_t out2_bytes)
+                                      int64_t n_out, const void *out2, int64_t n_out2)
 {
-    const void *src = ctx->xq_src;
-    const int64_t n = ctx->xq_n;
-    const int held = src && vt_gpu_xq_holds(ctx, src, n);
+    const vt_gpu_xq_mark m = vt_gpu_xq_note(ctx);
     vt_status st = launched(ctx, op);
-    if (st == VT_OK && held && !vt_gpu_overlap(out, (int64_t)((out_bytes + 3) / 4), src, n) &&
-        !(out2 && vt_gpu_overlap(out2, (int64_t)((out2_bytes + 3) / 4), src, n)))
-        vt_gpu_xq_keep(ctx, src, n);
+    if (st == VT_OK) vt_gpu_xq_carry(ctx, m, out, n_out, out2, n_out2);
     return st;
 }
 

@@ -120,6 +120,30 @@ static inline int vt_gpu_xq_holds(const vt_backend_ctx *ctx, const void *src, in
     return ctx->xq_src && ctx->xq_src == src && ctx->xq_n == n &&
            ctx->xq_epoch == __atomic_load_n(&vt_gpu_xq_epoch, __ATOMIC_RELAXED);
 }
+/* The held rounding before an op (vt_gpu_xq_note), restored after it by
+ * vt_gpu_xq_carry when the op wrote only [out, out + n_out floats) and
+ * [out2, out2 + n_out2 floats) (out2 may be NULL), neither overlapping the
+ * rounding's source row, and holds no newer rounding itself. */
+typedef struct vt_gpu_xq_mark {
+    const void *src;
+    int64_t n;
+    int held;
+} vt_gpu_xq_mark;
+int vt_gpu_overlap(const void *y, int64_t n_y, const void *src, int64_t n_src);
+static inline vt_gpu_xq_mark vt_gpu_xq_note(const vt_backend_ctx *ctx)
+{
+    vt_gpu_xq_mark m = {ctx->xq_src, ctx->xq_n, 0};
+    m.held = m.src && vt_gpu_xq_holds(ctx, m.src, m.n);
+    return m;
+}
+static inline void vt_gpu_xq_carry(vt_backend_ctx *ctx, vt_gpu_xq_mark m, const void *out,
+                                   int64_t n_out, const void *out2, int64_t n_out2)
+{
+    if (!m.held || (ctx->xq_src && vt_gpu_xq_holds(ctx, ctx->xq_src, ctx->xq_n))) return;
+    if (vt_gpu_overlap(out, n_out, m.src, m.n) || (out2 && vt_gpu_overlap(out2, n_out2, m.src, m.n)))
+        return;
+    vt_gpu_xq_keep(ctx, m.src, m.n);
+}
 
 /* Devices the runtime sees now; 0 when the runtime reports an error
  * (no driver, no device). Never fails. */
@@ -324,8 +348,8 @@ int vt_gpu_xq_view(vt_backend_ctx *ctx, int64_t n, int8_t **q, float **d, float 
  * is being recorded; NULL after a failure (one block per head then) */
 #define VT_GPU_ATTN_PART_BYTES ((size_t)4 << 20)
 void vt_gpu_attn_reserve(vt_backend_ctx *ctx);
-/* 1 when [y, y + n_y floats) and [src, src + n_src floats) overlap */
-int vt_gpu_overlap(const void *y, int64_t n_y, const void *src, int64_t n_src);
+/* 1 when [y, y + n_y floats) and [src, src + n_src floats) overlap
+ * (declared above, with the rounding's helpers) */
 
 /* ---- decode graphs (ABI 1.2, capability VT_CAP_GRAPH): gpu_ops.cu ---- */
 vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx);

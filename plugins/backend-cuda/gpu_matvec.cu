@@ -147,6 +147,14 @@ extern "C" int vt_gpu_xq_view(vt_backend_ctx *ctx, int64_t n, int8_t **q, float 
     return 1;
 }
 
+/* k_quantize_x over x [n] (n a multiple of 32) into q, d, s */
+static vt_status mq_quantize(vt_backend_ctx *ctx, const float *x, int64_t n, int8_t *q, float *d,
+                             float *s, const char *op)
+{
+    k_quantize_x<<<(unsigned)ceil_div(n / 32, MQ_WARPS), MQ_THREADS, 0, VT_ST>>>(x, (int)n, q, d, s);
+    return launched(ctx, op);
+}
+
 static int mq_round_x(vt_backend_ctx *ctx, const float *x, int64_t n, vt_status *st, mq_xq *v)
 {
     *st = VT_OK;
@@ -155,8 +163,7 @@ static int mq_round_x(vt_backend_ctx *ctx, const float *x, int64_t n, vt_status 
     if (!ctx->xq_dev) return 0;
     *v = mq_view(ctx, n);
     if (vt_gpu_xq_holds(ctx, x, n)) return 1;
-    k_quantize_x<<<(unsigned)ceil_div(n / 32, MQ_WARPS), MQ_THREADS, 0, VT_ST>>>(x, (int)n, v->q, v->d, v->s);
-    *st = launched(ctx, "mat_mul (activation rounding)");
+    *st = mq_quantize(ctx, x, n, v->q, v->d, v->s, "mat_mul (activation rounding)");
     return 1;
 }
 
@@ -454,11 +461,8 @@ extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args
         }
 #undef MQ_GR
         TRY(launched(ctx, "moe_ffn (gate/up)"));
-        k_quantize_x<<<(unsigned)ceil_div((int64_t)P * F / 32, MQ_WARPS), MQ_THREADS, 0, VT_ST>>>(
-            a_f, P * F, aq, ad, as);
-        TRY(launched(ctx, "moe_ffn (act rounding)"));
-        goto down;
-    }
+        TRY(mq_quantize(ctx, a_f, (int64_t)P * F, aq, ad, as, "moe_ffn (act rounding)"));
+    } else {
 #define MQ_GU(T_)                                                                                  \
     if (pre)                                                                                       \
         k_moe_q_gate_up<T_, true><<<gg, 32 * GU_WARPS, 0, VT_ST>>>(                                \
@@ -468,15 +472,15 @@ extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args
         k_moe_q_gate_up<T_, false><<<gg, 32 * GU_WARPS, sg, VT_ST>>>(                              \
             a->x, a->ldx, nt, NULL, NULL, NULL, a->ids, K, P, eb, ee, a->w_gate, a->w_up, rbg, E,  \
             F, (int)a->act, l2g, aq, ad, as)
-    switch (a->type_gate) {
-    case VT_TYPE_Q8_0: MQ_GU(VT_TYPE_Q8_0); break;
-    case VT_TYPE_Q5_0: MQ_GU(VT_TYPE_Q5_0); break;
-    case VT_TYPE_Q4_K: MQ_GU(VT_TYPE_Q4_K); break;
-    default: MQ_GU(VT_TYPE_Q6_K); break;
-    }
+        switch (a->type_gate) {
+        case VT_TYPE_Q8_0: MQ_GU(VT_TYPE_Q8_0); break;
+        case VT_TYPE_Q5_0: MQ_GU(VT_TYPE_Q5_0); break;
+        case VT_TYPE_Q4_K: MQ_GU(VT_TYPE_Q4_K); break;
+        default: MQ_GU(VT_TYPE_Q6_K); break;
+        }
 #undef MQ_GU
-    TRY(launched(ctx, "moe_ffn (gate/up)"));
-down:
+        TRY(launched(ctx, "moe_ffn (gate/up)"));
+    }
 #define MQ_D(T_)                                                                                   \
     k_moe_q_down<T_><<<gd, MQ_THREADS, 0, VT_ST>>>(aq, ad, as, a->ids, a->weights, K, nt, eb, ee,  \
                                                    a->w_down, rbd, E, F, l2d, a->out, a->ldo)

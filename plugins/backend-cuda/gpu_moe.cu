@@ -229,8 +229,7 @@ extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, 
                            32 * ROUTE_ROWS_PER_BLOCK, 0, VT_ST>>>(logits, n_rows, (int)n, (int)k,
                                                                   renorm, expert_scale, ids,
                                                                   weights);
-        return launched_into(ctx, "moe_route", ids, (size_t)(n_rows * k) * sizeof(int32_t),
-                             weights, (size_t)(n_rows * k) * sizeof(float));
+        return launched_into(ctx, "moe_route", ids, n_rows * k, weights, n_rows * k);
     }
     k_moe_route<<<(unsigned)n_rows, ROUTE_THREADS, (size_t)n * sizeof(float), VT_ST>>>(
         logits, (int)n, (int)k, renorm, expert_scale, ids, weights);

@@ -746,16 +746,12 @@ static vt_status mat_mul_t(vt_backend_ctx *ctx, const vt_weight *w, const float 
                            float *y, int64_t ldy, int64_t n_tokens)
 {
     NEED_CTX("mat_mul");
-    const void *src = ctx->xq_src;
-    const int64_t sn = ctx->xq_n;
-    const int held = src && vt_gpu_xq_holds(ctx, src, sn);
+    const vt_gpu_xq_mark m = vt_gpu_xq_note(ctx);
     vt_status st = mat_mul_run<T>(ctx, w, x, ldx, y, ldy, n_tokens);
-    if (st != VT_OK) {
+    if (st != VT_OK)
         vt_gpu_xq_forget(ctx);
-    } else if (!ctx->xq_src && held && w && n_tokens > 0 &&
-               !vt_gpu_overlap(y, (n_tokens - 1) * ldy + w->n_out, src, sn)) {
-        vt_gpu_xq_keep(ctx, src, sn); /* this matmul wrote only y */
-    }
+    else if (w && n_tokens > 0) /* this matmul wrote only y */
+        vt_gpu_xq_carry(ctx, m, y, (n_tokens - 1) * ldy + w->n_out, NULL, 0);
     return st;
 }
 
@@ -1155,7 +1151,7 @@ extern "C" vt_status vt_gpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const flo
     CHECK(x && y, "unary: x or y is NULL");
     TRY(vt_gpu_select_device(ctx, "unary"));
     k_unary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, x, y, n);
-    return launched_into(ctx, "unary", y, (size_t)n * sizeof(float), NULL, 0);
+    return launched_into(ctx, "unary", y, n, NULL, 0);
 }
 
 extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a,
@@ -1169,7 +1165,7 @@ extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const f
     CHECK(a && b && y, "binary: a pointer is NULL");
     TRY(vt_gpu_select_device(ctx, "binary"));
     k_binary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, a, b, y, n, nb);
-    return launched_into(ctx, "binary", y, (size_t)n * sizeof(float), NULL, 0);
+    return launched_into(ctx, "binary", y, n, NULL, 0);
 }
 
 extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s)
@@ -1180,7 +1176,7 @@ extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y,
     CHECK(x && y, "scale: x or y is NULL");
     TRY(vt_gpu_select_device(ctx, "scale"));
     k_scale<<<grid_for(n, 256), 256, 0, VT_ST>>>(x, y, n, s);
-    return launched_into(ctx, "scale", y, (size_t)n * sizeof(float), NULL, 0);
+    return launched_into(ctx, "scale", y, n, NULL, 0);
 }
 
 extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
@@ -1193,7 +1189,7 @@ extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const 
     CHECK(x && s && y, "mul_rows: a pointer is NULL");
     TRY(vt_gpu_select_device(ctx, "mul_rows"));
     k_mul_rows<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(x, s, y, n_rows, n_cols);
-    return launched_into(ctx, "mul_rows", y, (size_t)(n_rows * n_cols) * sizeof(float), NULL, 0);
+    return launched_into(ctx, "mul_rows", y, n_rows * n_cols, NULL, 0);
 }
 
 /* ======================= copies, gather, scatter ======================= */
