@@ -97,6 +97,7 @@ static int ready(void)
          * activations): the bounds below are theirs; the one-token int8
          * kernels are checked by test_cuda_quant and, in the model, below */
         setenv("VT_GPU_INT8_DOT", "0", 1);
+        setenv("VT_GPU_GEMM", "cublas", 1); /* no TF32 tensor-core prefill: test_cuda_quant's */
         if (!VT_GPU_TEST_BUILT) {
             if (VT_GPU_TEST_REQUIRED)
                 fail_msg("backend-cuda was not built although CMake ran with CI=true and found "
@@ -115,7 +116,7 @@ static int ready(void)
                 if (G->init(&bp, &gctx) != VT_OK) fail_msg("cuda init: %s", vt_last_error());
                 setenv("VT_GPU_GEMM", "tiled", 1);
                 if (G->init(&bp, &tctx) != VT_OK) fail_msg("cuda init (tiled): %s", vt_last_error());
-                unsetenv("VT_GPU_GEMM");
+                setenv("VT_GPU_GEMM", "cublas", 1);
                 vt_backend_params cp = {.struct_size = sizeof cp, .device = 0, .n_threads = 0,
                                         .kernels = "scalar", .host = vt_host_table()};
                 if (C->init(&cp, &cctx) != VT_OK) fail_msg("cpu init: %s", vt_last_error());
@@ -1112,10 +1113,20 @@ static void test_model_fixtures(void **s)
             cmp_logits(what, step, L->logits, L->n, vocab, L->argmax, L->margin, 1e-2, &m, &sm, &t1);
         } else {
             /* as users run it: one-token matmuls of the Q8_0 weights on int8
-             * activations (gpu_matvec.cu), held to the rounding criterion */
+             * activations (gpu_matvec.cu), prefill products on TF32 tensor
+             * cores (gpu_mma.cu), held to the rounding criterion */
             unsetenv("VT_GPU_INT8_DOT");
+            unsetenv("VT_GPU_GEMM");
             vt_engine *eq = open_engine(path, "cuda", NULL);
             setenv("VT_GPU_INT8_DOT", "0", 1);
+            setenv("VT_GPU_GEMM", "cublas", 1);
+            for (int i = 0; i < N_PROMPTS; i++) {
+                float *lq = eval_all(eq, &p[i], vocab);
+                snprintf(what, sizeof what, "%s %s prefill, rounded activations: cuda vs HF",
+                         files[f] + 5, p[i].name);
+                cmp_q8(what, lq, p[i].logits, p[i].n, vocab);
+                free(lq);
+            }
             OKC(vt_engine_reset(eq));
             for (int t = 0; t < L->n; t++)
                 OKC(vt_engine_eval(eq, &L->ids[t], 1, step + (size_t)t * (size_t)vocab, 0));

@@ -73,8 +73,9 @@
 #define U32 5.9604644775390625e-8 /* 2^-24 */
 
 static const vt_backend_api *G;
-/* cuda (cuBLAS prefill), cuda (tiled GEMM): both with VT_GPU_INT8_DOT=0, the
- * float kernels; qctx: as a user gets it, int8 activations for one token */
+/* cuda (cuBLAS prefill, VT_GPU_GEMM=cublas), cuda (tiled GEMM): both with
+ * VT_GPU_INT8_DOT=0, the float kernels; qctx: as a user gets it, int8
+ * activations for one token, tensor cores for block types in prefill (cuBLAS bfloat16) */
 static vt_backend_ctx *gctx, *tctx, *qctx;
 static int g_state;                 /* 0 not tried, 1 ready, -1 skip */
 
@@ -163,6 +164,7 @@ static int ready(void)
                                         .host = vt_host_table()};
                 if (G->init(&bp, &qctx) != VT_OK) fail_msg("cuda init: %s", vt_last_error());
                 setenv("VT_GPU_INT8_DOT", "0", 1);
+                setenv("VT_GPU_GEMM", "cublas", 1);
                 if (G->init(&bp, &gctx) != VT_OK) fail_msg("cuda init: %s", vt_last_error());
                 setenv("VT_GPU_GEMM", "tiled", 1);
                 if (G->init(&bp, &tctx) != VT_OK) fail_msg("cuda init (tiled): %s", vt_last_error());
@@ -339,8 +341,24 @@ static void check_get_rows(const char *what, const vt_weight *wg, const float *r
  * and zeros elsewhere (padding of the ldx stride NaN), so y[t][o] must be
  * ref[o][c_t] exactly (every other product is ±0); padding of the ldy
  * stride must keep its sentinel. ctx: gctx or tctx. */
+/* f rounded to bfloat16, to nearest even (finite values): the tensor-core
+ * path's rounding of weights and activations (gpu_ops.cu) */
+static float bf16_of(float f)
+{
+    uint32_t u = bits_of(f);
+    if ((u & 0x7F800000u) == 0x7F800000u) return f;
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+/* One-hot mat_mul on ctx: every output equals the reference element (bf16:
+ * the element rounded to bfloat16, the tensor-core path's weight rounding;
+ * the 1.0 and the zeros are exact). A last chunk of 8 tokens or fewer takes
+ * the decode kernels: checked only when bf16 is 0. */
 static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight *wg,
-                          const float *ref, int64_t T, int64_t ldx_pad)
+                          const float *ref, int64_t T, int64_t ldx_pad, int bf16)
 {
     const int64_t n_in = wg->n_in, n_out = wg->n_out, ldx = n_in + ldx_pad, ldy = n_out + 1;
     float *x = fbuf((size_t)(T * ldx)), *y = fbuf((size_t)(T * ldy));
@@ -349,6 +367,7 @@ static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight
     int64_t checked = 0;
     for (int64_t c0 = 0; c0 < n_in; c0 += T) {
         int64_t nt = n_in - c0 < T ? n_in - c0 : T;
+        if (bf16 && nt <= 8) break;
         for (int64_t t = 0; t < nt; t++)
             for (int64_t i = 0; i < ldx; i++) x[t * ldx + i] = i >= n_in ? NAN : i == c0 + t ? 1.0f : 0.0f;
         for (int64_t k = 0; k < nt * ldy; k++) y[k] = 1234.5f;
@@ -360,6 +379,7 @@ static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight
         for (int64_t t = 0; t < nt; t++)
             for (int64_t o = 0; o < ldy; o++) {
                 float g = y[t * ldy + o], r = o < n_out ? ref[o * n_in + c0 + t] : 1234.5f;
+                if (bf16 && o < n_out) r = bf16_of(r);
                 if (!(g == r)) /* equal values (the sign of a zero may differ) */
                     fail_msg("%s: token %lld (1.0 at column %lld, block %lld), row %lld: cuda %.9g "
                              "(0x%08x), want %.9g (0x%08x)%s",
@@ -385,13 +405,19 @@ static void one_hot_all(const char *name, const vt_weight *wg, const float *ref)
 {
     char what[128];
     snprintf(what, sizeof what, "%s one-hot mat_mul [vec x4, 8 tokens]", name);
-    check_one_hot(what, gctx, wg, ref, 8, 4);
+    check_one_hot(what, gctx, wg, ref, 8, 4, 0);
     snprintf(what, sizeof what, "%s one-hot mat_mul [vec, 8 tokens]", name);
-    check_one_hot(what, gctx, wg, ref, 8, 3);
+    check_one_hot(what, gctx, wg, ref, 8, 3, 0);
     snprintf(what, sizeof what, "%s one-hot mat_mul [gemm, 64 tokens]", name);
-    check_one_hot(what, gctx, wg, ref, 64, 3);
+    check_one_hot(what, gctx, wg, ref, 64, 3, 0);
     snprintf(what, sizeof what, "%s one-hot mat_mul [tiled, 64 tokens]", name);
-    check_one_hot(what, tctx, wg, ref, 64, 3);
+    check_one_hot(what, tctx, wg, ref, 64, 3, 0);
+    /* the tensor-core path (block types), 64 and 17 tokens */
+    const int tc = vt_type_block_size(wg->type) > 1;
+    snprintf(what, sizeof what, "%s one-hot mat_mul [%s, 64 tokens]", name, tc ? "tc" : "gemm");
+    check_one_hot(what, qctx, wg, ref, 64, 4, tc);
+    snprintf(what, sizeof what, "%s one-hot mat_mul [%s, 17 tokens]", name, tc ? "tc" : "gemm");
+    check_one_hot(what, qctx, wg, ref, 17, 4, tc);
 }
 
 /* ---------------------------------------------------------------- 1. capabilities */
@@ -540,7 +566,8 @@ static float *strided(int64_t rows, int64_t cols, int64_t ld, float lo, float hi
     return p;
 }
 
-static double g_worst; /* largest |Δ| / tol over all random mat_mul cases */
+static double g_worst;    /* largest |Δ| / tol over all random mat_mul cases (float paths) */
+static double g_worst_tc; /* the same for the tensor-core path and its bound */
 
 static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
 {
@@ -555,8 +582,8 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
 
     /* reference in double and the tolerance; padding: the sentinel, exactly */
     double *yr = calloc(ny, sizeof(double)), *tol = calloc(ny, sizeof(double));
-    double *wn = calloc((size_t)n_out, sizeof(double));
-    assert_true(yr && tol && wn);
+    double *wn = calloc((size_t)n_out, sizeof(double)), *tol_tc = calloc(ny, sizeof(double));
+    assert_true(yr && tol && wn && tol_tc);
     for (int64_t o = 0; o < n_out; o++)
         for (int64_t i = 0; i < n_in; i++) wn[o] += (double)wf[o * n_in + i] * wf[o * n_in + i];
     for (int64_t t = 0; t < T; t++) {
@@ -569,10 +596,15 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
                 continue;
             }
             const float *wr = wf + o * n_in;
-            double acc = 0;
-            for (int64_t i = 0; i < n_in; i++) acc += (double)wr[i] * xt[i];
+            double acc = 0, sabs = 0;
+            for (int64_t i = 0; i < n_in; i++) {
+                acc += (double)wr[i] * xt[i];
+                sabs += fabs((double)wr[i] * xt[i]);
+            }
             yr[t * ldy + o] = acc;
             tol[t * ldy + o] = 4.0 * sqrt((double)n_in) * U32 * sqrt(wn[o]) * sqrt(xn);
+            /* bfloat16 inputs (gpu_ops.cu): each term within (2^-8 + 2^-18)·|w x| */
+            tol_tc[t * ldy + o] = tol[t * ldy + o] + (0x1p-8 + 0x1p-18) * sabs;
         }
     }
 
@@ -580,9 +612,12 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
     float *xd = dput(x, sizeof(float) * (size_t)(T * ldx));
     float *yg = fbuf(ny);
     vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
-    for (int path = 0; path < 2; path++) {
-        if (path == 1 && T <= 8) break; /* decode kernel: the same for both contexts */
-        vt_backend_ctx *ctx = path ? tctx : gctx;
+    for (int path = 0; path < 3; path++) {
+        if (path >= 1 && T <= 8) break; /* decode kernel: the same for every context */
+        /* path 2: qctx, the tensor cores (cuBLAS in bfloat16) */
+        vt_backend_ctx *ctx = path == 2 ? qctx : path ? tctx : gctx;
+        const int tc = path == 2;
+        const double *tl = tc ? tol_tc : tol;
         for (size_t k = 0; k < ny; k++) yg[k] = 1234.5f;
         float *yd = dput(yg, sizeof(float) * ny);
         OKC(G->mat_mul[q->id](ctx, &wg, xd, ldx, yd, ldy, T));
@@ -592,23 +627,26 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
         int64_t bad = -1;
         for (size_t k = 0; k < ny; k++) {
             double d = fabs((double)yg[k] - yr[k]);
-            if (!(d <= tol[k])) { /* NaN fails too */
+            if (!(d <= tl[k])) { /* NaN fails too */
                 if (bad < 0) bad = (int64_t)k;
             }
             if (d > max_abs) max_abs = d;
-            if (tol[k] > 0 && d / tol[k] > worst) worst = d / tol[k];
+            if (tl[k] > 0 && d / tl[k] > worst) worst = d / tl[k];
         }
-        if (worst > g_worst) g_worst = worst;
+        if (!tc && worst > g_worst) g_worst = worst;
+        if (tc && worst > g_worst_tc) g_worst_tc = worst;
         char what[160];
         snprintf(what, sizeof what, "%s mat_mul n_in %lld n_out %lld T %lld %s", q->name,
                  (long long)n_in, (long long)n_out, (long long)T,
-                 T > 8 ? (path ? "[tiled]" : "[gemm]") : ldx % 4 ? "[vec]" : "[vec x4]");
+                 T > 8 ? (path == 2 ? "[tc bf16]" : path ? "[tiled]" : "[gemm]")
+                       : ldx % 4 ? "[vec]" : "[vec x4]");
         fprintf(stderr, "  %-52s max|d| %.3g  worst d/tol %.3g\n", what, max_abs, worst);
         if (bad >= 0)
             fail_msg("%s: token %lld row %lld: cuda %.9g, reference %.9g (|d| %.3g > tol %.3g)",
                      what, (long long)(bad / ldy), (long long)(bad % ldy), (double)yg[bad], yr[bad],
-                     fabs((double)yg[bad] - yr[bad]), tol[bad]);
+                     fabs((double)yg[bad] - yr[bad]), tl[bad]);
     }
+    free(tol_tc);
     dfree(wd);
     dfree(xd);
     free(yg);
@@ -626,7 +664,7 @@ static void test_mat_mul_random(void **s)
     if (!ready()) return;
     static const int64_t n_outs[] = {1, 7, 333};
     static const int64_t Ts[] = {1, 3, 17, 64};
-    g_worst = 0;
+    g_worst = g_worst_tc = 0;
     for (int k = 0; k < N_QTYPES; k++) {
         const qtype *q = &QTYPES[k];
         const int64_t n_ins[] = {q->qk == 32 ? 160 : 256, 1280, 4352};
@@ -637,7 +675,14 @@ static void test_mat_mul_random(void **s)
     /* more rows than one 64 MiB dequantisation chunk (3855 rows of 4352) */
     mm_case(&QTYPES[7], 4352, 4100, 17);  /* Q4_K */
     mm_case(&QTYPES[12], 4352, 3857, 64); /* MXFP4 */
-    fprintf(stderr, "  random mat_mul: worst |d|/tol over all cases %.3g\n", g_worst);
+    /* odd token counts on both sides of the 64-token tile, one that fills it twice */
+    for (int k = 0; k < N_QTYPES; k++) {
+        mm_case(&QTYPES[k], QTYPES[k].qk == 32 ? 160 : 512, 65, 9);
+        mm_case(&QTYPES[k], QTYPES[k].qk == 32 ? 160 : 512, 129, 65);
+        mm_case(&QTYPES[k], QTYPES[k].qk == 32 ? 160 : 512, 64, 130);
+    }
+    fprintf(stderr, "  random mat_mul: worst |d|/tol over all cases %.3g (float paths), %.3g "
+            "(tensor cores, bfloat16 bound)\n", g_worst, g_worst_tc);
 }
 
 
@@ -763,7 +808,7 @@ static void test_mat_mul_int8(void **s)
 {
     (void)s;
     if (!ready()) return;
-    g_worst = 0;
+    g_worst = g_worst_tc = 0;
     for (int k = 0; k < N_QTYPES; k++) {
         const qtype *q = &QTYPES[k];
         /* one unit per row up to ~70 per lane group; rows per warp 1 .. 32 */

@@ -397,13 +397,17 @@ static int fast_comparable(const sweep_file *f) { return f->fast_exact || f->cri
 /* On the CPU's fast kernels a q8_0 matmul of ONE row takes the integer path
  * (int8 activations), and a routed expert that got one token of a chunk is
  * such a matmul whatever the chunk length; on a GPU so do one-token matmuls
- * and the experts of chunks of up to 8 tokens (unless VT_GPU_INT8_DOT=0):
+ * and the experts of chunks of up to 8 tokens (unless VT_GPU_INT8_DOT=0),
+ * and longer chunks round activations to TF32 (unless VT_GPU_GEMM=cublas):
  * those runs are held to the reference criterion, at every prefix and every
  * chunk size, not to each other. */
 static int gpu_int8(void)
 {
-    const char *q = getenv("VT_GPU_INT8_DOT");
-    return !g_cpu && !(q && !strcmp(q, "0"));
+    /* and prefill chunks of more than 8 tokens on TF32 tensor cores
+     * (gpu_mma.cu) unless VT_GPU_GEMM is cublas or tiled */
+    const char *q = getenv("VT_GPU_INT8_DOT"), *g = getenv("VT_GPU_GEMM");
+    int int8 = !(q && !strcmp(q, "0")), tc = !(g && (!strcmp(g, "cublas") || !strcmp(g, "tiled")));
+    return !g_cpu && (int8 || tc);
 }
 static int int8_path(const sweep_file *f, int exact_kernels)
 {

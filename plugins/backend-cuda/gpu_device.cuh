@@ -582,6 +582,28 @@ template <int T> static constexpr int walign()
     return T == VT_TYPE_F32 ? 4 : T == VT_TYPE_F16 || T == VT_TYPE_BF16 ? 2 : (int)QT<T>::ALIGN;
 }
 
+/* 8 values of a row from input column 8G on: v[0..3] are columns e0..e0+3,
+ * v[4..7] columns e1..e1+3 (row-relative). Block types through QT<T>::group;
+ * F32/F16/BF16 8 consecutive elements. n_in is a multiple of 8. */
+template <int T>
+static __device__ __forceinline__ void dec8(const uint8_t *row, int64_t G, float v[8], int64_t &e0,
+                                            int64_t &e1)
+{
+    if constexpr (QT<T>::quant) {
+        const int GB = QT<T>::QK / 8;
+        int64_t blk = G / GB;
+        int a, b;
+        QT<T>::group(row + blk * QT<T>::BYTES, (int)(G % GB), v, a, b);
+        e0 = blk * QT<T>::QK + a;
+        e1 = blk * QT<T>::QK + b;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = wload<T>(row, 8 * G + j);
+        e0 = 8 * G;
+        e1 = 8 * G + 4;
+    }
+}
+
 /* ======================= activations ======================= */
 
 /* op(x) in double, rounded once: vt_cpu_unary_ref's formulas (vt/backend.h
@@ -602,6 +624,27 @@ static __device__ __forceinline__ float unary_ref(int op, float xf)
     case VT_UNARY_TANH: return (float)tanh(x);
     }
     return xf;
+}
+
+/* act(g) · u: the activation in double rounded once, then one float product */
+static __device__ __forceinline__ float moe_act(int act, float g, float u)
+{
+    return __fmul_rn(unary_ref(act == VT_MOE_ACT_SILU ? VT_UNARY_SILU : VT_UNARY_GELU_TANH, g), u);
+}
+
+/* The expert whose tiles contain tile `tile` of a grouped product (tiles
+ * from gpu_moe.cu's k_moe_sort: tiles[e] the first tile of expert e,
+ * ascending, tiles[nx] the total), or -1 past the end. */
+static __device__ __forceinline__ int tile_expert(const int32_t *tiles, int nx, int tile)
+{
+    if (tile >= tiles[nx]) return -1;
+    int lo = 0, hi = nx - 1; /* last e with tiles[e] <= tile and a non-empty run */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (tiles[mid] <= tile) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 /* ======================= reductions ======================= */

@@ -65,11 +65,16 @@ struct vt_backend_ctx {
     const vt_host_api *host;
     char name[256];       /* device name, for messages */
     int gemm_blas;        /* prefill matmul through cuBLAS (1) or the tiled kernel (0) */
+    int gemm_tc;          /* prefill products of block-type weights on tensor cores: mat_mul
+                             through cuBLAS in bfloat16 (gpu_ops.cu), moe_ffn TF32 MMA
+                             (gpu_mma.cu); CUDA on sm_80+, unless VT_GPU_GEMM=cublas|tiled */
     void *blas;           /* cublasHandle_t, created by the first prefill matmul */
     void *scratch;        /* device: host arguments of an op (ids, idx, wt, pos) */
     size_t scratch_bytes;
-    void *wbuf;           /* device: weight rows dequantised to float32 for cuBLAS */
+    void *wbuf;           /* device: weight rows dequantised to float32 (or bfloat16) for cuBLAS */
     size_t wbuf_bytes;
+    void *abuf;           /* device: a prefill matmul's activations as bfloat16 (gemm_tc) */
+    size_t abuf_bytes;
     void *hbuf;           /* host: logits of softmax_topk */
     size_t hbuf_bytes;
     /* op arguments (ids, idx, wt, pos) go through a ring: pinned host -> device
@@ -350,6 +355,42 @@ int vt_gpu_xq_view(vt_backend_ctx *ctx, int64_t n, int8_t **q, float **d, float 
 void vt_gpu_attn_reserve(vt_backend_ctx *ctx);
 /* 1 when [y, y + n_y floats) and [src, src + n_src floats) overlap
  * (declared above, with the rounding's helpers) */
+
+/* ---- gpu_mma.cu: moe_ffn's prefill GEMMs of block-type weights on tensor cores ---- */
+
+/* y = A · Wᵀ with W of a block type (Q4_0 .. MXFP4, not F32/F16/BF16), TF32
+ * inputs and float32 accumulation (gpu_mma.cu states the error bound), over
+ * moe_ffn's pairs sorted by expert (sorted, off, tiles from k_moe_sort over
+ * tiles of VT_GPU_TC_BM_MOE pairs; max_tiles bounds tiles[n_expert]; n_rows
+ * pairs in all; n_in a multiple of 32):
+ *  - VT_GPU_TC_GATE_UP: W = w0[e] (gate) and w1[e] (up), A row of sorted
+ *    slot s the token row a + (sorted[s] / k)·lda, y[s·n_out + o] = act(g)·u;
+ *  - VT_GPU_TC_DOWN: W = w0[e], A row a + s·lda, y[s·n_out + o].
+ * All pointers are device memory; the kernels are queued on ctx's stream. */
+enum { VT_GPU_TC_GATE_UP = 1, VT_GPU_TC_DOWN = 2 };
+#define VT_GPU_TC_BM_MOE 32
+typedef struct vt_gpu_tc_args {
+    uint32_t type;
+    int mode;
+    const float *a;
+    int64_t lda;
+    const void *const *w0, *const *w1;
+    size_t rb;
+    int64_t n_in, n_out, n_rows;
+    const int32_t *sorted, *off, *tiles;
+    int n_expert, k, act;
+    int64_t max_tiles;
+    float *y;
+} vt_gpu_tc_args;
+/* 1 when the plugin's kernels were compiled for a device with TF32 MMA and
+ * the current device runs them (vt_gpu_ops_init asks once per context) */
+int vt_gpu_tc_probe(void);
+/* 1 when ctx->gemm_tc, type has a kernel, A's rows are 16-byte aligned
+ * (a and lda) and n_in is a multiple of 32 */
+int vt_gpu_tc_usable(const vt_backend_ctx *ctx, uint32_t type, const float *a, int64_t lda,
+                     int64_t n_in);
+/* Queue the product; op names it in errors (launch failure, grid limits). */
+vt_status vt_gpu_tc_run(vt_backend_ctx *ctx, const vt_gpu_tc_args *a, const char *op);
 
 /* ---- decode graphs (ABI 1.2, capability VT_CAP_GRAPH): gpu_ops.cu ---- */
 vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx);

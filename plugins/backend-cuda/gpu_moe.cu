@@ -238,34 +238,6 @@ extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, 
 
 /* ======================= moe_ffn: shared pieces ======================= */
 
-/* 8 values of a row from input column 8G on: v[0..3] are columns e0..e0+3,
- * v[4..7] columns e1..e1+3 (row-relative). Block types through QT<T>::group;
- * F32/F16/BF16 8 consecutive elements. n_in is a multiple of 8. */
-template <int T>
-static __device__ __forceinline__ void dec8(const uint8_t *row, int64_t G, float v[8], int64_t &e0,
-                                            int64_t &e1)
-{
-    if constexpr (QT<T>::quant) {
-        const int GB = QT<T>::QK / 8;
-        int64_t blk = G / GB;
-        int a, b;
-        QT<T>::group(row + blk * QT<T>::BYTES, (int)(G % GB), v, a, b);
-        e0 = blk * QT<T>::QK + a;
-        e1 = blk * QT<T>::QK + b;
-    } else {
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = wload<T>(row, 8 * G + j);
-        e0 = 8 * G;
-        e1 = 8 * G + 4;
-    }
-}
-
-/* act(g) · u: the activation in double rounded once, then one float product */
-static __device__ __forceinline__ float moe_act(int act, float g, float u)
-{
-    return __fmul_rn(unary_ref(act == VT_MOE_ACT_SILU ? VT_UNARY_SILU : VT_UNARY_GELU_TANH, g), u);
-}
-
 /* out[t][c] += w·y of token t's pairs in [eb, ee), increasing expert id (ties
  * by j); y row of pair p is pos ? pos[p] : p. One thread per (column, token). */
 static __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__restrict__ wts,
@@ -414,7 +386,8 @@ k_moe_vec_down(const float *__restrict__ act_buf, const int32_t *__restrict__ id
 
 /* ======================= moe_ffn: prefill (grouped GEMM) ======================= */
 
-#define MOE_BM 32  /* pairs per tile */
+#define MOE_BM 32  /* pairs per tile (the tensor-core kernels' too) */
+static_assert(MOE_BM == VT_GPU_TC_BM_MOE, "k_moe_sort's tiles are the tensor-core kernels' tiles");
 #define MOE_BN 64  /* output rows per tile */
 #define MOE_BK 32  /* input columns per step */
 #define MOE_THREADS 128
@@ -460,19 +433,6 @@ static __global__ void k_moe_sort(const int32_t *__restrict__ ids, int P, int nx
             pos[p] = -1;
         }
     }
-}
-
-/* The expert whose tiles contain tile `tile` (tiles[] ascending), or -1 past the end. */
-static __device__ __forceinline__ int tile_expert(const int32_t *tiles, int nx, int tile)
-{
-    if (tile >= tiles[nx]) return -1;
-    int lo = 0, hi = nx - 1; /* last e with tiles[e] <= tile and a non-empty run */
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (tiles[mid] <= tile) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
 }
 
 /* Decode rows [o0, o0 + MOE_BN) x columns [k0, k0 + MOE_BK) of a weight into
@@ -617,6 +577,28 @@ static moe_bufs moe_carve(const vt_moe_ffn_args *a)
     return b;
 }
 
+/* The grouping part of a tensor-core product over the sorted pairs (gpu_mma.cu) */
+static vt_gpu_tc_args moe_tc_args(const vt_moe_ffn_args *a, const moe_bufs *b, uint32_t type,
+                                  int mode, size_t rb, int64_t n_in, int64_t n_out)
+{
+    vt_gpu_tc_args t;
+    memset(&t, 0, sizeof t);
+    t.type = type;
+    t.mode = mode;
+    t.rb = rb;
+    t.n_in = n_in;
+    t.n_out = n_out;
+    t.n_rows = a->n_tokens * a->k;
+    t.sorted = b->sorted;
+    t.off = b->off;
+    t.tiles = b->tiles;
+    t.n_expert = (int)a->n_expert;
+    t.k = (int)a->k;
+    t.act = (int)a->act;
+    t.max_tiles = b->max_tiles;
+    return t;
+}
+
 /* gate and up (one type T) for every pair in range: act_buf */
 template <int T>
 static vt_status moe_gate_up(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const moe_bufs *b)
@@ -629,6 +611,14 @@ static vt_status moe_gate_up(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, cons
         k_moe_vec_gate_up<T, T><<<g, 32 * MOE_VEC_WARPS, 0, VT_ST>>>(a->x, a->ldx, a->ids, (int)a->k, eb, ee,
                                                            a->w_gate, a->w_up, rb, rb, E, F,
                                                            (int)a->act, b->act_buf);
+    } else if (vt_gpu_tc_usable(ctx, (uint32_t)T, a->x, a->ldx, E)) {
+        vt_gpu_tc_args ta = moe_tc_args(a, b, (uint32_t)T, VT_GPU_TC_GATE_UP, rb, E, F);
+        ta.a = a->x;
+        ta.lda = a->ldx;
+        ta.w0 = a->w_gate;
+        ta.w1 = a->w_up;
+        ta.y = b->act_buf;
+        return vt_gpu_tc_run(ctx, &ta, "moe_ffn (gate/up)");
     } else {
         dim3 g((unsigned)b->max_tiles, (unsigned)ceil_div(F, MOE_BN));
         k_moe_gemm<T, T, true><<<g, MOE_THREADS, 0, VT_ST>>>(a->x, a->ldx, b->sorted, b->off, b->tiles,
@@ -649,6 +639,13 @@ static vt_status moe_down(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const m
         dim3 g((unsigned)ceil_div(E, MOE_VEC_WARPS * MOE_VEC_ROWS), (unsigned)P);
         k_moe_vec_down<T><<<g, 32 * MOE_VEC_WARPS, 0, VT_ST>>>(b->act_buf, a->ids, eb, ee, a->w_down, rb, E,
                                                      F, b->y);
+    } else if (vt_gpu_tc_usable(ctx, (uint32_t)T, b->act_buf, F, F)) {
+        vt_gpu_tc_args ta = moe_tc_args(a, b, (uint32_t)T, VT_GPU_TC_DOWN, rb, F, E);
+        ta.a = b->act_buf;
+        ta.lda = F;
+        ta.w0 = a->w_down;
+        ta.y = b->y;
+        return vt_gpu_tc_run(ctx, &ta, "moe_ffn (down)");
     } else {
         dim3 g((unsigned)b->max_tiles, (unsigned)ceil_div(E, MOE_BN));
         k_moe_gemm<T, T, false><<<g, MOE_THREADS, 0, VT_ST>>>(b->act_buf, F, b->sorted, b->off, b->tiles,

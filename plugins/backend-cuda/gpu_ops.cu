@@ -81,6 +81,11 @@ typedef struct blas_fns {
                             const float *, const float *, int, const float *, int, const float *,
                             float *, int);
     const char *(*status_string)(cublasStatus_t);
+    /* optional: the tensor-core path of block-type weights (bf16 inputs) */
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const void *, const void *, cudaDataType, int, const void *,
+                              cudaDataType, int, const void *, void *, cudaDataType, int,
+                              cublasComputeType_t, cublasGemmAlgo_t);
 } blas_fns;
 static blas_fns blas;
 static char blas_error[256];
@@ -111,6 +116,7 @@ static void blas_load_once(void)
     *(void **)&b.set_stream = dlsym(h, "cublasSetStream_v2");
     *(void **)&b.sgemm = dlsym(h, "cublasSgemm_v2");
     *(void **)&b.status_string = dlsym(h, "cublasGetStatusString");
+    *(void **)&b.gemm_ex = dlsym(h, "cublasGemmEx");
     if (!b.create || !b.destroy || !b.set_math_mode || !b.set_stream || !b.sgemm || !b.status_string) {
         snprintf(blas_error, sizeof blas_error, "cuBLAS library lacks an expected symbol");
         dlclose(h);
@@ -264,8 +270,18 @@ static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size
 
 extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
 {
+    /* VT_GPU_GEMM: unset or "tc" (tensor cores for block-type weights where
+     * the device has them, cuBLAS SGEMM for float weights), "cublas" (float32
+     * products everywhere: dequantised chunks through SGEMM, moe_ffn's float
+     * grouped GEMM), "tiled" (the tiled kernel, HIP's path) */
     const char *g = getenv("VT_GPU_GEMM");
+    int known = !g || !strcmp(g, "tc") || !strcmp(g, "cublas") || !strcmp(g, "tiled");
+    if (!known && ctx->host && ctx->host->log)
+        ctx->host->log(VT_LOG_WARN, "backend %s: VT_GPU_GEMM=%s is none of tc, cublas, tiled; "
+                       "prefill products use the default (tc)", VT_GPU_PLUGIN_NAME, g);
+    if (!known) g = NULL;
     ctx->gemm_blas = GPU_HAVE_BLAS && !(g && !strcmp(g, "tiled"));
+    ctx->gemm_tc = !(g && strcmp(g, "tc")) && vt_gpu_tc_probe();
     const char *q = getenv("VT_GPU_INT8_DOT");
     ctx->int8_dot = 1;
     if (q && !strcmp(q, "0")) {
@@ -285,6 +301,9 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
     ctx->blas = NULL;
     if (ctx->scratch) (void)vt_gpu_free(ctx->scratch);
     if (ctx->wbuf) (void)vt_gpu_free(ctx->wbuf);
+    if (ctx->abuf) (void)vt_gpu_free(ctx->abuf);
+    ctx->abuf = NULL;
+    ctx->abuf_bytes = 0;
     if (ctx->xq_dev) (void)vt_gpu_free(ctx->xq_dev);
     ctx->xq_dev = NULL;
     if (ctx->attn_part) (void)vt_gpu_free(ctx->attn_part);
@@ -309,7 +328,11 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
 
 extern "C" const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx)
 {
-    return ctx && ctx->gemm_blas ? "cuBLAS SGEMM" : "tiled kernel";
+    if (!ctx) return "tiled kernel";
+    if (ctx->gemm_tc)
+        return ctx->gemm_blas ? "tensor cores (TF32) for block types, cuBLAS SGEMM for float weights"
+                              : "tensor cores (TF32) for block types, tiled kernel for float weights";
+    return ctx->gemm_blas ? "cuBLAS SGEMM" : "tiled kernel";
 }
 
 /* ======================= mat_mul, get_rows ======================= */
@@ -478,9 +501,18 @@ k_mm_vec_q(const uint8_t *__restrict__ w, size_t rb, int64_t n_in, int64_t n_out
  * decoded exactly (grid-stride): F32, F16, BF16 one element per thread, block
  * types one 8-value group per thread. ids: device. Used by get_rows and by
  * the prefill path, which dequantises a chunk of rows to float32 for SGEMM. */
-template <int T>
+static __device__ __forceinline__ void put_val(float *o, float v) { *o = v; }
+/* bfloat16 bits of v, rounded to nearest even (NaN stays a quiet NaN) */
+static __device__ __forceinline__ __attribute__((unused)) void put_val(uint16_t *o, float v)
+{
+    uint32_t u = __float_as_uint(v);
+    *o = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                          : (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <int T, typename OutT = float>
 static __global__ void k_dequant_rows(const uint8_t *w, size_t rb, int64_t n_in,
-                                      const int32_t *ids, int64_t n, float *out)
+                                      const int32_t *ids, int64_t n, OutT *out)
 {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     if constexpr (QT<T>::quant) {
@@ -492,21 +524,34 @@ static __global__ void k_dequant_rows(const uint8_t *w, size_t rb, int64_t n_in,
             float v[8];
             int e0, e1;
             QT<T>::group(row + blk * QT<T>::BYTES, (int)(G % GB), v, e0, e1);
-            float *o = out + j * n_in + blk * QT<T>::QK;
+            OutT *o = out + j * n_in + blk * QT<T>::QK;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                o[e0 + k] = v[k];
-                o[e1 + k] = v[4 + k];
+                put_val(o + e0 + k, v[k]);
+                put_val(o + e1 + k, v[4 + k]);
             }
         }
     } else {
         const int64_t tot = n_in * n;
         for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
             int64_t j = e / n_in, i = e - j * n_in;
-            out[e] = wload<T>(w + (size_t)(ids ? (int64_t)ids[j] : j) * rb, i);
+            put_val(out + e, wload<T>(w + (size_t)(ids ? (int64_t)ids[j] : j) * rb, i));
         }
     }
 }
+
+#if GPU_HAVE_BLAS
+/* xb[t][i] (packed, n_in per row) = bfloat16 of x[t·ldx + i] (grid-stride) */
+static __global__ void k_rows_bf16(const float *x, int64_t ldx, int64_t n_in, int64_t n,
+                                   uint16_t *xb)
+{
+    const int64_t tot = n_in * n, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
+        int64_t t = e / n_in, i = e - t * n_in;
+        put_val(xb + e, x[t * ldx + i]);
+    }
+}
+#endif
 
 /* Threads for k_dequant_rows over n rows of n_in: one per element or group. */
 template <int T> static int64_t dequant_items(int64_t n_in, int64_t n)
@@ -704,6 +749,38 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
     TRY(blas_handle(ctx, nm));
     cublasHandle_t h = (cublasHandle_t)ctx->blas;
     const float one = 1.0f, zero = 0.0f;
+    if (QT<T>::quant && ctx->gemm_tc && blas.gemm_ex) {
+        /* tensor cores: the chunk decoded exactly, then rounded to bfloat16
+         * (to nearest even), the activations rounded the same way once, and
+         * cublasGemmEx with float32 accumulation and output */
+        size_t row_h = (size_t)w->n_in * 2;
+        int64_t hc = (int64_t)(VT_GPU_WBUF_MAX / row_h);
+        if (hc < 1) hc = 1;
+        if (hc > w->n_out) hc = w->n_out;
+        if (hc > INT_MAX) hc = INT_MAX;
+        TRY(reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)hc * row_h, 0));
+        TRY(reserve(ctx, "mat_mul", &ctx->abuf, &ctx->abuf_bytes, (size_t)n_tokens * row_h, 0));
+        k_rows_bf16<<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
+            x, ldx, w->n_in, n_tokens, (uint16_t *)ctx->abuf);
+        TRY(launched(ctx, "mat_mul"));
+        for (int64_t r0 = 0; r0 < w->n_out; r0 += hc) {
+            int64_t nr = w->n_out - r0 < hc ? w->n_out - r0 : hc;
+            k_dequant_rows<T, uint16_t><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
+                wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (uint16_t *)ctx->wbuf);
+            TRY(launched(ctx, "mat_mul"));
+            cublasStatus_t s = blas.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n_tokens,
+                                            (int)w->n_in, &one, ctx->wbuf, CUDA_R_16BF,
+                                            (int)w->n_in, ctx->abuf, CUDA_R_16BF, (int)w->n_in,
+                                            &zero, y + r0, CUDA_R_32F, (int)ldy,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if (s != CUBLAS_STATUS_SUCCESS)
+                return vt_gpu_fail(ctx->host, VT_ERR_IO, "mat_mul %s: cublasGemmEx bf16 (%lld x "
+                                   "%lld x %lld) on device %d failed: %s", nm, (long long)nr,
+                                   (long long)n_tokens, (long long)w->n_in, ctx->device,
+                                   blas_str(s));
+        }
+        return launched(ctx, "mat_mul");
+    }
     int64_t chunk = w->n_out;
     if (T != VT_TYPE_F32) {
         size_t row_f = (size_t)w->n_in * sizeof(float);
