@@ -1,10 +1,15 @@
 /*
  * gpu_attention.cu - attention over the KV cache for backend-cuda /
  * backend-rocm (vt/backend.h: attention, and attention_dpos of ABI 1.2 with
- * pos0 read from device memory): one block per (token, query head) whose
- * warps each run an online (max-subtracted) float32 softmax over a share of
- * the visible positions, merged at the end (4 warps per block, 16 when the
- * blocks are few, as in decode).
+ * pos0 read from device memory):
+ *  - prefill (16 tokens or more): a tiled, flash-attention style kernel
+ *    (k_attn_tiled: 16 queries of a head per block share each tile of 32
+ *    K/V rows in shared memory, online softmax per query row);
+ *  - fewer tokens: one block per (token, query head) whose warps each run an
+ *    online (max-subtracted) float32 softmax over a share of the visible
+ *    positions, merged at the end (4 warps per block, 16 when the blocks are
+ *    few), or for decode the positions split over several blocks per head
+ *    (k_attn_split + k_attn_merge).
  */
 #include <limits.h>
 #include <math.h>
@@ -227,6 +232,183 @@ static __global__ void k_attn_merge(const float *part, float *out, int64_t ldo, 
     }
 }
 
+/* ======================= prefill: tiled attention ======================= */
+
+/*
+ * Prefill (n_tokens >= ATTN_TILE_MIN): flash-attention style tiling. A block
+ * of FA_THREADS threads takes FA_BQ consecutive tokens of one query head and
+ * walks the visible key positions FA_BK at a time; each key tile's K and V
+ * rows are read once for all FA_BQ queries (instead of once per query), in
+ * FA_DC-column chunks through shared memory. Thread (r = tid / 8, c = tid % 8)
+ * holds query row r: scores of keys c + 8j (j < 4) and output columns
+ * 4c + 32j .. +3 (float4 groups); the row's 8 threads keep the same running
+ * max m and weight sum l (shuffle reductions over lanes xor 1, 2, 4). Per key
+ * tile: s = (q·k)·scale (softcap: softcap·tanh(s/softcap)), positions outside
+ * the causal window masked, m' = max(m, tile max), o and l scaled by
+ * e^(m − m'), p = e^(s − m') added. float32 throughout, like k_attn (the
+ * products are summed in another order: float32 rounding only).
+ */
+#define FA_BQ 16
+#define FA_BK 32
+#define FA_DC 128
+#define FA_THREADS 128
+#define ATTN_TILE_MIN 16
+
+template <int NC, bool VEC>
+static __global__ void __launch_bounds__(FA_THREADS)
+k_attn_tiled(const float *q, int64_t ldq, int64_t ldq_head, const float *k, const float *v,
+             float *out, int64_t ldo, int64_t n_tokens, int64_t n_gqa, int hd,
+             int64_t ld_kv, int64_t pos0, const int32_t *pos0_dev, int64_t window, float scale,
+             float softcap)
+{
+    __shared__ __align__(16) float qs[FA_BQ][FA_DC + 4];
+    __shared__ __align__(16) float kv[FA_BK][FA_DC + 4];
+    __shared__ float ps[FA_BQ][FA_BK + 1];
+    if (pos0_dev) pos0 = *pos0_dev;
+    const int tid = threadIdx.x, r = tid >> 3, c = tid & 7;
+    const int64_t h = blockIdx.y, kvh = h / n_gqa, t0 = (int64_t)blockIdx.x * FA_BQ;
+    const int64_t nq = n_tokens - t0 < FA_BQ ? n_tokens - t0 : FA_BQ;
+    const int64_t p_first = pos0 + t0, p_last = pos0 + t0 + nq - 1;
+    int64_t s_lo = 0;
+    if (window > 0 && p_first - window + 1 > 0) s_lo = p_first - window + 1;
+    const int64_t s_hi = p_last + 1;
+    const int64_t my_p = pos0 + t0 + r; /* this thread's query position (r < nq) */
+    int64_t my_lo = 0;
+    if (window > 0 && my_p - window + 1 > 0) my_lo = my_p - window + 1;
+    float4 o[NC][FA_DC / 32];
+#pragma unroll
+    for (int ch = 0; ch < NC; ch++)
+#pragma unroll
+        for (int j = 0; j < FA_DC / 32; j++) o[ch][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float m = -INFINITY, l = 0.0f;
+    const float *kb = k + kvh * hd, *vb = v + kvh * hd;
+    for (int64_t s0 = s_lo - s_lo % FA_BK; s0 < s_hi; s0 += FA_BK) {
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        /* scores, chunk by chunk of FA_DC columns */
+#pragma unroll
+        for (int ch = 0; ch < NC; ch++) {
+            const int d0 = ch * FA_DC;
+            for (int i = tid; i < FA_BQ * FA_DC; i += FA_THREADS) {
+                const int rr = i / FA_DC, d = i % FA_DC;
+                qs[rr][d] = rr < nq && d0 + d < hd ? q[(t0 + rr) * ldq + h * ldq_head + d0 + d] : 0.0f;
+            }
+            if constexpr (VEC) {
+                for (int i = tid; i < FA_BK * (FA_DC / 4); i += FA_THREADS) {
+                    const int kk = i / (FA_DC / 4), d = (i % (FA_DC / 4)) * 4;
+                    const int64_t s = s0 + kk;
+                    *(float4 *)&kv[kk][d] = s < s_hi && d0 + d < hd
+                                                ? *(const float4 *)(kb + s * ld_kv + d0 + d)
+                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+            } else {
+                for (int i = tid; i < FA_BK * FA_DC; i += FA_THREADS) {
+                    const int kk = i / FA_DC, d = i % FA_DC;
+                    const int64_t s = s0 + kk;
+                    kv[kk][d] = s < s_hi && d0 + d < hd ? kb[s * ld_kv + d0 + d] : 0.0f;
+                }
+            }
+            __syncthreads();
+#pragma unroll 8
+            for (int d = 0; d < FA_DC; d += 4) {
+                const float4 qv = *(const float4 *)&qs[r][d];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float4 kq = *(const float4 *)&kv[c + 8 * j][d];
+                    sc[j] += qv.x * kq.x + qv.y * kq.y + qv.z * kq.z + qv.w * kq.w;
+                }
+            }
+            __syncthreads();
+        }
+        /* mask, softcap, online softmax update */
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t s = s0 + c + 8 * j;
+            float x = sc[j] * scale;
+            if (softcap > 0.0f) x = softcap * tanhf(x / softcap);
+            const bool vis = r < nq && s >= my_lo && s <= my_p;
+            sc[j] = vis ? x : -INFINITY;
+            tmax = fmaxf(tmax, sc[j]);
+        }
+        tmax = fmaxf(tmax, VT_GPU_SHFL_XOR(tmax, 1));
+        tmax = fmaxf(tmax, VT_GPU_SHFL_XOR(tmax, 2));
+        tmax = fmaxf(tmax, VT_GPU_SHFL_XOR(tmax, 4));
+        const float mn = fmaxf(m, tmax);
+        float corr = 1.0f, psum = 0.0f;
+        if (mn != -INFINITY) {
+            corr = expf(m - mn); /* 0 while no position was visible (m = -inf) */
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float pe = expf(sc[j] - mn); /* masked: e^-inf = 0 */
+                ps[r][c + 8 * j] = pe;
+                psum += pe;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) ps[r][c + 8 * j] = 0.0f;
+        }
+        psum += VT_GPU_SHFL_XOR(psum, 1);
+        psum += VT_GPU_SHFL_XOR(psum, 2);
+        psum += VT_GPU_SHFL_XOR(psum, 4);
+        l = l * corr + psum;
+        m = mn;
+        /* o = o·corr + p·V, chunk by chunk */
+#pragma unroll
+        for (int ch = 0; ch < NC; ch++) {
+            const int d0 = ch * FA_DC;
+            if constexpr (VEC) {
+                for (int i = tid; i < FA_BK * (FA_DC / 4); i += FA_THREADS) {
+                    const int kk = i / (FA_DC / 4), d = (i % (FA_DC / 4)) * 4;
+                    const int64_t s = s0 + kk;
+                    *(float4 *)&kv[kk][d] = s < s_hi && d0 + d < hd
+                                                ? *(const float4 *)(vb + s * ld_kv + d0 + d)
+                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+            } else {
+                for (int i = tid; i < FA_BK * FA_DC; i += FA_THREADS) {
+                    const int kk = i / FA_DC, d = i % FA_DC;
+                    const int64_t s = s0 + kk;
+                    kv[kk][d] = s < s_hi && d0 + d < hd ? vb[s * ld_kv + d0 + d] : 0.0f;
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < FA_DC / 32; j++) {
+                o[ch][j].x *= corr;
+                o[ch][j].y *= corr;
+                o[ch][j].z *= corr;
+                o[ch][j].w *= corr;
+            }
+#pragma unroll 4
+            for (int kk = 0; kk < FA_BK; kk++) {
+                const float pe = ps[r][kk];
+#pragma unroll
+                for (int j = 0; j < FA_DC / 32; j++) {
+                    const float4 vv = *(const float4 *)&kv[kk][4 * c + 32 * j];
+                    o[ch][j].x += pe * vv.x;
+                    o[ch][j].y += pe * vv.y;
+                    o[ch][j].z += pe * vv.z;
+                    o[ch][j].w += pe * vv.w;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    if (r >= nq) return;
+    float *oh = out + (t0 + r) * ldo + h * hd;
+    const float il = 1.0f / l;
+#pragma unroll
+    for (int ch = 0; ch < NC; ch++)
+#pragma unroll
+        for (int j = 0; j < FA_DC / 32; j++) {
+            const int d = ch * FA_DC + 4 * c + 32 * j;
+            const float ov[4] = {o[ch][j].x, o[ch][j].y, o[ch][j].z, o[ch][j].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (d + e < hd) oh[d + e] = ov[e] * il;
+        }
+}
+
 /* The parts' buffer of the split kernel (ctx->attn_part, VT_GPU_ATTN_PART_BYTES):
  * allocated on first use, never while a graph is recorded (graph_begin
  * reserves it); 0 when it is not there. */
@@ -304,6 +486,31 @@ static vt_status attention_impl(vt_backend_ctx *ctx, const char *op, const float
             k_attn_merge<<<nb, 128, 0, VT_ST>>>(part, out, ldo, n_head, head_dim, n_split);
             return launched(ctx, op);
         }
+    }
+    if (n_tokens >= ATTN_TILE_MIN) { /* prefill: the tiled kernel */
+        const bool vec = head_dim % 4 == 0 && ld_kv % 4 == 0 && (uintptr_t)k_cache % 16 == 0 &&
+                         (uintptr_t)v_cache % 16 == 0;
+        dim3 grid((unsigned)ceil_div(n_tokens, FA_BQ), (unsigned)n_head);
+        if (grid.x > INT_MAX || n_head > 65535)
+            return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: %lld tokens x %lld heads "
+                               "exceed the grid", op, (long long)n_tokens, (long long)n_head);
+#define ATTN_TILED(NC)                                                                          \
+    do {                                                                                        \
+        if (vec)                                                                                \
+            k_attn_tiled<NC, true><<<grid, FA_THREADS, 0, VT_ST>>>(                             \
+                q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_tokens, g,                      \
+                (int)head_dim, ld_kv, pos0, pos0_dev, window, scale, softcap);                  \
+        else                                                                                    \
+            k_attn_tiled<NC, false><<<grid, FA_THREADS, 0, VT_ST>>>(                            \
+                q, ldq, ldq_head, k_cache, v_cache, out, ldo, n_tokens, g,                      \
+                (int)head_dim, ld_kv, pos0, pos0_dev, window, scale, softcap);                  \
+    } while (0)
+        if (head_dim <= FA_DC) ATTN_TILED(1);
+        else if (head_dim <= 2 * FA_DC) ATTN_TILED(2);
+        else if (head_dim <= 3 * FA_DC) ATTN_TILED(3);
+        else ATTN_TILED(4);
+#undef ATTN_TILED
+        return launched(ctx, op);
     }
     /* few blocks: 16 warps each, so that one (token, head)'s positions are
      * spread over more warps; else 4 */
