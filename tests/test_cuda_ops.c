@@ -664,6 +664,12 @@ static void test_ssm_conv(void **s)
     conv_case(5, 1000, 4);
     conv_case(33, 513, 4);
     conv_case(64, 96, 3);
+    /* token chunks of 16 (one thread per channel and chunk, then the state) */
+    conv_case(16, 257, 4);
+    conv_case(17, 130, 4);
+    conv_case(50, 8192, 4);
+    conv_case(31, 77, 5);
+    conv_case(40, 64, 1);
 }
 
 static void l2_rows(float *p, int64_t rows, int64_t ld, int64_t n_heads, int64_t d, float sc)

@@ -960,16 +960,33 @@ static __device__ __forceinline__ float silu_ref(float xf)
     return (float)(x / (1.0 + exp(-x)));
 }
 
-/* One thread per channel, tokens in order; X = [state, x] by columns. */
+/* The new state: the last K1 columns of X = [state, x]; reads ahead of
+ * writes, so in place is safe (one thread per channel). */
+static __device__ __forceinline__ void ssm_conv_state(const float *x, int64_t ldx, float *state,
+                                                      int64_t n_tokens, int64_t n_ch, int64_t K1,
+                                                      int64_t c)
+{
+    for (int64_t j = 0; j < K1; j++) {
+        int64_t col = n_tokens + j;
+        state[j * n_ch + c] = col < K1 ? state[col * n_ch + c] : x[(col - K1) * ldx + c];
+    }
+}
+
+/* One thread per (channel, SSM_CONV_TT tokens: blockIdx.y), tokens in order;
+ * X = [state, x] by columns, the taps summed in double in order. With one
+ * token chunk (decode) the thread also writes the new state; with more,
+ * k_ssm_conv_state does after every chunk has read the old one. */
+#define SSM_CONV_TT 16
 static __global__ void k_ssm_conv(const float *x, int64_t ldx, const float *w, float *state,
                                   float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
                                   int64_t d_conv)
 {
     int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_ch) return;
-    const int64_t K1 = d_conv - 1;
+    const int64_t K1 = d_conv - 1, t0 = (int64_t)blockIdx.y * SSM_CONV_TT;
+    const int64_t t1 = t0 + SSM_CONV_TT < n_tokens ? t0 + SSM_CONV_TT : n_tokens;
     const float *wc = w + c * d_conv;
-    for (int64_t t = 0; t < n_tokens; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         double s = 0.0;
         for (int64_t kk = 0; kk < d_conv; kk++) {
             int64_t col = t + kk;
@@ -978,11 +995,14 @@ static __global__ void k_ssm_conv(const float *x, int64_t ldx, const float *w, f
         }
         y[t * ldy + c] = silu_ref((float)s);
     }
-    /* state <- the last K1 columns of X; reads ahead of writes, so in place is safe */
-    for (int64_t j = 0; j < K1; j++) {
-        int64_t col = n_tokens + j;
-        state[j * n_ch + c] = col < K1 ? state[col * n_ch + c] : x[(col - K1) * ldx + c];
-    }
+    if (gridDim.y == 1) ssm_conv_state(x, ldx, state, n_tokens, n_ch, K1, c);
+}
+
+static __global__ void k_ssm_conv_state(const float *x, int64_t ldx, float *state,
+                                        int64_t n_tokens, int64_t n_ch, int64_t d_conv)
+{
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < n_ch) ssm_conv_state(x, ldx, state, n_tokens, n_ch, d_conv - 1, c);
 }
 
 extern "C" vt_status vt_gpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_t ldx,
@@ -998,8 +1018,17 @@ extern "C" vt_status vt_gpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_
           (long long)ldy, (long long)n_ch);
     CHECK(x != y, "ssm_conv: y must not alias x (later tokens read earlier inputs)");
     TRY(vt_gpu_select_device(ctx, "ssm_conv"));
-    k_ssm_conv<<<(unsigned)ceil_div(n_ch, 128), 128, 0, VT_ST>>>(x, ldx, w, state, y, ldy, n_tokens, n_ch,
-                                                        d_conv);
+    const int64_t nt = ceil_div(n_tokens, SSM_CONV_TT);
+    if (nt > 65535 || ceil_div(n_ch, 128) > INT_MAX)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "ssm_conv: %lld tokens x %lld channels "
+                           "exceed the grid", (long long)n_tokens, (long long)n_ch);
+    dim3 grid((unsigned)ceil_div(n_ch, 128), (unsigned)nt);
+    k_ssm_conv<<<grid, 128, 0, VT_ST>>>(x, ldx, w, state, y, ldy, n_tokens, n_ch, d_conv);
+    if (nt > 1 && d_conv > 1) {
+        TRY(launched(ctx, "ssm_conv"));
+        k_ssm_conv_state<<<(unsigned)ceil_div(n_ch, 128), 128, 0, VT_ST>>>(x, ldx, state,
+                                                                            n_tokens, n_ch, d_conv);
+    }
     return launched(ctx, "ssm_conv");
 }
 
