@@ -8,6 +8,11 @@
  * result (into a stride's padding) fails too; input padding holds NaN, so a
  * read of it shows.
  *
+ * The contexts run with VT_GPU_INT8_DOT=0 and VT_GPU_GEMM=cublas (float32
+ * activations in every product; the int8 and tensor-core paths are
+ * test_cuda_quant's and test_moe_ops's); the model check at the end also
+ * runs the q8_0 fixture as users get it, against the rounding criterion.
+ *
  * Tolerances (u = 2^-24, the float32 unit roundoff), op by op:
  *  - mat_mul, random data: the GPU accumulates in float32 (a warp's lanes
  *    each sum n_in/32 products, then a shuffle tree; or cuBLAS SGEMM; or the

@@ -19,7 +19,9 @@
  *     (8 tokens; float4 and scalar activation loads), cuBLAS SGEMM (64
  *     tokens) and the tiled GEMM, covering all
  *     256 columns: this checks each path's decoding and element mapping bit
- *     for bit.
+ *     for bit; and on the tensor-core path (64 and 17 tokens, the context as
+ *     users get it) every output equals the reference element rounded to
+ *     bfloat16 (nearest even), the rounding that path applies to weights.
  *  3. Random weights: random block bytes whose fp16 scale fields (and MXFP4's
  *     E8M0 exponent) are overwritten with sane values (|d| in 0.01 .. 0.1,
  *     2^-8 .. 2^-2), rows of several blocks, odd row counts:
@@ -44,6 +46,12 @@
  *       specified); the exact one-hot cases above are the strict check of
  *       each decoder on every path. One case has more
  *       rows than one 64 MiB dequantisation chunk of the SGEMM path.
+ *       The tensor-core path (qctx, more than 8 tokens; also 9, 65 and 130
+ *       tokens against 65, 129 and 64 rows) rounds weights and activations
+ *       to bfloat16, so each term w_i·x_i is within (2^-8 + 2^-18)·|w_i·x_i|
+ *       of its value: it is held to that bound, summed (Σ|w_i x_i|), on top
+ *       of the float32 one. The contexts of 2. and 3. other than qctx run
+ *       with VT_GPU_GEMM=cublas (float32 products).
  *  3b. One token on a context as users get it (int8 activations for Q8_0,
  *     Q5_0, Q4_K and Q6_K, gpu_matvec.cu): against the reference on the
  *     activations rounded as the kernels specify (test's own rounding), for

@@ -188,14 +188,14 @@ vt_status vt_gpu_device_name(int device, char *buf, size_t cap);
 
 /* ---- gpu_ops.cu ---- */
 
-/* Set up the op state of a new context (GEMM choice: env VT_GPU_GEMM=tiled
- * selects the tiled kernel instead of cuBLAS, which is how the tests reach
- * the HIP path on an NVIDIA device), and free it (scratch, cuBLAS handle)
- * before the context goes. */
+/* Set up the op state of a new context (prefill products, env VT_GPU_GEMM:
+ * unset or tc: tensor cores for block-type weights where the device has
+ * them; cublas: float32 everywhere; tiled: the tiled kernel, which is how
+ * the tests reach the HIP path on an NVIDIA device; another value is warned
+ * about and taken as tc), and free it (scratch, cuBLAS handle) before the
+ * context goes. */
 void vt_gpu_ops_init(vt_backend_ctx *ctx);
 void vt_gpu_ops_release(vt_backend_ctx *ctx);
-/* "cuBLAS" or "tiled kernel": what prefill matmuls of ctx use. */
-const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx);
 
 /* mat_mul / get_rows per weight type: F32, F16, BF16 (gguf.md §6.1), Q4_0,
  * Q4_1, Q5_0, Q5_1, Q8_0 (§6.2-6.6), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K

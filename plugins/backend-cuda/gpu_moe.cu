@@ -23,8 +23,10 @@
  *    MOE_BN output rows: gate and up together with the activation in the
  *    epilogue, then down. Weight tiles are decoded exactly to float32 in
  *    shared memory (8-value groups, QT<T>::group), activations read in place
- *    through the pair -> token map, float32 accumulation in order of the
- *    input index.
+ *    through the pair -> token map. Block types on a device with tensor
+ *    cores (ctx->gemm_tc) run gpu_mma.cu's TF32 MMA kernel over the same
+ *    tiles; float weights, and every type with VT_GPU_GEMM=cublas or tiled,
+ *    the float32 kernel here (accumulation in order of the input index).
  *  - both: a combine kernel adds, per token and column, w·y of the token's
  *    pairs in the range in increasing expert id (ties in order of j) into
  *    out, each product and sum rounded (no fused multiply-add), as

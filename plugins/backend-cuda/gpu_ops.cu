@@ -15,13 +15,19 @@
  *  - mat_mul: float32 products, float32 accumulation. Up to
  *    VT_GPU_MM_VEC_MAX tokens (decode): one warp per output row (block
  *    types: per MM_VEC_ROWS rows) dequantises the row on the fly and keeps
- *    one accumulator per token. More tokens (prefill): rows are dequantised
- *    exactly to float32 into a bounded device buffer and multiplied by cuBLAS
- *    SGEMM with the default (not TF32) math mode; F32 weights go to SGEMM
- *    directly. Under HIP (no hipBLAS on Debian 12), or with env
- *    VT_GPU_GEMM=tiled, a 64x64 tiled kernel that dequantises while loading
- *    its tiles does the same product. The reference accumulates in double, so
- *    results differ by float32 summation rounding only.
+ *    one accumulator per token. More tokens (prefill), block types on a
+ *    device with tensor cores (ctx->gemm_tc, the default on sm_80+): rows are
+ *    dequantised exactly, rounded to bfloat16 (nearest even) into a bounded
+ *    device buffer, the activations rounded the same way once, and
+ *    cublasGemmEx multiplies them with float32 accumulation and output: each
+ *    term within 2^-8 of its float32 value (tests/test_cuda_quant.c's
+ *    bound). F32/F16/BF16 weights, and every type with VT_GPU_GEMM=cublas:
+ *    rows dequantised exactly to float32 and cuBLAS SGEMM with the default
+ *    (not TF32) math mode (F32 weights directly). Under HIP (no hipBLAS on
+ *    Debian 12), or with env VT_GPU_GEMM=tiled, a 64x64 tiled kernel that
+ *    dequantises while loading its tiles does the float32 product. The
+ *    reference accumulates in double, so the float32 paths differ by
+ *    summation rounding only.
  *  - get_rows, copies, gather, scatter_add (in order of i for every column),
  *    binary, scale, mul_rows: the same float operations as the CPU, no fused
  *    multiply-add: bit-identical.
@@ -326,14 +332,6 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
     ctx->scratch_bytes = ctx->wbuf_bytes = ctx->hbuf_bytes = 0;
 }
 
-extern "C" const char *vt_gpu_gemm_name(const vt_backend_ctx *ctx)
-{
-    if (!ctx) return "tiled kernel";
-    if (ctx->gemm_tc)
-        return ctx->gemm_blas ? "tensor cores (TF32) for block types, cuBLAS SGEMM for float weights"
-                              : "tensor cores (TF32) for block types, tiled kernel for float weights";
-    return ctx->gemm_blas ? "cuBLAS SGEMM" : "tiled kernel";
-}
 
 /* ======================= mat_mul, get_rows ======================= */
 
