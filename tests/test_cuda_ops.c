@@ -9,9 +9,10 @@
  * read of it shows.
  *
  * The contexts run with VT_GPU_INT8_DOT=0 and VT_GPU_GEMM=cublas (float32
- * activations in every product; the int8 and tensor-core paths are
- * test_cuda_quant's and test_moe_ops's); the model check at the end also
- * runs the q8_0 fixture as users get it, against the rounding criterion.
+ * activations in every product; the int8 and tensor-core paths, bfloat16
+ * for dense matmuls and TF32 for the experts, are test_cuda_quant's and
+ * test_moe_ops's); the model check at the end also runs the q8_0 fixture as
+ * users get it, against the rounding criterion.
  *
  * Tolerances (u = 2^-24, the float32 unit roundoff), op by op:
  *  - mat_mul, random data: the GPU accumulates in float32 (a warp's lanes
@@ -604,15 +605,17 @@ static void test_attention(void **s)
     attn_case(33, 4, 2, 64, 10, 7, 0.0f);   /* sliding window */
     attn_case(3, 2, 1, 96, 40, 0, 30.0f);   /* softcap, odd head_dim */
     attn_case(5, 2, 2, 512, 3, 4, 50.0f);   /* head_dim 512, window, softcap */
-    /* 16 tokens and more: the tiled kernel (16 queries x 32 keys per tile) */
-    attn_case(16, 4, 2, 64, 0, 0, 0.0f);    /* exactly one query tile */
+    /* 16 tokens and more, with at least as many (token, head) pairs as the
+     * device has SMs (fewer take the split kernel): the tiled kernel (16
+     * queries x 32 keys per tile) */
+    attn_case(16, 16, 2, 64, 0, 0, 0.0f);   /* exactly one query tile */
     attn_case(47, 8, 2, 128, 9, 0, 0.0f);   /* partial tiles, prefix not a tile multiple */
     attn_case(130, 16, 2, 256, 0, 0, 0.0f); /* Qwen3.5's full-attention shape */
     attn_case(100, 4, 4, 256, 3, 20, 0.0f); /* window shorter than a key tile */
     attn_case(70, 4, 2, 512, 0, 0, 0.0f);   /* head_dim 512: four column chunks */
     attn_case(65, 8, 8, 384, 200, 64, 0.0f); /* three chunks, window, long prefix */
-    attn_case(33, 4, 2, 96, 0, 0, 30.0f);   /* softcap, head_dim 96 */
-    attn_case(40, 2, 1, 90, 5, 0, 0.0f);    /* head_dim not a multiple of 4: scalar loads */
+    attn_case(33, 8, 2, 96, 0, 0, 30.0f);   /* softcap, head_dim 96 */
+    attn_case(40, 8, 1, 90, 5, 0, 0.0f);    /* head_dim not a multiple of 4: scalar loads */
     /* beyond the kernel's head_dim: refused by name */
     float *p = dput(NULL, 4096 * sizeof(float));
     vt_clear_error();

@@ -56,6 +56,7 @@ static const vt_backend_api *B, *C;   /* backend under test, backend-cpu */
 static vt_backend_ctx *bctx, *cctx;   /* under test ("auto" kernels for cpu), cpu scalar */
 static vt_backend_ctx *fctx;          /* cuda with VT_GPU_INT8_DOT=0 VT_GPU_GEMM=cublas: the float kernels */
 static double g_worst_tc;             /* largest |d|/tol of cuda's tensor-core prefill cases */
+static int g_n_tc;                    /* cases with both products on tensor cores */
 static int g_state;
 static int is_cpu;
 
@@ -342,10 +343,26 @@ static void free_data(ffn_data *d)
     free(d->x); free(d->ids); free(d->w);
 }
 
+/* v rounded to TF32 as cvt.rna does (10 fraction bits, to nearest, ties away
+ * from zero; finite values): the inputs of cuda's tensor-core products */
+static float tf32_of(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7F800000u) != 0x7F800000u) u = (u + 0x1000u) & 0xFFFFE000u;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
 /* The contract in double: out0 + Σ over in-range pairs in increasing expert
- * id (ties in order of j) of w·y, and S = the per-token sum of |terms|. */
-static void reference(const ffn_case *c, const ffn_data *d, const float *out0, int64_t b, int64_t e_end,
-                      double *ref, double *S)
+ * id (ties in order of j) of w·y, and S = the per-token sum of |terms|.
+ * tc_gu / tc_dn: the inputs of the gate/up (x and the decoded weights) / of
+ * the down product (the activation, rounded to float as the kernels store
+ * it, and the decoded weights) rounded to TF32 first, as the tensor-core
+ * kernels do; the rest of the arithmetic is the same, so the kernels then
+ * differ from this by float32 rounding only. */
+static void reference_r(const ffn_case *c, const ffn_data *d, const float *out0, int64_t b,
+                        int64_t e_end, double *ref, double *S, int tc_gu, int tc_dn)
 {
     const int64_t E = c->E, F = c->F;
     float *G = c->fused ? decode_rows(c->tg, d->gate_up, c->NX * 2 * F, E) : decode_rows(c->tg, d->gate, c->NX * F, E);
@@ -366,13 +383,16 @@ static void reference(const ffn_case *c, const ffn_data *d, const float *out0, i
                     const float *ur = c->fused ? G + ((e * 2 * F) + F + f) * E : Uw + (e * F + f) * E;
                     double sg = 0, su = 0, ag = 0, au = 0;
                     for (int64_t i = 0; i < E; i++) {
-                        sg += (double)gr[i] * xr[i];
-                        su += (double)ur[i] * xr[i];
-                        ag += fabs((double)gr[i] * xr[i]);
-                        au += fabs((double)ur[i] * xr[i]);
+                        double xv = tc_gu ? tf32_of(xr[i]) : xr[i];
+                        double gv = tc_gu ? tf32_of(gr[i]) : gr[i], uv = tc_gu ? tf32_of(ur[i]) : ur[i];
+                        sg += gv * xv;
+                        su += uv * xv;
+                        ag += fabs(gv * xv);
+                        au += fabs(uv * xv);
                     }
                     double a = act_d(c->act, sg);
                     g[f] = a * su;
+                    if (tc_dn) g[f] = tf32_of((float)g[f]);
                     /* |d act/dx| <= 1.2 for both: the error of g from the dot products' */
                     ga[f] = fabs(a) * au + 1.2 * fabs(su) * ag + fabs(g[f]);
                 }
@@ -381,8 +401,9 @@ static void reference(const ffn_case *c, const ffn_data *d, const float *out0, i
                     const float *dr = D + (e * E + o) * F;
                     double y = 0, ay = 0;
                     for (int64_t f = 0; f < F; f++) {
-                        y += (double)dr[f] * g[f];
-                        ay += fabs((double)dr[f]) * ga[f];
+                        double dv = tc_dn ? tf32_of(dr[f]) : dr[f];
+                        y += dv * g[f];
+                        ay += fabs(dv) * ga[f];
                     }
                     ref[t * E + o] += wj * y;
                     S[t * E + o] += fabs(wj) * ay + fabs(ref[t * E + o]);
@@ -390,6 +411,12 @@ static void reference(const ffn_case *c, const ffn_data *d, const float *out0, i
             }
     }
     free(G); free(Uw); free(D); free(g); free(ga);
+}
+
+static void reference(const ffn_case *c, const ffn_data *d, const float *out0, int64_t b,
+                      int64_t e_end, double *ref, double *S)
+{
+    reference_r(c, d, out0, b, e_end, ref, S, 0, 0);
 }
 
 /* Run one moe_ffn on `api`/`ctx` (the caller's device memory) for experts [b, e). */
@@ -539,18 +566,34 @@ static void ffn_run(const ffn_case *c)
      * block dots): a loose check here; the GPU's float32 kernels (fctx)
      * get the float32 bound */
     const int rounds = is_cpu || (c->T <= 8 && int8_type(c->tg) && c->tu == c->tg && int8_type(c->td));
-    /* cuda's prefill (more than 8 tokens) takes TF32 tensor cores for block
-     * types (gpu_mma.cu): each input rounded to 11 significant bits, every
-     * term within 2^-10 of its value in the gate/up and the down products; the
-     * gate/up error reaches out through act and W_down, bounded here by 4x
-     * the down product's own share: |Δ| <= 2^-8·S. Float gate/up or down
-     * (and x rows that are not 16-byte aligned) take the float grouped GEMM
-     * for that product; the bound holds for either. */
-    const int tc = !is_cpu && c->T > 8 &&
-                   (vt_type_block_size(c->tg) > 1 || vt_type_block_size(c->td) > 1);
-    snprintf(what, sizeof what, "%s (%s vs double)", nm, is_cpu ? "cpu auto" : VT_MOE_TEST_BACKEND);
-    double wtc = check(what, c, &d, gb, ref, S, rounds ? 1.0 / 64 : tc ? 1.0 / 256 : 16 * sqrt(n) * U32, out0);
-    if (tc && wtc > g_worst_tc) g_worst_tc = wtc;
+    /* cuda's prefill (more than 8 tokens) takes TF32 tensor cores
+     * (gpu_mma.cu) for a product whose weights are a block type, whose n_in
+     * is a multiple of 32 and (gate/up) whose x rows are 16-byte aligned:
+     * such a case is held to a reference with the same inputs rounded to
+     * TF32 (reference_r), within the float32 bound, which checks the
+     * kernels' fragments and tiles as tightly as the float kernels'. */
+    const int tc_gu = !is_cpu && c->T > 8 && vt_type_block_size(c->tg) > 1 && c->E % 32 == 0 &&
+                      d.ldx % 4 == 0;
+    const int tc_dn = !is_cpu && c->T > 8 && vt_type_block_size(c->td) > 1 && c->F % 32 == 0;
+    const double *rb = ref, *Sb = S;
+    double *ref_t = NULL, *S_t = NULL;
+    if (tc_gu || tc_dn) {
+        ref_t = xmalloc((size_t)(c->T * c->E) * sizeof(double));
+        S_t = xmalloc((size_t)(c->T * c->E) * sizeof(double));
+        reference_r(c, &d, out0, 0, c->NX, ref_t, S_t, tc_gu, tc_dn);
+        rb = ref_t;
+        Sb = S_t;
+    }
+    snprintf(what, sizeof what, "%s (%s vs double%s)", nm, is_cpu ? "cpu auto" : VT_MOE_TEST_BACKEND,
+             tc_gu || tc_dn ? tc_gu && tc_dn ? ", TF32 inputs" : tc_gu ? ", TF32 gate/up" : ", TF32 down" : "");
+    /* the tensor cores' float32 accumulation order and rounding are not
+     * specified: the linear (worst-case) bound n·u for them */
+    double wtc = check(what, c, &d, gb, rb, Sb,
+                       rounds ? 1.0 / 64 : tc_gu || tc_dn ? 4 * n * U32 : 16 * sqrt(n) * U32, out0);
+    if ((tc_gu || tc_dn) && wtc > g_worst_tc) g_worst_tc = wtc;
+    if (tc_gu && tc_dn) g_n_tc++;
+    free(ref_t);
+    free(S_t);
     if (!is_cpu) {
         dev_side sf;
         side_setup(&sf, B, fctx, c, &d);
@@ -632,7 +675,28 @@ static void test_moe_ffn_types(void **s)
         }
     }
     fprintf(stderr, "moe_ffn: %d cases over %zu weight types within the bound; tensor-core "
-            "prefill worst |d|/bound so far %.3g\n", n, N_ALL, g_worst_tc);
+            "prefill (TF32-rounded reference, float32 bound): %d cases so far, worst |d|/bound %.3g\n",
+            n, N_ALL, g_n_tc, g_worst_tc);
+}
+
+/* prefill with several tiles (32 pairs) per expert on the tensor-core path
+ * (x rows 16-byte aligned: T % 3 != 1), partial output tiles, n_in an odd
+ * multiple of 32, top-1, the fused gate_up layout */
+static void test_moe_ffn_tiles(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    const ffn_case cs[] = {
+        {VT_TYPE_Q4_K, VT_TYPE_Q4_K, VT_TYPE_Q6_K, 256, 512, 5, 4, 131, VT_MOE_ACT_SILU, 0},
+        {VT_TYPE_Q8_0, VT_TYPE_Q8_0, VT_TYPE_Q8_0, 96, 160, 3, 2, 101, VT_MOE_ACT_GELU_TANH, 0},
+        {VT_TYPE_Q4_0, VT_TYPE_Q4_0, VT_TYPE_Q5_1, 128, 96, 2, 1, 65, VT_MOE_ACT_SILU, 0},
+        {VT_TYPE_IQ4_XS, VT_TYPE_IQ4_XS, VT_TYPE_Q2_K, 256, 256, 4, 2, 50, VT_MOE_ACT_SILU, 0},
+        {VT_TYPE_Q5_K, VT_TYPE_Q5_K, VT_TYPE_Q4_K, 256, 256, 3, 2, 98, VT_MOE_ACT_GELU_TANH, 1},
+        {VT_TYPE_Q3_K, VT_TYPE_Q3_K, VT_TYPE_MXFP4, 256, 224, 9, 8, 35, VT_MOE_ACT_SILU, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) ffn_run(&cs[i]);
+    fprintf(stderr, "moe_ffn: %zu multi-tile prefill cases within the bound (tensor-core cases so "
+            "far %d, worst |d|/bound %.3g)\n", sizeof cs / sizeof cs[0], g_n_tc, g_worst_tc);
 }
 
 /* top-k 1..8, the odd ones too, at decode token counts: the int8 decode
@@ -800,6 +864,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_ffn_topk),
+        cmocka_unit_test(test_moe_ffn_tiles),
         cmocka_unit_test(test_moe_ffn_sizes),
         cmocka_unit_test(test_moe_ffn_types),
         cmocka_unit_test(test_moe_ffn_refusals),

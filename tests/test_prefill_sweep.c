@@ -398,7 +398,8 @@ static int fast_comparable(const sweep_file *f) { return f->fast_exact || f->cri
  * (int8 activations), and a routed expert that got one token of a chunk is
  * such a matmul whatever the chunk length; on a GPU so do one-token matmuls
  * and the experts of chunks of up to 8 tokens (unless VT_GPU_INT8_DOT=0),
- * and longer chunks round activations to TF32 (unless VT_GPU_GEMM=cublas):
+ * and longer chunks round activations to bfloat16 (dense matmuls) and TF32
+ * (experts) on tensor cores (unless VT_GPU_GEMM is cublas or tiled):
  * those runs are held to the reference criterion, at every prefix and every
  * chunk size, not to each other. */
 static int gpu_int8(void)
@@ -435,7 +436,8 @@ static void for_each_case(sweep_case_fn fn)
             int exact_kernels = g_cpu && !strcmp(ks[k], "scalar");
             /* a lossy file without a logit reference has nothing to hold
              * rounded activations to (its q8_0 products are swept with the
-             * reference kernels, and on a GPU with VT_GPU_INT8_DOT=0) */
+             * reference kernels, and on a GPU with VT_GPU_INT8_DOT=0
+             * VT_GPU_GEMM=cublas) */
             if ((g_cpu || gpu_int8()) && !exact_kernels && !fast_comparable(f)) continue;
             char what[256];
             snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,

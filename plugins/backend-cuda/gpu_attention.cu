@@ -2,7 +2,9 @@
  * gpu_attention.cu - attention over the KV cache for backend-cuda /
  * backend-rocm (vt/backend.h: attention, and attention_dpos of ABI 1.2 with
  * pos0 read from device memory):
- *  - prefill (16 tokens or more): a tiled, flash-attention style kernel
+ *  - prefill (16 tokens or more, and at least one (token, head) pair per
+ *    SM; fewer pairs take the split kernel below): a tiled, flash-attention
+ *    style kernel
  *    (k_attn_tiled: 16 queries of a head per block share each tile of 32
  *    K/V rows in shared memory, online softmax per query row);
  *  - fewer tokens: one block per (token, query head) whose warps each run an

@@ -20,8 +20,8 @@
  *    dequantised exactly, rounded to bfloat16 (nearest even) into a bounded
  *    device buffer, the activations rounded the same way once, and
  *    cublasGemmEx multiplies them with float32 accumulation and output: each
- *    term within 2^-8 of its float32 value (tests/test_cuda_quant.c's
- *    bound). F32/F16/BF16 weights, and every type with VT_GPU_GEMM=cublas:
+ *    input within 2^-8 (8 significant bits), so each term within
+ *    2^-7 + 2^-16 of its float32 value (tests/test_cuda_quant.c's bound). F32/F16/BF16 weights, and every type with VT_GPU_GEMM=cublas:
  *    rows dequantised exactly to float32 and cuBLAS SGEMM with the default
  *    (not TF32) math mode (F32 weights directly). Under HIP (no hipBLAS on
  *    Debian 12), or with env VT_GPU_GEMM=tiled, a 64x64 tiled kernel that
