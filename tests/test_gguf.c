@@ -4,8 +4,10 @@
  * of the files) and writer -> reader round trips checked byte by byte.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -636,6 +638,72 @@ static void test_writer_roundtrip_other_alignments(void **state)
     roundtrip(4096);
 }
 
+/* The output file (issue: safe output files): the temporary is never a path
+ * someone can plant (a symlink at "<out>.tmp" keeps its target), a
+ * destination that is not a regular file is refused and left as it was, an
+ * existing destination keeps its mode, and nothing temporary is left. */
+static int dir_entries(const char *d)
+{
+    DIR *dh = opendir(d);
+    int n = 0;
+    struct dirent *de;
+    while (dh && (de = readdir(dh)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
+    if (dh) closedir(dh);
+    return n;
+}
+
+static void test_writer_output_safety(void **state)
+{
+    (void)state;
+    char *d = make_tmpdir();
+    char out[600], tmp[620], victim[600], fifo[600];
+    snprintf(out, sizeof out, "%s/m.gguf", d);
+    snprintf(tmp, sizeof tmp, "%s/m.gguf.tmp", d);
+    snprintf(victim, sizeof victim, "%s/victim", d);
+    snprintf(fifo, sizeof fifo, "%s/fifo.gguf", d);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("keep", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    assert_int_equal(vt_gguf_writer_set_str(w, "general.architecture", "none"), VT_OK);
+    assert_int_equal(vt_gguf_writer_write(w, out), VT_OK);
+    char buf[8] = {0};
+    f = fopen(victim, "r");
+    assert_non_null(f);
+    assert_int_equal(fread(buf, 1, 4, f), 4);
+    fclose(f);
+    if (strcmp(buf, "keep")) fail_msg("the symlink planted at %s had its target %s overwritten", tmp, victim);
+    struct stat st;
+    assert_int_equal(lstat(out, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    /* the destination's mode is kept */
+    assert_int_equal(chmod(out, 0600), 0);
+    assert_int_equal(vt_gguf_writer_write(w, out), VT_OK);
+    assert_int_equal(stat(out, &st), 0);
+    if ((st.st_mode & 07777) != 0600)
+        fail_msg("%s was 0600 and came back %04o", out, (unsigned)(st.st_mode & 07777));
+    /* a FIFO (or any device) as the destination: refused by name, left a FIFO */
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    vt_clear_error();
+    assert_int_not_equal(vt_gguf_writer_write(w, fifo), VT_OK);
+    if (!strstr(vt_last_error(), fifo) || !strstr(vt_last_error(), "not a regular file"))
+        fail_msg("refusal of a FIFO destination: %s", vt_last_error());
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    /* only what the test made is left: m.gguf, m.gguf.tmp (the link), victim, fifo.gguf */
+    assert_int_equal(dir_entries(d), 4);
+    vt_gguf_writer_free(w);
+    unlink(out);
+    unlink(tmp);
+    unlink(victim);
+    unlink(fifo);
+    rmdir(d);
+    free(d);
+}
+
 static void test_writer_errors(void **state)
 {
     (void)state;
@@ -680,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_writer_roundtrip_32),
         cmocka_unit_test(test_writer_roundtrip_other_alignments),
         cmocka_unit_test(test_writer_errors),
+        cmocka_unit_test(test_writer_output_safety),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

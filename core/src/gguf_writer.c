@@ -9,8 +9,12 @@
  * padded to the next multiple (the last one too), the gaps and the padding
  * before the data section filled with zeros. An alignment other than 32 is
  * recorded as general.alignment (u32) automatically. Each file is written to
- * "<path>.tmp" and renamed over path when complete (for a split model, once
- * every shard is complete).
+ * a new temporary "<path>.tmp.XXXXXX" (mkstemp: created exclusively, so no
+ * name someone planted beforehand, a symlink included, is ever followed),
+ * given the destination's mode (0666 less the umask for a new file), synced
+ * and renamed over path when complete (for a split model, once every shard
+ * is complete). A destination that exists and is not a regular file (a
+ * device, a FIFO, a directory) is refused and left as it was.
  *
  * Tensor data is either copied at add time, a hole (zeros, not written), or
  * produced by the caller's fill callback while the file is written, in chunks
@@ -25,6 +29,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -522,13 +527,53 @@ static size_t chunk_bytes(const vt_gguf_writer *w)
     return n;
 }
 
-/* Write one GGUF file to tmp as fs says. buf: the fill buffer (chunk_bytes). */
-static vt_status write_file(const vt_gguf_writer *w, const char *tmp, const file_spec *fs,
+static const char *file_type_name(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* The mode the file written for destination path gets: the destination's
+ * when it is a regular file (through symlinks), 0666 less the umask when it
+ * does not exist; anything else is refused by name. */
+static vt_status dest_mode(const char *path, mode_t *mode)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            vt_set_error("%s: not a regular file (%s); refusing to replace it", path,
+                         file_type_name(st.st_mode));
+            return VT_ERR_INVALID_ARG;
+        }
+        *mode = st.st_mode & 07777;
+        return VT_OK;
+    }
+    if (errno != ENOENT) {
+        vt_set_error("%s: %s", path, strerror(errno));
+        return VT_ERR_IO;
+    }
+    mode_t um = umask(0);
+    umask(um);
+    *mode = 0666 & ~um;
+    return VT_OK;
+}
+
+/* Write one GGUF file as fs says to a new temporary made from tmp (a
+ * "...XXXXXX" template, filled in by mkstemp), with the given mode, synced.
+ * buf: the fill buffer (chunk_bytes). */
+static vt_status write_file(const vt_gguf_writer *w, char *tmp, mode_t mode, const file_spec *fs,
                             uint8_t *buf)
 {
-    out o = {.f = fopen(tmp, "wb")};
-    if (!o.f) {
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
         vt_set_error("%s: cannot create: %s", tmp, strerror(errno));
+        return VT_ERR_IO;
+    }
+    out o = {.f = fchmod(fd, mode) == 0 ? fdopen(fd, "wb") : NULL};
+    if (!o.f) {
+        vt_set_error("%s: cannot set up: %s", tmp, strerror(errno));
+        close(fd);
+        remove(tmp);
         return VT_ERR_IO;
     }
     wkv split[4];
@@ -584,7 +629,8 @@ static vt_status write_file(const vt_gguf_writer *w, const char *tmp, const file
         put_zeros(&o, align_up(o.pos - data_start, w->alignment) - (o.pos - data_start));
     }
     /* a trailing hole needs the size set explicitly */
-    if (!st && !o.bad && (fflush(o.f) != 0 || ftruncate(fileno(o.f), (off_t)o.pos) != 0))
+    if (!st && !o.bad &&
+        (fflush(o.f) != 0 || ftruncate(fileno(o.f), (off_t)o.pos) != 0 || fsync(fileno(o.f)) != 0))
         o.bad = true;
     int err = errno;
     int close_failed = fclose(o.f) != 0;
@@ -597,13 +643,15 @@ static vt_status write_file(const vt_gguf_writer *w, const char *tmp, const file
     return st;
 }
 
-/* "<path>.tmp", malloc-ed (NULL with the error set). */
+#define TMP_SUFFIX ".tmp.XXXXXX"
+
+/* "<path>.tmp.XXXXXX" (a mkstemp template), malloc-ed (NULL with the error set). */
 static char *tmp_name(const char *path)
 {
-    size_t n = strlen(path) + 5;
+    size_t n = strlen(path) + sizeof TMP_SUFFIX;
     char *tmp = malloc(n);
     if (!tmp) vt_set_error_oom(n, "temporary path for %s", path);
-    else snprintf(tmp, n, "%s.tmp", path);
+    else snprintf(tmp, n, "%s" TMP_SUFFIX, path);
     return tmp;
 }
 
@@ -615,6 +663,8 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
     }
     vt_status st = check_alignment_key(w, path);
     if (st) return st;
+    mode_t mode;
+    if ((st = dest_mode(path, &mode))) return st;
     char *tmp = tmp_name(path);
     if (!tmp) return VT_ERR_OUT_OF_MEMORY;
     size_t nb = chunk_bytes(w);
@@ -624,7 +674,7 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
         return VT_ERR_OUT_OF_MEMORY;
     }
     file_spec fs = {0, w->n_t, 0, 1, true};
-    st = write_file(w, tmp, &fs, buf);
+    st = write_file(w, tmp, mode, &fs, buf);
     free(buf);
     if (!st && rename(tmp, path) != 0) {
         vt_set_error("%s: cannot rename to %s: %s", tmp, path, strerror(errno));
@@ -743,27 +793,32 @@ vt_status vt_gguf_writer_write_split(vt_gguf_writer *w, const char *path, uint32
     if (st) return st;
     const size_t name_size = strlen(path) + 32;
     const size_t nb = chunk_bytes(w);
-    /* name[k]: shard k's file; name[n_shards + k]: its "<file>.tmp" */
+    /* name[k]: shard k's file; name[n_shards + k]: its temporary "<file>.tmp.XXXXXX" */
     char **name = vt_calloc_named(2 * (size_t)n_shards, sizeof *name, "gguf writer shard names");
     size_t *first = vt_calloc_named((size_t)n_shards + 1, sizeof *first, "gguf writer shard table");
+    mode_t *modes = vt_calloc_named((size_t)n_shards, sizeof *modes, "gguf writer shard modes");
     uint8_t *buf = nb ? vt_malloc_named(nb, "gguf writer fill buffer") : NULL;
-    if (!name || !first || (nb && !buf)) {
+    if (!name || !first || !modes || (nb && !buf)) {
         st = VT_ERR_OUT_OF_MEMORY;
         goto out;
     }
     for (uint32_t k = 0; k < n_shards; k++) {
         if (!(name[k] = vt_malloc_named(name_size, "gguf writer shard name")) ||
-            !(name[n_shards + k] = vt_malloc_named(name_size + 4, "gguf writer shard name"))) {
+            !(name[n_shards + k] = vt_malloc_named(name_size + sizeof TMP_SUFFIX,
+                                                   "gguf writer shard name"))) {
             st = VT_ERR_OUT_OF_MEMORY;
             goto out;
         }
         if ((st = vt_gguf_writer_shard_path(path, k, n_shards, name[k], name_size))) goto out;
-        snprintf(name[n_shards + k], name_size + 4, "%s.tmp", name[k]);
+        snprintf(name[n_shards + k], name_size + sizeof TMP_SUFFIX, "%s" TMP_SUFFIX, name[k]);
+        mode_t m;
+        if ((st = dest_mode(name[k], &m))) goto out;
+        modes[k] = m;
     }
     assign_shards(w, n_shards, first);
     for (uint32_t k = 0; k < n_shards && !st; k++) {
         file_spec fs = {first[k], first[k + 1], k, n_shards, k == 0};
-        if ((st = write_file(w, name[n_shards + k], &fs, buf)))
+        if ((st = write_file(w, name[n_shards + k], modes[k], &fs, buf)))
             for (uint32_t j = 0; j < k; j++) remove(name[n_shards + j]);
     }
     for (uint32_t k = 0; k < n_shards && !st; k++) {
@@ -778,6 +833,7 @@ out:
         for (uint32_t k = 0; k < 2 * n_shards; k++) free(name[k]);
     free(name);
     free(first);
+    free(modes);
     free(buf);
     return st;
 }
