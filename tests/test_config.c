@@ -14,6 +14,8 @@
  */
 #include "test_util.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -786,6 +788,42 @@ static void test_print(void **s)
     free(out);
 }
 
+
+static void fifo_alarm(int sig)
+{
+    (void)sig;
+    static const char m[] = "test_config: a FIFO given as the config was waited on\n";
+    if (write(2, m, sizeof m - 1) < 0) _exit(3);
+    _exit(3);
+}
+
+/* --config FIFO (or any non-regular file) is refused by its type, never
+ * waited on (issue 17) */
+static void test_fifo_config_refused(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-cfg-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    char f[300];
+    snprintf(f, sizeof f, "%s/residency.yaml", d);
+    assert_int_equal(mkfifo(f, 0644), 0);
+    signal(SIGALRM, fifo_alarm);
+    alarm(20);
+    vt_config c;
+    vt_config_defaults(&c);
+    vt_clear_error();
+    assert_int_not_equal(vt_config_load_file(f, &c), VT_OK);
+    if (!strstr(vt_last_error(), f) || !strstr(vt_last_error(), "not a regular file"))
+        fail_msg("FIFO config: %s", vt_last_error());
+    vt_clear_error();
+    assert_int_not_equal(vt_config_load_file(d, &c), VT_OK);
+    if (!strstr(vt_last_error(), "not a regular file")) fail_msg("directory config: %s", vt_last_error());
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    unlink(f);
+    rmdir(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -799,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_refusals),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_fifo_config_refused),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

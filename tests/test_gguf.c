@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -704,6 +705,38 @@ static void test_writer_output_safety(void **state)
     free(d);
 }
 
+
+static void gguf_fifo_alarm(int sig)
+{
+    (void)sig;
+    static const char m[] = "test_gguf: a FIFO given as the model was waited on\n";
+    if (write(2, m, sizeof m - 1) < 0) _exit(3);
+    _exit(3);
+}
+
+/* -m FIFO is refused by its type, never waited on (issue 17) */
+static void test_open_fifo_refused(void **state)
+{
+    (void)state;
+    char *d = make_tmpdir();
+    char f[600];
+    snprintf(f, sizeof f, "%s/m.gguf", d);
+    assert_int_equal(mkfifo(f, 0644), 0);
+    signal(SIGALRM, gguf_fifo_alarm);
+    alarm(20);
+    vt_gguf *g = NULL;
+    vt_clear_error();
+    assert_int_not_equal(vt_gguf_open(f, 0, &g), VT_OK);
+    assert_null(g);
+    if (!strstr(vt_last_error(), f) || !strstr(vt_last_error(), "not a regular file"))
+        fail_msg("FIFO model: %s", vt_last_error());
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    unlink(f);
+    rmdir(d);
+    free(d);
+}
+
 static void test_writer_errors(void **state)
 {
     (void)state;
@@ -749,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_writer_roundtrip_other_alignments),
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_writer_output_safety),
+        cmocka_unit_test(test_open_fifo_refused),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

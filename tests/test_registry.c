@@ -7,6 +7,8 @@
  */
 #include "test_util.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "capabilities.h"
@@ -284,7 +286,7 @@ static void test_manifest_checks(void **s)
     assert_int_equal(chmod(so, 0666), 0);
     r = empty_registry();
     assert_int_not_equal(vt_registry_load_file(r, so), VT_OK);
-    assert_non_null(strstr(vt_last_error(), "plugin file is writable by group or others"));
+    assert_non_null(strstr(vt_last_error(), "backend-fake.so is writable by group or others"));
     vt_registry_close(r);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
@@ -333,6 +335,156 @@ static void test_not_a_plugin(void **s)
     rmdir(d);
 }
 
+
+/* ------------------------------------------------- plugin trust (issue 17) */
+
+static void rm_rf(const char *d)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", d, d);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* load path in a fresh registry: refused, the message holding every needle */
+static void expect_load_refused(const char *path, const char *n1, const char *n2)
+{
+    vt_registry *r = empty_registry();
+    vt_clear_error();
+    assert_int_not_equal(vt_registry_load_file(r, path), VT_OK);
+    const char *m = vt_last_error();
+    if (!strstr(m, n1) || (n2 && !strstr(m, n2)))
+        fail_msg("refusal of %s lacks '%s'%s%s: %s", path, n1, n2 ? " / " : "", n2 ? n2 : "", m);
+    assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    vt_registry_close(r);
+}
+
+/* The trust decision comes before dlopen: a plugin in a directory others can
+ * write (here 0777) is refused without its constructor running; a symlink
+ * in a safe directory to such a file is judged by the file's real place; a
+ * safe directory inside a parent others can write is refused; a sticky
+ * parent (as /tmp, where all of these live) is fine. */
+static void test_trust_real_path_and_ancestors(void **s)
+{
+    (void)s;
+    char base[] = "/tmp/vt-trust-XXXXXX";
+    assert_non_null(mkdtemp(base));
+    char open_dir[300], safe[300], inner[300], mark[300], so[400], link[400];
+    snprintf(open_dir, sizeof open_dir, "%s/open", base);
+    snprintf(safe, sizeof safe, "%s/safe", base);
+    snprintf(mark, sizeof mark, "%s/ctor-ran", base);
+    assert_int_equal(mkdir(open_dir, 0755), 0);
+    assert_int_equal(mkdir(safe, 0755), 0);
+    install_copy(fake_path("ctor7"), open_dir, "backend-fake", INT32_MIN);
+    assert_int_equal(chmod(open_dir, 0777), 0);
+    setenv("VT_FAKE_CTOR_MARK", mark, 1);
+    snprintf(so, sizeof so, "%s/backend-fake.so", open_dir);
+    expect_load_refused(so, open_dir, "writable by group or others");
+    if (access(mark, F_OK) == 0) fail_msg("the constructor of %s ran before it was refused", so);
+    /* through a symlink in a 0755 directory */
+    snprintf(link, sizeof link, "%s/backend-fake.so", safe);
+    assert_int_equal(symlink(so, link), 0);
+    expect_load_refused(link, open_dir, "writable by group or others");
+    if (access(mark, F_OK) == 0) fail_msg("the constructor of %s ran through %s", so, link);
+    /* a 0755 plugin directory inside the 0777 one */
+    snprintf(inner, sizeof inner, "%s/inner", open_dir);
+    assert_int_equal(mkdir(inner, 0755), 0);
+    install_copy(fake_path("good"), inner, "backend-fake", INT32_MIN);
+    snprintf(so, sizeof so, "%s/backend-fake.so", inner);
+    expect_load_refused(so, open_dir, "writable by group or others");
+    /* the same plugin in a 0755 directory under sticky /tmp: loads; the
+     * ABI-7 one in a trusted place is refused for its ABI (its constructor
+     * runs: dlopen cannot load without it, which is why the place is checked) */
+    char ok_so[400];
+    install_copy(fake_path("good"), safe, "backend-good", INT32_MIN);
+    snprintf(ok_so, sizeof ok_so, "%s/backend-good.so", safe);
+    vt_registry *r = empty_registry();
+    if (vt_registry_load_file(r, ok_so) != VT_OK) fail_msg("a plugin in %s was refused: %s", safe, vt_last_error());
+    vt_registry_close(r);
+    unsetenv("VT_FAKE_CTOR_MARK");
+    rm_rf(base);
+}
+
+/* A manifest others can write is refused (its priority would shadow the
+ * installed plugin); so is a file or directory owned by another user (root
+ * only: chown needs it). */
+static void test_trust_manifest_and_owner(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-trust-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    install_copy(fake_path("good"), d, "backend-fake", 9);
+    char so[300], ini[300];
+    snprintf(so, sizeof so, "%s/backend-fake.so", d);
+    snprintf(ini, sizeof ini, "%s/backend-fake.ini", d);
+    assert_int_equal(chmod(ini, 0666), 0);
+    expect_load_refused(so, ini, "writable by group or others");
+    assert_int_equal(chmod(ini, 0644), 0);
+    vt_registry *r = empty_registry();
+    assert_int_equal(vt_registry_load_file(r, so), VT_OK);
+    vt_registry_close(r);
+    if (geteuid() == 0) {
+        assert_int_equal(chown(so, 65534, 65534), 0);
+        expect_load_refused(so, so, "owned by uid 65534");
+        assert_int_equal(chown(so, 0, 0), 0);
+        assert_int_equal(chown(ini, 65534, 65534), 0);
+        expect_load_refused(so, ini, "owned by uid 65534");
+        assert_int_equal(chown(ini, 0, 0), 0);
+        assert_int_equal(chown(d, 65534, 65534), 0);
+        expect_load_refused(so, d, "owned by uid 65534");
+        const char *dirs[] = {d, NULL};
+        assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+        assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+        vt_registry_close(r);
+        assert_int_equal(chown(d, 0, 0), 0);
+    } else {
+        fprintf(stderr, "  (not root: the other-owner cases need chown and are skipped)\n");
+    }
+    rm_rf(d);
+}
+
+static void alarm_fail(int sig)
+{
+    (void)sig;
+    static const char m[] = "test_registry: a FIFO was waited on (no writer ever comes)\n";
+    if (write(2, m, sizeof m - 1) < 0) _exit(3);
+    _exit(3);
+}
+
+/* A FIFO named like a plugin, or as a manifest, is refused by its type and
+ * never waited on (opening a FIFO for reading blocks until a writer comes). */
+static void test_fifo_plugin_refused(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-trust-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    char f[300];
+    snprintf(f, sizeof f, "%s/backend-fifo.so", d);
+    assert_int_equal(mkfifo(f, 0644), 0);
+    signal(SIGALRM, alarm_fail);
+    alarm(20);
+    vt_registry *r = empty_registry();
+    vt_clear_error();
+    assert_int_not_equal(vt_registry_load_file(r, f), VT_OK);
+    if (!strstr(vt_last_error(), f) || !strstr(vt_last_error(), "not a regular file"))
+        fail_msg("FIFO plugin: %s", vt_last_error());
+    vt_registry_close(r);
+    /* a FIFO manifest beside a real plugin */
+    install_copy(fake_path("good"), d, "backend-fake", INT32_MIN);
+    char ini[300], so[300];
+    snprintf(ini, sizeof ini, "%s/backend-fake.ini", d);
+    snprintf(so, sizeof so, "%s/backend-fake.so", d);
+    assert_int_equal(mkfifo(ini, 0644), 0);
+    expect_load_refused(so, ini, "not a regular file");
+    /* and the directory scan meets both */
+    const char *dirs[] = {d, NULL};
+    assert_int_equal(vt_registry_open(dirs, &r), VT_OK);
+    assert_null(vt_registry_find(r, VT_PLUGIN_BACKEND, "fake"));
+    vt_registry_close(r);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    rm_rf(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +501,9 @@ int main(void)
         cmocka_unit_test(test_manifest_checks),
         cmocka_unit_test(test_group_writable_dir_refused),
         cmocka_unit_test(test_not_a_plugin),
+        cmocka_unit_test(test_trust_real_path_and_ancestors),
+        cmocka_unit_test(test_trust_manifest_and_owner),
+        cmocka_unit_test(test_fifo_plugin_refused),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -17,10 +17,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -963,8 +965,29 @@ static vt_status yp_syntax(yparse *p)
 
 static vt_status read_file(const char *path, char **text, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; the
+     * type is checked on the descriptor */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        vt_set_error("cannot open config %s: %s", path, strerror(errno));
+        return VT_ERR_IO;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        vt_set_error("cannot check config %s: %s", path, strerror(errno));
+        close(fd);
+        return VT_ERR_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        vt_set_error("config %s: %s, not a regular file", path,
+                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                     : S_ISCHR(sb.st_mode) ? "a character device" : "another file type");
+        return VT_ERR_IO;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        close(fd);
         vt_set_error("cannot open config %s: %s", path, strerror(errno));
         return VT_ERR_IO;
     }

@@ -735,7 +735,9 @@ static void shard_free(gguf_shard *s)
 static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
 {
     reader r = {.path = s->path, .fd = -1, .ctx = CTX_HEADER};
-    s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; the
+     * type is checked on the descriptor, then the flag dropped */
+    s->fd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (s->fd < 0) {
         vt_set_error("%s: cannot open: %s", s->path, strerror(errno));
         return errno == ENOENT ? VT_ERR_NOT_FOUND : VT_ERR_IO;
@@ -746,9 +748,14 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         return VT_ERR_IO;
     }
     if (!S_ISREG(sb.st_mode)) {
-        vt_set_error("%s: not a regular file", s->path);
+        vt_set_error("%s: %s, not a regular file", s->path,
+                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                     : S_ISCHR(sb.st_mode) ? "a character device" : S_ISBLK(sb.st_mode) ? "a block device"
+                     : S_ISSOCK(sb.st_mode) ? "a socket" : "another file type");
         return VT_ERR_IO;
     }
+    int fl = fcntl(s->fd, F_GETFL);
+    if (fl != -1) (void)fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK);
     s->size = (uint64_t)sb.st_size;
     r.fd = s->fd;
     r.size = s->size;

@@ -12,13 +12,25 @@
  *    a reason. Capabilities newer than the plugin's minor read as ABSENT with
  *    the reason "plugin built for ABI x.y".
  * A refused plugin stays in the list with the reason (shown by `vt plugins`)
- * and its handle closed. Directories writable by group or others are refused.
+ * and its handle closed.
+ *
+ * Before any of that, before dlopen runs a line of the plugin's code (its ELF
+ * constructors run inside dlopen), the place is judged (trust_file): the
+ * file, found through its real path (symlinks resolved), must be a regular
+ * file (checked with fstat on a descriptor opened O_NONBLOCK, so a FIFO is
+ * refused by its type, never waited on), owned by root or the running user
+ * and not writable by group or others; so must its manifest NAME.ini, the
+ * listed directory, and every directory from / down to the file. A directory
+ * writable by others with the sticky bit set (/tmp) is accepted as an
+ * ancestor: its entries below are checked for their own owner, as OpenSSH's
+ * path checks treat it.
  */
 #include "registry.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -373,6 +385,85 @@ static void resolve_shadowing(vt_registry *r, vt_plugin_entry *e)
     }
 }
 
+/* ------------------------------------------------------------- trust */
+
+static const char *type_name(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symlink" : "not a regular file";
+}
+
+/* 0 when the entry at path (st) may hold plugin code or a manifest: owned by
+ * root or the running user and not writable by group or others, except an
+ * ancestor directory with the sticky bit; else 1 with why. */
+static int untrusted(const char *path, const struct stat *st, int ancestor, char *why, size_t cap)
+{
+    const uid_t me = geteuid();
+    if (st->st_uid != 0 && st->st_uid != me) {
+        snprintf(why, cap, "%s is owned by uid %u, neither root nor the running user (uid %u)",
+                 path, (unsigned)st->st_uid, (unsigned)me);
+        return 1;
+    }
+    if ((st->st_mode & (S_IWGRP | S_IWOTH)) &&
+        !(ancestor && S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX))) {
+        snprintf(why, cap, "%s is writable by group or others (mode %04o)", path,
+                 (unsigned)(st->st_mode & 07777));
+        return 1;
+    }
+    return 0;
+}
+
+/* Every directory from / down to the one holding real (an absolute path,
+ * symlinks resolved). */
+static int untrusted_ancestors(const char *real, char *why, size_t cap)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", real);
+    for (;;) {
+        char *slash = strrchr(p, '/');
+        if (!slash) return 0;
+        if (slash == p) p[1] = '\0';
+        else *slash = '\0';
+        struct stat st;
+        if (stat(p, &st) != 0) {
+            snprintf(why, cap, "cannot check directory %s: %s", p, strerror(errno));
+            return 1;
+        }
+        if (untrusted(p, &st, 1, why, cap)) return 1;
+        if (slash == p) return 0;
+    }
+}
+
+/* Open path for reading without waiting (O_NONBLOCK: a FIFO would block),
+ * refuse what is not a regular file by its type, or is untrusted; returns
+ * the descriptor (>= 0), or -1 with why; -2 when path does not exist and
+ * missing_ok. */
+static int open_trusted(const char *path, int missing_ok, char *why, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (missing_ok && errno == ENOENT) return -2;
+        snprintf(why, cap, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, cap, "cannot check %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, cap, "%s is %s, not a regular file", path, type_name(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    if (untrusted(path, &st, 0, why, cap)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 vt_status vt_registry_load_file(vt_registry *r, const char *path)
 {
     char real[PATH_MAX];
@@ -388,13 +479,35 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
     char why[1024];
     manifest man = {0};
 
+    /* the place first: nothing of the plugin runs before it is trusted */
+    int so_fd = open_trusted(real, 0, why, sizeof why);
+    if (so_fd < 0 || untrusted_ancestors(real, why, sizeof why)) {
+        if (so_fd >= 0) close(so_fd);
+        refuse(e, why);
+        return VT_ERR_IO;
+    }
+    close(so_fd);
+
     /* manifest NAME.ini beside NAME.so */
     size_t len = strlen(real);
     if (len > 3 && !strcmp(real + len - 3, ".so")) {
         char ini[PATH_MAX];
         snprintf(ini, sizeof ini, "%.*s.ini", (int)(len - 3), real);
-        if (access(ini, R_OK) == 0) {
-            int rc = ini_parse(ini, manifest_handler, &man);
+        int ini_fd = open_trusted(ini, 1, why, sizeof why);
+        if (ini_fd == -1) {
+            refuse(e, why);
+            return VT_ERR_IO;
+        }
+        FILE *inf = ini_fd >= 0 ? fdopen(ini_fd, "r") : NULL;
+        if (ini_fd >= 0 && !inf) {
+            snprintf(why, sizeof why, "cannot read manifest %s: %s", ini, strerror(errno));
+            close(ini_fd);
+            refuse(e, why);
+            return VT_ERR_IO;
+        }
+        if (inf) {
+            int rc = ini_parse_file(inf, manifest_handler, &man);
+            fclose(inf);
             if (rc != 0) {
                 snprintf(why, sizeof why, "manifest %s: line %d: %s", ini, rc,
                          man.bad[0] ? man.bad : "not valid INI");
@@ -420,12 +533,6 @@ vt_status vt_registry_load_file(vt_registry *r, const char *path)
                 vt_log(VT_LOG_WARN, "plugin %s: %s", real, vt_last_error());
         }
     }
-    struct stat fst;
-    if (stat(real, &fst) == 0 && (fst.st_mode & (S_IWGRP | S_IWOTH))) {
-        refuse(e, "plugin file is writable by group or others; refusing to load it");
-        return VT_ERR_IO;
-    }
-
     e->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
     if (!e->handle) {
         snprintf(why, sizeof why, "dlopen failed: %s", dlerror());
@@ -488,9 +595,12 @@ static void scan_dir(vt_registry *r, const char *dir, char seen[][PATH_MAX], siz
 
     struct stat st;
     if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return;
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    char why[1024];
+    if (untrusted(real, &st, 0, why, sizeof why) || untrusted_ancestors(real, why, sizeof why)) {
         vt_plugin_entry *e = push_entry(r, real);
-        if (e) refuse(e, "plugin directory is writable by group or others; refusing to load from it");
+        char msg[1100];
+        snprintf(msg, sizeof msg, "plugin directory not trusted: %s; refusing to load from it", why);
+        if (e) refuse(e, msg);
         return;
     }
     DIR *dh = opendir(real);

@@ -14,6 +14,8 @@
  *   FAKE_DISCRETE       with FAKE_ALL_OPS: device memory is not host-addressable,
  *                       so a model copies every weight with copy_h2d (memcpy
  *                       into malloc-ed "device" memory): load-progress tests
+ *   FAKE_CTOR           an ELF constructor that creates the file named by
+ *                       $VT_FAKE_CTOR_MARK: shows whether dlopen ran its code
  *   FAKE_ALL_OPS        declare every op and weight type PRESENT (stubs that
  *                       return VT_ERR_UNSUPPORTED) and host-addressable memory,
  *                       for fit-check tests; memory_probe reports
@@ -33,6 +35,16 @@
 #endif
 #ifndef FAKE_ABI_MINOR
 #define FAKE_ABI_MINOR VT_ABI_MINOR
+#endif
+
+#ifdef FAKE_CTOR
+#include <stdio.h>
+__attribute__((constructor)) static void fake_ctor(void)
+{
+    const char *p = getenv("VT_FAKE_CTOR_MARK");
+    FILE *f = p ? fopen(p, "w") : NULL;
+    if (f) fclose(f);
+}
 #endif
 
 static int fake_device_count(void) { return 1; }
