@@ -532,6 +532,37 @@ static void test_config_show_and_set(void **s)
     free(out), free(err);
 }
 
+
+/* Nothing silently ignored (issue 17): an empty --device is a usage error; an
+ * environment setting with a value no code knows is a WARN that names it. */
+static void test_settings_not_ignored(void **s)
+{
+    (void)s;
+    if (!(fx = vt_test_fixtures())) return;
+    char *out, *err;
+    const char *a1[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "-n", "1",
+                        "--device", "", NULL};
+    int rc = run_vt(a1, &out, &err);
+    if (rc != 2 || !strstr(err, "--device")) fail_msg("--device \"\" exited %d: %s", rc, err);
+    free(out), free(err);
+
+    setenv("VT_LOG_LEVEL", "bogus", 1);
+    const char *a2[] = {"plugins", NULL};
+    rc = run_vt(a2, &out, &err);
+    unsetenv("VT_LOG_LEVEL");
+    if (rc != 0 || !strstr(err, "VT_LOG_LEVEL=bogus")) fail_msg("VT_LOG_LEVEL=bogus (exit %d): %s", rc, err);
+    free(out), free(err);
+
+    setenv("VT_CPU_INT8_DOT", "banana", 1);
+    const char *a3[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "-n", "1",
+                        "--device", "cpu", NULL};
+    rc = run_vt(a3, &out, &err);
+    unsetenv("VT_CPU_INT8_DOT");
+    if (rc != 0 || !strstr(err, "VT_CPU_INT8_DOT=banana"))
+        fail_msg("VT_CPU_INT8_DOT=banana (exit %d): %s", rc, err);
+    free(out), free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -544,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_logits_and_split),
         cmocka_unit_test(test_tokenize_info_plugins),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_settings_not_ignored),
         cmocka_unit_test(test_config_show_and_set),
         cmocka_unit_test(test_gemma4_logits),
     };

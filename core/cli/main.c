@@ -281,7 +281,14 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_STATS: o->stats = 1; break;
         case O_IDS: o->ids = 1; break;
         case O_TOKENS: o->tokens = optarg; break;
-        case O_DEVICE: o->device = optarg; break;
+        case O_DEVICE:
+            if (!optarg[0]) {
+                fprintf(stderr, "vt: --device needs a platform name (cpu, cuda, rocm, unified or a "
+                                "backend plugin's name), got an empty string\n");
+                return -1;
+            }
+            o->device = optarg;
+            break;
         case O_PLUGIN_DIR: o->plugin_dir = optarg; break;
         case O_KERNELS:
             if (strcmp(optarg, "auto") && strcmp(optarg, "scalar") && strcmp(optarg, "avx2") &&

@@ -134,6 +134,9 @@ static void log_init(void)
     else if (!strcasecmp(e, "warn")) log_level = VT_LOG_WARN;
     else if (!strcasecmp(e, "info")) log_level = VT_LOG_INFO;
     else if (!strcasecmp(e, "debug")) log_level = VT_LOG_DEBUG;
+    else /* vt_log would re-enter this once-initialiser: written directly, in its format */
+        fprintf(stderr, "vt: WARN: VT_LOG_LEVEL=%s is none of error, warn, info, debug; logging at "
+                        "warn\n", e);
 }
 
 void vt_log_set_level(vt_log_level level)

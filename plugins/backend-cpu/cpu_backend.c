@@ -183,6 +183,10 @@ static vt_status cpu_init(const vt_backend_params *p, vt_backend_ctx **out)
     ctx->host = p->host;
     ctx->k = k;
     ctx->qd = vt_cpu_qdot_for(k);
+    const char *i8 = getenv("VT_CPU_INT8_DOT");
+    if (i8 && strcmp(i8, "0") && strcmp(i8, "1") && p->host && p->host->log)
+        p->host->log(VT_LOG_WARN, "backend cpu: VT_CPU_INT8_DOT=%s is neither 0 nor 1; decode of "
+                     "quantised weights keeps integer dot products (1)", i8);
     ctx->n_threads = p->n_threads > 0 ? (int)p->n_threads : vt_cpu_online_cores();
     ctx->scratch = calloc((size_t)ctx->n_threads, sizeof *ctx->scratch);
     if (!ctx->scratch) {
