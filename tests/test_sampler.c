@@ -86,6 +86,30 @@ static void test_top_p_and_min_p(void **s)
     vt_sampler_free(sm);
 }
 
+
+/* Nothing to draw (issue 17): all logits NaN, or every token banned (an
+ * all-UNUSED vocabulary), is -1, never token 0; non-finite logits are
+ * counted for the caller to stop on. */
+static void test_nothing_to_sample(void **s)
+{
+    (void)s;
+    float l[4] = {NAN, NAN, NAN, NAN};
+    vt_sampler_params p = {.temperature = 0};
+    vt_sampler *sm;
+    assert_int_equal(vt_sampler_new(&p, 4, NULL, &sm), VT_OK);
+    assert_int_equal(vt_sampler_sample(sm, l), -1);
+    vt_sampler_free(sm);
+    float g[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    uint8_t all[4] = {1, 1, 1, 1};
+    p.temperature = 0.8f;
+    assert_int_equal(vt_sampler_new(&p, 4, all, &sm), VT_OK);
+    assert_int_equal(vt_sampler_sample(sm, g), -1);
+    vt_sampler_free(sm);
+    float b[5] = {1.0f, INFINITY, NAN, -INFINITY, 0.0f};
+    assert_int_equal(vt_sampler_bad_logits(b, 5), 3);
+    assert_int_equal(vt_sampler_bad_logits(g, 4), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -93,6 +117,7 @@ int main(void)
         cmocka_unit_test(test_topk1_is_greedy),
         cmocka_unit_test(test_seed_and_distribution),
         cmocka_unit_test(test_top_p_and_min_p),
+        cmocka_unit_test(test_nothing_to_sample),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

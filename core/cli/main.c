@@ -558,9 +558,15 @@ static int cmd_run(const opts *o_in)
         vt_set_error("out of memory for %lld logits", (long long)info.n_vocab);
         goto out;
     }
+    int64_t n_banned = 0;
     for (int64_t i = 0; i < info.n_vocab; i++)
-        banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED ||
-                    vt_tokenizer_is_suppressed(tok, (int32_t)i); /* tokenizer.ggml.suppress_tokens */
+        n_banned += banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED ||
+                                vt_tokenizer_is_suppressed(tok, (int32_t)i); /* tokenizer.ggml.suppress_tokens */
+    if (n_banned == info.n_vocab) {
+        vt_set_error("%s: every one of the %lld tokens is UNUSED or suppressed: nothing can be "
+                     "sampled", o->model, (long long)info.n_vocab);
+        goto out;
+    }
     vt_sampler_params sp = o->sp;
     if (!o->have_seed) {
         struct timespec ts;
@@ -581,7 +587,19 @@ static int cmd_run(const opts *o_in)
     double t1 = now_seconds();
     int n_gen = 0, ctx_full = 0;
     for (; o->n_predict < 0 || n_gen < o->n_predict; n_gen++) {
+        int64_t bad = vt_sampler_bad_logits(logits, info.n_vocab);
+        if (bad) {
+            vt_set_error("the logits after position %lld hold %lld NaN or infinite values of %lld "
+                         "(a model or backend fault); stopping", (long long)vt_engine_pos(e) - 1,
+                         (long long)bad, (long long)info.n_vocab);
+            goto out;
+        }
         int32_t id = vt_sampler_sample(smp, logits);
+        if (id < 0) {
+            vt_set_error("no token can be sampled after position %lld (every token banned)",
+                         (long long)vt_engine_pos(e) - 1);
+            goto out;
+        }
         if (!o->ignore_eos && vt_tokenizer_is_eog(tok, id)) break;
         if (o->ids) {
             printf(n_gen ? " %d" : "%d", id);

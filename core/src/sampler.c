@@ -87,6 +87,13 @@ static int cmp_desc(const void *a, const void *b)
     return x->id - y->id;
 }
 
+int64_t vt_sampler_bad_logits(const float *logits, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !isfinite(logits[i]);
+    return bad;
+}
+
 int32_t vt_sampler_sample(vt_sampler *s, const float *logits)
 {
     int32_t best = -1;
@@ -94,7 +101,7 @@ int32_t vt_sampler_sample(vt_sampler *s, const float *logits)
         if (s->banned[i] || isnan(logits[i])) continue;
         if (best < 0 || logits[i] > logits[best]) best = (int32_t)i;
     }
-    if (best < 0) return 0;
+    if (best < 0) return -1; /* nothing to draw */
     if (s->p.temperature <= 0.0f) return best;
 
     int64_t n = 0;

@@ -27,7 +27,12 @@ typedef struct vt_sampler vt_sampler;
 vt_status vt_sampler_new(const vt_sampler_params *p, int64_t n_vocab, const uint8_t *banned,
                          vt_sampler **out);
 void vt_sampler_free(vt_sampler *s);
-/* Pick a token id from logits [n_vocab] (not modified). */
+/* Pick a token id from logits [n_vocab] (not modified); NaN logits and
+ * banned ids are never picked. -1 when nothing can be picked (every id
+ * banned or NaN): the caller stops with an error, never emits a token. */
 int32_t vt_sampler_sample(vt_sampler *s, const float *logits);
+/* How many of logits [n] are NaN or infinite (a model or backend fault the
+ * caller reports, naming the position, instead of sampling around it). */
+int64_t vt_sampler_bad_logits(const float *logits, int64_t n);
 
 #endif
