@@ -546,6 +546,14 @@ static void test_settings_not_ignored(void **s)
     if (rc != 2 || !strstr(err, "--device")) fail_msg("--device \"\" exited %d: %s", rc, err);
     free(out), free(err);
 
+    /* --set naming a platform this run does not use: a WARN naming the key */
+    const char *a4[] = {"fit", "-m", model("qwen35moe-tiny-bf16.gguf"), "--device", "cpu", "--set",
+                        "cpux.experts=streamed", NULL};
+    rc = run_vt(a4, &out, &err);
+    if (rc != 0 || !strstr(err, "cpux.experts=streamed") || !strstr(err, "'cpu'"))
+        fail_msg("--set cpux.experts=streamed on device cpu (exit %d): %s", rc, err);
+    free(out), free(err);
+
     setenv("VT_LOG_LEVEL", "bogus", 1);
     const char *a2[] = {"plugins", NULL};
     rc = run_vt(a2, &out, &err);
@@ -563,6 +571,29 @@ static void test_settings_not_ignored(void **s)
     free(out), free(err);
 }
 
+
+/* A vt copied out of its build tree reads neither the source tree's
+ * conf/residency.yaml nor anything else of the build (issue 17): only its
+ * prefix, --config and VT_CONFIG. */
+static void test_copied_vt_reads_no_source_config(void **s)
+{
+    (void)s;
+    char d[] = "/tmp/vt-copy-XXXXXX";
+    assert_non_null(mkdtemp(d));
+    char cmd[9000], bin[300], outp[300];
+    snprintf(bin, sizeof bin, "%s/vt", d);
+    snprintf(outp, sizeof outp, "%s/out", d);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && env -u VT_CONFIG '%s' config > '%s' 2>&1", vt_test_vt_bin(),
+             bin, bin, outp);
+    int rc = system(cmd);
+    char *out = vt_test_read_file(outp, NULL);
+    if (rc != 0 || !strstr(out, "# residency config: (built-in defaults)"))
+        fail_msg("a copied vt (%s config, exit %d) read: %s", bin, rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -576,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_tokenize_info_plugins),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_settings_not_ignored),
+        cmocka_unit_test(test_copied_vt_reads_no_source_config),
         cmocka_unit_test(test_config_show_and_set),
         cmocka_unit_test(test_gemma4_logits),
     };

@@ -350,11 +350,28 @@ static double now_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The residency config: the file found (or --config), then every --set. */
-static vt_status load_config(const opts *o, vt_config *cfg)
+/* The residency config: the file found (or --config), then every --set.
+ * A run (warn_unselected) warns, naming it, about every --set of a platform
+ * other than the one it uses (--device, else defaults.platform): such a
+ * setting is accepted and has no effect. */
+static vt_status load_config(const opts *o, vt_config *cfg, int warn_unselected)
 {
     vt_status st = vt_config_load(o->config, cfg);
     for (int i = 0; st == VT_OK && i < o->n_sets; i++) st = vt_config_set_arg(cfg, o->sets[i]);
+    if (st != VT_OK || !warn_unselected) return st;
+    const char *sel = o->device ? o->device : cfg->default_platform;
+    for (int i = 0; i < o->n_sets; i++) {
+        const char *k = o->sets[i];
+        while (*k == ' ' || *k == '\t') k++;
+        if (!strncmp(k, "platforms.", 10)) k += 10;
+        size_t n = strcspn(k, ".=");
+        if ((n == 7 && !strncmp(k, "version", 7)) || (n == 8 && !strncmp(k, "defaults", 8)) ||
+            (n == 6 && !strncmp(k, "models", 6)))
+            continue;
+        if (strlen(sel) != n || strncmp(k, sel, n))
+            vt_log(VT_LOG_WARN, "--set %s: platform '%.*s' is not the one this run uses ('%s'); "
+                   "the setting has no effect", o->sets[i], (int)n, k, sel);
+    }
     return st;
 }
 
@@ -408,7 +425,7 @@ static void progress_end(progress_bar *b)
 static vt_status open_engine(const opts *o, vt_engine **e)
 {
     static vt_config cfg; /* large; one per process */
-    vt_status st = load_config(o, &cfg);
+    vt_status st = load_config(o, &cfg, 1);
     if (st != VT_OK) return st;
     progress_bar bar = {.last = 0};
     const char *base = strrchr(o->model, '/');
@@ -858,7 +875,7 @@ static int cmd_plugins(const opts *o)
 static int cmd_config(const opts *o)
 {
     static vt_config cfg;
-    if (load_config(o, &cfg) != VT_OK) return fail("config");
+    if (load_config(o, &cfg, 0) != VT_OK) return fail("config");
     printf("# residency config: %s%s\n", cfg.path[0] ? cfg.path : "(built-in defaults)",
            o->n_sets ? ", with --set overrides" : "");
     vt_config_print(&cfg, stdout);
@@ -885,7 +902,7 @@ static int cmd_fit(const opts *o)
     const char *dirs[2] = {o->plugin_dir, NULL};
     int probe_ok;
     uint64_t mem_free, mem_total;
-    if (load_config(o, &cfg) != VT_OK || vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK ||
+    if (load_config(o, &cfg, 1) != VT_OK || vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK ||
         vt_registry_open(o->plugin_dir ? dirs : NULL, &reg) != VT_OK ||
         vt_residency_select(&cfg, reg, g, o->device, r) != VT_OK ||
         vt_residency_probe(r, &probe_ok, &mem_free, &mem_total) != VT_OK) {

@@ -1081,18 +1081,18 @@ vt_status vt_config_load(const char *explicit_path, vt_config *c)
     if (env && *env) return vt_config_load_file(env, c);
     char exe[PATH_MAX];
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (l > 0) {
-        exe[l] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            char path[PATH_MAX + 64];
-            snprintf(path, sizeof path, "%s/../share/vt/residency.yaml", exe);
-            if (access(path, R_OK) == 0) return vt_config_load_file(path, c);
-        }
-    }
-#ifdef VT_SOURCE_CONF_DIR
-    if (access(VT_SOURCE_CONF_DIR "/residency.yaml", R_OK) == 0)
+    if (l <= 0) return VT_OK;
+    exe[l] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return VT_OK;
+    *slash = 0;
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/../share/vt/residency.yaml", exe);
+    if (access(path, R_OK) == 0) return vt_config_load_file(path, c);
+#if defined(VT_SOURCE_CONF_DIR) && defined(VT_BUILD_BIN_DIR)
+    /* the source tree's file only for a binary of its own build tree: an
+     * installed or copied vt reads its prefix, --config and VT_CONFIG only */
+    if (!strcmp(exe, VT_BUILD_BIN_DIR) && access(VT_SOURCE_CONF_DIR "/residency.yaml", R_OK) == 0)
         return vt_config_load_file(VT_SOURCE_CONF_DIR "/residency.yaml", c);
 #endif
     return VT_OK;
