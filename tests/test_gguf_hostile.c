@@ -11,6 +11,7 @@
  * header byte of a small writer-made file flipped three ways.
  * Scratch files live in a mkdtemp directory under /tmp, removed at the end.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <unistd.h>
@@ -618,6 +619,39 @@ static void test_small_file_every_byte(void **state)
     free(path);
 }
 
+/* Tables are never sized from the file's apparent size (issue 17): a sparse
+ * 64 GiB file whose header promises 2,748,779,068 tensors (or as many
+ * metadata entries), zeros after it, is refused for its first bad entry,
+ * never with an allocation (the old reader tried a 365.7 GiB calloc). */
+static void test_sparse_huge_tables(void **state)
+{
+    (void)state;
+    for (int which = 0; which < 2; which++) {
+        bb b = {0};
+        header(&b, 3, which ? 0 : UINT64_C(2748779068), which ? UINT64_C(2748779068) : 0);
+        const char *name = which ? "sparse_kv.gguf" : "sparse_tensors.gguf";
+        char *path = write_file(name, b.p, b.n);
+        if (truncate(path, (off_t)64 << 30) != 0) {
+            fprintf(stderr, "  (cannot make a 64 GiB sparse file in %s: %s; case skipped)\n", g_dir,
+                    strerror(errno));
+        } else {
+            for (int mm = 0; mm < 2; mm++) {
+                vt_gguf *g = NULL;
+                vt_clear_error();
+                vt_status st = vt_gguf_open(path, mm ? 0 : VT_GGUF_NO_MMAP, &g);
+                assert_null(g);
+                const char *m = vt_last_error();
+                if (st != VT_ERR_FORMAT || !strstr(m, name))
+                    fail_msg("%s: expected a format refusal naming the file, got %s: %s", name,
+                             vt_status_name(st), m);
+            }
+        }
+        remove(path);
+        free(path);
+        free(b.p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_random_overwrites),
         cmocka_unit_test(test_small_file_every_byte),
+        cmocka_unit_test(test_sparse_huge_tables),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

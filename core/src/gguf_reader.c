@@ -801,11 +801,14 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
                      n_kv, r.size);
         goto out;
     }
-    s->kv = calloc(n_kv ? n_kv : 1, sizeof *s->kv);
+    /* the tables grow as entries are read (doubling, up to the count the
+     * header promised), so a header that lies costs only what the bytes
+     * actually read hold, never an allocation sized from its counts */
+    uint64_t kv_cap = n_kv < 64 ? (n_kv ? n_kv : 1) : 64;
+    s->kv = calloc(kv_cap, sizeof *s->kv);
     if (!s->kv)
-        vt_set_error_oom((n_kv ? n_kv : 1) * sizeof *s->kv, "table of %" PRIu64 " metadata entries",
-                         n_kv);
-    if (!s->kv || !name_index_reserve(&s->kv_index, n_kv)) { /* the latter sets its message */
+        vt_set_error_oom(kv_cap * sizeof *s->kv, "table of %" PRIu64 " metadata entries", kv_cap);
+    if (!s->kv || !name_index_reserve(&s->kv_index, kv_cap)) { /* the latter sets its message */
         vt_error_prefix("%s", s->path);
         st = VT_ERR_OUT_OF_MEMORY;
         goto out;
@@ -814,6 +817,20 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     for (uint64_t i = 0; i < n_kv; i++) {
         r.ctx_i = (int64_t)i;
         r.ctx_name = NULL;
+        if (i == kv_cap) {
+            uint64_t nc = kv_cap * 2 < n_kv ? kv_cap * 2 : n_kv;
+            gguf_kv *nk = realloc(s->kv, nc * sizeof *s->kv);
+            if (!nk || !name_index_reserve(&s->kv_index, nc)) {
+                if (nk) s->kv = nk;
+                else vt_set_error_oom(nc * sizeof *s->kv, "table of %" PRIu64 " metadata entries", nc);
+                vt_error_prefix("%s", s->path);
+                st = VT_ERR_OUT_OF_MEMORY;
+                goto out;
+            }
+            memset(nk + kv_cap, 0, (nc - kv_cap) * sizeof *nk);
+            s->kv = nk;
+            kv_cap = nc;
+        }
         s->n_kv = (int64_t)i + 1; /* entry i is freed by shard_free even if half read */
         if ((st = read_kv(&r, &s->kv[i]))) goto out;
         int64_t dup = name_index_insert(&s->kv_index, s->kv[i].key, (int64_t)i);
@@ -846,13 +863,19 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         }
         s->alignment = (uint32_t)a;
     }
-    /* tensor infos */
-    if ((st = tensors_grow(g, n_tensors))) goto out;
+    /* tensor infos (the table grows as they are read, as above) */
     int64_t first = g->n_tensors;
     r.ctx = CTX_TENSOR;
     for (uint64_t i = 0; i < n_tensors; i++) {
         r.ctx_i = (int64_t)i;
         r.ctx_name = NULL;
+        if (g->n_tensors >= g->cap_tensors) { /* g->n_tensors == first + i here */
+            uint64_t left = n_tensors - i, more = g->cap_tensors > 64 ? (uint64_t)g->cap_tensors : 64;
+            if ((st = tensors_grow(g, more < left ? more : left))) {
+                vt_error_prefix("%s", s->path);
+                goto out;
+            }
+        }
         if ((st = read_tensor_info(&r, g, shard_no, first + (int64_t)i))) goto out;
     }
     /* data section */
