@@ -346,6 +346,35 @@ static void test_fit_370gib(void **s)
     unsetenv("VT_FAKE_TOTAL_BYTES");
 }
 
+/* Two plugins of one kind and name with the same priority (issue 17): the
+ * run names the conflict and both files, not a plugin "not found". */
+static void test_equal_priority_conflict_named(void **s)
+{
+    (void)s;
+    char d1[4096], d2[4096];
+    snprintf(d1, sizeof d1, "%s/allops", VT_FAKE_PLUGIN_ROOT);
+    snprintf(d2, sizeof d2, "%s/noprobe", VT_FAKE_PLUGIN_ROOT);
+    const char *dirs[] = {d1, d2, vt_test_plugin_dir(), NULL};
+    unsetenv("VT_PLUGIN_PATH");
+    vt_registry *reg;
+    assert_int_equal(vt_registry_open(dirs, &reg), VT_OK);
+    assert_null(vt_registry_find(reg, VT_PLUGIN_BACKEND, "fake"));
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(demo_model(), VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_residency *r = calloc(1, sizeof *r);
+    vt_clear_error();
+    assert_int_not_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    const char *msg = vt_last_error();
+    assert_contains(msg, "same priority");
+    assert_contains(msg, d1);
+    assert_contains(msg, d2);
+    free(r);
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_model_needs_ops), cmocka_unit_test(test_weight_type_refused),
         cmocka_unit_test(test_gemma_device_store_needs_probe),
         cmocka_unit_test(test_fit_370gib),
+        cmocka_unit_test(test_equal_priority_conflict_named),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -714,6 +714,15 @@ size_t vt_registry_n_refused(const vt_registry *r)
     return n;
 }
 
+const char *vt_registry_refusal(const vt_registry *r, vt_plugin_kind kind, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const vt_plugin_entry *e = &r->items[i];
+        if (e->error && e->kind == (uint32_t)kind && !strcmp(e->name, name)) return e->error;
+    }
+    return NULL;
+}
+
 const vt_plugin_entry *vt_registry_find(const vt_registry *r, vt_plugin_kind kind, const char *name)
 {
     for (size_t i = 0; i < r->n; i++) {

@@ -51,6 +51,11 @@ const char *vt_registry_dirs(const vt_registry *r);
 /* How many plugin files were refused (their reasons: entries' error). */
 size_t vt_registry_n_refused(const vt_registry *r);
 
+/* Why no plugin of kind and name is usable although a file provides one:
+ * the refusal of such an entry (a conflict of equal priorities, a failed
+ * check after its descriptor was read), or NULL. For messages. */
+const char *vt_registry_refusal(const vt_registry *r, vt_plugin_kind kind, const char *name);
+
 /* The loaded, non-shadowed plugin of kind and name, or NULL. */
 const vt_plugin_entry *vt_registry_find(const vt_registry *r, vt_plugin_kind kind, const char *name);
 /* The model plugin serving a `general.architecture`, or NULL. */

@@ -65,11 +65,16 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
     if (mname) {
         r->model = vt_registry_find(reg, VT_PLUGIN_MODEL, mname);
         if (!r->model) {
-            vt_set_error("config %s maps architecture '%s' to model plugin '%s', which was not "
-                         "found (plugin directories: %s; %zu plugin file(s) refused, see 'vt plugins')",
-                         cfg->path[0] ? cfg->path : "(built-in)", arch.ptr, mname,
-                         vt_registry_dirs(reg), vt_registry_n_refused(reg));
-            return VT_ERR_NOT_FOUND;
+            const char *why = vt_registry_refusal(reg, VT_PLUGIN_MODEL, mname);
+            if (why)
+                vt_set_error("architecture '%s' of %s needs model plugin '%s': %s", arch.ptr,
+                             vt_gguf_shard_path(g, 0), mname, why);
+            else
+                vt_set_error("config %s maps architecture '%s' to model plugin '%s', which was not "
+                             "found (plugin directories: %s; %zu plugin file(s) refused, see 'vt plugins')",
+                             cfg->path[0] ? cfg->path : "(built-in)", arch.ptr, mname,
+                             vt_registry_dirs(reg), vt_registry_n_refused(reg));
+            return why ? VT_ERR_ABI : VT_ERR_NOT_FOUND;
         }
     } else {
         r->model = vt_registry_find_model(reg, arch.ptr);
@@ -85,10 +90,14 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
     /* backend */
     r->backend = vt_registry_find(reg, VT_PLUGIN_BACKEND, r->plat->backend);
     if (!r->backend) {
-        vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s; %zu plugin "
-                     "file(s) refused, see 'vt plugins')", pname, r->plat->backend,
-                     vt_registry_dirs(reg), vt_registry_n_refused(reg));
-        return VT_ERR_NOT_FOUND;
+        const char *why = vt_registry_refusal(reg, VT_PLUGIN_BACKEND, r->plat->backend);
+        if (why)
+            vt_set_error("--device %s needs backend plugin '%s': %s", pname, r->plat->backend, why);
+        else
+            vt_set_error("--device %s: no backend plugin '%s' (plugin directories: %s; %zu plugin "
+                         "file(s) refused, see 'vt plugins')", pname, r->plat->backend,
+                         vt_registry_dirs(reg), vt_registry_n_refused(reg));
+        return why ? VT_ERR_ABI : VT_ERR_NOT_FOUND;
     }
     const vt_backend_api *bapi = r->backend->desc->table;
     int n_dev = bapi->device_count();
