@@ -554,6 +554,14 @@ static void test_settings_not_ignored(void **s)
         fail_msg("--set cpux.experts=streamed on device cpu (exit %d): %s", rc, err);
     free(out), free(err);
 
+    /* a tokenizer error of vt tokenize names the file (issue 17) */
+    char *zoo = vt_test_path(fx, "quant-zoo/quant-zoo.gguf");
+    const char *a5[] = {"tokenize", "-m", zoo, "-p", "x", NULL};
+    rc = run_vt(a5, &out, &err);
+    if (rc != 1 || !strstr(err, zoo) || !strstr(err, "tokenizer"))
+        fail_msg("vt tokenize on a file without a tokenizer (exit %d): %s", rc, err);
+    free(out), free(err), free(zoo);
+
     setenv("VT_LOG_LEVEL", "bogus", 1);
     const char *a2[] = {"plugins", NULL};
     rc = run_vt(a2, &out, &err);

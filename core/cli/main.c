@@ -767,6 +767,7 @@ static int cmd_tokenize(const opts *o)
     if (vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK) return fail("tokenize");
     vt_tokenizer *t;
     if (vt_tokenizer_load(g, &t) != VT_OK) {
+        vt_error_prefix("%s", o->model);
         vt_gguf_close(g);
         return fail("tokenize");
     }
