@@ -9,11 +9,13 @@
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_util.h"
 
 #include "error.h"
+#include "gguf_guard.h"
 #include "vt/gguf.h"
 #include "vt/types.h"
 
@@ -737,6 +739,56 @@ static void test_open_fifo_refused(void **state)
     free(d);
 }
 
+
+/* A mapped file truncated under its reader (issue 17): with the report
+ * installed, the read that faults exits 1 with a message naming the file
+ * and the tensor, never a bare SIGBUS death. Run in a child process. */
+static void test_truncated_under_map_reported(void **state)
+{
+    (void)state;
+    char *d = make_tmpdir();
+    char path[600], errp[620];
+    snprintf(path, sizeof path, "%s/m.gguf", d);
+    snprintf(errp, sizeof errp, "%s/stderr", d);
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    assert_int_equal(vt_gguf_writer_set_str(w, "general.architecture", "none"), VT_OK);
+    static float big[1 << 18]; /* 1 MiB */
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) big[i] = (float)i;
+    const int64_t ne[1] = {1 << 18};
+    assert_int_equal(vt_gguf_writer_add_tensor(w, "blk.0.big", VT_TYPE_F32, 1, ne, big, sizeof big), VT_OK);
+    assert_int_equal(vt_gguf_writer_write(w, path), VT_OK);
+    vt_gguf_writer_free(w);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || dup2(fd, 2) < 0) _exit(10);
+        vt_gguf *g;
+        if (vt_gguf_open(path, 0, &g) != VT_OK) _exit(11);
+        vt_gguf_sigbus_report_install();
+        const vt_gguf_tensor *t = vt_gguf_find_tensor(g, "blk.0.big");
+        if (!t || !t->data) _exit(12);
+        if (truncate(path, 4096) != 0) _exit(13);
+        volatile float sum = 0;
+        const volatile float *p = t->data;
+        for (size_t i = 0; i < (size_t)(t->nbytes / 4); i += 1024) sum += p[i];
+        _exit(14); /* not reached: the read past the new end faults */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    char *err = vt_test_read_file(errp, NULL);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+        fail_msg("the child %s %d (stderr: %s)", WIFEXITED(status) ? "exited" : "died of signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), err);
+    if (!strstr(err, path) || !strstr(err, "blk.0.big") || !strstr(err, "changed while it was in use"))
+        fail_msg("the SIGBUS report does not name the file and the tensor: %s", err);
+    free(err);
+    unlink(path);
+    unlink(errp);
+    rmdir(d);
+    free(d);
+}
+
 static void test_writer_errors(void **state)
 {
     (void)state;
@@ -783,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_writer_output_safety),
         cmocka_unit_test(test_open_fifo_refused),
+        cmocka_unit_test(test_truncated_under_map_reported),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "expert_streamer.h"
 #include "error.h"
+#include "gguf_guard.h"
 #include "gguf_info.h"
 #include "mkmodel.h"
 #include "progress.h"
@@ -1166,6 +1167,9 @@ out:
 
 int main(int argc, char **argv)
 {
+    /* a model file truncated or overwritten in place while mapped: a message
+     * naming it and exit status 1, not a bare SIGBUS (gguf_guard.h) */
+    vt_gguf_sigbus_report_install();
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
