@@ -789,14 +789,6 @@ static void test_print(void **s)
 }
 
 
-static void fifo_alarm(int sig)
-{
-    (void)sig;
-    static const char m[] = "test_config: a FIFO given as the config was waited on\n";
-    if (write(2, m, sizeof m - 1) < 0) _exit(3);
-    _exit(3);
-}
-
 /* --config FIFO (or any non-regular file) is refused by its type, never
  * waited on (issue 17) */
 static void test_fifo_config_refused(void **s)
@@ -807,8 +799,7 @@ static void test_fifo_config_refused(void **s)
     char f[300];
     snprintf(f, sizeof f, "%s/residency.yaml", d);
     assert_int_equal(mkfifo(f, 0644), 0);
-    signal(SIGALRM, fifo_alarm);
-    alarm(20);
+    vt_test_no_wait_begin("test_config: a FIFO given as the config");
     vt_config c;
     vt_config_defaults(&c);
     vt_clear_error();
@@ -818,8 +809,7 @@ static void test_fifo_config_refused(void **s)
     vt_clear_error();
     assert_int_not_equal(vt_config_load_file(d, &c), VT_OK);
     if (!strstr(vt_last_error(), "not a regular file")) fail_msg("directory config: %s", vt_last_error());
-    alarm(0);
-    signal(SIGALRM, SIG_DFL);
+    vt_test_no_wait_end();
     unlink(f);
     rmdir(d);
 }

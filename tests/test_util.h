@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -101,6 +103,30 @@ static inline const char *vt_test_vt_bin(void)
     const char *d = getenv("VT_TEST_VT_BIN");
     assert_non_null(d);
     return d;
+}
+
+/* A guard for a step that must not block (a FIFO opened for reading waits
+ * for a writer): vt_test_no_wait_begin(what) arms a 20 s alarm whose
+ * handler writes "<what> was waited on" and exits 3; _end disarms it. */
+static const char *vt_test_wait_what;
+static inline void vt_test_wait_alarm(int sig)
+{
+    (void)sig;
+    static const char tail[] = " was waited on (a FIFO: no writer ever comes)\n";
+    const char *w = vt_test_wait_what ? vt_test_wait_what : "a step";
+    if (write(2, w, strlen(w)) < 0 || write(2, tail, sizeof tail - 1) < 0) _exit(3);
+    _exit(3);
+}
+static inline void vt_test_no_wait_begin(const char *what)
+{
+    vt_test_wait_what = what;
+    signal(SIGALRM, vt_test_wait_alarm);
+    alarm(20);
+}
+static inline void vt_test_no_wait_end(void)
+{
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
 }
 
 #endif

@@ -980,9 +980,7 @@ static vt_status read_file(const char *path, char **text, size_t *len)
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        vt_set_error("config %s: %s, not a regular file", path,
-                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                     : S_ISCHR(sb.st_mode) ? "a character device" : "another file type");
+        vt_set_error("config %s: %s, not a regular file", path, vt_file_type_name(sb.st_mode));
         return VT_ERR_IO;
     }
     FILE *f = fdopen(fd, "rb");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #define VT_ERROR_MAX 1024
@@ -181,4 +182,12 @@ const char *vt_status_name(vt_status s)
     case VT_ERR_DOES_NOT_FIT: return "VT_ERR_DOES_NOT_FIT";
     }
     return "VT_ERR_?";
+}
+
+const char *vt_file_type_name(unsigned mode)
+{
+    mode_t m = (mode_t)mode;
+    return S_ISREG(m) ? "a regular file" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+         : S_ISLNK(m) ? "a symlink" : "another file type";
 }

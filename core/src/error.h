@@ -59,5 +59,8 @@ vt_log_level vt_log_get_level(void);
 
 /* Name of a vt_status ("VT_ERR_FORMAT"). */
 const char *vt_status_name(vt_status s);
+/* "a directory", "a FIFO", "a character device", ... for the type bits of an
+ * st_mode (a file refused for not being regular, in messages). */
+const char *vt_file_type_name(unsigned mode);
 
 #endif

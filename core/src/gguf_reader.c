@@ -858,10 +858,7 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         return VT_ERR_IO;
     }
     if (!S_ISREG(sb.st_mode)) {
-        vt_set_error("%s: %s, not a regular file", s->path,
-                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                     : S_ISCHR(sb.st_mode) ? "a character device" : S_ISBLK(sb.st_mode) ? "a block device"
-                     : S_ISSOCK(sb.st_mode) ? "a socket" : "another file type");
+        vt_set_error("%s: %s, not a regular file", s->path, vt_file_type_name(sb.st_mode));
         return VT_ERR_IO;
     }
     int fl = fcntl(s->fd, F_GETFL);

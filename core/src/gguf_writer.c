@@ -527,12 +527,6 @@ static size_t chunk_bytes(const vt_gguf_writer *w)
     return n;
 }
 
-static const char *file_type_name(mode_t m)
-{
-    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
-}
-
 /* The mode the file written for destination path gets: the destination's
  * when it is a regular file (through symlinks), 0666 less the umask when it
  * does not exist; anything else is refused by name. */
@@ -542,7 +536,7 @@ static vt_status dest_mode(const char *path, mode_t *mode)
     if (stat(path, &st) == 0) {
         if (!S_ISREG(st.st_mode)) {
             vt_set_error("%s: not a regular file (%s); refusing to replace it", path,
-                         file_type_name(st.st_mode));
+                         vt_file_type_name(st.st_mode));
             return VT_ERR_INVALID_ARG;
         }
         *mode = st.st_mode & 07777;

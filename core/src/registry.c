@@ -387,12 +387,6 @@ static void resolve_shadowing(vt_registry *r, vt_plugin_entry *e)
 
 /* ------------------------------------------------------------- trust */
 
-static const char *type_name(mode_t m)
-{
-    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symlink" : "not a regular file";
-}
-
 /* 0 when the entry at path (st) may hold plugin code or a manifest: owned by
  * root or the running user and not writable by group or others, except an
  * ancestor directory with the sticky bit; else 1 with why. */
@@ -453,7 +447,7 @@ static int open_trusted(const char *path, int missing_ok, char *why, size_t cap)
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(why, cap, "%s is %s, not a regular file", path, type_name(st.st_mode));
+        snprintf(why, cap, "%s is %s, not a regular file", path, vt_file_type_name(st.st_mode));
         close(fd);
         return -1;
     }
