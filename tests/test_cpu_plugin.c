@@ -63,6 +63,9 @@ static int cap_fn(const vt_backend_api *a, uint32_t id, const void **fn)
     case VT_CAP_OP_MOE_ROUTE: *fn = (const void *)a->moe_route; return 1;
     case VT_CAP_OP_MOE_FFN: *fn = (const void *)a->moe_ffn; return 1;
     case VT_CAP_GRAPH: *fn = (const void *)a->graph_begin; return 1;
+    case VT_CAP_OP_MUL_ACT: *fn = (const void *)a->mul_act; return 1;
+    case VT_CAP_OP_ADD_RMS_NORM: *fn = (const void *)a->add_rms_norm; return 1;
+    case VT_CAP_OP_DELTA_NET_GATES: *fn = (const void *)a->delta_net_gates; return 1;
     }
     if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE) {
         *fn = (const void *)a->mat_mul[id - VT_CAP_MAT_MUL_BASE];

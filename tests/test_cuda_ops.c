@@ -38,6 +38,10 @@
  *    (plus 1e-30 absolute for results that underflow; RoPE: plus 1e-14, the
  *    double-level difference of a rotation a·c - b·s of inputs below 2 that
  *    cancels to a tiny float).
+ *  - mul_act, add_rms_norm, delta_net_gates (ABI 1.3; the CPU declares them
+ *    ABSENT, its scalar composition of unary, binary, mul_rows and rms_norm
+ *    is the reference): the roundings of that composition, so the bounds of
+ *    its parts (stated at each case).
  *  - gated_delta_net: float32 state and the CPU's operation order with double
  *    accumulators, no fused multiply-add: identical but for exp(g) from the
  *    device's libm (1 ulp of the decay when it lands on a tie), which then
@@ -834,6 +838,197 @@ static void test_elementwise(void **s)
     free(yg);
 }
 
+/* ---------------------------------------------------------------- ABI 1.3 fusions */
+
+/* mul_act against its definition on the CPU: unary(op) into a temporary,
+ * then binary(MUL), row by row (the CPU declares the fusion ABSENT; its
+ * scalar composition is the reference). alias: 0 y separate, 1 y = b,
+ * 2 y = a (same stride). Each element is op rounded once (1 ulp of libm
+ * apart at most) times b: |Δ| <= 2u·|y| (+1e-30 for underflow). */
+static void mul_act_case(int op, int64_t rows, int64_t cols, int alias)
+{
+    const int64_t lda = alias == 2 ? cols + 2 : cols + 3, ldb = alias == 1 ? cols + 2 : 2 * cols + 1;
+    const int64_t ldy = alias == 1 ? ldb : alias == 2 ? lda : cols + 2;
+    float *a = strided(rows, cols, lda, -12.0f, 12.0f), *b = strided(rows, cols, ldb, -3.0f, 3.0f);
+    const size_t ny = (size_t)(rows * ldy);
+    float *yc = alias == 1 ? b : alias == 2 ? a : fbuf(ny), *yg = fbuf(ny), *tmp = fbuf((size_t)cols);
+    if (!alias) fill_c(yc, ny, 5.5f);
+    float *ad = dput(a, sizeof(float) * (size_t)(rows * lda));
+    float *bd = dput(b, sizeof(float) * (size_t)(rows * ldb));
+    float *yd = alias == 1 ? bd : alias == 2 ? ad : dput(yc, sizeof(float) * ny);
+    OKC(G->mul_act(gctx, (vt_unary_op)op, ad, lda, bd, ldb, yd, ldy, rows, cols));
+    for (int64_t r = 0; r < rows; r++) {
+        OKC(C->unary(cctx, (vt_unary_op)op, a + r * lda, tmp, cols));
+        OKC(C->binary(cctx, VT_BINARY_MUL, tmp, b + r * ldb, yc + r * ldy, cols, cols));
+    }
+    dget(yg, yd, sizeof(float) * ny);
+    char what[128];
+    snprintf(what, sizeof what, "mul_act op %d rows %lld cols %lld%s", op, (long long)rows,
+             (long long)cols, alias == 1 ? " y = b" : alias == 2 ? " y = a" : "");
+    compare(what, yg, yc, (int64_t)ny, NULL, 1e-30, 2.0 * U32);
+    dfree(ad);
+    dfree(bd);
+    if (!alias) {
+        dfree(yd);
+        free(yc);
+    }
+    free(a);
+    free(b);
+    free(yg);
+    free(tmp);
+}
+
+/* add_rms_norm against unary(SIGMOID) of the gate, mul_rows of a, binary(ADD)
+ * into x and rms_norm, on the CPU. x must match to the sigmoid's ulp
+ * (|Δx| <= 2u·|s·a| + u·|x|, exact without a gate), y as rms_norm's bound
+ * plus what x's difference moves: 16u·|y|. with_y 0: only the addition. */
+static void add_norm_case(int64_t rows, int64_t n, int with_gate, int with_w, int with_y)
+{
+    const int64_t ldx = n + 3, lda = n + 1, ldy = n + 2;
+    float *x = strided(rows, n, ldx, -2.0f, 2.0f), *a = strided(rows, n, lda, -2.0f, 2.0f);
+    float *gate = fbuf((size_t)rows), *w = fbuf((size_t)n), *tmp = fbuf((size_t)n);
+    fill_u(gate, (size_t)rows, -6.0f, 6.0f);
+    fill_u(w, (size_t)n, 0.5f, 1.5f);
+    const size_t nx = (size_t)(rows * ldx), ny = (size_t)(rows * ldy);
+    float *xc = fbuf(nx), *xg = fbuf(nx), *yc = fbuf(ny), *yg = fbuf(ny), *sg = fbuf((size_t)rows);
+    memcpy(xc, x, nx * sizeof(float));
+    fill_c(yc, ny, 9.0f);
+    float *xd = dput(x, sizeof(float) * nx), *ad = dput(a, sizeof(float) * (size_t)(rows * lda));
+    float *gd = dput(gate, sizeof(float) * (size_t)rows), *wd = dput(w, sizeof(float) * (size_t)n);
+    float *yd = dput(yc, sizeof(float) * ny);
+    OKC(G->add_rms_norm(gctx, xd, ldx, ad, lda, with_gate ? gd : NULL, with_w ? wd : NULL,
+                        with_y ? yd : NULL, ldy, rows, n, 1e-6f));
+    OKC(C->unary(cctx, VT_UNARY_SIGMOID, gate, sg, rows));
+    double *xtol = calloc(nx, sizeof(double));
+    assert_non_null(xtol);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *ar = a + r * lda;
+        if (with_gate) {
+            OKC(C->mul_rows(cctx, ar, sg + r, tmp, 1, n));
+            ar = tmp;
+            for (int64_t i = 0; i < n; i++)
+                xtol[r * ldx + i] = 2.0 * U32 * fabs((double)tmp[i]) + U32 * fabs((double)xc[r * ldx + i] + tmp[i]);
+        }
+        OKC(C->binary(cctx, VT_BINARY_ADD, xc + r * ldx, ar, xc + r * ldx, n, n));
+    }
+    if (with_y) OKC(C->rms_norm(cctx, xc, ldx, with_w ? w : NULL, yc, ldy, rows, n, 1e-6f));
+    dget(xg, xd, sizeof(float) * nx);
+    dget(yg, yd, sizeof(float) * ny);
+    char what[128];
+    snprintf(what, sizeof what, "add_rms_norm rows %lld n %lld%s%s%s: x", (long long)rows,
+             (long long)n, with_gate ? " gate" : "", with_w ? " weighted" : "",
+             with_y ? "" : " (add only)");
+    compare(what, xg, xc, (int64_t)nx, xtol, 0.0, 0.0);
+    snprintf(what, sizeof what, "add_rms_norm rows %lld n %lld%s%s%s: y", (long long)rows,
+             (long long)n, with_gate ? " gate" : "", with_w ? " weighted" : "",
+             with_y ? "" : " (add only, y untouched)");
+    compare(what, yg, yc, (int64_t)ny, NULL, 0.0, with_y ? 16.0 * U32 : 0.0);
+    dfree(xd);
+    dfree(ad);
+    dfree(gd);
+    dfree(wd);
+    dfree(yd);
+    free(x);
+    free(a);
+    free(gate);
+    free(w);
+    free(tmp);
+    free(xc);
+    free(xg);
+    free(yc);
+    free(yg);
+    free(sg);
+    free(xtol);
+}
+
+/* delta_net_gates against unary(SIGMOID), binary(ADD), unary(SOFTPLUS),
+ * binary(MUL) on the CPU: each activation rounded once (1 ulp of libm),
+ * |Δ| <= 2u·|y| (+1e-30). in_place: b and alpha are beta and g (stride n_v). */
+static void gates_case(int64_t T, int64_t nv, int in_place)
+{
+    const int64_t ld = in_place ? nv : 3 * nv + 5;
+    float *b = strided(T, nv, ld, -8.0f, 8.0f), *al = strided(T, nv, ld, -25.0f, 25.0f);
+    float *dt = fbuf((size_t)nv), *sa = fbuf((size_t)nv);
+    fill_u(dt, (size_t)nv, 0.5f, 1.5f);
+    fill_u(sa, (size_t)nv, -16.0f, -1.0f);
+    const size_t n = (size_t)(T * nv);
+    float *bc = fbuf(n), *gc = fbuf(n), *bg = fbuf(n), *gg = fbuf(n);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < nv; h++) bc[t * nv + h] = b[t * ld + h], gc[t * nv + h] = al[t * ld + h];
+    OKC(C->unary(cctx, VT_UNARY_SIGMOID, bc, bc, (int64_t)n));
+    OKC(C->binary(cctx, VT_BINARY_ADD, gc, dt, gc, (int64_t)n, nv));
+    OKC(C->unary(cctx, VT_UNARY_SOFTPLUS, gc, gc, (int64_t)n));
+    OKC(C->binary(cctx, VT_BINARY_MUL, gc, sa, gc, (int64_t)n, nv));
+    float *bd = dput(b, sizeof(float) * (size_t)(T * ld)), *ald = dput(al, sizeof(float) * (size_t)(T * ld));
+    float *dtd = dput(dt, sizeof(float) * (size_t)nv), *sad = dput(sa, sizeof(float) * (size_t)nv);
+    float *betad = in_place ? bd : dput(NULL, sizeof(float) * n);
+    float *gd = in_place ? ald : dput(NULL, sizeof(float) * n);
+    OKC(G->delta_net_gates(gctx, bd, ld, ald, ld, dtd, sad, betad, gd, T, nv));
+    dget(bg, betad, sizeof(float) * n);
+    dget(gg, gd, sizeof(float) * n);
+    char what[96];
+    snprintf(what, sizeof what, "delta_net_gates T %lld n_v %lld%s: beta", (long long)T,
+             (long long)nv, in_place ? " in place" : "");
+    compare(what, bg, bc, (int64_t)n, NULL, 1e-30, 2.0 * U32);
+    snprintf(what, sizeof what, "delta_net_gates T %lld n_v %lld%s: g", (long long)T,
+             (long long)nv, in_place ? " in place" : "");
+    compare(what, gg, gc, (int64_t)n, NULL, 1e-30, 2.0 * U32);
+    if (!in_place) {
+        dfree(betad);
+        dfree(gd);
+    }
+    dfree(bd);
+    dfree(ald);
+    dfree(dtd);
+    dfree(sad);
+    free(b);
+    free(al);
+    free(dt);
+    free(sa);
+    free(bc);
+    free(gc);
+    free(bg);
+    free(gg);
+}
+
+static void test_fusions(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    static const int64_t rows[] = {1, 2, 3, 17, 64};
+    static const int64_t cols[] = {1, 7, 32, 256, 1001};
+    for (int op = VT_UNARY_SILU; op <= VT_UNARY_TANH; op++)
+        for (int r = 0; r < 5; r++)
+            for (int c = 0; c < 5; c++) mul_act_case(op, rows[r], cols[c], (r + c) % 3);
+    /* the one-row kernel (1024 x 4), the cached kernel (256 x 16) and the long
+     * rows (an addition kernel, then rms_norm) around their limits */
+    static const int64_t ns[] = {1, 31, 64, 96, 1000, 2048, 2816, 4095, 4096, 4097, 5000};
+    for (int r = 0; r < 5; r++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+            add_norm_case(rows[r], ns[b], 1, 1, 1);
+            add_norm_case(rows[r], ns[b], 0, (int)(b & 1), 1);
+            if (b % 3 == 0) add_norm_case(rows[r], ns[b], (int)(b & 1), 1, 0);
+        }
+    static const int64_t Ts[] = {1, 2, 3, 5, 17, 64, 130};
+    static const int64_t nvs[] = {1, 3, 32, 48};
+    for (int t = 0; t < 7; t++)
+        for (int v = 0; v < 4; v++) gates_case(Ts[t], nvs[v], (t + v) & 1);
+    /* refusals name the op */
+    vt_clear_error();
+    assert_int_equal(G->mul_act(gctx, VT_UNARY_SILU, NULL, 4, NULL, 4, NULL, 4, 1, 4),
+                     VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "mul_act"));
+    float *d = dput(NULL, sizeof(float) * 64);
+    vt_clear_error();
+    assert_int_equal(G->add_rms_norm(gctx, d, 32, d + 32, 32, NULL, NULL, d + 16, 32, 1, 32, 1e-6f),
+                     VT_ERR_INVALID_ARG); /* y overlaps x */
+    assert_non_null(strstr(vt_last_error(), "add_rms_norm"));
+    vt_clear_error();
+    assert_int_equal(G->delta_net_gates(gctx, d, 2, d, 4, d, d, d, d, 1, 4), VT_ERR_INVALID_ARG);
+    assert_non_null(strstr(vt_last_error(), "delta_net_gates"));
+    dfree(d);
+}
+
 /* ---------------------------------------------------------------- copies */
 
 static void test_copies(void **s)
@@ -1078,6 +1273,78 @@ static void cmp_logits(const char *what, const float *got, const float *ref, int
     *top1_out += top1;
 }
 
+/* The fusions of ABI 1.3 and the merged matrices replace compositions with
+ * the same roundings, and a one-token matmul computes each output row on its
+ * own: decoding token by token with them (the default) and with
+ * VT_FUSED_OPS=0 (the composed ops, separate matrices) must give the same
+ * bits, through the recorded graph and op by op (VT_GRAPH=0). A prefill
+ * chunk's products run over more rows at once (cuBLAS may then sum in
+ * another order): within 1e-3. As users run it: int8 one-token matmuls,
+ * tensor-core prefill. */
+static void fused_case(const char *path, int graph)
+{
+    enum { N = 20 };
+    int32_t ids[N];
+    for (int t = 0; t < N; t++) ids[t] = 3 + (t * 37) % 200;
+    float *dec[2] = {NULL, NULL}, *pre[2] = {NULL, NULL};
+    int64_t V = 0;
+    unsetenv("VT_GPU_INT8_DOT");
+    unsetenv("VT_GPU_GEMM");
+    if (!graph) setenv("VT_GRAPH", "0", 1);
+    for (int f = 0; f < 2; f++) {
+        setenv("VT_FUSED_OPS", f ? "0" : "1", 1);
+        vt_engine *e = open_engine(path, "cuda", NULL);
+        vt_model_info mi = {.struct_size = sizeof mi};
+        vt_engine_model_info(e, &mi);
+        V = mi.n_vocab;
+        dec[f] = fbuf((size_t)N * (size_t)V);
+        pre[f] = fbuf((size_t)16 * (size_t)V);
+        OKC(vt_engine_reset(e));
+        for (int t = 0; t < N; t++)
+            OKC(vt_engine_eval(e, &ids[t], 1, dec[f] + (size_t)t * (size_t)V, 0));
+        OKC(vt_engine_reset(e));
+        OKC(vt_engine_eval(e, ids, 16, pre[f], 1));
+        vt_engine_close(e);
+    }
+    unsetenv("VT_FUSED_OPS");
+    unsetenv("VT_GRAPH");
+    setenv("VT_GPU_INT8_DOT", "0", 1);
+    setenv("VT_GPU_GEMM", "cublas", 1);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    for (size_t i = 0; i < (size_t)N * (size_t)V; i++)
+        if (memcmp(&dec[0][i], &dec[1][i], sizeof(float)))
+            fail_msg("%s%s: token %zu logit %zu: fused %.9g, composed %.9g (the bits must agree)",
+                     base, graph ? "" : " (VT_GRAPH=0)", i / (size_t)V, i % (size_t)V,
+                     (double)dec[0][i], (double)dec[1][i]);
+    char what[160];
+    snprintf(what, sizeof what, "%s%s: %d tokens one by one, fused = composed bit for bit", base,
+             graph ? "" : " (VT_GRAPH=0)", N);
+    fprintf(stderr, "  %s\n", what);
+    snprintf(what, sizeof what, "%s: prefill 16, fused vs composed", base);
+    compare(what, pre[0], pre[1], 16 * V, NULL, 1e-3, 0.0);
+    for (int f = 0; f < 2; f++) {
+        free(dec[f]);
+        free(pre[f]);
+    }
+}
+
+static void test_model_fused_vs_composed(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    const char *fx = vt_test_fixtures();
+    if (!fx) return;
+    static const char *files[] = {"qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf",
+                                  "qwen35moe-tiny/gguf/qwen35moe-tiny-q8_0.gguf",
+                                  "gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf"};
+    for (int f = 0; f < 3; f++) {
+        char *path = vt_test_path(fx, files[f]);
+        fused_case(path, 1);
+        fused_case(path, 0);
+        free(path);
+    }
+}
+
 static void test_model_fixtures(void **s)
 {
     (void)s;
@@ -1184,9 +1451,11 @@ int main(void)
         cmocka_unit_test(test_ssm_conv),
         cmocka_unit_test(test_gated_delta_net),
         cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_fusions),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_softmax_topk),
         cmocka_unit_test(test_model_fixtures),
+        cmocka_unit_test(test_model_fused_vs_composed),
     };
     return vt_test_exit(cmocka_run_group_tests_name("cuda_ops", tests, NULL, teardown));
 }

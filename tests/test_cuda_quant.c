@@ -956,6 +956,31 @@ static void test_int8_rounding_reuse(void **s)
         snprintf(what, sizeof what, "Q8_0 after binary wrote half of rms_norm's output, n %lld",
                  (long long)nn);
         check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        /* add_rms_norm (ABI 1.3) rounds its one-row output the same way */
+        OKC(G->add_rms_norm(qctx, dxn, nn, dgam, nn, NULL, dgam, dyn, nn, 1, nn, 1e-6f));
+        snprintf(what, sizeof what, "Q8_0 on add_rms_norm's output, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->add_rms_norm(qctx, dxn, nn, dgam, nn, dgam + 1, dgam, dyn, nn, 1, nn, 1e-6f));
+        snprintf(what, sizeof what, "Q8_0 on add_rms_norm's output, gated, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->add_rms_norm(qctx, dxn, nn, dgam, nn, NULL, dgam, dyn, nn, 1, nn, 1e-6f));
+        OKC(G->add_rms_norm(qctx, dxn, nn, dgam, nn, NULL, NULL, NULL, nn, 1, nn, 1e-6f));
+        OKC(G->copy_d2d(qctx, dyn, dxn, sizeof(float) * (size_t)nn)); /* y changed: redone */
+        snprintf(what, sizeof what, "Q8_0 after a copy into add_rms_norm's output, n %lld",
+                 (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        /* mul_act (ABI 1.3) rounds a contiguous output of up to 16384 values:
+         * one row, and 16 rows of nn / 16 */
+        OKC(G->mul_act(qctx, VT_UNARY_SILU, dxn, nn, dgam, nn, dyn, nn, 1, nn));
+        snprintf(what, sizeof what, "Q8_0 on mul_act's output, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->mul_act(qctx, VT_UNARY_SIGMOID, dxn, nn / 16, dgam, nn / 16, dyn, nn / 16, 16, nn / 16));
+        snprintf(what, sizeof what, "Q8_0 on mul_act's output, 16 rows of %lld", (long long)nn / 16);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
+        OKC(G->mul_act(qctx, VT_UNARY_SILU, dxn, nn, dgam, nn, dyn, nn, 1, nn));
+        OKC(G->mul_act(qctx, VT_UNARY_SILU, dyn, nn, dgam, nn, dyn, nn, 1, nn)); /* in place: redone */
+        snprintf(what, sizeof what, "Q8_0 on mul_act's output in place, n %lld", (long long)nn);
+        check_one(what, q8, wn, dwn, rbn, nn, no, dyn);
         OKC(G->rms_norm(qctx, dxn, nn, dgam, dxn, nn, 1, nn, 1e-6f)); /* in place */
         snprintf(what, sizeof what, "Q8_0 on rms_norm's output in place, n %lld", (long long)nn);
         check_one(what, q8, wn, dwn, rbn, nn, no, dxn);

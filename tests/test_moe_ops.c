@@ -263,6 +263,11 @@ static void test_moe_route(void **s)
     if (!ready()) return;
     const int64_t rows[] = {1, 2, 5, 17, 130}, ns[] = {4, 8, 60, 128, 256, 512}, ks[] = {1, 2, 4, 8};
     int cases = 0;
+    /* backend-cuda's two routing kernels (VT_GPU_ROUTE: one warp per row
+     * where it fits, else and with "block" the block kernel k_moe_route) */
+    static const char *kernels[] = {"warp", "block"};
+    for (int kv = 0; kv < (is_cpu ? 1 : 2); kv++) {
+    if (!is_cpu) setenv("VT_GPU_ROUTE", kernels[kv], 1);
     for (size_t r = 0; r < 5; r++)
         for (size_t n = 0; n < 6; n++)
             for (size_t k = 0; k < 4; k++) {
@@ -278,7 +283,10 @@ static void test_moe_route(void **s)
     route_case(2, 256, 32, 1, 1, 0);
     route_case(2, 256, 33, 1, 0, 0);
     route_case(4, 512, 32, 0, 1, 1);
-    fprintf(stderr, "moe_route: %d cases equal softmax_topk + scale\n", cases + 7);
+    cases += 7;
+    }
+    unsetenv("VT_GPU_ROUTE");
+    fprintf(stderr, "moe_route: %d cases equal softmax_topk + scale\n", cases);
 }
 
 /* ---------------------------------------------------------------- moe_ffn */
@@ -718,6 +726,20 @@ static void test_moe_ffn_topk(void **s)
             ffn_run(&b);
             n += 2;
         }
+    /* one token with VT_GPU_MOE_GU=rows: the row kernel, then one rounding
+     * launch (the default is the chunk-per-block kernel) */
+    if (!is_cpu) {
+        setenv("VT_GPU_MOE_GU", "rows", 1);
+        for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++) {
+            ffn_case a = {VT_TYPE_Q4_K, VT_TYPE_Q4_K, VT_TYPE_Q6_K, 256, 512, 11, Ks[k], 1,
+                          (uint32_t)(k & 1), (int)(k == 3)};
+            ffn_case b = {VT_TYPE_Q8_0, VT_TYPE_Q8_0, VT_TYPE_Q8_0, 96, 160, 9, Ks[k], 1, 0, 0};
+            ffn_run(&a);
+            ffn_run(&b);
+            n += 2;
+        }
+        unsetenv("VT_GPU_MOE_GU");
+    }
     /* n_ff > 3.2 n_embd: one token takes the chunk-per-block gate/up kernel
      * (the row kernel's float act does not fit in front of the rounding) */
     for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k += 2) {

@@ -40,6 +40,9 @@ static const cap_def fixed_caps[] = {
     {VT_CAP_OP_MOE_ROUTE, "op.moe_route", 2},
     {VT_CAP_OP_MOE_FFN, "op.moe_ffn", 2},
     {VT_CAP_GRAPH, "graph", 2},
+    {VT_CAP_OP_MUL_ACT, "op.mul_act", 3},
+    {VT_CAP_OP_ADD_RMS_NORM, "op.add_rms_norm", 3},
+    {VT_CAP_OP_DELTA_NET_GATES, "op.delta_net_gates", 3},
 };
 #define N_FIXED (sizeof fixed_caps / sizeof fixed_caps[0])
 
@@ -47,7 +50,8 @@ size_t vt_abi_table_size(uint32_t kind, uint16_t minor)
 {
     switch (kind) {
     case VT_PLUGIN_BACKEND:
-        return minor >= 2 ? VT_BACKEND_API_SIZE_1_2
+        return minor >= 3 ? VT_BACKEND_API_SIZE_1_3
+               : minor >= 2 ? VT_BACKEND_API_SIZE_1_2
                : minor >= 1 ? VT_BACKEND_API_SIZE_1_1 : VT_BACKEND_API_SIZE_1_0;
     case VT_PLUGIN_MODEL: return minor >= 1 ? VT_MODEL_API_SIZE_1_1 : VT_MODEL_API_SIZE_1_0;
     case VT_PLUGIN_STORE: return minor >= 1 ? VT_STORE_API_SIZE_1_1 : 0;
@@ -116,6 +120,9 @@ static const void *cap_function(const vt_backend_api *t, uint32_t id, int *has_f
     case VT_CAP_OP_SOFTMAX_TOPK: return (const void *)t->softmax_topk;
     case VT_CAP_OP_MOE_ROUTE: return (const void *)t->moe_route; /* minor >= 2 only */
     case VT_CAP_OP_MOE_FFN: return (const void *)t->moe_ffn;
+    case VT_CAP_OP_MUL_ACT: return (const void *)t->mul_act; /* minor >= 3 only */
+    case VT_CAP_OP_ADD_RMS_NORM: return (const void *)t->add_rms_norm;
+    case VT_CAP_OP_DELTA_NET_GATES: return (const void *)t->delta_net_gates;
     case VT_CAP_GRAPH: /* all seven members or none */
         if (t->graph_begin && t->graph_end && t->graph_launch && t->graph_free && t->rope_neox_dpos &&
             t->attention_dpos && t->copy_rows_dpos)

@@ -16,7 +16,8 @@
 enum {
     K_COPY_H2D, K_COPY_D2H, K_COPY_D2D, K_MEMSET, K_RMS_NORM, K_L2_NORM, K_ROPE, K_ATTENTION,
     K_SSM_CONV, K_DELTA_NET, K_UNARY, K_BINARY, K_SCALE, K_MUL_ROWS, K_COPY_2D, K_GATHER,
-    K_SCATTER, K_TOPK, K_MOE_ROUTE, K_MOE_FFN, K_FIXED,
+    K_SCATTER, K_TOPK, K_MOE_ROUTE, K_MOE_FFN, K_MUL_ACT, K_ADD_RMS_NORM, K_DELTA_GATES,
+    K_FIXED,
     K_GET_ROWS = K_FIXED,                  /* + type */
     K_MAT_MUL = K_GET_ROWS + VT_TYPE_SLOTS, /* + 2 * type + (routed expert) */
     K_COUNT = K_MAT_MUL + 2 * VT_TYPE_SLOTS
@@ -25,7 +26,8 @@ enum {
 static const char *const fixed_names[K_FIXED] = {
     "copy_h2d", "copy_d2h", "copy_d2d", "memset_zero", "rms_norm", "l2_norm", "rope_neox",
     "attention", "ssm_conv", "gated_delta_net", "unary", "binary", "scale", "mul_rows",
-    "copy_2d", "gather_rows", "scatter_add", "softmax_topk", "moe_route", "moe_ffn"};
+    "copy_2d", "gather_rows", "scatter_add", "softmax_topk", "moe_route", "moe_ffn", "mul_act", "add_rms_norm",
+    "delta_net_gates"};
 
 struct vt_op_profile {
     vt_capability *caps;   /* all_ops: the real list with graph declared ABSENT */
@@ -197,6 +199,25 @@ static vt_status w_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
     PROFILED(K_MOE_FFN, R->moe_ffn(ctx, a))
 }
 
+static vt_status w_mul_act(vt_backend_ctx *ctx, vt_unary_op op, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, float *y, int64_t ldy, int64_t r,
+                           int64_t c)
+{
+    PROFILED(K_MUL_ACT, R->mul_act(ctx, op, a, lda, b, ldb, y, ldy, r, c))
+}
+static vt_status w_add_rms_norm(vt_backend_ctx *ctx, float *x, int64_t ldx, const float *a,
+                                int64_t lda, const float *gate, const float *w, float *y,
+                                int64_t ldy, int64_t r, int64_t n, float eps)
+{
+    PROFILED(K_ADD_RMS_NORM, R->add_rms_norm(ctx, x, ldx, a, lda, gate, w, y, ldy, r, n, eps))
+}
+static vt_status w_delta_gates(vt_backend_ctx *ctx, const float *b, int64_t ldb,
+                               const float *al, int64_t lda, const float *dt, const float *sa,
+                               float *beta, float *g, int64_t t, int64_t nv)
+{
+    PROFILED(K_DELTA_GATES, R->delta_net_gates(ctx, b, ldb, al, lda, dt, sa, beta, g, t, nv))
+}
+
 vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *real,
                                      vt_backend_ctx *ctx, int all_ops)
 {
@@ -267,6 +288,11 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
                                              "off while every op is profiled (vt bench --profile)"};
         }
         t->caps = p->caps;
+    }
+    if (real->struct_size >= VT_BACKEND_API_SIZE_1_3) { /* members of ABI 1.3 */
+        WRAP(mul_act, w_mul_act);
+        WRAP(add_rms_norm, w_add_rms_norm);
+        WRAP(delta_net_gates, w_delta_gates);
     }
     for (int i = 0; i < VT_TYPE_SLOTS; i++) {
         WRAP(mat_mul[i], w_mat_mul);

@@ -415,6 +415,11 @@ static const vt_capability cpu_caps[] = {
     PRESENT(VT_CAP_OP_MOE_FFN),
     ABSENT(VT_CAP_GRAPH, "ops run synchronously on the calling thread's pool: there is no launch "
            "cost for a recorded graph to save"),
+#define VT_CPU_NO_FUSION "a fused element-wise op saves launches, which the CPU does not have: " \
+                         "models compose unary, binary, mul_rows and rms_norm"
+    ABSENT(VT_CAP_OP_MUL_ACT, VT_CPU_NO_FUSION),
+    ABSENT(VT_CAP_OP_ADD_RMS_NORM, VT_CPU_NO_FUSION),
+    ABSENT(VT_CAP_OP_DELTA_NET_GATES, VT_CPU_NO_FUSION),
     /* weight types: every id that vt/types.h names */
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),

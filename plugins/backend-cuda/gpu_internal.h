@@ -304,6 +304,17 @@ vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a, co
 vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s);
 vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
                           int64_t n_rows, int64_t n_cols);
+/* ABI 1.3 fusions: gpu_elementwise.cu (mul_act, delta_net_gates), gpu_norm.cu (add_rms_norm) */
+vt_status vt_gpu_mul_act(vt_backend_ctx *ctx, vt_unary_op op, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *y, int64_t ldy, int64_t n_rows,
+                         int64_t n_cols);
+vt_status vt_gpu_add_rms_norm(vt_backend_ctx *ctx, float *x, int64_t ldx, const float *a,
+                              int64_t lda, const float *gate, const float *w, float *y,
+                              int64_t ldy, int64_t n_rows, int64_t n, float eps);
+vt_status vt_gpu_delta_net_gates(vt_backend_ctx *ctx, const float *b, int64_t ldb,
+                                 const float *alpha, int64_t lda, const float *dt_bias,
+                                 const float *ssm_a, float *beta, float *g, int64_t n_tokens,
+                                 int64_t n_v);
 vt_status vt_gpu_copy_2d(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
                          int64_t ld_dst, int64_t n_rows, int64_t n_cols);
 vt_status vt_gpu_gather_rows(vt_backend_ctx *ctx, const float *src, int64_t ld_src,

@@ -26,6 +26,7 @@
 #define MQ_THREADS 128
 #define MQ_SMEM_MAX (48 * 1024) /* dynamic shared memory without an opt-in */
 #define MQ_WARPS (MQ_THREADS / 32)
+#define MQ_ONE_BLOCKS 4 /* k_mmq_vec: one row per step below this many blocks per SM */
 
 /* x [n] rounded into q [n], d, s [n/32] (global): one warp per 32-value block. */
 static __global__ void __launch_bounds__(MQ_THREADS)
@@ -40,8 +41,10 @@ k_quantize_x(const float *__restrict__ x, int n, int8_t *__restrict__ q, float *
 /* y[r] = Σ_u dot(row r, unit u) for r < n_out, one token: x [n_in] rounded
  * in shared memory first (PRE false), or already rounded in global memory
  * (PRE: gq, gd, gs from k_quantize_x). A lane group takes two rows per step
- * (r and r + MQ_WARPS·rpw), so that both rows' loads are in flight together. */
-template <int T, bool PRE>
+ * (r and r + MQ_WARPS·rpw), so that both rows' loads are in flight together;
+ * ONE: one row per step, for a matrix too small to give every SM several
+ * warps otherwise (a row's arithmetic is the same either way). */
+template <int T, bool PRE, bool ONE = false>
 static __global__ void __launch_bounds__(MQ_THREADS)
 k_mmq_vec(const uint8_t *__restrict__ w, size_t rb, int n_in, int64_t n_out,
           const float *__restrict__ x, const int8_t *__restrict__ gq, const float *__restrict__ gd,
@@ -62,7 +65,7 @@ k_mmq_vec(const uint8_t *__restrict__ w, size_t rb, int n_in, int64_t n_out,
     const int units = n_in / Qi<T>::UNIT, lpr = 1 << lpr_log2, rpw = 32 >> lpr_log2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int sub = lane >> lpr_log2, li = lane & (lpr - 1);
-    const int64_t half = (int64_t)MQ_WARPS * rpw, per = 2 * half;
+    const int64_t half = (int64_t)MQ_WARPS * rpw, per = ONE ? half : 2 * half;
     for (int64_t r0 = (int64_t)blockIdx.x * per; r0 < n_out; r0 += (int64_t)gridDim.x * per) {
         const int64_t ra = r0 + warp * rpw + sub, rb2 = ra + half;
         float acc_a = 0.0f, acc_b = 0.0f;
@@ -71,14 +74,14 @@ k_mmq_vec(const uint8_t *__restrict__ w, size_t rb, int n_in, int64_t n_out,
         const uint8_t *row_b = w + (size_t)(rb2 < n_out ? rb2 : 0) * rb;
         for (int u = li; u < units; u += lpr) {
             acc_a += Qi<T>::dot(row_a, u, xq, xd, xs);
-            acc_b += Qi<T>::dot(row_b, u, xq, xd, xs);
+            if (!ONE) acc_b += Qi<T>::dot(row_b, u, xq, xd, xs);
         }
         for (int o = lpr >> 1; o > 0; o >>= 1) {
             acc_a += VT_GPU_SHFL_XOR(acc_a, o);
-            acc_b += VT_GPU_SHFL_XOR(acc_b, o);
+            if (!ONE) acc_b += VT_GPU_SHFL_XOR(acc_b, o);
         }
         if (li == 0 && ra < n_out) y[ra] = acc_a;
-        if (li == 0 && rb2 < n_out) y[rb2] = acc_b;
+        if (!ONE && li == 0 && rb2 < n_out) y[rb2] = acc_b;
     }
 }
 
@@ -176,7 +179,13 @@ extern "C" int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const flo
     const int64_t n_in = w->n_in;
     if (n_in % mq_unit(t) || n_in > INT_MAX || qd_smem_bytes(n_in, 1) > MQ_SMEM_MAX) return 0;
     const int l2 = qd_lanes_log2(n_in / mq_unit(t));
-    const unsigned grid = mq_grid(ctx, w->n_out, (int64_t)MQ_WARPS * (32 >> l2) * 2);
+    /* one row per step when two would leave fewer than MQ_ONE_BLOCKS blocks per
+     * SM (VT_GPU_MQ_ONE=0: never, for comparisons) */
+    const char *one_env = getenv("VT_GPU_MQ_ONE");
+    const int64_t per2 = (int64_t)MQ_WARPS * (32 >> l2) * 2;
+    const int one = !(one_env && !strcmp(one_env, "0")) &&
+                    ceil_div(w->n_out, per2) < (int64_t)MQ_ONE_BLOCKS * (ctx->n_sm > 0 ? ctx->n_sm : 132);
+    const unsigned grid = mq_grid(ctx, w->n_out, one ? per2 / 2 : per2);
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t rb = (size_t)w->row_bytes;
     mq_xq v = {NULL, NULL, NULL};
@@ -184,7 +193,10 @@ extern "C" int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const flo
     if (*st != VT_OK) return 1;
     const size_t smem = pre ? 0 : qd_smem_bytes(n_in, 1);
 #define MQ_LAUNCH(T_)                                                                              \
-    if (pre)                                                                                       \
+    if (pre && one)                                                                                \
+        k_mmq_vec<T_, true, true><<<grid, MQ_THREADS, 0, VT_ST>>>(wd, rb, (int)n_in, w->n_out, x,  \
+                                                                   v.q, v.d, v.s, y, l2);          \
+    else if (pre)                                                                                  \
         k_mmq_vec<T_, true><<<grid, MQ_THREADS, 0, VT_ST>>>(wd, rb, (int)n_in, w->n_out, x, v.q,   \
                                                              v.d, v.s, y, l2);                     \
     else                                                                                           \
@@ -445,7 +457,12 @@ extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args
      * and y, P·E floats, follows it: moe_carve): rows over the whole grid,
      * then one rounding launch; else one block per 32-row chunk, rounded in
      * the block */
-    if (pre && 5 * (int64_t)F <= 16 * (int64_t)E) {
+    /* one token: the one-block-per-chunk kernel (rounding in the block) by
+     * default, the row kernel and a rounding launch with VT_GPU_MOE_GU=rows
+     * (H200, Qwen anchor shape: decode 1119 tok/s against 1095) */
+    const char *gu_env = getenv("VT_GPU_MOE_GU");
+    const int rows_ok = gu_env && !strcmp(gu_env, "rows");
+    if (pre && rows_ok && 5 * (int64_t)F <= 16 * (int64_t)E) {
         float *a_f = (float *)buf;
         aq = (int8_t *)buf + (((size_t)P * F * sizeof(float) + 255) & ~(size_t)255);
         ad = (float *)(aq + (size_t)P * F), as = ad + (size_t)P * (F / 32);

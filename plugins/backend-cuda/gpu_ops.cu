@@ -709,7 +709,9 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
         } else {
             k_mm_vec<T><<<grid, threads, 0, VT_ST>>>(wd, rb, w->n_in, w->n_out, x, ldx, y, ldy, nt);
         }
-        return launched(ctx, "mat_mul");
+        /* writes y only: a held rounding of another row (the router's input,
+         * read next by moe_ffn) stays held */
+        return launched_into(ctx, "mat_mul", y, (n_tokens - 1) * ldy + w->n_out, NULL, 0);
     }
 
 #if GPU_HAVE_BLAS
@@ -1208,92 +1210,6 @@ extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q,
     k_delta<<<grid, threads, shmem, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens, n_k,
                                       n_v, d_k, d_v);
     return launched(ctx, "gated_delta_net");
-}
-
-/* ======================= elementwise ======================= */
-
-
-static __global__ void k_unary(int op, const float *x, float *y, int64_t n)
-{
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = unary_ref(op, x[i]);
-}
-
-static __global__ void k_binary(int op, const float *a, const float *b, float *y, int64_t n,
-                                int64_t nb)
-{
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float bv = b[nb == n ? i : i % nb];
-        y[i] = op == VT_BINARY_ADD ? __fadd_rn(a[i], bv) : __fmul_rn(a[i], bv);
-    }
-}
-
-static __global__ void k_scale(const float *x, float *y, int64_t n, float s)
-{
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = __fmul_rn(x[i], s);
-}
-
-static __global__ void k_mul_rows(const float *x, const float *s, float *y, int64_t n_rows,
-                                  int64_t n_cols)
-{
-    int64_t n = n_rows * n_cols, stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = __fmul_rn(x[i], s[i / n_cols]);
-}
-
-extern "C" vt_status vt_gpu_unary(vt_backend_ctx *ctx, vt_unary_op op, const float *x, float *y,
-                                  int64_t n)
-{
-    NEED_CTX("unary");
-    CHECK(n >= 0, "unary: n %lld < 0", (long long)n);
-    CHECK((unsigned)op <= VT_UNARY_TANH, "unary: unknown op %d", (int)op);
-    if (n == 0) return VT_OK;
-    CHECK(x && y, "unary: x or y is NULL");
-    TRY(vt_gpu_select_device(ctx, "unary"));
-    k_unary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, x, y, n);
-    return launched_into(ctx, "unary", y, n, NULL, 0);
-}
-
-extern "C" vt_status vt_gpu_binary(vt_backend_ctx *ctx, vt_binary_op op, const float *a,
-                                   const float *b, float *y, int64_t n, int64_t nb)
-{
-    NEED_CTX("binary");
-    CHECK(n >= 0 && nb > 0, "binary: n %lld, nb %lld", (long long)n, (long long)nb);
-    CHECK((unsigned)op <= VT_BINARY_MUL, "binary: unknown op %d", (int)op);
-    CHECK(n % nb == 0, "binary: nb %lld does not divide n %lld", (long long)nb, (long long)n);
-    if (n == 0) return VT_OK;
-    CHECK(a && b && y, "binary: a pointer is NULL");
-    TRY(vt_gpu_select_device(ctx, "binary"));
-    k_binary<<<grid_for(n, 256), 256, 0, VT_ST>>>((int)op, a, b, y, n, nb);
-    return launched_into(ctx, "binary", y, n, NULL, 0);
-}
-
-extern "C" vt_status vt_gpu_scale(vt_backend_ctx *ctx, const float *x, float *y, int64_t n, float s)
-{
-    NEED_CTX("scale");
-    CHECK(n >= 0, "scale: n %lld < 0", (long long)n);
-    if (n == 0) return VT_OK;
-    CHECK(x && y, "scale: x or y is NULL");
-    TRY(vt_gpu_select_device(ctx, "scale"));
-    k_scale<<<grid_for(n, 256), 256, 0, VT_ST>>>(x, y, n, s);
-    return launched_into(ctx, "scale", y, n, NULL, 0);
-}
-
-extern "C" vt_status vt_gpu_mul_rows(vt_backend_ctx *ctx, const float *x, const float *s, float *y,
-                                     int64_t n_rows, int64_t n_cols)
-{
-    NEED_CTX("mul_rows");
-    CHECK(n_rows >= 0 && n_cols >= 0, "mul_rows: shape [%lld, %lld]", (long long)n_rows,
-          (long long)n_cols);
-    if (n_rows == 0 || n_cols == 0) return VT_OK;
-    CHECK(x && s && y, "mul_rows: a pointer is NULL");
-    TRY(vt_gpu_select_device(ctx, "mul_rows"));
-    k_mul_rows<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(x, s, y, n_rows, n_cols);
-    return launched_into(ctx, "mul_rows", y, n_rows * n_cols, NULL, 0);
 }
 
 /* ======================= copies, gather, scatter ======================= */

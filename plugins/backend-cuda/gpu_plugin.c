@@ -6,7 +6,7 @@
  * What the plugin does: the required memory functions, the live memory
  * probe, pinned host memory and device names, all through the vendor runtime
  * (gpu_backend.cu), and every compute op of vt/backend.h as kernels
- * (gpu_ops.cu): mat_mul and get_rows for the common GGUF weight types F32,
+ * (gpu_ops.cu, gpu_elementwise.cu, gpu_norm.cu, ...): mat_mul and get_rows for the common GGUF weight types F32,
  * F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
  * IQ4_NL, IQ4_XS and MXFP4 (gguf.md §6), decoded exactly as backend-cpu's
  * reference does. Other weight types (the IQ1/IQ2/IQ3 lattice codes, the
@@ -85,6 +85,9 @@ static const vt_capability gpu_caps[] = {
     PRESENT(VT_CAP_OP_MOE_ROUTE),
     PRESENT(VT_CAP_OP_MOE_FFN),
     PRESENT(VT_CAP_GRAPH),
+    PRESENT(VT_CAP_OP_MUL_ACT),
+    PRESENT(VT_CAP_OP_ADD_RMS_NORM),
+    PRESENT(VT_CAP_OP_DELTA_NET_GATES),
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),
     TYPE_PRESENT(VT_TYPE_Q4_0),
@@ -204,6 +207,9 @@ static const vt_backend_api gpu_api = {
     .rope_neox_dpos = vt_gpu_rope_neox_dpos,
     .attention_dpos = vt_gpu_attention_dpos,
     .copy_rows_dpos = vt_gpu_copy_rows_dpos,
+    .mul_act = vt_gpu_mul_act,
+    .add_rms_norm = vt_gpu_add_rms_norm,
+    .delta_net_gates = vt_gpu_delta_net_gates,
 };
 
 static const vt_plugin_desc gpu_desc = {

@@ -121,6 +121,14 @@ typedef struct gemma4_layer {
 
     int has_out_scale;
     float out_scale;                           /* layer_output_scale (host copy) */
+
+    /* Merged matrices (m->fuse, weights copied to the device; data NULL when
+     * not merged): the rows of the matrices that read one input in one
+     * allocation (vt_util_merge_weights), the parts above pointing into them.
+     *   w_qkv: attn_q | attn_k [| attn_v] [D -> QD + KVD (+ KVD)], used for
+     *          one-token graph steps of a layer with its own K/V;
+     *   w_gu:  ffn_gate | ffn_up [D -> 2 n_ff]. */
+    vt_weight w_qkv, w_gu;
 } gemma4_layer;
 
 /* ---- the model ---- */
@@ -146,6 +154,11 @@ struct vt_model {
      * when present, env VT_GRAPH=0 not set): a one-token step is recorded once
      * per sequence and replayed, positions read from d_pos */
     int use_graph;
+    /* ABI 1.3's element-wise fusions and merged matrices (vt_util_fusions_available) */
+    int fuse;
+    /* a residual addition x += res_a that the next norm of x performs
+     * (add_rms_norm); NULL: none pending */
+    const float *res_a;
 
     vt_weight token_embd;        /* [D -> n_vocab] rows */
     vt_weight output;            /* LM head (token_embd when tied) */

@@ -60,15 +60,43 @@ static vt_status g4_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
 /* y[n][F] -> gelu(g) ⊙ u: GeGLU hidden for rows of x [n][D] (ld D), then
  * y = W_down · hidden; y [n][D]. (§5.3, pitfall 17: tanh GELU) */
 static vt_status g4_geglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
-                          const vt_weight *wd, const float *x, float *y, int64_t n)
+                          const vt_weight *wd, const vt_weight *wgu, const float *x, float *y,
+                          int64_t n)
 {
     const int64_t E = m->hp.n_embd, F = wg->n_out;
+    if (m->fuse && wgu->data) { /* merged: [gate | up] rows of f_g, GELU·mul into f_u */
+        TRY(g4_mm(m, wgu, x, E, m->f_g, 2 * F, n));
+        TRY(m->api->mul_act(m->ctx, VT_UNARY_GELU_TANH, m->f_g, 2 * F, m->f_g + F, 2 * F, m->f_u,
+                            F, n, F));
+        return g4_mm(m, wd, m->f_u, F, y, E, n);
+    }
     TRY(g4_mm(m, wg, x, E, m->f_g, F, n));
     TRY(g4_mm(m, wu, x, E, m->f_u, F, n));
-    TRY(m->api->unary(m->ctx, VT_UNARY_GELU_TANH, m->f_g, m->f_g, n * F));
-    TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
+    if (m->fuse) {
+        TRY(m->api->mul_act(m->ctx, VT_UNARY_GELU_TANH, m->f_g, F, m->f_u, F, m->f_g, F, n, F));
+    } else {
+        TRY(m->api->unary(m->ctx, VT_UNARY_GELU_TANH, m->f_g, m->f_g, n * F));
+        TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
+    }
     TRY(g4_mm(m, wd, m->f_g, F, y, E, n));
     return VT_OK;
+}
+
+/* y[r0 .. r0+n) = rms_norm(x rows r0 .. r0+n) · w, first adding the residual
+ * left pending (m->res_a, fused path) to those rows of x; y NULL: only that
+ * addition (nothing pending: nothing to do). */
+static vt_status g4_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, float *y)
+{
+    const int64_t E = m->hp.n_embd;
+    float *x = m->x + r0 * E;
+    if (m->res_a) {
+        vt_status st = m->api->add_rms_norm(m->ctx, x, E, m->res_a + r0 * E, E, NULL, w, y, E, n,
+                                            E, m->hp.eps);
+        m->res_a = NULL;
+        return st;
+    }
+    if (!y) return VT_OK;
+    return m->api->rms_norm(m->ctx, x, E, w, y, E, n, E, m->hp.eps);
 }
 
 /* ---------------------------------------------------------------- */
@@ -133,18 +161,23 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
          * d_pos ([0] position and F-layer row, [1] S-layer row) at replay */
         const int32_t *drow = ly->swa ? m->d_pos + 1 : m->d_pos;
         const int64_t rows = ly->swa ? (int64_t)m->swa_cap : (int64_t)m->n_ctx;
-        TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
+        /* merged (w_qkv): one matmul into q's row [q | k | v] */
+        const int merged = m->fuse && ly->has_kv && ly->w_qkv.data;
+        float *kp = merged ? m->q + QD : m->kp;
+        if (merged) TRY(g4_mm(m, &ly->w_qkv, m->h, E, m->q, ly->w_qkv.n_out, T));
+        else TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
         TRY(A->rms_norm(c, m->q, hd, ly->q_norm, m->q, hd, T * nh, hd, hp->eps));
         TRY(A->rope_neox_dpos(c, m->q, QD, hd, T, nh, ly->n_rot, m->d_pos, ly->rope_base, ff));
         if (ly->has_kv) {
-            TRY(g4_mm(m, &ly->wk, m->h, E, m->kp, KVD, T));
-            const float *vraw = m->kp;
+            if (!merged) TRY(g4_mm(m, &ly->wk, m->h, E, kp, KVD, T));
+            const float *vraw = kp;
             if (ly->has_v) {
-                TRY(g4_mm(m, &ly->wv, m->h, E, m->vp, KVD, T));
-                vraw = m->vp;
+                if (merged) vraw = kp + KVD;
+                else TRY(g4_mm(m, &ly->wv, m->h, E, m->vp, KVD, T));
+                if (!merged) vraw = m->vp;
             }
             TRY(A->rms_norm(c, vraw, hd, NULL, m->s_v, hd, T * nkv, hd, hp->eps));
-            TRY(A->rms_norm(c, m->kp, hd, ly->k_norm, m->s_k, hd, T * nkv, hd, hp->eps));
+            TRY(A->rms_norm(c, kp, hd, ly->k_norm, m->s_k, hd, T * nkv, hd, hp->eps));
             TRY(A->rope_neox_dpos(c, m->s_k, KVD, hd, T, nkv, ly->n_rot, m->d_pos, ly->rope_base,
                                   ff));
             TRY(A->copy_rows_dpos(c, m->s_k, KVD, s->k_cache[il], KVD, T, KVD, drow));
@@ -337,14 +370,24 @@ static vt_status g4_ffn(vt_model *m, uint32_t il, int64_t T)
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
 
-    TRY(A->rms_norm(c, m->x, E, ly->ffn_norm, m->h, E, T, E, hp->eps));
-    TRY(g4_geglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, m->h, m->f_m, T));
+    TRY(g4_norm_x(m, 0, T, ly->ffn_norm, m->h)); /* with the attention's residual when fused */
+    TRY(g4_geglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->w_gu, m->h, m->f_m, T));
     if (ly->moe) {
         TRY(A->rms_norm(c, m->f_m, E, ly->post_ffw_norm_1, m->f_m, E, T, E, hp->eps));
         TRY(g4_experts(m, il, T));
+        if (m->fuse) { /* a = post_ffw_norm(f_m + f_e), added to x by the next norm */
+            TRY(A->add_rms_norm(c, m->f_m, E, m->f_e, E, NULL, ly->post_ffw_norm, m->a, E, T, E,
+                                hp->eps));
+            m->res_a = m->a;
+            return VT_OK;
+        }
         TRY(A->binary(c, VT_BINARY_ADD, m->f_m, m->f_e, m->f_m, T * E, T * E));
     }
     TRY(A->rms_norm(c, m->f_m, E, ly->post_ffw_norm, m->f_m, E, T, E, hp->eps));
+    if (m->fuse) {
+        m->res_a = m->f_m;
+        return VT_OK;
+    }
     TRY(A->binary(c, VT_BINARY_ADD, m->x, m->f_m, m->x, T * E, T * E));
     return VT_OK;
 }
@@ -399,12 +442,18 @@ static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
+    m->res_a = NULL;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const gemma4_layer *ly = &m->layers[il];
-        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
+        TRY(g4_norm_x(m, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
         TRY(g4_attention(m, s, il, T, graph));
-        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
+        if (m->fuse) m->res_a = m->a; /* r = x + a, added by the FFN's first norm */
+        else TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
         TRY(g4_ffn(m, il, T));
+        /* the FFN's residual, left pending when fused, goes in before anything
+         * else reads x */
+        if (hp->n_per_layer || ly->has_out_scale || (!graph && m->dump_path))
+            TRY(g4_norm_x(m, 0, T, NULL, NULL));
         if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T)); /* pitfall 18 */
         if (ly->has_out_scale) /* the whole residual stream (pitfall 19) */
             TRY(A->scale(c, m->x, m->x, T * E, ly->out_scale));
@@ -420,7 +469,7 @@ static vt_status g4_head_row(vt_model *m, int64_t r)
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
-    TRY(A->rms_norm(c, m->x + r * E, E, m->output_norm, m->h, E, 1, E, hp->eps));
+    TRY(g4_norm_x(m, r, 1, m->output_norm, m->h));
     TRY(g4_mm(m, &m->output, m->h, E, m->logits_buf, V, 1));
     TRY(A->scale(c, m->logits_buf, m->logits_buf, V, 1.0f / hp->softcap));
     TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, V));
@@ -521,12 +570,15 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     TRY(g4_layers(m, s, T, 0));
     s->pos += T;
 
-    if (!logits) return VT_OK;
+    if (!logits) {
+        m->res_a = NULL; /* the last FFN's addition is not needed */
+        return VT_OK;
+    }
     /* §5.5 final norm, LM head, soft-capping c·tanh(z/c) (pitfall 12) for the
      * rows whose logits are wanted, in chunks of head_rows */
     const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
     const float cap = hp->softcap;
-    TRY(A->rms_norm(c, m->x + r0 * E, E, m->output_norm, m->h, E, nr, E, hp->eps));
+    TRY(g4_norm_x(m, r0, nr, m->output_norm, m->h));
     TRY(g4_dump(m, m->h, nr, E));
     for (int64_t r = 0; r < nr; r += m->head_rows) {
         int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;

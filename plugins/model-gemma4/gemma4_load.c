@@ -419,6 +419,59 @@ static vt_status g4_track(vt_model *m, void *p)
     return VT_OK;
 }
 
+/* Give back the model's weight allocation p (one of m->dev_allocs). */
+static void g4_untrack(vt_model *m, const void *p)
+{
+    for (size_t i = 0; i < m->n_dev_allocs; i++)
+        if (m->dev_allocs[i] == p) {
+            m->api->free(m->ctx, m->dev_allocs[i]);
+            m->dev_allocs[i] = m->dev_allocs[--m->n_dev_allocs];
+            return;
+        }
+}
+
+/* Merge the n (<= 3) weights parts[] that read one input into one
+ * allocation (vt_util_merge_weights; each part was its own allocation,
+ * given back after the copy). Zero copy, or parts that cannot be merged:
+ * nothing changes and *out stays empty (data NULL). */
+static vt_status g4_merge(vt_model *m, vt_weight *const *parts, int n, vt_weight *out)
+{
+    memset(out, 0, sizeof *out);
+    const size_t bytes = m->zero_copy ? 0 : vt_util_merge_bytes(parts, n);
+    if (!bytes) return VT_OK;
+    void *p = NULL;
+    const void *old[3];
+    vt_status st = gemma4_dev_alloc(m, bytes, parts[0]->name, &p);
+    if (st == VT_OK) st = g4_track(m, p);
+    if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
+    if (st != VT_OK) return st;
+    for (int i = 0; i < n; i++) g4_untrack(m, old[i]);
+    return VT_OK;
+}
+
+/* The merged matrices of every layer (m->fuse): gemma4.h gemma4_layer. */
+static vt_status g4_merge_layers(vt_model *m)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const uint64_t k = hp->n_expert ? hp->n_expert_used : 1;
+    vt_status st = VT_OK;
+    for (uint32_t il = 0; il < hp->n_layer && st == VT_OK; il++) {
+        gemma4_layer *ly = &m->layers[il];
+        if (ly->has_kv) {
+            vt_weight *qkv[] = {&ly->wq, &ly->wk, &ly->wv};
+            st = g4_merge(m, qkv, ly->has_v ? 3 : 2, &ly->w_qkv);
+        }
+        /* the merged output [T][2 n_ff] lives in f_g: T x k x max_ff floats */
+        size_t max_ff = 1;
+        for (uint32_t j = 0; j < hp->n_layer; j++) max_ff = max_ff > hp->n_ff[j] ? max_ff : hp->n_ff[j];
+        if (st == VT_OK && 2 * (uint64_t)ly->n_ff <= k * max_ff) {
+            vt_weight *gu[] = {&ly->ffn_gate, &ly->ffn_up};
+            st = g4_merge(m, gu, 2, &ly->w_gu);
+        }
+    }
+    return st;
+}
+
 /* The tensor's bytes where the backend's ops read them: the mmap pointer when
  * device memory is host-addressable, else a named allocation + copy_h2d. */
 static vt_status g4_place(g4_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
@@ -949,7 +1002,8 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
     float *moe_extra = NULL, *r_ids_f = NULL, *d_pos_f = NULL;
     struct { float **p; size_t rows, cols; } parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
-        {&m->q, T, max_q}, {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
+        {&m->q, T, max_q + 2 * max_kv}, /* + k | v of a merged one-token projection */
+        {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
         /* f_x .. moe_extra, contiguous, are also moe_ffn's scratch (fused path):
          * TF x (2 n_embd + 2 n_ff) floats and room for its int32 arrays */
         {&m->f_x, TF, E}, {&m->f_y, TF, E}, {&m->f_g, TF, max_ff}, {&m->f_u, TF, max_ff},
@@ -1263,6 +1317,15 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     st = g4_setup_fused(m);
     if (st != VT_OK) goto fail;
     g4_setup_graph(m);
+    m->fuse = vt_util_fusions_available(host, m->api);
+    if (m->fuse && (st = g4_merge_layers(m)) != VT_OK) goto fail;
+    if (m->fuse) {
+        uint32_t n_merged = 0;
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            n_merged += !!m->layers[il].w_qkv.data + !!m->layers[il].w_gu.data;
+        host->log(VT_LOG_INFO, "gemma4: element-wise fusions of ABI 1.3 on (mul_act, "
+                  "add_rms_norm), %u merged projections", n_merged);
+    }
     const char *dump = getenv("VT_GEMMA4_DUMP");
     m->dump_path = dump && *dump ? dump : NULL;
 

@@ -123,6 +123,19 @@ typedef struct qwen35_layer {
 
     /* dense FFN (qwen35) */
     vt_weight ffn_gate, ffn_up, ffn_down;
+
+    /* Merged matrices (m->fuse, weights copied to the device; data NULL when
+     * not merged): the rows of the matrices that read one input, in one
+     * allocation, so that one matmul computes them all (qwen35_load.c
+     * q35_merge; the parts above then point into these rows).
+     *   w_in:    linear: attn_qkv | attn_gate | ssm_beta | ssm_alpha
+     *            [n_embd -> conv_dim + value_dim + 2 n_v];
+     *            full: attn_q | attn_k | attn_v [n_embd -> 2 QD + 2 KVD]
+     *            (used for one-token graph steps);
+     *   w_sh_gu: ffn_gate_shexp | ffn_up_shexp [n_embd -> 2 n_ff_shexp];
+     *   w_rg:    ffn_gate_inp | ffn_gate_inp_shexp [n_embd -> n_expert + 1]
+     *            (F32; used for one token: the router rows stay contiguous). */
+    vt_weight w_in, w_sh_gu, w_rg;
 } qwen35_layer;
 
 /* ---- the model ---- */
@@ -146,6 +159,11 @@ struct vt_model {
      * env VT_GRAPH=0 not set): a one-token step is recorded once per sequence
      * and replayed, positions read from d_pos */
     int use_graph;
+    /* ABI 1.3's element-wise fusions and merged matrices (vt_util_fusions_available) */
+    int fuse;
+    /* a residual addition x += sigmoid(res_gate)·res_a (res_gate NULL: x += res_a)
+     * that the next norm performs (add_rms_norm); res_a NULL: none pending */
+    const float *res_a, *res_gate;
     int32_t *exp_ids;         /* [n_expert_used] experts of one acquire */
 
     vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
@@ -167,7 +185,7 @@ struct vt_model {
     float *s_beta, *s_gdecay; /* [T][n_v] */
     float *r_logits;          /* [T][n_expert] */
     float *f_x, *f_g, *f_u, *f_y; /* FFN: gathered input, gate, up, down out */
-    float *f_gamma;           /* [T] shared-expert gate */
+    float *f_gamma;           /* [T] shared-expert gate (the raw logit when fused) */
     int32_t *r_ids;           /* [T][top-k] routed expert ids (fused path) */
     int32_t *d_pos;           /* [T] positions in device memory (graph path) */
     float *s_k, *s_v;         /* [T][max n_head_kv*head_dim] normed, roped K and V (graph path) */

@@ -84,26 +84,46 @@ static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int6
     float *y = m->s_g;      /* [T][value_dim] gated norm output */
     float *beta = m->s_beta, *g = m->s_gdecay; /* [T][n_v] */
 
-    /* §5.7.1 projections */
-    TRY(q35_mm(m, &ly->wqkv, m->h, E, mix, CD, T));
-    TRY(q35_mm(m, &ly->wz, m->h, E, z, VD, T));
-    TRY(q35_mm(m, &ly->wbeta, m->h, E, beta, nv, T));
-    TRY(A->unary(c, VT_UNARY_SIGMOID, beta, beta, T * nv));
-    TRY(q35_mm(m, &ly->walpha, m->h, E, g, nv, T));
-    /* g = ssm_a · softplus(alpha + dt_bias); ssm_a is already −exp(A_log) (pitfall 2) */
-    TRY(A->binary(c, VT_BINARY_ADD, g, ly->dt_bias, g, T * nv, nv));
-    TRY(A->unary(c, VT_UNARY_SOFTPLUS, g, g, T * nv));
-    TRY(A->binary(c, VT_BINARY_MUL, g, ly->ssm_a, g, T * nv, nv));
+    /* §5.7.1 projections. Merged (w_in): one matmul into s_a's rows
+     * [mix | z | beta | alpha] (stride LD), else one per matrix. */
+    int64_t ldm = CD, ldz = VD, ldg = nv;
+    const float *b_raw = beta, *a_raw = g;
+    if (m->fuse && ly->w_in.data) {
+        const int64_t LD = ly->w_in.n_out;
+        TRY(q35_mm(m, &ly->w_in, m->h, E, mix, LD, T));
+        ldm = ldz = ldg = LD;
+        z = mix + CD;
+        b_raw = mix + CD + VD;
+        a_raw = b_raw + nv;
+    } else {
+        TRY(q35_mm(m, &ly->wqkv, m->h, E, mix, CD, T));
+        TRY(q35_mm(m, &ly->wz, m->h, E, z, VD, T));
+        TRY(q35_mm(m, &ly->wbeta, m->h, E, beta, nv, T));
+        TRY(q35_mm(m, &ly->walpha, m->h, E, g, nv, T));
+    }
+    /* beta = sigmoid(b); g = ssm_a · softplus(alpha + dt_bias); ssm_a is
+     * already −exp(A_log) (pitfall 2) */
+    if (m->fuse) {
+        TRY(A->delta_net_gates(c, b_raw, ldg, a_raw, ldg, ly->dt_bias, ly->ssm_a, beta, g, T, nv));
+    } else {
+        TRY(A->unary(c, VT_UNARY_SIGMOID, beta, beta, T * nv));
+        TRY(A->binary(c, VT_BINARY_ADD, g, ly->dt_bias, g, T * nv, nv));
+        TRY(A->unary(c, VT_UNARY_SOFTPLUS, g, g, T * nv));
+        TRY(A->binary(c, VT_BINARY_MUL, g, ly->ssm_a, g, T * nv, nv));
+    }
 
     /* §5.7.2 causal conv over the raw projections with carried state, SiLU (pitfalls 10, 11) */
-    TRY(A->ssm_conv(c, mix, CD, ly->conv1d, s->conv_state[il], conv, CD, T, CD, hp->d_conv));
+    TRY(A->ssm_conv(c, mix, ldm, ly->conv1d, s->conv_state[il], conv, CD, T, CD, hp->d_conv));
 
     /* §5.7.3 L2 norm per key head, then q / sqrt(d_k). A token's q (and k)
      * heads are nk contiguous rows of d_k: with one token they are normed
      * straight from the projection row; with more the q and k parts are
      * first made contiguous ([T][key_dim]) so that each is one call over
      * T·nk rows (two launches per layer instead of two per key head) */
-    if (T == 1) {
+    if (T == 1 && m->fuse) { /* q and k heads are 2 n_k rows of one call; k̂ follows q̂ in s_d */
+        kn = qn + KD;
+        TRY(A->l2_norm(c, conv, dk, qn, dk, 2 * nk, dk, hp->eps));
+    } else if (T == 1) {
         TRY(A->l2_norm(c, conv, dk, qn, dk, nk, dk, hp->eps));
         TRY(A->l2_norm(c, conv + KD, dk, kn, dk, nk, dk, hp->eps));
     } else {
@@ -120,8 +140,12 @@ static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int6
 
     /* §5.7.5 y_h = RMSNorm(o_h; ssm_norm) ⊙ silu(z_h) (pitfall 13), then ssm_out */
     TRY(A->rms_norm(c, o, dv, ly->ssm_norm, y, dv, T * nv, dv, hp->eps));
-    TRY(A->unary(c, VT_UNARY_SILU, z, z, T * VD));
-    TRY(A->binary(c, VT_BINARY_MUL, y, z, y, T * VD, T * VD));
+    if (m->fuse) {
+        TRY(A->mul_act(c, VT_UNARY_SILU, z, ldz, y, VD, y, VD, T, VD));
+    } else {
+        TRY(A->unary(c, VT_UNARY_SILU, z, z, T * VD));
+        TRY(A->binary(c, VT_BINARY_MUL, y, z, y, T * VD, T * VD));
+    }
     TRY(q35_mm(m, &ly->wssm_out, y, VD, m->a, E, T));
     return VT_OK;
 }
@@ -145,22 +169,32 @@ static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_
     float *att = m->s_f;  /* [T][n_head*head_dim] */
     float *kc = s->k_cache[il] + pos0 * KVD, *vc = s->v_cache[il] + pos0 * KVD;
 
-    TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
-    TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
     if (graph) {
-        /* a recorded step: the same arithmetic, with the cache rows and the
-         * positions taken from d_pos on the device when the step replays */
-        TRY(q35_mm(m, &ly->wv, m->h, E, m->s_v, KVD, T));
+        /* a recorded step (one token): the same arithmetic, with the cache
+         * rows and the positions taken from d_pos on the device when the
+         * step replays; merged (w_in), one matmul into [qg | k | v] */
+        float *vp = m->s_v;
+        if (m->fuse && ly->w_in.data) {
+            TRY(q35_mm(m, &ly->w_in, m->h, E, qg, ly->w_in.n_out, T));
+            kp = qg + 2 * QD;
+            vp = kp + KVD;
+        } else {
+            TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
+            TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
+            TRY(q35_mm(m, &ly->wv, m->h, E, vp, KVD, T));
+        }
         TRY(A->rms_norm(c, qg, 2 * hd, ly->q_norm, q, hd, T * nh, hd, hp->eps));
         TRY(A->rms_norm(c, kp, hd, ly->k_norm, m->s_k, hd, T * nkv, hd, hp->eps));
         TRY(A->rope_neox_dpos(c, q, QD, hd, T, nh, hp->n_rot, m->d_pos, hp->rope_base, NULL));
         TRY(A->rope_neox_dpos(c, m->s_k, KVD, hd, T, nkv, hp->n_rot, m->d_pos, hp->rope_base, NULL));
         TRY(A->copy_rows_dpos(c, m->s_k, KVD, s->k_cache[il], KVD, T, KVD, m->d_pos));
-        TRY(A->copy_rows_dpos(c, m->s_v, KVD, s->v_cache[il], KVD, T, KVD, m->d_pos));
+        TRY(A->copy_rows_dpos(c, vp, KVD, s->v_cache[il], KVD, T, KVD, m->d_pos));
         TRY(A->attention_dpos(c, q, QD, hd, s->k_cache[il], s->v_cache[il], att, QD, T, nh, nkv,
                               hd, m->d_pos, m->n_ctx, 0, 1.0f / sqrtf((float)hd), 0.0f));
         goto gate;
     }
+    TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
+    TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
     TRY(q35_mm(m, &ly->wv, m->h, E, vc, KVD, T)); /* V goes to the cache as is */
 
     /* per-head RMSNorm with weights shared by all heads (pitfall 15); the
@@ -178,10 +212,15 @@ static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_
                      pos0 + T, 0, 1.0f / sqrtf((float)hd), 0.0f));
 
 gate:
-    /* o ⊙ sigmoid(gate), then W_o */
-    TRY(A->copy_2d(c, qg + hd, 2 * hd, gate, hd, T * nh, hd));
-    TRY(A->unary(c, VT_UNARY_SIGMOID, gate, gate, T * QD));
-    TRY(A->binary(c, VT_BINARY_MUL, att, gate, att, T * QD, T * QD));
+    /* o ⊙ sigmoid(gate), then W_o. The gate halves of qg are uniformly
+     * strided by 2 head_dim over (token, head) rows: unmerged, or one token */
+    if (m->fuse) {
+        TRY(A->mul_act(c, VT_UNARY_SIGMOID, qg + hd, 2 * hd, att, hd, att, hd, T * nh, hd));
+    } else {
+        TRY(A->copy_2d(c, qg + hd, 2 * hd, gate, hd, T * nh, hd));
+        TRY(A->unary(c, VT_UNARY_SIGMOID, gate, gate, T * QD));
+        TRY(A->binary(c, VT_BINARY_MUL, att, gate, att, T * QD, T * QD));
+    }
     TRY(q35_mm(m, &ly->wo, att, QD, m->a, E, T));
     return VT_OK;
 }
@@ -192,13 +231,24 @@ gate:
 
 /* y = W_down (silu(W_gate x) ⊙ W_up x) for rows of x [n][n_embd]; y [n][n_embd]. */
 static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
-                            const vt_weight *wd, const float *x, float *y, int64_t n)
+                            const vt_weight *wd, const vt_weight *wgu, const float *x, float *y,
+                            int64_t n)
 {
     const int64_t E = m->hp.n_embd, F = wg->n_out;
+    if (m->fuse && wgu && wgu->data) { /* merged: [gate | up] rows of f_g, SiLU·mul into f_u */
+        TRY(q35_mm(m, wgu, x, E, m->f_g, 2 * F, n));
+        TRY(m->api->mul_act(m->ctx, VT_UNARY_SILU, m->f_g, 2 * F, m->f_g + F, 2 * F, m->f_u, F, n,
+                            F));
+        return q35_mm(m, wd, m->f_u, F, y, E, n);
+    }
     TRY(q35_mm(m, wg, x, E, m->f_g, F, n));
     TRY(q35_mm(m, wu, x, E, m->f_u, F, n));
-    TRY(m->api->unary(m->ctx, VT_UNARY_SILU, m->f_g, m->f_g, n * F));
-    TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
+    if (m->fuse) {
+        TRY(m->api->mul_act(m->ctx, VT_UNARY_SILU, m->f_g, F, m->f_u, F, m->f_g, F, n, F));
+    } else {
+        TRY(m->api->unary(m->ctx, VT_UNARY_SILU, m->f_g, m->f_g, n * F));
+        TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
+    }
     TRY(q35_mm(m, wd, m->f_g, F, y, E, n));
     return VT_OK;
 }
@@ -327,13 +377,27 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
 
-    /* router: softmax over all experts, top-k, renormalise (pitfall 13) */
-    TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, hp->n_expert, T));
+    /* router: softmax over all experts, top-k, renormalise (pitfall 13);
+     * one token with w_rg: the router and the shared-expert gate in one
+     * matmul, the gate's logit after the n_expert router logits */
+    const float *gamma = m->f_gamma;
+    if (m->fuse && T == 1 && ly->w_rg.data) {
+        TRY(q35_mm(m, &ly->w_rg, m->h, E, m->r_logits, hp->n_expert + 1, T));
+        gamma = m->r_logits + hp->n_expert;
+    } else {
+        TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, hp->n_expert, T));
+        TRY(q35_mm(m, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T));
+    }
     TRY(m->fused_moe ? q35_moe_fused(m, il, T) : q35_moe_ops(m, il, T));
 
     /* shared expert, gated by sigmoid of a dot product per token */
-    TRY(q35_swiglu(m, &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp, m->h, m->f_y, T));
-    TRY(q35_mm(m, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T));
+    TRY(q35_swiglu(m, &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp, &ly->w_sh_gu, m->h,
+                   m->f_y, T));
+    if (m->fuse) { /* the next norm adds it (add_rms_norm) */
+        m->res_a = m->f_y;
+        m->res_gate = gamma;
+        return VT_OK;
+    }
     TRY(A->unary(c, VT_UNARY_SIGMOID, m->f_gamma, m->f_gamma, T));
     TRY(A->mul_rows(c, m->f_y, m->f_gamma, m->f_y, T, E));
     TRY(A->binary(c, VT_BINARY_ADD, m->x, m->f_y, m->x, T * E, T * E));
@@ -344,7 +408,12 @@ static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
 {
     const qwen35_layer *ly = &m->layers[il];
     const int64_t E = m->hp.n_embd;
-    TRY(q35_swiglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, m->h, m->f_y, T));
+    TRY(q35_swiglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, NULL, m->h, m->f_y, T));
+    if (m->fuse) { /* the next norm adds it (add_rms_norm) */
+        m->res_a = m->f_y;
+        m->res_gate = NULL;
+        return VT_OK;
+    }
     TRY(m->api->binary(m->ctx, VT_BINARY_ADD, m->x, m->f_y, m->x, T * E, T * E));
     return VT_OK;
 }
@@ -352,6 +421,24 @@ static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
 /* ---------------------------------------------------------------- */
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
+
+/* y[r0 .. r0+n) = rms_norm(x rows r0 .. r0+n) · w, first adding the
+ * residual an FFN left pending (m->res_a, fused path) to those rows of x;
+ * y NULL: only that addition (nothing pending: nothing to do). */
+static vt_status q35_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, float *y)
+{
+    const int64_t E = m->hp.n_embd;
+    float *x = m->x + r0 * E;
+    if (m->res_a) {
+        const float *gate = m->res_gate ? m->res_gate + r0 : NULL;
+        vt_status st = m->api->add_rms_norm(m->ctx, x, E, m->res_a + r0 * E, E, gate, w, y, E, n,
+                                            E, m->hp.eps);
+        m->res_a = NULL;
+        return st;
+    }
+    if (!y) return VT_OK;
+    return m->api->rms_norm(m->ctx, x, E, w, y, E, n, E, m->hp.eps);
+}
 
 /* Every layer on x (the embeddings on entry); graph: the full-attention
  * layers take positions and cache rows from d_pos (a recorded step). */
@@ -361,17 +448,25 @@ static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
+    m->res_a = NULL;
     for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
         const qwen35_layer *ly = &m->layers[il];
-        TRY(A->rms_norm(c, m->x, E, ly->attn_norm, m->h, E, T, E, hp->eps)); /* pitfall 1 */
+        TRY(q35_norm_x(m, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
         if (ly->linear) TRY(q35_linear_attn(m, s, il, T));
         else TRY(q35_full_attn(m, s, il, T, graph));
-        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
         /* post_attention_norm is the pre-FFN norm; the FFN adds to x (pitfall 16) */
-        TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, T, E, hp->eps));
+        if (m->fuse) {
+            TRY(A->add_rms_norm(c, m->x, E, m->a, E, NULL, ly->post_norm, m->h, E, T, E, hp->eps));
+        } else {
+            TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
+            TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, T, E, hp->eps));
+        }
         if (hp->is_moe) TRY(q35_moe(m, il, T));
         else TRY(q35_dense_ffn(m, il, T));
-        if (!graph) TRY(q35_dump(m, m->x, T, E));
+        if (!graph && m->dump_path) { /* the dump shows x with the FFN added */
+            TRY(q35_norm_x(m, 0, T, NULL, NULL));
+            TRY(q35_dump(m, m->x, T, E));
+        }
     }
     return VT_OK;
 }
@@ -398,7 +493,7 @@ static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tok
         vt_graph *g = NULL;
         if (st == VT_OK) {
             st = q35_layers(m, s, 1, 1);
-            if (st == VT_OK) st = A->rms_norm(c, m->x, E, m->output_norm, m->h, E, 1, E, hp->eps);
+            if (st == VT_OK) st = q35_norm_x(m, 0, 1, m->output_norm, m->h);
             if (st == VT_OK) st = q35_mm(m, &m->output, m->h, E, m->logits_buf, V, 1);
             st_end = A->graph_end(c, &g);
         }
@@ -470,11 +565,14 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     TRY(q35_layers(m, s, T, 0));
     s->pos += T;
 
-    if (!logits) return VT_OK;
+    if (!logits) {
+        m->res_a = NULL; /* the last FFN's addition is not needed */
+        return VT_OK;
+    }
     /* §5.9 final norm and LM head, only for the rows whose logits are wanted,
      * in chunks of head_rows to bound the scratch */
     const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
-    TRY(A->rms_norm(c, m->x + r0 * E, E, m->output_norm, m->h, E, nr, E, hp->eps));
+    TRY(q35_norm_x(m, r0, nr, m->output_norm, m->h));
     TRY(q35_dump(m, m->h, nr, E));
     for (int64_t r = 0; r < nr; r += m->head_rows) {
         int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;

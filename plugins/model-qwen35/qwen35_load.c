@@ -525,6 +525,96 @@ static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, 
     return VT_ERR_FORMAT;
 }
 
+static size_t q35_max3(size_t a, size_t b, size_t c);
+
+/* A device allocation of the weights, owned by the model (m->dev_allocs,
+ * freed with it). */
+static vt_status q35_weight_alloc(vt_model *m, size_t bytes, const char *what, void **out)
+{
+    *out = NULL;
+    if (m->n_dev_allocs == m->cap_dev_allocs) {
+        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
+        void **na = realloc(m->dev_allocs, nc * sizeof *na);
+        if (!na) {
+            char human[32];
+            m->host->set_error("qwen35: allocation of %s (%zu bytes) for the list of %zu device "
+                               "allocations failed: out of memory",
+                               qwen35_fmt_bytes(nc * sizeof *na, human, sizeof human),
+                               nc * sizeof *na, nc);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        m->dev_allocs = na;
+        m->cap_dev_allocs = nc;
+    }
+    vt_status st = qwen35_dev_alloc(m, bytes, what, out);
+    if (st == VT_OK) m->dev_allocs[m->n_dev_allocs++] = *out;
+    return st;
+}
+
+/* Give back the model's weight allocation p (one of m->dev_allocs). */
+static void q35_weight_free(vt_model *m, const void *p)
+{
+    for (size_t i = 0; i < m->n_dev_allocs; i++)
+        if (m->dev_allocs[i] == p) {
+            m->api->free(m->ctx, m->dev_allocs[i]);
+            m->dev_allocs[i] = m->dev_allocs[--m->n_dev_allocs];
+            return;
+        }
+}
+
+/*
+ * Merge the n weights parts[] that read one input (one type, one n_in, each
+ * in its own allocation) into one allocation, their rows in the order given,
+ * as *out: one matmul then computes every part's outputs (one launch for a
+ * one-token step instead of n, qwen35_forward.c). The parts' allocations
+ * are given back and each part's data points at its rows in the merged one
+ * (the bytes are the same). Weights used from the mmap (zero copy), or parts
+ * of different types or n_in, are left as they are and *out stays empty
+ * (data NULL): the forward pass then runs the parts. n <= 4.
+ */
+static vt_status q35_merge(vt_model *m, vt_weight *const *parts, int n, vt_weight *out)
+{
+    memset(out, 0, sizeof *out);
+    const size_t bytes = m->zero_copy ? 0 : vt_util_merge_bytes(parts, n);
+    if (!bytes) return VT_OK;
+    void *p = NULL;
+    const void *old[4];
+    vt_status st = q35_weight_alloc(m, bytes, parts[0]->name, &p);
+    if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
+    if (st != VT_OK) return st;
+    for (int i = 0; i < n; i++) q35_weight_free(m, old[i]);
+    return VT_OK;
+}
+
+/* The merged matrices of every layer (m->fuse): qwen35.h qwen35_layer. */
+static vt_status q35_merge_layers(vt_model *m)
+{
+    const qwen35_hparams *hp = &m->hp;
+    vt_status st = VT_OK;
+    for (uint32_t il = 0; il < hp->n_layer && st == VT_OK; il++) {
+        qwen35_layer *ly = &m->layers[il];
+        if (ly->linear) {
+            vt_weight *in[] = {&ly->wqkv, &ly->wz, &ly->wbeta, &ly->walpha};
+            st = q35_merge(m, in, 4, &ly->w_in);
+        } else {
+            vt_weight *in[] = {&ly->wq, &ly->wk, &ly->wv};
+            st = q35_merge(m, in, 3, &ly->w_in);
+        }
+        if (st != VT_OK || !hp->is_moe) continue;
+        /* the merged shared-expert output [T][2 n_ff_shexp] lives in f_g, which
+         * holds T x top-k x n_ff floats (q35_alloc_scratch) */
+        if (2 * (uint64_t)hp->n_ff_shexp <= (uint64_t)hp->n_expert_used * q35_max3(hp->n_ff_exp,
+                                                                                hp->n_ff_shexp, hp->n_ff)) {
+            vt_weight *sh[] = {&ly->gate_shexp, &ly->up_shexp};
+            st = q35_merge(m, sh, 2, &ly->w_sh_gu);
+        }
+        if (st != VT_OK) continue;
+        vt_weight *rg[] = {&ly->router, &ly->shexp_gate};
+        st = q35_merge(m, rg, 2, &ly->w_rg);
+    }
+    return st;
+}
+
 /* Make a tensor's bytes usable by the backend: the mmap pointer itself when
  * device memory is host-addressable, else a named allocation + copy_h2d. */
 static vt_status q35_place(q35_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
@@ -546,24 +636,9 @@ static vt_status q35_place(q35_loader *L, const vt_gguf_tensor *t, uint64_t byte
         *out = t->data;
         return VT_OK;
     }
-    if (m->n_dev_allocs == m->cap_dev_allocs) {
-        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
-        void **na = realloc(m->dev_allocs, nc * sizeof *na);
-        if (!na) {
-            char human[32];
-            L->host->set_error("qwen35: allocation of %s (%zu bytes) for the list of %zu device "
-                               "allocations failed: out of memory",
-                               qwen35_fmt_bytes(nc * sizeof *na, human, sizeof human),
-                               nc * sizeof *na, nc);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        m->dev_allocs = na;
-        m->cap_dev_allocs = nc;
-    }
     void *p = NULL;
-    vt_status st = qwen35_dev_alloc(m, (size_t)bytes, t->name, &p);
+    vt_status st = q35_weight_alloc(m, (size_t)bytes, t->name, &p);
     if (st != VT_OK) return st;
-    m->dev_allocs[m->n_dev_allocs++] = p;
     st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
     if (st != VT_OK) return st;
     *out = p;
@@ -1030,7 +1105,6 @@ vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
 /* memory_needs                                                       */
 /* ================================================================ */
 
-static size_t q35_max3(size_t a, size_t b, size_t c);
 static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only);
 
 vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
@@ -1113,15 +1187,17 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
      * the caller, so every product and the sum are overflow-checked */
     struct { float **p; size_t rows, cols; } parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
-        {&m->s_a, T, q35_max3(hp->conv_dim, 2 * max_nh * hd, 1)},  /* m | qg */
+        /* m | qg; merged (w_in): [mix | z | beta | alpha] | [qg | k | v] */
+        {&m->s_a, T, q35_max3((size_t)hp->conv_dim + hp->value_dim + 2 * (size_t)hp->n_v,
+                              2 * max_nh * hd + 2 * max_nkv * hd, 1)},
         {&m->s_b, T, q35_max3(hp->conv_dim, max_nh * hd, 1)},      /* conv out | q */
         {&m->s_c, T, q35_max3(hp->value_dim, max_nh * hd, 1)},     /* z | gate */
-        {&m->s_d, T, q35_max3(hp->key_dim, max_nkv * hd, 1)},      /* q̂ | k proj */
+        {&m->s_d, T, q35_max3(2 * (size_t)hp->key_dim, max_nkv * hd, 1)}, /* q̂ (| k̂, one token) | k proj */
         {&m->s_e, T, hp->key_dim},                                 /* k̂ */
         {&m->s_f, T, q35_max3(hp->value_dim, max_nh * hd, 1)},     /* delta out | attn out */
         {&m->s_g, T, hp->value_dim},                               /* gated norm out */
         {&m->s_beta, T, hp->n_v}, {&m->s_gdecay, T, hp->n_v},
-        {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
+        {&m->r_logits, T, (size_t)hp->n_expert + 1}, /* + the shared-expert gate (w_rg) */
         /* f_x .. moe_extra, contiguous, are also moe_ffn's scratch (fused path):
          * TF x (2 n_embd + 2 n_ff) floats and room for its int32 arrays */
         {&m->f_x, TF, E}, {&m->f_g, TF, n_ff}, {&m->f_u, TF, n_ff}, {&m->f_y, TF, E},
@@ -1347,6 +1423,16 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     st = q35_setup_fused(m);
     if (st != VT_OK) goto fail;
     q35_setup_graph(m);
+    m->fuse = vt_util_fusions_available(host, m->api);
+    if (m->fuse && (st = q35_merge_layers(m)) != VT_OK) goto fail;
+    if (m->fuse) {
+        uint32_t n_merged = 0;
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            n_merged += !!m->layers[il].w_in.data + !!m->layers[il].w_sh_gu.data +
+                        !!m->layers[il].w_rg.data;
+        host->log(VT_LOG_INFO, "qwen35: element-wise fusions of ABI 1.3 on (mul_act, add_rms_norm, "
+                  "delta_net_gates), %u merged projections", n_merged);
+    }
 
     const char *dump = getenv("VT_QWEN35_DUMP");
     m->dump_path = dump && *dump ? dump : NULL;

@@ -35,7 +35,12 @@
  * (graph_begin .. graph_free with the device-position ops rope_neox_dpos,
  * attention_dpos, copy_rows_dpos) under VT_CAP_GRAPH. A plugin built for
  * an older minor loads on a newer core; the capabilities it predates read
- * ABSENT ("plugin built for ABI 1.0").
+ * ABSENT ("plugin built for ABI 1.0"). 1.3 appends the element-wise
+ * fusions mul_act, add_rms_norm and delta_net_gates (VT_CAP_OP_MUL_ACT,
+ * VT_CAP_OP_ADD_RMS_NORM, VT_CAP_OP_DELTA_NET_GATES): each is the
+ * composition of 1.0 ops in one call, so that a GPU runs one launch where
+ * the composition runs several; a backend without them is served by the
+ * composition (models check the capability).
  */
 #ifndef VT_BACKEND_H
 #define VT_BACKEND_H
@@ -79,7 +84,10 @@ typedef enum vt_cap_id {
     VT_CAP_OP_MOE_ROUTE = 30,            /* moe_route(): routing into device arrays (ABI 1.2) */
     VT_CAP_OP_MOE_FFN = 31,              /* moe_ffn(): fused routed-expert FFN (ABI 1.2) */
     VT_CAP_GRAPH = 32,                   /* graph_*() and the device-position ops (ABI 1.2) */
-    VT_CAP_FIXED_COUNT = 33, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
+    VT_CAP_OP_MUL_ACT = 33,              /* mul_act(): op(a) · b (ABI 1.3) */
+    VT_CAP_OP_ADD_RMS_NORM = 34,         /* add_rms_norm(): residual add, then rms_norm (ABI 1.3) */
+    VT_CAP_OP_DELTA_NET_GATES = 35,      /* delta_net_gates(): beta and g of §5.7.1 (ABI 1.3) */
+    VT_CAP_FIXED_COUNT = 36, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
     /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
     VT_CAP_MAT_MUL_BASE = 64,
     VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
@@ -433,6 +441,53 @@ typedef struct vt_backend_api {
     vt_status (*copy_rows_dpos)(vt_backend_ctx *ctx, const float *src, int64_t ld_src, float *dst,
                                 int64_t ld_dst, int64_t n_rows, int64_t n_cols,
                                 const int32_t *row0);
+
+    /* ---- ABI 1.3 (read only when the plugin's abi_minor >= 3) ---- */
+    /*
+     * Capability VT_CAP_OP_MUL_ACT: y[r, c] = op(a[r, c]) · b[r, c] for
+     * r < n_rows, c < n_cols, rows strided by lda, ldb, ldy (elements). Each
+     * value is unary()'s op(a) rounded to float, then one float product: the
+     * bits of unary() into a temporary and binary(MUL) with b. y may alias
+     * a or b when it has the same stride (each element is read before it is
+     * written). SwiGLU / GeGLU (qwen35moe.md §5.8, gemma4.md §5.3), the
+     * sigmoid output gate of gated attention (qwen35moe.md §5.4) and the
+     * SiLU gate of the DeltaNet output norm (§5.7.5).
+     */
+    vt_status (*mul_act)(vt_backend_ctx *ctx, vt_unary_op op, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *y, int64_t ldy, int64_t n_rows,
+                         int64_t n_cols);
+    /*
+     * Capability VT_CAP_OP_ADD_RMS_NORM: the residual add and the RMSNorm
+     * after it, per row r < n_rows:
+     *   x[r, :n] <- x[r, :n] + s_r · a[r, :n],  s_r = sigmoid(gate[r]) (gate NULL: 1,
+     *               no product);
+     *   y[r, :n] = rms_norm(x[r, :n]) · w      (y NULL: only the addition).
+     * gate is device [n_rows] (raw logits, qwen35moe.md §5.8's shared-expert
+     * gate); w may be NULL as in rms_norm. Rounding: the bits of
+     * unary(SIGMOID) on gate, mul_rows of a, binary(ADD) into x, then
+     * rms_norm of the new x (sum of squares in double, its order the
+     * backend's). x, a and y are [n_rows][n] with row strides ldx, lda, ldy;
+     * y must not overlap x or a. (qwen35moe.md §5.3, pitfall 16)
+     */
+    vt_status (*add_rms_norm)(vt_backend_ctx *ctx, float *x, int64_t ldx, const float *a,
+                              int64_t lda, const float *gate, const float *w, float *y,
+                              int64_t ldy, int64_t n_rows, int64_t n, float eps);
+    /*
+     * Capability VT_CAP_OP_DELTA_NET_GATES: the gates of the gated delta
+     * rule from the raw projections (qwen35moe.md §5.7.1), for t < n_tokens,
+     * h < n_v:
+     *   beta[t][h] = sigmoid(b[t][h]),
+     *   g[t][h]    = ssm_a[h] · softplus(alpha[t][h] + dt_bias[h]).
+     * b and alpha are [n_tokens][n_v] with row strides ldb, lda; dt_bias and
+     * ssm_a device [n_v]; beta and g contiguous [n_tokens][n_v]; beta may be
+     * b and g may be alpha when their stride is n_v (in place), no other
+     * overlap. Rounding: the bits of unary(SIGMOID), binary(ADD),
+     * unary(SOFTPLUS) and binary(MUL) in that order.
+     */
+    vt_status (*delta_net_gates)(vt_backend_ctx *ctx, const float *b, int64_t ldb,
+                                 const float *alpha, int64_t lda, const float *dt_bias,
+                                 const float *ssm_a, float *beta, float *g, int64_t n_tokens,
+                                 int64_t n_v);
 } vt_backend_api;
 
 /* A backend instance as the core and models see it. Owned by the core: valid

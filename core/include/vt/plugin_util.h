@@ -295,6 +295,77 @@ static inline int vt_util_graph_available(const vt_backend_api *api)
 }
 
 /*
+ * Whether a model should call ABI 1.3's element-wise fusions (mul_act,
+ * add_rms_norm, delta_net_gates, vt/backend.h) and merge the weight
+ * matrices that read one input into one matmul: 1 when the backend declares
+ * all three PRESENT and env VT_FUSED_OPS is not "0" (the switch that forces
+ * the composed ops, for comparisons; a value other than "0" or "1" is
+ * reported through host->log once per call and ignored).
+ */
+static inline int vt_util_fusions_available(const vt_host_api *host, const vt_backend_api *api)
+{
+    const char *env = getenv("VT_FUSED_OPS");
+    if (env && strcmp(env, "0") && strcmp(env, "1") && host)
+        host->log(VT_LOG_WARN, "VT_FUSED_OPS=%s is not 0 or 1: ignored (fusions stay on where "
+                  "the backend has them)", env);
+    const size_t end = offsetof(vt_backend_api, delta_net_gates) + sizeof(void *);
+    return !(env && !strcmp(env, "0")) && vt_util_backend_has(api, VT_CAP_OP_MUL_ACT, end) &&
+           vt_util_backend_has(api, VT_CAP_OP_ADD_RMS_NORM, end) &&
+           vt_util_backend_has(api, VT_CAP_OP_DELTA_NET_GATES, end);
+}
+
+/*
+ * Merging weight matrices that read one input (a model's load, on a backend
+ * whose weights are copies in device memory): one matmul over the merged
+ * rows computes every part's outputs, one launch for a one-token step
+ * instead of n. vt_util_merge_bytes: the merged size of parts[0..n) when
+ * they can be merged (every data set, one type, one n_in), else 0.
+ * vt_util_merge_weights: copy the parts' rows into dst (device memory of
+ * vt_util_merge_bytes bytes) in the order given and wait for the copies;
+ * old[i] gets part i's previous data (the caller frees its allocations),
+ * each part's data then points at its rows in dst, and *out describes the
+ * merged [n_in -> Σ n_out] matrix (its name the first part's).
+ */
+static inline size_t vt_util_merge_bytes(vt_weight *const *parts, int n)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        if (!parts[i]->data || parts[i]->type != parts[0]->type ||
+            parts[i]->n_in != parts[0]->n_in || parts[i]->row_bytes != parts[0]->row_bytes)
+            return 0;
+        bytes += (size_t)parts[i]->n_out * (size_t)parts[i]->row_bytes;
+    }
+    return bytes;
+}
+
+static inline vt_status vt_util_merge_weights(const vt_backend_api *api, vt_backend_ctx *ctx,
+                                              vt_weight *const *parts, int n, void *dst,
+                                              const void **old, vt_weight *out)
+{
+    size_t off = 0;
+    int64_t rows = 0;
+    vt_status st;
+    for (int i = 0; i < n; i++) {
+        const size_t bytes = (size_t)parts[i]->n_out * (size_t)parts[i]->row_bytes;
+        if ((st = api->copy_d2d(ctx, (uint8_t *)dst + off, parts[i]->data, bytes)) != VT_OK)
+            return st;
+        off += bytes;
+    }
+    if ((st = api->synchronize(ctx)) != VT_OK) return st;
+    *out = *parts[0];
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        old[i] = parts[i]->data;
+        parts[i]->data = (uint8_t *)dst + off;
+        off += (size_t)parts[i]->n_out * (size_t)parts[i]->row_bytes;
+        rows += parts[i]->n_out;
+    }
+    out->n_out = rows;
+    out->data = dst;
+    return VT_OK;
+}
+
+/*
  * A streamed layer's routed experts through moe_ffn (vt/backend.h): the
  * routing ids (a->ids, device [n_tokens][k]) are copied to ids_host, counted
  * per expert into cnt (n_expert + 1 int32: cnt[e] is the end of expert e's
