@@ -478,9 +478,10 @@ static void test_norms(void **s)
     (void)s;
     if (!ready()) return;
     static const int64_t rows[] = {1, 3, 17, 64};
-    static const int64_t ns[] = {64, 96, 4096 + 32};
+    /* several rows of at most 512: one warp per row; longer: a block per row */
+    static const int64_t ns[] = {64, 96, 128, 500, 512, 513, 4096 + 32};
     for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 3; b++) {
+        for (int b = 0; b < 7; b++) {
             norm_case(0, rows[a], ns[b], 1, 0);
             norm_case(0, rows[a], ns[b], 0, 0);
             norm_case(1, rows[a], ns[b], 0, 0);
@@ -1328,6 +1329,38 @@ static void fused_case(const char *path, int graph)
     }
 }
 
+/* vt_engine_eval_last on the GPU: the logits land in the engine's pinned
+ * buffer; they must be vt_engine_eval's, step by step. */
+static void eval_last_case(const char *path)
+{
+    vt_engine *e = open_engine(path, "cuda", NULL);
+    vt_model_info mi = {.struct_size = sizeof mi};
+    vt_engine_model_info(e, &mi);
+    const int64_t V = mi.n_vocab;
+    int32_t ids[12];
+    for (int t = 0; t < 12; t++) ids[t] = 5 + (t * 29) % 150;
+    float *ref = fbuf((size_t)5 * (size_t)V);
+    const float *last = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        OKC(vt_engine_reset(e));
+        for (int t = 0; t < 5; t++) {
+            const int32_t *tk = t ? &ids[7 + t - 1] : ids;
+            const int64_t n = t ? 1 : 7;
+            if (!pass) {
+                OKC(vt_engine_eval(e, tk, n, ref + (size_t)t * (size_t)V, 0));
+            } else {
+                OKC(vt_engine_eval_last(e, tk, n, &last));
+                if (memcmp(last, ref + (size_t)t * (size_t)V, sizeof(float) * (size_t)V))
+                    fail_msg("%s step %d: vt_engine_eval_last differs from vt_engine_eval", path, t);
+            }
+        }
+    }
+    fprintf(stderr, "  %s: vt_engine_eval_last == vt_engine_eval (prompt 7, 4 steps)\n",
+            strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+    free(ref);
+    vt_engine_close(e);
+}
+
 static void test_model_fused_vs_composed(void **s)
 {
     (void)s;
@@ -1341,6 +1374,7 @@ static void test_model_fused_vs_composed(void **s)
         char *path = vt_test_path(fx, files[f]);
         fused_case(path, 1);
         fused_case(path, 0);
+        if (f != 1) eval_last_case(path);
         free(path);
     }
 }

@@ -34,6 +34,7 @@ typedef struct ref_prompt {
 static ref_prompt g_p[N_PROMPTS];
 static int g_loaded;
 static int64_t g_vocab = 4096;
+static float g_eval_last_ref[5 * 4096]; /* test_eval_last: 5 steps of g_vocab (4096) logits */
 static const char *g_dir;
 
 static int *json_int_array(const cJSON *a, int *n)
@@ -300,6 +301,46 @@ static void test_split_identical(void **state)
     free(b);
 }
 
+/* vt_engine_eval_last (what vt run and vt bench sample from: the engine's
+ * own, on a GPU page-locked, buffer) gives the last token's logits of
+ * vt_engine_eval into the caller's buffer, for a prompt and then each
+ * decode step, and the pointer it returns stays that buffer. */
+static void test_eval_last(void **state)
+{
+    (void)state;
+    if (!load_refs()) return;
+    const ref_prompt *p = &g_p[2];
+    vt_engine *e = open_engine("gguf/qwen35moe-tiny-bf16.gguf", NULL, 16);
+    float *mine = malloc(sizeof(float) * (size_t)g_vocab);
+    assert_non_null(mine);
+    const float *last = NULL, *first = NULL;
+    const int n0 = p->n - 4;
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(vt_engine_reset(e), VT_OK);
+        for (int t = 0; t <= 4; t++) {
+            const int32_t *ids = t ? &p->ids[n0 + t - 1] : p->ids;
+            const int64_t n = t ? 1 : n0;
+            vt_status st = pass ? vt_engine_eval(e, ids, n, mine, 0)
+                                : vt_engine_eval_last(e, ids, n, &last);
+            if (st != VT_OK) fail_msg("eval (pass %d, step %d): %s", pass, t, vt_last_error());
+            if (!pass) {
+                assert_non_null(last);
+                if (!first) first = last;
+                assert_ptr_equal(last, first);
+                /* pass 0 keeps a copy per step in g_eval_last_ref */
+                memcpy(g_eval_last_ref + (size_t)t * (size_t)g_vocab, last,
+                       sizeof(float) * (size_t)g_vocab);
+            } else if (memcmp(mine, g_eval_last_ref + (size_t)t * (size_t)g_vocab,
+                              sizeof(float) * (size_t)g_vocab)) {
+                fail_msg("step %d: vt_engine_eval_last's logits differ from vt_engine_eval's", t);
+            }
+        }
+    }
+    printf("[qwen35] vt_engine_eval_last == vt_engine_eval: prompt of %d and 4 decode steps\n", n0);
+    free(mine);
+    vt_engine_close(e);
+}
+
 /* 6. chunked prefill == one chunk == token by token */
 static void test_prefill_chunks(void **state)
 {
@@ -343,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_bf16_scalar_exact), cmocka_unit_test(test_bf16_fast),
         cmocka_unit_test(test_q8_0),              cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_split_identical),   cmocka_unit_test(test_prefill_chunks),
+        cmocka_unit_test(test_eval_last),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

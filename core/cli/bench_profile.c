@@ -66,7 +66,7 @@ static void add_phase(cJSON *obj, const phase *ph)
     cJSON_AddNumberToObject(p, "between_ops_seconds", ph->wall - sum);
 }
 
-int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen, float *logits,
+int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen,
                      double prefill_tok_s, double decode_tok_s, cJSON *json)
 {
     static phase pre, dec;
@@ -77,14 +77,15 @@ int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen,
     if (vt_engine_reset(e) != VT_OK) return 1;
     if (vt_engine_profile_start(e) != VT_OK) return 1;
     double t0 = now_seconds();
-    vt_status st = vt_engine_eval(e, toks, n_prompt, logits, 0);
+    const float *logits;
+    vt_status st = vt_engine_eval_last(e, toks, n_prompt, &logits);
     pre.wall = now_seconds() - t0;
     pre.n_rows = vt_engine_profile_stop(e, pre.rows, MAX_ROWS);
     if (st != VT_OK) return 1;
     if (vt_engine_profile_start(e) != VT_OK) return 1;
     t0 = now_seconds();
     for (int i = 0; i < n_gen && st == VT_OK; i++)
-        st = vt_engine_eval(e, &toks[n_prompt + i], 1, logits, 0);
+        st = vt_engine_eval_last(e, &toks[n_prompt + i], 1, &logits);
     dec.wall = now_seconds() - t0;
     dec.n_rows = vt_engine_profile_stop(e, dec.rows, MAX_ROWS);
     if (st != VT_OK) return 1;

@@ -18,7 +18,7 @@
  * unprofiled rates (tok/s) for comparison. Returns 0, or 1 after an engine
  * error (the message is vt_last_error()).
  */
-int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen, float *logits,
+int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen,
                      double prefill_tok_s, double decode_tok_s, cJSON *json);
 
 #endif

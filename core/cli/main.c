@@ -538,7 +538,7 @@ static int cmd_run(const opts *o_in)
     int rc = 1;
     char *text = NULL;
     int32_t *ids = NULL;
-    float *logits = NULL;
+    const float *logits = NULL; /* the engine's (vt_engine_eval_last) */
     uint8_t *banned = NULL;
     vt_sampler *smp = NULL;
     vt_detok_stream *ds = NULL;
@@ -570,9 +570,8 @@ static int cmd_run(const opts *o_in)
         for (int64_t i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
         fprintf(stderr, "\n");
     }
-    logits = malloc((size_t)info.n_vocab * sizeof *logits);
     banned = calloc((size_t)info.n_vocab, 1);
-    if (!logits || !banned) {
+    if (!banned) {
         vt_set_error("out of memory for %lld logits", (long long)info.n_vocab);
         goto out;
     }
@@ -601,7 +600,7 @@ static int cmd_run(const opts *o_in)
     }
 
     double t0 = now_seconds();
-    if (vt_engine_eval(e, ids, n_ids, logits, 0) != VT_OK) goto out;
+    if (vt_engine_eval_last(e, ids, n_ids, &logits) != VT_OK) goto out;
     double t1 = now_seconds();
     int n_gen = 0, ctx_full = 0;
     for (; o->n_predict < 0 || n_gen < o->n_predict; n_gen++) {
@@ -636,7 +635,7 @@ static int cmd_run(const opts *o_in)
             ctx_full = 1;
             break;
         }
-        if (vt_engine_eval(e, &id, 1, logits, 0) != VT_OK) goto out;
+        if (vt_engine_eval_last(e, &id, 1, &logits) != VT_OK) goto out;
     }
     double t2 = now_seconds();
     if (!o->ids) {
@@ -670,7 +669,6 @@ out:
     vt_detok_stream_free(ds);
     vt_sampler_free(smp);
     free(banned);
-    free(logits);
     free(ids);
     free(text);
     vt_engine_close(e);
@@ -1022,12 +1020,12 @@ static int cmd_bench(const opts *o)
     vt_model_info info;
     vt_engine_model_info(e, &info);
     int32_t *toks = malloc((size_t)(n_prompt + n_gen) * sizeof *toks);
-    float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    const float *logits = NULL; /* the engine's (vt_engine_eval_last), as vt run samples from */
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     const vt_expert_streamer *es = vt_engine_streamer(e);
     vt_expert_stats dec = {0}, all0 = {0}, all1 = {0}; /* decode-phase sums; totals of the timed reps */
     int rc = 1;
-    if (!toks || !logits || !pp || !tg) {
+    if (!toks || !pp || !tg) {
         vt_set_error("out of memory: bench buffers");
         goto out;
     }
@@ -1040,12 +1038,12 @@ static int cmd_bench(const opts *o)
         if (vt_engine_reset(e) != VT_OK) goto out;
         if (r == 1 && es) vt_streamer_stats(es, -1, &all0);
         double t0 = now_seconds();
-        if (vt_engine_eval(e, toks, n_prompt, logits, 0) != VT_OK) goto out;
+        if (vt_engine_eval_last(e, toks, n_prompt, &logits) != VT_OK) goto out;
         double t1 = now_seconds();
         vt_expert_stats a = {0}, b = {0};
         if (es) vt_streamer_stats(es, -1, &a);
         for (int i = 0; i < n_gen; i++)
-            if (vt_engine_eval(e, &toks[n_prompt + i], 1, logits, 0) != VT_OK) goto out;
+            if (vt_engine_eval_last(e, &toks[n_prompt + i], 1, &logits) != VT_OK) goto out;
         double t2 = now_seconds();
         if (es) vt_streamer_stats(es, -1, &b);
         if (r > 0) {
@@ -1110,7 +1108,7 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
         cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
         if (o->profile &&
-            vt_bench_profile(e, toks, n_prompt, n_gen, logits, pp_med, tg_med, j)) {
+            vt_bench_profile(e, toks, n_prompt, n_gen, pp_med, tg_med, j)) {
             cJSON_Delete(j);
             goto out;
         }
@@ -1151,14 +1149,13 @@ static int cmd_bench(const opts *o)
             printf("decode hit rate: n/a (experts resident, no cache)\n");
         }
         printf("peak RSS: %.1f MiB   fallbacks: %llu\n", rss, (unsigned long long)vt_host_n_fallbacks());
-        if (o->profile && vt_bench_profile(e, toks, n_prompt, n_gen, logits, pp_med, tg_med, NULL))
+        if (o->profile && vt_bench_profile(e, toks, n_prompt, n_gen, pp_med, tg_med, NULL))
             goto out;
     }
     rc = 0;
 out:
     if (rc) fail("bench");
     free(toks);
-    free(logits);
     free(pp);
     free(tg);
     vt_engine_close(e);

@@ -42,6 +42,13 @@ struct vt_engine {
      * given (and keeps), a copy of the plugin's (load_model) */
     vt_backend_api api_watched;
     vt_op_profile *prof; /* params.profile: the ops of api_watched are timed */
+    /* the last token's logits for vt_engine_eval_last: [n_vocab] floats, page-locked
+     * (backend host_alloc_pinned, within pinned_budget) on a backend whose device
+     * memory is not host-addressable, so that each decode step's copy of the
+     * logits is one DMA; else (or when the budget refuses) malloc-ed */
+    float *last_logits;
+    size_t last_logits_bytes;
+    int last_logits_pinned;
 };
 
 static double now_seconds(void)
@@ -140,6 +147,41 @@ static vt_status open_streamer(vt_engine *e, const char *device)
 const vt_expert_streamer *vt_engine_streamer(const vt_engine *e) { return e->streamer; }
 const vt_fit *vt_engine_fit(const vt_engine *e) { return &e->res.fit; }
 const char *vt_engine_store_name(const vt_engine *e) { return e->res.store_name; }
+
+/* e->last_logits: pinned when the backend can pin and its device memory is
+ * not host-addressable and the pinned budget takes it (a refusal is a noted
+ * fallback: the copy then goes through the driver's staging), else malloc. */
+static vt_status alloc_last_logits(vt_engine *e)
+{
+    const size_t bytes = (size_t)e->info.n_vocab * sizeof(float);
+    const char *why;
+    e->last_logits_bytes = bytes;
+    if (vt_caps_state(e->bplug->desc, VT_CAP_PINNED_HOST_ALLOC, &why) == VT_CAP_PRESENT &&
+        vt_caps_state(e->bplug->desc, VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY, &why) != VT_CAP_PRESENT) {
+        const vt_host_api *H = vt_host_table();
+        void *p = NULL;
+        if (H->pinned_reserve(bytes)) {
+            if (e->backend.api->host_alloc_pinned(e->backend.ctx, bytes, "the logits (pinned)", &p) ==
+                VT_OK) {
+                e->last_logits = p;
+                e->last_logits_pinned = 1;
+                return VT_OK;
+            }
+            H->pinned_release(bytes);
+            vt_clear_error();
+        }
+        char what[192];
+        snprintf(what, sizeof what, "the logits (%zu bytes) are copied into pageable memory: "
+                 "pinning them %s", bytes, p ? "failed" : "exceeds the pinned budget (pinned_budget)");
+        H->note_fallback(what);
+    }
+    e->last_logits = malloc(bytes ? bytes : 1);
+    if (!e->last_logits) {
+        vt_set_error("out of memory: %zu bytes for the logits", bytes);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    return VT_OK;
+}
 
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 {
@@ -244,6 +286,7 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         goto fail;
     }
     if ((st = e->mapi->seq_new(e->model, &e->seq)) != VT_OK) goto fail;
+    if ((st = alloc_last_logits(e)) != VT_OK) goto fail;
     e->load_seconds = now_seconds() - t0;
     *out = e;
     return VT_OK;
@@ -271,6 +314,12 @@ uint32_t vt_engine_default_ctx(const vt_config *cfg, const vt_config_platform *p
 void vt_engine_close(vt_engine *e)
 {
     if (!e) return;
+    if (e->last_logits && e->last_logits_pinned) {
+        e->backend.api->host_free_pinned(e->backend.ctx, e->last_logits);
+        vt_host_table()->pinned_release(e->last_logits_bytes);
+    } else {
+        free(e->last_logits);
+    }
     if (e->seq) e->mapi->seq_free(e->model, e->seq);
     if (e->model) e->mapi->free(e->model);
     vt_streamer_destroy(e->streamer);
@@ -338,4 +387,12 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *
         if (st != VT_OK) return st;
     }
     return VT_OK;
+}
+
+vt_status vt_engine_eval_last(vt_engine *e, const int32_t *tokens, int64_t n, const float **logits)
+{
+    *logits = NULL;
+    vt_status st = vt_engine_eval(e, tokens, n, e->last_logits, 0);
+    if (st == VT_OK) *logits = e->last_logits;
+    return st;
 }

@@ -90,5 +90,14 @@ int vt_engine_profile_stop(vt_engine *e, struct vt_op_profile_row *rows, int cap
 
 vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *logits,
                          int all_logits);
+/*
+ * vt_engine_eval of n >= 1 tokens with the last token's logits in the
+ * engine's own buffer: *logits ([n_vocab] floats) stays valid until the next
+ * eval, reset or close. On a discrete GPU the buffer is page-locked (within
+ * the platform's pinned_budget), so a decode step's logits arrive in one DMA
+ * (a refusal of the budget is a noted fallback); callers that sample every
+ * step (vt run, vt bench) use this.
+ */
+vt_status vt_engine_eval_last(vt_engine *e, const int32_t *tokens, int64_t n, const float **logits);
 
 #endif

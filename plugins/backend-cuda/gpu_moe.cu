@@ -118,9 +118,10 @@ static __global__ void k_moe_route(const float *__restrict__ logits, int n, int 
     }
 }
 
-/* The same for rows of at most 32 * ROUTE_WARP_VALS experts, one warp per
- * row (ROUTE_ROWS_PER_BLOCK rows per block): lane l holds p of experts
- * l, l + 32, ... in registers, and every reduction is a warp shuffle. */
+/* The same for rows of at most 32 * V experts (V = 8 for n <= 256, else
+ * ROUTE_WARP_VALS), one warp per row (ROUTE_ROWS_PER_BLOCK rows per block):
+ * lane l holds p of experts l, l + 32, ... in registers, and every
+ * reduction is a warp shuffle. */
 #define ROUTE_WARP_VALS 16
 #define ROUTE_ROWS_PER_BLOCK 4
 #if defined(VT_GPU_HIP) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
@@ -130,6 +131,7 @@ static __device__ __forceinline__ void route_better(float &bv, int &bi, float ov
 }
 #endif
 
+template <int V>
 static __global__ void __launch_bounds__(32 * ROUTE_ROWS_PER_BLOCK)
 k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k, int renorm,
                  const float *__restrict__ scale, int32_t *__restrict__ ids,
@@ -139,26 +141,26 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
     const int64_t row = (int64_t)blockIdx.x * ROUTE_ROWS_PER_BLOCK + (threadIdx.x >> 5);
     if (row >= n_rows) return; /* whole warps leave together */
     const float *l = logits + row * n;
-    float p[ROUTE_WARP_VALS];
+    float p[V];
     float mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < ROUTE_WARP_VALS; j++) {
+    for (int j = 0; j < V; j++) {
         int i = lane + 32 * j;
         p[j] = i < n ? l[i] : -INFINITY;
         mx = fmaxf(mx, p[j]);
     }
     for (int m = 16; m > 0; m >>= 1) mx = fmaxf(mx, VT_GPU_SHFL_XOR(mx, m));
     /* each exponential once (double), summed in the order of the block kernel */
-    double ex[ROUTE_WARP_VALS];
+    double ex[V];
     double s = 0.0;
 #pragma unroll
-    for (int j = 0; j < ROUTE_WARP_VALS; j++) {
+    for (int j = 0; j < V; j++) {
         ex[j] = lane + 32 * j < n ? exp((double)p[j] - (double)mx) : 0.0;
         if (lane + 32 * j < n) s += ex[j];
     }
     s = warp_sum_d(s);
 #pragma unroll
-    for (int j = 0; j < ROUTE_WARP_VALS; j++)
+    for (int j = 0; j < V; j++)
         p[j] = lane + 32 * j < n ? (float)(ex[j] / s) : -1.0f;
     double picked = 0.0;
     int my_id = 0; /* lane m keeps the m-th pick (k <= 32: the launcher's condition) */
@@ -167,7 +169,7 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
         float bv = -1.0f;
         int bi = -1;
 #pragma unroll
-        for (int j = 0; j < ROUTE_WARP_VALS; j++)
+        for (int j = 0; j < V; j++)
             if (p[j] >= 0.0f && (bi < 0 || p[j] > bv)) bv = p[j], bi = lane + 32 * j;
 #if !defined(VT_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         /* the warp's best by two reductions: the largest value (non-negative
@@ -190,7 +192,7 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
         if (bi < 0) { /* only NaNs left: the lowest unpicked index */
             int lo = INT_MAX;
 #pragma unroll
-            for (int j = ROUTE_WARP_VALS - 1; j >= 0; j--)
+            for (int j = V - 1; j >= 0; j--)
                 if (lane + 32 * j < n && !(p[j] < 0.0f)) lo = lane + 32 * j;
             for (int off = 16; off > 0; off >>= 1) lo = min(lo, VT_GPU_SHFL_XOR(lo, off));
             bi = lo;
@@ -198,7 +200,7 @@ k_moe_route_warp(const float *__restrict__ logits, int64_t n_rows, int n, int k,
         /* the owner lane reads the picked value out and marks it */
         float v = 0.0f;
 #pragma unroll
-        for (int j = 0; j < ROUTE_WARP_VALS; j++)
+        for (int j = 0; j < V; j++)
             if (lane + 32 * j == bi) v = p[j], p[j] = -1.0f;
         v = VT_GPU_SHFL(v, bi & 31);
         if (lane == m) my_id = bi, my_v = v;
@@ -241,10 +243,13 @@ extern "C" vt_status vt_gpu_moe_route(vt_backend_ctx *ctx, const float *logits, 
     TRY(vt_gpu_select_device(ctx, "moe_route"));
     if (route_kernel() == 0 && n <= 32 * ROUTE_WARP_VALS && k <= 32 &&
         ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK) <= INT_MAX) {
-        k_moe_route_warp<<<(unsigned)ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK),
-                           32 * ROUTE_ROWS_PER_BLOCK, 0, VT_ST>>>(logits, n_rows, (int)n, (int)k,
-                                                                  renorm, expert_scale, ids,
-                                                                  weights);
+        const unsigned gr = (unsigned)ceil_div(n_rows, ROUTE_ROWS_PER_BLOCK);
+        if (n <= 32 * 8)
+            k_moe_route_warp<8><<<gr, 32 * ROUTE_ROWS_PER_BLOCK, 0, VT_ST>>>(
+                logits, n_rows, (int)n, (int)k, renorm, expert_scale, ids, weights);
+        else
+            k_moe_route_warp<ROUTE_WARP_VALS><<<gr, 32 * ROUTE_ROWS_PER_BLOCK, 0, VT_ST>>>(
+                logits, n_rows, (int)n, (int)k, renorm, expert_scale, ids, weights);
         return launched_into(ctx, "moe_route", ids, n_rows * k, weights, n_rows * k);
     }
     k_moe_route<<<(unsigned)n_rows, ROUTE_THREADS, (size_t)n * sizeof(float), VT_ST>>>(

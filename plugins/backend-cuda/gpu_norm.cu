@@ -3,7 +3,8 @@
  * (vt/backend.h: shapes, strides; formula: qwen35moe.md §5.3, the CPU's
  * plugins/backend-cpu/cpu_kernels_scalar.c), for nvcc and hipcc.
  *
- * One block per row: the sum of squares in double, the scale rounded once to
+ * One block per row (short rows of a multi-row call: one warp per row): the
+ * sum of squares in double, the scale rounded once to
  * float (rms: 1/sqrt(mean + eps); l2: 1/max(||x||, eps)), then y = x·scale
  * (·w) in float with no fused multiply-add, as the CPU: the same bits but for
  * the order of the double additions.
@@ -113,6 +114,42 @@ static void launch_row(vt_backend_ctx *ctx, float *x, int64_t ldx, const float *
         x, ldx, a, lda, gate, w, y, ldy, n, eps, l2, q, qd, qs);
 }
 
+/* Short rows (n <= 32·NCW), several of them: one warp per row, NORM_WARP_ROWS
+ * rows per block, lane l holding values l, l + 32, ...; the sum of squares
+ * by one warp reduction (no shared memory, no barrier): per-head norms
+ * (q/k norms, the DeltaNet output norm, L2 norms of key heads). */
+#define NORM_WARP_ROWS 8
+#define NORM_WARP_CACHE 16
+static __global__ void __launch_bounds__(32 * NORM_WARP_ROWS)
+k_norm_warp(const float *__restrict__ x, int64_t ldx, const float *__restrict__ w,
+            float *__restrict__ y, int64_t ldy, int64_t n_rows, int n, float eps, int l2)
+{
+    const int64_t r = (int64_t)blockIdx.x * NORM_WARP_ROWS + (threadIdx.x >> 5);
+    if (r >= n_rows) return; /* whole warps */
+    const int lane = threadIdx.x & 31;
+    const float *xr = x + r * ldx;
+    float *yr = y + r * ldy;
+    float v[NORM_WARP_CACHE];
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < NORM_WARP_CACHE; k++) {
+        const int i = lane + 32 * k;
+        v[k] = i < n ? xr[i] : 0.0f;
+        if (i < n) s += (double)v[k] * (double)v[k];
+    }
+    s = warp_sum_d(s);
+    const float sc = l2 ? (float)(1.0 / fmax(sqrt(s), (double)eps))
+                        : (float)(1.0 / sqrt(s / (double)n + (double)eps));
+#pragma unroll
+    for (int k = 0; k < NORM_WARP_CACHE; k++) {
+        const int i = lane + 32 * k;
+        if (i < n) {
+            const float t = __fmul_rn(v[k], sc);
+            yr[i] = w ? __fmul_rn(t, w[i]) : t;
+        }
+    }
+}
+
 /* Longer rows: two passes over global memory. */
 static __global__ void __launch_bounds__(NORM_THREADS)
 k_norm_long(const float *x, int64_t ldx, const float *w, float *y, int64_t ldy, int64_t n,
@@ -145,6 +182,11 @@ static vt_status norm_op(vt_backend_ctx *ctx, const char *op, const float *x, in
     TRY(vt_gpu_select_device(ctx, op));
     if (n > (int64_t)NORM_CACHE * NORM_THREADS) {
         k_norm_long<<<(unsigned)n_rows, NORM_THREADS, 0, VT_ST>>>(x, ldx, w, y, ldy, n, eps, l2);
+        return launched(ctx, op);
+    }
+    if (n_rows > 1 && n <= 32 * NORM_WARP_CACHE) {
+        k_norm_warp<<<(unsigned)ceil_div(n_rows, NORM_WARP_ROWS), 32 * NORM_WARP_ROWS, 0, VT_ST>>>(
+            x, ldx, w, y, ldy, n_rows, (int)n, eps, l2);
         return launched(ctx, op);
     }
     int8_t *q = NULL;
