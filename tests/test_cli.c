@@ -562,6 +562,24 @@ static void test_settings_not_ignored(void **s)
         fail_msg("vt tokenize on a file without a tokenizer (exit %d): %s", rc, err);
     free(out), free(err), free(zoo);
 
+    /* an option the command does not read is a usage error naming it (issue 17) */
+    static const struct { const char *args[8]; const char *named; } na[] = {
+        {{"fit", "-p", "x", "--chat", NULL}, "-p/--prompt"},
+        {{"fit", "--chat", NULL}, "--chat"},
+        {{"bench", "--ids", "--tokens", "9", NULL}, "--ids"},
+        {{"info", "-m", "x.gguf", "--device", "cpu", NULL}, "--device"},
+        {{"plugins", "--temp", "0", NULL}, "--temp"},
+        {{"mkmodel", "-o", "/tmp/vt-cli-never.gguf", "--ctx", "9", NULL}, "--ctx"},
+        {{"tokenize", "-m", "x.gguf", "-p", "x", "--n-layer", "2", NULL}, "--n-layer"},
+    };
+    for (size_t i = 0; i < sizeof na / sizeof na[0]; i++) {
+        rc = run_vt(na[i].args, &out, &err);
+        if (rc != 2 || !strstr(err, na[i].named) || !strstr(err, "does not apply"))
+            fail_msg("vt %s with %s (exit %d): %s", na[i].args[0], na[i].named, rc, err);
+        free(out), free(err);
+    }
+    assert_int_equal(access("/tmp/vt-cli-never.gguf", F_OK), -1);
+
     setenv("VT_LOG_LEVEL", "bogus", 1);
     const char *a2[] = {"plugins", NULL};
     rc = run_vt(a2, &out, &err);

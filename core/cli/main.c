@@ -109,6 +109,8 @@ typedef struct opts {
     uint8_t mk_set[32];
     int mk_sparse;
     const char *mk_arch;   /* mkmodel --arch: qwen35moe (default) or gemma4 */
+    int seen[96];          /* the getopt codes of the options given, in order (options_apply) */
+    int n_seen;
 } opts;
 
 /* vt mkmodel's shape options: name -> vt_mkmodel_params field. */
@@ -225,6 +227,8 @@ static int parse_opts(int argc, char **argv, opts *o)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:n:t:o:vqh", long_opts, NULL)) != -1) {
+        if (c != '?' && c != ':' && o->n_seen < (int)(sizeof o->seen / sizeof o->seen[0]))
+            o->seen[o->n_seen++] = c;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
@@ -334,6 +338,65 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (optind < argc) {
         fprintf(stderr, "vt: unexpected argument '%s'\n", argv[optind]);
         return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ options per command */
+
+/* The options each command reads (getopt codes; 0 ends a list). -v and -q
+ * apply everywhere. Anything else given to a command is a usage error that
+ * names it, so that no option is accepted and then silently dropped. */
+#define ENGINE_OPTS 'm', 't', O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_CONFIG, O_SET, \
+                    O_NO_PROGRESS
+static const int opts_run[] = {ENGINE_OPTS, 'p', 'n', O_TEMP, O_TOPK, O_TOPP, O_MINP, O_SEED,
+                               O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_IGNORE_EOS, O_VERBOSE_PROMPT, 0};
+static const int opts_logits[] = {ENGINE_OPTS, O_TOKENS, 'o', 0};
+static const int opts_tokenize[] = {'m', 'p', 0};
+static const int opts_info[] = {'m', 0};
+static const int opts_plugins[] = {O_PLUGIN_DIR, 0};
+static const int opts_config[] = {O_CONFIG, O_SET, O_DEVICE, O_SHOW, 0};
+static const int opts_fit[] = {'m', O_DEVICE, O_CTX, O_BATCH, O_PLUGIN_DIR, O_CONFIG, O_SET, 0};
+static const int opts_mkmodel[] = {'o', O_TYPE, O_SEED, O_SPARSE, O_ARCH, -1 /* + the shape options */, 0};
+static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_NPROMPT, 0};
+
+/* "-m/--model", "--chat" for getopt code c */
+static const char *option_name(int c, char *buf, size_t cap)
+{
+    const char *lng = NULL;
+    for (size_t i = 0; long_opts[i].name; i++)
+        if (long_opts[i].val == c) {
+            lng = long_opts[i].name;
+            break;
+        }
+    if (c < 128 && lng) snprintf(buf, cap, "-%c/--%s", c, lng);
+    else if (c < 128) snprintf(buf, cap, "-%c", c);
+    else snprintf(buf, cap, "--%s", lng ? lng : "?");
+    return buf;
+}
+
+/* 0 when every option given applies to cmd, else a usage message on stderr and -1. */
+static int options_apply(const char *cmd, const opts *o)
+{
+    static const struct { const char *cmd; const int *ok; } table[] = {
+        {"run", opts_run},         {"logits", opts_logits}, {"tokenize", opts_tokenize},
+        {"info", opts_info},       {"plugins", opts_plugins}, {"config", opts_config},
+        {"fit", opts_fit},         {"mkmodel", opts_mkmodel}, {"bench", opts_bench}};
+    const int *ok = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i].cmd, cmd)) ok = table[i].ok;
+    if (!ok) return 0; /* an unknown command is reported by main */
+    for (int k = 0; k < o->n_seen; k++) {
+        const int c = o->seen[k];
+        int fine = c == 'v' || c == 'q';
+        for (const int *p = ok; !fine && *p; p++)
+            fine = *p == c || (*p == -1 && c >= O_MK_BASE && c < O_MK_BASE + (int)N_MK_FIELDS);
+        if (!fine) {
+            char nm[64];
+            fprintf(stderr, "vt %s: %s does not apply to this command (vt --help lists what "
+                    "each command takes)\n", cmd, option_name(c, nm, sizeof nm));
+            return -1;
+        }
     }
     return 0;
 }
@@ -1180,7 +1243,7 @@ int main(int argc, char **argv)
     snprintf(prog, sizeof prog, "vt %s", cmd);
     argv[1] = prog; /* getopt's messages then read "vt run: ..." */
     opts o;
-    if (parse_opts(argc - 1, argv + 1, &o)) {
+    if (parse_opts(argc - 1, argv + 1, &o) || options_apply(cmd, &o)) {
         fprintf(stderr, "run 'vt --help' for usage\n");
         return 2;
     }
