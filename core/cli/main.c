@@ -45,12 +45,14 @@ static const char *usage_text =
     "commands:\n"
     "  run       [-m MODEL] -p PROMPT [-n N] [-t THREADS] [--temp T] [--top-k K] [--top-p P]\n"
     "            [--min-p P] [--seed S] [--chat] [--system TEXT] [--stats] [--ids]\n"
-    "            [--ignore-eos] [--verbose-prompt]\n"
-    "            generate text (streams to stdout; --ids: token ids instead); without -m,\n"
+    "            [--ignore-eos] [--verbose-prompt] [--no-special]\n"
+    "            generate text (streams to stdout; --ids: token ids instead); --no-special:\n"
+    "            control tokens written in the prompt (or --chat messages) stay text;\n"
+    "            without -m,\n"
     "            the shipped demo model (" VT_DEMO_MODEL_NAME ", a small trained\n"
     "            qwen35moe: see the README)\n"
     "  logits    -m MODEL --tokens 1,2,3 -o FILE   write float32 logits [n_tokens][n_vocab]\n"
-    "  tokenize  -m MODEL -p TEXT                  print the token ids\n"
+    "  tokenize  -m MODEL -p TEXT [--no-special]   print the token ids\n"
     "  info      -m MODEL                          metadata, tensor table, totals\n"
     "  plugins                                     list plugins and their capabilities\n"
     "  config    [--show]                          print the resolved residency config and\n"
@@ -104,7 +106,7 @@ typedef struct opts {
     uint32_t ctx, batch;
     vt_sampler_params sp;
     const char *sets[64];
-    int n_sets, show, json, no_progress, quiet, profile;
+    int n_sets, show, json, no_progress, quiet, profile, no_special;
     uint32_t mk_val[32];   /* mkmodel shape options, by index into mk_fields */
     uint8_t mk_set[32];
     int mk_sparse;
@@ -153,7 +155,7 @@ static const struct {
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -172,7 +174,7 @@ static struct option long_opts[] = {
     {"set", required_argument, 0, O_SET}, {"show", no_argument, 0, O_SHOW}, {"json", no_argument, 0, O_JSON},
     {"sparse", no_argument, 0, O_SPARSE}, {"arch", required_argument, 0, O_ARCH},
     {"quiet", no_argument, 0, 'q'}, {"no-progress", no_argument, 0, O_NO_PROGRESS},
-    {"profile", no_argument, 0, O_PROFILE},
+    {"profile", no_argument, 0, O_PROFILE}, {"no-special", no_argument, 0, O_NO_SPECIAL},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
@@ -246,6 +248,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case O_NO_PROGRESS: o->no_progress = 1; break;
         case O_PROFILE: o->profile = 1; break;
+        case O_NO_SPECIAL: o->no_special = 1; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case O_TEMP:
             if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1;
@@ -350,9 +353,10 @@ static int parse_opts(int argc, char **argv, opts *o)
 #define ENGINE_OPTS 'm', 't', O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_CONFIG, O_SET, \
                     O_NO_PROGRESS
 static const int opts_run[] = {ENGINE_OPTS, 'p', 'n', O_TEMP, O_TOPK, O_TOPP, O_MINP, O_SEED,
-                               O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_IGNORE_EOS, O_VERBOSE_PROMPT, 0};
+                               O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_IGNORE_EOS, O_VERBOSE_PROMPT,
+                               O_NO_SPECIAL, 0};
 static const int opts_logits[] = {ENGINE_OPTS, O_TOKENS, 'o', 0};
-static const int opts_tokenize[] = {'m', 'p', 0};
+static const int opts_tokenize[] = {'m', 'p', O_NO_SPECIAL, 0};
 static const int opts_info[] = {'m', 0};
 static const int opts_plugins[] = {O_PLUGIN_DIR, 0};
 static const int opts_config[] = {O_CONFIG, O_SET, O_DEVICE, O_SHOW, 0};
@@ -607,6 +611,8 @@ static int cmd_run(const opts *o_in)
     vt_detok_stream *ds = NULL;
 
     const char *prompt = o->prompt;
+    vt_text_span *plain = NULL; /* --no-special --chat: where the messages went */
+    size_t n_plain = 0;
     if (o->chat || o->system) { /* --system implies --chat */
         const char *family = vt_chat_family_for_arch(vt_engine_arch(e));
         vt_chat_msg msgs[2];
@@ -619,11 +625,17 @@ static int cmd_run(const opts *o_in)
         }
         /* the GGUF's own template decides template variants (gemma4's empty thought channel) */
         unsigned flags = vt_chat_flags_for_template(family, vt_tokenizer_chat_template(tok));
-        if (vt_chat_render_ex(family, msgs, n, 1, flags, &text) != VT_OK) goto out;
+        if (vt_chat_render_spans(family, msgs, n, 1, flags, &text, &plain, &n_plain) != VT_OK)
+            goto out;
         prompt = text;
     }
     int64_t n_ids = 0;
-    if (vt_tokenize(tok, prompt, strlen(prompt), 1, 1, &ids, &n_ids) != VT_OK) goto out;
+    /* --no-special: the template's control tokens parse, the user's text stays text */
+    vt_status tst = !o->no_special ? vt_tokenize(tok, prompt, strlen(prompt), 1, 1, &ids, &n_ids)
+                    : text ? vt_tokenize_plain(tok, prompt, strlen(prompt), 1, plain, n_plain, &ids, &n_ids)
+                           : vt_tokenize(tok, prompt, strlen(prompt), 1, 0, &ids, &n_ids);
+    free(plain);
+    if (tst != VT_OK) goto out;
     if (n_ids == 0) {
         vt_set_error("the prompt tokenizes to nothing");
         goto out;
@@ -836,7 +848,7 @@ static int cmd_tokenize(const opts *o)
     int32_t *ids;
     int64_t n;
     int rc = 0;
-    if (vt_tokenize(t, o->prompt, strlen(o->prompt), 1, 1, &ids, &n) != VT_OK) {
+    if (vt_tokenize(t, o->prompt, strlen(o->prompt), 1, !o->no_special, &ids, &n) != VT_OK) {
         rc = fail("tokenize");
     } else {
         for (int64_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);

@@ -31,6 +31,9 @@ typedef struct sbuf {
     size_t n, cap;
     int oom;
     size_t oom_bytes; /* the size whose allocation failed */
+    vt_text_span *spans; /* where message content went (sb_content), when recorded */
+    size_t n_spans, cap_spans;
+    int record;
 } sbuf;
 
 static void sb_add(sbuf *b, const char *s, size_t n)
@@ -54,6 +57,27 @@ static void sb_add(sbuf *b, const char *s, size_t n)
 }
 
 static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+/* Message content: appended as sb_add does, its byte range recorded when the
+ * caller asked for the spans (vt_chat_render_spans). */
+static void sb_content(sbuf *b, const char *s, size_t n)
+{
+    const size_t at = b->n;
+    sb_add(b, s, n);
+    if (!b->record || b->oom || !n) return;
+    if (b->n_spans == b->cap_spans) {
+        size_t cap = b->cap_spans ? 2 * b->cap_spans : 8;
+        vt_text_span *v = realloc(b->spans, cap * sizeof *v);
+        if (!v) {
+            b->oom = 1;
+            b->oom_bytes = cap * sizeof *v;
+            return;
+        }
+        b->spans = v;
+        b->cap_spans = cap;
+    }
+    b->spans[b->n_spans++] = (vt_text_span){at, n};
+}
 
 /* A view of a string: [p, p+n). */
 typedef struct span {
@@ -181,11 +205,11 @@ static vt_status render_qwen35(const vt_chat_msg *m, size_t n, int add_gen, unsi
         span c = trim(span_of(m[i].content));
         if (!strcmp(role, "system")) {
             sb_str(b, "<|im_start|>system\n");
-            sb_add(b, c.p, c.n);
+            sb_content(b, c.p, c.n);
             sb_str(b, "<|im_end|>\n");
         } else if (!strcmp(role, "user")) {
             sb_str(b, "<|im_start|>user\n");
-            sb_add(b, c.p, c.n);
+            sb_content(b, c.p, c.n);
             sb_str(b, "<|im_end|>\n");
         } else if (!strcmp(role, "assistant")) {
             span reasoning, answer;
@@ -193,15 +217,15 @@ static vt_status render_qwen35(const vt_chat_msg *m, size_t n, int add_gen, unsi
             sb_str(b, "<|im_start|>assistant\n");
             if (i > last_query) {
                 sb_str(b, "<think>\n");
-                sb_add(b, reasoning.p, reasoning.n);
+                sb_content(b, reasoning.p, reasoning.n);
                 sb_str(b, "\n</think>\n\n");
             }
-            sb_add(b, answer.p, answer.n);
+            sb_content(b, answer.p, answer.n);
             sb_str(b, "<|im_end|>\n");
         } else { /* tool: consecutive results share one user turn */
             if (i > 0 && strcmp(m[i - 1].role, "tool")) sb_str(b, "<|im_start|>user");
             sb_str(b, "\n<tool_response>\n");
-            sb_add(b, c.p, c.n);
+            sb_content(b, c.p, c.n);
             sb_str(b, "\n</tool_response>");
             if (i + 1 == n || strcmp(m[i + 1].role, "tool")) sb_str(b, "<|im_end|>\n");
         }
@@ -236,7 +260,7 @@ static void add_without_channels(sbuf *b, span c)
         b->oom_bytes = tmp.oom_bytes;
     } else if (tmp.p) {
         span t = trim((span){tmp.p, tmp.n});
-        sb_add(b, t.p, t.n);
+        sb_content(b, t.p, t.n);
     }
     free(tmp.p);
 }
@@ -266,7 +290,7 @@ static vt_status render_gemma4(const vt_chat_msg *m, size_t n, int add_gen, unsi
         if (thinking) sb_str(b, "<|think|>\n");
         if (has_system) {
             span c = trim(span_of(m[0].content));
-            sb_add(b, c.p, c.n);
+            sb_content(b, c.p, c.n);
             first = 1;
         }
         sb_str(b, "<turn|>\n");
@@ -280,7 +304,7 @@ static vt_status render_gemma4(const vt_chat_msg *m, size_t n, int add_gen, unsi
         } else {
             /* user; a later system/developer message keeps its turn name "system" */
             sb_str(b, !strcmp(role, "user") ? "<|turn>user\n" : "<|turn>system\n");
-            sb_add(b, c.p, c.n);
+            sb_content(b, c.p, c.n);
         }
         sb_str(b, "<turn|>\n");
     }
@@ -291,15 +315,17 @@ static vt_status render_gemma4(const vt_chat_msg *m, size_t n, int add_gen, unsi
     return VT_OK;
 }
 
-vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
-                            int add_generation_prompt, unsigned flags, char **out)
+static vt_status chat_render(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
+                             int add_generation_prompt, unsigned flags, char **out,
+                             vt_text_span **spans, size_t *n_spans)
 {
     if (!family || !out || (!msgs && n_msgs)) {
         vt_set_error("vt_chat_render: NULL argument");
         return VT_ERR_INVALID_ARG;
     }
     *out = NULL;
-    sbuf b = {0};
+    if (spans) *spans = NULL, *n_spans = 0;
+    sbuf b = {.record = spans != NULL};
     vt_status st;
     if (!strcmp(family, "qwen35")) {
         st = render_qwen35(msgs, n_msgs, add_generation_prompt, flags, &b);
@@ -320,10 +346,29 @@ vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t 
     }
     if (st != VT_OK) {
         free(b.p);
+        free(b.spans);
         return st;
     }
     *out = b.p;
+    if (spans) *spans = b.spans, *n_spans = b.n_spans;
     return VT_OK;
+}
+
+vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
+                            int add_generation_prompt, unsigned flags, char **out)
+{
+    return chat_render(family, msgs, n_msgs, add_generation_prompt, flags, out, NULL, NULL);
+}
+
+vt_status vt_chat_render_spans(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
+                               int add_generation_prompt, unsigned flags, char **out,
+                               vt_text_span **spans, size_t *n_spans)
+{
+    if (!spans || !n_spans) {
+        vt_set_error("vt_chat_render_spans: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    return chat_render(family, msgs, n_msgs, add_generation_prompt, flags, out, spans, n_spans);
 }
 
 vt_status vt_chat_render(const char *family, const vt_chat_msg *msgs, size_t n_msgs,

@@ -859,9 +859,20 @@ static vt_status fragvec_push(fragvec *f, size_t off, size_t len, int32_t id)
     return VT_OK;
 }
 
-/* §3: split RAW fragments at every special token, longest token first. */
+/* 1 when [at, at + n) overlaps one of the spans */
+static int in_spans(const vt_text_span *sp, size_t n_sp, size_t at, size_t n)
+{
+    for (size_t i = 0; i < n_sp; i++)
+        if (at < sp[i].off + sp[i].len && sp[i].off < at + n) return 1;
+    return 0;
+}
+
+/* §3: split RAW fragments at every special token, longest token first; a
+ * CONTROL/UNKNOWN token overlapping one of the plain spans is not matched
+ * (vt_tokenize_plain). */
 static vt_status partition_special(const vt_tokenizer *t, const char *text, size_t len,
-                                   int parse_special, fragvec *frags)
+                                   int parse_special, const vt_text_span *plain, size_t n_plain,
+                                   fragvec *frags)
 {
     vt_status st = fragvec_push(frags, 0, len, -1);
     if (st != VT_OK) return st;
@@ -873,6 +884,7 @@ static vt_status partition_special(const vt_tokenizer *t, const char *text, size
         const char *tok = str_ptr(t, iid);
         size_t tl = t->str_len[iid];
         if (!memmem(text, len, tok, tl)) continue; /* cannot occur in any fragment */
+        const int guarded = n_plain && (t->tok_attr[id] & (ATTR_CONTROL | ATTR_UNKNOWN));
         next.n = 0;
         for (size_t f = 0; f < frags->n && st == VT_OK; f++) {
             frag fr = frags->v[f];
@@ -880,17 +892,21 @@ static vt_status partition_special(const vt_tokenizer *t, const char *text, size
                 st = fragvec_push(&next, fr.off, fr.len, fr.id);
                 continue;
             }
-            size_t pos = fr.off, end = fr.off + fr.len;
+            size_t pos = fr.off, end = fr.off + fr.len, from = pos;
             while (st == VT_OK) {
-                const char *m = end - pos >= tl ? memmem(text + pos, end - pos, tok, tl) : NULL;
+                const char *m = end - from >= tl ? memmem(text + from, end - from, tok, tl) : NULL;
                 if (!m) {
                     if (end > pos) st = fragvec_push(&next, pos, end - pos, -1);
                     break;
                 }
                 size_t at = (size_t)(m - text);
+                if (guarded && in_spans(plain, n_plain, at, tl)) { /* text here */
+                    from = at + 1;
+                    continue;
+                }
                 if (at > pos) st = fragvec_push(&next, pos, at - pos, -1);
                 if (st == VT_OK) st = fragvec_push(&next, at, tl, id);
-                pos = at + tl;
+                pos = from = at + tl;
             }
         }
         if (st != VT_OK) break;
@@ -1139,8 +1155,9 @@ static vt_status gemma4_fragment(work *w, uint32_t *cps, size_t n)
     return VT_OK;
 }
 
-vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int add_special,
-                      int parse_special, int32_t **ids, int64_t *n_ids)
+static vt_status tokenize(const vt_tokenizer *t, const char *text, size_t len, int add_special,
+                          int parse_special, const vt_text_span *plain, size_t n_plain,
+                          int32_t **ids, int64_t *n_ids)
 {
     if (!t || !ids || !n_ids || (!text && len)) {
         vt_set_error("vt_tokenize: NULL argument");
@@ -1155,7 +1172,8 @@ vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int a
     vt_status st = VT_OK;
 
     if (add_special && t->add_bos) st = idvec_push(&out, t->bos);
-    if (st == VT_OK && len) st = partition_special(t, text, len, parse_special, &frags);
+    if (st == VT_OK && len)
+        st = partition_special(t, text, len, parse_special, plain, n_plain, &frags);
     for (size_t f = 0; st == VT_OK && f < frags.n; f++) {
         if (frags.v[f].id >= 0) {
             st = idvec_push(&out, frags.v[f].id);
@@ -1190,6 +1208,23 @@ vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int a
     *ids = out.v;
     *n_ids = (int64_t)out.n;
     return VT_OK;
+}
+
+vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int add_special,
+                      int parse_special, int32_t **ids, int64_t *n_ids)
+{
+    return tokenize(t, text, len, add_special, parse_special, NULL, 0, ids, n_ids);
+}
+
+vt_status vt_tokenize_plain(const vt_tokenizer *t, const char *text, size_t len, int add_special,
+                            const vt_text_span *plain, size_t n_plain, int32_t **ids,
+                            int64_t *n_ids)
+{
+    if (n_plain && !plain) {
+        vt_set_error("vt_tokenize_plain: NULL spans");
+        return VT_ERR_INVALID_ARG;
+    }
+    return tokenize(t, text, len, add_special, 1, plain, n_plain, ids, n_ids);
 }
 
 /* ------------------------------------------------------------------------ */

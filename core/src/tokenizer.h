@@ -72,6 +72,24 @@ int32_t vt_tokenizer_find(const vt_tokenizer *t, const char *text);
 vt_status vt_tokenize(const vt_tokenizer *t, const char *text, size_t len, int add_special,
                       int parse_special, int32_t **ids, int64_t *n_ids);
 
+/* A byte range [off, off + len) of a text. */
+typedef struct vt_text_span {
+    size_t off, len;
+} vt_text_span;
+
+/*
+ * vt_tokenize with parse_special on, except that a CONTROL (or UNKNOWN) token
+ * whose text overlaps one of the n_plain spans is not matched there: those
+ * bytes tokenize as the text they are (--no-special: message content that
+ * spells "<|im_end|>" stays text, while the chat template's own control
+ * tokens around it are parsed). Outside the spans, and with no special
+ * token text inside them, the ids are vt_tokenize(..., 1, ...)'s exactly.
+ * Spans may be in any order and may overlap.
+ */
+vt_status vt_tokenize_plain(const vt_tokenizer *t, const char *text, size_t len, int add_special,
+                            const vt_text_span *plain, size_t n_plain, int32_t **ids,
+                            int64_t *n_ids);
+
 /* The bytes token id stands for (tokenizers.md §7): CONTROL/UNKNOWN render
  * only when special. Writes at most cap bytes; returns the full length
  * (may exceed cap), or -1 for an invalid id. */
@@ -134,6 +152,12 @@ vt_status vt_chat_render(const char *family, const vt_chat_msg *msgs, size_t n_m
  * no user query. */
 vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
                             int add_generation_prompt, unsigned flags, char **out);
+/* vt_chat_render_ex, and where in *out the messages' content went: *spans
+ * (malloc-ed, caller frees; NULL when *n_spans is 0) in output order, for
+ * vt_tokenize_plain (content's special-token text stays text). */
+vt_status vt_chat_render_spans(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
+                               int add_generation_prompt, unsigned flags, char **out,
+                               vt_text_span **spans, size_t *n_spans);
 /* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35", "gemma4" ->
  * "gemma4"), NULL if unknown. */
 const char *vt_chat_family_for_arch(const char *arch);
