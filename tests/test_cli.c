@@ -613,6 +613,20 @@ static void test_settings_not_ignored(void **s)
     if (rc != 0 || !strstr(err, "VT_LOG_LEVEL=bogus")) fail_msg("VT_LOG_LEVEL=bogus (exit %d): %s", rc, err);
     free(out), free(err);
 
+    /* the models' comparison switches: a value other than 0 or 1 is named */
+    static const char *const sw[] = {"VT_MOE_FFN", "VT_GRAPH", "VT_FUSED_OPS"};
+    for (size_t i = 0; i < 3; i++) {
+        setenv(sw[i], "banana", 1);
+        const char *a6[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "-n", "1",
+                            "--device", "cpu", NULL};
+        rc = run_vt(a6, &out, &err);
+        unsetenv(sw[i]);
+        char want[64];
+        snprintf(want, sizeof want, "%s=banana", sw[i]);
+        if (rc != 0 || !strstr(err, want)) fail_msg("%s (exit %d): %s", want, rc, err);
+        free(out), free(err);
+    }
+
     setenv("VT_CPU_INT8_DOT", "banana", 1);
     const char *a3[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "-p", "x", "-n", "1",
                         "--device", "cpu", NULL};

@@ -441,6 +441,48 @@ static void test_arrays(void **state)
     write_and_run("attention.recurrent_layers", "recurrent_layers = [1, 1, 1, 0]", OUT_WORKS);
 }
 
+/* A tokenizer shorter than token_embd's rows (issue 17): the rows past it are
+ * no token, and a sampler would pick them; the file is refused naming both
+ * counts. The tokens and their types are cut to n - 8 together. */
+static void test_short_tokenizer(void **state)
+{
+    (void)state;
+    if (!setup_env()) return;
+    const char *tk = "tokenizer.ggml.tokens", *tt = "tokenizer.ggml.token_type";
+    vt_gguf_type et;
+    uint64_t n;
+    const void *data;
+    assert_int_equal(vt_gguf_get_arr(g_g, tk, &et, &n, &data), VT_OK);
+    assert_true(n > 8);
+    const char **v = malloc(sizeof(char *) * (size_t)n);
+    assert_non_null(v);
+    for (uint64_t j = 0; j < n; j++) {
+        vt_gguf_str sj;
+        assert_int_equal(vt_gguf_get_arr_str(g_g, tk, j, &sj), VT_OK);
+        v[j] = sj.ptr;
+    }
+    assert_int_equal(vt_gguf_writer_set_arr_str(g_w, tk, v, n - 8), VT_OK);
+    assert_int_equal(vt_gguf_get_arr(g_g, tt, &et, &n, &data), VT_OK);
+    assert_int_equal(vt_gguf_writer_set_arr(g_w, tt, et, data, n - 8), VT_OK);
+    char *path = vt_test_path(g_tmp, "short-tokenizer.gguf");
+    if (vt_gguf_writer_write(g_w, path) != VT_OK) fail_msg("write %s: %s", path, vt_last_error());
+    vt_engine_params p = {.model_path = path, .plugin_dir = vt_test_plugin_dir(), .device = "cpu",
+                          .n_threads = 1};
+    vt_engine *e = NULL;
+    vt_clear_error();
+    vt_status st = vt_engine_open(&p, &e);
+    char counts[64];
+    snprintf(counts, sizeof counts, "%llu tokens", (unsigned long long)(n - 8));
+    if (st == VT_OK || !strstr(vt_last_error(), counts) || !strstr(vt_last_error(), "token_embd") ||
+        !strstr(vt_last_error(), path))
+        fail_msg("a tokenizer of %llu tokens for %llu rows: status %d, '%s'",
+                 (unsigned long long)(n - 8), (unsigned long long)n, st, vt_last_error());
+    printf("[hostile] %-58s refused: %s\n", "tokenizer 8 tokens short of token_embd", vt_last_error());
+    vt_engine_close(e);
+    free(v);
+    free(path);
+}
+
 /* Each key removed (a fresh copy without it). */
 static void test_dropped_keys(void **state)
 {
@@ -501,6 +543,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u32_keys),     cmocka_unit_test(test_f32_keys),
         cmocka_unit_test(test_arrays),       cmocka_unit_test(test_dropped_keys),
+        cmocka_unit_test(test_short_tokenizer),
         cmocka_unit_test(test_peak_rss),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, teardown));

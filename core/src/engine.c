@@ -278,10 +278,13 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         vt_log(VT_LOG_WARN, "context of %u tokens exceeds the %u the model was trained with; "
                "quality past %u tokens is not expected", e->info.n_ctx, e->info.n_ctx_train,
                e->info.n_ctx_train);
-    if (vt_tokenizer_n_vocab(e->tok) > e->info.n_vocab) {
-        vt_set_error("%s: the tokenizer has %lld tokens but the model's vocabulary (token_embd) "
-                     "has %lld rows", p->model_path, (long long)vt_tokenizer_n_vocab(e->tok),
-                     (long long)e->info.n_vocab);
+    /* more tokens than rows: ids without logits; fewer: logits of rows that are
+     * no token, which a sampler would pick and nothing could print (issue 17) */
+    if (vt_tokenizer_n_vocab(e->tok) != e->info.n_vocab) {
+        vt_set_error("%s: the tokenizer (tokenizer.ggml.tokens) has %lld tokens but the model's "
+                     "vocabulary (token_embd) has %lld rows; they must be equal (a converter pads the tokenizer with "
+                     "UNUSED tokens to the rows)", p->model_path,
+                     (long long)vt_tokenizer_n_vocab(e->tok), (long long)e->info.n_vocab);
         st = VT_ERR_FORMAT;
         goto fail;
     }

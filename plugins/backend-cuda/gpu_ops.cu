@@ -297,6 +297,15 @@ extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
             ctx->host->log(VT_LOG_WARN, "backend %s: VT_GPU_INT8_DOT=%s is neither 0 nor 1; "
                            "one-token matvecs keep int8 activations (1)", VT_GPU_PLUGIN_NAME, q);
     }
+    /* the kernel choices read at each call (gpu_moe.cu, gpu_matvec.cu): an
+     * unknown value is said here, once per context, and means the default */
+    const char *r = getenv("VT_GPU_ROUTE"), *gu = getenv("VT_GPU_MOE_GU");
+    if (r && strcmp(r, "warp") && strcmp(r, "block") && ctx->host && ctx->host->log)
+        ctx->host->log(VT_LOG_WARN, "backend %s: VT_GPU_ROUTE=%s is neither warp nor block; "
+                       "routing takes the default (warp)", VT_GPU_PLUGIN_NAME, r);
+    if (gu && strcmp(gu, "chunk") && strcmp(gu, "rows") && ctx->host && ctx->host->log)
+        ctx->host->log(VT_LOG_WARN, "backend %s: VT_GPU_MOE_GU=%s is neither chunk nor rows; "
+                       "one-token expert gate/up takes the default (chunk)", VT_GPU_PLUGIN_NAME, gu);
 }
 
 extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)

@@ -1130,7 +1130,9 @@ static int g4_host_addressable(const vt_backend_api *a)
 static vt_status g4_setup_fused(vt_model *m)
 {
     const gemma4_hparams *hp = &m->hp;
-    if (!hp->n_expert || !vt_util_moe_fused_available(m->api)) return VT_OK;
+    if (!hp->n_expert || vt_util_env_off(m->host, "VT_MOE_FFN") ||
+        !vt_util_moe_fused_available(m->api))
+        return VT_OK;
     /* the shapes every backend's moe_ffn takes (vt/backend.h): gate and up
      * of one type, rows of a multiple of 32 */
     if (hp->n_embd % 32 || hp->n_ff_exp % 32) return VT_OK;
@@ -1171,7 +1173,8 @@ static vt_status g4_setup_fused(vt_model *m)
  * experts (if any) are resident and fused. */
 static void g4_setup_graph(vt_model *m)
 {
-    m->use_graph = !m->experts && (m->fused_moe || !m->hp.n_expert) &&
+    m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
+                   !m->experts && (m->fused_moe || !m->hp.n_expert) &&
                    vt_util_graph_available(m->api);
 }
 

@@ -1269,7 +1269,9 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
 static vt_status q35_setup_fused(vt_model *m)
 {
     const qwen35_hparams *hp = &m->hp;
-    if (!hp->is_moe || !vt_util_moe_fused_available(m->api)) return VT_OK;
+    if (!hp->is_moe || vt_util_env_off(m->host, "VT_MOE_FFN") ||
+        !vt_util_moe_fused_available(m->api))
+        return VT_OK;
     /* the shapes every backend's moe_ffn takes (vt/backend.h): gate and up
      * of one type, rows of a multiple of 32 */
     if (hp->n_embd % 32 || hp->n_ff_exp % 32) return VT_OK;
@@ -1300,7 +1302,8 @@ static vt_status q35_setup_fused(vt_model *m)
  * experts are resident (a streamed layer acquires on the host) and fused. */
 static void q35_setup_graph(vt_model *m)
 {
-    m->use_graph = !m->experts && (m->fused_moe || !m->hp.is_moe) &&
+    m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
+                   !m->experts && (m->fused_moe || !m->hp.is_moe) &&
                    vt_util_graph_available(m->api);
 }
 

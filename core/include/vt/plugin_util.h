@@ -267,6 +267,23 @@ static inline uint32_t vt_util_next_expert_group(const int32_t *cnt, int64_t n_e
 }
 
 /*
+ * A model's comparison switch in the environment (VT_MOE_FFN, VT_GRAPH,
+ * VT_FUSED_OPS): 1 when it is "0" (the switch turns the path off), 0 when
+ * unset or "1"; any other value is reported through host->log (WARN, naming
+ * it; host may be NULL) and means on, so that no setting is silently dropped.
+ */
+static inline int vt_util_env_off(const vt_host_api *host, const char *name)
+{
+    const char *env = getenv(name);
+    if (!env) return 0;
+    if (!strcmp(env, "0")) return 1;
+    if (strcmp(env, "1") && host)
+        host->log(VT_LOG_WARN, "%s=%s is neither 0 nor 1: ignored (the path stays on where the "
+                  "backend has it)", name, env);
+    return 0;
+}
+
+/*
  * Whether a model should take the fused routed-expert path: the backend
  * declares op.moe_route and op.moe_ffn and env VT_MOE_FFN is not "0" (the
  * switch that forces the per-expert ops, for comparisons).
@@ -304,12 +321,8 @@ static inline int vt_util_graph_available(const vt_backend_api *api)
  */
 static inline int vt_util_fusions_available(const vt_host_api *host, const vt_backend_api *api)
 {
-    const char *env = getenv("VT_FUSED_OPS");
-    if (env && strcmp(env, "0") && strcmp(env, "1") && host)
-        host->log(VT_LOG_WARN, "VT_FUSED_OPS=%s is not 0 or 1: ignored (fusions stay on where "
-                  "the backend has them)", env);
     const size_t end = offsetof(vt_backend_api, delta_net_gates) + sizeof(void *);
-    return !(env && !strcmp(env, "0")) && vt_util_backend_has(api, VT_CAP_OP_MUL_ACT, end) &&
+    return !vt_util_env_off(host, "VT_FUSED_OPS") && vt_util_backend_has(api, VT_CAP_OP_MUL_ACT, end) &&
            vt_util_backend_has(api, VT_CAP_OP_ADD_RMS_NORM, end) &&
            vt_util_backend_has(api, VT_CAP_OP_DELTA_NET_GATES, end);
 }
