@@ -647,7 +647,7 @@ static int cmd_run(const opts *o_in)
     }
     banned = calloc((size_t)info.n_vocab, 1);
     if (!banned) {
-        vt_set_error("out of memory for %lld logits", (long long)info.n_vocab);
+        vt_set_error("out of memory for the %lld-token sampling mask", (long long)info.n_vocab);
         goto out;
     }
     int64_t n_banned = 0;

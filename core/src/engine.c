@@ -160,7 +160,8 @@ static vt_status alloc_last_logits(vt_engine *e)
         vt_caps_state(e->bplug->desc, VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY, &why) != VT_CAP_PRESENT) {
         const vt_host_api *H = vt_host_table();
         void *p = NULL;
-        if (H->pinned_reserve(bytes)) {
+        int reserved = H->pinned_reserve(bytes);
+        if (reserved) {
             if (e->backend.api->host_alloc_pinned(e->backend.ctx, bytes, "the logits (pinned)", &p) ==
                 VT_OK) {
                 e->last_logits = p;
@@ -172,7 +173,8 @@ static vt_status alloc_last_logits(vt_engine *e)
         }
         char what[192];
         snprintf(what, sizeof what, "the logits (%zu bytes) are copied into pageable memory: "
-                 "pinning them %s", bytes, p ? "failed" : "exceeds the pinned budget (pinned_budget)");
+                 "pinning them %s", bytes,
+                 reserved ? "failed" : "exceeds the pinned budget (pinned_budget)");
         H->note_fallback(what);
     }
     e->last_logits = malloc(bytes ? bytes : 1);

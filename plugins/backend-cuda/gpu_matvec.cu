@@ -183,13 +183,15 @@ extern "C" int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const flo
      * SM (H200, Qwen / Gemma anchor decode 1151 / 850 tok/s against 1122 / 824
      * with two rows always) */
     const int64_t per2 = (int64_t)MQ_WARPS * (32 >> l2) * 2;
-    const int one = ceil_div(w->n_out, per2) < (int64_t)MQ_ONE_BLOCKS * (ctx->n_sm > 0 ? ctx->n_sm : 132);
-    const unsigned grid = mq_grid(ctx, w->n_out, one ? per2 / 2 : per2);
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t rb = (size_t)w->row_bytes;
     mq_xq v = {NULL, NULL, NULL};
     const int pre = mq_round_x(ctx, x, n_in, st, &v);
     if (*st != VT_OK) return 1;
+    /* (without pre-rounded activations every block rounds x itself: two rows per step) */
+    const int one = pre && ceil_div(w->n_out, per2) <
+                               (int64_t)MQ_ONE_BLOCKS * (ctx->n_sm > 0 ? ctx->n_sm : 132);
+    const unsigned grid = mq_grid(ctx, w->n_out, one ? per2 / 2 : per2);
     const size_t smem = pre ? 0 : qd_smem_bytes(n_in, 1);
 #define MQ_LAUNCH(T_)                                                                              \
     if (pre && one)                                                                                \

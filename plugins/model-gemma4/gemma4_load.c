@@ -442,9 +442,18 @@ static vt_status g4_merge(vt_model *m, vt_weight *const *parts, int n, vt_weight
     void *p = NULL;
     const void *old[3];
     vt_status st = gemma4_dev_alloc(m, bytes, parts[0]->name, &p);
-    if (st == VT_OK) st = g4_track(m, p);
+    if (st == VT_ERR_OUT_OF_MEMORY) { /* an optimisation after the fit check: run the parts */
+        m->host->log(VT_LOG_INFO, "gemma4: %s and the matrices after it stay separate: no room "
+                     "for their merged copy (%s)", parts[0]->name, m->host->last_error());
+        return VT_OK;
+    }
+    if (st == VT_OK && (st = g4_track(m, p)) != VT_OK) return st; /* g4_track freed p */
     if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
-    if (st != VT_OK) return st;
+    if (st != VT_OK) { /* the parts are untouched until the copies are done */
+        g4_untrack(m, p);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
     for (int i = 0; i < n; i++) g4_untrack(m, old[i]);
     return VT_OK;
 }

@@ -580,8 +580,17 @@ static vt_status q35_merge(vt_model *m, vt_weight *const *parts, int n, vt_weigh
     void *p = NULL;
     const void *old[4];
     vt_status st = q35_weight_alloc(m, bytes, parts[0]->name, &p);
+    if (st == VT_ERR_OUT_OF_MEMORY) { /* an optimisation after the fit check: run the parts */
+        m->host->log(VT_LOG_INFO, "qwen35: %s and the matrices after it stay separate: no room "
+                     "for their merged copy (%s)", parts[0]->name, m->host->last_error());
+        return VT_OK;
+    }
     if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
-    if (st != VT_OK) return st;
+    if (st != VT_OK) { /* the parts are untouched until the copies are done */
+        if (p) q35_weight_free(m, p);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
     for (int i = 0; i < n; i++) q35_weight_free(m, old[i]);
     return VT_OK;
 }
