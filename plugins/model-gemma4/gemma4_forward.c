@@ -87,16 +87,8 @@ static vt_status g4_geglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
  * addition (nothing pending: nothing to do). */
 static vt_status g4_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, float *y)
 {
-    const int64_t E = m->hp.n_embd;
-    float *x = m->x + r0 * E;
-    if (m->res_a) {
-        vt_status st = m->api->add_rms_norm(m->ctx, x, E, m->res_a + r0 * E, E, NULL, w, y, E, n,
-                                            E, m->hp.eps);
-        m->res_a = NULL;
-        return st;
-    }
-    if (!y) return VT_OK;
-    return m->api->rms_norm(m->ctx, x, E, w, y, E, n, E, m->hp.eps);
+    return vt_util_norm_pending(m->api, m->ctx, m->x, &m->res_a, NULL, r0, n, m->hp.n_embd, w, y,
+                                m->hp.eps);
 }
 
 /* ---------------------------------------------------------------- */

@@ -427,17 +427,8 @@ static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
  * y NULL: only that addition (nothing pending: nothing to do). */
 static vt_status q35_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, float *y)
 {
-    const int64_t E = m->hp.n_embd;
-    float *x = m->x + r0 * E;
-    if (m->res_a) {
-        const float *gate = m->res_gate ? m->res_gate + r0 : NULL;
-        vt_status st = m->api->add_rms_norm(m->ctx, x, E, m->res_a + r0 * E, E, gate, w, y, E, n,
-                                            E, m->hp.eps);
-        m->res_a = NULL;
-        return st;
-    }
-    if (!y) return VT_OK;
-    return m->api->rms_norm(m->ctx, x, E, w, y, E, n, E, m->hp.eps);
+    return vt_util_norm_pending(m->api, m->ctx, m->x, &m->res_a, m->res_gate, r0, n,
+                                m->hp.n_embd, w, y, m->hp.eps);
 }
 
 /* Every layer on x (the embeddings on entry); graph: the full-attention

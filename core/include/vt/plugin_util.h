@@ -267,6 +267,29 @@ static inline uint32_t vt_util_next_expert_group(const int32_t *cnt, int64_t n_e
 }
 
 /*
+ * The next RMSNorm of the residual stream, with the residual addition a
+ * model left pending for it (ABI 1.3 add_rms_norm): rows r0 .. r0 + n of x
+ * ([rows][n_embd], contiguous) get x += sigmoid(gate[r])·a[r] (res_gate
+ * NULL: x += a[r]) when *res_a is set, then y = rms_norm(x)·w into y
+ * ([n][n_embd]; y NULL: only the addition). *res_a is cleared; with nothing
+ * pending it is rms_norm (or nothing when y is NULL).
+ */
+static inline vt_status vt_util_norm_pending(const vt_backend_api *api, vt_backend_ctx *ctx,
+                                             float *x, const float **res_a,
+                                             const float *res_gate, int64_t r0, int64_t n,
+                                             int64_t n_embd, const float *w, float *y, float eps)
+{
+    const int64_t E = n_embd;
+    if (*res_a) {
+        const float *a = *res_a + r0 * E, *gate = res_gate ? res_gate + r0 : NULL;
+        *res_a = NULL;
+        return api->add_rms_norm(ctx, x + r0 * E, E, a, E, gate, w, y, E, n, E, eps);
+    }
+    if (!y) return VT_OK;
+    return api->rms_norm(ctx, x + r0 * E, E, w, y, E, n, E, eps);
+}
+
+/*
  * A model's comparison switch in the environment (VT_MOE_FFN, VT_GRAPH,
  * VT_FUSED_OPS): 1 when it is "0" (the switch turns the path off), 0 when
  * unset or "1"; any other value is reported through host->log (WARN, naming
