@@ -35,25 +35,13 @@ cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON -DCMAKE_BUILD_TYPE=
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target $targets fuzz_seeds
 
-# seeds: small writer-made files and texts, plus cuts of the fixtures' header regions
+# seeds: small writer-made files and texts, plus the fixtures' (fuzz_seeds.c says which);
+# the test fuzz_seed_replay replays the same seeds in every build
 seeds=$work/seeds
 rm -rf "$seeds"
 mkdir -p "$seeds"
 if [ -d "$fx" ]; then
   "$build/bin/fuzz_seeds" "$seeds" "$fx"
-  cp "$fx/quant-zoo/quant-zoo.gguf" "$seeds/gguf/"
-  for f in qwen35moe-tiny/gguf/qwen35moe-tiny-q8_0.gguf gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf \
-           qwen35moe-tiny/gguf/split/qwen35moe-tiny-q8_0-split-00002-of-00003.gguf; do
-    if [ -f "$fx/$f" ]; then head -c 65536 "$fx/$f" >"$seeds/gguf/head64k-$(basename "$f")"; fi
-  done
-  if command -v jq >/dev/null; then
-    i=0
-    jq -r '.cases[].text | @base64' "$fx/tokenizers/qwen35-tiny/tokenizer-tests.json" |
-      while read -r t; do
-        echo "$t" | base64 -d >"$seeds/tokenize/case-$i"
-        i=$((i + 1))
-      done
-  fi
 else
   echo "fuzz.sh: no fixtures at $fx: writer-made seeds only (fuzz_tokenize needs VT_FUZZ_MODEL)" >&2
   "$build/bin/fuzz_seeds" "$seeds"

@@ -1,13 +1,36 @@
 # libFuzzer targets for the GGUF reader and the tokenizer (tests/fuzz/):
 # fuzz_gguf (whole files), fuzz_tokenize (text through the fixture's
 # tokenizer), fuzz_vocab (hostile vocabularies and merges).
-# Nothing here is built unless -DVT_FUZZ=ON is given, with clang:
+# The libFuzzer binaries are built only with -DVT_FUZZ=ON, with clang:
 #   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON
 #   cmake --build build-fuzz --target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_seeds
 # CI never sets VT_FUZZ; bench/fuzz.sh builds and runs the targets for a
 # given time. The parser and tokenizer sources are compiled a second time,
 # into a static library instrumented for coverage and ASan+UBSan; the shared
 # vtcore and every other target stay as they are.
+#
+# Every build (CI included) also builds the seed writer fuzz_seeds and, for
+# each target, fuzz_replay_<target>: the same harness linked with
+# fuzz/fuzz_replay.c instead of libFuzzer. The test fuzz_seed_replay writes
+# the seed corpora and replays each through its harness, so the harnesses
+# compile with any compiler and their seeds run under the ASan/UBSan pass.
+set(VT_FUZZ_MODEL_DEFAULT ${VT_FIXTURES_DIR}/qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf)
+add_executable(fuzz_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_seeds.c)
+target_include_directories(fuzz_seeds PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
+target_link_libraries(fuzz_seeds PRIVATE vtcore PkgConfig::CJSON)
+foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
+  add_executable(fuzz_replay_${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_replay.c)
+  target_include_directories(fuzz_replay_${target} PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
+  target_compile_definitions(fuzz_replay_${target} PRIVATE
+                             VT_FUZZ_DEFAULT_MODEL="${VT_FUZZ_MODEL_DEFAULT}")
+  target_link_libraries(fuzz_replay_${target} PRIVATE vtcore PkgConfig::UTF8PROC m)
+endforeach()
+add_test(NAME fuzz_seed_replay
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/replay_seeds.sh
+                 $<TARGET_FILE_DIR:fuzz_seeds> ${VT_FIXTURES_DIR})
+set_tests_properties(fuzz_seed_replay PROPERTIES LABELS "fuzz" TIMEOUT 300 SKIP_RETURN_CODE 77)
+
 option(VT_FUZZ "Build the libFuzzer targets (clang only; not for CI)" OFF)
 if(NOT VT_FUZZ)
   return()
@@ -28,7 +51,6 @@ target_include_directories(vtcore_fuzz PUBLIC ${CMAKE_SOURCE_DIR}/core/include
 target_compile_options(vtcore_fuzz PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
 target_link_libraries(vtcore_fuzz PUBLIC PkgConfig::UTF8PROC PkgConfig::YAML Threads::Threads m)
 
-set(VT_FUZZ_MODEL_DEFAULT ${VT_FIXTURES_DIR}/qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf)
 foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c)
   target_compile_options(${target} PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer)
@@ -36,8 +58,3 @@ foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
   target_link_options(${target} PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(${target} PRIVATE vtcore_fuzz)
 endforeach()
-
-# the seed corpus writer (bench/fuzz.sh runs it)
-add_executable(fuzz_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_seeds.c)
-target_include_directories(fuzz_seeds PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
-target_link_libraries(fuzz_seeds PRIVATE vtcore)

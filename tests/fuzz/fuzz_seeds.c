@@ -1,6 +1,7 @@
 /*
  * fuzz_seeds.c - writes the small seed corpora of the fuzz targets
- * (bench/fuzz.sh runs it; built only with -DVT_FUZZ=ON).
+ * (bench/fuzz.sh runs it before fuzzing; the test fuzz_seed_replay runs it in
+ * every build, then replays each corpus through its harness: fuzz_replay.c).
  *
  *   fuzz_seeds OUT_DIR [FIXTURES_DIR]
  *
@@ -9,10 +10,11 @@
  * two-shard split joined by the fuzz_gguf shard separator) and one hand-made
  * file with the scalar types the writer has no setter for; with FIXTURES_DIR,
  * also the whole metadata of the qwen35moe-tiny fixture (its real tokenizer)
- * over two tiny tensors. OUT_DIR/tokenize/: short texts for fuzz_tokenize.
- * OUT_DIR/vocab/: small vocabulary descriptions for fuzz_vocab.
- * The fixture files themselves are too big to be seeds; bench/fuzz.sh adds
- * quant-zoo.gguf and header-region cuts of the others.
+ * over two tiny tensors, quant-zoo.gguf whole and the first 64 KiB (the
+ * header region) of three other fixture files, and the texts of the
+ * qwen35-tiny tokenizer cases. OUT_DIR/tokenize/: short texts for
+ * fuzz_tokenize. OUT_DIR/vocab/: small vocabulary descriptions for fuzz_vocab.
+ * The whole fixture models are too big to be seeds.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -20,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <cjson/cJSON.h>
 
 #include "error.h"
 #include "vt/gguf.h"
@@ -309,6 +313,73 @@ static void seed_fixture_meta(const char *dir, const char *fx)
     finish(w, dir, "qwen35moe-meta.gguf");
 }
 
+/* Up to max bytes of the fixture file rel, as OUT/name (a missing file is an
+ * error: the folder was given, so the fixture set must be whole). */
+static void seed_fixture_cut(const char *dir, const char *fx, const char *rel, const char *name,
+                             size_t max)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", fx, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    uint8_t *p = malloc(max);
+    if (!p) exit(1);
+    size_t n = fread(p, 1, max, f);
+    if (ferror(f)) {
+        perror(path);
+        exit(1);
+    }
+    fclose(f);
+    write_bytes(dir, name, p, n);
+    free(p);
+}
+
+static void seed_fixture_files(const char *dir, const char *fx)
+{
+    seed_fixture_cut(dir, fx, "quant-zoo/quant-zoo.gguf", "quant-zoo.gguf", (size_t)64 << 20);
+    static const char *const heads[] = {
+        "qwen35moe-tiny/gguf/qwen35moe-tiny-q8_0.gguf",
+        "gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf",
+        "qwen35moe-tiny/gguf/split/qwen35moe-tiny-q8_0-split-00002-of-00003.gguf",
+    };
+    for (size_t i = 0; i < sizeof heads / sizeof *heads; i++) {
+        const char *base = strrchr(heads[i], '/') + 1;
+        char name[256];
+        snprintf(name, sizeof name, "head64k-%s", base);
+        seed_fixture_cut(dir, fx, heads[i], name, 65536);
+    }
+}
+
+/* The texts of the tokenizer's HF cases (tokenizer-tests.json "cases"[].text). */
+static void seed_fixture_texts(const char *dir, const char *fx)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizers/qwen35-tiny/tokenizer-tests.json", fx);
+    size_t n;
+    char *js = read_bytes(path, &n);
+    cJSON *root = cJSON_ParseWithLength(js, n);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
+    if (!cJSON_IsArray(cases)) {
+        fprintf(stderr, "fuzz_seeds: %s: no \"cases\" array\n", path);
+        exit(1);
+    }
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases)
+    {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+        if (!cJSON_IsString(t)) continue;
+        char name[64];
+        snprintf(name, sizeof name, "case-%d", i++);
+        write_bytes(dir, name, t->valuestring, strlen(t->valuestring));
+    }
+    cJSON_Delete(root);
+    free(js);
+}
+
 static void seed_texts(const char *dir)
 {
     static const struct {
@@ -388,7 +459,11 @@ int main(int argc, char **argv)
     seed_vocab(gdir);
     seed_split(gdir);
     seed_scalars(gdir);
-    if (argc > 2) seed_fixture_meta(gdir, argv[2]);
+    if (argc > 2) {
+        seed_fixture_meta(gdir, argv[2]);
+        seed_fixture_files(gdir, argv[2]);
+        seed_fixture_texts(tdir, argv[2]);
+    }
     seed_texts(tdir);
     seed_vocabs(vdir);
     return 0;

@@ -1,0 +1,32 @@
+#!/bin/bash
+# replay_seeds.sh BIN_DIR FIXTURES_DIR - the test fuzz_seed_replay: write the
+# fuzz targets' seed corpora with fuzz_seeds (the fixture-made seeds too) and
+# replay each corpus through its harness (fuzz_replay_<target>, no libFuzzer).
+# Fixture folder absent: skip (77), except under CI=true, where it fails.
+set -euo pipefail
+bin=$1
+fx=${VT_FIXTURES_DIR:-$2}
+if [ ! -d "$fx" ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "fuzz_seed_replay: fixture folder '$fx' is absent and CI=true: fixtures are required" >&2
+    exit 1
+  fi
+  echo "*** SKIPPING fuzz_seed_replay: fixture folder '$fx' not found (set VT_FIXTURES_DIR)" >&2
+  exit 77
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/vt-fuzz-replay-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+"$bin/fuzz_seeds" "$work" "$fx"
+export VT_FUZZ_MODEL=$fx/qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf
+for t in gguf tokenize vocab; do
+  n=$(find "$work/$t" -type f | wc -l)
+  echo "== fuzz_$t: $n seeds"
+  # the harness's own logging goes to stderr; a failing input is the last path named there
+  "$bin/fuzz_replay_fuzz_$t" "$work/$t" 2>"$work/$t.log" || {
+    rc=$?
+    tail -20 "$work/$t.log" >&2
+    echo "fuzz_seed_replay: fuzz_$t failed (status $rc) on the input named last above" >&2
+    exit 1
+  }
+  grep -c '^fuzz_replay: .* bytes)$' "$work/$t.log" | sed 's/^/   inputs replayed: /'
+done
