@@ -30,44 +30,25 @@ static long g_inputs;
 static int replay_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) {
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
         fprintf(stderr, "fuzz_replay: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *p = malloc(cap);
-    for (;;) {
-        if (!p) {
-            fprintf(stderr, "fuzz_replay: %s: out of memory\n", path);
-            fclose(f);
-            return 1;
-        }
-        n += fread(p + n, 1, cap - n, f);
-        if (n < cap) break;
-        uint8_t *q = realloc(p, cap * 2);
-        if (!q) free(p);
-        p = q;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        fprintf(stderr, "fuzz_replay: %s: read error\n", path);
-        free(p);
+        if (f) fclose(f);
         return 1;
     }
     /* libFuzzer hands the harness a buffer of exactly the input's size */
-    uint8_t *exact = malloc(n ? n : 1);
-    if (!exact) {
-        fprintf(stderr, "fuzz_replay: %s: out of memory\n", path);
+    size_t n = (size_t)st.st_size;
+    uint8_t *p = malloc(n ? n : 1);
+    int bad = !p || fread(p, 1, n, f) != n;
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "fuzz_replay: %s: %s\n", path, p ? "read error" : "out of memory");
         free(p);
         return 1;
     }
-    if (n) memcpy(exact, p, n);
-    free(p);
     fprintf(stderr, "fuzz_replay: %s (%zu bytes)\n", path, n);
-    LLVMFuzzerTestOneInput(exact, n);
-    free(exact);
+    LLVMFuzzerTestOneInput(p, n);
+    free(p);
     g_inputs++;
     return 0;
 }
