@@ -48,6 +48,7 @@ typedef enum pkey {
     PK_SLOTS,
     PK_HEADROOM,
     PK_IO,
+    PK_HOST_ARENA,
     PK_PINNED,
     PK_COUNT
 } pkey;
@@ -56,11 +57,13 @@ typedef enum pkey {
 static const char *const pkey_path[PK_COUNT] = {
     "backend",           "unified_memory",     "kv_cache_tokens",
     "experts",           "expert_cache.store", "expert_cache.arena",
-    "expert_cache.slots", "expert_cache.headroom", "expert_cache.io", "pinned_budget"};
+    "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
+    "expert_cache.host_arena", "pinned_budget"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
-    "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, pinned_budget";
+    "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
+    "expert_cache.host_arena, pinned_budget";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -91,6 +94,7 @@ void vt_config_platform_defaults(vt_config_platform *p, const char *name)
     p->arena_bytes = 0; /* auto */
     p->arena_slots = 0;
     p->headroom_bytes = 0;
+    p->host_arena_bytes = VT_HOST_ARENA_AUTO;
     p->pinned_budget_bytes = 0;
 }
 
@@ -428,6 +432,17 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
+    case PK_HOST_ARENA: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (eq(s, n, "auto")) u = VT_HOST_ARENA_AUTO;
+        else if ((st = vt_config_parse_bytes(text, &u)) != VT_OK) break;
+        else if (u == VT_HOST_ARENA_AUTO) u--; /* UINT64_MAX bytes: as many as can be had */
+        p->host_arena_bytes = u;
+        p->host_arena_bytes_src = src;
+        break;
+    }
     case PK_PINNED:
         if ((st = vt_config_parse_bytes(text, &u)) == VT_OK) {
             p->pinned_budget_bytes = u;
@@ -716,22 +731,24 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
-    static const char *const names[] = {"store", "arena", "slots", "headroom", "io"};
-    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO};
+    static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena"};
+    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA};
+    enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
     int open, done;
     vt_status st = yp_mapping(p, where, &open);
     if (st != VT_OK || !open) return st;
-    seen_key seen[5] = {{0}};
+    seen_key seen[N] = {{0}};
     for (;;) {
         yaml_mark_t m;
         if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
         if (done) return VT_OK;
         full_key(full, sizeof full, where, key);
         int i = 0;
-        while (i < 5 && strcmp(key, names[i])) i++;
-        if (i == 5) return yp_unknown_key(p, m, full, "store, arena, slots, headroom, io");
+        while (i < N && strcmp(key, names[i])) i++;
+        if (i == N)
+            return yp_unknown_key(p, m, full, "store, arena, slots, headroom, io, host_arena");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1362,6 +1379,11 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_IO:
                 copy_str(val, sizeof val, p->io_direct ? "direct" : "pread");
                 src = p->io_direct_src;
+                break;
+            case PK_HOST_ARENA:
+                if (p->host_arena_bytes == VT_HOST_ARENA_AUTO) copy_str(val, sizeof val, "auto");
+                else bytes_value(p->host_arena_bytes, val, sizeof val);
+                src = p->host_arena_bytes_src;
                 break;
             case PK_PINNED:
                 bytes_value(p->pinned_budget_bytes, val, sizeof val);

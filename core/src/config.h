@@ -22,6 +22,8 @@
  *         headroom: <bytes>            # device memory kept free by the fit check
  *         io: pread | direct           # how misses are read: buffered pread, or O_DIRECT
  *                                      # (page cache bypassed; falls back to pread with a WARN)
+ *         host_arena: auto | <bytes>   # the host tier of a device store: expert slices kept in
+ *                                      # host memory (pinned within pinned_budget); 0: none
  *       pinned_budget: <bytes>         # most pinned host memory the backend may take
  *
  * Byte sizes: a plain integer (bytes), or a number with a unit: B, KiB, MiB,
@@ -85,6 +87,9 @@ typedef struct vt_config_pair {
     vt_config_src src;
 } vt_config_pair;
 
+/* expert_cache.host_arena: auto (sized by the fit check, residency.c) */
+#define VT_HOST_ARENA_AUTO UINT64_MAX
+
 typedef struct vt_config_platform {
     char name[64];
     char backend[64];              vt_config_src backend_src;
@@ -96,6 +101,7 @@ typedef struct vt_config_platform {
     uint64_t arena_slots;          vt_config_src arena_slots_src;  /* 0: unset */
     uint64_t headroom_bytes;       vt_config_src headroom_bytes_src;
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
+    uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
 } vt_config_platform;
 

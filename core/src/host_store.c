@@ -2,7 +2,9 @@
  * host_store.c - the core's host slot store (vt/store.h, name "host"): one
  * page-aligned arena in host memory. The slot a fill writes is the slot the
  * backend reads, so commit_slot only checks its arguments. It is the oracle
- * the device store is tested against.
+ * the device store is tested against. publish (ABI 1.4, from the streamer's
+ * host tier) is a memcpy: the backends it serves read host memory and run
+ * their ops to completion before returning, so nothing is in flight.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,25 @@ static const void *hs_slot_for_read(vt_store *s, uint64_t slot)
     return s->arena + slot * s->stride;
 }
 
+static vt_status hs_publish(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
+{
+    if (slot >= s->n_slots || bytes > s->slot_bytes || !src || s->staged != UINT64_MAX) {
+        vt_set_error("host store: publish of %llu bytes into slot %llu (%llu slots of %llu bytes)%s",
+                     (unsigned long long)bytes, (unsigned long long)slot,
+                     (unsigned long long)s->n_slots, (unsigned long long)s->slot_bytes,
+                     !src ? " from a NULL source" : s->staged != UINT64_MAX ? " while a slot is staged" : "");
+        return VT_ERR_INVALID_ARG;
+    }
+    memcpy(s->arena + slot * s->stride, src, (size_t)bytes);
+    return VT_OK;
+}
+
+static vt_status hs_quiesce(vt_store *s)
+{
+    (void)s;
+    return VT_OK;
+}
+
 static const vt_store_api host_store_api = {
     .struct_size = sizeof(vt_store_api),
     .required_caps = host_required,
@@ -123,6 +144,8 @@ static const vt_store_api host_store_api = {
     .slot_for_write = hs_slot_for_write,
     .commit_slot = hs_commit_slot,
     .slot_for_read = hs_slot_for_read,
+    .publish = hs_publish,
+    .quiesce = hs_quiesce,
 };
 
 const vt_store_api *vt_host_store_api(void) { return &host_store_api; }

@@ -217,6 +217,11 @@ static vt_status check_store(const vt_plugin_desc *d, char *why, size_t why_cap)
     REQUIRE_FN(t, slot_for_write);
     REQUIRE_FN(t, commit_slot);
     REQUIRE_FN(t, slot_for_read);
+    if (d->abi_minor >= 4 && !t->publish != !t->quiesce) {
+        snprintf(why, why_cap, "publish and quiesce (ABI 1.4) must be given together or not at "
+                 "all (%s is NULL)", t->publish ? "quiesce" : "publish");
+        return VT_ERR_ABI;
+    }
     if (t->n_required_caps && !t->required_caps) {
         snprintf(why, why_cap, "required_caps is NULL but n_required_caps = %u", t->n_required_caps);
         return VT_ERR_ABI;

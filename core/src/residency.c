@@ -384,6 +384,25 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         f->device_need = add_sat(base, fp.device_bytes);
         f->host_need = fp.host_bytes;
     }
+    /* the host tier: slots of the largest slice rounded up to 64 bytes. auto:
+     * none under the host store (its arena is host memory already); else as
+     * many slices as MemTotal leaves after the host need so far, the dense
+     * weights (their mapped pages, until they are on the device) and 4 GiB,
+     * at most every slice of the file */
+    f->host_slot_bytes = (f->slot_bytes + 63) / 64 * 64;
+    uint64_t want = r->plat->host_arena_bytes;
+    if (want == VT_HOST_ARENA_AUTO) {
+        want = 0;
+        if (r->store && !f->unified && f->host_total) {
+            uint64_t keep = add_sat(add_sat(f->host_need, f->dense_bytes), 4ull << 30);
+            want = f->host_total > keep ? f->host_total - keep : 0;
+        }
+    }
+    f->host_slots = f->host_slot_bytes ? want / f->host_slot_bytes : 0;
+    if (f->host_slots > f->n_expert_slices) f->host_slots = f->n_expert_slices;
+    f->host_arena_bytes = mul_sat(f->host_slots, f->host_slot_bytes);
+    if (f->unified) f->device_need = add_sat(f->device_need, f->host_arena_bytes);
+    else f->host_need = add_sat(f->host_need, f->host_arena_bytes);
     if (f->arena_slots < f->min_slots) {
         snprintf(f->verdict, sizeof f->verdict,
                  "the expert arena holds %" PRIu64 " slots of %s, but one layer's top-%u experts "
@@ -409,9 +428,11 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     }
     if (f->host_need && f->host_total && f->host_need > f->host_total) {
         snprintf(f->verdict, sizeof f->verdict,
-                 "needs %s of host memory for the expert store '%s' (staging/arena), host total is %s",
+                 "needs %s of host memory for the expert store '%s' (staging/arena) and the host "
+                 "tier (%s), host total is %s; lower %s.expert_cache.host_arena",
                  fmt_bytes(f->host_need, b1, sizeof b1), r->store_name,
-                 fmt_bytes(f->host_total, b2, sizeof b2));
+                 fmt_bytes(f->host_arena_bytes, b3, sizeof b3),
+                 fmt_bytes(f->host_total, b2, sizeof b2), p);
         goto refuse;
     }
     if (!probe_ok) {
@@ -489,6 +510,10 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
         snprintf(label, sizeof label, "expert arena (%" PRIu64 " slots)", f->arena_slots);
         ROW(label, f->arena_bytes);
         ROW("staging", f->staging_bytes);
+        snprintf(label, sizeof label, "host tier (%" PRIu64 " slots, %.1f%%)", f->host_slots,
+                 f->n_expert_slices ? 100.0 * (double)f->host_slots / (double)f->n_expert_slices
+                                    : 0.0);
+        ROW(label, f->host_arena_bytes);
     }
     if (f->have_model_memory) {
         char label[64];

@@ -57,6 +57,9 @@ typedef struct vt_fit {
     vt_experts_mode experts;    /* resolved: RESIDENT or STREAMED */
     uint64_t arena_slots, arena_bytes; /* streamed only */
     uint64_t staging_bytes;     /* host staging of the store */
+    uint64_t host_slots;        /* the host tier (expert_cache.host_arena): slots of */
+    uint64_t host_slot_bytes;   /* host_slot_bytes each (0 slots: no host tier) */
+    uint64_t host_arena_bytes;  /* host_slots × host_slot_bytes */
     uint64_t headroom_bytes;
     /* pools */
     int unified;                /* one pool (see above) */

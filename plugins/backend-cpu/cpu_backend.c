@@ -420,6 +420,8 @@ static const vt_capability cpu_caps[] = {
     ABSENT(VT_CAP_OP_MUL_ACT, VT_CPU_NO_FUSION),
     ABSENT(VT_CAP_OP_ADD_RMS_NORM, VT_CPU_NO_FUSION),
     ABSENT(VT_CAP_OP_DELTA_NET_GATES, VT_CPU_NO_FUSION),
+    ABSENT(VT_CAP_COPY_H2D_ASYNC, "device memory is host memory: copy_h2d is a memcpy on the "
+           "calling thread, with nothing to overlap"),
     /* weight types: every id that vt/types.h names */
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),

@@ -346,6 +346,34 @@ extern "C" vt_status vt_gpu_copy_h2d(vt_backend_ctx *ctx, void *dst, const void 
     return gpu_copy(ctx, "copy_h2d", dst, src, bytes, 0);
 }
 
+/* ABI 1.4: queued on the context's stream (ordered with its ops; the
+ * synchronous copies use the legacy stream, which the blocking stream is
+ * ordered with too); returns once queued. */
+extern "C" vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const void *src,
+                                           size_t bytes)
+{
+    if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "copy_h2d_async of %zu bytes: ctx is NULL", bytes);
+    vt_gpu_xq_forget(ctx); /* dst may be the rounded activations' source */
+    if (ctx->capturing)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "copy_h2d_async of %zu bytes: copies "
+                           "cannot be recorded into a graph (graph_begin .. graph_end)", bytes);
+    if (!bytes) return VT_OK;
+    if (!dst || !src)
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "copy_h2d_async of %zu bytes: NULL %s "
+                           "pointer", bytes, dst ? "source" : "destination");
+    vt_status st = vt_gpu_select_device(ctx, "copy_h2d_async");
+    if (st) return st;
+    vt_gpu_error e = vt_gpu_memcpy_async(dst, src, bytes, vt_gpu_memcpy_h2d, VT_ST);
+    if (e != vt_gpu_success) {
+        char h[32];
+        vt_gpu_human_bytes(bytes, h, sizeof h);
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_async of %s (%zu bytes, %p -> "
+                           "%p) on device %d failed: %s", h, bytes, src, dst, ctx->device,
+                           vt_gpu_get_error_string(e));
+    }
+    return VT_OK;
+}
+
 extern "C" vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     return gpu_copy(ctx, "copy_d2h", dst, src, bytes, 1);

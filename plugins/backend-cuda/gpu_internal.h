@@ -168,6 +168,7 @@ void vt_gpu_free_mem(vt_backend_ctx *ctx, void *ptr);
 
 /* Synchronous copies: the data is at dst when they return. */
 vt_status vt_gpu_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 vt_status vt_gpu_copy_d2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 /* bytes of device memory at dst set to 0 by a kernel; complete on return. */

@@ -16,6 +16,12 @@
  *    copies staging -> device slot (copy_h2d) and synchronizes, so the slot
  *    holds the bytes when it returns;
  *  - slot_for_read(slot) is the device slot.
+ * publish(slot, src, bytes) (ABI 1.4, the streamer's host tier as src)
+ * copies src straight into the device slot with the backend's
+ * copy_h2d_async when it declares copy.h2d_async PRESENT (queued with the
+ * ops, no synchronize: the ops after it read the slot, the ops before it
+ * have read the old bytes by then), else with copy_h2d; quiesce()
+ * synchronizes the backend, after which every publish's source is free.
  * It requires the backend's memory_probe: its arena is sized from the probed
  * total at configuration time (residency.c), so a backend without a probe is
  * refused there, by name, before anything is allocated.
@@ -39,6 +45,7 @@ struct vt_store {
     void *staging;         /* host, slot_bytes */
     int staging_pinned;    /* 1: host_alloc_pinned, budget reserved; 0: malloc */
     uint64_t staged;       /* slot handed out by slot_for_write; UINT64_MAX: none */
+    int async_copy;        /* backend declares copy.h2d_async PRESENT */
 };
 
 static const uint32_t device_required[] = {VT_CAP_MEMORY_PROBE};
@@ -116,6 +123,7 @@ static vt_status sd_create(const vt_store_params *p, vt_store **out)
     s->stride = stride_of(p->slot_bytes);
     s->staged = UINT64_MAX;
     const vt_backend_api *a = s->be->api;
+    s->async_copy = cap_present(a, VT_CAP_COPY_H2D_ASYNC) && a->copy_h2d_async;
     char what[96];
     snprintf(what, sizeof what, "expert arena (%llu slots of %llu bytes)",
              (unsigned long long)s->n_slots, (unsigned long long)s->stride);
@@ -203,6 +211,31 @@ static vt_status sd_commit_slot(vt_store *s, uint64_t slot, uint64_t bytes)
     return st;
 }
 
+static vt_status sd_publish(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
+{
+    if (slot >= s->n_slots || bytes > s->slot_bytes || !src) {
+        s->host->set_error("store device: publish of %llu bytes into slot %llu (%llu slots of %llu "
+                           "bytes)%s", (unsigned long long)bytes, (unsigned long long)slot,
+                           (unsigned long long)s->n_slots, (unsigned long long)s->slot_bytes,
+                           src ? "" : " from a NULL source");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (s->staged != UINT64_MAX) {
+        s->host->set_error("store device: publish into slot %llu while slot %llu is staged",
+                           (unsigned long long)slot, (unsigned long long)s->staged);
+        return VT_ERR_INVALID_ARG;
+    }
+    const vt_backend_api *a = s->be->api;
+    uint8_t *dst = s->arena + slot * s->stride;
+    return s->async_copy ? a->copy_h2d_async(s->be->ctx, dst, src, (size_t)bytes)
+                         : a->copy_h2d(s->be->ctx, dst, src, (size_t)bytes);
+}
+
+static vt_status sd_quiesce(vt_store *s)
+{
+    return s->be->api->synchronize(s->be->ctx);
+}
+
 static const void *sd_slot_for_read(vt_store *s, uint64_t slot)
 {
     if (slot >= s->n_slots) {
@@ -223,6 +256,8 @@ static const vt_store_api device_store_api = {
     .slot_for_write = sd_slot_for_write,
     .commit_slot = sd_commit_slot,
     .slot_for_read = sd_slot_for_read,
+    .publish = sd_publish,
+    .quiesce = sd_quiesce,
 };
 
 static const vt_plugin_desc device_store_desc = {

@@ -40,7 +40,11 @@
  * VT_CAP_OP_ADD_RMS_NORM, VT_CAP_OP_DELTA_NET_GATES): each is the
  * composition of 1.0 ops in one call, so that a GPU runs one launch where
  * the composition runs several; a backend without them is served by the
- * composition (models check the capability).
+ * composition (models check the capability). 1.4 appends copy_h2d_async
+ * (VT_CAP_COPY_H2D_ASYNC): a host-to-device copy queued with the ops that
+ * returns before it completes, which the expert streamer's host tier uses
+ * to overlap the copies of a layer's misses (a backend without it is
+ * served by copy_h2d).
  */
 #ifndef VT_BACKEND_H
 #define VT_BACKEND_H
@@ -87,7 +91,8 @@ typedef enum vt_cap_id {
     VT_CAP_OP_MUL_ACT = 33,              /* mul_act(): op(a) · b (ABI 1.3) */
     VT_CAP_OP_ADD_RMS_NORM = 34,         /* add_rms_norm(): residual add, then rms_norm (ABI 1.3) */
     VT_CAP_OP_DELTA_NET_GATES = 35,      /* delta_net_gates(): beta and g of §5.7.1 (ABI 1.3) */
-    VT_CAP_FIXED_COUNT = 36, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
+    VT_CAP_COPY_H2D_ASYNC = 36,          /* copy_h2d_async(): queued H2D copy (ABI 1.4) */
+    VT_CAP_FIXED_COUNT = 37, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
     /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
     VT_CAP_MAT_MUL_BASE = 64,
     VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
@@ -488,6 +493,22 @@ typedef struct vt_backend_api {
                                  const float *alpha, int64_t lda, const float *dt_bias,
                                  const float *ssm_a, float *beta, float *g, int64_t n_tokens,
                                  int64_t n_v);
+
+    /* ---- ABI 1.4 (read only when the plugin's abi_minor >= 4) ---- */
+    /*
+     * Capability VT_CAP_COPY_H2D_ASYNC: copy `bytes` bytes of host memory src
+     * to device memory dst, queued in order with the context's ops and
+     * copies: every op issued after it reads the new bytes, and it writes
+     * dst only after every op issued before it has finished reading dst. It
+     * may return before the copy is done: src must stay allocated and
+     * unchanged until synchronize() (or a copy_d2h, which waits for the
+     * queue) has returned. With page-locked src (host_alloc_pinned) the copy
+     * overlaps the host; with pageable src it may complete before returning.
+     * Refused while a graph records (as copy_h2d). Errors: VT_ERR_INVALID_ARG
+     * (NULL pointer with bytes > 0); a failure of the copy itself may be
+     * reported by the next synchronize().
+     */
+    vt_status (*copy_h2d_async)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 } vt_backend_api;
 
 /* A backend instance as the core and models see it. Owned by the core: valid

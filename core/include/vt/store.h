@@ -1,5 +1,5 @@
 /*
- * vt/store.h - the expert slot store table (ABI 1.1).
+ * vt/store.h - the expert slot store table (ABI 1.1; publish and quiesce 1.4).
  *
  * A slot store holds the arena of expert slots the expert streamer fills
  * (DESIGN.md "Expert streaming"). A slot holds one expert's slice of one
@@ -75,6 +75,22 @@ typedef struct vt_store_api {
     vt_status (*commit_slot)(vt_store *s, uint64_t slot, uint64_t bytes);
     /* The slot's bytes as the backend's ops read them, or NULL (out of range). */
     const void *(*slot_for_read)(vt_store *s, uint64_t slot);
+
+    /* ---- ABI 1.4 (read only when the plugin's abi_minor >= 4) ---- */
+    /* Publish `bytes` (<= slot_bytes) from caller-owned host memory src into
+     * `slot`, the expert streamer's host tier being the source. Ordered with
+     * the backend's ops: every op issued after it reads the new bytes, and
+     * the slot's old bytes are not overwritten before the ops issued before
+     * it have read them. It may return before the bytes are copied: src must
+     * stay unchanged until quiesce() returns. No slot may be staged
+     * (slot_for_write .. commit_slot) across it. Errors: VT_ERR_INVALID_ARG
+     * (slot out of range, bytes > slot_bytes, NULL src); the backend's copy
+     * error. On an error the slot's contents are undefined (the caller keeps
+     * the key absent). */
+    vt_status (*publish)(vt_store *s, uint64_t slot, const void *src, uint64_t bytes);
+    /* Wait until every publish() has finished reading its source (and report
+     * a copy that failed). */
+    vt_status (*quiesce)(vt_store *s);
 } vt_store_api;
 
 #ifdef __cplusplus
