@@ -8,7 +8,14 @@
  *    at the commit leaves the key absent and the slot accounting intact, the
  *    error names layer/expert/file, and a retry refills correct bytes;
  *  - commit_slot of a slot other than the one handed out is refused;
- *  - O_DIRECT mode (or its logged fallback) gives the same bytes.
+ *  - O_DIRECT mode (or its logged fallback) gives the same bytes;
+ *  - the host tier: a device miss resident in the host tier reads no file;
+ *    slices stay byte-exact through the smallest host tier (one slot) with
+ *    a store whose publish only copies at quiesce (so a host slot reused
+ *    before quiesce would be caught); faults at the read, the host-tier
+ *    commit and the publish leave the key absent in the tier that failed
+ *    (and below it) and a retry is correct; a store without publish (ABI 1.1
+ *    table) is served by slot_for_write + commit_slot.
  */
 #include "test_util.h"
 
@@ -88,6 +95,100 @@ static vt_status failing_commit(vt_store *st, uint64_t slot, uint64_t bytes)
         return VT_ERR_IO;
     }
     return real_commit(st, slot, bytes);
+}
+
+/* A store whose publish copies nothing until quiesce: the streamer must not
+ * touch a publish's source before it quiesces. Wraps the host store. */
+#define MAX_DEFERRED 64
+static struct {
+    uint64_t slot, bytes;
+    const void *src;
+} deferred[MAX_DEFERRED];
+static int n_deferred, n_quiesce, publish_failures, n_publish;
+static vt_store *deferred_store;
+static vt_status deferred_publish(vt_store *st, uint64_t slot, const void *src, uint64_t bytes)
+{
+    n_publish++;
+    if (publish_failures > 0) {
+        publish_failures--;
+        vt_set_error("injected store publish failure");
+        return VT_ERR_IO;
+    }
+    if (n_deferred == MAX_DEFERRED) fail_msg("more than %d publishes without a quiesce", MAX_DEFERRED);
+    deferred_store = st;
+    deferred[n_deferred].slot = slot;
+    deferred[n_deferred].src = src;
+    deferred[n_deferred].bytes = bytes;
+    n_deferred++;
+    return VT_OK;
+}
+static vt_status deferred_quiesce(vt_store *st)
+{
+    n_quiesce++;
+    for (int i = 0; i < n_deferred; i++)
+        memcpy((void *)(uintptr_t)vt_host_store_api()->slot_for_read(st, deferred[i].slot), deferred[i].src,
+               (size_t)deferred[i].bytes);
+    n_deferred = 0;
+    return VT_OK;
+}
+
+static size_t n_reads; /* reads that reached the counting reader */
+static ssize_t counting_read(void *ctx, int fd, void *buf, size_t n, off_t off)
+{
+    (void)ctx;
+    n_reads++;
+    return pread(fd, buf, n, off);
+}
+
+static int fault_point; /* the point that fails once, or 0 */
+static uint32_t fault_expert;
+static int fault_hook(void *ctx, vt_streamer_fault_point pt, uint32_t layer, uint32_t matrix,
+                      uint32_t expert)
+{
+    (void)ctx;
+    (void)layer;
+    (void)matrix;
+    if ((int)pt == fault_point && expert == fault_expert) {
+        fault_point = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* mode: 0 the host store's own publish (memcpy), 1 deferred publish, 2 a
+ * table of ABI 1.1's size (no publish/quiesce) */
+static void rig_open_host(rig *r, uint64_t n_slots, uint64_t n_host, int mode)
+{
+    memset(r, 0, sizeof *r);
+    assert_int_equal(vt_gguf_open(model_path, VT_GGUF_NO_MMAP, &r->g), VT_OK);
+    r->api = *vt_host_store_api();
+    real_commit = r->api.commit_slot;
+    r->api.commit_slot = failing_commit;
+    if (mode == 1) {
+        r->api.publish = deferred_publish;
+        r->api.quiesce = deferred_quiesce;
+    } else if (mode == 2) {
+        r->api.struct_size = (uint32_t)offsetof(vt_store_api, publish);
+        r->api.publish = NULL;
+        r->api.quiesce = NULL;
+    }
+    n_deferred = n_quiesce = publish_failures = n_publish = 0;
+    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = SLICE, .n_slots = n_slots};
+    assert_int_equal(r->api.create(&sp, &r->store), VT_OK);
+    vt_streamer_params p = {.gguf = r->g, .store_api = &r->api, .store = r->store,
+                            .n_slots = n_slots, .slot_bytes = SLICE, .n_layer = N_LAYER,
+                            .n_host_slots = n_host, .host_slot_bytes = SLICE + 64};
+    if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
+    assert_int_equal(vt_streamer_n_host_slots(r->s), n_host);
+    for (uint32_t l = 0; l < N_LAYER; l++)
+        for (uint32_t m = 0; m < N_MAT; m++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", l, mat_name[m]);
+            if (vt_streamer_register(r->s, l, m, vt_gguf_find_tensor(r->g, name)) != VT_OK)
+                fail_msg("%s", vt_last_error());
+        }
+    vt_streamer_set_reader(r->s, counting_read, NULL);
+    vt_streamer_set_fault(r->s, fault_hook, NULL);
 }
 
 static void rig_open(rig *r, uint64_t n_slots, int direct)
@@ -374,6 +475,171 @@ static void test_direct_io(void **state)
     rig_close(&r);
 }
 
+/* acquire, quiesce (a deferred store copies only then), check the bytes */
+static void acquire_host_ok(rig *r, uint32_t l, const int32_t *ids, uint32_t n)
+{
+    const void *out[64];
+    if (vt_streamer_acquire(r->s, l, ids, n, out) != VT_OK) fail_msg("%s", vt_last_error());
+    if (vt_streamer_quiesce(r->s) != VT_OK) fail_msg("%s", vt_last_error());
+    check_slices(l, ids, n, out);
+}
+
+/* A device miss found in the host tier reads no file; the counters add up. */
+static void test_host_tier_hits(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open_host(&r, 6, N_LAYER * N_MAT * N_EXP, 0);
+    vt_streamer_host_stats h;
+    vt_expert_stats d;
+    int32_t a[2] = {1, 3}, b[2] = {0, 7};
+    n_reads = 0;
+    acquire_host_ok(&r, 0, a, 2);
+    assert_int_equal(n_reads, 6);
+    acquire_host_ok(&r, 1, b, 2); /* evicts layer 0 from the device tier */
+    assert_false(vt_streamer_is_resident(r.s, 0, 0, 1));
+    assert_true(vt_streamer_is_host_resident(r.s, 0, 0, 1));
+    n_reads = 0;
+    acquire_host_ok(&r, 0, a, 2); /* six device misses, all host hits */
+    assert_int_equal(n_reads, 0);
+    vt_streamer_stats(r.s, 0, &d);
+    vt_streamer_host_stats_get(r.s, 0, &h);
+    assert_int_equal(d.misses, 12);
+    assert_int_equal(h.misses, 6);
+    assert_int_equal(h.hits, 6);
+    assert_int_equal(h.bytes_read, 6 * SLICE);
+    assert_int_equal(vt_streamer_n_host_resident(r.s), 12);
+    vt_streamer_host_stats_get(r.s, -1, &h);
+    assert_int_equal(h.misses, 12);
+    assert_int_equal(h.evictions, 0);
+    rig_close(&r);
+}
+
+/* The smallest host tier (one slot) under a store that copies at quiesce: the
+ * single host slot is reused for every miss, so each reuse must wait for the
+ * previous publish; any slice published from a reused source shows. */
+static void test_host_tier_one_slot_deferred(void **state)
+{
+    (void)state;
+    for (uint64_t n_host = 1; n_host <= 4; n_host++) {
+        rig r;
+        rig_open_host(&r, 6, n_host, 1);
+        int32_t seq[][2] = {{0, 1}, {2, 3}, {0, 5}, {7, 6}, {1, 2}, {4, 0}};
+        for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
+            for (uint32_t l = 0; l < N_LAYER; l++) acquire_host_ok(&r, l, seq[i], 2);
+        vt_streamer_host_stats h;
+        vt_streamer_host_stats_get(r.s, -1, &h);
+        assert_true(h.evictions > 0);
+        assert_true(n_quiesce > 0);
+        print_message("[host tier] %llu host slots: %llu hits, %llu misses, %llu evictions, %d "
+                      "quiesces\n", (unsigned long long)n_host, (unsigned long long)h.hits,
+                      (unsigned long long)h.misses, (unsigned long long)h.evictions, n_quiesce);
+        rig_close(&r);
+    }
+}
+
+/* Faults per tier: the read (absent in both tiers), the host-tier commit
+ * (absent in both), the publish (present in the host tier, absent in the
+ * device tier); each retry is correct, and nothing is left claimed. */
+static void test_host_tier_faults(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        rig r;
+        rig_open_host(&r, 6, 4, mode);
+        fault f = {0};
+        vt_streamer_set_reader(r.s, faulty_read, &f);
+        const void *out[16];
+        vt_expert_stats d;
+        vt_streamer_host_stats h;
+        int32_t w[2] = {0, 1};
+        acquire_host_ok(&r, 1, w, 2); /* device full with layer 1; host tier full */
+        assert_int_equal(vt_streamer_n_host_resident(r.s), 4);
+
+        /* the file read */
+        int32_t a[1] = {5};
+        f = (fault){1, 1};
+        assert_int_equal(vt_streamer_acquire(r.s, 2, a, 1, out), VT_ERR_IO);
+        if (!strstr(vt_last_error(), "expert 5 of blk.2.ffn_gate_exps.weight"))
+            fail_msg("%s", vt_last_error());
+        assert_false(vt_streamer_is_resident(r.s, 2, 0, 5));
+        assert_false(vt_streamer_is_host_resident(r.s, 2, 0, 5));
+        assert_true(vt_streamer_n_host_resident(r.s) <= 4);
+        vt_streamer_host_stats_get(r.s, 2, &h);
+        assert_int_equal(h.errors, 1);
+        assert_int_equal(h.misses, 0);
+        f.mode = 0;
+        acquire_host_ok(&r, 2, a, 1);
+
+        /* the host-tier commit */
+        int32_t b[1] = {6};
+        fault_point = VT_STREAMER_FAULT_HOST_COMMIT;
+        fault_expert = 6;
+        assert_int_equal(vt_streamer_acquire(r.s, 0, b, 1, out), VT_ERR_IO);
+        if (!strstr(vt_last_error(), "host-tier commit of expert 6 of blk.0.ffn_gate_exps.weight"))
+            fail_msg("%s", vt_last_error());
+        assert_false(vt_streamer_is_resident(r.s, 0, 0, 6));
+        assert_false(vt_streamer_is_host_resident(r.s, 0, 0, 6));
+        acquire_host_ok(&r, 0, b, 1);
+
+        /* the publish: the hook, then the store's own failure */
+        for (int how = 0; how < 2; how++) {
+            int32_t c[1] = {how ? 2 : 3};
+            if (how) publish_failures = 1;
+            else {
+                fault_point = VT_STREAMER_FAULT_PUBLISH;
+                fault_expert = 3;
+            }
+            if (how && mode == 0) break; /* the host store's publish cannot be made to fail */
+            size_t r0 = n_reads;
+            vt_streamer_set_reader(r.s, counting_read, NULL);
+            assert_int_equal(vt_streamer_acquire(r.s, 2, c, 1, out), VT_ERR_IO);
+            if (!strstr(vt_last_error(), "publish of expert") ||
+                !strstr(vt_last_error(), "blk.2.ffn_gate_exps.weight"))
+                fail_msg("%s", vt_last_error());
+            assert_false(vt_streamer_is_resident(r.s, 2, 0, (uint32_t)c[0]));
+            assert_true(vt_streamer_is_host_resident(r.s, 2, 0, (uint32_t)c[0]));
+            vt_streamer_stats(r.s, 2, &d);
+            assert_true(d.fill_errors >= 1);
+            /* the retry publishes from the host tier: no read of that matrix */
+            size_t r1 = n_reads;
+            acquire_host_ok(&r, 2, c, 1);
+            assert_true(vt_streamer_is_resident(r.s, 2, 0, (uint32_t)c[0]));
+            assert_true(n_reads - r1 <= 2); /* up/down may miss the 4-slot host tier */
+            (void)r0;
+            vt_streamer_set_reader(r.s, faulty_read, &f);
+        }
+        assert_true(vt_streamer_n_resident(r.s) <= vt_streamer_n_slots(r.s));
+        assert_true(vt_streamer_n_host_resident(r.s) <= 4);
+        rig_close(&r);
+    }
+}
+
+/* A store table of ABI 1.1's size has no publish: the host tier is copied in
+ * through slot_for_write + commit_slot, and a commit failure keeps the key
+ * absent in the device tier only. */
+static void test_host_tier_store_without_publish(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open_host(&r, 6, 12, 2);
+    int32_t a[2] = {2, 4}, b[2] = {5, 6};
+    acquire_host_ok(&r, 0, a, 2);
+    acquire_host_ok(&r, 1, b, 2);
+    commit_failures = 1;
+    const void *out[16];
+    int32_t c[1] = {2};
+    n_reads = 0;
+    assert_int_equal(vt_streamer_acquire(r.s, 0, c, 1, out), VT_ERR_IO);
+    assert_int_equal(n_reads, 0); /* it was in the host tier */
+    assert_false(vt_streamer_is_resident(r.s, 0, 0, 2));
+    assert_true(vt_streamer_is_host_resident(r.s, 0, 0, 2));
+    commit_failures = 0;
+    acquire_host_ok(&r, 0, c, 1);
+    assert_int_equal(n_publish, 0);
+    rig_close(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +648,10 @@ int main(void)
         cmocka_unit_test(test_fill_faults),
         cmocka_unit_test(test_commit_other_slot_refused),
         cmocka_unit_test(test_direct_io),
+        cmocka_unit_test(test_host_tier_hits),
+        cmocka_unit_test(test_host_tier_one_slot_deferred),
+        cmocka_unit_test(test_host_tier_faults),
+        cmocka_unit_test(test_host_tier_store_without_publish),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

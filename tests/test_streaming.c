@@ -23,10 +23,13 @@
 #include "residency.h"
 
 static const char *fx;
-static cJSON *index_json, *greedy_json;
+static cJSON *index_json, *greedy_json; /* of the family being compared */
+static const char *json_family;
 
-static const char *files[] = {"gguf/qwen35moe-tiny-bf16.gguf", "gguf/qwen35moe-tiny-q8_0.gguf",
-                              "gguf/split/qwen35moe-tiny-q8_0-split-00001-of-00003.gguf"};
+static const char *files[] = {"qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf",
+                              "qwen35moe-tiny/gguf/qwen35moe-tiny-q8_0.gguf",
+                              "qwen35moe-tiny/gguf/split/qwen35moe-tiny-q8_0-split-00001-of-00003.gguf",
+                              "gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf"};
 
 static int setup(void **state)
 {
@@ -34,10 +37,10 @@ static int setup(void **state)
     return 0;
 }
 
-static cJSON *load_json(const char *rel)
+static cJSON *load_json_of(const char *family, const char *rel)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/qwen35moe-tiny/%s", fx, rel);
+    snprintf(path, sizeof path, "%s/%s/%s", fx, family, rel);
     char *text = vt_test_read_file(path, NULL);
     if (!text) fail_msg("cannot read %s", path);
     cJSON *j = cJSON_Parse(text);
@@ -46,12 +49,27 @@ static cJSON *load_json(const char *rel)
     return j;
 }
 
+
+/* index_json / greedy_json of the family of file rel ("<family>/gguf/..."). */
+static void use_family_of(const char *rel)
+{
+    char fam[64];
+    size_t n = strcspn(rel, "/");
+    snprintf(fam, sizeof fam, "%.*s", (int)n, rel);
+    if (json_family && !strcmp(json_family, fam) && index_json) return;
+    cJSON_Delete(index_json);
+    cJSON_Delete(greedy_json);
+    index_json = load_json_of(fam, "refs/index.json");
+    greedy_json = load_json_of(fam, "refs/greedy.json");
+    json_family = strstr(rel, "gemma4") == rel ? "gemma4-moe-tiny" : "qwen35moe-tiny";
+}
+
 static const char *g_device = "cpu";
 
 static vt_engine *open_with(const char *rel, const char *const *sets, uint32_t n_batch)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/qwen35moe-tiny/%s", fx, rel);
+    snprintf(path, sizeof path, "%s/%s", fx, rel);
     static vt_config cfg;
     vt_config_defaults(&cfg);
     for (int i = 0; sets && sets[i]; i++)
@@ -103,11 +121,12 @@ static void run(vt_engine *e, float **logits, int32_t *greedy, int n_greedy, int
     free(g);
 }
 
-#ifdef VT_TEST_SANITIZED
-/* sanitizer builds run at -O0: one file per configuration keeps the suite short */
-#define N_FILES 1
-#else
 #define N_FILES (sizeof files / sizeof files[0])
+#ifdef VT_TEST_SANITIZED
+/* sanitizer builds run at -O0: one file per family keeps the suite short */
+static int file_in_run(size_t f) { return f == 0 || f == 3; }
+#else
+static int file_in_run(size_t f) { (void)f; return 1; }
 #endif
 
 /* The engine's model took the routed-expert path whose description starts with want. */
@@ -120,9 +139,20 @@ static void assert_moe_path(vt_engine *e, const char *want)
                  want);
 }
 
-static void compare_streamed(const char *const *sets, uint32_t n_batch, int want_direct_ok)
+/* The host tier of a streamed run: none, its smallest (one slot), or every
+ * slice of the file. */
+enum { HOST_NONE, HOST_ONE_SLOT, HOST_ALL };
+
+/* Every file, resident against streamed through the minimum device arena
+ * (top-k x expert matrices, read from the fit check) with the given host
+ * tier and extra settings, on g_device: logits of every position and greedy
+ * tokens bit for bit, with the counters proving both tiers were used. */
+static void compare_streamed(int host, const char *extra, uint32_t n_batch)
 {
+    const char *dev = g_device;
     for (size_t f = 0; f < N_FILES; f++) {
+        if (!file_in_run(f)) continue;
+        use_family_of(files[f]);
         float *lr, *ls;
         int32_t gr[32], gs[32];
         int64_t nr, ns;
@@ -130,25 +160,54 @@ static void compare_streamed(const char *const *sets, uint32_t n_batch, int want
         vt_engine *e = open_with(files[f], resident, n_batch);
         assert_null(vt_engine_streamer(e));
         assert_moe_path(e, "moe_ffn (fused; routing on the device)");
+        const vt_fit *fit = vt_engine_fit(e);
+        uint64_t min_slots = fit->min_slots, slot_bytes = (fit->slot_bytes + 63) / 64 * 64;
+        uint64_t all_bytes = slot_bytes * fit->n_expert_slices;
         run(e, &lr, gr, 32, &nr);
         vt_engine_close(e);
 
+        char s_streamed[64], s_slots[64], s_host[96];
+        snprintf(s_streamed, sizeof s_streamed, "%s.experts=streamed", dev);
+        snprintf(s_slots, sizeof s_slots, "%s.expert_cache.slots=%llu", dev,
+                 (unsigned long long)min_slots);
+        snprintf(s_host, sizeof s_host, "%s.expert_cache.host_arena=%llu", dev,
+                 (unsigned long long)(host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? slot_bytes
+                                                                                     : all_bytes));
+        const char *sets[] = {s_streamed, s_slots, s_host, extra, NULL};
         e = open_with(files[f], sets, n_batch);
         const vt_expert_streamer *s = vt_engine_streamer(e);
         if (!s) fail_msg("%s: experts not streamed", files[f]);
         assert_moe_path(e, "moe_ffn (fused; routing on the device, ids copied to the host");
-        assert_int_equal(vt_streamer_n_slots(s), 2 * 3); /* top-2 x gate/up/down */
+        assert_int_equal(vt_streamer_n_slots(s), min_slots);
+        assert_int_equal(vt_streamer_n_host_slots(s),
+                         host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : fit->n_expert_slices);
         run(e, &ls, gs, 32, &ns);
         vt_expert_stats st;
+        vt_streamer_host_stats hs;
         assert_int_equal(vt_streamer_stats(s, -1, &st), VT_OK);
-        print_message("[streaming] %s: %llu hits, %llu misses, %llu evictions, %.1f MiB filled%s\n",
-                      files[f], (unsigned long long)st.hits, (unsigned long long)st.misses,
+        assert_int_equal(vt_streamer_host_stats_get(s, -1, &hs), VT_OK);
+        print_message("[streaming] %s on %s, n_batch %u, host tier %s%s: device %llu hits, %llu "
+                      "misses, %llu evictions, %.1f MiB; host %llu hits, %llu misses, %llu "
+                      "evictions\n", files[f], dev, n_batch,
+                      host == HOST_NONE ? "none" : host == HOST_ONE_SLOT ? "1 slot" : "all",
+                      vt_streamer_io_direct(s) ? " (O_DIRECT)" : "",
+                      (unsigned long long)st.hits, (unsigned long long)st.misses,
                       (unsigned long long)st.evictions, st.bytes_filled / 1048576.0,
-                      vt_streamer_io_direct(s) ? " (O_DIRECT)" : "");
+                      (unsigned long long)hs.hits, (unsigned long long)hs.misses,
+                      (unsigned long long)hs.evictions);
         if (st.misses == 0 || st.evictions == 0 || st.bytes_filled == 0)
             fail_msg("%s: the streamer was bypassed (misses %llu, evictions %llu)", files[f],
                      (unsigned long long)st.misses, (unsigned long long)st.evictions);
-        (void)want_direct_ok;
+        if (host != HOST_NONE && hs.hits + hs.misses != st.misses)
+            fail_msg("%s: %llu device misses but the host tier saw %llu", files[f],
+                     (unsigned long long)st.misses, (unsigned long long)(hs.hits + hs.misses));
+        if (host == HOST_ONE_SLOT && (hs.evictions == 0 || hs.misses < st.misses / 2))
+            fail_msg("%s: a one-slot host tier evicted %llu times", files[f],
+                     (unsigned long long)hs.evictions);
+        if (host == HOST_ALL && (hs.evictions || hs.hits == 0 || hs.misses > fit->n_expert_slices))
+            fail_msg("%s: a host tier of every slice: %llu hits, %llu misses, %llu evictions",
+                     files[f], (unsigned long long)hs.hits, (unsigned long long)hs.misses,
+                     (unsigned long long)hs.evictions);
         assert_int_equal(nr, ns);
         if (memcmp(lr, ls, (size_t)nr * sizeof *lr)) {
             int64_t i = 0;
@@ -167,15 +226,13 @@ static void test_min_arena_bit_identical(void **state)
 {
     (void)state;
     if (!(fx = vt_test_fixtures())) return;
-    index_json = load_json("refs/index.json");
-    greedy_json = load_json("refs/greedy.json");
-    const char *sets[] = {"cpu.experts=streamed", "cpu.expert_cache.slots=6", NULL};
-    compare_streamed(sets, 512, 0);
-    /* token by token prefill: every acquire is one token's top-k */
-    compare_streamed(sets, 1, 0);
-    const char *direct[] = {"cpu.experts=streamed", "cpu.expert_cache.slots=6",
-                            "cpu.expert_cache.io=direct", NULL};
-    compare_streamed(direct, 512, 1);
+    /* one chunk, and token by token (every acquire is one token's top-k) */
+    for (int host = HOST_NONE; host <= HOST_ALL; host++) {
+        compare_streamed(host, NULL, 512);
+        compare_streamed(host, NULL, 1);
+    }
+    compare_streamed(HOST_NONE, "cpu.expert_cache.io=direct", 512);
+    compare_streamed(HOST_ONE_SLOT, "cpu.expert_cache.io=direct", 7);
 }
 
 /* The same on the GPU: experts streamed through the device store (arena in
@@ -198,15 +255,15 @@ static void test_cuda_device_store(void **state)
         print_message("SKIP: no CUDA device here\n");
         skip();
     }
-    if (!index_json) index_json = load_json("refs/index.json");
-    if (!greedy_json) greedy_json = load_json("refs/greedy.json");
     g_device = "cuda";
-    const char *sets[] = {"cuda.experts=streamed", "cuda.expert_cache.slots=6", NULL};
-    compare_streamed(sets, 512, 0);
+    for (int host = HOST_NONE; host <= HOST_ALL; host++) {
+        compare_streamed(host, NULL, 512);
+        compare_streamed(host, NULL, 1);
+    }
+    /* no pinned budget: pageable staging and host tier, counted fallbacks */
     uint64_t fb0 = vt_host_n_fallbacks();
-    const char *nopin[] = {"cuda.experts=streamed", "cuda.expert_cache.slots=6",
-                           "cuda.pinned_budget=0", NULL};
-    compare_streamed(nopin, 16, 0);
+    compare_streamed(HOST_NONE, "cuda.pinned_budget=0", 16);
+    compare_streamed(HOST_ALL, "cuda.pinned_budget=0", 3);
     assert_true(vt_host_n_fallbacks() > fb0);
     g_device = "cpu";
 }
@@ -218,10 +275,10 @@ static void test_fused_equals_ops(void **state)
 {
     (void)state;
     if (!(fx = vt_test_fixtures())) return;
-    if (!index_json) index_json = load_json("refs/index.json");
-    if (!greedy_json) greedy_json = load_json("refs/greedy.json");
     const char *resident[] = {"cpu.experts=resident", NULL};
     for (size_t f = 0; f < N_FILES; f++) {
+        if (!file_in_run(f)) continue;
+        use_family_of(files[f]);
         for (int nb = 0; nb < 2; nb++) {
             uint32_t n_batch = nb ? 3 : 512;
             float *lo, *lf;
@@ -254,7 +311,7 @@ static void test_below_minimum_refused(void **state)
     (void)state;
     if (!(fx = vt_test_fixtures())) return;
     char path[4096];
-    snprintf(path, sizeof path, "%s/qwen35moe-tiny/%s", fx, files[0]);
+    snprintf(path, sizeof path, "%s/%s", fx, files[0]);
     static vt_config cfg;
     vt_config_defaults(&cfg);
     assert_int_equal(vt_config_set_arg(&cfg, "cpu.experts=streamed"), VT_OK);

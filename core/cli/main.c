@@ -568,6 +568,23 @@ static void print_expert_stats(FILE *f, const vt_engine *e)
                 x.fill_seconds, x.fill_seconds > 0 ? (double)x.bytes_filled / x.fill_seconds / 1e9 : 0.0,
                 (unsigned long long)x.evictions);
     }
+    if (!vt_streamer_n_host_slots(s)) {
+        fprintf(f, "host tier: none\n");
+        return;
+    }
+    vt_streamer_host_stats h;
+    vt_streamer_host_stats_get(s, -1, &h);
+    uint64_t hu = h.hits + h.misses;
+    char pb[32];
+    fprintf(f, "host tier: %llu slots (%llu resident, %s pinned): %llu hits, %llu misses (%.1f%%), "
+            "%.1f MiB read in %.3f s (%.2f GB/s), %llu evicted, %llu errors\n",
+            (unsigned long long)vt_streamer_n_host_slots(s),
+            (unsigned long long)vt_streamer_n_host_resident(s),
+            vt_config_format_bytes(vt_streamer_host_pinned_bytes(s), pb, sizeof pb),
+            (unsigned long long)h.hits, (unsigned long long)h.misses,
+            hu ? 100.0 * (double)h.hits / (double)hu : 0.0, (double)h.bytes_read / 1048576.0,
+            h.read_seconds, h.read_seconds > 0 ? (double)h.bytes_read / h.read_seconds / 1e9 : 0.0,
+            (unsigned long long)h.evictions, (unsigned long long)h.errors);
 }
 
 static double peak_rss_mib(void)
@@ -1099,6 +1116,7 @@ static int cmd_bench(const opts *o)
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     const vt_expert_streamer *es = vt_engine_streamer(e);
     vt_expert_stats dec = {0}, all0 = {0}, all1 = {0}; /* decode-phase sums; totals of the timed reps */
+    vt_streamer_host_stats hdec = {0}, h0 = {0}, h1 = {0}, ha, hb;
     int rc = 1;
     if (!toks || !pp || !tg) {
         vt_set_error("out of memory: bench buffers");
@@ -1111,16 +1129,29 @@ static int cmd_bench(const opts *o)
     }
     for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
         if (vt_engine_reset(e) != VT_OK) goto out;
-        if (r == 1 && es) vt_streamer_stats(es, -1, &all0);
+        if (r == 1 && es) {
+            vt_streamer_stats(es, -1, &all0);
+            vt_streamer_host_stats_get(es, -1, &h0);
+        }
         double t0 = now_seconds();
         if (vt_engine_eval_last(e, toks, n_prompt, &logits) != VT_OK) goto out;
         double t1 = now_seconds();
         vt_expert_stats a = {0}, b = {0};
-        if (es) vt_streamer_stats(es, -1, &a);
+        if (es) {
+            vt_streamer_stats(es, -1, &a);
+            vt_streamer_host_stats_get(es, -1, &ha);
+        }
         for (int i = 0; i < n_gen; i++)
             if (vt_engine_eval_last(e, &toks[n_prompt + i], 1, &logits) != VT_OK) goto out;
         double t2 = now_seconds();
-        if (es) vt_streamer_stats(es, -1, &b);
+        if (es) {
+            vt_streamer_stats(es, -1, &b);
+            vt_streamer_host_stats_get(es, -1, &hb);
+        }
+        if (r > 0 && es) {
+            hdec.hits += hb.hits - ha.hits;
+            hdec.misses += hb.misses - ha.misses;
+        }
         if (r > 0) {
             pp[r - 1] = n_prompt / (t1 - t0);
             tg[r - 1] = n_gen / (t2 - t1);
@@ -1131,7 +1162,16 @@ static int cmd_bench(const opts *o)
             dec.evictions += b.evictions - a.evictions;
         }
     }
-    if (es) vt_streamer_stats(es, -1, &all1);
+    if (es) {
+        vt_streamer_stats(es, -1, &all1);
+        vt_streamer_host_stats_get(es, -1, &h1);
+    }
+    uint64_t n_host = es ? vt_streamer_n_host_slots(es) : 0;
+    uint64_t hdec_used = hdec.hits + hdec.misses;
+    double host_hit = hdec_used ? 100.0 * (double)hdec.hits / (double)hdec_used : 100.0;
+    double read_bytes = (double)(h1.bytes_read - h0.bytes_read);
+    double read_s = h1.read_seconds - h0.read_seconds;
+    double read_gbs = read_s > 0 ? read_bytes / read_s / 1e9 : 0.0;
     qsort(pp, (size_t)reps, sizeof *pp, cmp_double);
     qsort(tg, (size_t)reps, sizeof *tg, cmp_double);
     double pp_med = reps % 2 ? pp[reps / 2] : 0.5 * (pp[reps / 2 - 1] + pp[reps / 2]);
@@ -1180,6 +1220,14 @@ static int cmd_bench(const opts *o)
         if (host_store) cJSON_AddNullToObject(j, "commit_gb_s"); /* the host store's commit copies nothing */
         else cJSON_AddNumberToObject(j, "commit_gb_s", commit_gbs);
         cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
+        cJSON_AddNumberToObject(j, "host_slots", (double)n_host);
+        cJSON_AddNumberToObject(j, "host_tier_bytes", (double)fit->host_arena_bytes);
+        cJSON_AddNumberToObject(j, "host_pinned_bytes",
+                                es ? (double)vt_streamer_host_pinned_bytes(es) : 0);
+        if (n_host) cJSON_AddNumberToObject(j, "decode_host_hit_rate", host_hit / 100.0);
+        else cJSON_AddNullToObject(j, "decode_host_hit_rate");
+        cJSON_AddNumberToObject(j, "file_read_bytes", n_host ? read_bytes : fill_bytes);
+        cJSON_AddNumberToObject(j, "file_read_gb_s", n_host ? read_gbs : fill_gbs);
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
         cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
         if (o->profile &&
@@ -1220,6 +1268,15 @@ static int cmd_bench(const opts *o)
             printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s; commits alone %s)"
                    "   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs, cb,
                    (unsigned long long)(all1.evictions - all0.evictions));
+            if (n_host)
+                printf("host tier: %llu slots (%s, %s pinned), decode hit rate %.1f%% of the device "
+                       "misses; file reads: %.1f MiB in %.3f s (%.2f GB/s)\n",
+                       (unsigned long long)n_host,
+                       vt_config_format_bytes(fit->host_arena_bytes, b1, sizeof b1),
+                       vt_config_format_bytes(vt_streamer_host_pinned_bytes(es), b2, sizeof b2),
+                       host_hit, read_bytes / 1048576.0, read_s, read_gbs);
+            else
+                printf("host tier: none (every device miss reads the file)\n");
         } else {
             printf("decode hit rate: n/a (experts resident, no cache)\n");
         }

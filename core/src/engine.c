@@ -136,11 +136,18 @@ static vt_status open_streamer(vt_engine *e, const char *device)
         n_layer = 65536;
     vt_streamer_params tp = {.gguf = e->gguf, .store_api = e->store_api, .store = e->store,
                              .n_slots = f->arena_slots, .slot_bytes = f->slot_bytes,
-                             .n_layer = n_layer, .io_direct = e->res.plat->io_direct};
+                             .n_layer = n_layer, .io_direct = e->res.plat->io_direct,
+                             .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
+                             .backend = &e->backend};
     if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;
-    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of %llu bytes in store '%s', %s", 
-           (unsigned long long)f->arena_slots, (unsigned long long)f->slot_bytes,
-           e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread");
+    char hb[32], pb[32];
+    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of %llu bytes in store '%s', %s; host tier "
+           "%llu slots (%s, %s pinned)", (unsigned long long)f->arena_slots,
+           (unsigned long long)f->slot_bytes, e->res.store_name,
+           vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",
+           (unsigned long long)f->host_slots,
+           vt_config_format_bytes(f->host_arena_bytes, hb, sizeof hb),
+           vt_config_format_bytes(vt_streamer_host_pinned_bytes(e->streamer), pb, sizeof pb));
     return VT_OK;
 }
 

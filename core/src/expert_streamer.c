@@ -15,35 +15,64 @@
 
 #include "config.h"
 #include "error.h"
+#include "capabilities.h"
+#include "registry.h"
+#include "vt/plugin_util.h"
 
 #define NO_SLOT UINT64_MAX
 #define DIRECT_ALIGN 4096u
 #define MAX_MATRICES 8
+#define HOST_CHUNK_BYTES (256ull << 20) /* host tier allocated in chunks of about this */
 
 typedef struct stack {
     const vt_gguf_tensor *t; /* NULL: not registered */
     uint64_t n_expert;
     uint64_t slice_bytes;
-    uint64_t *slot_of;       /* [n_expert]: slot holding the slice, or NO_SLOT */
+    uint64_t *slot_of;       /* [n_expert]: device-tier slot holding the slice, or NO_SLOT */
+    uint64_t *hslot_of;      /* [n_expert]: host-tier slot, or NO_SLOT (NULL: no host tier) */
 } stack;
 
 typedef struct slot_info {
     uint32_t layer, matrix, expert;
     int used;
-    uint64_t batch;          /* last batch that acquired it */
+    uint64_t batch;          /* device tier: last batch that acquired it; host tier: the
+                              * publish generation that last read it (see quiesce) */
     uint64_t prev, next;     /* LRU links (used slots); free list uses next */
 } slot_info;
+
+/* One tier's slots: an LRU list of used slots and a free list. */
+typedef struct tier {
+    slot_info *slots;        /* [n] */
+    uint64_t n;
+    uint64_t lru_head, lru_tail; /* head = most recently used */
+    uint64_t free_head;
+    uint64_t n_used;
+} tier;
+
+typedef struct host_chunk {
+    uint8_t *base;
+    uint64_t bytes;
+    int pinned;              /* host_alloc_pinned, budget reserved */
+} host_chunk;
 
 struct vt_expert_streamer {
     vt_streamer_params p;
     stack *stacks;           /* [n_layer][MAX_MATRICES] */
     uint32_t *n_matrices;    /* [n_layer] */
-    slot_info *slots;        /* [n_slots] */
-    uint64_t lru_head, lru_tail; /* head = most recently used */
-    uint64_t free_head;
-    uint64_t n_used;
+    tier dev;                /* the store's slots */
+    tier host;               /* the host tier's slots (n = 0: none) */
+    uint8_t **host_addr;     /* [host.n]: each host slot's memory */
+    host_chunk *chunks;
+    uint32_t n_chunks;
+    uint64_t host_pinned_bytes, host_pageable_bytes;
+    int publish;             /* the store has publish/quiesce (ABI 1.4) */
+    uint64_t pub_gen;        /* publishes issued since the last quiesce carry this */
+    int pub_pending;         /* a publish of generation pub_gen may still read its source */
     uint64_t batch;
     vt_expert_stats *stats;  /* [n_layer] */
+    vt_streamer_host_stats *hstats; /* [n_layer] */
+    vt_streamer_fault_fn fault_fn;
+    void *fault_ctx;
     int *fds;                /* [n_shards] */
     int direct;
     uint8_t *bounce;         /* O_DIRECT staging, aligned */
@@ -67,19 +96,138 @@ static ssize_t default_read(void *ctx, int fd, void *buf, size_t n, off_t off)
 
 /* ------------------------------------------------------------ lifecycle */
 
+static vt_status tier_init(tier *t, uint64_t n, const char *what)
+{
+    t->n = n;
+    t->lru_head = t->lru_tail = NO_SLOT;
+    t->free_head = n ? 0 : NO_SLOT;
+    t->n_used = 0;
+    if (!n) return VT_OK;
+    t->slots = (uint64_t)(size_t)n == n ? calloc((size_t)n, sizeof *t->slots) : NULL;
+    if (!t->slots) {
+        vt_set_error("out of memory: expert streamer %s table for %" PRIu64 " slots (%" PRIu64
+                     " bytes)", what, n, n * (uint64_t)sizeof *t->slots);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (uint64_t i = 0; i < n; i++) t->slots[i].next = i + 1 < n ? i + 1 : NO_SLOT;
+    return VT_OK;
+}
+
+static void free_host_tier(vt_expert_streamer *s)
+{
+    const vt_backend *be = s->p.backend;
+    for (uint32_t c = 0; c < s->n_chunks; c++) {
+        host_chunk *k = &s->chunks[c];
+        if (k->pinned) {
+            be->api->host_free_pinned(be->ctx, k->base);
+            vt_host_table()->pinned_release(k->bytes);
+        } else {
+            free(k->base);
+        }
+    }
+    free(s->chunks);
+    free(s->host_addr);
+    free(s->host.slots);
+    s->chunks = NULL;
+    s->n_chunks = 0;
+    s->host_addr = NULL;
+    s->host.slots = NULL;
+}
+
+static int backend_can_pin(const vt_backend *be)
+{
+    if (!be || !be->api || !be->api->host_alloc_pinned) return 0;
+    for (uint32_t i = 0; i < be->api->n_caps; i++)
+        if (be->api->caps[i].id == VT_CAP_PINNED_HOST_ALLOC)
+            return be->api->caps[i].state == VT_CAP_PRESENT;
+    return 0;
+}
+
+/* The host tier's memory: chunks of about HOST_CHUNK_BYTES, pinned through the
+ * backend while the pinned budget lasts, pageable (page-aligned malloc) beyond
+ * it, with one noted fallback when the backend could have pinned them. */
+static vt_status alloc_host_tier(vt_expert_streamer *s)
+{
+    const uint64_t n = s->p.n_host_slots, stride = s->p.host_slot_bytes;
+    vt_status st = tier_init(&s->host, n, "host tier");
+    if (st != VT_OK || !n) return st;
+    uint64_t per_chunk = HOST_CHUNK_BYTES / stride ? HOST_CHUNK_BYTES / stride : 1;
+    uint64_t n_chunks = (n + per_chunk - 1) / per_chunk;
+    s->host_addr = calloc((size_t)n, sizeof *s->host_addr);
+    s->chunks = calloc((size_t)n_chunks, sizeof *s->chunks);
+    if (!s->host_addr || !s->chunks) {
+        vt_set_error("out of memory: the host tier's tables (%" PRIu64 " slots)", n);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    const vt_host_api *H = vt_host_table();
+    const vt_backend *be = s->p.backend;
+    int can_pin = backend_can_pin(be);
+    uint64_t slot = 0;
+    for (uint64_t c = 0; c < n_chunks; c++) {
+        uint64_t k = n - slot < per_chunk ? n - slot : per_chunk;
+        uint64_t bytes = k * stride;
+        host_chunk *ch = &s->chunks[c];
+        void *p = NULL;
+        if (can_pin && H->pinned_reserve(bytes)) {
+            if (be->api->host_alloc_pinned(be->ctx, (size_t)bytes, "expert host tier", &p) == VT_OK) {
+                ch->pinned = 1;
+            } else {
+                H->pinned_release(bytes);
+                p = NULL;
+            }
+        }
+        if (!p) {
+            p = aligned_alloc(DIRECT_ALIGN, (size_t)((bytes + DIRECT_ALIGN - 1) / DIRECT_ALIGN *
+                                                     DIRECT_ALIGN));
+            if (!p) {
+                char b1[32], b2[32];
+                vt_set_error("out of memory: the expert host tier (%" PRIu64 " slots, %s) could "
+                             "not be allocated after %s; lower expert_cache.host_arena", n,
+                             vt_util_format_bytes(n * stride, b1, sizeof b1),
+                             vt_util_format_bytes(slot * stride, b2, sizeof b2));
+                return VT_ERR_OUT_OF_MEMORY;
+            }
+        }
+        ch->base = p;
+        ch->bytes = bytes;
+        s->n_chunks = (uint32_t)c + 1;
+        if (ch->pinned) s->host_pinned_bytes += bytes;
+        else s->host_pageable_bytes += bytes;
+        for (uint64_t j = 0; j < k; j++) s->host_addr[slot + j] = (uint8_t *)p + j * stride;
+        slot += k;
+    }
+    if (can_pin && s->host_pageable_bytes) {
+        char why[384], b1[32], b2[32];
+        snprintf(why, sizeof why, "expert streamer: %s of the %s host tier is pageable (it exceeds "
+                 "the pinned budget, pinned_budget); experts still stream, H2D copies from it are "
+                 "slower", vt_util_format_bytes(s->host_pageable_bytes, b1, sizeof b1),
+                 vt_util_format_bytes(n * stride, b2, sizeof b2));
+        H->note_fallback(why);
+    }
+    return VT_OK;
+}
+
 void vt_streamer_destroy(vt_expert_streamer *s)
 {
     if (!s) return;
+    if (s->pub_pending && s->p.store_api->quiesce(s->p.store) != VT_OK)
+        vt_log(VT_LOG_WARN, "expert streamer: waiting for the last host-tier copies failed: %s",
+               vt_last_error());
+    free_host_tier(s);
     if (s->stacks)
-        for (uint64_t i = 0; i < (uint64_t)s->p.n_layer * MAX_MATRICES; i++) free(s->stacks[i].slot_of);
+        for (uint64_t i = 0; i < (uint64_t)s->p.n_layer * MAX_MATRICES; i++) {
+            free(s->stacks[i].slot_of);
+            free(s->stacks[i].hslot_of);
+        }
     if (s->fds)
         for (uint32_t k = 0; k < vt_gguf_n_shards(s->p.gguf); k++)
             if (s->fds[k] >= 0) close(s->fds[k]);
     free(s->fds);
     free(s->stacks);
     free(s->n_matrices);
-    free(s->slots);
+    free(s->dev.slots);
     free(s->stats);
+    free(s->hstats);
     free(s->bounce);
     free(s);
 }
@@ -144,18 +292,24 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
     s->stacks = calloc(n_stacks, sizeof *s->stacks);
     s->n_matrices = calloc(p->n_layer, sizeof *s->n_matrices);
     s->stats = calloc(p->n_layer, sizeof *s->stats);
-    s->slots = (uint64_t)(size_t)p->n_slots == p->n_slots ? calloc(p->n_slots, sizeof *s->slots) : NULL;
-    if (!s->stacks || !s->n_matrices || !s->stats || !s->slots) {
-        vt_set_error("out of memory: expert streamer tables for %" PRIu64 " slots and %u layers "
-                     "(%" PRIu64 " bytes)", p->n_slots, p->n_layer,
-                     p->n_slots * sizeof *s->slots + n_stacks * sizeof *s->stacks);
+    s->hstats = calloc(p->n_layer, sizeof *s->hstats);
+    if (!s->stacks || !s->n_matrices || !s->stats || !s->hstats) {
+        vt_set_error("out of memory: expert streamer tables for %u layers (%" PRIu64 " bytes)",
+                     p->n_layer, n_stacks * (uint64_t)sizeof *s->stacks);
         vt_streamer_destroy(s);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    for (uint64_t i = 0; i < p->n_slots; i++) s->slots[i].next = i + 1 < p->n_slots ? i + 1 : NO_SLOT;
-    s->free_head = 0;
-    s->lru_head = s->lru_tail = NO_SLOT;
-    vt_status st = open_shards(s);
+    const vt_store_api *sa = p->store_api;
+    s->publish = sa->struct_size >= VT_STORE_API_SIZE_1_4 && sa->publish && sa->quiesce;
+    if (p->n_host_slots && p->host_slot_bytes < p->slot_bytes) {
+        vt_set_error("expert streamer: host-tier slots of %" PRIu64 " bytes are smaller than the "
+                     "store's slots (%" PRIu64 " bytes)", p->host_slot_bytes, p->slot_bytes);
+        vt_streamer_destroy(s);
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_status st = tier_init(&s->dev, p->n_slots, "slot");
+    if (st == VT_OK) st = alloc_host_tier(s);
+    if (st == VT_OK) st = open_shards(s);
     if (st != VT_OK) {
         vt_streamer_destroy(s);
         return st;
@@ -220,6 +374,16 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
                      t->name, n_exp * (uint64_t)sizeof *k->slot_of);
         return VT_ERR_OUT_OF_MEMORY;
     }
+    if (s->host.n) {
+        k->hslot_of = malloc(n_exp * sizeof *k->hslot_of);
+        if (!k->hslot_of) {
+            free(k->slot_of);
+            k->slot_of = NULL;
+            vt_set_error("out of memory: expert streamer host-tier key table for '%s'", t->name);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        for (uint64_t e = 0; e < n_exp; e++) k->hslot_of[e] = NO_SLOT;
+    }
     for (uint64_t e = 0; e < n_exp; e++) k->slot_of[e] = NO_SLOT;
     k->t = t;
     k->n_expert = n_exp;
@@ -230,52 +394,112 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
 
 /* ------------------------------------------------------------ LRU */
 
-static void lru_unlink(vt_expert_streamer *s, uint64_t i)
+static void lru_unlink(tier *t, uint64_t i)
 {
-    slot_info *x = &s->slots[i];
-    if (x->prev != NO_SLOT) s->slots[x->prev].next = x->next;
-    else s->lru_head = x->next;
-    if (x->next != NO_SLOT) s->slots[x->next].prev = x->prev;
-    else s->lru_tail = x->prev;
+    slot_info *x = &t->slots[i];
+    if (x->prev != NO_SLOT) t->slots[x->prev].next = x->next;
+    else t->lru_head = x->next;
+    if (x->next != NO_SLOT) t->slots[x->next].prev = x->prev;
+    else t->lru_tail = x->prev;
 }
 
-static void lru_push_front(vt_expert_streamer *s, uint64_t i)
+static void lru_push_front(tier *t, uint64_t i)
 {
-    slot_info *x = &s->slots[i];
+    slot_info *x = &t->slots[i];
     x->prev = NO_SLOT;
-    x->next = s->lru_head;
-    if (s->lru_head != NO_SLOT) s->slots[s->lru_head].prev = i;
-    s->lru_head = i;
-    if (s->lru_tail == NO_SLOT) s->lru_tail = i;
+    x->next = t->lru_head;
+    if (t->lru_head != NO_SLOT) t->slots[t->lru_head].prev = i;
+    t->lru_head = i;
+    if (t->lru_tail == NO_SLOT) t->lru_tail = i;
 }
 
-/* A slot for a new key: a free one, else the least recently used one not in
- * the current batch (evicted). NO_SLOT when every slot is pinned by the batch. */
+static void lru_touch(tier *t, uint64_t i)
+{
+    lru_unlink(t, i);
+    lru_push_front(t, i);
+}
+
+/* A device-tier slot for a new key: a free one, else the least recently used
+ * one not in the current batch (evicted). NO_SLOT when every slot is pinned by
+ * the batch. A victim needs no wait: the store orders a publish or commit into
+ * it after the ops issued before (vt/store.h). */
 static uint64_t take_slot(vt_expert_streamer *s)
 {
-    if (s->free_head != NO_SLOT) {
-        uint64_t i = s->free_head;
-        s->free_head = s->slots[i].next;
+    tier *t = &s->dev;
+    if (t->free_head != NO_SLOT) {
+        uint64_t i = t->free_head;
+        t->free_head = t->slots[i].next;
         return i;
     }
-    for (uint64_t i = s->lru_tail; i != NO_SLOT; i = s->slots[i].prev) {
-        slot_info *x = &s->slots[i];
+    for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev) {
+        slot_info *x = &t->slots[i];
         if (x->batch == s->batch) continue;
-        lru_unlink(s, i);
+        lru_unlink(t, i);
         stack_at(s, x->layer, x->matrix)->slot_of[x->expert] = NO_SLOT;
         x->used = 0;
-        s->n_used--;
+        t->n_used--;
         s->stats[x->layer].evictions++;
         return i;
     }
     return NO_SLOT;
 }
 
-static void give_back(vt_expert_streamer *s, uint64_t i)
+/* A host-tier slot for a new key: a free one, else the least recently used
+ * (evicted). A victim that is the source of a publish not yet quiesced is
+ * waited for first (one quiesce covers every publish issued so far). */
+static vt_status take_host_slot(vt_expert_streamer *s, uint64_t *out)
 {
-    s->slots[i].used = 0;
-    s->slots[i].next = s->free_head;
-    s->free_head = i;
+    tier *t = &s->host;
+    if (t->free_head != NO_SLOT) {
+        *out = t->free_head;
+        t->free_head = t->slots[*out].next;
+        return VT_OK;
+    }
+    uint64_t i = t->lru_tail; /* never NO_SLOT: the tier has slots and none is free */
+    slot_info *x = &t->slots[i];
+    if (s->pub_pending && x->batch == s->pub_gen) {
+        vt_status st = s->p.store_api->quiesce(s->p.store);
+        if (st != VT_OK) {
+            vt_error_prefix("expert streamer: waiting for the host-tier copies before reusing "
+                            "host slot %" PRIu64, i);
+            return st;
+        }
+        s->pub_pending = 0;
+        s->pub_gen++;
+    }
+    lru_unlink(t, i);
+    stack_at(s, x->layer, x->matrix)->hslot_of[x->expert] = NO_SLOT;
+    x->used = 0;
+    t->n_used--;
+    s->hstats[x->layer].evictions++;
+    *out = i;
+    return VT_OK;
+}
+
+static void give_back(tier *t, uint64_t i)
+{
+    t->slots[i].used = 0;
+    t->slots[i].next = t->free_head;
+    t->free_head = i;
+}
+
+static void claim(tier *t, uint64_t i, uint32_t layer, uint32_t matrix, uint32_t expert,
+                  uint64_t batch)
+{
+    slot_info *x = &t->slots[i];
+    x->layer = layer;
+    x->matrix = matrix;
+    x->expert = expert;
+    x->used = 1;
+    x->batch = batch;
+    lru_push_front(t, i);
+    t->n_used++;
+}
+
+static int fault_at(vt_expert_streamer *s, vt_streamer_fault_point pt, uint32_t layer,
+                    uint32_t matrix, uint32_t expert)
+{
+    return s->fault_fn && s->fault_fn(s->fault_ctx, pt, layer, matrix, expert);
 }
 
 /* ------------------------------------------------------------ fill */
@@ -346,8 +570,79 @@ static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_
     return VT_OK;
 }
 
-/* Fill key (layer, matrix, expert) into a fresh slot; on any failure the slot
- * is returned to the free list and the key stays absent. */
+/* Make key resident in the host tier: a host hit, or a file read into a fresh
+ * host slot. On failure the host slot goes back to the free list and the key
+ * stays absent in the host tier. */
+static vt_status host_fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32_t expert,
+                           uint64_t *hslot_out)
+{
+    stack *k = stack_at(s, layer, matrix);
+    uint64_t h = k->hslot_of[expert];
+    if (h != NO_SLOT) {
+        s->hstats[layer].hits++;
+        lru_touch(&s->host, h);
+        *hslot_out = h;
+        return VT_OK;
+    }
+    vt_status st = take_host_slot(s, &h);
+    if (st != VT_OK) return st;
+    double t0 = now_seconds();
+    uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
+    st = read_slice(s, s->fds[k->t->shard], s->host_addr[h], k->slice_bytes, off, k, expert);
+    if (st == VT_OK && fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, matrix, expert)) {
+        vt_set_error("expert streamer: host-tier commit of expert %u of %s (layer %u) into host "
+                     "slot %" PRIu64 ": injected failure", expert, k->t->name, layer, h);
+        st = VT_ERR_IO;
+    }
+    s->hstats[layer].read_seconds += now_seconds() - t0;
+    if (st != VT_OK) {
+        give_back(&s->host, h);
+        s->hstats[layer].errors++;
+        return st;
+    }
+    claim(&s->host, h, layer, matrix, expert, s->pub_gen);
+    s->host.slots[h].batch = s->pub_gen - 1; /* not a publish source yet */
+    k->hslot_of[expert] = h;
+    s->hstats[layer].misses++;
+    s->hstats[layer].bytes_read += k->slice_bytes;
+    *hslot_out = h;
+    return VT_OK;
+}
+
+/* Publish host slot h into device slot `slot`: the store's publish (queued,
+ * ordered with the backend's ops), or, for a store without it (ABI < 1.4),
+ * slot_for_write + memcpy + commit_slot. */
+static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32_t layer,
+                                   uint32_t matrix, uint32_t expert, uint64_t h, uint64_t slot)
+{
+    const vt_store_api *a = s->p.store_api;
+    vt_status st;
+    if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, matrix, expert)) {
+        vt_set_error("injected publish failure");
+        st = VT_ERR_IO;
+    } else if (s->publish) {
+        st = a->publish(s->p.store, slot, s->host_addr[h], k->slice_bytes);
+        if (st == VT_OK) {
+            s->host.slots[h].batch = s->pub_gen;
+            s->pub_pending = 1;
+        }
+    } else {
+        uint8_t *dst = a->slot_for_write(s->p.store, slot);
+        if (!dst) return VT_ERR_INTERNAL;
+        memcpy(dst, s->host_addr[h], (size_t)k->slice_bytes);
+        st = a->commit_slot(s->p.store, slot, k->slice_bytes);
+    }
+    if (st != VT_OK)
+        vt_error_prefix("expert streamer: publish of expert %u of %s (layer %u) from host slot %"
+                        PRIu64 " into slot %" PRIu64, expert, k->t->name, layer, h, slot);
+    return st;
+}
+
+/* Fill key (layer, matrix, expert) into a fresh device-tier slot: from the
+ * host tier when there is one (filled from the file first on a host miss),
+ * else read from the file through slot_for_write / commit_slot. On any
+ * failure the slot is returned to the free list and the key stays absent in
+ * the device tier (and in the host tier when that step failed). */
 static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32_t expert,
                       uint64_t *slot_out)
 {
@@ -361,38 +656,41 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
     }
     double t0 = now_seconds();
     vt_status st;
-    uint8_t *dst = s->p.store_api->slot_for_write(s->p.store, slot);
-    if (!dst) {
-        vt_error_prefix("expert streamer: slot_for_write(%" PRIu64 ") for expert %u of %s", slot,
-                        expert, k->t->name);
-        st = VT_ERR_INTERNAL;
-    } else {
-        uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
-        st = read_slice(s, s->fds[k->t->shard], dst, k->slice_bytes, off, k, expert);
+    if (s->host.n) {
+        uint64_t h = NO_SLOT;
+        st = host_fill(s, layer, matrix, expert, &h);
         if (st == VT_OK) {
             double tc = now_seconds();
-            st = s->p.store_api->commit_slot(s->p.store, slot, k->slice_bytes);
+            st = publish_from_host(s, k, layer, matrix, expert, h, slot);
             s->stats[layer].commit_seconds += now_seconds() - tc;
-            if (st != VT_OK)
-                vt_error_prefix("expert streamer: commit of expert %u of %s (layer %u) into slot %"
-                                PRIu64, expert, k->t->name, layer, slot);
+        }
+    } else {
+        uint8_t *dst = s->p.store_api->slot_for_write(s->p.store, slot);
+        if (!dst) {
+            vt_error_prefix("expert streamer: slot_for_write(%" PRIu64 ") for expert %u of %s",
+                            slot, expert, k->t->name);
+            st = VT_ERR_INTERNAL;
+        } else {
+            uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
+            st = read_slice(s, s->fds[k->t->shard], dst, k->slice_bytes, off, k, expert);
+            if (st == VT_OK) {
+                double tc = now_seconds();
+                st = s->p.store_api->commit_slot(s->p.store, slot, k->slice_bytes);
+                s->stats[layer].commit_seconds += now_seconds() - tc;
+                if (st != VT_OK)
+                    vt_error_prefix("expert streamer: commit of expert %u of %s (layer %u) into "
+                                    "slot %" PRIu64, expert, k->t->name, layer, slot);
+            }
         }
     }
     s->stats[layer].fill_seconds += now_seconds() - t0;
     if (st != VT_OK) {
-        give_back(s, slot); /* invalidate before the error returns */
+        give_back(&s->dev, slot); /* invalidate before the error returns */
         s->stats[layer].fill_errors++;
         return st;
     }
-    slot_info *x = &s->slots[slot];
-    x->layer = layer;
-    x->matrix = matrix;
-    x->expert = expert;
-    x->used = 1;
-    x->batch = s->batch;
-    lru_push_front(s, slot);
+    claim(&s->dev, slot, layer, matrix, expert, s->batch);
     k->slot_of[expert] = slot;
-    s->n_used++;
     s->stats[layer].misses++;
     s->stats[layer].bytes_filled += k->slice_bytes;
     *slot_out = slot;
@@ -428,11 +726,10 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
             }
             uint64_t slot = k->slot_of[ids[i]];
             if (slot != NO_SLOT) {
-                slot_info *x = &s->slots[slot];
+                slot_info *x = &s->dev.slots[slot];
                 if (x->batch != s->batch) s->stats[layer].hits++; /* a repeat in one batch is one use */
                 x->batch = s->batch;
-                lru_unlink(s, slot);
-                lru_push_front(s, slot);
+                lru_touch(&s->dev, slot);
             } else {
                 vt_status st = fill(s, layer, m, (uint32_t)ids[i], &slot);
                 if (st != VT_OK) return st;
@@ -475,7 +772,59 @@ vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_exper
 }
 
 uint64_t vt_streamer_n_slots(const vt_expert_streamer *s) { return s->p.n_slots; }
-uint64_t vt_streamer_n_resident(const vt_expert_streamer *s) { return s->n_used; }
+uint64_t vt_streamer_n_resident(const vt_expert_streamer *s) { return s->dev.n_used; }
+uint64_t vt_streamer_n_host_slots(const vt_expert_streamer *s) { return s->host.n; }
+uint64_t vt_streamer_n_host_resident(const vt_expert_streamer *s) { return s->host.n_used; }
+uint64_t vt_streamer_host_pinned_bytes(const vt_expert_streamer *s) { return s->host_pinned_bytes; }
+
+int vt_streamer_is_host_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                                 uint32_t expert)
+{
+    if (layer >= s->p.n_layer || matrix >= s->n_matrices[layer]) return 0;
+    const stack *k = stack_at(s, layer, matrix);
+    return k->hslot_of && expert < k->n_expert && k->hslot_of[expert] != NO_SLOT;
+}
+
+vt_status vt_streamer_host_stats_get(const vt_expert_streamer *s, int32_t layer,
+                                     vt_streamer_host_stats *out)
+{
+    if (!s || !out) return VT_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (layer >= 0) {
+        if ((uint32_t)layer >= s->p.n_layer) {
+            vt_set_error("expert streamer: stats of layer %d: only %u layers", layer, s->p.n_layer);
+            return VT_ERR_RANGE;
+        }
+        *out = s->hstats[layer];
+        return VT_OK;
+    }
+    for (uint32_t l = 0; l < s->p.n_layer; l++) {
+        out->hits += s->hstats[l].hits;
+        out->misses += s->hstats[l].misses;
+        out->bytes_read += s->hstats[l].bytes_read;
+        out->evictions += s->hstats[l].evictions;
+        out->errors += s->hstats[l].errors;
+        out->read_seconds += s->hstats[l].read_seconds;
+    }
+    return VT_OK;
+}
+
+void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void *ctx)
+{
+    s->fault_fn = fn;
+    s->fault_ctx = ctx;
+}
+
+vt_status vt_streamer_quiesce(vt_expert_streamer *s)
+{
+    if (!s->pub_pending) return VT_OK;
+    vt_status st = s->p.store_api->quiesce(s->p.store);
+    if (st == VT_OK) {
+        s->pub_pending = 0;
+        s->pub_gen++;
+    }
+    return st;
+}
 uint32_t vt_streamer_n_layers(const vt_expert_streamer *s) { return s->p.n_layer; }
 int vt_streamer_io_direct(const vt_expert_streamer *s) { return s->direct; }
 

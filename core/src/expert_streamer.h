@@ -14,6 +14,22 @@
  * key stays absent before the error returns: the cache never reports a hit
  * over bytes that were not published, and a retry is a real miss.
  *
+ * The host tier (n_host_slots > 0; expert_cache.host_arena): a second cache of
+ * slices in host memory, with its own key table and LRU, that the streamer
+ * allocates in chunks: pinned through the backend (host_alloc_pinned) while
+ * the process's pinned budget lasts, page-aligned pageable memory beyond it
+ * (one noted fallback). A device-tier miss is then:
+ *   host hit:  store->publish(slot, host slot, bytes)   (no file read)
+ *   host miss: pread the slice into a fresh host slot, mark it present in the
+ *              host tier, then publish it.
+ * publish may return before its copy has read the host slot; a host slot that
+ * is the source of a publish since the last quiesce is reused only after
+ * store->quiesce (one quiesce covers every publish so far). A store without
+ * publish (ABI < 1.4) gets slot_for_write + memcpy + commit_slot instead.
+ * Per tier, a failed step leaves the key absent in that tier and its slot
+ * free: a failed read (or host-tier commit) leaves the key absent in both
+ * tiers, a failed publish leaves it present in the host tier only.
+ *
  * Batches: vt_streamer_acquire makes n experts × the layer's matrices resident
  * at once; slots used by the current batch are never evicted by it, so the
  * arena must hold at least n × matrices slots (VT_ERR_RANGE otherwise).
@@ -44,7 +60,22 @@ typedef struct vt_streamer_params {
     uint64_t slot_bytes;
     uint32_t n_layer;           /* layers 0 .. n_layer-1 may register */
     int io_direct;              /* 1: O_DIRECT with fallback; 0: pread */
+    /* the host tier (0 slots: none) */
+    uint64_t n_host_slots;
+    uint64_t host_slot_bytes;   /* >= slot_bytes */
+    const vt_backend *backend;  /* pins the host tier when it declares pinned_host_alloc;
+                                 * may be NULL (pageable); must outlive the streamer */
 } vt_streamer_params;
+
+/* Host-tier counters, per layer or summed (not part of the ABI). */
+typedef struct vt_streamer_host_stats {
+    uint64_t hits;          /* device misses served from the host tier */
+    uint64_t misses;        /* device misses read from the file into the host tier */
+    uint64_t bytes_read;    /* bytes read from the file into the host tier */
+    uint64_t evictions;
+    uint64_t errors;        /* failed reads or host-tier commits */
+    double read_seconds;    /* in reads into the host tier */
+} vt_streamer_host_stats;
 
 vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **out);
 void vt_streamer_destroy(vt_expert_streamer *s);
@@ -64,6 +95,26 @@ int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_
 uint32_t vt_streamer_n_layers(const vt_expert_streamer *s);
 /* Whether O_DIRECT is in use (after a fallback: 0). */
 int vt_streamer_io_direct(const vt_expert_streamer *s);
+
+/* The host tier: slots, keys resident, pinned bytes, counters. */
+uint64_t vt_streamer_n_host_slots(const vt_expert_streamer *s);
+uint64_t vt_streamer_n_host_resident(const vt_expert_streamer *s);
+uint64_t vt_streamer_host_pinned_bytes(const vt_expert_streamer *s);
+int vt_streamer_is_host_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                                 uint32_t expert);
+vt_status vt_streamer_host_stats_get(const vt_expert_streamer *s, int32_t layer,
+                                     vt_streamer_host_stats *out);
+/* Wait for every publish issued so far (store->quiesce); a no-op without any. */
+vt_status vt_streamer_quiesce(vt_expert_streamer *s);
+
+/* Fault injection in tests: called at each point; nonzero fails that step. */
+typedef enum vt_streamer_fault_point {
+    VT_STREAMER_FAULT_HOST_COMMIT = 1, /* after a read into a host slot, before it is marked */
+    VT_STREAMER_FAULT_PUBLISH = 2,     /* instead of the publish from a host slot */
+} vt_streamer_fault_point;
+typedef int (*vt_streamer_fault_fn)(void *ctx, vt_streamer_fault_point pt, uint32_t layer,
+                                    uint32_t matrix, uint32_t expert);
+void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void *ctx);
 
 /* Replace pread (fault injection in tests): same contract as pread(2). */
 typedef ssize_t (*vt_streamer_read_fn)(void *ctx, int fd, void *buf, size_t n, off_t off);
