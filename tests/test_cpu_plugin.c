@@ -66,6 +66,7 @@ static int cap_fn(const vt_backend_api *a, uint32_t id, const void **fn)
     case VT_CAP_OP_MUL_ACT: *fn = (const void *)a->mul_act; return 1;
     case VT_CAP_OP_ADD_RMS_NORM: *fn = (const void *)a->add_rms_norm; return 1;
     case VT_CAP_OP_DELTA_NET_GATES: *fn = (const void *)a->delta_net_gates; return 1;
+    case VT_CAP_COPY_H2D_ASYNC: *fn = (const void *)a->copy_h2d_async; return 1;
     }
     if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE) {
         *fn = (const void *)a->mat_mul[id - VT_CAP_MAT_MUL_BASE];
@@ -110,7 +111,7 @@ static void test_descriptor_and_caps(void **state)
             if (!c->reason || !*c->reason) fail_msg("capability %u ABSENT without a reason", c->id);
         }
     }
-    static const uint32_t fixed[] = {0, 1, 2, 3, 4, 5, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
+    static const uint32_t fixed[] = {0, 1, 2, 3, 4, 5, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 36};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!seen[fixed[i]]) fail_msg("capability id %u not declared", fixed[i]);
     for (uint32_t t = 0; t < VT_TYPE_COUNT; t++) {

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "engine.h"
@@ -152,6 +153,14 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
     const char *dev = g_device;
     for (size_t f = 0; f < N_FILES; f++) {
         if (!file_in_run(f)) continue;
+        char fpath[4096];
+        snprintf(fpath, sizeof fpath, "%s/%s", fx, files[f]);
+        if (access(fpath, R_OK)) {
+            const char *ci = getenv("CI");
+            if (ci && !strcmp(ci, "true")) fail_msg("fixture file %s is absent", fpath);
+            print_message("SKIP: fixture file %s is absent (a partial fixture copy)\n", fpath);
+            continue;
+        }
         use_family_of(files[f]);
         float *lr, *ls;
         int32_t gr[32], gs[32];

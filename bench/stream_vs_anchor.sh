@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# stream_vs_anchor.sh - issue 15's table on the H200 (< 10 minutes): expert
+# streaming against the anchor (llama.cpp with its experts on the CPU: 227
+# decode / 784 prefill tok/s for the Qwen shape, 152 / 769 for the Gemma 4
+# shape, measured with the same kind of file; see the issue).
+#
+# For each shape, a Q4_K_M model made by `vt mkmodel` (Qwen3.5-35B-A3B layer
+# shapes with 8 layers: 3.6 GiB of routed experts; Gemma 4 26B-A4B shapes with
+# 6 layers), `vt bench` on --device cuda:
+#   resident                   every expert in device memory
+#   dev 25% + host             device arena 25% of the expert bytes, the host
+#                              tier holding the rest (expert_cache.host_arena auto)
+#   dev 10% + host             the same with 10%
+#   dev 25%, file only         no host tier: every device miss reads the file
+# and prints decode/prefill tok/s, the decode hit rate of each tier, fill
+# GB/s (device-tier fills: publish from the host tier or read + commit), file
+# read GB/s, peak RSS and fallbacks; bench_h2d's pinned figure for a slot-sized
+# copy is measured first, in the same run. Belady's optimum is not printed
+# yet (no routing trace; see issue 15).
+#   bench/stream_vs_anchor.sh [BUILD_DIR]
+# Environment: MODEL_DIR (/tmp), PROMPT (512), GEN (128), REPS (3), SHAPES
+# ("qwen gemma").
+set -euo pipefail
+build=${1:-build}
+vt=$build/bin/vt
+dir=${MODEL_DIR:-/tmp}
+prompt=${PROMPT:-512}
+gen=${GEN:-128}
+reps=${REPS:-3}
+QWEN="--n-layer 8 --n-embd 2048 --n-expert 256 --n-expert-used 8 --n-ff-exp 512 --n-ff-shexp 512 --n-head 16 --n-head-kv 2 --head-dim 256 --n-rot 64 --ssm-d-k 128 --ssm-n-k 16 --ssm-n-v 32 --n-vocab 248320"
+GEMMA="--arch gemma4 --n-layer 6 --n-embd 2816 --n-head 16 --n-head-kv 8 --n-head-kv-full 2 --head-dim 512 --head-dim-swa 256 --n-rot 512 --n-ff 2112 --n-expert 128 --n-expert-used 8 --n-ff-exp 704 --sliding-window 1024 --full-attention-interval 6 --k-eq-v 1 --n-vocab 262144"
+
+echo "== H2D copy bandwidth of backend-cuda (one Q4_K expert gate matrix: 589824 bytes)"
+$build/bin/bench_h2d $build/lib/vt/plugins/backend-cuda.so 589824 2048 || true
+
+for shape in ${SHAPES:-qwen gemma}; do
+  if [ "$shape" = qwen ]; then opts=$QWEN; anchor="227 decode / 784 prefill"; else opts=$GEMMA; anchor="152 decode / 769 prefill"; fi
+  model=$dir/vt-anchor-$shape-q4_k_m.gguf
+  [ -f "$model" ] || $vt mkmodel -o "$model" --type q4_k_m $opts > /dev/null
+  fit=$($vt fit -m "$model" --device cuda --set cuda.experts=streamed || true)
+  exp_bytes=$(echo "$fit" | awk '/routed experts/ {print $NF; exit}')
+  echo
+  echo "== $shape shape, Q4_K_M, $(numfmt --to=iec "$exp_bytes") of routed experts; anchor (llama.cpp -ot exps=CPU): $anchor tok/s"
+  echo "| run | device arena | host tier | prefill tok/s | decode tok/s | device hit | host hit | fill GB/s | file GB/s | peak RSS MiB | fallbacks |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  run() { # label, options
+    local label=$1; shift
+    $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps "$reps" --json --no-progress "$@" > /tmp/vt-anchor.json
+    python3 - "$label" /tmp/vt-anchor.json <<'PY'
+import json, sys
+j = json.load(open(sys.argv[2]))
+pct = lambda v: 'n/a' if v is None else f"{100*v:.1f}%"
+mib = lambda b: f"{b/2**20:.0f} MiB"
+print(f"| {sys.argv[1]} | {mib(j['arena_bytes']) if j['experts']=='streamed' else '-'} | "
+      f"{mib(j['host_tier_bytes']) if j['host_slots'] else 'none'} | {j['prefill_tok_s']:.1f} | "
+      f"{j['decode_tok_s']:.1f} | {pct(j['decode_hit_rate'])} | {pct(j['decode_host_hit_rate'])} | "
+      f"{j['fill_gb_s']:.2f} | {j['file_read_gb_s']:.2f} | {j['peak_rss_mib']:.0f} | {j['fallbacks']:.0f} |")
+PY
+  }
+  run resident --set cuda.experts=resident
+  for pct in 25 10; do
+    run "dev $pct% + host" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
+      --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes + (1 << 30)))
+  done
+  run "dev 25%, file only" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
+    --set cuda.expert_cache.host_arena=0
+  [ -n "${KEEP:-}" ] || rm -f "$model"
+done
