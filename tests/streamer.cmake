@@ -37,3 +37,7 @@ endif()
 add_executable(bench_h2d ${CMAKE_SOURCE_DIR}/bench/bench_h2d.c)
 target_include_directories(bench_h2d PRIVATE ${CMAKE_SOURCE_DIR}/core/include)
 target_link_libraries(bench_h2d PRIVATE ${CMAKE_DL_LIBS})
+
+# Belady's optimum and LRU replayed over routing traces (core/src/cache_sim.c).
+vt_add_test(test_cache_sim SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cache_sim.c
+            LIBS vtcore LABELS streamer TIMEOUT 60)

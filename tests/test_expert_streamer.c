@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "cache_sim.h"
 #include "expert_streamer.h"
 
 #define N_LAYER 3
@@ -640,6 +641,44 @@ static void test_host_tier_store_without_publish(void **state)
     rig_close(&r);
 }
 
+/* The routing trace replayed through LRU gives the streamer's own hits; the
+ * optimum is at least that. */
+static void test_trace_replay(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 9, 0);
+    vt_streamer_trace_start(r.s);
+    uint64_t x = 7;
+    for (int step = 0; step < 300; step++) {
+        vt_streamer_trace_phase(r.s, step < 30 ? 0 : 2);
+        uint32_t l = (uint32_t)(step % N_LAYER);
+        int32_t ids[3];
+        uint32_t n = 1 + (uint32_t)(step % 3);
+        for (uint32_t i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int32_t)((x >> 33) % (i ? N_EXP : 3)); /* a hot set of 3 */
+        }
+        acquire_ok(&r, l, ids, n);
+    }
+    vt_streamer_trace_stop(r.s);
+    const vt_streamer_trace *t = vt_streamer_get_trace(r.s);
+    assert_int_equal(t->n_acquires, 300);
+    vt_expert_stats st;
+    vt_streamer_stats(r.s, -1, &st);
+    vt_cache_sim_result lru, opt;
+    assert_int_equal(vt_streamer_simulate(r.s, 9, -1, &lru, &opt), VT_OK);
+    assert_int_equal(lru.hits, st.hits);
+    assert_int_equal(lru.uses, st.hits + st.misses);
+    assert_true(opt.hits >= lru.hits);
+    print_message("[trace] LRU %llu / %llu, Belady %llu\n", (unsigned long long)lru.hits,
+                  (unsigned long long)lru.uses, (unsigned long long)opt.hits);
+    vt_cache_sim_result dec;
+    assert_int_equal(vt_streamer_simulate(r.s, 9, 2, &dec, NULL), VT_OK);
+    assert_true(dec.uses < lru.uses && dec.uses > 0);
+    rig_close(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_host_tier_one_slot_deferred),
         cmocka_unit_test(test_host_tier_faults),
         cmocka_unit_test(test_host_tier_store_without_publish),
+        cmocka_unit_test(test_trace_replay),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

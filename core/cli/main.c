@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench_profile.h"
+#include "cache_sim.h"
 #include "capabilities.h"
 #include "engine.h"
 #include "expert_streamer.h"
@@ -70,8 +71,11 @@ static const char *usage_text =
     "            [--sliding-window N] [--shared-kv-layers N] [--n-per-layer P] [--k-eq-v 0|1]\n"
     "            [--double-wide-mlp 0|1] (--n-expert 0: dense; --head-dim, --n-rot: full layers)\n"
     "            write a random-weight qwen35moe or gemma4 model of any shape\n"
-    "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--profile] [--set ...]\n"
-    "            prefill/decode tokens/s (median), expert hit rate, fill GB/s, peak RSS;\n"
+    "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--profile] [--trace FILE]\n"
+    "            [--set ...] prefill/decode tokens/s (median), expert hit rate (with\n"
+    "            Belady's optimum on the same routing), fill GB/s, peak RSS;\n"
+    "            --trace FILE: write the routing trace (one line per expert acquire:\n"
+    "            step, phase, layer, expert ids) for bench/cache_sim;\n"
     "            --profile: then one round with every backend op timed (op, calls,\n"
     "            ms per step; each op followed by a synchronize)\n"
     "\n"
@@ -107,6 +111,7 @@ typedef struct opts {
     vt_sampler_params sp;
     const char *sets[64];
     int n_sets, show, json, no_progress, quiet, profile, no_special;
+    const char *trace;
     uint32_t mk_val[32];   /* mkmodel shape options, by index into mk_fields */
     uint8_t mk_set[32];
     int mk_sparse;
@@ -155,7 +160,7 @@ static const struct {
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_TRACE, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -175,6 +180,7 @@ static struct option long_opts[] = {
     {"sparse", no_argument, 0, O_SPARSE}, {"arch", required_argument, 0, O_ARCH},
     {"quiet", no_argument, 0, 'q'}, {"no-progress", no_argument, 0, O_NO_PROGRESS},
     {"profile", no_argument, 0, O_PROFILE}, {"no-special", no_argument, 0, O_NO_SPECIAL},
+    {"trace", required_argument, 0, O_TRACE},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
@@ -248,6 +254,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case O_NO_PROGRESS: o->no_progress = 1; break;
         case O_PROFILE: o->profile = 1; break;
+        case O_TRACE: o->trace = optarg; break;
         case O_NO_SPECIAL: o->no_special = 1; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case O_TEMP:
@@ -362,7 +369,7 @@ static const int opts_plugins[] = {O_PLUGIN_DIR, 0};
 static const int opts_config[] = {O_CONFIG, O_SET, O_DEVICE, O_SHOW, 0};
 static const int opts_fit[] = {'m', O_DEVICE, O_CTX, O_BATCH, O_PLUGIN_DIR, O_CONFIG, O_SET, 0};
 static const int opts_mkmodel[] = {'o', O_TYPE, O_SEED, O_SPARSE, O_ARCH, -1 /* + the shape options */, 0};
-static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_NPROMPT, 0};
+static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_TRACE, O_NPROMPT, 0};
 
 /* "-m/--model", "--chat" for getopt code c */
 static const char *option_name(int c, char *buf, size_t cap)
@@ -585,6 +592,39 @@ static void print_expert_stats(FILE *f, const vt_engine *e)
             hu ? 100.0 * (double)h.hits / (double)hu : 0.0, (double)h.bytes_read / 1048576.0,
             h.read_seconds, h.read_seconds > 0 ? (double)h.bytes_read / h.read_seconds / 1e9 : 0.0,
             (unsigned long long)h.evictions, (unsigned long long)h.errors);
+}
+
+/* --trace FILE: "# vt routing trace" header, then one line per acquire:
+ * step phase layer id id ... (phase 0 warm-up, 1 prefill, 2 decode). */
+static vt_status write_trace(const char *path, const vt_expert_streamer *s)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        vt_set_error("--trace %s: cannot create it: %s", path, strerror(errno));
+        return VT_ERR_IO;
+    }
+    const vt_streamer_trace *t = vt_streamer_get_trace(s);
+    fprintf(f, "# vt routing trace v1: step phase(0 warm-up, 1 prefill, 2 decode) layer expert-ids...\n");
+    fprintf(f, "# layers %u", vt_streamer_n_layers(s));
+    for (uint32_t l = 0; l < vt_streamer_n_layers(s); l++)
+        if (vt_streamer_n_matrices(s, l)) {
+            fprintf(f, " matrices %u experts %llu slots %llu host_slots %llu\n",
+                    vt_streamer_n_matrices(s, l), (unsigned long long)vt_streamer_n_experts(s, l),
+                    (unsigned long long)vt_streamer_n_slots(s),
+                    (unsigned long long)vt_streamer_n_host_slots(s));
+            break;
+        }
+    for (size_t a = 0; a < t->n_acquires; a++) {
+        fprintf(f, "%zu %u %u", a, t->phase[a], t->layer[a]);
+        for (uint64_t i = t->off[a]; i < t->off[a + 1]; i++) fprintf(f, " %d", t->ids[i]);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0 || t->truncated) {
+        vt_set_error("--trace %s: %s", path, t->truncated ? "the trace ran out of memory"
+                                                          : strerror(errno));
+        return VT_ERR_IO;
+    }
+    return VT_OK;
 }
 
 static double peak_rss_mib(void)
@@ -1127,8 +1167,13 @@ static int cmd_bench(const opts *o)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((x >> 33) % (uint64_t)(info.n_vocab < 256 ? info.n_vocab : 256));
     }
+    /* the routing trace from the first (warm-up) round on, so a replay starts
+     * from the same empty cache; phases: 0 warm-up, 1 timed prefill, 2 timed decode */
+    vt_expert_streamer *est = (vt_expert_streamer *)es;
+    if (est) vt_streamer_trace_start(est);
     for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
         if (vt_engine_reset(e) != VT_OK) goto out;
+        if (est) vt_streamer_trace_phase(est, r ? 1 : 0);
         if (r == 1 && es) {
             vt_streamer_stats(es, -1, &all0);
             vt_streamer_host_stats_get(es, -1, &h0);
@@ -1140,6 +1185,7 @@ static int cmd_bench(const opts *o)
         if (es) {
             vt_streamer_stats(es, -1, &a);
             vt_streamer_host_stats_get(es, -1, &ha);
+            vt_streamer_trace_phase(est, r ? 2 : 0);
         }
         for (int i = 0; i < n_gen; i++)
             if (vt_engine_eval_last(e, &toks[n_prompt + i], 1, &logits) != VT_OK) goto out;
@@ -1167,6 +1213,28 @@ static int cmd_bench(const opts *o)
         vt_streamer_host_stats_get(es, -1, &h1);
     }
     uint64_t n_host = es ? vt_streamer_n_host_slots(es) : 0;
+    /* the policy (LRU, replayed: it must equal the measured rate) and Belady's
+     * optimum on the same routing, decode phase of the timed rounds */
+    vt_cache_sim_result sim_lru = {0}, sim_opt = {0};
+    int have_sim = 0;
+    if (est) {
+        vt_streamer_trace_stop(est);
+        const vt_streamer_trace *tr = vt_streamer_get_trace(est);
+        if (tr->truncated) {
+            vt_log(VT_LOG_WARN, "bench: the routing trace ran out of memory; no Belady figure");
+        } else if (vt_streamer_simulate(est, vt_streamer_n_slots(est), 2, &sim_lru, &sim_opt) == VT_OK) {
+            have_sim = 1;
+        } else {
+            vt_log(VT_LOG_WARN, "bench: cache simulation: %s", vt_last_error());
+        }
+        if (o->trace && write_trace(o->trace, est) != VT_OK) goto out;
+    } else if (o->trace) {
+        vt_set_error("--trace %s: the experts are resident, there is no routing trace of the "
+                     "expert cache (stream them: --set <platform>.experts=streamed)", o->trace);
+        goto out;
+    }
+    double opt_hit = have_sim && sim_opt.uses ? 100.0 * (double)sim_opt.hits / (double)sim_opt.uses : 0;
+    double lru_hit = have_sim && sim_lru.uses ? 100.0 * (double)sim_lru.hits / (double)sim_lru.uses : 0;
     uint64_t hdec_used = hdec.hits + hdec.misses;
     double host_hit = hdec_used ? 100.0 * (double)hdec.hits / (double)hdec_used : 100.0;
     double read_bytes = (double)(h1.bytes_read - h0.bytes_read);
@@ -1220,6 +1288,13 @@ static int cmd_bench(const opts *o)
         if (host_store) cJSON_AddNullToObject(j, "commit_gb_s"); /* the host store's commit copies nothing */
         else cJSON_AddNumberToObject(j, "commit_gb_s", commit_gbs);
         cJSON_AddNumberToObject(j, "evictions", (double)(all1.evictions - all0.evictions));
+        if (have_sim) {
+            cJSON_AddNumberToObject(j, "decode_hit_rate_belady", opt_hit / 100.0);
+            cJSON_AddNumberToObject(j, "decode_hit_rate_lru_replay", lru_hit / 100.0);
+        } else {
+            cJSON_AddNullToObject(j, "decode_hit_rate_belady");
+            cJSON_AddNullToObject(j, "decode_hit_rate_lru_replay");
+        }
         cJSON_AddNumberToObject(j, "host_slots", (double)n_host);
         cJSON_AddNumberToObject(j, "host_tier_bytes", (double)fit->host_arena_bytes);
         cJSON_AddNumberToObject(j, "host_pinned_bytes",
@@ -1268,6 +1343,9 @@ static int cmd_bench(const opts *o)
             printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s; commits alone %s)"
                    "   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs, cb,
                    (unsigned long long)(all1.evictions - all0.evictions));
+            if (have_sim)
+                printf("decode hit rate of Belady's optimum on the same routing: %.1f%% (LRU "
+                       "replayed: %.1f%%)\n", opt_hit, lru_hit);
             if (n_host)
                 printf("host tier: %llu slots (%s, %s pinned), decode hit rate %.1f%% of the device "
                        "misses; file reads: %.1f MiB in %.3f s (%.2f GB/s)\n",

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "cache_sim.h"
 #include "capabilities.h"
 #include "registry.h"
 #include "vt/plugin_util.h"
@@ -73,6 +74,10 @@ struct vt_expert_streamer {
     vt_streamer_host_stats *hstats; /* [n_layer] */
     vt_streamer_fault_fn fault_fn;
     void *fault_ctx;
+    vt_streamer_trace trace;     /* the routing trace, when recording */
+    size_t trace_cap_acq, trace_cap_ids;
+    int tracing;
+    uint8_t trace_phase;
     int *fds;                /* [n_shards] */
     int direct;
     uint8_t *bounce;         /* O_DIRECT staging, aligned */
@@ -228,6 +233,10 @@ void vt_streamer_destroy(vt_expert_streamer *s)
     free(s->dev.slots);
     free(s->stats);
     free(s->hstats);
+    free(s->trace.layer);
+    free(s->trace.phase);
+    free(s->trace.off);
+    free(s->trace.ids);
     free(s->bounce);
     free(s);
 }
@@ -697,6 +706,41 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
     return VT_OK;
 }
 
+/* Append one acquire to the trace; a failed allocation stops the recording
+ * (the trace says so) instead of failing the acquire. */
+static void trace_add(vt_expert_streamer *s, uint32_t layer, const int32_t *ids, uint32_t n)
+{
+    vt_streamer_trace *t = &s->trace;
+    if (t->n_acquires + 1 >= s->trace_cap_acq) {
+        size_t c = s->trace_cap_acq ? 2 * s->trace_cap_acq : 4096;
+        uint32_t *nl = realloc(t->layer, c * sizeof *nl);
+        if (nl) t->layer = nl;
+        uint8_t *np = nl ? realloc(t->phase, c) : NULL;
+        if (np) t->phase = np;
+        uint64_t *no = np ? realloc(t->off, (c + 1) * sizeof *no) : NULL;
+        if (!no) goto full;
+        t->off = no;
+        s->trace_cap_acq = c;
+    }
+    if (t->off[t->n_acquires] + n > s->trace_cap_ids) {
+        size_t c = s->trace_cap_ids ? 2 * s->trace_cap_ids : 65536;
+        while (c < t->off[t->n_acquires] + n) c *= 2;
+        int32_t *ni = realloc(t->ids, c * sizeof *ni);
+        if (!ni) goto full;
+        t->ids = ni;
+        s->trace_cap_ids = c;
+    }
+    t->layer[t->n_acquires] = layer;
+    t->phase[t->n_acquires] = s->trace_phase;
+    memcpy(t->ids + t->off[t->n_acquires], ids, n * sizeof *ids);
+    t->off[t->n_acquires + 1] = t->off[t->n_acquires] + n;
+    t->n_acquires++;
+    return;
+full:
+    t->truncated = 1;
+    s->tracing = 0;
+}
+
 vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
                               uint32_t n, const void **out)
 {
@@ -716,6 +760,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
         return VT_ERR_RANGE;
     }
     s->batch++;
+    if (s->tracing) trace_add(s, layer, ids, n);
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t m = 0; m < M; m++) {
             stack *k = stack_at(s, layer, m);
@@ -807,6 +852,89 @@ vt_status vt_streamer_host_stats_get(const vt_expert_streamer *s, int32_t layer,
         out->read_seconds += s->hstats[l].read_seconds;
     }
     return VT_OK;
+}
+
+void vt_streamer_trace_start(vt_expert_streamer *s)
+{
+    s->trace.n_acquires = 0;
+    s->trace.truncated = 0;
+    if (!s->trace.off) {
+        s->trace.off = malloc(sizeof *s->trace.off);
+        if (!s->trace.off) {
+            s->trace.truncated = 1;
+            return;
+        }
+    }
+    s->trace.off[0] = 0;
+    s->tracing = 1;
+}
+
+void vt_streamer_trace_stop(vt_expert_streamer *s) { s->tracing = 0; }
+void vt_streamer_trace_phase(vt_expert_streamer *s, uint8_t phase) { s->trace_phase = phase; }
+const vt_streamer_trace *vt_streamer_get_trace(const vt_expert_streamer *s) { return &s->trace; }
+
+uint32_t vt_streamer_n_matrices(const vt_expert_streamer *s, uint32_t layer)
+{
+    return layer < s->p.n_layer ? s->n_matrices[layer] : 0;
+}
+
+uint64_t vt_streamer_n_experts(const vt_expert_streamer *s, uint32_t layer)
+{
+    return layer < s->p.n_layer && s->n_matrices[layer] ? stack_at(s, layer, 0)->n_expert : 0;
+}
+
+vt_status vt_streamer_simulate(const vt_expert_streamer *s, uint64_t capacity, int counted_phase,
+                               vt_cache_sim_result *lru, vt_cache_sim_result *belady)
+{
+    const vt_streamer_trace *t = &s->trace;
+    uint64_t *base = calloc(s->p.n_layer + 1, sizeof *base);
+    if (!base) {
+        vt_set_error("out of memory: cache simulation");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t l = 0; l < s->p.n_layer; l++)
+        base[l + 1] = base[l] + (uint64_t)vt_streamer_n_matrices(s, l) * vt_streamer_n_experts(s, l);
+    uint64_t n_req = 0;
+    for (size_t a = 0; a < t->n_acquires; a++)
+        n_req += (t->off[a + 1] - t->off[a]) * vt_streamer_n_matrices(s, t->layer[a]);
+    vt_status st = VT_OK;
+    if (base[s->p.n_layer] > UINT32_MAX) {
+        vt_set_error("cache simulation: %" PRIu64 " keys is more than it indexes",
+                     base[s->p.n_layer]);
+        free(base);
+        return VT_ERR_RANGE;
+    }
+    uint32_t *key = malloc((n_req ? n_req : 1) * sizeof *key);
+    uint64_t *batch = malloc((n_req ? n_req : 1) * sizeof *batch);
+    uint8_t *counted = malloc(n_req ? n_req : 1);
+    if (!key || !batch || !counted) {
+        vt_set_error("out of memory: cache simulation of %" PRIu64 " requests", n_req);
+        st = VT_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    uint64_t r = 0;
+    for (size_t a = 0; a < t->n_acquires; a++) {
+        uint32_t l = t->layer[a], M = vt_streamer_n_matrices(s, l);
+        uint64_t ne = vt_streamer_n_experts(s, l);
+        for (uint64_t i = t->off[a]; i < t->off[a + 1]; i++)
+            for (uint32_t m = 0; m < M; m++) {
+                key[r] = (uint32_t)(base[l] + m * ne + (uint64_t)t->ids[i]);
+                batch[r] = a;
+                counted[r] = counted_phase < 0 || t->phase[a] == counted_phase;
+                r++;
+            }
+    }
+    if (lru) st = vt_cache_sim_lru(key, batch, counted, (size_t)n_req,
+                                   (uint32_t)base[s->p.n_layer], capacity, lru);
+    if (st == VT_OK && belady)
+        st = vt_cache_sim_belady(key, batch, counted, (size_t)n_req,
+                                 (uint32_t)base[s->p.n_layer], capacity, belady);
+out:
+    free(base);
+    free(key);
+    free(batch);
+    free(counted);
+    return st;
 }
 
 void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void *ctx)

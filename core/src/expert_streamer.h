@@ -107,6 +107,36 @@ vt_status vt_streamer_host_stats_get(const vt_expert_streamer *s, int32_t layer,
 /* Wait for every publish issued so far (store->quiesce); a no-op without any. */
 vt_status vt_streamer_quiesce(vt_expert_streamer *s);
 
+/* The routing trace: every acquire while recording, in order: its layer,
+ * phase (a caller's label, e.g. 0 prefill / 1 decode) and expert ids
+ * (ids[off[i] .. off[i+1]) of acquire i). The streamer's batch rule applies
+ * to each acquire (its keys resident together; a repeat is one use); every
+ * matrix of the layer is one key per expert. truncated: recording stopped
+ * early, out of memory. Owned by the streamer; valid until the next
+ * trace_start or destroy. */
+typedef struct vt_streamer_trace {
+    size_t n_acquires;
+    uint32_t *layer;
+    uint8_t *phase;
+    uint64_t *off;   /* [n_acquires + 1] */
+    int32_t *ids;
+    int truncated;
+} vt_streamer_trace;
+void vt_streamer_trace_start(vt_expert_streamer *s); /* clears the trace, records */
+void vt_streamer_trace_stop(vt_expert_streamer *s);
+void vt_streamer_trace_phase(vt_expert_streamer *s, uint8_t phase); /* for what follows */
+const vt_streamer_trace *vt_streamer_get_trace(const vt_expert_streamer *s);
+/* Matrices registered for layer (0: none) and experts in each of its stacks. */
+uint32_t vt_streamer_n_matrices(const vt_expert_streamer *s, uint32_t layer);
+uint64_t vt_streamer_n_experts(const vt_expert_streamer *s, uint32_t layer);
+
+/* LRU and Belady's optimum (cache_sim.h) replayed over the recorded trace
+ * with `capacity` slots; only acquires of phase counted_phase count (< 0:
+ * all). Either result may be NULL. */
+struct vt_cache_sim_result;
+vt_status vt_streamer_simulate(const vt_expert_streamer *s, uint64_t capacity, int counted_phase,
+                               struct vt_cache_sim_result *lru, struct vt_cache_sim_result *belady);
+
 /* Fault injection in tests: called at each point; nonzero fails that step. */
 typedef enum vt_streamer_fault_point {
     VT_STREAMER_FAULT_HOST_COMMIT = 1, /* after a read into a host slot, before it is marked */
