@@ -204,7 +204,8 @@ static void test_shipped_file(void **s)
                                        &p->kv_cache_tokens_src, &p->experts_src,
                                        &p->expert_store_src, &p->arena_bytes_src,
                                        &p->headroom_bytes_src, &p->io_direct_src,
-                                       &p->host_arena_bytes_src, &p->pinned_budget_bytes_src};
+                                       &p->host_arena_bytes_src, &p->policy_src,
+                                       &p->pinned_budget_bytes_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
                 fail_msg("platforms.%s: key #%zu not set by the file", p->name, k);
@@ -649,6 +650,15 @@ static void test_overrides(void **s)
     assert_true(v->host_arena_bytes == VT_HOST_ARENA_AUTO);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.host_arena", "lots"), VT_ERR_INVALID_ARG);
     assert_contains(vt_last_error(), "host_arena");
+    /* expert_cache.policy: layer (default) or lru */
+    assert_false(v->policy_lru);
+    set_ok(&c, "vulkan.expert_cache.policy=lru");
+    assert_true(v->policy_lru);
+    assert_src(v->policy_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "vulkan.expert_cache.policy= layer");
+    assert_false(v->policy_lru);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.policy", "fifo"), VT_ERR_INVALID_ARG);
+    if (!strstr(vt_last_error(), "not a replacement policy (layer, lru)")) fail_msg("%s", vt_last_error());
 }
 
 static void expect_set_error(const char *arg, const char *needle)
@@ -791,7 +801,8 @@ static void test_print(void **s)
     assert_int_equal(l_model, 1);
     assert_true(l_back < l_exp && l_exp < l_slots && l_slots < l_head);
     expect_line(out, "platforms.cuda.expert_cache.host_arena", "auto", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 11 - 1);
+    expect_line(out, "platforms.cuda.expert_cache.policy", "layer", "default");
+    assert_int_equal(l_last, 1 + 3 + 4 * 12 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

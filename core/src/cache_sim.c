@@ -6,9 +6,10 @@
  * key is resident with that priority). The victim is the live entry of
  * largest priority whose key is not in the current batch:
  *   Belady: priority = position of the key's next use (never again: +inf);
- *   LRU:    priority = UINT64_MAX - position of its last use (a repeat
- *           within a batch counts as the last use, as the streamer's LRU
- *           touches the slot again).
+ *   LRU:    priority = UINT64_MAX - the time of its last use.
+ * Each batch runs as the streamer's acquire does: first every resident key of
+ * the batch is used (a hit, claimed by the batch), then the others are
+ * filled in order, choosing victims outside the batch.
  */
 #include "cache_sim.h"
 
@@ -126,31 +127,31 @@ static vt_status simulate(int belady, const uint32_t *key, const uint64_t *batch
     }
     held = malloc((capacity < n ? capacity : n ? n : 1) * sizeof *held + sizeof *held);
     if (!held) goto oom;
-    uint64_t size = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t k = key[i];
-        if (dup[i]) {
-            /* a repeat is no use, but it is the key's latest use (the streamer
-             * touches the slot again) */
-            if (!belady) {
-                prio[k] = NEVER - (uint64_t)i;
-                if (heap_push(&h, prio[k], k)) goto oom;
-            }
-            continue;
-        }
-        uint64_t p = belady ? (next[i] == NEVER ? NEVER - 1 : next[i]) + 1 : NEVER - (uint64_t)i;
-        /* p >= 1 always: 0 marks absent */
-        if (counted && counted[i]) out->uses++;
-        else if (!counted) out->uses++;
-        if (prio[k]) {
+    uint64_t size = 0, clock = 0;
+    for (size_t b0 = 0, b1; b0 < n; b0 = b1) {
+        for (b1 = b0; b1 < n && batch[b1] == batch[b0]; b1++) {}
+        const uint64_t mark = batch[b0] + 1;
+        /* pass 1, the hits: each resident key of the batch is claimed first */
+        for (size_t i = b0; i < b1; i++) {
+            if (dup[i]) continue;
+            uint32_t k = key[i];
+            if (!counted || counted[i]) out->uses++;
+            if (!prio[k]) continue;
             if (!counted || counted[i]) out->hits++;
-        } else {
+            prio[k] = belady ? (next[i] == NEVER ? NEVER - 1 : next[i]) + 1 : NEVER - ++clock;
+            in_batch[k] = mark;
+            if (heap_push(&h, prio[k], k)) goto oom;
+        }
+        /* pass 2, the misses, in order */
+        for (size_t i = b0; i < b1; i++) {
+            uint32_t k = key[i];
+            if (dup[i] || in_batch[k] == mark) continue;
             if (size == capacity) {
                 size_t n_held = 0;
                 for (;;) {
                     entry e = heap_pop(&h); /* never empty: capacity live keys are in it */
                     if (prio[e.key] != e.prio) continue; /* stale */
-                    if (in_batch[e.key] == batch[i] + 1) {
+                    if (in_batch[e.key] == mark) {
                         held[n_held++] = e;
                         continue;
                     }
@@ -162,10 +163,10 @@ static vt_status simulate(int belady, const uint32_t *key, const uint64_t *batch
                     if (heap_push(&h, held[j].prio, held[j].key)) goto oom;
             }
             size++;
+            prio[k] = belady ? (next[i] == NEVER ? NEVER - 1 : next[i]) + 1 : NEVER - ++clock;
+            in_batch[k] = mark;
+            if (heap_push(&h, prio[k], k)) goto oom;
         }
-        prio[k] = p;
-        in_batch[k] = batch[i] + 1;
-        if (heap_push(&h, p, k)) goto oom;
     }
     goto done;
 oom:

@@ -49,6 +49,7 @@ typedef enum pkey {
     PK_HEADROOM,
     PK_IO,
     PK_HOST_ARENA,
+    PK_POLICY,
     PK_PINNED,
     PK_COUNT
 } pkey;
@@ -58,12 +59,12 @@ static const char *const pkey_path[PK_COUNT] = {
     "backend",           "unified_memory",     "kv_cache_tokens",
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
-    "expert_cache.host_arena", "pinned_budget"};
+    "expert_cache.host_arena", "expert_cache.policy", "pinned_budget"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
-    "expert_cache.host_arena, pinned_budget";
+    "expert_cache.host_arena, expert_cache.policy, pinned_budget";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -432,6 +433,19 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
+    case PK_POLICY: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (eq(s, n, "lru") || eq(s, n, "layer")) {
+            p->policy_lru = eq(s, n, "lru");
+            p->policy_src = src;
+        } else {
+            vt_set_error("'%s' is not a replacement policy (layer, lru)", text);
+            st = VT_ERR_INVALID_ARG;
+        }
+        break;
+    }
     case PK_HOST_ARENA: {
         const char *s;
         size_t n;
@@ -731,8 +745,10 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
-    static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena"};
-    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA};
+    static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
+                                        "policy"};
+    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
+                                PK_POLICY};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
@@ -748,7 +764,7 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         int i = 0;
         while (i < N && strcmp(key, names[i])) i++;
         if (i == N)
-            return yp_unknown_key(p, m, full, "store, arena, slots, headroom, io, host_arena");
+            return yp_unknown_key(p, m, full, "store, arena, slots, headroom, io, host_arena, policy");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1379,6 +1395,10 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_IO:
                 copy_str(val, sizeof val, p->io_direct ? "direct" : "pread");
                 src = p->io_direct_src;
+                break;
+            case PK_POLICY:
+                copy_str(val, sizeof val, p->policy_lru ? "lru" : "layer");
+                src = p->policy_src;
                 break;
             case PK_HOST_ARENA:
                 if (p->host_arena_bytes == VT_HOST_ARENA_AUTO) copy_str(val, sizeof val, "auto");

@@ -101,6 +101,7 @@ typedef struct vt_config_platform {
     uint64_t arena_slots;          vt_config_src arena_slots_src;  /* 0: unset */
     uint64_t headroom_bytes;       vt_config_src headroom_bytes_src;
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
+    int policy_lru;                vt_config_src policy_src;       /* expert_cache.policy: 1 lru, 0 layer */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
 } vt_config_platform;

@@ -39,6 +39,8 @@ typedef struct slot_info {
     uint64_t batch;          /* device tier: last batch that acquired it; host tier: the
                               * publish generation that last read it (see quiesce) */
     uint64_t prev, next;     /* LRU links (used slots); free list uses next */
+    uint64_t lprev, lnext;   /* the layer's own LRU list (device tier, policy "layer") */
+    uint64_t visit;          /* its layer's acquire count at its last use */
 } slot_info;
 
 /* One tier's slots: an LRU list of used slots and a free list. */
@@ -48,6 +50,8 @@ typedef struct tier {
     uint64_t lru_head, lru_tail; /* head = most recently used */
     uint64_t free_head;
     uint64_t n_used;
+    /* per-layer LRU lists (NULL: none): head = most recent, count of used slots */
+    uint64_t *lhead, *ltail, *lcount;
 } tier;
 
 typedef struct host_chunk {
@@ -70,6 +74,8 @@ struct vt_expert_streamer {
     uint64_t pub_gen;        /* publishes issued since the last quiesce carry this */
     int pub_pending;         /* a publish of generation pub_gen may still read its source */
     uint64_t batch;
+    uint32_t n_reg_layers;   /* layers with registered stacks */
+    uint64_t *visits;        /* [n_layer]: acquires of each layer (policy "layer") */
     vt_expert_stats *stats;  /* [n_layer] */
     vt_streamer_host_stats *hstats; /* [n_layer] */
     vt_streamer_fault_fn fault_fn;
@@ -231,6 +237,10 @@ void vt_streamer_destroy(vt_expert_streamer *s)
     free(s->stacks);
     free(s->n_matrices);
     free(s->dev.slots);
+    free(s->dev.lhead);
+    free(s->dev.ltail);
+    free(s->dev.lcount);
+    free(s->visits);
     free(s->stats);
     free(s->hstats);
     free(s->trace.layer);
@@ -317,6 +327,18 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
         return VT_ERR_INVALID_ARG;
     }
     vt_status st = tier_init(&s->dev, p->n_slots, "slot");
+    if (st == VT_OK && p->policy == VT_CACHE_POLICY_LAYER) {
+        s->dev.lhead = malloc(p->n_layer * sizeof *s->dev.lhead);
+        s->dev.ltail = malloc(p->n_layer * sizeof *s->dev.ltail);
+        s->dev.lcount = calloc(p->n_layer, sizeof *s->dev.lcount);
+        s->visits = calloc(p->n_layer, sizeof *s->visits);
+        if (!s->dev.lhead || !s->dev.ltail || !s->dev.lcount || !s->visits) {
+            vt_set_error("out of memory: expert streamer per-layer lists (%u layers)", p->n_layer);
+            st = VT_ERR_OUT_OF_MEMORY;
+        } else {
+            for (uint32_t l = 0; l < p->n_layer; l++) s->dev.lhead[l] = s->dev.ltail[l] = NO_SLOT;
+        }
+    }
     if (st == VT_OK) st = alloc_host_tier(s);
     if (st == VT_OK) st = open_shards(s);
     if (st != VT_OK) {
@@ -395,6 +417,7 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     }
     for (uint64_t e = 0; e < n_exp; e++) k->slot_of[e] = NO_SLOT;
     k->t = t;
+    if (matrix == 0) s->n_reg_layers++;
     k->n_expert = n_exp;
     k->slice_bytes = slice;
     s->n_matrices[layer]++;
@@ -410,8 +433,17 @@ static void lru_unlink(tier *t, uint64_t i)
     else t->lru_head = x->next;
     if (x->next != NO_SLOT) t->slots[x->next].prev = x->prev;
     else t->lru_tail = x->prev;
+    if (t->lhead) {
+        uint32_t l = x->layer;
+        if (x->lprev != NO_SLOT) t->slots[x->lprev].lnext = x->lnext;
+        else t->lhead[l] = x->lnext;
+        if (x->lnext != NO_SLOT) t->slots[x->lnext].lprev = x->lprev;
+        else t->ltail[l] = x->lprev;
+        t->lcount[l]--;
+    }
 }
 
+/* x->layer must be set */
 static void lru_push_front(tier *t, uint64_t i)
 {
     slot_info *x = &t->slots[i];
@@ -420,6 +452,15 @@ static void lru_push_front(tier *t, uint64_t i)
     if (t->lru_head != NO_SLOT) t->slots[t->lru_head].prev = i;
     t->lru_head = i;
     if (t->lru_tail == NO_SLOT) t->lru_tail = i;
+    if (t->lhead) {
+        uint32_t l = x->layer;
+        x->lprev = NO_SLOT;
+        x->lnext = t->lhead[l];
+        if (t->lhead[l] != NO_SLOT) t->slots[t->lhead[l]].lprev = i;
+        t->lhead[l] = i;
+        if (t->ltail[l] == NO_SLOT) t->ltail[l] = i;
+        t->lcount[l]++;
+    }
 }
 
 static void lru_touch(tier *t, uint64_t i)
@@ -432,7 +473,58 @@ static void lru_touch(tier *t, uint64_t i)
  * one not in the current batch (evicted). NO_SLOT when every slot is pinned by
  * the batch. A victim needs no wait: the store orders a publish or commit into
  * it after the ops issued before (vt/store.h). */
-static uint64_t take_slot(vt_expert_streamer *s)
+static uint64_t evict(vt_expert_streamer *s, uint64_t i)
+{
+    tier *t = &s->dev;
+    slot_info *x = &t->slots[i];
+    lru_unlink(t, i);
+    stack_at(s, x->layer, x->matrix)->slot_of[x->expert] = NO_SLOT;
+    x->used = 0;
+    t->n_used--;
+    s->stats[x->layer].evictions++;
+    return i;
+}
+
+/* The least recently used slot of layer l not in the current batch, or NO_SLOT. */
+static uint64_t layer_victim(vt_expert_streamer *s, uint32_t l)
+{
+    tier *t = &s->dev;
+    for (uint64_t i = t->ltail[l]; i != NO_SLOT; i = t->slots[i].lprev)
+        if (t->slots[i].batch != s->batch) return i;
+    return NO_SLOT;
+}
+
+/* Policy "layer": LRU by each layer's own clock. A slot's age is the number of
+ * acquires of its layer since it was last used (visits[layer] - its visit);
+ * the victim is the slot of greatest age (the tail of some layer's list), and
+ * among equal ages the one of the layer whose next acquire is furthest away:
+ * the current layer itself, then the one before it, and so on backwards,
+ * since layers are acquired in order every token. It degrades to LRU when
+ * the arena is large (stale slots of any layer go first) and, unlike one
+ * global LRU, does not collapse once the arena is smaller than one token's
+ * experts over all layers: there global LRU evicts exactly what the next
+ * layers need (each layer's slots are the oldest when the next token comes
+ * round), while equal ages here keep the slots of the layers coming next. */
+static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer)
+{
+    tier *t = &s->dev;
+    const uint32_t L = s->p.n_layer;
+    uint64_t best = NO_SLOT, best_age = 0;
+    for (uint32_t d = 0; d < L; d++) {
+        uint32_t j = (layer + L - d) % L;
+        if (!t->lcount[j]) continue;
+        uint64_t v = layer_victim(s, j);
+        if (v == NO_SLOT) continue;
+        uint64_t age = s->visits[j] - t->slots[v].visit;
+        if (best == NO_SLOT || age > best_age) {
+            best = v;
+            best_age = age;
+        }
+    }
+    return best;
+}
+
+static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer)
 {
     tier *t = &s->dev;
     if (t->free_head != NO_SLOT) {
@@ -440,16 +532,12 @@ static uint64_t take_slot(vt_expert_streamer *s)
         t->free_head = t->slots[i].next;
         return i;
     }
-    for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev) {
-        slot_info *x = &t->slots[i];
-        if (x->batch == s->batch) continue;
-        lru_unlink(t, i);
-        stack_at(s, x->layer, x->matrix)->slot_of[x->expert] = NO_SLOT;
-        x->used = 0;
-        t->n_used--;
-        s->stats[x->layer].evictions++;
-        return i;
+    if (t->lhead) {
+        uint64_t v = policy_victim(s, layer);
+        if (v != NO_SLOT) return evict(s, v);
     }
+    for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev)
+        if (t->slots[i].batch != s->batch) return evict(s, i);
     return NO_SLOT;
 }
 
@@ -656,7 +744,7 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
                       uint64_t *slot_out)
 {
     stack *k = stack_at(s, layer, matrix);
-    uint64_t slot = take_slot(s);
+    uint64_t slot = take_slot(s, layer);
     if (slot == NO_SLOT) {
         vt_set_error("expert streamer: the arena's %" PRIu64 " slots are all needed by this "
                      "batch of layer %u; it cannot also hold expert %u of %s", s->p.n_slots,
@@ -699,6 +787,7 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
         return st;
     }
     claim(&s->dev, slot, layer, matrix, expert, s->batch);
+    if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
     k->slot_of[expert] = slot;
     s->stats[layer].misses++;
     s->stats[layer].bytes_filled += k->slice_bytes;
@@ -759,23 +848,38 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
                      s->p.n_slots);
         return VT_ERR_RANGE;
     }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t n_exp = stack_at(s, layer, 0)->n_expert;
+        for (uint32_t m = 1; m < M; m++)
+            if (stack_at(s, layer, m)->n_expert < n_exp) n_exp = stack_at(s, layer, m)->n_expert;
+        if (ids[i] < 0 || (uint64_t)ids[i] >= n_exp) {
+            vt_set_error("expert streamer: expert id %d of layer %u is out of range (%" PRIu64
+                         " experts in %s)", ids[i], layer, n_exp, stack_at(s, layer, 0)->t->name);
+            return VT_ERR_RANGE;
+        }
+    }
     s->batch++;
+    if (s->visits) s->visits[layer]++;
     if (s->tracing) trace_add(s, layer, ids, n);
+    /* first the hits: every resident key of the batch is claimed by it before
+     * any fill chooses a victim, so no fill evicts a key the same batch asks
+     * for later; a repeat within the batch is one use */
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t m = 0; m < M; m++) {
+            uint64_t slot = stack_at(s, layer, m)->slot_of[ids[i]];
+            if (slot == NO_SLOT) continue;
+            slot_info *x = &s->dev.slots[slot];
+            if (x->batch == s->batch) continue;
+            s->stats[layer].hits++;
+            x->batch = s->batch;
+            if (s->visits) x->visit = s->visits[layer];
+            lru_touch(&s->dev, slot);
+        }
+    /* then the misses, in order */
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t m = 0; m < M; m++) {
-            stack *k = stack_at(s, layer, m);
-            if (ids[i] < 0 || (uint64_t)ids[i] >= k->n_expert) {
-                vt_set_error("expert streamer: expert id %d of layer %u is out of range (%" PRIu64
-                             " experts in %s)", ids[i], layer, k->n_expert, k->t->name);
-                return VT_ERR_RANGE;
-            }
-            uint64_t slot = k->slot_of[ids[i]];
-            if (slot != NO_SLOT) {
-                slot_info *x = &s->dev.slots[slot];
-                if (x->batch != s->batch) s->stats[layer].hits++; /* a repeat in one batch is one use */
-                x->batch = s->batch;
-                lru_touch(&s->dev, slot);
-            } else {
+            uint64_t slot = stack_at(s, layer, m)->slot_of[ids[i]];
+            if (slot == NO_SLOT) {
                 vt_status st = fill(s, layer, m, (uint32_t)ids[i], &slot);
                 if (st != VT_OK) return st;
             }

@@ -52,6 +52,12 @@
 #include "vt/status.h"
 #include "vt/store.h"
 
+/* The device tier's replacement policy (expert_cache.policy). */
+typedef enum vt_cache_policy {
+    VT_CACHE_POLICY_LRU = 0,   /* one LRU over every layer */
+    VT_CACHE_POLICY_LAYER = 1, /* per-layer quotas, LRU within a layer (expert_streamer.c) */
+} vt_cache_policy;
+
 typedef struct vt_streamer_params {
     const vt_gguf *gguf;        /* the model (tensor file offsets, shard paths) */
     const vt_store_api *store_api;
@@ -60,6 +66,7 @@ typedef struct vt_streamer_params {
     uint64_t slot_bytes;
     uint32_t n_layer;           /* layers 0 .. n_layer-1 may register */
     int io_direct;              /* 1: O_DIRECT with fallback; 0: pread */
+    vt_cache_policy policy;     /* of the device tier; the host tier is LRU */
     /* the host tier (0 slots: none) */
     uint64_t n_host_slots;
     uint64_t host_slot_bytes;   /* >= slot_bytes */
