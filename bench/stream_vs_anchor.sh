@@ -60,7 +60,7 @@ PY
   run resident --set cuda.experts=resident
   for pct in 25 10; do
     run "dev $pct% + host" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
-      --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes + (1 << 30)))
+      --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30)))
   done
   run "dev 25%, file only" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=0

@@ -41,3 +41,9 @@ target_link_libraries(bench_h2d PRIVATE ${CMAKE_DL_LIBS})
 # Belady's optimum and LRU replayed over routing traces (core/src/cache_sim.c).
 vt_add_test(test_cache_sim SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cache_sim.c
             LIBS vtcore LABELS streamer TIMEOUT 60)
+
+# bench/cache_sim: replacement policies replayed over a `vt bench --trace`
+# routing trace through the real streamer, next to Belady; built, not a test.
+add_executable(cache_sim ${CMAKE_SOURCE_DIR}/bench/cache_sim.c)
+target_include_directories(cache_sim PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
+target_link_libraries(cache_sim PRIVATE vtcore)

@@ -650,15 +650,18 @@ static void test_overrides(void **s)
     assert_true(v->host_arena_bytes == VT_HOST_ARENA_AUTO);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.host_arena", "lots"), VT_ERR_INVALID_ARG);
     assert_contains(vt_last_error(), "host_arena");
-    /* expert_cache.policy: layer (default) or lru */
-    assert_false(v->policy_lru);
+    /* expert_cache.policy: lfru (default), layer or lru */
+    assert_int_equal(v->policy, VT_POLICY_LFRU);
     set_ok(&c, "vulkan.expert_cache.policy=lru");
-    assert_true(v->policy_lru);
+    assert_int_equal(v->policy, VT_POLICY_LRU);
     assert_src(v->policy_src, VT_CONFIG_FROM_CLI, 0, 0);
     set_ok(&c, "vulkan.expert_cache.policy= layer");
-    assert_false(v->policy_lru);
+    assert_int_equal(v->policy, VT_POLICY_LAYER);
+    set_ok(&c, "vulkan.expert_cache.policy=lfru");
+    assert_int_equal(v->policy, VT_POLICY_LFRU);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.policy", "fifo"), VT_ERR_INVALID_ARG);
-    if (!strstr(vt_last_error(), "not a replacement policy (layer, lru)")) fail_msg("%s", vt_last_error());
+    if (!strstr(vt_last_error(), "not a replacement policy (lfru, layer, lru)"))
+        fail_msg("%s", vt_last_error());
 }
 
 static void expect_set_error(const char *arg, const char *needle)
@@ -801,7 +804,7 @@ static void test_print(void **s)
     assert_int_equal(l_model, 1);
     assert_true(l_back < l_exp && l_exp < l_slots && l_slots < l_head);
     expect_line(out, "platforms.cuda.expert_cache.host_arena", "auto", "default");
-    expect_line(out, "platforms.cuda.expert_cache.policy", "layer", "default");
+    expect_line(out, "platforms.cuda.expert_cache.policy", "lfru", "default");
     assert_int_equal(l_last, 1 + 3 + 4 * 12 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");

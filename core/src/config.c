@@ -437,11 +437,12 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         const char *s;
         size_t n;
         trim(text, &s, &n);
-        if (eq(s, n, "lru") || eq(s, n, "layer")) {
-            p->policy_lru = eq(s, n, "lru");
+        if (eq(s, n, "lfru") || eq(s, n, "layer") || eq(s, n, "lru")) {
+            p->policy = eq(s, n, "lru") ? VT_POLICY_LRU : eq(s, n, "layer") ? VT_POLICY_LAYER
+                                                                             : VT_POLICY_LFRU;
             p->policy_src = src;
         } else {
-            vt_set_error("'%s' is not a replacement policy (layer, lru)", text);
+            vt_set_error("'%s' is not a replacement policy (lfru, layer, lru)", text);
             st = VT_ERR_INVALID_ARG;
         }
         break;
@@ -1397,7 +1398,9 @@ void vt_config_print(const vt_config *c, FILE *f)
                 src = p->io_direct_src;
                 break;
             case PK_POLICY:
-                copy_str(val, sizeof val, p->policy_lru ? "lru" : "layer");
+                copy_str(val, sizeof val, p->policy == VT_POLICY_LRU     ? "lru"
+                                          : p->policy == VT_POLICY_LAYER ? "layer"
+                                                                         : "lfru");
                 src = p->policy_src;
                 break;
             case PK_HOST_ARENA:

@@ -90,6 +90,9 @@ typedef struct vt_config_pair {
 /* expert_cache.host_arena: auto (sized by the fit check, residency.c) */
 #define VT_HOST_ARENA_AUTO UINT64_MAX
 
+/* expert_cache.policy (expert_streamer.h vt_cache_policy has the same order) */
+enum { VT_POLICY_LFRU = 0, VT_POLICY_LAYER = 1, VT_POLICY_LRU = 2 };
+
 typedef struct vt_config_platform {
     char name[64];
     char backend[64];              vt_config_src backend_src;
@@ -101,7 +104,7 @@ typedef struct vt_config_platform {
     uint64_t arena_slots;          vt_config_src arena_slots_src;  /* 0: unset */
     uint64_t headroom_bytes;       vt_config_src headroom_bytes_src;
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
-    int policy_lru;                vt_config_src policy_src;       /* expert_cache.policy: 1 lru, 0 layer */
+    int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
 } vt_config_platform;

@@ -137,8 +137,10 @@ static vt_status open_streamer(vt_engine *e, const char *device)
     vt_streamer_params tp = {.gguf = e->gguf, .store_api = e->store_api, .store = e->store,
                              .n_slots = f->arena_slots, .slot_bytes = f->slot_bytes,
                              .n_layer = n_layer, .io_direct = e->res.plat->io_direct,
-                             .policy = e->res.plat->policy_lru ? VT_CACHE_POLICY_LRU
-                                                                : VT_CACHE_POLICY_LAYER,
+                             .policy = e->res.plat->policy == VT_POLICY_LRU ? VT_CACHE_POLICY_LRU
+                                       : e->res.plat->policy == VT_POLICY_LAYER
+                                           ? VT_CACHE_POLICY_LAYER
+                                           : VT_CACHE_POLICY_LFRU,
                              .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
                              .backend = &e->backend};
     if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;

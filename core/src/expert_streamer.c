@@ -31,6 +31,7 @@ typedef struct stack {
     uint64_t slice_bytes;
     uint64_t *slot_of;       /* [n_expert]: device-tier slot holding the slice, or NO_SLOT */
     uint64_t *hslot_of;      /* [n_expert]: host-tier slot, or NO_SLOT (NULL: no host tier) */
+    uint32_t *freq;          /* [n_expert]: uses, halved now and then (policy "lfru") */
 } stack;
 
 typedef struct slot_info {
@@ -76,6 +77,8 @@ struct vt_expert_streamer {
     uint64_t batch;
     uint32_t n_reg_layers;   /* layers with registered stacks */
     uint64_t *visits;        /* [n_layer]: acquires of each layer (policy "layer") */
+    uint64_t freq_uses;      /* uses since the counts were last halved (policy "lfru") */
+    uint64_t rng;            /* victim sampling (policy "lfru"), fixed seed */
     vt_expert_stats *stats;  /* [n_layer] */
     vt_streamer_host_stats *hstats; /* [n_layer] */
     vt_streamer_fault_fn fault_fn;
@@ -229,6 +232,7 @@ void vt_streamer_destroy(vt_expert_streamer *s)
         for (uint64_t i = 0; i < (uint64_t)s->p.n_layer * MAX_MATRICES; i++) {
             free(s->stacks[i].slot_of);
             free(s->stacks[i].hslot_of);
+            free(s->stacks[i].freq);
         }
     if (s->fds)
         for (uint32_t k = 0; k < vt_gguf_n_shards(s->p.gguf); k++)
@@ -327,7 +331,8 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
         return VT_ERR_INVALID_ARG;
     }
     vt_status st = tier_init(&s->dev, p->n_slots, "slot");
-    if (st == VT_OK && p->policy == VT_CACHE_POLICY_LAYER) {
+    s->rng = 0x9e3779b97f4a7c15ull;
+    if (st == VT_OK && p->policy != VT_CACHE_POLICY_LRU) {
         s->dev.lhead = malloc(p->n_layer * sizeof *s->dev.lhead);
         s->dev.ltail = malloc(p->n_layer * sizeof *s->dev.ltail);
         s->dev.lcount = calloc(p->n_layer, sizeof *s->dev.lcount);
@@ -404,6 +409,15 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
         vt_set_error("out of memory: expert streamer key table for '%s' (%" PRIu64 " bytes)",
                      t->name, n_exp * (uint64_t)sizeof *k->slot_of);
         return VT_ERR_OUT_OF_MEMORY;
+    }
+    if (s->p.policy == VT_CACHE_POLICY_LFRU) {
+        k->freq = calloc(n_exp, sizeof *k->freq);
+        if (!k->freq) {
+            free(k->slot_of);
+            k->slot_of = NULL;
+            vt_set_error("out of memory: expert streamer use counts for '%s'", t->name);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
     }
     if (s->host.n) {
         k->hslot_of = malloc(n_exp * sizeof *k->hslot_of);
@@ -524,6 +538,55 @@ static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer)
     return best;
 }
 
+/* Policy "lfru": the least frequently used of a sample of 32 slots (counts
+ * of every key, resident or not, halved every 64 x n_slots uses), ties to the
+ * older by its layer's clock, then to the layer acquired furthest ahead (as
+ * "layer"); an approximation of LFU with aging that keeps
+ * the experts a layer keeps coming back to. Falls back to "layer" when the
+ * sample finds no slot outside the batch. */
+#define LFRU_SAMPLE 32
+#define LFRU_AGING 64 /* halve every count each LFRU_AGING x n_slots uses */
+static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer)
+{
+    tier *t = &s->dev;
+    uint64_t best = NO_SLOT;
+    uint32_t best_f = 0, best_d = 0;
+    uint64_t best_age = 0;
+    const uint32_t L = s->p.n_layer;
+    for (int k = 0; k < LFRU_SAMPLE; k++) {
+        s->rng ^= s->rng << 13;
+        s->rng ^= s->rng >> 7;
+        s->rng ^= s->rng << 17;
+        uint64_t i = s->rng % t->n;
+        slot_info *x = &t->slots[i];
+        if (!x->used || x->batch == s->batch) continue;
+        uint32_t f = stack_at(s, x->layer, x->matrix)->freq[x->expert];
+        uint64_t age = s->visits[x->layer] - x->visit;
+        uint32_t d = (layer + L - x->layer) % L; /* 0: this layer, acquired again last */
+        if (best == NO_SLOT || f < best_f || (f == best_f && age > best_age) ||
+            (f == best_f && age == best_age && d < best_d)) {
+            best = i;
+            best_f = f;
+            best_age = age;
+            best_d = d;
+        }
+    }
+    return best != NO_SLOT ? best : policy_victim(s, layer);
+}
+
+static void count_use(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32_t expert)
+{
+    stack *k = stack_at(s, layer, matrix);
+    if (!k->freq) return;
+    if (k->freq[expert] < UINT32_MAX) k->freq[expert]++;
+    if (++s->freq_uses >= LFRU_AGING * s->dev.n) {
+        s->freq_uses = 0;
+        for (uint64_t i = 0; i < (uint64_t)s->p.n_layer * MAX_MATRICES; i++)
+            if (s->stacks[i].freq)
+                for (uint64_t e = 0; e < s->stacks[i].n_expert; e++) s->stacks[i].freq[e] >>= 1;
+    }
+}
+
 static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer)
 {
     tier *t = &s->dev;
@@ -533,7 +596,8 @@ static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer)
         return i;
     }
     if (t->lhead) {
-        uint64_t v = policy_victim(s, layer);
+        uint64_t v = s->p.policy == VT_CACHE_POLICY_LFRU ? lfru_victim(s, layer)
+                                                          : policy_victim(s, layer);
         if (v != NO_SLOT) return evict(s, v);
     }
     for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev)
@@ -873,6 +937,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
             s->stats[layer].hits++;
             x->batch = s->batch;
             if (s->visits) x->visit = s->visits[layer];
+            count_use(s, layer, m, (uint32_t)ids[i]);
             lru_touch(&s->dev, slot);
         }
     /* then the misses, in order */
@@ -880,6 +945,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
         for (uint32_t m = 0; m < M; m++) {
             uint64_t slot = stack_at(s, layer, m)->slot_of[ids[i]];
             if (slot == NO_SLOT) {
+                count_use(s, layer, m, (uint32_t)ids[i]);
                 vt_status st = fill(s, layer, m, (uint32_t)ids[i], &slot);
                 if (st != VT_OK) return st;
             }
