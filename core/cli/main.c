@@ -1284,6 +1284,8 @@ static int cmd_bench(const opts *o)
         if (es) cJSON_AddNumberToObject(j, "decode_hit_rate", hit / 100.0);
         else cJSON_AddNullToObject(j, "decode_hit_rate"); /* no cache: experts resident */
         cJSON_AddNumberToObject(j, "fill_bytes", fill_bytes);
+        cJSON_AddNumberToObject(j, "decode_fill_bytes_per_token",
+                                reps && n_gen ? (double)dec.bytes_filled / ((double)reps * n_gen) : 0);
         cJSON_AddNumberToObject(j, "fill_gb_s", fill_gbs);
         if (host_store) cJSON_AddNullToObject(j, "commit_gb_s"); /* the host store's commit copies nothing */
         else cJSON_AddNumberToObject(j, "commit_gb_s", commit_gbs);
