@@ -12,11 +12,12 @@
 #                              tier holding the rest (expert_cache.host_arena auto)
 #   dev 10% + host             the same with 10%
 #   dev 25%, file only         no host tier: every device miss reads the file
-# and prints decode/prefill tok/s, the decode hit rate of each tier, fill
-# GB/s (device-tier fills: publish from the host tier or read + commit), file
-# read GB/s, peak RSS and fallbacks; bench_h2d's pinned figure for a slot-sized
-# copy is measured first, in the same run. Belady's optimum is not printed
-# yet (no routing trace; see issue 15).
+# and prints decode/prefill tok/s, the decode hit rate of each tier and of
+# Belady's optimum on the same routing, fill issue GB/s (device-tier fills as
+# the CPU sees them: with the host tier they are queued copies, so this is
+# not the copy rate), file read GB/s, peak RSS and fallbacks; then the H2D
+# rate of the decode copies (the profile times each layer's copies) against
+# bench_h2d's pinned figure, measured first in the same run.
 #   bench/stream_vs_anchor.sh [BUILD_DIR]
 # Environment: MODEL_DIR (/tmp), PROMPT (512), GEN (128), REPS (3), SHAPES
 # ("qwen gemma").
@@ -41,8 +42,8 @@ for shape in ${SHAPES:-qwen gemma}; do
   exp_bytes=$(echo "$fit" | awk '/routed experts/ {print $NF; exit}')
   echo
   echo "== $shape shape, Q4_K_M, $(numfmt --to=iec "$exp_bytes") of routed experts; anchor (llama.cpp -ot exps=CPU): $anchor tok/s"
-  echo "| run | device arena | host tier | prefill tok/s | decode tok/s | device hit | host hit | fill GB/s | file GB/s | peak RSS MiB | fallbacks |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| run | device arena | host tier | prefill tok/s | decode tok/s | device hit | Belady | host hit | fill issue GB/s | file GB/s | peak RSS MiB | fallbacks |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   run() { # label, options
     local label=$1; shift
     $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps "$reps" --json --no-progress "$@" > /tmp/vt-anchor.json
@@ -53,7 +54,7 @@ pct = lambda v: 'n/a' if v is None else f"{100*v:.1f}%"
 mib = lambda b: f"{b/2**20:.0f} MiB"
 print(f"| {sys.argv[1]} | {mib(j['arena_bytes']) if j['experts']=='streamed' else '-'} | "
       f"{mib(j['host_tier_bytes']) if j['host_slots'] else 'none'} | {j['prefill_tok_s']:.1f} | "
-      f"{j['decode_tok_s']:.1f} | {pct(j['decode_hit_rate'])} | {pct(j['decode_host_hit_rate'])} | "
+      f"{j['decode_tok_s']:.1f} | {pct(j['decode_hit_rate'])} | {pct(j['decode_hit_rate_belady'])} | {pct(j['decode_host_hit_rate'])} | "
       f"{j['fill_gb_s']:.2f} | {j['file_read_gb_s']:.2f} | {j['peak_rss_mib']:.0f} | {j['fallbacks']:.0f} |")
 PY
   }
