@@ -176,7 +176,8 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         assert_moe_path(e, "moe_ffn (fused; routing on the device)");
         const vt_fit *fit = vt_engine_fit(e);
         uint64_t min_slots = fit->min_slots, slot_bytes = (fit->slot_bytes + 63) / 64 * 64;
-        uint64_t all_bytes = slot_bytes * fit->n_expert_slices;
+        const uint64_t n_slices = fit->n_expert_slices; /* fit dies with the engine */
+        uint64_t all_bytes = slot_bytes * n_slices;
         run(e, &lr, gr, 32, &nr);
         vt_engine_close(e);
 
@@ -194,7 +195,7 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         assert_moe_path(e, "moe_ffn (fused; routing on the device, ids copied to the host");
         assert_int_equal(vt_streamer_n_slots(s), min_slots);
         assert_int_equal(vt_streamer_n_host_slots(s),
-                         host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : fit->n_expert_slices);
+                         host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : n_slices);
         run(e, &ls, gs, 32, &ns);
         vt_expert_stats st;
         vt_streamer_host_stats hs;
@@ -218,7 +219,7 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         if (host == HOST_ONE_SLOT && (hs.evictions == 0 || hs.misses < st.misses / 2))
             fail_msg("%s: a one-slot host tier evicted %llu times", files[f],
                      (unsigned long long)hs.evictions);
-        if (host == HOST_ALL && (hs.evictions || hs.hits == 0 || hs.misses > fit->n_expert_slices))
+        if (host == HOST_ALL && (hs.evictions || hs.hits == 0 || hs.misses > n_slices))
             fail_msg("%s: a host tier of every slice: %llu hits, %llu misses, %llu evictions",
                      files[f], (unsigned long long)hs.hits, (unsigned long long)hs.misses,
                      (unsigned long long)hs.evictions);
