@@ -63,6 +63,10 @@ int main(int argc, char **argv)
             layer = realloc(layer, cap * sizeof *layer);
             phase = realloc(phase, cap);
             off = realloc(off, (cap + 1) * sizeof *off);
+            if (!layer || !phase || !off) {
+                fprintf(stderr, "out of memory reading %s\n", argv[1]);
+                return 1;
+            }
         }
         layer[n_acq] = (uint32_t)l;
         phase[n_acq] = (uint8_t)ph;
@@ -70,7 +74,10 @@ int main(int argc, char **argv)
             long v = strtol(p, &end, 10);
             if (end == p) break;
             p = end;
-            if (n_ids == cap_ids) ids = realloc(ids, (cap_ids *= 2) * sizeof *ids);
+            if (n_ids == cap_ids && !(ids = realloc(ids, (cap_ids *= 2) * sizeof *ids))) {
+                fprintf(stderr, "out of memory reading %s\n", argv[1]);
+                return 1;
+            }
             ids[n_ids++] = (int32_t)v;
         }
         off[++n_acq] = n_ids;
@@ -104,6 +111,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", vt_last_error());
         return 1;
     }
+    size_t max_acq = 0;
+    for (size_t a = 0; a < n_acq; a++)
+        if (off[a + 1] - off[a] > max_acq) max_acq = off[a + 1] - off[a];
+    const void **out = malloc((max_acq * n_mat + 1) * sizeof *out);
+    if (!out) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     int n_sizes = argc > 2 ? argc - 2 : 1;
     printf("trace %s: %zu acquires, %u layers x %u matrices x %llu experts (trace's arena %llu "
            "slots)\n", argv[1], n_acq, n_layer, n_mat, n_exp, own_slots);
@@ -135,7 +150,6 @@ int main(int argc, char **argv)
                 }
             vt_streamer_trace_start(s);
             uint64_t hits = 0, uses = 0;
-            const void *out[4096];
             for (size_t a = 0; a < n_acq; a++) {
                 vt_expert_stats b0, b1;
                 vt_streamer_stats(s, -1, &b0);
@@ -163,6 +177,7 @@ int main(int argc, char **argv)
                lru.uses ? 100.0 * (double)lru.hits / (double)lru.uses : 0,
                opt.uses ? 100.0 * (double)opt.hits / (double)opt.uses : 0);
     }
+    free(out);
     vt_gguf_close(g);
     unlink(path);
     return 0;

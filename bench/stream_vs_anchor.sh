@@ -66,7 +66,7 @@ PY
   run "dev 25%, file only" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=0
   # H2D rate while misses are pending: the decode profile (each op followed by a
-  # synchronize) times the publishes of each layer as one copy_h2d op
+  # synchronize) times each publish from the host tier (copy_h2d_async)
   $vt bench -m "$model" --device cuda -p 16 -n 64 --reps 1 --json --no-progress \
     --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) > /tmp/vt-anchor.json
@@ -78,14 +78,14 @@ import json, re, sys
 j = json.load(open(sys.argv[1]))
 txt = open(sys.argv[2]).read()
 dec = txt[txt.find('per-op profile, decode'):]
-m = re.search(r'\| copy_h2d\s+\|\s+\d+ \|\s+([\d.]+) \|', dec)
+m = re.search(r'\| copy_h2d_async \(expert publish\)\s+\|\s+\d+ \|\s+([\d.]+) \|', dec)
 b = j['decode_fill_bytes_per_token']
 if m:
     ms = float(m.group(1))
-    print(f"decode, device 25% + host: {b/1e6:.1f} MB of H2D copies per token in {ms:.3f} ms of copy_h2d per token "
+    print(f"decode, device 25% + host: {b/1e6:.1f} MB of H2D copies per token in {ms:.3f} ms of copy_h2d_async per token "
           f"(profiled): {b/ms/1e6:.1f} GB/s while misses are pending")
 else:
-    print("no copy_h2d row in the decode profile")
+    print("no copy_h2d_async row in the decode profile")
 PY
   [ -n "${KEEP:-}" ] || rm -f "$model"
 done

@@ -4,8 +4,9 @@
  *    than the cache: LRU 0 hits, Belady capacity-1 of every cycle);
  *  - the batch rule: keys of one batch are never each other's victims, a
  *    repeat within a batch is one use, a batch larger than the cache refused;
- *  - on random traces Belady >= LRU, both <= uses, and LRU replayed over the
- *    expert streamer's own trace equals the streamer's measured hits.
+ *  - on random traces Belady >= LRU, both <= uses, and Belady is monotone in
+ *    the cache size. (LRU replayed over the expert streamer's own trace
+ *    equals its measured hits: test_expert_streamer's test_trace_replay.)
  */
 #include "test_util.h"
 

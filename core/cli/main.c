@@ -605,15 +605,13 @@ static vt_status write_trace(const char *path, const vt_expert_streamer *s)
     }
     const vt_streamer_trace *t = vt_streamer_get_trace(s);
     fprintf(f, "# vt routing trace v1: step phase(0 warm-up, 1 prefill, 2 decode) layer expert-ids...\n");
-    fprintf(f, "# layers %u", vt_streamer_n_layers(s));
-    for (uint32_t l = 0; l < vt_streamer_n_layers(s); l++)
-        if (vt_streamer_n_matrices(s, l)) {
-            fprintf(f, " matrices %u experts %llu slots %llu host_slots %llu\n",
-                    vt_streamer_n_matrices(s, l), (unsigned long long)vt_streamer_n_experts(s, l),
-                    (unsigned long long)vt_streamer_n_slots(s),
-                    (unsigned long long)vt_streamer_n_host_slots(s));
-            break;
-        }
+    uint32_t l0 = 0;
+    while (l0 < vt_streamer_n_layers(s) && !vt_streamer_n_matrices(s, l0)) l0++;
+    fprintf(f, "# layers %u matrices %u experts %llu slots %llu host_slots %llu\n",
+            vt_streamer_n_layers(s), l0 < vt_streamer_n_layers(s) ? vt_streamer_n_matrices(s, l0) : 0,
+            (unsigned long long)(l0 < vt_streamer_n_layers(s) ? vt_streamer_n_experts(s, l0) : 0),
+            (unsigned long long)vt_streamer_n_slots(s),
+            (unsigned long long)vt_streamer_n_host_slots(s));
     for (size_t a = 0; a < t->n_acquires; a++) {
         fprintf(f, "%zu %u %u", a, t->phase[a], t->layer[a]);
         for (uint64_t i = t->off[a]; i < t->off[a + 1]; i++) fprintf(f, " %d", t->ids[i]);
@@ -1213,8 +1211,8 @@ static int cmd_bench(const opts *o)
         vt_streamer_host_stats_get(es, -1, &h1);
     }
     uint64_t n_host = es ? vt_streamer_n_host_slots(es) : 0;
-    /* the policy (LRU, replayed: it must equal the measured rate) and Belady's
-     * optimum on the same routing, decode phase of the timed rounds */
+    /* LRU replayed (equal to the measured rate when the policy is lru) and
+     * Belady's optimum on the same routing, decode phase of the timed rounds */
     vt_cache_sim_result sim_lru = {0}, sim_opt = {0};
     int have_sim = 0;
     if (est) {
@@ -1301,7 +1299,7 @@ static int cmd_bench(const opts *o)
         cJSON_AddNumberToObject(j, "host_tier_bytes", (double)fit->host_arena_bytes);
         cJSON_AddNumberToObject(j, "host_pinned_bytes",
                                 es ? (double)vt_streamer_host_pinned_bytes(es) : 0);
-        if (n_host) cJSON_AddNumberToObject(j, "decode_host_hit_rate", host_hit / 100.0);
+        if (n_host && hdec_used) cJSON_AddNumberToObject(j, "decode_host_hit_rate", host_hit / 100.0);
         else cJSON_AddNullToObject(j, "decode_host_hit_rate");
         cJSON_AddNumberToObject(j, "file_read_bytes", n_host ? read_bytes : fill_bytes);
         cJSON_AddNumberToObject(j, "file_read_gb_s", n_host ? read_gbs : fill_gbs);
@@ -1346,7 +1344,7 @@ static int cmd_bench(const opts *o)
                    "   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs, cb,
                    (unsigned long long)(all1.evictions - all0.evictions));
             if (have_sim)
-                printf("decode hit rate of Belady's optimum on the same routing: %.1f%% (LRU "
+                printf("decode hit rate of Belady's optimum on the same routing: %.1f%% (one LRU "
                        "replayed: %.1f%%)\n", opt_hit, lru_hit);
             if (n_host)
                 printf("host tier: %llu slots (%s, %s pinned), decode hit rate %.1f%% of the device "

@@ -90,7 +90,7 @@ typedef struct vt_config_pair {
 /* expert_cache.host_arena: auto (sized by the fit check, residency.c) */
 #define VT_HOST_ARENA_AUTO UINT64_MAX
 
-/* expert_cache.policy (expert_streamer.h vt_cache_policy has the same order) */
+/* expert_cache.policy (the engine maps it to expert_streamer.h vt_cache_policy) */
 enum { VT_POLICY_LFRU = 0, VT_POLICY_LAYER = 1, VT_POLICY_LRU = 2 };
 
 typedef struct vt_config_platform {

@@ -42,6 +42,7 @@ typedef struct slot_info {
     uint64_t prev, next;     /* LRU links (used slots); free list uses next */
     uint64_t lprev, lnext;   /* the layer's own LRU list (device tier, policy "layer") */
     uint64_t visit;          /* its layer's acquire count at its last use */
+    uint64_t pub;            /* device tier: 1 + the publish generation that filled it (0: none) */
 } slot_info;
 
 /* One tier's slots: an LRU list of used slots and a free list. */
@@ -75,7 +76,6 @@ struct vt_expert_streamer {
     uint64_t pub_gen;        /* publishes issued since the last quiesce carry this */
     int pub_pending;         /* a publish of generation pub_gen may still read its source */
     uint64_t batch;
-    uint32_t n_reg_layers;   /* layers with registered stacks */
     uint64_t *visits;        /* [n_layer]: acquires of each layer (policy "layer") */
     uint64_t freq_uses;      /* uses since the counts were last halved (policy "lfru") */
     uint64_t rng;            /* victim sampling (policy "lfru"), fixed seed */
@@ -424,6 +424,8 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
         if (!k->hslot_of) {
             free(k->slot_of);
             k->slot_of = NULL;
+            free(k->freq);
+            k->freq = NULL;
             vt_set_error("out of memory: expert streamer host-tier key table for '%s'", t->name);
             return VT_ERR_OUT_OF_MEMORY;
         }
@@ -431,7 +433,6 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     }
     for (uint64_t e = 0; e < n_exp; e++) k->slot_of[e] = NO_SLOT;
     k->t = t;
-    if (matrix == 0) s->n_reg_layers++;
     k->n_expert = n_exp;
     k->slice_bytes = slice;
     s->n_matrices[layer]++;
@@ -605,6 +606,36 @@ static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer)
     return NO_SLOT;
 }
 
+static void give_back(tier *t, uint64_t i);
+static uint64_t evict(vt_expert_streamer *s, uint64_t i);
+
+/* store->quiesce for every publish so far. When it fails, a copy may not have
+ * landed: every device key published in this generation is dropped (its slot
+ * freed) before the error returns, so no hit is reported over bytes that may
+ * not be there; the host tier's copies are intact. */
+static vt_status quiesce_publishes(vt_expert_streamer *s)
+{
+    if (!s->pub_pending) return VT_OK;
+    vt_status st = s->p.store_api->quiesce(s->p.store);
+    if (st != VT_OK) {
+        uint64_t dropped = 0;
+        for (uint64_t i = 0; i < s->dev.n; i++) {
+            slot_info *x = &s->dev.slots[i];
+            if (!x->used || x->pub != s->pub_gen + 1) continue;
+            evict(s, i);
+            s->stats[x->layer].evictions--; /* not an eviction: an error */
+            s->stats[x->layer].fill_errors++;
+            give_back(&s->dev, i);
+            dropped++;
+        }
+        vt_error_prefix("expert streamer: the host-tier copies failed (%" PRIu64 " keys dropped "
+                        "from the device tier)", dropped);
+    }
+    s->pub_pending = 0;
+    s->pub_gen++;
+    return st;
+}
+
 /* A host-tier slot for a new key: a free one, else the least recently used
  * (evicted). A victim that is the source of a publish not yet quiesced is
  * waited for first (one quiesce covers every publish issued so far). */
@@ -619,14 +650,12 @@ static vt_status take_host_slot(vt_expert_streamer *s, uint64_t *out)
     uint64_t i = t->lru_tail; /* never NO_SLOT: the tier has slots and none is free */
     slot_info *x = &t->slots[i];
     if (s->pub_pending && x->batch == s->pub_gen) {
-        vt_status st = s->p.store_api->quiesce(s->p.store);
+        vt_status st = quiesce_publishes(s);
         if (st != VT_OK) {
             vt_error_prefix("expert streamer: waiting for the host-tier copies before reusing "
                             "host slot %" PRIu64, i);
             return st;
         }
-        s->pub_pending = 0;
-        s->pub_gen++;
     }
     lru_unlink(t, i);
     stack_at(s, x->layer, x->matrix)->hslot_of[x->expert] = NO_SLOT;
@@ -785,13 +814,17 @@ static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32
         st = a->publish(s->p.store, slot, s->host_addr[h], k->slice_bytes);
         if (st == VT_OK) {
             s->host.slots[h].batch = s->pub_gen;
+            s->dev.slots[slot].pub = s->pub_gen + 1;
             s->pub_pending = 1;
         }
     } else {
         uint8_t *dst = a->slot_for_write(s->p.store, slot);
-        if (!dst) return VT_ERR_INTERNAL;
-        memcpy(dst, s->host_addr[h], (size_t)k->slice_bytes);
-        st = a->commit_slot(s->p.store, slot, k->slice_bytes);
+        if (!dst) {
+            st = VT_ERR_INTERNAL;
+        } else {
+            memcpy(dst, s->host_addr[h], (size_t)k->slice_bytes);
+            st = a->commit_slot(s->p.store, slot, k->slice_bytes);
+        }
     }
     if (st != VT_OK)
         vt_error_prefix("expert streamer: publish of expert %u of %s (layer %u) from host slot %"
@@ -885,7 +918,7 @@ static void trace_add(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
     }
     t->layer[t->n_acquires] = layer;
     t->phase[t->n_acquires] = s->trace_phase;
-    memcpy(t->ids + t->off[t->n_acquires], ids, n * sizeof *ids);
+    if (n) memcpy(t->ids + t->off[t->n_acquires], ids, n * sizeof *ids);
     t->off[t->n_acquires + 1] = t->off[t->n_acquires] + n;
     t->n_acquires++;
     return;
@@ -1113,16 +1146,7 @@ void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void 
     s->fault_ctx = ctx;
 }
 
-vt_status vt_streamer_quiesce(vt_expert_streamer *s)
-{
-    if (!s->pub_pending) return VT_OK;
-    vt_status st = s->p.store_api->quiesce(s->p.store);
-    if (st == VT_OK) {
-        s->pub_pending = 0;
-        s->pub_gen++;
-    }
-    return st;
-}
+vt_status vt_streamer_quiesce(vt_expert_streamer *s) { return quiesce_publishes(s); }
 uint32_t vt_streamer_n_layers(const vt_expert_streamer *s) { return s->p.n_layer; }
 int vt_streamer_io_direct(const vt_expert_streamer *s) { return s->direct; }
 
