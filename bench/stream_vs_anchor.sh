@@ -11,6 +11,9 @@
 #   dev 25% + host             device arena 25% of the expert bytes, the host
 #                              tier holding the rest (expert_cache.host_arena auto)
 #   dev 10% + host             the same with 10%
+#   dev 25%/10% + host + prefetch   the same with expert_cache.prefetch:
+#                              next-layer (copies of the predicted experts on a
+#                              second queue while the layer before computes)
 #   dev 25%, file only         no host tier: every device miss reads the file
 # and prints decode/prefill tok/s, the decode hit rate of each tier and of
 # Belady's optimum on the same routing, fill issue GB/s (device-tier fills as
@@ -42,8 +45,8 @@ for shape in ${SHAPES:-qwen gemma}; do
   exp_bytes=$(echo "$fit" | awk '/routed experts/ {print $NF; exit}')
   echo
   echo "== $shape shape, Q4_K_M, $(numfmt --to=iec "$exp_bytes") of routed experts; anchor (llama.cpp -ot exps=CPU): $anchor tok/s"
-  echo "| run | device arena | host tier | prefill tok/s | decode tok/s | device hit | Belady | host hit | fill issue GB/s | file GB/s | peak RSS MiB | fallbacks |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| run | device arena | host tier | prefill tok/s | decode tok/s | device hit | Belady | host hit | prefetch used | demand hit | ahead / wasted MiB per token | fill issue GB/s | file GB/s | peak RSS MiB | fallbacks |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   run() { # label, options
     local label=$1; shift
     $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps "$reps" --json --no-progress "$@" > /tmp/vt-anchor.json
@@ -55,6 +58,9 @@ mib = lambda b: f"{b/2**20:.0f} MiB"
 print(f"| {sys.argv[1]} | {mib(j['arena_bytes']) if j['experts']=='streamed' else '-'} | "
       f"{mib(j['host_tier_bytes']) if j['host_slots'] else 'none'} | {j['prefill_tok_s']:.1f} | "
       f"{j['decode_tok_s']:.1f} | {pct(j['decode_hit_rate'])} | {pct(j['decode_hit_rate_belady'])} | {pct(j['decode_host_hit_rate'])} | "
+      + (f"{pct(j['decode_prefetch_accuracy'])} | {pct(j['decode_demand_hit_rate'])} | "
+         f"{j['decode_prefetch_bytes_per_token']/2**20:.1f} / {j['decode_prefetch_wasted_bytes_per_token']/2**20:.1f} | "
+         if j.get('prefetch') == 'next-layer' else "off | - | - | ") +
       f"{j['fill_gb_s']:.2f} | {j['file_read_gb_s']:.2f} | {j['peak_rss_mib']:.0f} | {j['fallbacks']:.0f} |")
 PY
   }
@@ -62,6 +68,11 @@ PY
   for pct in 25 10; do
     run "dev $pct% + host" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
       --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30)))
+  done
+ for pct in 25 10; do
+    run "dev $pct% + host + prefetch" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
+      --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
+      --set cuda.expert_cache.prefetch=next-layer
   done
   run "dev 25%, file only" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=0

@@ -205,7 +205,7 @@ static void test_shipped_file(void **s)
                                        &p->expert_store_src, &p->arena_bytes_src,
                                        &p->headroom_bytes_src, &p->io_direct_src,
                                        &p->host_arena_bytes_src, &p->policy_src,
-                                       &p->pinned_budget_bytes_src};
+                                       &p->prefetch_src, &p->pinned_budget_bytes_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
                 fail_msg("platforms.%s: key #%zu not set by the file", p->name, k);
@@ -662,6 +662,16 @@ static void test_overrides(void **s)
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.policy", "fifo"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a replacement policy (lfru, layer, lru)"))
         fail_msg("%s", vt_last_error());
+    /* expert_cache.prefetch: off (default) or next-layer */
+    assert_int_equal(v->prefetch, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch=next-layer");
+    assert_int_equal(v->prefetch, 1);
+    assert_src(v->prefetch_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch= off ");
+    assert_int_equal(v->prefetch, 0);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
+    if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer)"))
+        fail_msg("%s", vt_last_error());
 }
 
 static void expect_set_error(const char *arg, const char *needle)
@@ -805,7 +815,8 @@ static void test_print(void **s)
     assert_true(l_back < l_exp && l_exp < l_slots && l_slots < l_head);
     expect_line(out, "platforms.cuda.expert_cache.host_arena", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.policy", "lfru", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 12 - 1);
+    expect_line(out, "platforms.cuda.expert_cache.prefetch", "off", "default");
+    assert_int_equal(l_last, 1 + 3 + 4 * 13 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

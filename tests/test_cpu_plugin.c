@@ -67,6 +67,7 @@ static int cap_fn(const vt_backend_api *a, uint32_t id, const void **fn)
     case VT_CAP_OP_ADD_RMS_NORM: *fn = (const void *)a->add_rms_norm; return 1;
     case VT_CAP_OP_DELTA_NET_GATES: *fn = (const void *)a->delta_net_gates; return 1;
     case VT_CAP_COPY_H2D_ASYNC: *fn = (const void *)a->copy_h2d_async; return 1;
+    case VT_CAP_COPY_H2D_AHEAD: *fn = (const void *)a->copy_h2d_ahead; return 1;
     }
     if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE) {
         *fn = (const void *)a->mat_mul[id - VT_CAP_MAT_MUL_BASE];

@@ -15,7 +15,14 @@
  *    before quiesce would be caught); faults at the read, the host-tier
  *    commit and the publish leave the key absent in the tier that failed
  *    (and below it) and a retry is correct; a store without publish (ABI 1.1
- *    table) is served by slot_for_write + commit_slot.
+ *    table) is served by slot_for_write + commit_slot;
+ *  - prefetch (ABI 1.5 ahead publishes): bytes exact through a store that
+ *    copies an ahead publish only at join (an acquire that read before the
+ *    join would see stale bytes) and through one that copies at once (a
+ *    prefetch that took a slot of the last acquire would overwrite it);
+ *    used / wasted / skipped counted; a failed ahead publish and a failed
+ *    join leave nothing claimed; prefetch without a host tier or with a
+ *    store of ABI 1.4 is refused by name.
  */
 #include "test_util.h"
 
@@ -79,6 +86,9 @@ static int group_teardown(void **state)
     return 0;
 }
 
+static vt_cache_policy rig_policy = VT_CACHE_POLICY_LRU;
+static int rig_prefetch; /* vt_streamer_params.prefetch of the next rig */
+
 typedef struct rig {
     vt_gguf *g;
     vt_store *store;
@@ -140,6 +150,56 @@ static vt_status deferred_quiesce(vt_store *st)
     return VT_OK;
 }
 
+/* Ahead publishes (mode 3: copied at once; mode 4: copied only at join or
+ * quiesce, as a second copy queue may run them any time before the join). */
+static struct {
+    uint64_t slot, bytes;
+    const void *src;
+} ahead_q[MAX_DEFERRED];
+static int n_ahead_q, n_begin, n_join, join_failures, ahead_eager;
+static vt_status ahead_flush(vt_store *st)
+{
+    for (int i = 0; i < n_ahead_q; i++)
+        memcpy((void *)(uintptr_t)vt_host_store_api()->slot_for_read(st, ahead_q[i].slot),
+               ahead_q[i].src, (size_t)ahead_q[i].bytes);
+    n_ahead_q = 0;
+    return VT_OK;
+}
+static vt_status test_begin_ahead(vt_store *st)
+{
+    (void)st;
+    n_begin++;
+    return VT_OK;
+}
+static vt_status test_publish_ahead(vt_store *st, uint64_t slot, const void *src, uint64_t bytes)
+{
+    if (publish_failures > 0) {
+        publish_failures--;
+        vt_set_error("injected ahead publish failure");
+        return VT_ERR_IO;
+    }
+    if (n_begin == 0) fail_msg("publish_ahead before any begin_ahead");
+    if (ahead_eager) return vt_host_store_api()->publish(st, slot, src, bytes);
+    if (n_ahead_q == MAX_DEFERRED) fail_msg("more than %d ahead publishes without a join", MAX_DEFERRED);
+    ahead_q[n_ahead_q].slot = slot;
+    ahead_q[n_ahead_q].src = src;
+    ahead_q[n_ahead_q].bytes = bytes;
+    n_ahead_q++;
+    return VT_OK;
+}
+static vt_status test_join_ahead(vt_store *st)
+{
+    n_join++;
+    if (join_failures > 0) {
+        join_failures--;
+        n_ahead_q = 0; /* the copies are lost */
+        vt_set_error("injected join failure");
+        return VT_ERR_IO;
+    }
+    return ahead_flush(st);
+}
+static vt_status ahead_quiesce(vt_store *st) { return ahead_flush(st); }
+
 static size_t n_reads; /* reads that reached the counting reader */
 static ssize_t counting_read(void *ctx, int fd, void *buf, size_t n, off_t off)
 {
@@ -165,7 +225,9 @@ static int fault_hook(void *ctx, vt_streamer_fault_point pt, uint32_t layer, uin
 
 /* mode: 0 the host store's own publish (memcpy), 1 deferred publish, 2 a
  * table of ABI 1.1's size (no publish/quiesce) */
-static void rig_open_host(rig *r, uint64_t n_slots, uint64_t n_host, int mode)
+/* The host store (commit wrapped), a streamer over it with n_host host-tier
+ * slots (0: none) and the rig's policy, every stack registered. */
+static void rig_open_with(rig *r, uint64_t n_slots, int direct, uint64_t n_host, int mode)
 {
     memset(r, 0, sizeof *r);
     assert_int_equal(vt_gguf_open(model_path, VT_GGUF_NO_MMAP, &r->g), VT_OK);
@@ -179,41 +241,26 @@ static void rig_open_host(rig *r, uint64_t n_slots, uint64_t n_host, int mode)
         r->api.struct_size = (uint32_t)offsetof(vt_store_api, publish);
         r->api.publish = NULL;
         r->api.quiesce = NULL;
+    } else if (mode == 3 || mode == 4) {
+        ahead_eager = mode == 3;
+        r->api.quiesce = ahead_quiesce; /* the backend's synchronize waits for both queues */
+        r->api.begin_ahead = test_begin_ahead;
+        r->api.publish_ahead = test_publish_ahead;
+        r->api.join_ahead = test_join_ahead;
+    } else if (mode == 5) { /* a store of ABI 1.4: publish, no ahead publishes */
+        r->api.struct_size = (uint32_t)offsetof(vt_store_api, begin_ahead);
     }
+    n_ahead_q = n_begin = n_join = join_failures = 0;
     n_deferred = n_quiesce = publish_failures = n_publish = 0;
     vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = SLICE, .n_slots = n_slots};
     assert_int_equal(r->api.create(&sp, &r->store), VT_OK);
     vt_streamer_params p = {.gguf = r->g, .store_api = &r->api, .store = r->store,
                             .n_slots = n_slots, .slot_bytes = SLICE, .n_layer = N_LAYER,
-                            .n_host_slots = n_host, .host_slot_bytes = SLICE + 64};
+                            .io_direct = direct, .policy = rig_policy,
+                            .n_host_slots = n_host, .host_slot_bytes = SLICE + 64,
+                            .prefetch = rig_prefetch};
     if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
     assert_int_equal(vt_streamer_n_host_slots(r->s), n_host);
-    for (uint32_t l = 0; l < N_LAYER; l++)
-        for (uint32_t m = 0; m < N_MAT; m++) {
-            char name[64];
-            snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", l, mat_name[m]);
-            if (vt_streamer_register(r->s, l, m, vt_gguf_find_tensor(r->g, name)) != VT_OK)
-                fail_msg("%s", vt_last_error());
-        }
-    vt_streamer_set_reader(r->s, counting_read, NULL);
-    vt_streamer_set_fault(r->s, fault_hook, NULL);
-}
-
-static vt_cache_policy rig_policy = VT_CACHE_POLICY_LRU;
-
-static void rig_open(rig *r, uint64_t n_slots, int direct)
-{
-    memset(r, 0, sizeof *r);
-    assert_int_equal(vt_gguf_open(model_path, VT_GGUF_NO_MMAP, &r->g), VT_OK);
-    r->api = *vt_host_store_api();
-    real_commit = r->api.commit_slot;
-    r->api.commit_slot = failing_commit;
-    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = SLICE, .n_slots = n_slots};
-    assert_int_equal(r->api.create(&sp, &r->store), VT_OK);
-    vt_streamer_params p = {.gguf = r->g, .store_api = &r->api, .store = r->store,
-                            .n_slots = n_slots, .slot_bytes = SLICE, .n_layer = N_LAYER,
-                            .io_direct = direct, .policy = rig_policy};
-    if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
     for (uint32_t l = 0; l < N_LAYER; l++)
         for (uint32_t m = 0; m < N_MAT; m++) {
             char name[64];
@@ -222,6 +269,25 @@ static void rig_open(rig *r, uint64_t n_slots, int direct)
             assert_non_null(t);
             if (vt_streamer_register(r->s, l, m, t) != VT_OK) fail_msg("%s", vt_last_error());
         }
+}
+
+static void rig_open_host(rig *r, uint64_t n_slots, uint64_t n_host, int mode)
+{
+    rig_open_with(r, n_slots, 0, n_host, mode);
+    vt_streamer_set_reader(r->s, counting_read, NULL);
+    vt_streamer_set_fault(r->s, fault_hook, NULL);
+}
+
+static void rig_open(rig *r, uint64_t n_slots, int direct)
+{
+    rig_open_with(r, n_slots, direct, 0, 0);
+}
+
+static void rig_open_prefetch(rig *r, uint64_t n_slots, int mode)
+{
+    rig_prefetch = 1;
+    rig_open_host(r, n_slots, N_LAYER * N_MAT * N_EXP, mode);
+    rig_prefetch = 0;
 }
 
 static void rig_close(rig *r)
@@ -252,6 +318,181 @@ static void acquire_ok(rig *r, uint32_t l, const int32_t *ids, uint32_t n)
 }
 
 /* ------------------------------------------------------------------------- */
+
+/* Every expert of every layer read once into the host tier (the arena keeps
+ * the last ones). */
+static void warm_host_tier(rig *r)
+{
+    for (uint32_t l = 0; l < N_LAYER; l++)
+        for (int32_t e = 0; e < N_EXP; e += 2) {
+            int32_t ids[2] = {e, e + 1};
+            acquire_ok(r, l, ids, 2);
+        }
+}
+
+static void prefetch_ok(rig *r, uint32_t l, const int32_t *ids, uint32_t n)
+{
+    if (vt_streamer_prefetch(r->s, l, ids, n) != VT_OK) fail_msg("%s", vt_last_error());
+}
+
+/* Layer by layer, as a model decodes: acquire layer l, prefetch layer l+1's
+ * prediction (two ids, the first right, the second wrong), then check that
+ * layer l's slots still hold layer l's bytes (mode 3 copies at once: a
+ * victim taken from the last acquire would show) and that the next acquire
+ * reads the prefetched bytes (mode 4 copies at join: reading before the join
+ * would show). */
+static void run_prefetch_tokens(int mode)
+{
+    rig r;
+    rig_open_prefetch(&r, 4 * N_MAT, mode); /* two acquires of two experts */
+    assert_true(vt_streamer_prefetch_on(r.s));
+    warm_host_tier(&r);
+    uint64_t used = 0, right = 0;
+    for (int tok = 0; tok < 12; tok++) {
+        for (uint32_t l = 0; l < N_LAYER; l++) {
+            int32_t ids[2] = {(int32_t)((tok * 3 + l) % N_EXP), (int32_t)((tok * 5 + l + 1) % N_EXP)};
+            if (ids[1] == ids[0]) ids[1] = (ids[0] + 1) % N_EXP;
+            const void *out[2 * N_MAT];
+            if (vt_streamer_acquire(r.s, l, ids, 2, out) != VT_OK) fail_msg("%s", vt_last_error());
+            check_slices(l, ids, 2, out);
+            if (l + 1 < N_LAYER) {
+                const uint32_t nl = l + 1;
+                int32_t next0 = (int32_t)((tok * 3 + nl) % N_EXP);
+                int32_t pred[2] = {next0, (int32_t)((next0 + 4) % N_EXP)};
+                int32_t next1 = (int32_t)((tok * 5 + nl + 1) % N_EXP);
+                if (next1 == next0) next1 = (next0 + 1) % N_EXP;
+                if (pred[1] == next1) pred[1] = (pred[1] + 1) % N_EXP;
+                right++;
+                prefetch_ok(&r, nl, pred, 2);
+                check_slices(l, ids, 2, out); /* not overwritten by the prefetch */
+                for (uint32_t m = 0; m < N_MAT; m++)
+                    assert_true(vt_streamer_is_resident(r.s, nl, m, (uint32_t)next0));
+            }
+        }
+    }
+    vt_streamer_prefetch_stats ps;
+    assert_int_equal(vt_streamer_prefetch_stats_get(r.s, &ps), VT_OK);
+    used = ps.used;
+    print_message("[prefetch mode %d] issued %llu, used %llu, wasted %llu, skipped %llu\n", mode,
+                  (unsigned long long)ps.issued, (unsigned long long)ps.used,
+                  (unsigned long long)ps.wasted, (unsigned long long)ps.skipped);
+    assert_true(ps.issued > 0);
+    assert_true(used > 0 && used <= right * N_MAT);
+    assert_true(ps.wasted > 0); /* the wrong half of the predictions */
+    assert_true(ps.used + ps.wasted <= ps.issued);
+    assert_int_equal(ps.skipped, 0); /* the host tier holds every slice */
+    assert_int_equal(ps.bytes_issued, ps.issued * SLICE);
+    assert_true(n_join > 0 && n_begin > 0);
+    rig_close(&r);
+}
+
+static void test_prefetch_bytes_and_counts(void **state)
+{
+    (void)state;
+    run_prefetch_tokens(3);
+    run_prefetch_tokens(4);
+    /* a prefetch with every slot pinned (the last acquire holds the arena)
+     * copies nothing and is no error */
+    rig r;
+    rig_open_prefetch(&r, 2 * N_MAT, 4);
+    warm_host_tier(&r);
+    int32_t a[2] = {0, 1}, p[2] = {2, 3};
+    acquire_ok(&r, 0, a, 2);
+    prefetch_ok(&r, 1, p, 2);
+    vt_streamer_prefetch_stats ps;
+    vt_streamer_prefetch_stats_get(r.s, &ps);
+    assert_int_equal(ps.issued, 0);
+    assert_false(vt_streamer_is_resident(r.s, 1, 0, 2));
+    acquire_ok(&r, 0, a, 2);
+    /* a key the host tier lacks is skipped (no file read in a prefetch) */
+    rig_close(&r);
+    rig_prefetch = 1;
+    rig_open_host(&r, 4 * N_MAT, 2, 4);
+    rig_prefetch = 0;
+    size_t reads = n_reads;
+    prefetch_ok(&r, 2, p, 2);
+    assert_int_equal(n_reads, reads);
+    vt_streamer_prefetch_stats_get(r.s, &ps);
+    assert_int_equal(ps.skipped, 2 * N_MAT);
+    assert_int_equal(ps.issued, 0);
+    /* bad ids are refused as in an acquire */
+    int32_t bad[1] = {N_EXP};
+    assert_int_equal(vt_streamer_prefetch(r.s, 2, bad, 1), VT_ERR_RANGE);
+    assert_int_equal(vt_streamer_prefetch(r.s, N_LAYER, p, 1), VT_ERR_INVALID_ARG);
+    rig_close(&r);
+}
+
+static void test_prefetch_faults(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open_prefetch(&r, 4 * N_MAT, 4);
+    warm_host_tier(&r);
+    int32_t a[2] = {0, 1}, p[2] = {4, 5};
+    acquire_ok(&r, 0, a, 2);
+    /* the fault hook at the publish: the key stays absent, nothing claimed */
+    fault_point = VT_STREAMER_FAULT_PUBLISH;
+    fault_expert = 5;
+    uint64_t res0 = vt_streamer_n_resident(r.s);
+    assert_int_equal(vt_streamer_prefetch(r.s, 1, p, 2), VT_ERR_IO);
+    if (!strstr(vt_last_error(), "prefetch of expert 5")) fail_msg("%s", vt_last_error());
+    assert_false(vt_streamer_is_resident(r.s, 1, 0, 5));
+    assert_true(vt_streamer_is_resident(r.s, 1, 0, 4)); /* copied before the failure */
+    /* the arena was full: 4's slices replaced three victims, 5's gate took a
+     * fourth and gave it back unclaimed */
+    assert_int_equal(vt_streamer_n_resident(r.s), res0 - 1);
+    acquire_ok(&r, 1, p, 2); /* joins, then fills 5 on demand */
+    /* the store's publish_ahead fails: the same */
+    acquire_ok(&r, 0, a, 2);
+    int32_t q[2] = {6, 7};
+    publish_failures = 1;
+    assert_int_equal(vt_streamer_prefetch(r.s, 2, q, 2), VT_ERR_IO);
+    assert_false(vt_streamer_is_resident(r.s, 2, 0, 6));
+    acquire_ok(&r, 2, q, 2);
+    /* a failed join: every slot still marked prefetched is dropped (their
+     * copies may not have landed), the acquire fails naming the join, and a
+     * retry refills correct bytes */
+    acquire_ok(&r, 0, a, 2);
+    prefetch_ok(&r, 1, q, 2);
+    assert_true(vt_streamer_is_resident(r.s, 1, 0, 6));
+    join_failures = 1;
+    const void *out[2 * N_MAT];
+    assert_int_equal(vt_streamer_acquire(r.s, 1, q, 2, out), VT_ERR_IO);
+    if (!strstr(vt_last_error(), "joining the prefetch copies")) fail_msg("%s", vt_last_error());
+    for (uint32_t m = 0; m < N_MAT; m++) {
+        assert_false(vt_streamer_is_resident(r.s, 1, m, 6));
+        assert_false(vt_streamer_is_resident(r.s, 1, m, 7));
+    }
+    acquire_ok(&r, 1, q, 2);
+    vt_expert_stats st;
+    vt_streamer_stats(r.s, 1, &st);
+    assert_true(st.fill_errors >= 2 * N_MAT);
+    rig_close(&r);
+}
+
+static void test_prefetch_refused(void **state)
+{
+    (void)state;
+    rig r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(vt_gguf_open(model_path, VT_GGUF_NO_MMAP, &r.g), VT_OK);
+    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = SLICE, .n_slots = 12};
+    for (int c = 0; c < 2; c++) {
+        r.api = *vt_host_store_api();
+        if (c == 1) r.api.struct_size = (uint32_t)offsetof(vt_store_api, begin_ahead);
+        assert_int_equal(r.api.create(&sp, &r.store), VT_OK);
+        vt_streamer_params p = {.gguf = r.g, .store_api = &r.api, .store = r.store, .n_slots = 12,
+                                .slot_bytes = SLICE, .n_layer = N_LAYER, .prefetch = 1,
+                                .n_host_slots = c == 1 ? 8 : 0, .host_slot_bytes = SLICE};
+        assert_int_equal(vt_streamer_create(&p, &r.s), VT_ERR_UNSUPPORTED);
+        assert_null(r.s);
+        const char *want = c == 0 ? "there is none" : "store ABI 1.5";
+        if (!strstr(vt_last_error(), "expert_cache.prefetch") || !strstr(vt_last_error(), want))
+            fail_msg("%s", vt_last_error());
+        r.api.destroy(r.store);
+    }
+    vt_gguf_close(r.g);
+}
 
 static void test_hits_misses_lru(void **state)
 {
@@ -834,6 +1075,9 @@ int main(void)
         cmocka_unit_test(test_host_tier_quiesce_failure),
         cmocka_unit_test(test_batch_claims_hits_first),
         cmocka_unit_test(test_lfru_aging),
+        cmocka_unit_test(test_prefetch_bytes_and_counts),
+        cmocka_unit_test(test_prefetch_faults),
+        cmocka_unit_test(test_prefetch_refused),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

@@ -157,6 +157,10 @@ static int file_present(size_t f)
  * slice of the file. */
 enum { HOST_NONE, HOST_ONE_SLOT, HOST_ALL };
 
+/* The device arena of the next compare_streamed: this many times the
+ * minimum (a prefetch needs slots beyond the last acquire's). */
+static uint64_t g_slot_factor = 1;
+
 /* Every file, resident against streamed through the minimum device arena
  * (top-k x expert matrices, read from the fit check) with the given host
  * tier and extra settings, on g_device: logits of every position and greedy
@@ -184,7 +188,7 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         char s_streamed[64], s_slots[64], s_host[96];
         snprintf(s_streamed, sizeof s_streamed, "%s.experts=streamed", dev);
         snprintf(s_slots, sizeof s_slots, "%s.expert_cache.slots=%llu", dev,
-                 (unsigned long long)min_slots);
+                 (unsigned long long)(min_slots * g_slot_factor));
         snprintf(s_host, sizeof s_host, "%s.expert_cache.host_arena=%llu", dev,
                  (unsigned long long)(host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? slot_bytes
                                                                                      : all_bytes));
@@ -193,7 +197,7 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         const vt_expert_streamer *s = vt_engine_streamer(e);
         if (!s) fail_msg("%s: experts not streamed", files[f]);
         assert_moe_path(e, "moe_ffn (fused; routing on the device, ids copied to the host");
-        assert_int_equal(vt_streamer_n_slots(s), min_slots);
+        assert_int_equal(vt_streamer_n_slots(s), min_slots * g_slot_factor);
         assert_int_equal(vt_streamer_n_host_slots(s),
                          host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : n_slices);
         run(e, &ls, gs, 32, &ns);
@@ -210,6 +214,21 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
                       (unsigned long long)st.evictions, st.bytes_filled / 1048576.0,
                       (unsigned long long)hs.hits, (unsigned long long)hs.misses,
                       (unsigned long long)hs.evictions);
+        vt_streamer_prefetch_stats ps;
+        assert_int_equal(vt_streamer_prefetch_stats_get(s, &ps), VT_OK);
+        if (vt_streamer_prefetch_on(s)) {
+            print_message("[streaming] prefetch: %llu issued, %llu used, %llu wasted, %llu "
+                          "skipped\n", (unsigned long long)ps.issued, (unsigned long long)ps.used,
+                          (unsigned long long)ps.wasted, (unsigned long long)ps.skipped);
+            /* one-token steps predict; with a host tier of every slice only a
+             * key not read yet is skipped, so some are copied and used */
+            if (host == HOST_ALL && (ps.issued == 0 || ps.used == 0))
+                fail_msg("%s: prefetch on, host tier of every slice: %llu issued, %llu used",
+                         files[f], (unsigned long long)ps.issued, (unsigned long long)ps.used);
+        } else if (ps.issued) {
+            fail_msg("%s: prefetch off but %llu keys were prefetched", files[f],
+                     (unsigned long long)ps.issued);
+        }
         if (st.misses == 0 || st.evictions == 0 || st.bytes_filled == 0)
             fail_msg("%s: the streamer was bypassed (misses %llu, evictions %llu)", files[f],
                      (unsigned long long)st.misses, (unsigned long long)st.evictions);
@@ -258,6 +277,47 @@ static void test_min_arena_bit_identical(void **state)
 #endif
 }
 
+/* Prefetch (next-layer) through a device arena of twice the minimum: the
+ * same bits in one chunk and token by token, on the CPU (the host store's
+ * ahead publishes are copies) and, when there is one, the GPU (a second
+ * copy queue beside the ops). */
+static void compare_prefetch(void)
+{
+    char set[96];
+    snprintf(set, sizeof set, "%s.expert_cache.prefetch=next-layer", g_device);
+    g_slot_factor = 2;
+    compare_streamed(HOST_ALL, set, 512);
+    compare_streamed(HOST_ALL, set, 1);
+#ifndef VT_TEST_SANITIZED
+    compare_streamed(HOST_ONE_SLOT, set, 512);
+    compare_streamed(HOST_ALL, set, 5);
+#endif
+    g_slot_factor = 1;
+}
+
+static void test_prefetch_bit_identical(void **state)
+{
+    (void)state;
+    if (!(fx = vt_test_fixtures())) return;
+    compare_prefetch();
+    /* prefetch without a host tier is refused by name */
+    const char *sets[] = {"cpu.experts=streamed", "cpu.expert_cache.host_arena=0",
+                          "cpu.expert_cache.prefetch=next-layer", NULL};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", fx, files[0]);
+    static vt_config cfg;
+    vt_config_defaults(&cfg);
+    for (int i = 0; sets[i]; i++)
+        if (vt_config_set_arg(&cfg, sets[i]) != VT_OK) fail_msg("%s", vt_last_error());
+    vt_engine_params p = {.model_path = path, .n_threads = 2, .kernels = "scalar", .n_ctx = 128,
+                          .n_batch = 512, .config = &cfg, .device = "cpu"};
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_open(&p, &e);
+    if (st == VT_OK || !strstr(vt_last_error(), "expert_cache.prefetch"))
+        fail_msg("prefetch without a host tier: status %d, %s", st, vt_last_error());
+    print_message("[streaming] refused: %s\n", vt_last_error());
+}
+
 /* The same on the GPU: experts streamed through the device store (arena in
  * device memory, H2D commits from the staging slot) against all experts
  * resident on the device; then with no pinned budget (pageable staging, a
@@ -288,6 +348,7 @@ static void test_cuda_device_store(void **state)
     compare_streamed(HOST_NONE, "cuda.pinned_budget=0", 16);
     compare_streamed(HOST_ALL, "cuda.pinned_budget=0", 3);
     assert_true(vt_host_n_fallbacks() > fb0);
+    compare_prefetch();
     g_device = "cpu";
 }
 
@@ -352,6 +413,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_min_arena_bit_identical),
+        cmocka_unit_test(test_prefetch_bit_identical),
         cmocka_unit_test(test_fused_equals_ops),
         cmocka_unit_test(test_below_minimum_refused),
         cmocka_unit_test(test_cuda_device_store),

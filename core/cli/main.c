@@ -1155,6 +1155,7 @@ static int cmd_bench(const opts *o)
     const vt_expert_streamer *es = vt_engine_streamer(e);
     vt_expert_stats dec = {0}, all0 = {0}, all1 = {0}; /* decode-phase sums; totals of the timed reps */
     vt_streamer_host_stats hdec = {0}, h0 = {0}, h1 = {0}, ha, hb;
+    vt_streamer_prefetch_stats pdec = {0}, pa = {0}, pb = {0}; /* decode-phase prefetch sums */
     int rc = 1;
     if (!toks || !pp || !tg) {
         vt_set_error("out of memory: bench buffers");
@@ -1183,6 +1184,7 @@ static int cmd_bench(const opts *o)
         if (es) {
             vt_streamer_stats(es, -1, &a);
             vt_streamer_host_stats_get(es, -1, &ha);
+            vt_streamer_prefetch_stats_get(es, &pa);
             vt_streamer_trace_phase(est, r ? 2 : 0);
         }
         for (int i = 0; i < n_gen; i++)
@@ -1191,10 +1193,15 @@ static int cmd_bench(const opts *o)
         if (es) {
             vt_streamer_stats(es, -1, &b);
             vt_streamer_host_stats_get(es, -1, &hb);
+            vt_streamer_prefetch_stats_get(es, &pb);
         }
         if (r > 0 && es) {
             hdec.hits += hb.hits - ha.hits;
             hdec.misses += hb.misses - ha.misses;
+            pdec.issued += pb.issued - pa.issued;
+            pdec.used += pb.used - pa.used;
+            pdec.bytes_issued += pb.bytes_issued - pa.bytes_issued;
+            pdec.bytes_wasted += pb.bytes_wasted - pa.bytes_wasted;
         }
         if (r > 0) {
             pp[r - 1] = n_prompt / (t1 - t0);
@@ -1247,6 +1254,11 @@ static int cmd_bench(const opts *o)
     int threads = o->threads > 0 ? o->threads : (int)ncores;
     uint64_t dec_used = dec.hits + dec.misses;
     double hit = dec_used ? 100.0 * (double)dec.hits / (double)dec_used : 100.0;
+    /* prefetch: a prefetched key counts as a hit; without them, the demand hit rate */
+    int pf_on = es && vt_streamer_prefetch_on(es);
+    double demand_hit = dec_used ? 100.0 * (double)(dec.hits - pdec.used) / (double)dec_used : 100.0;
+    double pf_acc = pdec.issued ? 100.0 * (double)pdec.used / (double)pdec.issued : 0.0;
+    double n_dec_tok = reps && n_gen ? (double)reps * n_gen : 1.0;
     double fill_bytes = (double)(all1.bytes_filled - all0.bytes_filled);
     double fill_s = all1.fill_seconds - all0.fill_seconds;
     double fill_gbs = fill_s > 0 ? fill_bytes / fill_s / 1e9 : 0.0;
@@ -1303,6 +1315,17 @@ static int cmd_bench(const opts *o)
         else cJSON_AddNullToObject(j, "decode_host_hit_rate");
         cJSON_AddNumberToObject(j, "file_read_bytes", n_host ? read_bytes : fill_bytes);
         cJSON_AddNumberToObject(j, "file_read_gb_s", n_host ? read_gbs : fill_gbs);
+        cJSON_AddStringToObject(j, "prefetch", pf_on ? "next-layer" : "off");
+        if (pf_on) {
+            cJSON_AddNumberToObject(j, "decode_demand_hit_rate", demand_hit / 100.0);
+            cJSON_AddNumberToObject(j, "decode_prefetch_issued", (double)pdec.issued);
+            cJSON_AddNumberToObject(j, "decode_prefetch_used", (double)pdec.used);
+            cJSON_AddNumberToObject(j, "decode_prefetch_accuracy", pf_acc / 100.0);
+            cJSON_AddNumberToObject(j, "decode_prefetch_bytes_per_token",
+                                    (double)pdec.bytes_issued / n_dec_tok);
+            cJSON_AddNumberToObject(j, "decode_prefetch_wasted_bytes_per_token",
+                                    (double)pdec.bytes_wasted / n_dec_tok);
+        }
         cJSON_AddNumberToObject(j, "peak_rss_mib", rss);
         cJSON_AddNumberToObject(j, "fallbacks", (double)vt_host_n_fallbacks());
         if (o->profile &&
@@ -1343,6 +1366,12 @@ static int cmd_bench(const opts *o)
             printf("decode hit rate: %.1f%%   fills: %.1f MiB in %.3f s (%.2f GB/s; commits alone %s)"
                    "   evictions: %llu\n", hit, fill_bytes / 1048576.0, fill_s, fill_gbs, cb,
                    (unsigned long long)(all1.evictions - all0.evictions));
+            if (pf_on)
+                printf("prefetch (next-layer): %llu keys copied ahead in decode, %.1f%% of them "
+                       "used; %.2f MiB ahead and %.2f MiB wasted per token; demand hit rate "
+                       "(prefetched keys not counted): %.1f%%\n", (unsigned long long)pdec.issued,
+                       pf_acc, (double)pdec.bytes_issued / n_dec_tok / 1048576.0,
+                       (double)pdec.bytes_wasted / n_dec_tok / 1048576.0, demand_hit);
             if (have_sim)
                 printf("decode hit rate of Belady's optimum on the same routing: %.1f%% (one LRU "
                        "replayed: %.1f%%)\n", opt_hit, lru_hit);

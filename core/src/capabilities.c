@@ -44,6 +44,7 @@ static const cap_def fixed_caps[] = {
     {VT_CAP_OP_ADD_RMS_NORM, "op.add_rms_norm", 3},
     {VT_CAP_OP_DELTA_NET_GATES, "op.delta_net_gates", 3},
     {VT_CAP_COPY_H2D_ASYNC, "copy.h2d_async", 4},
+    {VT_CAP_COPY_H2D_AHEAD, "copy.h2d_ahead", 5},
 };
 #define N_FIXED (sizeof fixed_caps / sizeof fixed_caps[0])
 
@@ -51,13 +52,16 @@ size_t vt_abi_table_size(uint32_t kind, uint16_t minor)
 {
     switch (kind) {
     case VT_PLUGIN_BACKEND:
-        return minor >= 4 ? VT_BACKEND_API_SIZE_1_4
+        return minor >= 5 ? VT_BACKEND_API_SIZE_1_5
+               : minor >= 4 ? VT_BACKEND_API_SIZE_1_4
                : minor >= 3 ? VT_BACKEND_API_SIZE_1_3
                : minor >= 2 ? VT_BACKEND_API_SIZE_1_2
                : minor >= 1 ? VT_BACKEND_API_SIZE_1_1 : VT_BACKEND_API_SIZE_1_0;
     case VT_PLUGIN_MODEL: return minor >= 1 ? VT_MODEL_API_SIZE_1_1 : VT_MODEL_API_SIZE_1_0;
     case VT_PLUGIN_STORE:
-        return minor >= 4 ? VT_STORE_API_SIZE_1_4 : minor >= 1 ? VT_STORE_API_SIZE_1_1 : 0;
+        return minor >= 5   ? VT_STORE_API_SIZE_1_5
+               : minor >= 4 ? VT_STORE_API_SIZE_1_4
+               : minor >= 1 ? VT_STORE_API_SIZE_1_1 : 0;
     }
     return 0;
 }
@@ -127,6 +131,9 @@ static const void *cap_function(const vt_backend_api *t, uint32_t id, int *has_f
     case VT_CAP_OP_ADD_RMS_NORM: return (const void *)t->add_rms_norm;
     case VT_CAP_OP_DELTA_NET_GATES: return (const void *)t->delta_net_gates;
     case VT_CAP_COPY_H2D_ASYNC: return (const void *)t->copy_h2d_async; /* minor >= 4 only */
+    case VT_CAP_COPY_H2D_AHEAD: /* all three members or none (minor >= 5 only) */
+        if (t->ahead_fork && t->copy_h2d_ahead && t->ahead_join) return (const void *)t->ahead_fork;
+        return (t->ahead_fork || t->copy_h2d_ahead || t->ahead_join) ? (const void *)1 : NULL;
     case VT_CAP_GRAPH: /* all seven members or none */
         if (t->graph_begin && t->graph_end && t->graph_launch && t->graph_free && t->rope_neox_dpos &&
             t->attention_dpos && t->copy_rows_dpos)

@@ -21,10 +21,12 @@
 #define VT_BACKEND_API_SIZE_1_2 (offsetof(vt_backend_api, copy_rows_dpos) + sizeof(void *))
 #define VT_BACKEND_API_SIZE_1_3 (offsetof(vt_backend_api, delta_net_gates) + sizeof(void *))
 #define VT_BACKEND_API_SIZE_1_4 (offsetof(vt_backend_api, copy_h2d_async) + sizeof(void *))
+#define VT_BACKEND_API_SIZE_1_5 (offsetof(vt_backend_api, ahead_join) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_0 (offsetof(vt_model_api, forward) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_1 (offsetof(vt_model_api, memory_needs) + sizeof(void *))
 #define VT_STORE_API_SIZE_1_1 (offsetof(vt_store_api, slot_for_read) + sizeof(void *))
 #define VT_STORE_API_SIZE_1_4 (offsetof(vt_store_api, quiesce) + sizeof(void *))
+#define VT_STORE_API_SIZE_1_5 (offsetof(vt_store_api, join_ahead) + sizeof(void *))
 
 /* The table size a plugin's declared minor requires, for kind; 0 = kind unknown
  * for that minor (a store plugin declaring minor 0). */

@@ -50,6 +50,7 @@ typedef enum pkey {
     PK_IO,
     PK_HOST_ARENA,
     PK_POLICY,
+    PK_PREFETCH,
     PK_PINNED,
     PK_COUNT
 } pkey;
@@ -59,12 +60,12 @@ static const char *const pkey_path[PK_COUNT] = {
     "backend",           "unified_memory",     "kv_cache_tokens",
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
-    "expert_cache.host_arena", "expert_cache.policy", "pinned_budget"};
+    "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch", "pinned_budget"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
-    "expert_cache.host_arena, expert_cache.policy, pinned_budget";
+    "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, pinned_budget";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -362,6 +363,17 @@ const char *vt_config_format_bytes(uint64_t bytes, char *buf, size_t cap)
  * Giving the arena in bytes clears a slot count and the other way round;
  * whether the file gave both is the file parser's check.
  */
+/* The index in names (NULL-terminated) of text, trimmed; -1 if none. */
+static int choice(const char *text, const char *const *names)
+{
+    const char *t;
+    size_t n;
+    trim(text, &t, &n);
+    for (int i = 0; names[i]; i++)
+        if (eq(t, n, names[i])) return i;
+    return -1;
+}
+
 static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text, vt_config_src src)
 {
     vt_status st = VT_OK;
@@ -421,11 +433,10 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     case PK_IO: {
-        const char *s;
-        size_t n;
-        trim(text, &s, &n);
-        if (eq(s, n, "pread") || eq(s, n, "direct")) {
-            p->io_direct = eq(s, n, "direct");
+        static const char *const modes[] = {"pread", "direct", NULL};
+        int k = choice(text, modes);
+        if (k >= 0) {
+            p->io_direct = k == 1;
             p->io_direct_src = src;
         } else {
             vt_set_error("'%s' is not an I/O mode (pread, direct)", text);
@@ -434,15 +445,26 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         break;
     }
     case PK_POLICY: {
-        const char *s;
-        size_t n;
-        trim(text, &s, &n);
-        if (eq(s, n, "lfru") || eq(s, n, "layer") || eq(s, n, "lru")) {
-            p->policy = eq(s, n, "lru") ? VT_POLICY_LRU : eq(s, n, "layer") ? VT_POLICY_LAYER
-                                                                             : VT_POLICY_LFRU;
+        /* in the order of VT_POLICY_* */
+        static const char *const policies[] = {"lfru", "layer", "lru", NULL};
+        int k = choice(text, policies);
+        if (k >= 0) {
+            p->policy = k;
             p->policy_src = src;
         } else {
             vt_set_error("'%s' is not a replacement policy (lfru, layer, lru)", text);
+            st = VT_ERR_INVALID_ARG;
+        }
+        break;
+    }
+    case PK_PREFETCH: {
+        static const char *const modes[] = {"off", "next-layer", NULL};
+        int k = choice(text, modes);
+        if (k >= 0) {
+            p->prefetch = k;
+            p->prefetch_src = src;
+        } else {
+            vt_set_error("'%s' is not a prefetch mode (off, next-layer)", text);
             st = VT_ERR_INVALID_ARG;
         }
         break;
@@ -747,9 +769,9 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
-                                        "policy"};
+                                        "policy", "prefetch"};
     static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
-                                PK_POLICY};
+                                PK_POLICY, PK_PREFETCH};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
@@ -765,7 +787,8 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         int i = 0;
         while (i < N && strcmp(key, names[i])) i++;
         if (i == N)
-            return yp_unknown_key(p, m, full, "store, arena, slots, headroom, io, host_arena, policy");
+            return yp_unknown_key(p, m, full,
+                                  "store, arena, slots, headroom, io, host_arena, policy, prefetch");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1402,6 +1425,10 @@ void vt_config_print(const vt_config *c, FILE *f)
                                           : p->policy == VT_POLICY_LAYER ? "layer"
                                                                          : "lfru");
                 src = p->policy_src;
+                break;
+            case PK_PREFETCH:
+                copy_str(val, sizeof val, p->prefetch ? "next-layer" : "off");
+                src = p->prefetch_src;
                 break;
             case PK_HOST_ARENA:
                 if (p->host_arena_bytes == VT_HOST_ARENA_AUTO) copy_str(val, sizeof val, "auto");

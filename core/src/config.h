@@ -105,6 +105,7 @@ typedef struct vt_config_platform {
     uint64_t headroom_bytes;       vt_config_src headroom_bytes_src;
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
     int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
+    int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: 1 next-layer */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
 } vt_config_platform;

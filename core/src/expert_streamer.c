@@ -43,6 +43,7 @@ typedef struct slot_info {
     uint64_t lprev, lnext;   /* the layer's own LRU list (device tier, policy "layer") */
     uint64_t visit;          /* its layer's acquire count at its last use */
     uint64_t pub;            /* device tier: 1 + the publish generation that filled it (0: none) */
+    int ahead;               /* device tier: filled by a prefetch and not acquired since */
 } slot_info;
 
 /* One tier's slots: an LRU list of used slots and a free list. */
@@ -76,6 +77,12 @@ struct vt_expert_streamer {
     uint64_t pub_gen;        /* publishes issued since the last quiesce carry this */
     int pub_pending;         /* a publish of generation pub_gen may still read its source */
     uint64_t batch;
+    uint64_t keep_batch;     /* during a prefetch: the last acquire's batch, whose slots the
+                              * ops queued after it still read (not a victim); else 0 */
+    int ahead_ok;            /* prefetch: next-layer, with a host tier and the store's
+                              * begin/publish/join_ahead (ABI 1.5) */
+    int ahead_pending;       /* ahead publishes issued since the last join_ahead */
+    vt_streamer_prefetch_stats pstats;
     uint64_t *visits;        /* [n_layer]: acquires of each layer (policy "layer") */
     uint64_t freq_uses;      /* uses since the counts were last halved (policy "lfru") */
     uint64_t rng;            /* victim sampling (policy "lfru"), fixed seed */
@@ -324,6 +331,21 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
     }
     const vt_store_api *sa = p->store_api;
     s->publish = sa->struct_size >= VT_STORE_API_SIZE_1_4 && sa->publish && sa->quiesce;
+    if (p->prefetch) {
+        const char *why = NULL;
+        if (!p->n_host_slots)
+            why = "it copies from the host tier, and there is none (expert_cache.host_arena is 0, "
+                  "or auto under the host store)";
+        else if (!s->publish || sa->struct_size < VT_STORE_API_SIZE_1_5 || !sa->begin_ahead ||
+                 !sa->publish_ahead || !sa->join_ahead)
+            why = "the store has no begin_ahead/publish_ahead/join_ahead (store ABI 1.5)";
+        if (why) {
+            vt_set_error("expert streamer: expert_cache.prefetch: next-layer cannot run: %s", why);
+            vt_streamer_destroy(s);
+            return VT_ERR_UNSUPPORTED;
+        }
+        s->ahead_ok = 1;
+    }
     if (p->n_host_slots && p->host_slot_bytes < p->slot_bytes) {
         vt_set_error("expert streamer: host-tier slots of %" PRIu64 " bytes are smaller than the "
                      "store's slots (%" PRIu64 " bytes)", p->host_slot_bytes, p->slot_bytes);
@@ -359,6 +381,15 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
 static stack *stack_at(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix)
 {
     return &s->stacks[(uint64_t)layer * MAX_MATRICES + matrix];
+}
+
+/* The registered stack of (layer, matrix) holding expert, or NULL. */
+static const stack *stack_of_key(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                                 uint32_t expert)
+{
+    if (layer >= s->p.n_layer || matrix >= s->n_matrices[layer]) return NULL;
+    const stack *k = stack_at(s, layer, matrix);
+    return expert < k->n_expert ? k : NULL;
 }
 
 vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
@@ -497,15 +528,28 @@ static uint64_t evict(vt_expert_streamer *s, uint64_t i)
     x->used = 0;
     t->n_used--;
     s->stats[x->layer].evictions++;
+    if (x->ahead) { /* prefetched, never acquired: a wrong prediction */
+        x->ahead = 0;
+        s->pstats.wasted++;
+        s->pstats.bytes_wasted += stack_at(s, x->layer, x->matrix)->slice_bytes;
+    }
     return i;
 }
 
-/* The least recently used slot of layer l not in the current batch, or NO_SLOT. */
+/* A slot no fill may take now: acquired by the current batch, or, during a
+ * prefetch, by the acquire before it (the ops queued after that acquire read
+ * it while the prefetch's copies run beside them). */
+static int pinned(const vt_expert_streamer *s, const slot_info *x)
+{
+    return x->batch == s->batch || (s->keep_batch && x->batch == s->keep_batch);
+}
+
+/* The least recently used slot of layer l not pinned, or NO_SLOT. */
 static uint64_t layer_victim(vt_expert_streamer *s, uint32_t l)
 {
     tier *t = &s->dev;
     for (uint64_t i = t->ltail[l]; i != NO_SLOT; i = t->slots[i].lprev)
-        if (t->slots[i].batch != s->batch) return i;
+        if (!pinned(s, &t->slots[i])) return i;
     return NO_SLOT;
 }
 
@@ -560,7 +604,7 @@ static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer)
         s->rng ^= s->rng << 17;
         uint64_t i = s->rng % t->n;
         slot_info *x = &t->slots[i];
-        if (!x->used || x->batch == s->batch) continue;
+        if (!x->used || pinned(s, x)) continue;
         uint32_t f = stack_at(s, x->layer, x->matrix)->freq[x->expert];
         uint64_t age = s->visits[x->layer] - x->visit;
         uint32_t d = (layer + L - x->layer) % L; /* 0: this layer, acquired again last */
@@ -602,7 +646,7 @@ static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer)
         if (v != NO_SLOT) return evict(s, v);
     }
     for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev)
-        if (t->slots[i].batch != s->batch) return evict(s, i);
+        if (!pinned(s, &t->slots[i])) return evict(s, i);
     return NO_SLOT;
 }
 
@@ -633,6 +677,7 @@ static vt_status quiesce_publishes(vt_expert_streamer *s)
     }
     s->pub_pending = 0;
     s->pub_gen++;
+    if (st == VT_OK) s->ahead_pending = 0; /* the whole device waited: nothing left to join */
     return st;
 }
 
@@ -669,6 +714,7 @@ static vt_status take_host_slot(vt_expert_streamer *s, uint64_t *out)
 static void give_back(tier *t, uint64_t i)
 {
     t->slots[i].used = 0;
+    t->slots[i].ahead = 0;
     t->slots[i].next = t->free_head;
     t->free_head = i;
 }
@@ -681,6 +727,7 @@ static void claim(tier *t, uint64_t i, uint32_t layer, uint32_t matrix, uint32_t
     x->matrix = matrix;
     x->expert = expert;
     x->used = 1;
+    x->ahead = 0;
     x->batch = batch;
     lru_push_front(t, i);
     t->n_used++;
@@ -927,34 +974,69 @@ full:
     s->tracing = 0;
 }
 
-vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
-                              uint32_t n, const void **out)
+/* The arguments of an acquire or a prefetch (what: its name): the layer
+ * registered, ids in range of every matrix of it; *n_matrices out. */
+static vt_status check_ids(const vt_expert_streamer *s, const char *what, uint32_t layer,
+                           const int32_t *ids, uint32_t n, const void *out, uint32_t *n_matrices)
 {
-    if (!s || (n && (!ids || !out))) {
-        vt_set_error("expert streamer: acquire: NULL argument");
+    if (!s || (n && (!ids || (!out && !strcmp(what, "acquire"))))) {
+        vt_set_error("expert streamer: %s: NULL argument", what);
         return VT_ERR_INVALID_ARG;
     }
     if (layer >= s->p.n_layer || !s->n_matrices[layer]) {
-        vt_set_error("expert streamer: layer %u has no registered expert stacks", layer);
+        vt_set_error("expert streamer: %s: layer %u has no registered expert stacks", what, layer);
         return VT_ERR_INVALID_ARG;
     }
     const uint32_t M = s->n_matrices[layer];
+    uint64_t n_exp = stack_at(s, layer, 0)->n_expert;
+    for (uint32_t m = 1; m < M; m++)
+        if (stack_at(s, layer, m)->n_expert < n_exp) n_exp = stack_at(s, layer, m)->n_expert;
+    for (uint32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (uint64_t)ids[i] >= n_exp) {
+            vt_set_error("expert streamer: %s: expert id %d of layer %u is out of range (%" PRIu64
+                         " experts in %s)", what, ids[i], layer, n_exp,
+                         stack_at(s, layer, 0)->t->name);
+            return VT_ERR_RANGE;
+        }
+    }
+    *n_matrices = M;
+    return VT_OK;
+}
+
+/* join_ahead before an acquire reads a prefetched slot or a fill reuses one.
+ * When it fails the copies are not ordered before the ops: every slot still
+ * marked as prefetched is dropped (its bytes may not be there). */
+static vt_status join_prefetch(vt_expert_streamer *s)
+{
+    if (!s->ahead_pending) return VT_OK;
+    s->ahead_pending = 0;
+    vt_status st = s->p.store_api->join_ahead(s->p.store);
+    if (st == VT_OK) return VT_OK;
+    for (uint64_t i = 0; i < s->dev.n; i++) {
+        slot_info *x = &s->dev.slots[i];
+        if (!x->used || !x->ahead) continue;
+        evict(s, i);
+        s->stats[x->layer].evictions--; /* not an eviction: an error */
+        s->stats[x->layer].fill_errors++;
+        give_back(&s->dev, i);
+    }
+    vt_error_prefix("expert streamer: joining the prefetch copies");
+    return st;
+}
+
+vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                              uint32_t n, const void **out)
+{
+    uint32_t M = 0;
+    vt_status cst = check_ids(s, "acquire", layer, ids, n, out, &M);
+    if (cst != VT_OK) return cst;
     if ((uint64_t)n * M > s->p.n_slots) {
         vt_set_error("expert streamer: layer %u needs %u experts x %u matrices = %" PRIu64
                      " slots at once, the arena has %" PRIu64, layer, n, M, (uint64_t)n * M,
                      s->p.n_slots);
         return VT_ERR_RANGE;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t n_exp = stack_at(s, layer, 0)->n_expert;
-        for (uint32_t m = 1; m < M; m++)
-            if (stack_at(s, layer, m)->n_expert < n_exp) n_exp = stack_at(s, layer, m)->n_expert;
-        if (ids[i] < 0 || (uint64_t)ids[i] >= n_exp) {
-            vt_set_error("expert streamer: expert id %d of layer %u is out of range (%" PRIu64
-                         " experts in %s)", ids[i], layer, n_exp, stack_at(s, layer, 0)->t->name);
-            return VT_ERR_RANGE;
-        }
-    }
+    if ((cst = join_prefetch(s)) != VT_OK) return cst;
     s->batch++;
     if (s->visits) s->visits[layer]++;
     if (s->tracing) trace_add(s, layer, ids, n);
@@ -968,6 +1050,10 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
             slot_info *x = &s->dev.slots[slot];
             if (x->batch == s->batch) continue;
             s->stats[layer].hits++;
+            if (x->ahead) { /* a prediction that came true */
+                x->ahead = 0;
+                s->pstats.used++;
+            }
             x->batch = s->batch;
             if (s->visits) x->visit = s->visits[layer];
             count_use(s, layer, m, (uint32_t)ids[i]);
@@ -993,17 +1079,110 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
     return VT_OK;
 }
 
+/* ------------------------------------------------------------ prefetch */
+
+int vt_streamer_prefetch_on(const vt_expert_streamer *s) { return s && s->ahead_ok; }
+
+/* Copy the host-tier keys of ids (layer) that the device tier lacks into
+ * device slots on the store's ahead queue. A victim is never a slot of the
+ * last acquire (its ops are queued after it) nor of this prefetch; a key the
+ * host tier lacks is skipped (a file read would block here). Stops quietly
+ * when every slot is pinned. */
+vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                               uint32_t n)
+{
+    uint32_t M = 0;
+    vt_status st = check_ids(s, "prefetch", layer, ids, n, NULL, &M);
+    if (st != VT_OK || !s->ahead_ok || !n) return st;
+    const vt_store_api *a = s->p.store_api;
+    s->keep_batch = s->batch;
+    s->batch++;
+    int begun = 0;
+    for (uint32_t i = 0; i < n && st == VT_OK; i++) {
+        for (uint32_t m = 0; m < M; m++) {
+            stack *k = stack_at(s, layer, m);
+            const uint32_t e = (uint32_t)ids[i];
+            uint64_t slot = k->slot_of[e];
+            if (slot != NO_SLOT) { /* resident: keep it for the acquire */
+                s->dev.slots[slot].batch = s->batch;
+                continue;
+            }
+            const uint64_t h = k->hslot_of[e];
+            if (h == NO_SLOT) {
+                s->pstats.skipped++;
+                continue;
+            }
+            if ((slot = take_slot(s, layer)) == NO_SLOT) goto done; /* all pinned */
+            if (!begun && (st = a->begin_ahead(s->p.store)) != VT_OK) {
+                give_back(&s->dev, slot);
+                vt_error_prefix("expert streamer: begin_ahead for layer %u", layer);
+                goto done;
+            }
+            begun = 1;
+            if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, m, e)) {
+                vt_set_error("injected publish failure");
+                st = VT_ERR_IO;
+            } else {
+                double t0 = now_seconds();
+                st = a->publish_ahead(s->p.store, slot, s->host_addr[h], k->slice_bytes);
+                double dt = now_seconds() - t0; /* queueing them: the host's part, as for fills */
+                s->stats[layer].fill_seconds += dt;
+                s->stats[layer].commit_seconds += dt;
+            }
+            if (st != VT_OK) {
+                give_back(&s->dev, slot); /* the key stays absent in the device tier */
+                s->stats[layer].fill_errors++;
+                vt_error_prefix("expert streamer: prefetch of expert %u of %s (layer %u) from "
+                                "host slot %" PRIu64 " into slot %" PRIu64, e, k->t->name, layer,
+                                h, slot);
+                goto done;
+            }
+            s->ahead_pending = 1;
+            s->host.slots[h].batch = s->pub_gen;
+            lru_touch(&s->host, h);
+            claim(&s->dev, slot, layer, m, e, s->batch);
+            s->dev.slots[slot].pub = s->pub_gen + 1;
+            s->dev.slots[slot].ahead = 1;
+            if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
+            s->pub_pending = 1;
+            k->slot_of[e] = slot;
+            s->stats[layer].bytes_filled += k->slice_bytes;
+            s->pstats.issued++;
+            s->pstats.bytes_issued += k->slice_bytes;
+        }
+    }
+done:
+    s->keep_batch = 0;
+    return st;
+}
+
+vt_status vt_streamer_prefetch_stats_get(const vt_expert_streamer *s,
+                                         vt_streamer_prefetch_stats *out)
+{
+    if (!s || !out) return VT_ERR_INVALID_ARG;
+    *out = s->pstats;
+    return VT_OK;
+}
+
 /* ------------------------------------------------------------ counters */
+
+/* The stats getters' arguments: VT_OK with layer in range or < 0 (totals). */
+static vt_status stats_args(const vt_expert_streamer *s, int32_t layer, const void *out)
+{
+    if (!s || !out) return VT_ERR_INVALID_ARG;
+    if (layer >= 0 && (uint32_t)layer >= s->p.n_layer) {
+        vt_set_error("expert streamer: stats of layer %d: only %u layers", layer, s->p.n_layer);
+        return VT_ERR_RANGE;
+    }
+    return VT_OK;
+}
 
 vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_expert_stats *out)
 {
-    if (!s || !out) return VT_ERR_INVALID_ARG;
+    vt_status st = stats_args(s, layer, out);
+    if (st != VT_OK) return st;
     memset(out, 0, sizeof *out);
     if (layer >= 0) {
-        if ((uint32_t)layer >= s->p.n_layer) {
-            vt_set_error("expert streamer: stats of layer %d: only %u layers", layer, s->p.n_layer);
-            return VT_ERR_RANGE;
-        }
         *out = s->stats[layer];
         return VT_OK;
     }
@@ -1028,21 +1207,17 @@ uint64_t vt_streamer_host_pinned_bytes(const vt_expert_streamer *s) { return s->
 int vt_streamer_is_host_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                                  uint32_t expert)
 {
-    if (layer >= s->p.n_layer || matrix >= s->n_matrices[layer]) return 0;
-    const stack *k = stack_at(s, layer, matrix);
-    return k->hslot_of && expert < k->n_expert && k->hslot_of[expert] != NO_SLOT;
+    const stack *k = stack_of_key(s, layer, matrix, expert);
+    return k && k->hslot_of && k->hslot_of[expert] != NO_SLOT;
 }
 
 vt_status vt_streamer_host_stats_get(const vt_expert_streamer *s, int32_t layer,
                                      vt_streamer_host_stats *out)
 {
-    if (!s || !out) return VT_ERR_INVALID_ARG;
+    vt_status st = stats_args(s, layer, out);
+    if (st != VT_OK) return st;
     memset(out, 0, sizeof *out);
     if (layer >= 0) {
-        if ((uint32_t)layer >= s->p.n_layer) {
-            vt_set_error("expert streamer: stats of layer %d: only %u layers", layer, s->p.n_layer);
-            return VT_ERR_RANGE;
-        }
         *out = s->hstats[layer];
         return VT_OK;
     }
@@ -1153,9 +1328,8 @@ int vt_streamer_io_direct(const vt_expert_streamer *s) { return s->direct; }
 int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                             uint32_t expert)
 {
-    if (layer >= s->p.n_layer || matrix >= s->n_matrices[layer]) return 0;
-    const stack *k = stack_at(s, layer, matrix);
-    return expert < k->n_expert && k->slot_of[expert] != NO_SLOT;
+    const stack *k = stack_of_key(s, layer, matrix, expert);
+    return k && k->slot_of[expert] != NO_SLOT;
 }
 
 void vt_streamer_set_reader(vt_expert_streamer *s, vt_streamer_read_fn fn, void *ctx)

@@ -73,7 +73,21 @@ typedef struct vt_streamer_params {
     uint64_t host_slot_bytes;   /* >= slot_bytes */
     const vt_backend *backend;  /* pins the host tier when it declares pinned_host_alloc;
                                  * may be NULL (pageable); must outlive the streamer */
+    int prefetch;               /* expert_cache.prefetch: 1 next-layer (needs the host tier
+                                 * and a store with the ahead publishes, else create fails
+                                 * with VT_ERR_UNSUPPORTED naming the reason) */
 } vt_streamer_params;
+
+/* Prefetch counters (not part of the ABI). A prefetched key counts as a
+ * device hit when an acquire then asks for it; its bytes are in
+ * bytes_filled, not in misses. */
+typedef struct vt_streamer_prefetch_stats {
+    uint64_t issued;        /* keys copied ahead from the host tier */
+    uint64_t used;          /* of those, acquired before being evicted */
+    uint64_t wasted;        /* of those, evicted before any acquire asked for them */
+    uint64_t skipped;       /* predicted keys the host tier lacked (not copied) */
+    uint64_t bytes_issued, bytes_wasted;
+} vt_streamer_prefetch_stats;
 
 /* Host-tier counters, per layer or summed (not part of the ABI). */
 typedef struct vt_streamer_host_stats {
@@ -94,6 +108,12 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
 vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
                               uint32_t n, const void **out);
 vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_expert_stats *out);
+/* See vt_host_api.experts_prefetch / experts_prefetch_on (ABI 1.5). */
+vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                               uint32_t n);
+int vt_streamer_prefetch_on(const vt_expert_streamer *s);
+vt_status vt_streamer_prefetch_stats_get(const vt_expert_streamer *s,
+                                         vt_streamer_prefetch_stats *out);
 
 /* Introspection for tests and --stats. */
 uint64_t vt_streamer_n_slots(const vt_expert_streamer *s);

@@ -134,6 +134,14 @@ static vt_status hs_quiesce(vt_store *s)
     return VT_OK;
 }
 
+/* ABI 1.5: host memory has one queue, the caller's thread: an ahead publish
+ * is a publish (nothing to overlap, nothing to order). */
+static vt_status hs_no_queue(vt_store *s)
+{
+    (void)s;
+    return VT_OK;
+}
+
 static const vt_store_api host_store_api = {
     .struct_size = sizeof(vt_store_api),
     .required_caps = host_required,
@@ -146,6 +154,9 @@ static const vt_store_api host_store_api = {
     .slot_for_read = hs_slot_for_read,
     .publish = hs_publish,
     .quiesce = hs_quiesce,
+    .begin_ahead = hs_no_queue,
+    .publish_ahead = hs_publish,
+    .join_ahead = hs_no_queue,
 };
 
 const vt_store_api *vt_host_store_api(void) { return &host_store_api; }

@@ -17,7 +17,7 @@ enum {
     K_COPY_H2D, K_COPY_D2H, K_COPY_D2D, K_MEMSET, K_RMS_NORM, K_L2_NORM, K_ROPE, K_ATTENTION,
     K_SSM_CONV, K_DELTA_NET, K_UNARY, K_BINARY, K_SCALE, K_MUL_ROWS, K_COPY_2D, K_GATHER,
     K_SCATTER, K_TOPK, K_MOE_ROUTE, K_MOE_FFN, K_MUL_ACT, K_ADD_RMS_NORM, K_DELTA_GATES,
-    K_COPY_H2D_ASYNC,
+    K_COPY_H2D_ASYNC, K_COPY_H2D_AHEAD,
     K_FIXED,
     K_GET_ROWS = K_FIXED,                  /* + type */
     K_MAT_MUL = K_GET_ROWS + VT_TYPE_SLOTS, /* + 2 * type + (routed expert) */
@@ -28,7 +28,8 @@ static const char *const fixed_names[K_FIXED] = {
     "copy_h2d", "copy_d2h", "copy_d2d", "memset_zero", "rms_norm", "l2_norm", "rope_neox",
     "attention", "ssm_conv", "gated_delta_net", "unary", "binary", "scale", "mul_rows",
     "copy_2d", "gather_rows", "scatter_add", "softmax_topk", "moe_route", "moe_ffn", "mul_act", "add_rms_norm",
-    "delta_net_gates", "copy_h2d_async (expert publish)"};
+    "delta_net_gates", "copy_h2d_async (expert publish)",
+    "copy_h2d_ahead (expert prefetch)"};
 
 struct vt_op_profile {
     vt_capability *caps;   /* all_ops: the real list with graph declared ABSENT */
@@ -93,6 +94,13 @@ static vt_op_profile *lookup(const vt_backend_ctx *ctx)
 static vt_status w_copy_h2d_async(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
 {
     PROFILED(K_COPY_H2D_ASYNC, R->copy_h2d_async(ctx, d, s, n))
+}
+
+/* the prefetch's copies on the second queue: timed with a synchronize (of
+ * the whole device) too, so under the profile nothing overlaps */
+static vt_status w_copy_h2d_ahead(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
+{
+    PROFILED(K_COPY_H2D_AHEAD, R->copy_h2d_ahead(ctx, d, s, n))
 }
 
 static vt_status w_copy_h2d(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
@@ -271,6 +279,8 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
     WRAP(softmax_topk, w_topk);
     if (real->struct_size >= VT_BACKEND_API_SIZE_1_4) /* members of ABI 1.4 */
         WRAP(copy_h2d_async, w_copy_h2d_async);
+    if (real->struct_size >= VT_BACKEND_API_SIZE_1_5 && real->copy_h2d_ahead) /* ABI 1.5 */
+        WRAP(copy_h2d_ahead, w_copy_h2d_ahead);
     if (real->struct_size >= VT_BACKEND_API_SIZE_1_2) { /* members of ABI 1.2 */
         WRAP(moe_route, w_moe_route);
         WRAP(moe_ffn, w_moe_ffn);

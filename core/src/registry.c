@@ -124,6 +124,8 @@ static const vt_host_api host_table = {
     .pinned_reserve = host_pinned_reserve,
     .pinned_release = host_pinned_release,
     .note_fallback = host_note_fallback,
+    .experts_prefetch_on = vt_streamer_prefetch_on,
+    .experts_prefetch = vt_streamer_prefetch,
 };
 
 const vt_host_api *vt_host_table(void) { return &host_table; }
@@ -220,6 +222,12 @@ static vt_status check_store(const vt_plugin_desc *d, char *why, size_t why_cap)
     if (d->abi_minor >= 4 && !t->publish != !t->quiesce) {
         snprintf(why, why_cap, "publish and quiesce (ABI 1.4) must be given together or not at "
                  "all (%s is NULL)", t->publish ? "quiesce" : "publish");
+        return VT_ERR_ABI;
+    }
+    if (d->abi_minor >= 5 && !(!t->begin_ahead == !t->publish_ahead && !t->publish_ahead == !t->join_ahead &&
+                               (!t->publish_ahead || t->publish))) {
+        snprintf(why, why_cap, "begin_ahead, publish_ahead and join_ahead (ABI 1.5) must be given "
+                 "together, and with publish, or not at all");
         return VT_ERR_ABI;
     }
     if (t->n_required_caps && !t->required_caps) {

@@ -422,6 +422,8 @@ static const vt_capability cpu_caps[] = {
     ABSENT(VT_CAP_OP_DELTA_NET_GATES, VT_CPU_NO_FUSION),
     ABSENT(VT_CAP_COPY_H2D_ASYNC, "device memory is host memory: copy_h2d is a memcpy on the "
            "calling thread, with nothing to overlap"),
+    ABSENT(VT_CAP_COPY_H2D_AHEAD, "device memory is host memory: there is no second copy queue "
+           "to run beside the ops"),
     /* weight types: every id that vt/types.h names */
     TYPE_PRESENT(VT_TYPE_F32),
     TYPE_PRESENT(VT_TYPE_F16),

@@ -209,6 +209,9 @@ extern "C" void vt_gpu_shutdown(vt_backend_ctx *ctx)
     if (vt_gpu_set_device(ctx->device) == vt_gpu_success) (void)vt_gpu_device_synchronize();
     (void)vt_gpu_get_last_error();
     vt_gpu_ops_release(ctx);
+    if (ctx->ev_fork) (void)vt_gpu_event_destroy((vt_gpu_event)ctx->ev_fork);
+    if (ctx->ev_join) (void)vt_gpu_event_destroy((vt_gpu_event)ctx->ev_join);
+    if (ctx->ahead_stream) (void)vt_gpu_stream_destroy((vt_gpu_stream)ctx->ahead_stream);
     if (ctx->stream) (void)vt_gpu_stream_destroy((vt_gpu_stream)ctx->stream);
     (void)vt_gpu_get_last_error();
     free(ctx);
@@ -368,6 +371,86 @@ extern "C" vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const
         char h[32];
         vt_gpu_human_bytes(bytes, h, sizeof h);
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_async of %s (%zu bytes, %p -> "
+                           "%p) on device %d failed: %s", h, bytes, src, dst, ctx->device,
+                           vt_gpu_get_error_string(e));
+    }
+    return VT_OK;
+}
+
+/* ABI 1.5: the second copy queue. The fork records an event on the
+ * context's stream (which the synchronous copies' legacy stream is ordered
+ * with, so it covers them too) and makes the ahead stream wait for it; the
+ * join records one on the ahead stream and makes the context's stream wait.
+ * Neither blocks the host. */
+static vt_status ahead_setup(vt_backend_ctx *ctx, const char *op)
+{
+    if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s: ctx is NULL", op);
+    if (ctx->capturing)
+        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: not allowed while a graph is "
+                           "being recorded (graph_begin .. graph_end)", op);
+    vt_status st = vt_gpu_select_device(ctx, op);
+    if (st) return st;
+    if (ctx->ahead_stream) return VT_OK;
+    vt_gpu_stream as = NULL;
+    vt_gpu_event f = NULL, j = NULL;
+    vt_gpu_error e = vt_gpu_stream_create_nonblocking(&as);
+    if (e == vt_gpu_success) e = vt_gpu_event_create(&f);
+    if (e == vt_gpu_success) e = vt_gpu_event_create(&j);
+    if (e != vt_gpu_success) {
+        if (j) (void)vt_gpu_event_destroy(j);
+        if (f) (void)vt_gpu_event_destroy(f);
+        if (as) (void)vt_gpu_stream_destroy(as);
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s: creating the ahead copy stream "
+                           "and its events on device %d failed: %s", op, ctx->device,
+                           vt_gpu_get_error_string(e));
+    }
+    ctx->ahead_stream = (void *)as;
+    ctx->ev_fork = (void *)f;
+    ctx->ev_join = (void *)j;
+    return VT_OK;
+}
+
+static vt_status ahead_order(vt_backend_ctx *ctx, const char *op, void *ev, void *after,
+                             void *waiter)
+{
+    vt_gpu_error e = vt_gpu_event_record((vt_gpu_event)ev, (vt_gpu_stream)after);
+    if (e == vt_gpu_success) e = vt_gpu_stream_wait_event((vt_gpu_stream)waiter, (vt_gpu_event)ev);
+    if (e != vt_gpu_success)
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s on device %d failed: %s", op,
+                           ctx->device, vt_gpu_get_error_string(e));
+    return VT_OK;
+}
+
+extern "C" vt_status vt_gpu_ahead_fork(vt_backend_ctx *ctx)
+{
+    vt_status st = ahead_setup(ctx, "ahead_fork");
+    if (st) return st;
+    return ahead_order(ctx, "ahead_fork", ctx->ev_fork, ctx->stream, ctx->ahead_stream);
+}
+
+extern "C" vt_status vt_gpu_ahead_join(vt_backend_ctx *ctx)
+{
+    vt_status st = ahead_setup(ctx, "ahead_join");
+    if (st) return st;
+    vt_gpu_xq_forget(ctx); /* the joined copies may have overwritten its source */
+    return ahead_order(ctx, "ahead_join", ctx->ev_join, ctx->ahead_stream, ctx->stream);
+}
+
+extern "C" vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, void *dst, const void *src,
+                                           size_t bytes)
+{
+    vt_status st = ahead_setup(ctx, "copy_h2d_ahead");
+    if (st) return st;
+    if (!bytes) return VT_OK;
+    if (!dst || !src)
+        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "copy_h2d_ahead of %zu bytes: NULL %s "
+                           "pointer", bytes, dst ? "source" : "destination");
+    vt_gpu_error e = vt_gpu_memcpy_async(dst, src, bytes, vt_gpu_memcpy_h2d,
+                                         (vt_gpu_stream)ctx->ahead_stream);
+    if (e != vt_gpu_success) {
+        char h[32];
+        vt_gpu_human_bytes(bytes, h, sizeof h);
+        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_ahead of %s (%zu bytes, %p -> "
                            "%p) on device %d failed: %s", h, bytes, src, dst, ctx->device,
                            vt_gpu_get_error_string(e));
     }

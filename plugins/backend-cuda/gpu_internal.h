@@ -87,6 +87,9 @@ struct vt_backend_ctx {
     int ring_state;       /* 0 untried, 1 ready, -1 unavailable */
     void *stream;         /* vt_gpu_stream every op runs on (blocking: ordered with the
                              legacy stream that the synchronous copies use); NULL: legacy */
+    /* ABI 1.5 ahead copies: a non-blocking stream and the fork / join events
+     * (created at the first ahead_fork; NULL until then) */
+    void *ahead_stream, *ev_fork, *ev_join;
     int capturing;        /* between graph_begin and graph_end (ops are recorded) */
     int n_sm;             /* the device's multiprocessors (grid sizes of the matvecs) */
     int int8_dot;         /* one-token matvecs of Q8_0/Q5_0/Q4_K/Q6_K on int8 activations
@@ -169,6 +172,10 @@ void vt_gpu_free_mem(vt_backend_ctx *ctx, void *ptr);
 /* Synchronous copies: the data is at dst when they return. */
 vt_status vt_gpu_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+/* ABI 1.5: the second copy queue (gpu_backend.cu) */
+vt_status vt_gpu_ahead_fork(vt_backend_ctx *ctx);
+vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+vt_status vt_gpu_ahead_join(vt_backend_ctx *ctx);
 vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 vt_status vt_gpu_copy_d2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 /* bytes of device memory at dst set to 0 by a kernel; complete on return. */

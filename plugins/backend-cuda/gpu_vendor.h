@@ -55,6 +55,13 @@ typedef hipGraph_t vt_gpu_graph_t;
 typedef hipGraphExec_t vt_gpu_graph_exec;
 #define vt_gpu_stream_create(s) hipStreamCreateWithFlags((s), hipStreamDefault)
 #define vt_gpu_stream_destroy hipStreamDestroy
+/* the second copy queue (ahead copies): not ordered with the legacy stream */
+#define vt_gpu_stream_create_nonblocking(s) hipStreamCreateWithFlags((s), hipStreamNonBlocking)
+typedef hipEvent_t vt_gpu_event;
+#define vt_gpu_event_create(e) hipEventCreateWithFlags((e), hipEventDisableTiming)
+#define vt_gpu_event_destroy hipEventDestroy
+#define vt_gpu_event_record hipEventRecord
+#define vt_gpu_stream_wait_event(s, e) hipStreamWaitEvent((s), (e), 0)
 #define vt_gpu_stream_begin_capture(s) hipStreamBeginCapture((s), hipStreamCaptureModeThreadLocal)
 #define vt_gpu_stream_end_capture hipStreamEndCapture
 #define vt_gpu_graph_instantiate(e, g) hipGraphInstantiate((e), (g), NULL, NULL, 0)
@@ -104,6 +111,13 @@ typedef cudaGraph_t vt_gpu_graph_t;
 typedef cudaGraphExec_t vt_gpu_graph_exec;
 #define vt_gpu_stream_create(s) cudaStreamCreateWithFlags((s), cudaStreamDefault)
 #define vt_gpu_stream_destroy cudaStreamDestroy
+/* the second copy queue (ahead copies): not ordered with the legacy stream */
+#define vt_gpu_stream_create_nonblocking(s) cudaStreamCreateWithFlags((s), cudaStreamNonBlocking)
+typedef cudaEvent_t vt_gpu_event;
+#define vt_gpu_event_create(e) cudaEventCreateWithFlags((e), cudaEventDisableTiming)
+#define vt_gpu_event_destroy cudaEventDestroy
+#define vt_gpu_event_record cudaEventRecord
+#define vt_gpu_stream_wait_event(s, e) cudaStreamWaitEvent((s), (e), 0)
 #define vt_gpu_stream_begin_capture(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeThreadLocal)
 #define vt_gpu_stream_end_capture cudaStreamEndCapture
 #define vt_gpu_graph_instantiate(e, g) cudaGraphInstantiate((e), (g), 0)

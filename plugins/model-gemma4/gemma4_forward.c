@@ -258,8 +258,21 @@ static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
         .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
         .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
     if (!m->experts) return A->moe_ffn(c, &a);
-    return vt_util_moe_ffn_streamed(m->host, A, c, m->experts, il, &a, m->topk_ids, m->exp_count,
-                                    m->exp_ids, m->exp_slots, gemma4_table_cb, m, "gemma4");
+    /* prefetch at decode: the next MoE layer's router input (as g4_experts)
+     * from this layer's residual x (a prediction), top-k after this layer's */
+    uint32_t n_ahead = 0, il_next = il + 1;
+    if (T == 1 && il_next < hp->n_layer && m->layers[il_next].router.data &&
+        vt_util_prefetch_on(m->host, m->experts)) {
+        const gemma4_layer *nl = &m->layers[il_next];
+        TRY(A->rms_norm(c, m->x, E, nl->router_scale, m->ah_h, E, 1, E, hp->eps));
+        TRY(A->scale(c, m->ah_h, m->ah_h, E, 1.0f / sqrtf((float)E)));
+        TRY(g4_mm(m, &nl->router, m->ah_h, E, m->ah_logits, nx, 1));
+        TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
+        n_ahead = (uint32_t)K;
+    }
+    return vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
+                                          m->exp_count, m->exp_ids, m->exp_slots, gemma4_table_cb,
+                                          m, "gemma4", il_next, n_ahead);
 }
 
 static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)

@@ -1019,7 +1019,10 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&moe_extra, TF * 4 + ((size_t)hp->n_expert + 1) * 2 + 1024, 1},
         {&m->f_m, T, E}, {&m->f_e, T, E},
         {&m->r_logits, T, hp->n_expert ? hp->n_expert : 1},
-        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1}, {&d_pos_f, 2, 1},
+        /* r_ids: + top-k for the next layer's predicted ids (prefetch) */
+        {&r_ids_f, TF + hp->n_expert_used, 1}, {&m->r_w, TF, 1}, {&d_pos_f, 2, 1},
+        {&m->ah_h, 1, E}, {&m->ah_logits, 1, hp->n_expert ? hp->n_expert : 1},
+        {&m->ah_w, 1, hp->n_expert_used ? hp->n_expert_used : 1},
         {&m->s_k, T, max_kv}, {&m->s_v, T, max_kv},
         {&m->ple, T, LP ? LP : 1}, {&m->ple_tmp, T, LP ? LP : 1},
         {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
@@ -1060,7 +1063,8 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
     size_t k = hp->n_expert ? hp->n_expert_used : 1;
     const vt_host_api *H = m->host;
     if (!(m->pos = gemma4_calloc(H, T, sizeof *m->pos, "the host scratch: positions")) ||
-        !(m->topk_ids = gemma4_calloc(H, T * k, sizeof *m->topk_ids, "the top-k expert ids")) ||
+        !(m->topk_ids = gemma4_calloc(H, (T + 1) * k, sizeof *m->topk_ids,
+                                      "the top-k expert ids")) || /* + a prediction */
         !(m->topk_w = gemma4_calloc(H, T * k, sizeof *m->topk_w, "the top-k expert weights")) ||
         !(m->exp_count = gemma4_calloc(H, (size_t)hp->n_expert + 2, sizeof *m->exp_count,
                                        "the per-expert counts")) ||

@@ -283,6 +283,19 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
     TRY(A->moe_route(c, m->r_logits, T, nx, K, 1, NULL, m->r_ids, m->r_w));
+    /* prefetch at decode: layer il+1's router on this layer's residual x,
+     * normed by layer il+1's pre-FFN norm (its attention's output is not
+     * known yet: a prediction), top-k ids after this layer's */
+    uint32_t n_ahead = 0;
+    if (T == 1 && il + 1 < hp->n_layer && vt_util_prefetch_on(m->host, m->experts)) {
+        const qwen35_layer *nl = &m->layers[il + 1];
+        const int merged = m->fuse && nl->w_rg.data;
+        TRY(A->rms_norm(c, m->x, E, nl->post_norm, m->ah_h, E, 1, E, hp->eps));
+        TRY(q35_mm(m, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
+                   merged ? nx + 1 : nx, 1));
+        TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
+        n_ahead = (uint32_t)K;
+    }
     const qwen35_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
     const qwen35_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
     void **tab = m->exp_tab[il];
@@ -295,8 +308,9 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
         .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
         .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
     if (!m->experts) return A->moe_ffn(c, &a);
-    return vt_util_moe_ffn_streamed(m->host, A, c, m->experts, il, &a, m->topk_ids, m->exp_count,
-                                    m->exp_ids, m->exp_slots, qwen35_table_cb, m, "qwen35");
+    return vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
+                                          m->exp_count, m->exp_ids, m->exp_slots, qwen35_table_cb,
+                                          m, "qwen35", il + 1, n_ahead);
 }
 
 /* Routed experts through the per-expert ops (a backend without the fused

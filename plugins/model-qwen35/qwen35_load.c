@@ -1212,7 +1212,10 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&m->f_x, TF, E}, {&m->f_g, TF, n_ff}, {&m->f_u, TF, n_ff}, {&m->f_y, TF, E},
         {&moe_extra, TF * 4 + ((size_t)hp->n_expert + 1) * 2 + 1024, 1},
         {&m->f_gamma, T, 1},
-        {&r_ids_f, TF, 1}, {&m->r_w, TF, 1}, {&d_pos_f, T, 1},
+        /* r_ids: + top-k for the next layer's predicted ids (prefetch) */
+        {&r_ids_f, TF + hp->n_expert_used, 1}, {&m->r_w, TF, 1}, {&d_pos_f, T, 1},
+        {&m->ah_h, 1, E}, {&m->ah_logits, 1, (size_t)hp->n_expert + 1},
+        {&m->ah_w, 1, q35_max3(hp->n_expert_used, 1, 1)},
         {&m->s_k, T, q35_max3(max_nkv * hd, 1, 1)}, {&m->s_v, T, q35_max3(max_nkv * hd, 1, 1)},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
@@ -1252,7 +1255,7 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
     size_t k = hp->is_moe ? hp->n_expert_used : 1;
     const vt_host_api *H = m->host;
     if (!(m->pos = qwen35_calloc(H, T, sizeof *m->pos, "the host scratch: positions")) ||
-        !(m->topk_ids = qwen35_calloc(H, T * k, sizeof *m->topk_ids,
+        !(m->topk_ids = qwen35_calloc(H, (T + 1) * k, sizeof *m->topk_ids, /* + a prediction */
                                       "the host scratch: top-k expert ids")) ||
         !(m->topk_w = qwen35_calloc(H, T * k, sizeof *m->topk_w,
                                     "the host scratch: top-k expert weights")) ||

@@ -22,6 +22,9 @@
  * ops, no synchronize: the ops after it read the slot, the ops before it
  * have read the old bytes by then), else with copy_h2d; quiesce()
  * synchronizes the backend, after which every publish's source is free.
+ * begin_ahead / publish_ahead / join_ahead (ABI 1.5, the streamer's
+ * prefetch) use the backend's second copy queue (copy.h2d_ahead: fork,
+ * copies, join), else publish in order with a noted fallback.
  * It requires the backend's memory_probe: its arena is sized from the probed
  * total at configuration time (residency.c), so a backend without a probe is
  * refused there, by name, before anything is allocated.
@@ -46,6 +49,8 @@ struct vt_store {
     int staging_pinned;    /* 1: host_alloc_pinned, budget reserved; 0: malloc */
     uint64_t staged;       /* slot handed out by slot_for_write; UINT64_MAX: none */
     int async_copy;        /* backend declares copy.h2d_async PRESENT */
+    int ahead_copy;        /* backend declares copy.h2d_ahead PRESENT (ABI 1.5) */
+    int ahead_noted;       /* the in-order fallback of the ahead publishes was noted */
 };
 
 static const uint32_t device_required[] = {VT_CAP_MEMORY_PROBE};
@@ -124,6 +129,9 @@ static vt_status sd_create(const vt_store_params *p, vt_store **out)
     s->staged = UINT64_MAX;
     const vt_backend_api *a = s->be->api;
     s->async_copy = cap_present(a, VT_CAP_COPY_H2D_ASYNC) && a->copy_h2d_async;
+    s->ahead_copy = a->struct_size >= offsetof(vt_backend_api, ahead_join) + sizeof(void *) &&
+                    cap_present(a, VT_CAP_COPY_H2D_AHEAD) && a->ahead_fork && a->copy_h2d_ahead &&
+                    a->ahead_join;
     char what[96];
     snprintf(what, sizeof what, "expert arena (%llu slots of %llu bytes)",
              (unsigned long long)s->n_slots, (unsigned long long)s->stride);
@@ -231,6 +239,38 @@ static vt_status sd_publish(vt_store *s, uint64_t slot, const void *src, uint64_
                          : a->copy_h2d(s->be->ctx, dst, src, (size_t)bytes);
 }
 
+/* ABI 1.5: on the backend's second copy queue (copy.h2d_ahead), else in
+ * order with the ops as publish (correct, nothing overlaps: said once). */
+static vt_status sd_begin_ahead(vt_store *s)
+{
+    if (s->ahead_copy) return s->be->api->ahead_fork(s->be->ctx);
+    if (!s->ahead_noted) {
+        s->ahead_noted = 1;
+        s->host->note_fallback("store device: prefetch copies run in order with the ops (the "
+                               "backend has no copy.h2d_ahead): they do not overlap compute");
+    }
+    return VT_OK;
+}
+
+static vt_status sd_publish_ahead(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
+{
+    if (!s->ahead_copy) return sd_publish(s, slot, src, bytes);
+    if (slot >= s->n_slots || bytes > s->slot_bytes || !src || s->staged != UINT64_MAX) {
+        s->host->set_error("store device: ahead publish of %llu bytes into slot %llu (%llu slots "
+                           "of %llu bytes)%s", (unsigned long long)bytes, (unsigned long long)slot,
+                           (unsigned long long)s->n_slots, (unsigned long long)s->slot_bytes,
+                           !src ? " from a NULL source"
+                           : s->staged != UINT64_MAX ? " while a slot is staged" : "");
+        return VT_ERR_INVALID_ARG;
+    }
+    return s->be->api->copy_h2d_ahead(s->be->ctx, s->arena + slot * s->stride, src, (size_t)bytes);
+}
+
+static vt_status sd_join_ahead(vt_store *s)
+{
+    return s->ahead_copy ? s->be->api->ahead_join(s->be->ctx) : VT_OK;
+}
+
 static vt_status sd_quiesce(vt_store *s)
 {
     return s->be->api->synchronize(s->be->ctx);
@@ -258,6 +298,9 @@ static const vt_store_api device_store_api = {
     .slot_for_read = sd_slot_for_read,
     .publish = sd_publish,
     .quiesce = sd_quiesce,
+    .begin_ahead = sd_begin_ahead,
+    .publish_ahead = sd_publish_ahead,
+    .join_ahead = sd_join_ahead,
 };
 
 static const vt_plugin_desc device_store_desc = {

@@ -172,6 +172,9 @@ static void build(void)
 #if FAKE_ABI_MINOR >= 4
     caps[n++] = (vt_capability){VT_CAP_COPY_H2D_ASYNC, VT_CAP_ABSENT, "fake backend computes nothing"};
 #endif
+#if FAKE_ABI_MINOR >= 5
+    caps[n++] = (vt_capability){VT_CAP_COPY_H2D_AHEAD, VT_CAP_ABSENT, "fake backend computes nothing"};
+#endif
 #ifndef FAKE_NO_PROBE
     for (uint32_t i = 0; i < n; i++)
         if (caps[i].id == VT_CAP_MEMORY_PROBE) caps[i] = (vt_capability){VT_CAP_MEMORY_PROBE, VT_CAP_PRESENT, NULL};
@@ -187,7 +190,7 @@ static void build(void)
         if (id == VT_CAP_PINNED_HOST_ALLOC || id == VT_CAP_ASYNC_QUEUE || id == VT_CAP_PEER_COPY ||
             id == VT_CAP_MEMORY_PROBE || id == VT_CAP_DEVICE_NAME || id == VT_CAP_OP_MOE_ROUTE ||
             id == VT_CAP_OP_MOE_FFN || id == VT_CAP_GRAPH || id == VT_CAP_OP_MUL_ACT ||
-            id == VT_CAP_OP_ADD_RMS_NORM || id == VT_CAP_COPY_H2D_ASYNC ||
+            id == VT_CAP_OP_ADD_RMS_NORM || id == VT_CAP_COPY_H2D_ASYNC || id == VT_CAP_COPY_H2D_AHEAD ||
             id == VT_CAP_OP_DELTA_NET_GATES) /* stay ABSENT: models compose them */
             continue;
 #ifdef FAKE_DISCRETE

@@ -44,7 +44,10 @@
  * (VT_CAP_COPY_H2D_ASYNC): a host-to-device copy queued with the ops that
  * returns before it completes, which the expert streamer's host tier uses
  * to overlap the copies of a layer's misses (a backend without it is
- * served by copy_h2d).
+ * served by copy_h2d). 1.5 appends a second copy queue beside the ops
+ * (ahead_fork, copy_h2d_ahead, ahead_join under VT_CAP_COPY_H2D_AHEAD), on
+ * which the expert streamer copies the experts it predicts for the next
+ * layer while the current one computes.
  */
 #ifndef VT_BACKEND_H
 #define VT_BACKEND_H
@@ -92,7 +95,8 @@ typedef enum vt_cap_id {
     VT_CAP_OP_ADD_RMS_NORM = 34,         /* add_rms_norm(): residual add, then rms_norm (ABI 1.3) */
     VT_CAP_OP_DELTA_NET_GATES = 35,      /* delta_net_gates(): beta and g of §5.7.1 (ABI 1.3) */
     VT_CAP_COPY_H2D_ASYNC = 36,          /* copy_h2d_async(): queued H2D copy (ABI 1.4) */
-    VT_CAP_FIXED_COUNT = 37, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
+    VT_CAP_COPY_H2D_AHEAD = 37,          /* ahead_fork/copy_h2d_ahead/ahead_join (ABI 1.5) */
+    VT_CAP_FIXED_COUNT = 38, /* ids 0 .. VT_CAP_FIXED_COUNT-1 (unused ids are skipped) */
     /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
     VT_CAP_MAT_MUL_BASE = 64,
     VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
@@ -509,6 +513,31 @@ typedef struct vt_backend_api {
      * reported by the next synchronize().
      */
     vt_status (*copy_h2d_async)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+    /* ---- ABI 1.5 (read only when the plugin's abi_minor >= 5) ---- */
+    /*
+     * Capability VT_CAP_COPY_H2D_AHEAD (all three or none): host-to-device
+     * copies on a second queue that runs beside the context's ops.
+     *   ahead_fork(ctx)      copies issued by copy_h2d_ahead after this call
+     *                        start only once every op and copy issued on the
+     *                        context before it has finished (so they may
+     *                        overwrite memory those ops read);
+     *   copy_h2d_ahead(...)  queue one copy on the second queue and return;
+     *                        it runs concurrently with the ops issued after
+     *                        the fork, which must neither read nor write dst
+     *                        before the next ahead_join;
+     *   ahead_join(ctx)      every op and copy issued on the context after
+     *                        this call starts only once every copy_h2d_ahead
+     *                        issued before it has finished.
+     * synchronize() waits for the second queue too. src must stay allocated
+     * and unchanged until the join's ops or synchronize() have passed.
+     * Refused while a graph records. Errors: VT_ERR_INVALID_ARG (NULL
+     * pointer with bytes > 0); a failure of a copy itself may be reported by
+     * the next synchronize(). The host never waits in any of the three.
+     */
+    vt_status (*ahead_fork)(vt_backend_ctx *ctx);
+    vt_status (*copy_h2d_ahead)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    vt_status (*ahead_join)(vt_backend_ctx *ctx);
 } vt_backend_api;
 
 /* A backend instance as the core and models see it. Owned by the core: valid

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 4
+#define VT_ABI_MINOR 5
 
 #define VT_PLUGIN_ENTRY_SYMBOL "vt_plugin_entry"
 
@@ -162,6 +162,26 @@ typedef struct vt_host_api {
     /* Record a fallback that changes where or how work runs (pinned -> pageable
      * staging, ...): logged at WARN with `what` and counted (vt run --stats). */
     void (*note_fallback)(const char *what);
+
+    /* ---- ABI 1.5 ---- the expert streamer's prefetch (expert_cache.prefetch) */
+    /* Whether prefetch is on for s (next-layer: a host tier and a store with
+     * the ahead publishes); 0 for NULL. A model skips computing predictions
+     * when it is off. */
+    int (*experts_prefetch_on)(const vt_expert_streamer *s);
+    /*
+     * A hint that layer `layer` will soon acquire experts ids (host, n): the
+     * streamer starts copying those the device tier lacks and the host tier
+     * holds, on the store's ahead queue, beside the ops issued after this
+     * call. It never evicts a slot the last experts_acquire returned (the
+     * ops queued after that acquire still read it), so call it after that
+     * acquire and before those ops; the next experts_acquire orders itself
+     * after the copies. Does nothing when prefetch is off. Errors:
+     * VT_ERR_INVALID_ARG / VT_ERR_RANGE as experts_acquire (bad layer or
+     * id); a copy that cannot be queued (VT_ERR_IO or the backend's status):
+     * the key stays absent, nothing claimed.
+     */
+    vt_status (*experts_prefetch)(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                                  uint32_t n);
 } vt_host_api;
 
 #ifdef __cplusplus

@@ -414,6 +414,54 @@ static inline vt_status vt_util_merge_weights(const vt_backend_api *api, vt_back
  */
 typedef vt_status (*vt_util_table_fn)(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
                                       const void *const *slots);
+/*
+ * As vt_util_moe_ffn_streamed, and a prefetch for the next layer: when
+ * n_ahead > 0, the n_ahead predicted ids of layer ahead_layer lie on the
+ * device right after the routing ids (a->ids + n_tokens * k), come to the
+ * host in the same copy (ids_host holds n_tokens * k + n_ahead), and go to
+ * host->experts_prefetch (ABI 1.5) after the first group's acquire and
+ * before its moe_ffn, so the copies run beside this layer's experts and
+ * the next layer's attention. A predicted id outside [0, n_expert) is
+ * VT_ERR_INTERNAL as a routed one.
+ */
+static inline vt_status vt_util_moe_ffn_streamed_ahead(
+    const vt_host_api *host, const vt_backend_api *api, vt_backend_ctx *ctx,
+    vt_expert_streamer *streamer, uint32_t layer, vt_moe_ffn_args *a, int32_t *ids_host,
+    int32_t *cnt, int32_t *grp_ids, const void **slots, vt_util_table_fn write_table, void *user,
+    const char *who, uint32_t ahead_layer, uint32_t n_ahead)
+{
+    const int64_t P = a->n_tokens * a->k, nx = a->n_expert;
+    vt_status st = api->copy_d2h(ctx, ids_host, a->ids, (size_t)(P + n_ahead) * sizeof(int32_t));
+    if (st != VT_OK) return st;
+    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < P + (int64_t)n_ahead; i++) {
+        if (ids_host[i] < 0 || ids_host[i] >= nx) {
+            host->set_error("%s: blk.%u router picked expert %d of %lld", who,
+                            i < P ? layer : ahead_layer, ids_host[i], (long long)nx);
+            return VT_ERR_INTERNAL;
+        }
+        if (i < P) cnt[ids_host[i] + 1]++;
+    }
+    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
+    /* cnt[e + 1] is now the end of expert e's run: shift to the bucketed form */
+    memmove(cnt, cnt + 1, (size_t)nx * sizeof *cnt);
+    int64_t e_next = 0, e_first, e_last;
+    uint32_t n;
+    int first = 1;
+    while ((n = vt_util_next_expert_group(cnt, nx, a->k, &e_next, grp_ids, &e_first, &e_last))) {
+        if ((st = host->experts_acquire(streamer, layer, grp_ids, n, slots)) != VT_OK) return st;
+        if ((st = write_table(user, layer, grp_ids, n, slots)) != VT_OK) return st;
+        if (first && n_ahead &&
+            (st = host->experts_prefetch(streamer, ahead_layer, ids_host + P, n_ahead)) != VT_OK)
+            return st;
+        first = 0;
+        a->expert_begin = e_first;
+        a->expert_end = e_next;
+        if ((st = api->moe_ffn(ctx, a)) != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
 static inline vt_status vt_util_moe_ffn_streamed(const vt_host_api *host, const vt_backend_api *api,
                                                  vt_backend_ctx *ctx, vt_expert_streamer *streamer,
                                                  uint32_t layer, vt_moe_ffn_args *a,
@@ -421,31 +469,16 @@ static inline vt_status vt_util_moe_ffn_streamed(const vt_host_api *host, const 
                                                  const void **slots, vt_util_table_fn write_table,
                                                  void *user, const char *who)
 {
-    const int64_t P = a->n_tokens * a->k, nx = a->n_expert;
-    vt_status st = api->copy_d2h(ctx, ids_host, a->ids, (size_t)P * sizeof(int32_t));
-    if (st != VT_OK) return st;
-    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
-    for (int64_t i = 0; i < P; i++) {
-        if (ids_host[i] < 0 || ids_host[i] >= nx) {
-            host->set_error("%s: blk.%u router picked expert %d of %lld", who, layer, ids_host[i],
-                            (long long)nx);
-            return VT_ERR_INTERNAL;
-        }
-        cnt[ids_host[i] + 1]++;
-    }
-    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
-    /* cnt[e + 1] is now the end of expert e's run: shift to the bucketed form */
-    memmove(cnt, cnt + 1, (size_t)nx * sizeof *cnt);
-    int64_t e_next = 0, e_first, e_last;
-    uint32_t n;
-    while ((n = vt_util_next_expert_group(cnt, nx, a->k, &e_next, grp_ids, &e_first, &e_last))) {
-        if ((st = host->experts_acquire(streamer, layer, grp_ids, n, slots)) != VT_OK) return st;
-        if ((st = write_table(user, layer, grp_ids, n, slots)) != VT_OK) return st;
-        a->expert_begin = e_first;
-        a->expert_end = e_next;
-        if ((st = api->moe_ffn(ctx, a)) != VT_OK) return st;
-    }
-    return VT_OK;
+    return vt_util_moe_ffn_streamed_ahead(host, api, ctx, streamer, layer, a, ids_host, cnt,
+                                          grp_ids, slots, write_table, user, who, 0, 0);
+}
+
+/* Whether the host's streamer prefetches (ABI 1.5 host table and
+ * expert_cache.prefetch on): a model computes predictions only then. */
+static inline int vt_util_prefetch_on(const vt_host_api *host, const vt_expert_streamer *s)
+{
+    return s && host->struct_size >= offsetof(vt_host_api, experts_prefetch) + sizeof(void *) &&
+           host->experts_prefetch_on && host->experts_prefetch && host->experts_prefetch_on(s);
 }
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
 /*
- * vt/store.h - the expert slot store table (ABI 1.1; publish and quiesce 1.4).
+ * vt/store.h - the expert slot store table (ABI 1.1; publish and quiesce 1.4;
+ * the ahead publishes 1.5).
  *
  * A slot store holds the arena of expert slots the expert streamer fills
  * (DESIGN.md "Expert streaming"). A slot holds one expert's slice of one
@@ -91,6 +92,25 @@ typedef struct vt_store_api {
     /* Wait until every publish() has finished reading its source (and report
      * a copy that failed). */
     vt_status (*quiesce)(vt_store *s);
+
+    /* ---- ABI 1.5 (read only when the plugin's abi_minor >= 5) ---- */
+    /* Publishes that run beside the backend's ops (the expert streamer's
+     * prefetch, all three or none):
+     *   begin_ahead(s)       the publish_ahead calls that follow write their
+     *                        slots only after every op issued before this
+     *                        call has read them;
+     *   publish_ahead(...)   as publish(), but it may run concurrently with
+     *                        the ops issued after begin_ahead, which must not
+     *                        read the slot before the next join_ahead;
+     *   join_ahead(s)        every op issued after this call reads the bytes
+     *                        of every publish_ahead before it.
+     * src stays unchanged until quiesce() returns, as for publish(). A store
+     * whose backend has no second copy queue may publish in order (then
+     * nothing overlaps, and it says so once through note_fallback).
+     * Errors as publish(). */
+    vt_status (*begin_ahead)(vt_store *s);
+    vt_status (*publish_ahead)(vt_store *s, uint64_t slot, const void *src, uint64_t bytes);
+    vt_status (*join_ahead)(vt_store *s);
 } vt_store_api;
 
 #ifdef __cplusplus
