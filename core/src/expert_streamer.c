@@ -78,7 +78,9 @@ struct vt_expert_streamer {
     int pub_pending;         /* a publish of generation pub_gen may still read its source */
     uint64_t batch;
     uint64_t keep_batch;     /* during a prefetch: the last acquire's batch, whose slots the
-                              * ops queued after it still read (not a victim); else 0 */
+                              * ops queued after its fork read (no victim); else 0 */
+    uint64_t acquired_batch; /* the last acquire's batch */
+    int forked;              /* an acquire's end forked the ahead queue (begin_ahead) */
     int ahead_ok;            /* prefetch: next-layer, with a host tier and the store's
                               * begin/publish/join_ahead (ABI 1.5) */
     int ahead_pending;       /* ahead publishes issued since the last join_ahead */
@@ -537,8 +539,9 @@ static uint64_t evict(vt_expert_streamer *s, uint64_t i)
 }
 
 /* A slot no fill may take now: acquired by the current batch, or, during a
- * prefetch, by the acquire before it (the ops queued after that acquire read
- * it while the prefetch's copies run beside them). */
+ * prefetch, by the last acquire (the ahead queue was forked at its end, so
+ * the ops queued after it, which read its slots, run beside the copies;
+ * the ops of earlier acquires were queued before that fork). */
 static int pinned(const vt_expert_streamer *s, const slot_info *x)
 {
     return x->batch == s->batch || (s->keep_batch && x->batch == s->keep_batch);
@@ -1038,6 +1041,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
     }
     if ((cst = join_prefetch(s)) != VT_OK) return cst;
     s->batch++;
+    s->acquired_batch = s->batch;
     if (s->visits) s->visits[layer]++;
     if (s->tracing) trace_add(s, layer, ids, n);
     /* first the hits: every resident key of the batch is claimed by it before
@@ -1076,6 +1080,18 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
             out[(uint64_t)i * M + m] = p;
         }
     }
+    /* prefetch on: fork the ahead queue here, so that copies of a prefetch
+     * issued after the ops that read these slots start after the ops queued
+     * so far (this acquire's publishes included), not after those ops */
+    if (s->ahead_ok) {
+        vt_status st = s->p.store_api->begin_ahead(s->p.store);
+        if (st != VT_OK) {
+            s->forked = 0;
+            vt_error_prefix("expert streamer: begin_ahead after the acquire of layer %u", layer);
+            return st;
+        }
+        s->forked = 1;
+    }
     return VT_OK;
 }
 
@@ -1084,10 +1100,10 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
 int vt_streamer_prefetch_on(const vt_expert_streamer *s) { return s && s->ahead_ok; }
 
 /* Copy the host-tier keys of ids (layer) that the device tier lacks into
- * device slots on the store's ahead queue. A victim is never a slot of the
- * last acquire (its ops are queued after it) nor of this prefetch; a key the
- * host tier lacks is skipped (a file read would block here). Stops quietly
- * when every slot is pinned. */
+ * device slots on the store's ahead queue, forked at the end of the last
+ * acquire (or here when none came since). A victim is never a slot of the
+ * last acquire (ops queued after the fork read them) nor of this prefetch; a key the host tier lacks is skipped (a file read would
+ * block here). Stops quietly when every slot is pinned. */
 vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
                                uint32_t n)
 {
@@ -1095,9 +1111,8 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     vt_status st = check_ids(s, "prefetch", layer, ids, n, NULL, &M);
     if (st != VT_OK || !s->ahead_ok || !n) return st;
     const vt_store_api *a = s->p.store_api;
-    s->keep_batch = s->batch;
+    s->keep_batch = s->acquired_batch;
     s->batch++;
-    int begun = 0;
     for (uint32_t i = 0; i < n && st == VT_OK; i++) {
         for (uint32_t m = 0; m < M; m++) {
             stack *k = stack_at(s, layer, m);
@@ -1113,12 +1128,14 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 continue;
             }
             if ((slot = take_slot(s, layer)) == NO_SLOT) goto done; /* all pinned */
-            if (!begun && (st = a->begin_ahead(s->p.store)) != VT_OK) {
-                give_back(&s->dev, slot);
-                vt_error_prefix("expert streamer: begin_ahead for layer %u", layer);
-                goto done;
+            if (!s->forked) { /* no acquire since: fork here, after every op so far */
+                if ((st = a->begin_ahead(s->p.store)) != VT_OK) {
+                    give_back(&s->dev, slot);
+                    vt_error_prefix("expert streamer: begin_ahead for layer %u", layer);
+                    goto done;
+                }
+                s->forked = 1;
             }
-            begun = 1;
             if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, m, e)) {
                 vt_set_error("injected publish failure");
                 st = VT_ERR_IO;

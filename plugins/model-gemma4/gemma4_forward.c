@@ -261,6 +261,7 @@ static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
     /* prefetch at decode: the next MoE layer's router input (as g4_experts)
      * from this layer's residual x (a prediction), top-k after this layer's */
     uint32_t n_ahead = 0, il_next = il + 1;
+    m->n_ahead = 0;
     if (T == 1 && il_next < hp->n_layer && m->layers[il_next].router.data &&
         vt_util_prefetch_on(m->host, m->experts)) {
         const gemma4_layer *nl = &m->layers[il_next];
@@ -270,9 +271,11 @@ static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
         TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
         n_ahead = (uint32_t)K;
     }
-    return vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
-                                          m->exp_count, m->exp_ids, m->exp_slots, gemma4_table_cb,
-                                          m, "gemma4", il_next, n_ahead);
+    TRY(vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
+                                       m->exp_count, m->exp_ids, m->exp_slots, gemma4_table_cb, m,
+                                       "gemma4", il_next, n_ahead));
+    m->n_ahead = n_ahead; /* prefetched once the experts' ops are queued (g4_experts) */
+    return VT_OK;
 }
 
 static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
@@ -296,7 +299,12 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
         TRY(A->rms_norm(c, m->x, E, ly->pre_ffw_norm_2, m->h, E, T, E, hp->eps));
         TRY(A->memset_zero(c, m->f_e, (size_t)(T * E) * sizeof(float)));
         TRY(g4_experts_fused(m, il, T));
-        return A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps);
+        TRY(A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps));
+        if (m->n_ahead) { /* the next layer's predicted experts, copied beside the ops queued */
+            TRY(m->host->experts_prefetch(m->experts, il + 1, m->topk_ids + T * K, m->n_ahead));
+            m->n_ahead = 0;
+        }
+        return VT_OK;
     }
     /* softmax over all experts, top-k, renormalise (pitfall 14) ... */
     TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));

@@ -195,6 +195,7 @@ struct vt_model {
     float *ah_h;              /* [n_embd] post_norm of layer l+1 applied to x */
     float *ah_logits;         /* [n_expert + 1] */
     float *ah_w;              /* [top-k] (unused weights of the prediction) */
+    uint32_t n_ahead;         /* predicted ids at topk_ids + top-k, for experts_prefetch */
     size_t moe_scratch_bytes; /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *logits_buf;        /* [head_rows][n_vocab] */
 

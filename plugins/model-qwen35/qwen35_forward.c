@@ -287,6 +287,7 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
      * normed by layer il+1's pre-FFN norm (its attention's output is not
      * known yet: a prediction), top-k ids after this layer's */
     uint32_t n_ahead = 0;
+    m->n_ahead = 0;
     if (T == 1 && il + 1 < hp->n_layer && vt_util_prefetch_on(m->host, m->experts)) {
         const qwen35_layer *nl = &m->layers[il + 1];
         const int merged = m->fuse && nl->w_rg.data;
@@ -308,9 +309,11 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
         .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
         .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
     if (!m->experts) return A->moe_ffn(c, &a);
-    return vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
-                                          m->exp_count, m->exp_ids, m->exp_slots, qwen35_table_cb,
-                                          m, "qwen35", il + 1, n_ahead);
+    TRY(vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
+                                       m->exp_count, m->exp_ids, m->exp_slots, qwen35_table_cb, m,
+                                       "qwen35", il + 1, n_ahead));
+    m->n_ahead = n_ahead; /* prefetched once the shared expert is queued (q35_moe) */
+    return VT_OK;
 }
 
 /* Routed experts through the per-expert ops (a backend without the fused
@@ -407,6 +410,11 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
     /* shared expert, gated by sigmoid of a dot product per token */
     TRY(q35_swiglu(m, &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp, &ly->w_sh_gu, m->h,
                    m->f_y, T));
+    if (m->n_ahead) { /* the next layer's predicted experts, copied beside the ops queued */
+        TRY(m->host->experts_prefetch(m->experts, il + 1, m->topk_ids + T * hp->n_expert_used,
+                                      m->n_ahead));
+        m->n_ahead = 0;
+    }
     if (m->fuse) { /* the next norm adds it (add_rms_norm) */
         m->res_a = m->f_y;
         m->res_gate = gamma;

@@ -171,11 +171,13 @@ typedef struct vt_host_api {
     /*
      * A hint that layer `layer` will soon acquire experts ids (host, n): the
      * streamer starts copying those the device tier lacks and the host tier
-     * holds, on the store's ahead queue, beside the ops issued after this
-     * call. It never evicts a slot the last experts_acquire returned (the
-     * ops queued after that acquire still read it), so call it after that
-     * acquire and before those ops; the next experts_acquire orders itself
-     * after the copies. Does nothing when prefetch is off. Errors:
+     * holds, on the store's ahead queue, beside the ops issued after the
+     * last experts_acquire. It never evicts a slot that acquire returned
+     * (the ops queued after it read the slot), so call it after the acquire,
+     * after or before the ops that use its slots (after: their launch is
+     * not delayed by the copies' issue), and before the next acquire; the
+     * next experts_acquire orders itself after the copies. Does nothing
+     * when prefetch is off. Errors:
      * VT_ERR_INVALID_ARG / VT_ERR_RANGE as experts_acquire (bad layer or
      * id); a copy that cannot be queued (VT_ERR_IO or the backend's status):
      * the key stays absent, nothing claimed.

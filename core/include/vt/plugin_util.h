@@ -415,14 +415,15 @@ static inline vt_status vt_util_merge_weights(const vt_backend_api *api, vt_back
 typedef vt_status (*vt_util_table_fn)(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
                                       const void *const *slots);
 /*
- * As vt_util_moe_ffn_streamed, and a prefetch for the next layer: when
+ * As vt_util_moe_ffn_streamed, with a prediction for the next layer: when
  * n_ahead > 0, the n_ahead predicted ids of layer ahead_layer lie on the
- * device right after the routing ids (a->ids + n_tokens * k), come to the
- * host in the same copy (ids_host holds n_tokens * k + n_ahead), and go to
- * host->experts_prefetch (ABI 1.5) after the first group's acquire and
- * before its moe_ffn, so the copies run beside this layer's experts and
- * the next layer's attention. A predicted id outside [0, n_expert) is
- * VT_ERR_INTERNAL as a routed one.
+ * device right after the routing ids (a->ids + n_tokens * k) and come to
+ * the host in the same copy (ids_host holds n_tokens * k + n_ahead; the
+ * prediction at ids_host + n_tokens * k), checked like the routed ones (an
+ * id outside [0, n_expert) is VT_ERR_INTERNAL). The caller passes them to
+ * host->experts_prefetch (ABI 1.5) once it has queued the ops it wants to
+ * start first (the shared expert), so the copies run beside this layer's
+ * experts and the next layer's attention.
  */
 static inline vt_status vt_util_moe_ffn_streamed_ahead(
     const vt_host_api *host, const vt_backend_api *api, vt_backend_ctx *ctx,
@@ -447,14 +448,9 @@ static inline vt_status vt_util_moe_ffn_streamed_ahead(
     memmove(cnt, cnt + 1, (size_t)nx * sizeof *cnt);
     int64_t e_next = 0, e_first, e_last;
     uint32_t n;
-    int first = 1;
     while ((n = vt_util_next_expert_group(cnt, nx, a->k, &e_next, grp_ids, &e_first, &e_last))) {
         if ((st = host->experts_acquire(streamer, layer, grp_ids, n, slots)) != VT_OK) return st;
         if ((st = write_table(user, layer, grp_ids, n, slots)) != VT_OK) return st;
-        if (first && n_ahead &&
-            (st = host->experts_prefetch(streamer, ahead_layer, ids_host + P, n_ahead)) != VT_OK)
-            return st;
-        first = 0;
         a->expert_begin = e_first;
         a->expert_end = e_next;
         if ((st = api->moe_ffn(ctx, a)) != VT_OK) return st;
