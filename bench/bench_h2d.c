@@ -2,12 +2,18 @@
  * bench_h2d.c - host-to-device copy bandwidth through a backend plugin's own
  * table (copy_h2d), from pinned (host_alloc_pinned) and pageable (malloc)
  * memory, for slot-sized copies: the ceiling the device store's commits
- * (one staging slot -> device slot, then synchronize) can reach.
+ * (one staging slot -> device slot, then synchronize) can reach; then, from
+ * pinned memory, batches of 24 copies as the host tier issues them: queued
+ * copy_h2d_async calls with one synchronize per batch (the copy engine), and
+ * one copy_h2d_ahead call per batch between ahead_fork and ahead_join (the
+ * prefetch's path).
  *
  *   bench_h2d PLUGIN.so [slot_bytes [total_MiB]]
  * Prints GB/s (1e9 bytes/s) per source and per copy size.
  */
 #include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +55,38 @@ static double run(const vt_backend_api *a, vt_backend_ctx *c, void *dst, const v
     return (double)n * (double)reps / (now() - t0) / 1e9;
 }
 
+/* batches of B copies of n bytes from distinct places of src (64 MiB) into
+ * dst; ahead: one copy_h2d_ahead per batch, else copy_h2d_async each */
+#define B 24
+static double run_batch(const vt_backend_api *a, vt_backend_ctx *c, uint8_t *dst,
+                        const uint8_t *src, size_t n, size_t total, int ahead)
+{
+    size_t per = (64u << 20) / n < B ? (64u << 20) / n : B;
+    if (!per) return 0;
+    size_t reps = total / (n * per) ? total / (n * per) : 1;
+    vt_h2d_copy cp[B];
+    for (size_t i = 0; i < per; i++) cp[i] = (vt_h2d_copy){dst + i * n, src + i * n, n};
+    double t0 = 0;
+    for (size_t r = 0; r <= reps; r++) { /* the first batch warms up */
+        if (r == 1) t0 = now();
+        vt_status st = VT_OK;
+        if (ahead) {
+            st = a->ahead_fork(c);
+            if (st == VT_OK) st = a->copy_h2d_ahead(c, cp, (uint32_t)per);
+            if (st == VT_OK) st = a->ahead_join(c);
+        } else {
+            for (size_t i = 0; i < per && st == VT_OK; i++)
+                st = a->copy_h2d_async(c, cp[i].dst, cp[i].src, n);
+        }
+        if (st == VT_OK) st = a->synchronize(c);
+        if (st != VT_OK) {
+            fprintf(stderr, "copy failed: %s\n", err);
+            return 0;
+        }
+    }
+    return (double)n * (double)per * (double)reps / (now() - t0) / 1e9;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -88,11 +126,18 @@ int main(int argc, char **argv)
     int have_pin = a->host_alloc_pinned && a->host_alloc_pinned(c, sizes[3], "bench pinned", &pin) == VT_OK;
     if (have_pin) memset(pin, 1, sizes[3]);
     printf("backend %s: copy_h2d + synchronize, %zu MiB per size\n", d->name, total >> 20);
-    printf("| bytes per copy | pinned GB/s | pageable GB/s |\n|---|---|---|\n");
+    const int has_async = a->struct_size >= offsetof(vt_backend_api, copy_h2d_async) + sizeof(void *) &&
+                          a->copy_h2d_async;
+    const int has_ahead = a->struct_size >= offsetof(vt_backend_api, ahead_join) + sizeof(void *) &&
+                          a->ahead_fork && a->copy_h2d_ahead && a->ahead_join;
+    printf("| bytes per copy | pinned GB/s | pageable GB/s | pinned, %d queued copy_h2d_async | "
+           "pinned, %d in one copy_h2d_ahead |\n|---|---|---|---|---|\n", B, B);
     for (size_t i = 0; i < 4; i++) {
         double gp = have_pin ? run(a, c, dev, pin, sizes[i], total) : 0;
         double gq = run(a, c, dev, pg, sizes[i], total);
-        printf("| %zu | %.2f | %.2f |\n", sizes[i], gp, gq);
+        double gb = have_pin && has_async ? run_batch(a, c, dev, pin, sizes[i], total, 0) : 0;
+        double ga = have_pin && has_ahead ? run_batch(a, c, dev, pin, sizes[i], total, 1) : 0;
+        printf("| %zu | %.2f | %.2f | %.2f | %.2f |\n", sizes[i], gp, gq, gb, ga);
     }
     if (have_pin) a->host_free_pinned(c, pin);
     free(pg);

@@ -15,7 +15,11 @@
  *    total > 1 GiB, free drops by what we allocate), a 256 MiB pattern
  *    round-trip h2d -> d2d -> d2h through pageable and pinned host memory,
  *    memset_zero with unaligned ends, and a 1 PiB allocation refused with a
- *    message naming the allocation and its bytes.
+ *    message naming the allocation and its bytes;
+ *  - the ahead copies (copy.h2d_ahead, ABI 1.5): a batch of 100 copies from
+ *    pinned and pageable memory, odd sizes and unaligned ends, lands
+ *    byte-exact after the join; the fork orders them after an op issued
+ *    before it (a memset_zero of the same bytes).
  * A plugin that was not built (toolchain absent at configure time) skips the
  * whole binary loudly (exit 77), except when CMake saw CI=true and the
  * toolchain: then it is a failure.
@@ -427,6 +431,68 @@ static void test_copy_round_trip(void **s)
     api->shutdown(ctx);
 }
 
+static void test_ahead_copies(void **s)
+{
+    (void)s;
+    vt_backend_ctx *ctx = device_ctx();
+    if (!ctx) return;
+    if (!api->copy_h2d_ahead || !api->ahead_fork || !api->ahead_join) {
+        print_message("SKIP: %s has no ahead copies\n", VT_GPU_TEST_NAME);
+        api->shutdown(ctx);
+        return;
+    }
+    const size_t n = 8 * MIB;
+    unsigned char *page = malloc(n), *back = malloc(n), *want = malloc(n);
+    assert_non_null(page);
+    assert_non_null(back);
+    assert_non_null(want);
+    void *pin = NULL, *d = NULL;
+    assert_int_equal(api->host_alloc_pinned(ctx, n, "test.ahead", &pin), VT_OK);
+    assert_int_equal(api->alloc(ctx, n, "test.ahead.dst", &d), VT_OK);
+    fill_pattern(pin, n, 21);
+    fill_pattern(page, n, 22);
+    fill_pattern(want, n, 23);
+    assert_int_equal(api->copy_h2d(ctx, d, want, n), VT_OK); /* the old bytes */
+    unsigned char *dd = d, *pp = pin;
+    enum { N_COPY = 100 };
+    vt_h2d_copy c[N_COPY];
+    size_t at = 0;
+    for (int i = 0; i < N_COPY; i++) {
+        /* mostly 16-aligned pinned slices of whole 16-byte words; every 7th
+         * pageable, every 11th of an odd size, every 13th from an unaligned
+         * address */
+        size_t bytes = i == 0 ? 589824 : 4096 + 16 * (size_t)i;
+        const unsigned char *src = pp + at;
+        if (i % 7 == 3) src = page + at;
+        if (i % 11 == 5) bytes += 3;
+        if (i % 13 == 6) src += 4;
+        c[i] = (vt_h2d_copy){.dst = dd + at, .src = src, .bytes = bytes};
+        memcpy(want + at, src, bytes);
+        at += (bytes + 64) / 64 * 64 + 64; /* gaps keep their old bytes */
+        assert_true(at + 700000 < n);
+    }
+    /* an op before the fork writes the bytes of the first copy: the fork
+     * orders the copies after it, so the copy wins */
+    assert_int_equal(api->memset_zero(ctx, dd, 589824), VT_OK);
+    assert_int_equal(api->ahead_fork(ctx), VT_OK);
+    assert_int_equal(api->copy_h2d_ahead(ctx, c, N_COPY), VT_OK);
+    assert_int_equal(api->copy_h2d_ahead(ctx, c, 0), VT_OK); /* nothing */
+    assert_int_equal(api->ahead_join(ctx), VT_OK);
+    assert_int_equal(api->copy_d2h(ctx, back, d, n), VT_OK); /* after the join: no synchronize */
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != want[i])
+            fail_msg("ahead copies: byte %zu is %u, expected %u", i, back[i], want[i]);
+    vt_h2d_copy bad = {.dst = NULL, .src = pin, .bytes = 16};
+    assert_int_equal(api->copy_h2d_ahead(ctx, &bad, 1), VT_ERR_INVALID_ARG);
+    assert_int_equal(api->synchronize(ctx), VT_OK);
+    api->free(ctx, d);
+    api->host_free_pinned(ctx, pin);
+    free(page);
+    free(back);
+    free(want);
+    api->shutdown(ctx);
+}
+
 static void test_absurd_alloc(void **s)
 {
     (void)s;
@@ -467,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_vt_run_device),
         cmocka_unit_test(test_device_name_and_probe),
         cmocka_unit_test(test_copy_round_trip),
+        cmocka_unit_test(test_ahead_copies),
         cmocka_unit_test(test_absurd_alloc),
     };
     return vt_test_exit(

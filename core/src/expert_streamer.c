@@ -84,6 +84,10 @@ struct vt_expert_streamer {
     int ahead_ok;            /* prefetch: next-layer, with a host tier and the store's
                               * begin/publish/join_ahead (ABI 1.5) */
     int ahead_pending;       /* ahead publishes issued since the last join_ahead */
+    vt_store_publish *ahead_pub; /* [ahead_cap]: one prefetch's publishes */
+    uint32_t *ahead_key;     /* [ahead_cap][3]: their matrix, expert, host slot (a host
+                              * tier of < 2^32 slots: create checks) */
+    size_t ahead_cap;
     vt_streamer_prefetch_stats pstats;
     uint64_t *visits;        /* [n_layer]: acquires of each layer (policy "layer") */
     uint64_t freq_uses;      /* uses since the counts were last halved (policy "lfru") */
@@ -237,6 +241,8 @@ void vt_streamer_destroy(vt_expert_streamer *s)
         vt_log(VT_LOG_WARN, "expert streamer: waiting for the last host-tier copies failed: %s",
                vt_last_error());
     free_host_tier(s);
+    free(s->ahead_pub);
+    free(s->ahead_key);
     if (s->stacks)
         for (uint64_t i = 0; i < (uint64_t)s->p.n_layer * MAX_MATRICES; i++) {
             free(s->stacks[i].slot_of);
@@ -347,6 +353,12 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
             return VT_ERR_UNSUPPORTED;
         }
         s->ahead_ok = 1;
+    }
+    if (p->n_host_slots > UINT32_MAX) {
+        vt_set_error("expert streamer: a host tier of %" PRIu64 " slots is more than 2^32",
+                     p->n_host_slots);
+        vt_streamer_destroy(s);
+        return VT_ERR_RANGE;
     }
     if (p->n_host_slots && p->host_slot_bytes < p->slot_bytes) {
         vt_set_error("expert streamer: host-tier slots of %" PRIu64 " bytes are smaller than the "
@@ -1111,9 +1123,24 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     vt_status st = check_ids(s, "prefetch", layer, ids, n, NULL, &M);
     if (st != VT_OK || !s->ahead_ok || !n) return st;
     const vt_store_api *a = s->p.store_api;
+    if ((uint64_t)n * M > s->ahead_cap) {
+        size_t c = (size_t)n * M;
+        vt_store_publish *np = realloc(s->ahead_pub, c * sizeof *np);
+        if (np) s->ahead_pub = np;
+        uint32_t *nk = np ? realloc(s->ahead_key, c * 3 * sizeof *nk) : NULL;
+        if (!nk) {
+            vt_set_error("expert streamer: out of memory for a prefetch of %u experts", n);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        s->ahead_key = nk;
+        s->ahead_cap = c;
+    }
     s->keep_batch = s->acquired_batch;
     s->batch++;
-    for (uint32_t i = 0; i < n && st == VT_OK; i++) {
+    /* pick the slots (victims evicted now; a taken slot is off every list, so
+     * none is taken twice), queue every copy in one call, then claim */
+    uint32_t q = 0;
+    for (uint32_t i = 0; i < n; i++) {
         for (uint32_t m = 0; m < M; m++) {
             stack *k = stack_at(s, layer, m);
             const uint32_t e = (uint32_t)ids[i];
@@ -1127,48 +1154,62 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 s->pstats.skipped++;
                 continue;
             }
-            if ((slot = take_slot(s, layer)) == NO_SLOT) goto done; /* all pinned */
-            if (!s->forked) { /* no acquire since: fork here, after every op so far */
-                if ((st = a->begin_ahead(s->p.store)) != VT_OK) {
-                    give_back(&s->dev, slot);
-                    vt_error_prefix("expert streamer: begin_ahead for layer %u", layer);
-                    goto done;
-                }
-                s->forked = 1;
-            }
+            if ((slot = take_slot(s, layer)) == NO_SLOT) goto queue; /* all pinned */
+            s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h],
+                                                 .bytes = k->slice_bytes};
+            s->ahead_key[3 * q] = m;
+            s->ahead_key[3 * q + 1] = e;
+            s->ahead_key[3 * q + 2] = (uint32_t)h;
+            q++;
             if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, m, e)) {
                 vt_set_error("injected publish failure");
                 st = VT_ERR_IO;
-            } else {
-                double t0 = now_seconds();
-                st = a->publish_ahead(s->p.store, slot, s->host_addr[h], k->slice_bytes);
-                double dt = now_seconds() - t0; /* queueing them: the host's part, as for fills */
-                s->stats[layer].fill_seconds += dt;
-                s->stats[layer].commit_seconds += dt;
+                goto queue;
             }
-            if (st != VT_OK) {
-                give_back(&s->dev, slot); /* the key stays absent in the device tier */
-                s->stats[layer].fill_errors++;
-                vt_error_prefix("expert streamer: prefetch of expert %u of %s (layer %u) from "
-                                "host slot %" PRIu64 " into slot %" PRIu64, e, k->t->name, layer,
-                                h, slot);
-                goto done;
-            }
-            s->ahead_pending = 1;
-            s->host.slots[h].batch = s->pub_gen;
-            lru_touch(&s->host, h);
-            claim(&s->dev, slot, layer, m, e, s->batch);
-            s->dev.slots[slot].pub = s->pub_gen + 1;
-            s->dev.slots[slot].ahead = 1;
-            if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
-            s->pub_pending = 1;
-            k->slot_of[e] = slot;
-            s->stats[layer].bytes_filled += k->slice_bytes;
-            s->pstats.issued++;
-            s->pstats.bytes_issued += k->slice_bytes;
         }
     }
-done:
+queue:
+    if (q && st == VT_OK && !s->forked) { /* no acquire since: fork here, after every op so far */
+        if ((st = a->begin_ahead(s->p.store)) != VT_OK)
+            vt_error_prefix("expert streamer: begin_ahead for layer %u", layer);
+        else
+            s->forked = 1;
+    }
+    if (q && st == VT_OK) {
+        double t0 = now_seconds();
+        st = a->publish_ahead(s->p.store, s->ahead_pub, q);
+        double dt = now_seconds() - t0; /* queueing them: the host's part, as for fills */
+        s->stats[layer].fill_seconds += dt;
+        s->stats[layer].commit_seconds += dt;
+    }
+    for (uint32_t j = 0; j < q; j++) {
+        const uint32_t m = s->ahead_key[3 * j], e = s->ahead_key[3 * j + 1];
+        const uint64_t h = s->ahead_key[3 * j + 2], slot = s->ahead_pub[j].slot;
+        stack *k = stack_at(s, layer, m);
+        if (st != VT_OK) { /* none of the call's keys is claimed */
+            give_back(&s->dev, slot);
+            s->stats[layer].fill_errors++;
+            continue;
+        }
+        s->host.slots[h].batch = s->pub_gen;
+        lru_touch(&s->host, h);
+        claim(&s->dev, slot, layer, m, e, s->batch);
+        s->dev.slots[slot].pub = s->pub_gen + 1;
+        s->dev.slots[slot].ahead = 1;
+        if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
+        k->slot_of[e] = slot;
+        s->stats[layer].bytes_filled += k->slice_bytes;
+        s->pstats.issued++;
+        s->pstats.bytes_issued += k->slice_bytes;
+    }
+    if (q && st == VT_OK) {
+        s->ahead_pending = 1;
+        s->pub_pending = 1;
+    } else if (st != VT_OK) {
+        vt_error_prefix("expert streamer: prefetch of %u slices of layer %u (from expert %u of "
+                        "%s on)", q, layer, q ? s->ahead_key[1] : 0u,
+                        q ? stack_at(s, layer, s->ahead_key[0])->t->name : "-");
+    }
     s->keep_batch = 0;
     return st;
 }

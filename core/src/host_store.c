@@ -134,8 +134,21 @@ static vt_status hs_quiesce(vt_store *s)
     return VT_OK;
 }
 
-/* ABI 1.5: host memory has one queue, the caller's thread: an ahead publish
- * is a publish (nothing to overlap, nothing to order). */
+/* ABI 1.5: host memory has one queue, the caller's thread: ahead publishes
+ * are publishes (nothing to overlap, nothing to order). */
+static vt_status hs_publish_ahead(vt_store *s, const vt_store_publish *p, uint32_t n)
+{
+    if (n && !p) {
+        vt_set_error("host store: publish_ahead of %u publishes from a NULL array", n);
+        return VT_ERR_INVALID_ARG;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        vt_status st = hs_publish(s, p[i].slot, p[i].src, p[i].bytes);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
 static vt_status hs_no_queue(vt_store *s)
 {
     (void)s;
@@ -155,7 +168,7 @@ static const vt_store_api host_store_api = {
     .publish = hs_publish,
     .quiesce = hs_quiesce,
     .begin_ahead = hs_no_queue,
-    .publish_ahead = hs_publish,
+    .publish_ahead = hs_publish_ahead,
     .join_ahead = hs_no_queue,
 };
 

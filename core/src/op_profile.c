@@ -98,9 +98,9 @@ static vt_status w_copy_h2d_async(vt_backend_ctx *ctx, void *d, const void *s, s
 
 /* the prefetch's copies on the second queue: timed with a synchronize (of
  * the whole device) too, so under the profile nothing overlaps */
-static vt_status w_copy_h2d_ahead(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
+static vt_status w_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_copy *c, uint32_t n)
 {
-    PROFILED(K_COPY_H2D_AHEAD, R->copy_h2d_ahead(ctx, d, s, n))
+    PROFILED(K_COPY_H2D_AHEAD, R->copy_h2d_ahead(ctx, c, n))
 }
 
 static vt_status w_copy_h2d(vt_backend_ctx *ctx, void *d, const void *s, size_t n)

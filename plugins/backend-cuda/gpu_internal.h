@@ -174,7 +174,7 @@ vt_status vt_gpu_copy_h2d(vt_backend_ctx *ctx, void *dst, const void *src, size_
 vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 /* ABI 1.5: the second copy queue (gpu_backend.cu) */
 vt_status vt_gpu_ahead_fork(vt_backend_ctx *ctx);
-vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_copy *copies, uint32_t n);
 vt_status vt_gpu_ahead_join(vt_backend_ctx *ctx);
 vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
 vt_status vt_gpu_copy_d2d(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);

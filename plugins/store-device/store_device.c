@@ -51,6 +51,8 @@ struct vt_store {
     int async_copy;        /* backend declares copy.h2d_async PRESENT */
     int ahead_copy;        /* backend declares copy.h2d_ahead PRESENT (ABI 1.5) */
     int ahead_noted;       /* the in-order fallback of the ahead publishes was noted */
+    vt_h2d_copy *ahead;    /* publish_ahead's copies for the backend */
+    uint32_t n_ahead_cap;
 };
 
 static const uint32_t device_required[] = {VT_CAP_MEMORY_PROBE};
@@ -94,6 +96,7 @@ static void sd_destroy(vt_store *s)
             free(s->staging);
         }
     }
+    free(s->ahead);
     free(s);
 }
 
@@ -252,18 +255,43 @@ static vt_status sd_begin_ahead(vt_store *s)
     return VT_OK;
 }
 
-static vt_status sd_publish_ahead(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
+static vt_status sd_publish_ahead(vt_store *s, const vt_store_publish *p, uint32_t n)
 {
-    if (!s->ahead_copy) return sd_publish(s, slot, src, bytes);
-    if (slot >= s->n_slots || bytes > s->slot_bytes || !src || s->staged != UINT64_MAX) {
-        s->host->set_error("store device: ahead publish of %llu bytes into slot %llu (%llu slots "
-                           "of %llu bytes)%s", (unsigned long long)bytes, (unsigned long long)slot,
-                           (unsigned long long)s->n_slots, (unsigned long long)s->slot_bytes,
-                           !src ? " from a NULL source"
-                           : s->staged != UINT64_MAX ? " while a slot is staged" : "");
+    if (n && !p) {
+        s->host->set_error("store device: publish_ahead of %u publishes from a NULL array", n);
         return VT_ERR_INVALID_ARG;
     }
-    return s->be->api->copy_h2d_ahead(s->be->ctx, s->arena + slot * s->stride, src, (size_t)bytes);
+    if (!s->ahead_copy) {
+        for (uint32_t i = 0; i < n; i++) {
+            vt_status st = sd_publish(s, p[i].slot, p[i].src, p[i].bytes);
+            if (st != VT_OK) return st;
+        }
+        return VT_OK;
+    }
+    if (n > s->n_ahead_cap) {
+        vt_h2d_copy *c = realloc(s->ahead, (size_t)n * sizeof *c);
+        if (!c) {
+            s->host->set_error("store device: out of memory for %u ahead copies", n);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        s->ahead = c;
+        s->n_ahead_cap = n;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (p[i].slot >= s->n_slots || p[i].bytes > s->slot_bytes || !p[i].src ||
+            s->staged != UINT64_MAX) {
+            s->host->set_error("store device: ahead publish of %llu bytes into slot %llu (%llu "
+                               "slots of %llu bytes)%s", (unsigned long long)p[i].bytes,
+                               (unsigned long long)p[i].slot, (unsigned long long)s->n_slots,
+                               (unsigned long long)s->slot_bytes,
+                               !p[i].src ? " from a NULL source"
+                               : s->staged != UINT64_MAX ? " while a slot is staged" : "");
+            return VT_ERR_INVALID_ARG;
+        }
+        s->ahead[i] = (vt_h2d_copy){.dst = s->arena + p[i].slot * s->stride, .src = p[i].src,
+                                    .bytes = (size_t)p[i].bytes};
+    }
+    return s->be->api->copy_h2d_ahead(s->be->ctx, s->ahead, n);
 }
 
 static vt_status sd_join_ahead(vt_store *s)

@@ -232,6 +232,14 @@ static inline size_t vt_moe_ffn_scratch_bytes(int64_t n_tokens, int64_t k, int64
 
 /* ---- the table ---- */
 
+/* One copy of copy_h2d_ahead (ABI 1.5): bytes of host memory src to device
+ * memory dst. */
+typedef struct vt_h2d_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} vt_h2d_copy;
+
 typedef struct vt_backend_api {
     uint32_t struct_size;
 
@@ -522,10 +530,11 @@ typedef struct vt_backend_api {
      *                        start only once every op and copy issued on the
      *                        context before it has finished (so they may
      *                        overwrite memory those ops read);
-     *   copy_h2d_ahead(...)  queue one copy on the second queue and return;
-     *                        it runs concurrently with the ops issued after
-     *                        the fork, which must neither read nor write dst
-     *                        before the next ahead_join;
+     *   copy_h2d_ahead(...)  queue n copies (host array, read during the
+     *                        call) on the second queue and return; they run
+     *                        concurrently with the ops issued after the
+     *                        fork, which must neither read nor write their
+     *                        dst before the next ahead_join;
      *   ahead_join(ctx)      every op and copy issued on the context after
      *                        this call starts only once every copy_h2d_ahead
      *                        issued before it has finished.
@@ -534,9 +543,10 @@ typedef struct vt_backend_api {
      * Refused while a graph records. Errors: VT_ERR_INVALID_ARG (NULL
      * pointer with bytes > 0); a failure of a copy itself may be reported by
      * the next synchronize(). The host never waits in any of the three.
+     * One call for many copies lets a backend queue them as it likes.
      */
     vt_status (*ahead_fork)(vt_backend_ctx *ctx);
-    vt_status (*copy_h2d_ahead)(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    vt_status (*copy_h2d_ahead)(vt_backend_ctx *ctx, const vt_h2d_copy *copies, uint32_t n);
     vt_status (*ahead_join)(vt_backend_ctx *ctx);
 } vt_backend_api;
 

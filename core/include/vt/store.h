@@ -40,6 +40,14 @@ extern "C" {
 
 typedef struct vt_store vt_store; /* defined by each store */
 
+/* One publish of publish_ahead (ABI 1.5): bytes (<= slot_bytes) of host
+ * memory src into slot. */
+typedef struct vt_store_publish {
+    uint64_t slot;
+    const void *src;
+    uint64_t bytes;
+} vt_store_publish;
+
 typedef struct vt_store_params {
     uint32_t struct_size;
     const vt_host_api *host;
@@ -99,9 +107,12 @@ typedef struct vt_store_api {
      *   begin_ahead(s)       the publish_ahead calls that follow write their
      *                        slots only after every op issued before this
      *                        call has read them;
-     *   publish_ahead(...)   as publish(), but it may run concurrently with
-     *                        the ops issued after begin_ahead, which must not
-     *                        read the slot before the next join_ahead;
+     *   publish_ahead(...)   n publishes (host array) as publish() each, but
+     *                        they may run concurrently with the ops issued
+     *                        after begin_ahead, which must not read their
+     *                        slots before the next join_ahead; all or
+     *                        nothing is queued (an error leaves every slot
+     *                        of the call undefined);
      *   join_ahead(s)        every op issued after this call reads the bytes
      *                        of every publish_ahead before it.
      * src stays unchanged until quiesce() returns, as for publish(). A store
@@ -109,7 +120,7 @@ typedef struct vt_store_api {
      * nothing overlaps, and it says so once through note_fallback).
      * Errors as publish(). */
     vt_status (*begin_ahead)(vt_store *s);
-    vt_status (*publish_ahead)(vt_store *s, uint64_t slot, const void *src, uint64_t bytes);
+    vt_status (*publish_ahead)(vt_store *s, const vt_store_publish *p, uint32_t n);
     vt_status (*join_ahead)(vt_store *s);
 } vt_store_api;
 
