@@ -70,6 +70,8 @@ struct vt_expert_streamer {
     tier dev;                /* the store's slots */
     tier host;               /* the host tier's slots (n = 0: none) */
     uint8_t **host_addr;     /* [host.n]: each host slot's memory */
+    uint32_t *hdoff;         /* [host.n]: where its slice starts in it (an O_DIRECT read
+                              * in place puts it at the file offset's alignment) */
     host_chunk *chunks;
     uint32_t n_chunks;
     uint64_t host_pinned_bytes, host_pageable_bytes;
@@ -154,6 +156,8 @@ static void free_host_tier(vt_expert_streamer *s)
     }
     free(s->chunks);
     free(s->host_addr);
+    free(s->hdoff);
+    s->hdoff = NULL;
     free(s->host.slots);
     s->chunks = NULL;
     s->n_chunks = 0;
@@ -181,8 +185,9 @@ static vt_status alloc_host_tier(vt_expert_streamer *s)
     uint64_t per_chunk = HOST_CHUNK_BYTES / stride ? HOST_CHUNK_BYTES / stride : 1;
     uint64_t n_chunks = (n + per_chunk - 1) / per_chunk;
     s->host_addr = calloc((size_t)n, sizeof *s->host_addr);
+    s->hdoff = calloc((size_t)n, sizeof *s->hdoff);
     s->chunks = calloc((size_t)n_chunks, sizeof *s->chunks);
-    if (!s->host_addr || !s->chunks) {
+    if (!s->host_addr || !s->hdoff || !s->chunks) {
         vt_set_error("out of memory: the host tier's tables (%" PRIu64 " slots)", n);
         return VT_ERR_OUT_OF_MEMORY;
     }
@@ -778,17 +783,25 @@ static vt_status direct_off(vt_expert_streamer *s, const char *why)
     return VT_OK;
 }
 
-/* Read n bytes at off of fd into dst, through the bounce buffer when direct. */
+/* Read n bytes at off of fd into dst. With O_DIRECT the read covers whole
+ * aligned blocks: into dst's own memory when its cap bytes hold them at an
+ * aligned address (the slice then starts at dst + *data_off), else through
+ * the bounce buffer and a copy to dst (*data_off 0). */
 static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_t n, uint64_t off,
-                            const stack *k, uint32_t expert)
+                            const stack *k, uint32_t expert, uint64_t cap, uint32_t *data_off)
 {
     uint8_t *buf = dst;
     uint64_t want = n, at = off, lead = 0;
+    int in_place = 0;
+    *data_off = 0;
     if (s->direct) {
         lead = off % DIRECT_ALIGN;
         at = off - lead;
         want = (lead + n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-        buf = s->bounce;
+        uint64_t skip = (DIRECT_ALIGN - (uintptr_t)dst % DIRECT_ALIGN) % DIRECT_ALIGN;
+        in_place = skip + want <= cap && skip + lead <= UINT32_MAX;
+        buf = in_place ? dst + skip : s->bounce;
+        if (in_place) *data_off = (uint32_t)(skip + lead);
     }
     uint64_t done = 0;
     while (done < want) {
@@ -800,7 +813,7 @@ static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_
                 /* the file system took O_DIRECT at open but refuses the read */
                 vt_status st = direct_off(s, strerror(errno));
                 if (st != VT_OK) return st;
-                return read_slice(s, s->fds[k->t->shard], dst, n, off, k, expert);
+                return read_slice(s, s->fds[k->t->shard], dst, n, off, k, expert, cap, data_off);
             }
             vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
                          PRIu64 " of %s) failed: %s", expert, matrix_label(k), n, off,
@@ -818,7 +831,7 @@ static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_
         }
         done += (uint64_t)r;
     }
-    if (s->direct) memcpy(dst, s->bounce + lead, (size_t)n);
+    if (s->direct && !in_place) memcpy(dst, s->bounce + lead, (size_t)n);
     return VT_OK;
 }
 
@@ -840,7 +853,8 @@ static vt_status host_fill(vt_expert_streamer *s, uint32_t layer, uint32_t matri
     if (st != VT_OK) return st;
     double t0 = now_seconds();
     uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
-    st = read_slice(s, s->fds[k->t->shard], s->host_addr[h], k->slice_bytes, off, k, expert);
+    st = read_slice(s, s->fds[k->t->shard], s->host_addr[h], k->slice_bytes, off, k, expert,
+                    s->p.host_slot_bytes, &s->hdoff[h]);
     if (st == VT_OK && fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, matrix, expert)) {
         vt_set_error("expert streamer: host-tier commit of expert %u of %s (layer %u) into host "
                      "slot %" PRIu64 ": injected failure", expert, k->t->name, layer, h);
@@ -873,7 +887,7 @@ static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32
         vt_set_error("injected publish failure");
         st = VT_ERR_IO;
     } else if (s->publish) {
-        st = a->publish(s->p.store, slot, s->host_addr[h], k->slice_bytes);
+        st = a->publish(s->p.store, slot, s->host_addr[h] + s->hdoff[h], k->slice_bytes);
         if (st == VT_OK) {
             s->host.slots[h].batch = s->pub_gen;
             s->dev.slots[slot].pub = s->pub_gen + 1;
@@ -884,7 +898,7 @@ static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32
         if (!dst) {
             st = VT_ERR_INTERNAL;
         } else {
-            memcpy(dst, s->host_addr[h], (size_t)k->slice_bytes);
+            memcpy(dst, s->host_addr[h] + s->hdoff[h], (size_t)k->slice_bytes);
             st = a->commit_slot(s->p.store, slot, k->slice_bytes);
         }
     }
@@ -928,7 +942,9 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
             st = VT_ERR_INTERNAL;
         } else {
             uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
-            st = read_slice(s, s->fds[k->t->shard], dst, k->slice_bytes, off, k, expert);
+            uint32_t no_off;
+            st = read_slice(s, s->fds[k->t->shard], dst, k->slice_bytes, off, k, expert, 0,
+                            &no_off); /* the store's staging: through the bounce buffer */
             if (st == VT_OK) {
                 double tc = now_seconds();
                 st = s->p.store_api->commit_slot(s->p.store, slot, k->slice_bytes);
@@ -1155,7 +1171,7 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 continue;
             }
             if ((slot = take_slot(s, layer)) == NO_SLOT) goto queue; /* all pinned */
-            s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h],
+            s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h] + s->hdoff[h],
                                                  .bytes = k->slice_bytes};
             s->ahead_key[3 * q] = m;
             s->ahead_key[3 * q + 1] = e;
