@@ -422,6 +422,31 @@ static void test_prefetch_bytes_and_counts(void **state)
     vt_streamer_prefetch_stats_get(r.s, &ps);
     assert_int_equal(ps.skipped, 2 * N_MAT);
     assert_int_equal(ps.issued, 0);
+    rig_close(&r);
+    /* prefetches of the acquired layer itself, one after another, never take
+     * the last acquire's slots (copies at once: an overwrite would show);
+     * a repeated id is one key */
+    rig_open_prefetch(&r, 4 * N_MAT, 3);
+    warm_host_tier(&r);
+    {
+        int32_t a1[2] = {0, 1}, p1[2] = {2, 3}, p2[2] = {4, 5}, dup[2] = {6, 6};
+        const void *out[2 * N_MAT];
+        if (vt_streamer_acquire(r.s, 1, a1, 2, out) != VT_OK) fail_msg("%s", vt_last_error());
+        prefetch_ok(&r, 1, a1, 2);
+        prefetch_ok(&r, 1, p1, 2);
+        prefetch_ok(&r, 1, p2, 2);
+        check_slices(1, a1, 2, out);
+        vt_streamer_prefetch_stats before, after;
+        vt_streamer_prefetch_stats_get(r.s, &before);
+        prefetch_ok(&r, 2, dup, 2);
+        vt_streamer_prefetch_stats_get(r.s, &after);
+        assert_int_equal(after.issued - before.issued, N_MAT);
+        check_slices(1, a1, 2, out);
+    }
+    rig_close(&r);
+    rig_prefetch = 1;
+    rig_open_host(&r, 4 * N_MAT, 2, 4);
+    rig_prefetch = 0;
     /* bad ids are refused as in an acquire */
     int32_t bad[1] = {N_EXP};
     assert_int_equal(vt_streamer_prefetch(r.s, 2, bad, 1), VT_ERR_RANGE);
@@ -477,6 +502,9 @@ static void test_prefetch_faults(void **state)
     vt_expert_stats st;
     vt_streamer_stats(r.s, 1, &st);
     assert_true(st.fill_errors >= 2 * N_MAT);
+    vt_streamer_prefetch_stats ps;
+    vt_streamer_prefetch_stats_get(r.s, &ps);
+    assert_int_equal(ps.wasted, 0); /* dropped by errors, not wrong predictions */
     rig_close(&r);
 }
 

@@ -179,11 +179,12 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         assert_null(vt_engine_streamer(e));
         assert_moe_path(e, "moe_ffn (fused; routing on the device)");
         const vt_fit *fit = vt_engine_fit(e);
-        /* a host slot as the fit check sizes it: with io: direct two 4 KiB
-         * blocks more (an O_DIRECT read lands in the slot itself) */
+        /* a host slot as the fit check sizes it: with io: direct whole 4 KiB
+         * blocks and one more (an O_DIRECT read lands in the slot itself) */
         uint64_t min_slots = fit->min_slots,
-                 slot_bytes = (fit->slot_bytes + 63) / 64 * 64 +
-                              (extra && strstr(extra, "io=direct") ? 2 * 4096 : 0);
+                 slot_bytes = extra && strstr(extra, "io=direct")
+                                  ? (fit->slot_bytes + 4095) / 4096 * 4096 + 4096
+                                  : (fit->slot_bytes + 63) / 64 * 64;
         const uint64_t n_slices = fit->n_expert_slices; /* fit dies with the engine */
         uint64_t all_bytes = slot_bytes * n_slices;
         run(e, &lr, gr, 32, &nr);

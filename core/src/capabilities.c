@@ -186,7 +186,8 @@ vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap)
         if (c->state == VT_CAP_PRESENT) {
             if (has_fn && (!fn || (c->id == VT_CAP_PINNED_HOST_ALLOC &&
                                    (!t->host_alloc_pinned || !t->host_free_pinned)) ||
-                           (c->id == VT_CAP_GRAPH && fn == (const void *)1))) {
+                           ((c->id == VT_CAP_GRAPH || c->id == VT_CAP_COPY_H2D_AHEAD) &&
+                            fn == (const void *)1))) {
                 snprintf(why, why_cap, "capability '%s' declared PRESENT but its function is NULL",
                          vt_cap_name(c->id, name, sizeof name));
                 return VT_ERR_ABI;

@@ -686,6 +686,7 @@ static vt_status quiesce_publishes(vt_expert_streamer *s)
         for (uint64_t i = 0; i < s->dev.n; i++) {
             slot_info *x = &s->dev.slots[i];
             if (!x->used || x->pub != s->pub_gen + 1) continue;
+            x->ahead = 0; /* an error, not a wrong prediction */
             evict(s, i);
             s->stats[x->layer].evictions--; /* not an eviction: an error */
             s->stats[x->layer].fill_errors++;
@@ -1043,9 +1044,19 @@ static vt_status join_prefetch(vt_expert_streamer *s)
     s->ahead_pending = 0;
     vt_status st = s->p.store_api->join_ahead(s->p.store);
     if (st == VT_OK) return VT_OK;
+    /* nothing orders the ops after the copies now: wait for the device (the
+     * copies still running) before their slots can be filled again */
+    char why[256];
+    snprintf(why, sizeof why, "%s", vt_last_error());
+    if (s->p.store_api->quiesce(s->p.store) == VT_OK) {
+        s->pub_pending = 0;
+        s->pub_gen++;
+    }
+    vt_set_error("%s", why);
     for (uint64_t i = 0; i < s->dev.n; i++) {
         slot_info *x = &s->dev.slots[i];
         if (!x->used || !x->ahead) continue;
+        x->ahead = 0; /* an error, not a wrong prediction */
         evict(s, i);
         s->stats[x->layer].evictions--; /* not an eviction: an error */
         s->stats[x->layer].fill_errors++;
@@ -1112,13 +1123,17 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
      * issued after the ops that read these slots start after the ops queued
      * so far (this acquire's publishes included), not after those ops */
     if (s->ahead_ok) {
-        vt_status st = s->p.store_api->begin_ahead(s->p.store);
-        if (st != VT_OK) {
+        if (s->p.store_api->begin_ahead(s->p.store) != VT_OK) {
+            /* the acquire itself is done: prefetch goes off, said once */
+            char why[384];
+            snprintf(why, sizeof why, "expert streamer: prefetch off: the store's begin_ahead "
+                     "failed after the acquire of layer %u: %s", layer, vt_last_error());
+            vt_host_table()->note_fallback(why);
+            s->ahead_ok = 0;
             s->forked = 0;
-            vt_error_prefix("expert streamer: begin_ahead after the acquire of layer %u", layer);
-            return st;
+        } else {
+            s->forked = 1;
         }
-        s->forked = 1;
     }
     return VT_OK;
 }
@@ -1161,8 +1176,9 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
             stack *k = stack_at(s, layer, m);
             const uint32_t e = (uint32_t)ids[i];
             uint64_t slot = k->slot_of[e];
-            if (slot != NO_SLOT) { /* resident: keep it for the acquire */
-                s->dev.slots[slot].batch = s->batch;
+            if (slot != NO_SLOT) { /* resident (or queued by this call): keep it */
+                slot_info *x = &s->dev.slots[slot];
+                if (x->batch != s->keep_batch) x->batch = s->batch; /* the last acquire's stay so */
                 continue;
             }
             const uint64_t h = k->hslot_of[e];
@@ -1171,6 +1187,8 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 continue;
             }
             if ((slot = take_slot(s, layer)) == NO_SLOT) goto queue; /* all pinned */
+            k->slot_of[e] = slot; /* a repeated id finds it (unclaimed until the call) */
+            s->dev.slots[slot].batch = s->batch;
             s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h] + s->hdoff[h],
                                                  .bytes = k->slice_bytes};
             s->ahead_key[3 * q] = m;
@@ -1191,41 +1209,41 @@ queue:
         else
             s->forked = 1;
     }
+    int called = 0;
     if (q && st == VT_OK) {
-        double t0 = now_seconds();
         st = a->publish_ahead(s->p.store, s->ahead_pub, q);
-        double dt = now_seconds() - t0; /* queueing them: the host's part, as for fills */
-        s->stats[layer].fill_seconds += dt;
-        s->stats[layer].commit_seconds += dt;
+        called = 1;
+    }
+    if (called) {
+        /* even a failed call may have queued some of its copies (a backend
+         * queues them one by one): their sources stay held until a quiesce
+         * and the next acquire joins before any fill reuses their slots */
+        s->ahead_pending = 1;
+        s->pub_pending = 1;
+        for (uint32_t j = 0; j < q; j++) s->host.slots[s->ahead_key[3 * j + 2]].batch = s->pub_gen;
     }
     for (uint32_t j = 0; j < q; j++) {
         const uint32_t m = s->ahead_key[3 * j], e = s->ahead_key[3 * j + 1];
         const uint64_t h = s->ahead_key[3 * j + 2], slot = s->ahead_pub[j].slot;
         stack *k = stack_at(s, layer, m);
         if (st != VT_OK) { /* none of the call's keys is claimed */
+            k->slot_of[e] = NO_SLOT;
             give_back(&s->dev, slot);
             s->stats[layer].fill_errors++;
             continue;
         }
-        s->host.slots[h].batch = s->pub_gen;
         lru_touch(&s->host, h);
         claim(&s->dev, slot, layer, m, e, s->batch);
         s->dev.slots[slot].pub = s->pub_gen + 1;
         s->dev.slots[slot].ahead = 1;
         if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
-        k->slot_of[e] = slot;
-        s->stats[layer].bytes_filled += k->slice_bytes;
         s->pstats.issued++;
         s->pstats.bytes_issued += k->slice_bytes;
     }
-    if (q && st == VT_OK) {
-        s->ahead_pending = 1;
-        s->pub_pending = 1;
-    } else if (st != VT_OK) {
+    if (st != VT_OK)
         vt_error_prefix("expert streamer: prefetch of %u slices of layer %u (from expert %u of "
                         "%s on)", q, layer, q ? s->ahead_key[1] : 0u,
                         q ? stack_at(s, layer, s->ahead_key[0])->t->name : "-");
-    }
     s->keep_batch = 0;
     return st;
 }

@@ -80,7 +80,9 @@ typedef struct vt_streamer_params {
 
 /* Prefetch counters (not part of the ABI). A prefetched key counts as a
  * device hit when an acquire then asks for it; its bytes are in
- * bytes_filled, not in misses. */
+ * bytes_issued here, not in vt_expert_stats (neither misses nor
+ * bytes_filled, whose fill rate they would distort). Keys dropped after a
+ * failed copy or join count as fill errors there, not as wasted here. */
 typedef struct vt_streamer_prefetch_stats {
     uint64_t issued;        /* keys copied ahead from the host tier */
     uint64_t used;          /* of those, acquired before being evicted */

@@ -385,13 +385,15 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         f->host_need = fp.host_bytes;
     }
     /* the host tier: slots of the largest slice rounded up to 64 bytes (with
-     * io: direct, two 4 KiB blocks more, so that an O_DIRECT read of whole
-     * aligned blocks lands in the slot itself, with no bounce copy). auto:
+     * io: direct, to 4 KiB and one block more: every slot then starts on a
+     * block in its page-aligned chunk and an O_DIRECT read of whole aligned
+     * blocks lands in the slot itself, with no bounce copy). auto:
      * none under the host store (its arena is host memory already); else as
      * many slices as MemTotal leaves after the host need so far, the dense
      * weights (their mapped pages, until they are on the device) and 4 GiB,
      * at most every slice of the file */
-    f->host_slot_bytes = (f->slot_bytes + 63) / 64 * 64 + (r->plat->io_direct ? 2 * 4096 : 0);
+    f->host_slot_bytes = r->plat->io_direct ? (f->slot_bytes + 4095) / 4096 * 4096 + 4096
+                                            : (f->slot_bytes + 63) / 64 * 64;
     uint64_t want = r->plat->host_arena_bytes;
     if (want == VT_HOST_ARENA_AUTO) {
         want = 0;

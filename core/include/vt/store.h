@@ -110,9 +110,11 @@ typedef struct vt_store_api {
      *   publish_ahead(...)   n publishes (host array) as publish() each, but
      *                        they may run concurrently with the ops issued
      *                        after begin_ahead, which must not read their
-     *                        slots before the next join_ahead; all or
-     *                        nothing is queued (an error leaves every slot
-     *                        of the call undefined);
+     *                        slots before the next join_ahead; on an error
+     *                        some of them may have been queued: every slot
+     *                        of the call is undefined, and the caller still
+     *                        joins (and quiesces) before reusing a slot or a
+     *                        source of the call;
      *   join_ahead(s)        every op issued after this call reads the bytes
      *                        of every publish_ahead before it.
      * src stays unchanged until quiesce() returns, as for publish(). A store
