@@ -112,10 +112,20 @@ static vt_status failing_commit(vt_store *st, uint64_t slot, uint64_t bytes)
 /* A store whose publish copies nothing until quiesce: the streamer must not
  * touch a publish's source before it quiesces. Wraps the host store. */
 #define MAX_DEFERRED 64
-static struct {
+typedef struct pending_copy {
     uint64_t slot, bytes;
     const void *src;
-} deferred[MAX_DEFERRED];
+} pending_copy;
+static pending_copy deferred[MAX_DEFERRED];
+/* Land n queued copies into st's slots; the queue is then empty. */
+static vt_status flush_copies(vt_store *st, const pending_copy *q, int *n)
+{
+    for (int i = 0; i < *n; i++)
+        memcpy((void *)(uintptr_t)vt_host_store_api()->slot_for_read(st, q[i].slot), q[i].src,
+               (size_t)q[i].bytes);
+    *n = 0;
+    return VT_OK;
+}
 static int n_deferred, n_quiesce, publish_failures, n_publish;
 static vt_store *deferred_store;
 static vt_status deferred_publish(vt_store *st, uint64_t slot, const void *src, uint64_t bytes)
@@ -144,28 +154,14 @@ static vt_status deferred_quiesce(vt_store *st)
         vt_set_error("injected copy failure");
         return VT_ERR_IO;
     }
-    for (int i = 0; i < n_deferred; i++)
-        memcpy((void *)(uintptr_t)vt_host_store_api()->slot_for_read(st, deferred[i].slot), deferred[i].src,
-               (size_t)deferred[i].bytes);
-    n_deferred = 0;
-    return VT_OK;
+    return flush_copies(st, deferred, &n_deferred);
 }
 
 /* Ahead publishes (mode 3: copied at once; mode 4: copied only at join or
  * quiesce, as a second copy queue may run them any time before the join). */
-static struct {
-    uint64_t slot, bytes;
-    const void *src;
-} ahead_q[MAX_DEFERRED];
+static pending_copy ahead_q[MAX_DEFERRED];
 static int n_ahead_q, n_begin, n_join, join_failures, ahead_eager;
-static vt_status ahead_flush(vt_store *st)
-{
-    for (int i = 0; i < n_ahead_q; i++)
-        memcpy((void *)(uintptr_t)vt_host_store_api()->slot_for_read(st, ahead_q[i].slot),
-               ahead_q[i].src, (size_t)ahead_q[i].bytes);
-    n_ahead_q = 0;
-    return VT_OK;
-}
+static vt_status ahead_flush(vt_store *st) { return flush_copies(st, ahead_q, &n_ahead_q); }
 static vt_status test_begin_ahead(vt_store *st)
 {
     (void)st;

@@ -1009,9 +1009,9 @@ full:
 /* The arguments of an acquire or a prefetch (what: its name): the layer
  * registered, ids in range of every matrix of it; *n_matrices out. */
 static vt_status check_ids(const vt_expert_streamer *s, const char *what, uint32_t layer,
-                           const int32_t *ids, uint32_t n, const void *out, uint32_t *n_matrices)
+                           const int32_t *ids, uint32_t n, uint32_t *n_matrices)
 {
-    if (!s || (n && (!ids || (!out && !strcmp(what, "acquire"))))) {
+    if (!s || (n && !ids)) {
         vt_set_error("expert streamer: %s: NULL argument", what);
         return VT_ERR_INVALID_ARG;
     }
@@ -1070,7 +1070,11 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
                               uint32_t n, const void **out)
 {
     uint32_t M = 0;
-    vt_status cst = check_ids(s, "acquire", layer, ids, n, out, &M);
+    if (n && !out) {
+        vt_set_error("expert streamer: acquire: NULL argument");
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_status cst = check_ids(s, "acquire", layer, ids, n, &M);
     if (cst != VT_OK) return cst;
     if ((uint64_t)n * M > s->p.n_slots) {
         vt_set_error("expert streamer: layer %u needs %u experts x %u matrices = %" PRIu64
@@ -1151,7 +1155,7 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                                uint32_t n)
 {
     uint32_t M = 0;
-    vt_status st = check_ids(s, "prefetch", layer, ids, n, NULL, &M);
+    vt_status st = check_ids(s, "prefetch", layer, ids, n, &M);
     if (st != VT_OK || !s->ahead_ok || !n) return st;
     const vt_store_api *a = s->p.store_api;
     if ((uint64_t)n * M > s->ahead_cap) {
