@@ -9,7 +9,9 @@
 # file-only path (host_arena 0: the issue's baseline; HOSTS="0 auto" adds the
 # host tier, which at this size takes most of the host's RAM).
 #   bench/seed_scale.sh [BUILD_DIR]
-# Environment: MODEL_DIR (/tmp), GEN (4), KEEP (0: delete the model).
+# Environment: MODEL_DIR (/tmp), GEN (4), KEEP (0: delete the model), HOSTS (0),
+# STAGINGS (auto: the staging ring; "0 auto" adds the one-slot path before it),
+# READERS (auto).
 set -euo pipefail
 build=${1:-build}
 vt=$build/bin/vt
@@ -20,10 +22,13 @@ t0=$(date +%s.%N)
   --head-dim 256 --n-rot 64 --ssm-d-k 128 --ssm-n-k 16 --ssm-n-v 64 --n-vocab 248320 > /dev/null
 echo "mkmodel --sparse: $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s; $(du -h --apparent-size "$model" | cut -f1) apparent, $(du -h "$model" | cut -f1) on disk"
 for host in ${HOSTS:-0}; do
-  echo "== host tier: $host"
+ for staging in ${STAGINGS:-auto}; do
+  echo "== host tier: $host, staging ring: $staging, readers: ${READERS:-auto}"
   $vt run -m "$model" --device cuda --ctx 512 -p "hi" -n "${GEN:-4}" --temp 0 \
     --ignore-eos --ids --stats --set cuda.experts=streamed --set cuda.expert_cache.arena=8GiB \
-    --set cuda.expert_cache.host_arena=$host 2>&1 >/dev/null |
-    grep -E "^(load|prefill|decode|experts|host tier|peak RSS|fallbacks)|^  total|hits +misses"
+    --set cuda.expert_cache.host_arena=$host --set cuda.expert_cache.staging=$staging \
+    --set cuda.expert_cache.readers=${READERS:-auto} 2>&1 >/dev/null |
+    grep -E "^(load|prefill|decode|experts|host tier|peak RSS|fallbacks)|^  total|hits +misses|experts streamed:"
+ done
 done
 [ "${KEEP:-0}" = 1 ] || rm -f "$model"

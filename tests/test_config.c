@@ -205,7 +205,8 @@ static void test_shipped_file(void **s)
                                        &p->expert_store_src, &p->arena_bytes_src,
                                        &p->headroom_bytes_src, &p->io_direct_src,
                                        &p->host_arena_bytes_src, &p->policy_src,
-                                       &p->prefetch_src, &p->pinned_budget_bytes_src};
+                                       &p->prefetch_src, &p->readers_src,
+                                       &p->staging_bytes_src, &p->pinned_budget_bytes_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
                 fail_msg("platforms.%s: key #%zu not set by the file", p->name, k);
@@ -672,6 +673,24 @@ static void test_overrides(void **s)
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer)"))
         fail_msg("%s", vt_last_error());
+    /* expert_cache.readers: auto (0) or 1..64; expert_cache.staging: auto, bytes, 0 */
+    assert_int_equal(v->readers, 0);
+    set_ok(&c, "vulkan.expert_cache.readers=6");
+    assert_int_equal(v->readers, 6);
+    assert_src(v->readers_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "vulkan.expert_cache.readers= auto");
+    assert_int_equal(v->readers, 0);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.readers", "0"), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.readers", "65"), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.readers", "many"), VT_ERR_INVALID_ARG);
+    assert_int_equal(v->staging_bytes, VT_STAGING_AUTO);
+    set_ok(&c, "vulkan.expert_cache.staging=256MiB");
+    assert_int_equal(v->staging_bytes, 256ull << 20);
+    set_ok(&c, "vulkan.expert_cache.staging=0");
+    assert_int_equal(v->staging_bytes, 0);
+    set_ok(&c, "vulkan.expert_cache.staging=auto");
+    assert_int_equal(v->staging_bytes, VT_STAGING_AUTO);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.staging", "-1"), VT_ERR_INVALID_ARG);
 }
 
 static void expect_set_error(const char *arg, const char *needle)
@@ -816,7 +835,9 @@ static void test_print(void **s)
     expect_line(out, "platforms.cuda.expert_cache.host_arena", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.policy", "lfru", "default");
     expect_line(out, "platforms.cuda.expert_cache.prefetch", "off", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 13 - 1);
+    expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
+    expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
+    assert_int_equal(l_last, 1 + 3 + 4 * 15 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

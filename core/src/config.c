@@ -51,6 +51,8 @@ typedef enum pkey {
     PK_HOST_ARENA,
     PK_POLICY,
     PK_PREFETCH,
+    PK_READERS,
+    PK_STAGING,
     PK_PINNED,
     PK_COUNT
 } pkey;
@@ -60,12 +62,14 @@ static const char *const pkey_path[PK_COUNT] = {
     "backend",           "unified_memory",     "kv_cache_tokens",
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
-    "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch", "pinned_budget"};
+    "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch",
+    "expert_cache.readers", "expert_cache.staging", "pinned_budget"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
-    "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, pinned_budget";
+    "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, expert_cache.readers, "
+    "expert_cache.staging, pinned_budget";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -97,6 +101,8 @@ void vt_config_platform_defaults(vt_config_platform *p, const char *name)
     p->arena_slots = 0;
     p->headroom_bytes = 0;
     p->host_arena_bytes = VT_HOST_ARENA_AUTO;
+    p->readers = 0;                       /* auto */
+    p->staging_bytes = VT_STAGING_AUTO;
     p->pinned_budget_bytes = 0;
 }
 
@@ -469,6 +475,27 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
+    case PK_READERS: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (eq(s, n, "auto")) u = 0;
+        else if ((st = parse_uint(text, 1, VT_READERS_MAX, &u)) != VT_OK) break;
+        p->readers = (uint32_t)u;
+        p->readers_src = src;
+        break;
+    }
+    case PK_STAGING: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (eq(s, n, "auto")) u = VT_STAGING_AUTO;
+        else if ((st = vt_config_parse_bytes(text, &u)) != VT_OK) break;
+        else if (u == VT_STAGING_AUTO) u--;
+        p->staging_bytes = u;
+        p->staging_bytes_src = src;
+        break;
+    }
     case PK_HOST_ARENA: {
         const char *s;
         size_t n;
@@ -769,9 +796,9 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
-                                        "policy", "prefetch"};
+                                        "policy", "prefetch", "readers", "staging"};
     static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
-                                PK_POLICY, PK_PREFETCH};
+                                PK_POLICY, PK_PREFETCH, PK_READERS, PK_STAGING};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
@@ -788,7 +815,8 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         while (i < N && strcmp(key, names[i])) i++;
         if (i == N)
             return yp_unknown_key(p, m, full,
-                                  "store, arena, slots, headroom, io, host_arena, policy, prefetch");
+                                  "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
+                                  "readers, staging");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1429,6 +1457,16 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_PREFETCH:
                 copy_str(val, sizeof val, p->prefetch ? "next-layer" : "off");
                 src = p->prefetch_src;
+                break;
+            case PK_READERS:
+                if (p->readers) snprintf(val, sizeof val, "%u", p->readers);
+                else copy_str(val, sizeof val, "auto");
+                src = p->readers_src;
+                break;
+            case PK_STAGING:
+                if (p->staging_bytes == VT_STAGING_AUTO) copy_str(val, sizeof val, "auto");
+                else bytes_value(p->staging_bytes, val, sizeof val);
+                src = p->staging_bytes_src;
                 break;
             case PK_HOST_ARENA:
                 if (p->host_arena_bytes == VT_HOST_ARENA_AUTO) copy_str(val, sizeof val, "auto");

@@ -24,6 +24,13 @@
  *                                      # (page cache bypassed; falls back to pread with a WARN)
  *         host_arena: auto | <bytes>   # the host tier of a device store: expert slices kept in
  *                                      # host memory (pinned within pinned_budget); 0: none
+ *         policy: lfru | layer | lru   # the device tier's replacement policy
+ *         prefetch: off | next-layer   # copy the next layer's predicted experts ahead
+ *         readers: auto | <count>      # reader threads for the misses' file reads (1..64;
+ *                                      # auto: the online CPUs, at most 8)
+ *         staging: auto | <bytes>      # without a host tier, a ring of pinned staging slots
+ *                                      # for a device store (auto: two per reader; 0: the
+ *                                      # store's one staging slot, one miss at a time)
  *       pinned_budget: <bytes>         # most pinned host memory the backend may take
  *
  * Byte sizes: a plain integer (bytes), or a number with a unit: B, KiB, MiB,
@@ -90,6 +97,12 @@ typedef struct vt_config_pair {
 /* expert_cache.host_arena: auto (sized by the fit check, residency.c) */
 #define VT_HOST_ARENA_AUTO UINT64_MAX
 
+/* expert_cache.readers: auto (0: the online CPUs, at most 8) or 1..VT_READERS_MAX */
+#define VT_READERS_MAX 64
+/* expert_cache.staging: auto (residency.c: two slots per reader), 0: one staging slot in the
+ * store, no ring */
+#define VT_STAGING_AUTO UINT64_MAX
+
 /* expert_cache.policy (the engine maps it to expert_streamer.h vt_cache_policy) */
 enum { VT_POLICY_LFRU = 0, VT_POLICY_LAYER = 1, VT_POLICY_LRU = 2 };
 
@@ -107,6 +120,8 @@ typedef struct vt_config_platform {
     int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
     int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: 1 next-layer */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
+    uint32_t readers;              vt_config_src readers_src;      /* expert_cache.readers: 0 auto */
+    uint64_t staging_bytes;        vt_config_src staging_bytes_src; /* VT_STAGING_AUTO, 0: no ring */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
 } vt_config_platform;
 

@@ -142,15 +142,17 @@ static vt_status open_streamer(vt_engine *e, const char *device)
                                            ? VT_CACHE_POLICY_LAYER
                                            : VT_CACHE_POLICY_LFRU,
                              .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
+                             .n_readers = f->readers, .n_ring_slots = f->ring_slots,
                              .backend = &e->backend, .prefetch = e->res.plat->prefetch};
     if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;
     char hb[32], pb[32];
-    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of %llu bytes in store '%s', %s; host tier "
-           "%llu slots (%s, %s pinned); prefetch %s", (unsigned long long)f->arena_slots,
-           (unsigned long long)f->slot_bytes, e->res.store_name,
-           vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",
-           (unsigned long long)f->host_slots,
+    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of %llu bytes in store '%s', %s, %u "
+           "readers; host tier %llu slots (%s), staging ring %llu slots, %s pinned; prefetch %s",
+           (unsigned long long)f->arena_slots, (unsigned long long)f->slot_bytes,
+           e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",
+           vt_streamer_n_readers(e->streamer), (unsigned long long)f->host_slots,
            vt_config_format_bytes(f->host_arena_bytes, hb, sizeof hb),
+           (unsigned long long)vt_streamer_n_ring_slots(e->streamer),
            vt_config_format_bytes(vt_streamer_host_pinned_bytes(e->streamer), pb, sizeof pb),
            vt_streamer_prefetch_on(e->streamer) ? "next-layer" : "off");
     return VT_OK;

@@ -17,6 +17,7 @@
 #include "error.h"
 #include "cache_sim.h"
 #include "capabilities.h"
+#include "reader_pool.h"
 #include "registry.h"
 #include "vt/plugin_util.h"
 
@@ -44,6 +45,8 @@ typedef struct slot_info {
     uint64_t visit;          /* its layer's acquire count at its last use */
     uint64_t pub;            /* device tier: 1 + the publish generation that filled it (0: none) */
     int ahead;               /* device tier: filled by a prefetch and not acquired since */
+    int held;                /* host tier: the source of a publish of the pending fills
+                              * (never a victim until they are flushed) */
 } slot_info;
 
 /* One tier's slots: an LRU list of used slots and a free list. */
@@ -56,6 +59,31 @@ typedef struct tier {
     /* per-layer LRU lists (NULL: none): head = most recent, count of used slots */
     uint64_t *lhead, *ltail, *lcount;
 } tier;
+
+/* One file read of the batched fill path, run by a reader thread: inputs,
+ * then what happened (the main thread words the error, error.h being per
+ * thread). */
+typedef struct read_job {
+    int fd;
+    uint8_t *dst;            /* the host slot or ring slot */
+    uint64_t n, off, cap;    /* slice bytes, file offset, bytes dst may take */
+    uint32_t data_off;       /* out: where the slice starts in dst */
+    int err;                 /* out: errno of a failed read, 0 */
+    int eof;                 /* out: the file ended first */
+    int direct;              /* out: it ran with O_DIRECT */
+    uint64_t done;           /* out: bytes read */
+} read_job;
+
+/* A device-tier miss waiting in the batched fill path (fill_batch). */
+enum { PEND_HOST_HIT, PEND_HOST_READ, PEND_RING };
+typedef struct pend {
+    uint32_t matrix, expert;
+    int kind;
+    uint64_t slot;           /* the device slot taken for it (off every list) */
+    uint64_t h;              /* the host slot (hit or taken), or the ring slot's index in
+                              * host_addr */
+    read_job job;            /* PEND_HOST_READ, PEND_RING */
+} pend;
 
 typedef struct host_chunk {
     uint8_t *base;
@@ -108,6 +136,13 @@ struct vt_expert_streamer {
     size_t bounce_bytes;
     vt_streamer_read_fn read_fn;
     void *read_ctx;
+    /* the batched fill path (readers > 1, or the staging ring) */
+    vt_reader_pool *pool;
+    uint64_t n_ring;         /* staging ring slots: host_addr[host.n + r] (no host tier) */
+    uint64_t *ring_gen;      /* [n_ring]: pub_gen of its last publish, UINT64_MAX none */
+    uint64_t ring_next;
+    pend *pend;
+    size_t pend_cap, n_pend, n_pend_ring;
 };
 
 static double now_seconds(void)
@@ -179,8 +214,9 @@ static int backend_can_pin(const vt_backend *be)
  * it, with one noted fallback when the backend could have pinned them. */
 static vt_status alloc_host_tier(vt_expert_streamer *s)
 {
-    const uint64_t n = s->p.n_host_slots, stride = s->p.host_slot_bytes;
-    vt_status st = tier_init(&s->host, n, "host tier");
+    /* the staging ring's slots follow the host tier's in the same chunks */
+    const uint64_t n = s->p.n_host_slots + s->n_ring, stride = s->p.host_slot_bytes;
+    vt_status st = tier_init(&s->host, s->p.n_host_slots, "host tier");
     if (st != VT_OK || !n) return st;
     uint64_t per_chunk = HOST_CHUNK_BYTES / stride ? HOST_CHUNK_BYTES / stride : 1;
     uint64_t n_chunks = (n + per_chunk - 1) / per_chunk;
@@ -213,8 +249,9 @@ static vt_status alloc_host_tier(vt_expert_streamer *s)
                                                      DIRECT_ALIGN));
             if (!p) {
                 char b1[32], b2[32];
-                vt_set_error("out of memory: the expert host tier (%" PRIu64 " slots, %s) could "
-                             "not be allocated after %s; lower expert_cache.host_arena", n,
+                vt_set_error("out of memory: the expert host tier and staging ring (%" PRIu64
+                             " slots, %s) could not be allocated after %s; lower "
+                             "expert_cache.host_arena or expert_cache.staging", n,
                              vt_util_format_bytes(n * stride, b1, sizeof b1),
                              vt_util_format_bytes(slot * stride, b2, sizeof b2));
                 return VT_ERR_OUT_OF_MEMORY;
@@ -230,7 +267,8 @@ static vt_status alloc_host_tier(vt_expert_streamer *s)
     }
     if (can_pin && s->host_pageable_bytes) {
         char why[384], b1[32], b2[32];
-        snprintf(why, sizeof why, "expert streamer: %s of the %s host tier is pageable (it exceeds "
+        snprintf(why, sizeof why, "expert streamer: %s of the %s host tier / staging ring is "
+                 "pageable (it exceeds "
                  "the pinned budget, pinned_budget); experts still stream, H2D copies from it are "
                  "slower", vt_util_format_bytes(s->host_pageable_bytes, b1, sizeof b1),
                  vt_util_format_bytes(n * stride, b2, sizeof b2));
@@ -245,7 +283,10 @@ void vt_streamer_destroy(vt_expert_streamer *s)
     if (s->pub_pending && s->p.store_api->quiesce(s->p.store) != VT_OK)
         vt_log(VT_LOG_WARN, "expert streamer: waiting for the last host-tier copies failed: %s",
                vt_last_error());
+    vt_reader_pool_destroy(s->pool);
     free_host_tier(s);
+    free(s->ring_gen);
+    free(s->pend);
     free(s->ahead_pub);
     free(s->ahead_key);
     if (s->stacks)
@@ -365,7 +406,10 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
         vt_streamer_destroy(s);
         return VT_ERR_RANGE;
     }
-    if (p->n_host_slots && p->host_slot_bytes < p->slot_bytes) {
+    /* the staging ring: only without a host tier and with the store's publish */
+    s->n_ring = !p->n_host_slots && s->publish ? p->n_ring_slots : 0;
+    if (s->n_ring == 1) s->n_ring = 2; /* one half read while the other is copied */
+    if ((p->n_host_slots || s->n_ring) && p->host_slot_bytes < p->slot_bytes) {
         vt_set_error("expert streamer: host-tier slots of %" PRIu64 " bytes are smaller than the "
                      "store's slots (%" PRIu64 " bytes)", p->host_slot_bytes, p->slot_bytes);
         vt_streamer_destroy(s);
@@ -385,7 +429,18 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
             for (uint32_t l = 0; l < p->n_layer; l++) s->dev.lhead[l] = s->dev.ltail[l] = NO_SLOT;
         }
     }
+    if (st == VT_OK && s->n_ring) {
+        s->ring_gen = malloc(s->n_ring * sizeof *s->ring_gen);
+        if (!s->ring_gen) {
+            vt_set_error("out of memory: the staging ring's table (%" PRIu64 " slots)", s->n_ring);
+            st = VT_ERR_OUT_OF_MEMORY;
+        } else {
+            for (uint64_t r = 0; r < s->n_ring; r++) s->ring_gen[r] = UINT64_MAX;
+        }
+    }
     if (st == VT_OK) st = alloc_host_tier(s);
+    if (st == VT_OK && ((p->n_readers > 1 && p->n_host_slots) || s->n_ring))
+        st = vt_reader_pool_create(p->n_readers ? p->n_readers : 1, &s->pool);
     if (st == VT_OK) st = open_shards(s);
     if (st != VT_OK) {
         vt_streamer_destroy(s);
@@ -890,7 +945,8 @@ static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32
     } else if (s->publish) {
         st = a->publish(s->p.store, slot, s->host_addr[h] + s->hdoff[h], k->slice_bytes);
         if (st == VT_OK) {
-            s->host.slots[h].batch = s->pub_gen;
+            if (h < s->host.n) s->host.slots[h].batch = s->pub_gen;
+            else s->ring_gen[h - s->host.n] = s->pub_gen; /* a staging ring slot */
             s->dev.slots[slot].pub = s->pub_gen + 1;
             s->pub_pending = 1;
         }
@@ -904,8 +960,10 @@ static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32
         }
     }
     if (st != VT_OK)
-        vt_error_prefix("expert streamer: publish of expert %u of %s (layer %u) from host slot %"
-                        PRIu64 " into slot %" PRIu64, expert, k->t->name, layer, h, slot);
+        vt_error_prefix("expert streamer: publish of expert %u of %s (layer %u) from %s %" PRIu64
+                        " into slot %" PRIu64, expert, k->t->name, layer,
+                        h < s->host.n ? "host slot" : "staging ring slot",
+                        h < s->host.n ? h : h - s->host.n, slot);
     return st;
 }
 
@@ -969,6 +1027,270 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
     s->stats[layer].bytes_filled += k->slice_bytes;
     *slot_out = slot;
     return VT_OK;
+}
+
+/* ------------------------------------------------------------ batched fills */
+
+#define PENDING_SLOT (NO_SLOT - 1) /* slot_of of a key waiting in fill_batch */
+#define JOB_NEEDS_BOUNCE (-1)      /* read_job.err: O_DIRECT needs the bounce buffer */
+
+/* Run the read of pending fill i (on a reader thread): thread-safe, it only
+ * reads the streamer (read_fn, direct) and writes its own job. */
+static void run_job(void *ctx, uint64_t i)
+{
+    vt_expert_streamer *s = ctx;
+    pend *q = &s->pend[i];
+    if (q->kind == PEND_HOST_HIT) return;
+    read_job *j = &q->job;
+    uint64_t lead = 0, at = j->off, want = j->n;
+    uint8_t *buf = j->dst;
+    const int direct = s->direct;
+    j->data_off = 0;
+    j->err = j->eof = 0;
+    j->done = 0;
+    j->direct = direct;
+    if (direct) {
+        lead = j->off % DIRECT_ALIGN;
+        at = j->off - lead;
+        want = (lead + j->n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+        uint64_t skip = (DIRECT_ALIGN - (uintptr_t)j->dst % DIRECT_ALIGN) % DIRECT_ALIGN;
+        if (skip + want > j->cap || skip + lead > UINT32_MAX) {
+            j->err = JOB_NEEDS_BOUNCE;
+            return;
+        }
+        buf = j->dst + skip;
+        j->data_off = (uint32_t)(skip + lead);
+    }
+    uint64_t done = 0;
+    while (done < want) {
+        if (direct && done >= lead + j->n) break; /* the slice is in; the rest is alignment */
+        ssize_t r = s->read_fn(s->read_ctx, j->fd, buf + done, (size_t)(want - done),
+                               (off_t)(at + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            j->err = errno ? errno : EIO;
+            break;
+        }
+        if (r == 0) {
+            /* end of file: with O_DIRECT the rounded-up tail may pass it legitimately */
+            if (!(direct && done >= lead + j->n)) j->eof = 1;
+            break;
+        }
+        done += (uint64_t)r;
+    }
+    j->done = done > lead ? done - lead : 0;
+}
+
+/* The outcome of pending fill q's read, on the acquiring thread: VT_OK, or
+ * the error worded as read_slice words it. A read that needs the bounce
+ * buffer, or that O_DIRECT refused (EINVAL before any byte), is redone here
+ * through read_slice, which falls back to buffered reads. */
+static vt_status finish_read(vt_expert_streamer *s, const stack *k, pend *q)
+{
+    read_job *j = &q->job;
+    if (j->err == JOB_NEEDS_BOUNCE || (j->err == EINVAL && j->direct && j->done == 0))
+        return read_slice(s, s->fds[k->t->shard], j->dst, j->n, j->off, k, q->expert, j->cap,
+                          &j->data_off);
+    if (j->err) {
+        vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
+                     PRIu64 " of %s) failed: %s", q->expert, matrix_label(k), j->n, j->off,
+                     vt_gguf_shard_path(s->p.gguf, k->t->shard), strerror(j->err));
+        return VT_ERR_IO;
+    }
+    if (j->eof) {
+        vt_set_error("expert streamer: reading expert %u of %s: the file ends after %" PRIu64
+                     " of %" PRIu64 " bytes at offset %" PRIu64 " of %s (truncated?)", q->expert,
+                     matrix_label(k), j->done, j->n, j->off,
+                     vt_gguf_shard_path(s->p.gguf, k->t->shard));
+        return VT_ERR_IO;
+    }
+    return VT_OK;
+}
+
+/* Drop pending fill q: its device slot (and a host slot taken for it) back
+ * on the free lists, the key absent. */
+static void drop_pending(vt_expert_streamer *s, uint32_t layer, pend *q)
+{
+    stack *k = stack_at(s, layer, q->matrix);
+    k->slot_of[q->expert] = NO_SLOT;
+    give_back(&s->dev, q->slot);
+    if (q->kind == PEND_HOST_READ) give_back(&s->host, q->h);
+    else if (q->kind == PEND_HOST_HIT) s->host.slots[q->h].held = 0;
+}
+
+static void drop_all_pending(vt_expert_streamer *s, uint32_t layer)
+{
+    for (size_t i = 0; i < s->n_pend; i++) drop_pending(s, layer, &s->pend[i]);
+    s->n_pend = s->n_pend_ring = 0;
+}
+
+/* Complete the pending fills: every read at once on the reader threads;
+ * with ring slots among them, a quiesce (the copies out of the other half
+ * ran during the reads); then in order: the host-tier commit, the publish,
+ * the device-tier claim. The first failure is returned; the fills after it
+ * are dropped. */
+static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
+{
+    if (!s->n_pend) return VT_OK;
+    const double t0 = now_seconds();
+    vt_reader_pool_run(s->pool, run_job, s, s->n_pend);
+    const double t1 = now_seconds();
+    vt_status st = VT_OK;
+    if (s->n_pend_ring && s->pub_pending && (st = quiesce_publishes(s)) != VT_OK) {
+        vt_error_prefix("expert streamer: waiting for the staging ring's copies");
+        drop_all_pending(s, layer);
+        return st;
+    }
+    int host_reads = 0;
+    for (size_t i = 0; i < s->n_pend; i++) {
+        pend *q = &s->pend[i];
+        if (st != VT_OK) {
+            drop_pending(s, layer, q);
+            continue;
+        }
+        stack *k = stack_at(s, layer, q->matrix);
+        const uint32_t m = q->matrix, e = q->expert;
+        if (q->kind != PEND_HOST_HIT) {
+            st = finish_read(s, k, q);
+            s->hdoff[q->h] = q->job.data_off;
+        }
+        if (q->kind == PEND_HOST_READ) {
+            host_reads = 1;
+            if (st == VT_OK && fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, m, e)) {
+                vt_set_error("expert streamer: host-tier commit of expert %u of %s (layer %u) "
+                             "into host slot %" PRIu64 ": injected failure", e, k->t->name,
+                             layer, q->h);
+                st = VT_ERR_IO;
+            }
+            if (st != VT_OK) {
+                s->hstats[layer].errors++;
+                s->stats[layer].fill_errors++;
+                drop_pending(s, layer, q);
+                continue;
+            }
+            claim(&s->host, q->h, layer, m, e, s->pub_gen);
+            s->host.slots[q->h].batch = s->pub_gen - 1; /* not a publish source yet */
+            k->hslot_of[e] = q->h;
+            s->hstats[layer].misses++;
+            s->hstats[layer].bytes_read += k->slice_bytes;
+        } else if (q->kind == PEND_HOST_HIT) {
+            s->host.slots[q->h].held = 0;
+        }
+        if (st == VT_OK) {
+            double tc = now_seconds();
+            st = publish_from_host(s, k, layer, m, e, q->h, q->slot);
+            s->stats[layer].commit_seconds += now_seconds() - tc;
+        }
+        if (st != VT_OK) {
+            s->stats[layer].fill_errors++;
+            q->kind = PEND_RING; /* nothing of the host tier left to give back */
+            drop_pending(s, layer, q);
+            continue;
+        }
+        claim(&s->dev, q->slot, layer, m, e, s->batch);
+        if (s->visits) s->dev.slots[q->slot].visit = s->visits[layer];
+        k->slot_of[e] = q->slot;
+        s->stats[layer].misses++;
+        s->stats[layer].bytes_filled += k->slice_bytes;
+    }
+    s->stats[layer].fill_seconds += now_seconds() - t0;
+    if (host_reads) s->hstats[layer].read_seconds += t1 - t0;
+    s->n_pend = s->n_pend_ring = 0;
+    return st;
+}
+
+/* The host tier cannot give a slot without flushing first: none is free and
+ * its least recently used slot is the source of a pending fill (every other
+ * one is too, hits being moved to the front), or every slot is taken. */
+static int host_needs_flush(const vt_expert_streamer *s)
+{
+    const tier *t = &s->host;
+    return t->free_head == NO_SLOT && (t->lru_tail == NO_SLOT || t->slots[t->lru_tail].held);
+}
+
+/* Fill every device-tier miss of an acquire (ids, n, the layer's M
+ * matrices) through the batched path: take each miss's slots in order, then
+ * flush (reads at once, then commits and publishes in order) whenever a
+ * ring half is full, the host tier needs its pending slots back, or the
+ * batch ends. On an error the fills not yet flushed are dropped. */
+static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
+                            uint32_t n, uint32_t M)
+{
+    const uint64_t need = (uint64_t)n * M;
+    if (need > s->pend_cap) {
+        pend *np = (uint64_t)(size_t)need == need ? realloc(s->pend, (size_t)need * sizeof *np)
+                                                  : NULL;
+        if (!np) {
+            vt_set_error("out of memory: expert streamer fill list for %" PRIu64 " slices", need);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        s->pend = np;
+        s->pend_cap = (size_t)need;
+    }
+    const uint64_t wave = s->n_ring / 2;
+    s->n_pend = s->n_pend_ring = 0;
+    vt_status st = VT_OK;
+    for (uint32_t i = 0; i < n && st == VT_OK; i++) {
+        for (uint32_t m = 0; m < M; m++) {
+            stack *k = stack_at(s, layer, m);
+            const uint32_t e = (uint32_t)ids[i];
+            if (k->slot_of[e] != NO_SLOT) continue; /* a hit, or already pending */
+            count_use(s, layer, m, e);
+            const int host_read = s->host.n && k->hslot_of[e] == NO_SLOT;
+            if ((host_read && host_needs_flush(s)) || (!s->host.n && s->n_pend_ring >= wave))
+                if ((st = flush_pending(s, layer)) != VT_OK) break;
+            uint64_t slot = take_slot(s, layer);
+            if (slot == NO_SLOT) {
+                if ((st = flush_pending(s, layer)) != VT_OK) break;
+                vt_set_error("expert streamer: the arena's %" PRIu64 " slots are all needed by "
+                             "this batch of layer %u; it cannot also hold expert %u of %s",
+                             s->p.n_slots, layer, e, k->t->name);
+                st = VT_ERR_RANGE;
+                break;
+            }
+            pend *q = &s->pend[s->n_pend];
+            *q = (pend){.matrix = m, .expert = e, .slot = slot, .h = NO_SLOT};
+            q->job.fd = s->fds[k->t->shard];
+            q->job.n = k->slice_bytes;
+            q->job.off = k->t->file_offset + (uint64_t)e * k->slice_bytes;
+            q->job.cap = s->p.host_slot_bytes;
+            if (s->host.n && !host_read) {
+                q->kind = PEND_HOST_HIT;
+                q->h = k->hslot_of[e];
+                s->hstats[layer].hits++;
+                lru_touch(&s->host, q->h);
+                s->host.slots[q->h].held = 1;
+            } else if (s->host.n) {
+                if ((st = take_host_slot(s, &q->h)) != VT_OK) {
+                    give_back(&s->dev, slot);
+                    break;
+                }
+                q->kind = PEND_HOST_READ;
+                q->job.dst = s->host_addr[q->h];
+            } else {
+                uint64_t r = s->ring_next;
+                s->ring_next = (r + 1) % s->n_ring;
+                if (s->pub_pending && s->ring_gen[r] == s->pub_gen &&
+                    (st = quiesce_publishes(s)) != VT_OK) {
+                    vt_error_prefix("expert streamer: waiting for the copy out of staging ring "
+                                    "slot %" PRIu64, r);
+                    give_back(&s->dev, slot);
+                    break;
+                }
+                q->kind = PEND_RING;
+                q->h = s->host.n + r;
+                q->job.dst = s->host_addr[q->h];
+                s->n_pend_ring++;
+            }
+            k->slot_of[e] = PENDING_SLOT; /* a repeated id is one fill */
+            s->n_pend++;
+        }
+    }
+    if (st != VT_OK) {
+        drop_all_pending(s, layer);
+        return st;
+    }
+    return flush_pending(s, layer);
 }
 
 /* Append one acquire to the trace; a failed allocation stops the recording
@@ -1106,7 +1428,11 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
             count_use(s, layer, m, (uint32_t)ids[i]);
             lru_touch(&s->dev, slot);
         }
-    /* then the misses, in order */
+    /* then the misses, in order: batched (reads at once), or one at a time */
+    if (s->pool) { /* a host tier with readers, or the staging ring */
+        vt_status st = fill_batch(s, layer, ids, n, M);
+        if (st != VT_OK) return st;
+    }
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t m = 0; m < M; m++) {
             uint64_t slot = stack_at(s, layer, m)->slot_of[ids[i]];
@@ -1420,6 +1746,11 @@ void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void 
 vt_status vt_streamer_quiesce(vt_expert_streamer *s) { return quiesce_publishes(s); }
 uint32_t vt_streamer_n_layers(const vt_expert_streamer *s) { return s->p.n_layer; }
 int vt_streamer_io_direct(const vt_expert_streamer *s) { return s->direct; }
+uint64_t vt_streamer_n_ring_slots(const vt_expert_streamer *s) { return s->n_ring; }
+uint32_t vt_streamer_n_readers(const vt_expert_streamer *s)
+{
+    return s->pool ? vt_reader_pool_size(s->pool) : 1;
+}
 
 int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                             uint32_t expert)

@@ -34,6 +34,17 @@
  * at once; slots used by the current batch are never evicted by it, so the
  * arena must hold at least n × matrices slots (VT_ERR_RANGE otherwise).
  *
+ * The batched fill path (n_readers > 1, or a staging ring): an acquire's
+ * misses are taken in order (device slot, then host hit, host slot or ring
+ * slot), their file reads run at once on the reader threads, then, in order,
+ * each is committed to the host tier and published. A failure at key i
+ * publishes the keys before it and leaves i and every key after it absent
+ * (their slots back on the free lists). Without a host tier and with a store
+ * that has publish, reads land in a ring of staging slots (allocated with
+ * the host tier's rules: pinned within the budget) and are published from
+ * there; half the ring is read while the other half's copies run (one
+ * quiesce between the reads and the publishes of each half).
+ *
  * I/O: pread on a descriptor of each shard. With io_direct the shards are
  * opened with O_DIRECT (page cache bypassed) and reads go through an aligned
  * bounce buffer; when the file system refuses O_DIRECT the streamer falls
@@ -73,6 +84,12 @@ typedef struct vt_streamer_params {
     uint64_t host_slot_bytes;   /* >= slot_bytes */
     const vt_backend *backend;  /* pins the host tier when it declares pinned_host_alloc;
                                  * may be NULL (pageable); must outlive the streamer */
+    uint32_t n_readers;         /* reader threads for a batch's file reads (0, 1: none; the
+                                 * misses are then filled one at a time unless there is a
+                                 * staging ring) */
+    uint64_t n_ring_slots;      /* the staging ring (expert_cache.staging), used only without a
+                                 * host tier and with a store that has publish: slots of
+                                 * host_slot_bytes (at least 2; 0: none) */
     int prefetch;               /* expert_cache.prefetch: 1 next-layer (needs the host tier
                                  * and a store with the ahead publishes, else create fails
                                  * with VT_ERR_UNSUPPORTED naming the reason) */
@@ -125,6 +142,9 @@ int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_
 uint32_t vt_streamer_n_layers(const vt_expert_streamer *s);
 /* Whether O_DIRECT is in use (after a fallback: 0). */
 int vt_streamer_io_direct(const vt_expert_streamer *s);
+/* The staging ring's slots (0: none) and the readers of the batched fill path (1: none). */
+uint64_t vt_streamer_n_ring_slots(const vt_expert_streamer *s);
+uint32_t vt_streamer_n_readers(const vt_expert_streamer *s);
 
 /* The host tier: slots, keys resident, pinned bytes, counters. */
 uint64_t vt_streamer_n_host_slots(const vt_expert_streamer *s);
@@ -170,13 +190,16 @@ vt_status vt_streamer_simulate(const vt_expert_streamer *s, uint64_t capacity, i
 /* Fault injection in tests: called at each point; nonzero fails that step. */
 typedef enum vt_streamer_fault_point {
     VT_STREAMER_FAULT_HOST_COMMIT = 1, /* after a read into a host slot, before it is marked */
-    VT_STREAMER_FAULT_PUBLISH = 2,     /* instead of the publish from a host slot */
+    VT_STREAMER_FAULT_PUBLISH = 2,     /* instead of the publish from a host slot or a ring
+                                        * slot */
 } vt_streamer_fault_point;
 typedef int (*vt_streamer_fault_fn)(void *ctx, vt_streamer_fault_point pt, uint32_t layer,
                                     uint32_t matrix, uint32_t expert);
 void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void *ctx);
 
-/* Replace pread (fault injection in tests): same contract as pread(2). */
+/* Replace pread (fault injection in tests): same contract as pread(2). With
+ * n_readers > 1 it is called from several threads at once (the fault hook
+ * is always called from the acquiring thread). */
 typedef ssize_t (*vt_streamer_read_fn)(void *ctx, int fd, void *buf, size_t n, off_t off);
 void vt_streamer_set_reader(vt_expert_streamer *s, vt_streamer_read_fn fn, void *ctx);
 

@@ -1001,6 +1001,26 @@ out:
     return st;
 }
 
+vt_status vt_gguf_release_pages(const vt_gguf *g, const vt_gguf_tensor *t)
+{
+    if (!g || !t || t < g->tensors || t >= g->tensors + g->n_tensors || !t->data) {
+        vt_set_error("gguf_release_pages: %s", !g || !t ? "NULL argument"
+                     : !t->data ? "the tensor is not mapped" : "not a tensor of this file");
+        return VT_ERR_INVALID_ARG;
+    }
+    long pg = sysconf(_SC_PAGESIZE);
+    const uint64_t page = pg > 0 ? (uint64_t)pg : 4096;
+    const uintptr_t a = (uintptr_t)t->data, b = a + (uintptr_t)t->nbytes;
+    const uintptr_t lo = (a + page - 1) / page * page, hi = b / page * page;
+    if (hi <= lo) return VT_OK; /* no whole page of its own */
+    if (madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED) != 0) {
+        vt_set_error("gguf_release_pages: madvise of tensor '%s' (%" PRIu64 " bytes) failed: %s",
+                     t->name, (uint64_t)(hi - lo), strerror(errno));
+        return VT_ERR_IO;
+    }
+    return VT_OK;
+}
+
 /* Map a parsed shard and point its tensors at the mapping. */
 static vt_status map_shard(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
 {

@@ -126,6 +126,7 @@ static const vt_host_api host_table = {
     .note_fallback = host_note_fallback,
     .experts_prefetch_on = vt_streamer_prefetch_on,
     .experts_prefetch = vt_streamer_prefetch,
+    .gguf_release_pages = vt_gguf_release_pages,
 };
 
 const vt_host_api *vt_host_table(void) { return &host_table; }

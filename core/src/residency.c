@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/sysinfo.h>
 
 #include "capabilities.h"
@@ -407,6 +408,26 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     f->host_arena_bytes = mul_sat(f->host_slots, f->host_slot_bytes);
     if (f->unified) f->device_need = add_sat(f->device_need, f->host_arena_bytes);
     else f->host_need = add_sat(f->host_need, f->host_arena_bytes);
+    /* the readers, and the staging ring: without a host tier, a store plugin's
+     * misses are read (by the readers at once) into ring slots sized as host
+     * slots and published from there; auto: two slots per reader, so one half
+     * is read while the other is copied; an explicit size takes at least 2 */
+    f->readers = r->plat->readers;
+    if (!f->readers) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        f->readers = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (uint32_t)ncpu;
+    }
+    f->ring_slots = 0;
+    if (r->store && !f->host_slots && r->plat->staging_bytes) {
+        uint64_t want_ring = r->plat->staging_bytes;
+        f->ring_slots = want_ring == VT_STAGING_AUTO ? 2ull * f->readers
+                                                     : want_ring / f->host_slot_bytes;
+        if (f->ring_slots < 2) f->ring_slots = 2;
+        if (f->ring_slots > f->n_expert_slices) f->ring_slots = f->n_expert_slices;
+    }
+    f->ring_bytes = mul_sat(f->ring_slots, f->host_slot_bytes);
+    if (f->unified) f->device_need = add_sat(f->device_need, f->ring_bytes);
+    else f->host_need = add_sat(f->host_need, f->ring_bytes);
     if (f->arena_slots < f->min_slots) {
         snprintf(f->verdict, sizeof f->verdict,
                  "the expert arena holds %" PRIu64 " slots of %s, but one layer's top-%u experts "
@@ -518,6 +539,11 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
                  f->n_expert_slices ? 100.0 * (double)f->host_slots / (double)f->n_expert_slices
                                     : 0.0);
         ROW(label, f->host_arena_bytes);
+        if (f->ring_slots) {
+            snprintf(label, sizeof label, "staging ring (%" PRIu64 " slots)", f->ring_slots);
+            ROW(label, f->ring_bytes);
+        }
+        fprintf(out, "  %-32s %14u %22s\n", "file readers (threads)", f->readers, "");
     }
     if (f->have_model_memory) {
         char label[64];

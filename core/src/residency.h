@@ -60,6 +60,11 @@ typedef struct vt_fit {
     uint64_t host_slots;        /* the host tier (expert_cache.host_arena): slots of */
     uint64_t host_slot_bytes;   /* host_slot_bytes each (0 slots: no host tier) */
     uint64_t host_arena_bytes;  /* host_slots × host_slot_bytes */
+    uint32_t readers;           /* reader threads for the misses' file reads (resolved) */
+    uint64_t ring_slots;        /* the staging ring (expert_cache.staging): slots of
+                                 * host_slot_bytes each, only for a store plugin without a
+                                 * host tier; 0: none (the store's own staging slot) */
+    uint64_t ring_bytes;        /* ring_slots × host_slot_bytes */
     uint64_t headroom_bytes;
     /* pools */
     int unified;                /* one pool (see above) */

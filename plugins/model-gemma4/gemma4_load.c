@@ -508,6 +508,7 @@ static vt_status g4_place(g4_loader *L, const vt_gguf_tensor *t, uint64_t bytes,
     if ((st = g4_track(m, p)) != VT_OK) return st;
     st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
     if (st != VT_OK) return st;
+    vt_util_release_pages(L->host, L->g, t); /* read from the device from now on */
     *out = p;
     return VT_OK;
 }

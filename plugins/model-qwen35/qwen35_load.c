@@ -650,6 +650,7 @@ static vt_status q35_place(q35_loader *L, const vt_gguf_tensor *t, uint64_t byte
     if (st != VT_OK) return st;
     st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
     if (st != VT_OK) return st;
+    vt_util_release_pages(L->host, L->g, t); /* read from the device from now on */
     *out = p;
     return VT_OK;
 }

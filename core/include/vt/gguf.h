@@ -150,6 +150,9 @@ int64_t vt_gguf_n_tensors(const vt_gguf *g);
 /* Tensor i (0 <= i < n_tensors), NULL out of range. Owned by g, valid until
  * vt_gguf_close; data is the read-only mapping (never write through it). */
 const vt_gguf_tensor *vt_gguf_tensor_at(const vt_gguf *g, int64_t i);
+/* Drop the whole pages inside tensor t's mapped bytes from the resident set
+ * (vt_host_api.gguf_release_pages, ABI 1.6): its data stays readable. */
+vt_status vt_gguf_release_pages(const vt_gguf *g, const vt_gguf_tensor *t);
 /* The tensor named `name` (exact match), or NULL (no error message is set). */
 const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name);
 

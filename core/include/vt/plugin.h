@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 5
+#define VT_ABI_MINOR 6
 
 #define VT_PLUGIN_ENTRY_SYMBOL "vt_plugin_entry"
 
@@ -184,6 +184,19 @@ typedef struct vt_host_api {
      */
     vt_status (*experts_prefetch)(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
                                   uint32_t n);
+
+    /* ---- ABI 1.6 ---- the mapping's pages */
+    /*
+     * Tensor t of g (t->data mapped) has been copied where the backend's ops
+     * read it and the model no longer reads it through the mapping: the
+     * whole pages inside its bytes leave the process's resident set
+     * (madvise MADV_DONTNEED on the read-only file mapping). A later read of
+     * t->data still sees the same bytes (the pages fault in again from the
+     * file). Pages shared with a neighbouring tensor are kept. Errors:
+     * VT_ERR_INVALID_ARG (t not a tensor of g, or not mapped); VT_ERR_IO
+     * naming the tensor when madvise fails (nothing is changed then).
+     */
+    vt_status (*gguf_release_pages)(const vt_gguf *g, const vt_gguf_tensor *t);
 } vt_host_api;
 
 #ifdef __cplusplus

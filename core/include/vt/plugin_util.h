@@ -477,6 +477,19 @@ static inline int vt_util_prefetch_on(const vt_host_api *host, const vt_expert_s
            host->experts_prefetch_on && host->experts_prefetch && host->experts_prefetch_on(s);
 }
 
+/* Drop tensor t's mapped pages once its bytes are on the device (host ABI
+ * 1.6, gguf_release_pages); a no-op under an older core. The outcome only
+ * changes the resident set, so a failure is logged, never returned. */
+static inline void vt_util_release_pages(const vt_host_api *host, const vt_gguf *g,
+                                         const vt_gguf_tensor *t)
+{
+    if (host->struct_size < offsetof(vt_host_api, gguf_release_pages) + sizeof(void *) ||
+        !host->gguf_release_pages)
+        return;
+    if (host->gguf_release_pages(g, t) != VT_OK)
+        host->log(VT_LOG_INFO, "%s (the pages stay resident)", host->last_error());
+}
+
 #ifdef __cplusplus
 }
 #endif
