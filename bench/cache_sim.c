@@ -2,7 +2,7 @@
  * cache_sim.c - replacement policies compared offline on a routing trace
  * written by `vt bench --trace FILE`.
  *
- *   cache_sim TRACE [SLOTS ...]
+ *   cache_sim [--matrices N] TRACE [SLOTS ...]
  * For each arena size (default: the trace's own), replays the trace through
  * the real expert streamer (core/src/expert_streamer.c) over a generated
  * file of the trace's shape whose slices are 16 bytes (the policy does not
@@ -10,6 +10,9 @@
  * rate of each next to LRU replayed by the simulator and Belady's optimum
  * (core/src/cache_sim.c). Prefill and warm-up acquires move the cache but
  * are not counted, as in vt bench.
+ * --matrices N replays every acquire with N matrices per layer instead of
+ * the trace's own: --matrices 1 measures slots that hold an expert's whole
+ * FFN (every matrix of it in one slot) at the arena sizes given in experts.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,8 +29,14 @@
 
 int main(int argc, char **argv)
 {
+    unsigned force_mat = 0;
+    if (argc > 2 && !strcmp(argv[1], "--matrices")) {
+        force_mat = (unsigned)strtoul(argv[2], NULL, 10);
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: cache_sim TRACE [SLOTS ...]\n");
+        fprintf(stderr, "usage: cache_sim [--matrices N] TRACE [SLOTS ...]\n");
         return 2;
     }
     FILE *f = fopen(argv[1], "r");
@@ -83,6 +92,7 @@ int main(int argc, char **argv)
         off[++n_acq] = n_ids;
     }
     fclose(f);
+    if (force_mat) n_mat = force_mat;
     if (!n_layer || !n_mat || !n_exp || !n_acq) {
         fprintf(stderr, "%s: not a vt routing trace (no '# layers' header or no acquires)\n", argv[1]);
         return 1;

@@ -11,7 +11,11 @@
 #   bench/seed_scale.sh [BUILD_DIR]
 # Environment: MODEL_DIR (/tmp), GEN (4), KEEP (0: delete the model), HOSTS (0),
 # STAGINGS (auto: the staging ring; "0 auto" adds the one-slot path before it),
-# READERS (auto).
+# READERS (auto), IO (direct: a file 10x the host's RAM gains nothing from the
+# page cache, and O_DIRECT reads of holes fill no page-cache pages; pread).
+# The first run over a new file reads its holes cold (the kernel allocates and
+# zeroes page-cache pages); a run after it on the same file (KEEP=1) reads them
+# from the page cache.
 set -euo pipefail
 build=${1:-build}
 vt=$build/bin/vt
@@ -23,12 +27,20 @@ t0=$(date +%s.%N)
 echo "mkmodel --sparse: $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s; $(du -h --apparent-size "$model" | cut -f1) apparent, $(du -h "$model" | cut -f1) on disk"
 for host in ${HOSTS:-0}; do
  for staging in ${STAGINGS:-auto}; do
-  echo "== host tier: $host, staging ring: $staging, readers: ${READERS:-auto}"
+  echo "== host tier: $host, staging ring: $staging, readers: ${READERS:-auto}, io: ${IO:-direct}"
   $vt run -m "$model" --device cuda --ctx 512 -p "hi" -n "${GEN:-4}" --temp 0 \
     --ignore-eos --ids --stats --set cuda.experts=streamed --set cuda.expert_cache.arena=8GiB \
     --set cuda.expert_cache.host_arena=$host --set cuda.expert_cache.staging=$staging \
-    --set cuda.expert_cache.readers=${READERS:-auto} 2>&1 >/dev/null |
-    grep -E "^(load|prefill|decode|experts|host tier|peak RSS|fallbacks)|^  total|hits +misses|experts streamed:"
+    --set cuda.expert_cache.readers=${READERS:-auto} --set cuda.expert_cache.io=${IO:-direct} \
+    2>&1 >/dev/null |
+    grep -E "^(load|prefill|decode|experts|host tier|peak RSS|fallbacks)|^  total|hits +misses|experts streamed:" |
+    tee /tmp/vt-seed-stats.$$
+  # the whole run's device fills over its prefill + decode time: file -> device
+  # end to end (reads, H2D copies and the compute between them)
+  awk '/^prefill:/ {t += $5} /^decode:/ && /tokens in/ {t += $5} /^  total/ {mib = $5}
+       END {if (t > 0) printf "fills end to end: %.1f MiB in %.3f s of prefill + decode: %.2f GB/s\n", mib, t, mib * 1048576 / t / 1e9}' \
+    /tmp/vt-seed-stats.$$
+  rm -f /tmp/vt-seed-stats.$$
  done
 done
 [ "${KEEP:-0}" = 1 ] || rm -f "$model"

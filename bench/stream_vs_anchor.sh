@@ -23,7 +23,8 @@
 # bench_h2d's pinned figure, measured first in the same run.
 #   bench/stream_vs_anchor.sh [BUILD_DIR]
 # Environment: MODEL_DIR (/tmp), PROMPT (512), GEN (128), REPS (3), SHAPES
-# ("qwen gemma").
+# ("qwen gemma"), PROF_DIR (keep each shape's decode profile there), TRACE_DIR
+# (write each shape's routing trace at 25% + host there).
 set -euo pipefail
 build=${1:-build}
 vt=$build/bin/vt
@@ -98,5 +99,12 @@ if m:
 else:
     print("no copy_h2d_async row in the decode profile")
 PY
+  [ -z "${PROF_DIR:-}" ] || cp /tmp/vt-anchor-prof.txt "$PROF_DIR/profile-$shape.txt"
+  if [ -n "${TRACE_DIR:-}" ]; then # the routing trace of dev 25% + host, for bench/cache_sim
+    $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps 1 --no-progress \
+      --trace "$TRACE_DIR/trace-$shape.txt" --set cuda.experts=streamed \
+      --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) --set cuda.expert_cache.host_arena=auto \
+      --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) > /dev/null
+  fi
   [ -n "${KEEP:-}" ] || rm -f "$model"
 done

@@ -142,6 +142,7 @@ struct vt_expert_streamer {
     uint64_t *ring_gen;      /* [n_ring]: pub_gen of its last publish, UINT64_MAX none */
     uint64_t ring_next;
     pend *pend;
+    size_t *pend_read;       /* [pend_cap]: the pending fills that read, by index */
     size_t pend_cap, n_pend, n_pend_ring;
 };
 
@@ -287,6 +288,7 @@ void vt_streamer_destroy(vt_expert_streamer *s)
     free_host_tier(s);
     free(s->ring_gen);
     free(s->pend);
+    free(s->pend_read);
     free(s->ahead_pub);
     free(s->ahead_key);
     if (s->stacks)
@@ -1039,9 +1041,7 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
 static void run_job(void *ctx, uint64_t i)
 {
     vt_expert_streamer *s = ctx;
-    pend *q = &s->pend[i];
-    if (q->kind == PEND_HOST_HIT) return;
-    read_job *j = &q->job;
+    read_job *j = &s->pend[s->pend_read[i]].job;
     uint64_t lead = 0, at = j->off, want = j->n;
     uint8_t *buf = j->dst;
     const int direct = s->direct;
@@ -1133,7 +1133,10 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
 {
     if (!s->n_pend) return VT_OK;
     const double t0 = now_seconds();
-    vt_reader_pool_run(s->pool, run_job, s, s->n_pend);
+    size_t n_read = 0; /* the readers wake only for reads (host hits have none) */
+    for (size_t i = 0; i < s->n_pend; i++)
+        if (s->pend[i].kind != PEND_HOST_HIT) s->pend_read[n_read++] = i;
+    vt_reader_pool_run(s->pool, run_job, s, n_read);
     const double t1 = now_seconds();
     vt_status st = VT_OK;
     if (s->n_pend_ring && s->pub_pending && (st = quiesce_publishes(s)) != VT_OK) {
@@ -1220,11 +1223,13 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
     if (need > s->pend_cap) {
         pend *np = (uint64_t)(size_t)need == need ? realloc(s->pend, (size_t)need * sizeof *np)
                                                   : NULL;
-        if (!np) {
+        if (np) s->pend = np;
+        size_t *nr = np ? realloc(s->pend_read, (size_t)need * sizeof *nr) : NULL;
+        if (!nr) {
             vt_set_error("out of memory: expert streamer fill list for %" PRIu64 " slices", need);
             return VT_ERR_OUT_OF_MEMORY;
         }
-        s->pend = np;
+        s->pend_read = nr;
         s->pend_cap = (size_t)need;
     }
     const uint64_t wave = s->n_ring / 2;
