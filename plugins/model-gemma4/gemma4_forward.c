@@ -271,9 +271,15 @@ static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
         TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
         n_ahead = (uint32_t)K;
     }
-    TRY(vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
-                                       m->exp_count, m->exp_ids, m->exp_slots, gemma4_table_cb, m,
-                                       "gemma4", il_next, n_ahead));
+    /* a one-token step routes at most top-k experts: one group, whose table
+     * upload is queued (vt_util_exp_tab_upload) */
+    m->exp_tab_queued = T == 1;
+    vt_status st = vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a,
+                                                  m->topk_ids, m->exp_count, m->exp_ids,
+                                                  m->exp_slots, gemma4_table_cb, m, "gemma4",
+                                                  il_next, n_ahead);
+    m->exp_tab_queued = 0;
+    TRY(st);
     m->n_ahead = n_ahead; /* prefetched once the experts' ops are queued (g4_experts) */
     return VT_OK;
 }

@@ -1137,6 +1137,20 @@ static int g4_host_addressable(const vt_backend_api *a)
     return 0;
 }
 
+/* Streamed through a device-memory table: a page-locked image, so that a
+ * one-token step's upload is queued (vt_util_exp_tab_image); the pageable
+ * one stays without it. */
+static void g4_exp_tab_pin(vt_model *m, size_t bytes)
+{
+    if (!m->experts || m->zero_copy) return;
+    void *img = vt_util_exp_tab_image(m->host, m->api, m->ctx, bytes, "gemma4 expert table image");
+    if (!img) return;
+    memcpy(img, m->exp_tab_host, bytes);
+    free((void *)m->exp_tab_host);
+    m->exp_tab_host = (const void **)img;
+    m->exp_tab_pinned = 1;
+}
+
 /* The fused-experts path (op.moe_route + op.moe_ffn PRESENT, VT_MOE_FFN not
  * "0"): per MoE layer a device table of expert pointers (written now for
  * resident stacks, per acquired group when streamed) and the per-expert
@@ -1159,6 +1173,7 @@ static vt_status g4_setup_fused(vt_model *m)
     m->exp_tab_host = gemma4_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");
     float *sc = gemma4_calloc(m->host, nx * L, sizeof *sc, "the per-expert scales");
     vt_status st = !m->exp_tab || !m->exp_tab_host || !sc ? VT_ERR_OUT_OF_MEMORY : VT_OK;
+    if (st == VT_OK) g4_exp_tab_pin(m, per * sizeof(void *));
     if (st == VT_OK)
         st = gemma4_dev_alloc(m, per * L * sizeof(void *), "gemma4 expert pointer tables",
                               &m->exp_tab_dev);
@@ -1211,7 +1226,9 @@ vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids
         }
     }
     if (m->zero_copy) return VT_OK;
-    return m->api->copy_h2d(m->ctx, m->exp_tab[il], tab, 3 * (size_t)nx * sizeof(void *));
+    return vt_util_exp_tab_upload(m->api, m->ctx, m->exp_tab[il], tab,
+                                  3 * (size_t)nx * sizeof(void *), m->exp_tab_pinned,
+                                  m->exp_tab_queued);
 }
 
 void gemma4_free(vt_model *m)
@@ -1237,7 +1254,11 @@ void gemma4_free(vt_model *m)
     free(m->exp_slots);
     free(m->exp_ids);
     free(m->exp_tab);
-    free(m->exp_tab_host);
+    if (m->exp_tab_pinned)
+        vt_util_exp_tab_image_free(m->host, m->api, m->ctx, (void *)m->exp_tab_host,
+                                   3 * (size_t)m->hp.n_expert * sizeof(void *));
+    else
+        free(m->exp_tab_host);
     g4_hparams_free(&m->hp);
     free(m);
 }

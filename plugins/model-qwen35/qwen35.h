@@ -155,6 +155,8 @@ struct vt_model {
     void *exp_tab_dev;        /* one device allocation: n_layer x [3][n_expert] pointers */
     void **exp_tab;           /* per layer: device [3][n_expert] pointers to gate, up, down */
     const void **exp_tab_host; /* [3][n_expert] host image of one layer's table */
+    int exp_tab_pinned;          /* exp_tab_host is page-locked (vt_util_exp_tab_image) */
+    int exp_tab_queued;          /* this call uploads it queued (one group: a one-token step) */
     /* decode graphs (backend declares VT_CAP_GRAPH, experts resident and fused,
      * env VT_GRAPH=0 not set): a one-token step is recorded once per sequence
      * and replayed, positions read from d_pos */

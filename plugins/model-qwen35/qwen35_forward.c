@@ -309,9 +309,15 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
         .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
         .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
     if (!m->experts) return A->moe_ffn(c, &a);
-    TRY(vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a, m->topk_ids,
-                                       m->exp_count, m->exp_ids, m->exp_slots, qwen35_table_cb, m,
-                                       "qwen35", il + 1, n_ahead));
+    /* a one-token step routes at most top-k experts: one group, whose table
+     * upload is queued (vt_util_exp_tab_upload) */
+    m->exp_tab_queued = T == 1;
+    vt_status st = vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a,
+                                                  m->topk_ids, m->exp_count, m->exp_ids,
+                                                  m->exp_slots, qwen35_table_cb, m, "qwen35",
+                                                  il + 1, n_ahead);
+    m->exp_tab_queued = 0;
+    TRY(st);
     m->n_ahead = n_ahead; /* prefetched once the shared expert is queued (q35_moe) */
     return VT_OK;
 }

@@ -17,7 +17,9 @@
  *    and its table is large enough to hold the op's member (a model choosing
  *    between a fused op and its composition);
  *  - vt_util_bucket_by_expert, vt_util_next_expert_group: routed (token,
- *    expert) pairs grouped by expert, and experts in groups of at most top-k.
+ *    expert) pairs grouped by expert, and experts in groups of at most top-k;
+ *  - vt_util_exp_tab_image, vt_util_exp_tab_upload: a streamed layer's
+ *    expert table uploaded without blocking the host at decode.
  */
 #ifndef VT_PLUGIN_UTIL_H
 #define VT_PLUGIN_UTIL_H
@@ -399,6 +401,64 @@ static inline vt_status vt_util_merge_weights(const vt_backend_api *api, vt_back
     out->n_out = rows;
     out->data = dst;
     return VT_OK;
+}
+
+/*
+ * A streamed layer's expert pointer table (device [3][n_expert] pointers,
+ * rewritten after every acquire) reaches the device from a host image.
+ * copy_h2d returns once its copy is done, so it first waits for every op and
+ * copy queued before it, the acquire's expert copies included: while those
+ * run the host queues nothing, and once they end the ops after the table
+ * start only as fast as the host issues them. With copy.h2d_async (ABI 1.4)
+ * and a page-locked image the upload is queued instead, and the host goes on
+ * queueing moe_ffn, the shared expert and the next layer's ops while the
+ * expert copies run.
+ *
+ * vt_util_exp_tab_image: a page-locked image of `bytes` (within the pinned
+ * budget, host->pinned_reserve) when the backend declares copy.h2d_async and
+ * pinned.host_alloc PRESENT, else NULL: the caller keeps a pageable image and
+ * copy_h2d. Freed with vt_util_exp_tab_image_free (NULL allowed).
+ * vt_util_exp_tab_upload: copies `bytes` of image to dev, queued when the
+ * image is page-locked (`pinned`) and `queued` is set, else with copy_h2d.
+ * The caller sets `queued` only when the image is not written again before a
+ * copy_d2h or synchronize has returned (copy_h2d_async's contract): one
+ * group per vt_util_moe_ffn_streamed* call (a one-token step routes at most
+ * top-k experts), since every such call starts with the ids' copy_d2h, which
+ * waits for the previous call's upload. A call of several groups (prefill)
+ * rewrites the image between its groups and uploads with copy_h2d.
+ */
+static inline void *vt_util_exp_tab_image(const vt_host_api *host, const vt_backend_api *api,
+                                          vt_backend_ctx *ctx, size_t bytes, const char *what)
+{
+    const size_t end = offsetof(vt_backend_api, copy_h2d_async) + sizeof(void *);
+    void *p = NULL;
+    if (!vt_util_backend_has(api, VT_CAP_COPY_H2D_ASYNC, end) ||
+        !vt_util_backend_has(api, VT_CAP_PINNED_HOST_ALLOC, end) || !api->host_alloc_pinned ||
+        !api->host_free_pinned ||
+        host->struct_size < offsetof(vt_host_api, pinned_release) + sizeof(void *) ||
+        !host->pinned_reserve || !host->pinned_release || !host->pinned_reserve(bytes))
+        return NULL;
+    if (api->host_alloc_pinned(ctx, bytes, what, &p) != VT_OK) {
+        host->pinned_release(bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static inline void vt_util_exp_tab_image_free(const vt_host_api *host, const vt_backend_api *api,
+                                              vt_backend_ctx *ctx, void *image, size_t bytes)
+{
+    if (!image) return;
+    api->host_free_pinned(ctx, image);
+    host->pinned_release(bytes);
+}
+
+static inline vt_status vt_util_exp_tab_upload(const vt_backend_api *api, vt_backend_ctx *ctx,
+                                               void *dev, const void *image, size_t bytes,
+                                               int pinned, int queued)
+{
+    return pinned && queued ? api->copy_h2d_async(ctx, dev, image, bytes)
+                            : api->copy_h2d(ctx, dev, image, bytes);
 }
 
 /*
