@@ -11,6 +11,8 @@
 #   dev 25% + host             device arena 25% of the expert bytes, the host
 #                              tier holding the rest (expert_cache.host_arena auto)
 #   dev 10% + host             the same with 10%
+#   dev 25% + host, one slot size   expert_cache.slot_classes: off (every slot the
+#                              largest slice, as before slot classes)
 #   dev 25%/10% + host + prefetch   the same with expert_cache.prefetch:
 #                              next-layer (copies of the predicted experts on a
 #                              second queue while the layer before computes)
@@ -56,7 +58,7 @@ import json, sys
 j = json.load(open(sys.argv[2]))
 pct = lambda v: 'n/a' if v is None else f"{100*v:.1f}%"
 mib = lambda b: f"{b/2**20:.0f} MiB"
-print(f"| {sys.argv[1]} | {mib(j['arena_bytes']) if j['experts']=='streamed' else '-'} | "
+print(f"| {sys.argv[1]} | {mib(j['arena_bytes']) + ', ' + str(int(j['arena_slots'])) + ' slots' if j['experts']=='streamed' else '-'} | "
       f"{mib(j['host_tier_bytes']) if j['host_slots'] else 'none'} | {j['prefill_tok_s']:.1f} | "
       f"{j['decode_tok_s']:.1f} | {pct(j['decode_hit_rate'])} | {pct(j['decode_hit_rate_belady'])} | {pct(j['decode_host_hit_rate'])} | "
       + (f"{pct(j['decode_prefetch_accuracy'])} | {pct(j['decode_demand_hit_rate'])} | "
@@ -70,6 +72,9 @@ PY
     run "dev $pct% + host" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
       --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30)))
   done
+  run "dev 25% + host, one slot size" --set cuda.experts=streamed \
+    --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) --set cuda.expert_cache.slot_classes=off \
+    --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30)))
  for pct in 25 10; do
     run "dev $pct% + host + prefetch" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
       --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
@@ -77,8 +82,8 @@ PY
   done
   run "dev 25%, file only" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=0
-  # H2D rate while misses are pending: the decode profile (each op followed by a
-  # synchronize) times each publish from the host tier (copy_h2d_async)
+  # H2D rate while misses are pending: the decode profile times each acquire's
+  # publishes from the host tier (copy_h2d_async) as one run of queued copies
   $vt bench -m "$model" --device cuda -p 16 -n 64 --reps 1 --json --no-progress \
     --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) > /tmp/vt-anchor.json
@@ -95,7 +100,8 @@ b = j['decode_fill_bytes_per_token']
 if m:
     ms = float(m.group(1))
     print(f"decode, device 25% + host: {b/1e6:.1f} MB of H2D copies per token in {ms:.3f} ms of copy_h2d_async per token "
-          f"(profiled): {b/ms/1e6:.1f} GB/s while misses are pending")
+          f"(profiled by run: each acquire's copies queued back to back, a synchronize before and after): "
+          f"{b/ms/1e6:.1f} GB/s while misses are pending")
 else:
     print("no copy_h2d_async row in the decode profile")
 PY

@@ -3,6 +3,11 @@
 vt_add_test(test_expert_streamer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_expert_streamer.c
             LIBS vtcore LABELS streamer TIMEOUT 60)
 
+# Slot classes (vt/store.h 1.7): the layout, the host store over it, the
+# streamer's slices in their classes on a file of two slice sizes.
+vt_add_test(test_slot_classes SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_slot_classes.c
+            LIBS vtcore LABELS streamer TIMEOUT 60)
+
 # Streamed vs resident on the qwen35moe-tiny fixtures: bit-identical through the
 # minimum arena, counters prove the streamer ran.
 vt_add_test(test_streaming SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_streaming.c

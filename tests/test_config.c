@@ -206,7 +206,8 @@ static void test_shipped_file(void **s)
                                        &p->headroom_bytes_src, &p->io_direct_src,
                                        &p->host_arena_bytes_src, &p->policy_src,
                                        &p->prefetch_src, &p->readers_src,
-                                       &p->staging_bytes_src, &p->pinned_budget_bytes_src};
+                                       &p->staging_bytes_src, &p->slot_classes_src,
+                                       &p->pinned_budget_bytes_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
                 fail_msg("platforms.%s: key #%zu not set by the file", p->name, k);
@@ -673,6 +674,17 @@ static void test_overrides(void **s)
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer)"))
         fail_msg("%s", vt_last_error());
+    /* expert_cache.slot_classes: auto (default) or off */
+    assert_int_equal(v->slot_classes, VT_SLOT_CLASSES_AUTO);
+    set_ok(&c, "vulkan.expert_cache.slot_classes=off");
+    assert_int_equal(v->slot_classes, VT_SLOT_CLASSES_OFF);
+    assert_src(v->slot_classes_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "vulkan.expert_cache.slot_classes= auto");
+    assert_int_equal(v->slot_classes, VT_SLOT_CLASSES_AUTO);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.slot_classes", "on"),
+                     VT_ERR_INVALID_ARG);
+    if (!strstr(vt_last_error(), "not a slot_classes mode (auto, off)"))
+        fail_msg("%s", vt_last_error());
     /* expert_cache.readers: auto (0) or 1..64; expert_cache.staging: auto, bytes, 0 */
     assert_int_equal(v->readers, 0);
     set_ok(&c, "vulkan.expert_cache.readers=6");
@@ -837,7 +849,8 @@ static void test_print(void **s)
     expect_line(out, "platforms.cuda.expert_cache.prefetch", "off", "default");
     expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 15 - 1);
+    expect_line(out, "platforms.cuda.expert_cache.slot_classes", "auto", "default");
+    assert_int_equal(l_last, 1 + 3 + 4 * 16 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

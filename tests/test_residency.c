@@ -16,12 +16,14 @@
  */
 #include "test_util.h"
 
+#include <math.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "engine.h"
 #include "error.h"
+#include "gguf_info.h"
 #include "mkmodel.h"
 #include "registry.h"
 #include "residency.h"
@@ -346,6 +348,130 @@ static void test_fit_370gib(void **s)
     unsetenv("VT_FAKE_TOTAL_BYTES");
 }
 
+/* Slot classes (expert_cache.slot_classes: auto): a Q4_K_M tensor table whose
+ * ffn_down slices are Q6_K in some layers and Q4_K in the others. The
+ * expected classes are counted here from the tensor table (each routed
+ * stack's slice size and layer), not from the fit. */
+static void test_fit_slot_classes(void **s)
+{
+    (void)s;
+    big_model *b = calloc(1, sizeof *b);
+    vt_mkmodel_defaults(&b->p);
+    b->p.n_embd = 2048;
+    b->p.n_layer = 8;
+    b->p.n_head = 16;
+    b->p.n_head_kv = 2;
+    b->p.head_dim = 128;
+    b->p.n_rot = 64;
+    b->p.n_expert = 64;
+    b->p.n_expert_used = 8;
+    b->p.n_ff_exp = 512;
+    b->p.n_ff_shexp = 512;
+    b->p.ssm_d_k = 128;
+    b->p.ssm_n_k = 16;
+    b->p.ssm_n_v = 32;
+    b->p.n_merges = 50;
+    b->p.sparse = 1;
+    assert_int_equal(vt_mkmodel_set_type(&b->p, "q4_k_m"), VT_OK);
+    snprintf(b->path, sizeof b->path, "%s/vt-fit-classes-%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    if (vt_mkmodel_qwen35moe(b->path, &b->p) != VT_OK) fail_msg("mkmodel: %s", vt_last_error());
+    vt_gguf *g;
+    if (vt_gguf_open(b->path, VT_GGUF_NO_MMAP, &g) != VT_OK) fail_msg("%s", vt_last_error());
+    /* the two slice sizes, their slices, and per layer how many stacks take the larger */
+    uint64_t small = UINT64_MAX, large = 0, n_small = 0, n_large = 0, all_bytes = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t)) continue;
+        uint64_t sl = t->nbytes / (uint64_t)t->ne[2];
+        if (sl < small) small = sl;
+        if (sl > large) large = sl;
+    }
+    assert_true(small < large);
+    uint32_t small_per_layer = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t)) continue;
+        uint64_t sl = t->nbytes / (uint64_t)t->ne[2];
+        assert_true(sl == small || sl == large); /* Q4_K_M: two sizes here */
+        if (sl == small) n_small += (uint64_t)t->ne[2];
+        else n_large += (uint64_t)t->ne[2];
+        all_bytes += t->nbytes;
+    }
+    /* a layer whose down is Q4_K has 3 small stacks; one with Q6_K 2 and 1 large */
+    for (uint32_t l = 0; l < b->p.n_layer; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", l);
+        const vt_gguf_tensor *t = vt_gguf_find_tensor(g, name);
+        assert_non_null(t);
+        uint32_t k = t->nbytes / (uint64_t)t->ne[2] == small ? 3 : 2;
+        if (k > small_per_layer) small_per_layer = k;
+    }
+    assert_true(n_large > 0);
+
+    vt_registry *reg = registry_with("allops");
+    setenv("VT_FAKE_TOTAL_BYTES", "128419522150", 1);
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "streamed");
+    set(&cfg, "fake.expert_cache.arena", "64MiB");
+    vt_residency *r = calloc(1, sizeof *r);
+    if (vt_residency_select(&cfg, reg, g, "fake", r) != VT_OK) fail_msg("%s", vt_last_error());
+    int ok;
+    uint64_t fr, tot;
+    assert_int_equal(vt_residency_probe(r, &ok, &fr, &tot), VT_OK);
+    if (vt_residency_fit(r, g, ok, fr, tot, 256, 32) != VT_OK) fail_msg("%s", r->fit.verdict);
+    const vt_fit *f = &r->fit;
+    assert_int_equal(f->n_classes, 2);
+    assert_int_equal(f->class_bytes[0], small);
+    assert_int_equal(f->class_bytes[1], large);
+    assert_int_equal(f->class_slices[0], n_small);
+    assert_int_equal(f->class_slices[1], n_large);
+    assert_int_equal(f->class_min[0], 8ull * small_per_layer);
+    assert_int_equal(f->class_min[1], 8);
+    assert_int_equal(f->arena_slots, f->class_slots[0] + f->class_slots[1]);
+    /* the host store's slots are whole pages: within 64 MiB, and more slots
+     * than 64 MiB of slots of the largest slice */
+    const uint64_t pg_small = (small + 4095) / 4096 * 4096, pg_large = (large + 4095) / 4096 * 4096;
+    assert_int_equal(f->arena_bytes, f->class_slots[0] * pg_small + f->class_slots[1] * pg_large);
+    assert_true(f->arena_bytes <= 64ull << 20);
+    assert_true(f->arena_slots > (64ull << 20) / pg_large);
+    /* each class the same share of its slices beyond its minimum, to a slot */
+    double s0 = (double)(f->class_slots[0] - f->class_min[0]) / (double)(n_small - f->class_min[0]);
+    double s1 = (double)(f->class_slots[1] - f->class_min[1]) / (double)(n_large - f->class_min[1]);
+    assert_true(fabs(s0 - s1) * (double)n_small < 2.0);
+    (void)all_bytes;
+
+    /* an arena below the classes' minimums: refused with the minimum in bytes */
+    set(&cfg, "fake.expert_cache.arena", "1MiB");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 256, 32), VT_ERR_DOES_NOT_FIT);
+    char want[96];
+    snprintf(want, sizeof want, "expert_cache.arena=%llu",
+             (unsigned long long)(8ull * small_per_layer * pg_small + 8 * pg_large));
+    assert_contains(f->verdict, want);
+    /* off, or an arena in slots: one size */
+    set(&cfg, "fake.expert_cache.arena", "64MiB");
+    set(&cfg, "fake.expert_cache.slot_classes", "off");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 256, 32), VT_OK);
+    assert_int_equal(f->n_classes, 0);
+    assert_int_equal(f->arena_slots, (64ull << 20) / pg_large);
+    set(&cfg, "fake.expert_cache.slot_classes", "auto");
+    set(&cfg, "fake.expert_cache.slots", "100");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 256, 32), VT_OK);
+    assert_int_equal(f->n_classes, 0);
+    assert_contains(f->classes_note, "expert_cache.slots");
+
+    free(r);
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+    unlink(b->path);
+    free(b);
+    unsetenv("VT_FAKE_TOTAL_BYTES");
+}
+
 /* Two plugins of one kind and name with the same priority (issue 17): the
  * run names the conflict and both files, not a plugin "not found". */
 static void test_equal_priority_conflict_named(void **s)
@@ -382,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_model_needs_ops), cmocka_unit_test(test_weight_type_refused),
         cmocka_unit_test(test_gemma_device_store_needs_probe),
         cmocka_unit_test(test_fit_370gib),
+        cmocka_unit_test(test_fit_slot_classes),
         cmocka_unit_test(test_equal_priority_conflict_named),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

@@ -12,7 +12,11 @@
  *  - a failure at each acquisition in create (arena, pinned staging, pageable
  *    staging) leaves nothing allocated and no pinned budget reserved;
  *  - with no pinned budget the staging is pageable, a fallback is counted, and
- *    fills still land in device memory.
+ *    fills still land in device memory;
+ *  - slot classes (ABI 1.7): the arena's slots of each class hold what was
+ *    published or committed into them (read back from the device), slots do
+ *    not overlap, and a publish or commit larger than the slot's class is
+ *    refused naming its bytes.
  */
 #include "test_util.h"
 
@@ -335,6 +339,66 @@ static void test_create_failures_release_everything(void **state)
     be.api->shutdown(be.ctx);
 }
 
+/* Two classes, 3 slots of 200 bytes then 2 of SLICE: every slot filled with
+ * its own bytes (publish, or slot_for_write + commit), all read back after. */
+static void check_classes(const vt_backend *be)
+{
+    uint64_t slots[2] = {3, 2}, bytes[2] = {200, SLICE};
+    vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = be,
+                          .slot_bytes = SLICE, .n_slots = 5, .n_classes = 2,
+                          .class_slots = slots, .class_bytes = bytes};
+    vt_store_footprint fp = {.struct_size = sizeof fp};
+    assert_int_equal(dev_api->footprint(&sp, &fp), VT_OK);
+    assert_int_equal(fp.device_bytes, 3 * 256 + 2 * ((SLICE + 255) / 256 * 256));
+    vt_store *s;
+    if (dev_api->create(&sp, &s) != VT_OK) fail_msg("%s", vt_last_error());
+    static uint8_t src[5][SLICE], back[SLICE];
+    for (int i = 0; i < 5; i++) {
+        const uint64_t n = i < 3 ? 200 : SLICE;
+        for (uint64_t j = 0; j < n; j++) src[i][j] = (uint8_t)(i * 37 + j * 11 + 1);
+        if (i % 2) {
+            assert_int_equal(dev_api->publish(s, (uint64_t)i, src[i], n), VT_OK);
+        } else {
+            uint8_t *dst = dev_api->slot_for_write(s, (uint64_t)i);
+            assert_non_null(dst);
+            memcpy(dst, src[i], n);
+            assert_int_equal(dev_api->commit_slot(s, (uint64_t)i, n), VT_OK);
+        }
+    }
+    assert_int_equal(dev_api->quiesce(s), VT_OK);
+    for (int i = 0; i < 5; i++) {
+        const uint64_t n = i < 3 ? 200 : SLICE;
+        const uint8_t *p = dev_api->slot_for_read(s, (uint64_t)i);
+        assert_non_null(p);
+        for (int j = 0; j < 5; j++) {
+            const uint8_t *q = dev_api->slot_for_read(s, (uint64_t)j);
+            const uint64_t m = j < 3 ? 200 : SLICE;
+            assert_true(i == j || p + n <= q || q + m <= p);
+        }
+        assert_int_equal(be->api->copy_d2h(be->ctx, back, p, n), VT_OK);
+        if (memcmp(back, src[i], n)) fail_msg("slot %d (class %d): bytes differ", i, i >= 3);
+    }
+    assert_int_equal(dev_api->publish(s, 1, src[1], 201), VT_ERR_INVALID_ARG);
+    if (!strstr(vt_last_error(), "of 200 bytes")) fail_msg("%s", vt_last_error());
+    assert_non_null(dev_api->slot_for_write(s, 2));
+    assert_int_equal(dev_api->commit_slot(s, 2, 201), VT_ERR_INVALID_ARG);
+    assert_int_equal(dev_api->publish(s, 4, src[4], SLICE), VT_OK);
+    assert_int_equal(dev_api->quiesce(s), VT_OK);
+    dev_api->destroy(s);
+    slots[0] = 4; /* 6 slots for n_slots 5: refused */
+    assert_int_equal(dev_api->create(&sp, &s), VT_ERR_INVALID_ARG);
+}
+
+static void test_lazy_device_classes(void **state)
+{
+    (void)state;
+    vt_host_set_pinned_budget(1u << 20);
+    vt_backend be = make_backend(&lazy, "lazy-cpu");
+    check_classes(&be);
+    assert_int_equal(live_allocs, 0);
+    be.api->shutdown(be.ctx);
+}
+
 static void test_cuda_device_store(void **state)
 {
     (void)state;
@@ -358,6 +422,8 @@ static void test_cuda_device_store(void **state)
     uint64_t fb0 = vt_host_n_fallbacks();
     compare_stores(&be);
     assert_true(vt_host_n_fallbacks() > fb0);
+    vt_host_set_pinned_budget(1u << 20);
+    check_classes(&be);
     cuda->shutdown(be.ctx);
 }
 
@@ -366,6 +432,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lazy_device_contract),
         cmocka_unit_test(test_create_failures_release_everything),
+        cmocka_unit_test(test_lazy_device_classes),
         cmocka_unit_test(test_cuda_device_store),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));

@@ -53,6 +53,7 @@ typedef enum pkey {
     PK_PREFETCH,
     PK_READERS,
     PK_STAGING,
+    PK_SLOT_CLASSES,
     PK_PINNED,
     PK_COUNT
 } pkey;
@@ -63,13 +64,13 @@ static const char *const pkey_path[PK_COUNT] = {
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
     "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch",
-    "expert_cache.readers", "expert_cache.staging", "pinned_budget"};
+    "expert_cache.readers", "expert_cache.staging", "expert_cache.slot_classes", "pinned_budget"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
     "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, expert_cache.readers, "
-    "expert_cache.staging, pinned_budget";
+    "expert_cache.staging, expert_cache.slot_classes, pinned_budget";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -463,6 +464,19 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
+    case PK_SLOT_CLASSES: {
+        /* in the order of VT_SLOT_CLASSES_* */
+        static const char *const modes[] = {"auto", "off", NULL};
+        int k = choice(text, modes);
+        if (k >= 0) {
+            p->slot_classes = k;
+            p->slot_classes_src = src;
+        } else {
+            vt_set_error("'%s' is not a slot_classes mode (auto, off)", text);
+            st = VT_ERR_INVALID_ARG;
+        }
+        break;
+    }
     case PK_PREFETCH: {
         static const char *const modes[] = {"off", "next-layer", NULL};
         int k = choice(text, modes);
@@ -796,9 +810,10 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
-                                        "policy", "prefetch", "readers", "staging"};
+                                        "policy", "prefetch", "readers", "staging",
+                                        "slot_classes"};
     static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
-                                PK_POLICY, PK_PREFETCH, PK_READERS, PK_STAGING};
+                                PK_POLICY, PK_PREFETCH, PK_READERS, PK_STAGING, PK_SLOT_CLASSES};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
@@ -816,7 +831,7 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         if (i == N)
             return yp_unknown_key(p, m, full,
                                   "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
-                                  "readers, staging");
+                                  "readers, staging, slot_classes");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1457,6 +1472,10 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_PREFETCH:
                 copy_str(val, sizeof val, p->prefetch ? "next-layer" : "off");
                 src = p->prefetch_src;
+                break;
+            case PK_SLOT_CLASSES:
+                copy_str(val, sizeof val, p->slot_classes == VT_SLOT_CLASSES_OFF ? "off" : "auto");
+                src = p->slot_classes_src;
                 break;
             case PK_READERS:
                 if (p->readers) snprintf(val, sizeof val, "%u", p->readers);

@@ -26,6 +26,7 @@
  *                                      # host memory (pinned within pinned_budget); 0: none
  *         policy: lfru | layer | lru   # the device tier's replacement policy
  *         prefetch: off | next-layer   # copy the next layer's predicted experts ahead
+ *         slot_classes: auto | off     # slots sized by class of expert slice, or all the largest
  *         readers: auto | <count>      # reader threads for the misses' file reads (1..64;
  *                                      # auto: the online CPUs, at most 8)
  *         staging: auto | <bytes>      # without a host tier, a ring of pinned staging slots
@@ -103,6 +104,10 @@ typedef struct vt_config_pair {
  * store, no ring */
 #define VT_STAGING_AUTO UINT64_MAX
 
+/* expert_cache.slot_classes: auto (the arena's slots in up to 4 size classes, residency.c),
+ * off (every slot the largest slice) */
+enum { VT_SLOT_CLASSES_AUTO = 0, VT_SLOT_CLASSES_OFF = 1 };
+
 /* expert_cache.policy (the engine maps it to expert_streamer.h vt_cache_policy) */
 enum { VT_POLICY_LFRU = 0, VT_POLICY_LAYER = 1, VT_POLICY_LRU = 2 };
 
@@ -119,6 +124,8 @@ typedef struct vt_config_platform {
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
     int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
     int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: 1 next-layer */
+    int slot_classes;              vt_config_src slot_classes_src; /* expert_cache.slot_classes:
+                                                                    * VT_SLOT_CLASSES_* */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
     uint32_t readers;              vt_config_src readers_src;      /* expert_cache.readers: 0 auto */
     uint64_t staging_bytes;        vt_config_src staging_bytes_src; /* VT_STAGING_AUTO, 0: no ring */

@@ -122,7 +122,9 @@ static vt_status open_streamer(vt_engine *e, const char *device)
     e->store_api = e->res.store ? e->res.store->desc->table : vt_host_store_api();
     vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = &e->backend,
                           .slot_bytes = f->slot_bytes, .n_slots = f->arena_slots,
-                          .pinned_budget_bytes = e->res.plat->pinned_budget_bytes};
+                          .pinned_budget_bytes = e->res.plat->pinned_budget_bytes,
+                          .n_classes = f->n_classes, .class_slots = f->class_slots,
+                          .class_bytes = f->class_bytes};
     vt_status st = e->store_api->create(&sp, &e->store);
     if (st != VT_OK) {
         vt_error_prefix("expert store '%s' (%llu slots of %llu bytes)", e->res.store_name,
@@ -143,10 +145,18 @@ static vt_status open_streamer(vt_engine *e, const char *device)
                                            : VT_CACHE_POLICY_LFRU,
                              .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
                              .n_readers = f->readers, .n_ring_slots = f->ring_slots,
-                             .backend = &e->backend, .prefetch = e->res.plat->prefetch};
+                             .backend = &e->backend, .prefetch = e->res.plat->prefetch,
+                             .n_classes = f->n_classes};
+    for (uint32_t c = 0; c < f->n_classes; c++) {
+        tp.class_slots[c] = f->class_slots[c];
+        tp.class_bytes[c] = f->class_bytes[c];
+    }
     if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;
     char hb[32], pb[32];
-    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of %llu bytes in store '%s', %s, %u "
+    for (uint32_t c = 0; c < f->n_classes; c++)
+        vt_log(VT_LOG_INFO, "experts streamed: slot class %u: %llu slots of %llu bytes", c,
+               (unsigned long long)f->class_slots[c], (unsigned long long)f->class_bytes[c]);
+    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of at most %llu bytes in store '%s', %s, %u "
            "readers; host tier %llu slots (%s), staging ring %llu slots, %s pinned; prefetch %s",
            (unsigned long long)f->arena_slots, (unsigned long long)f->slot_bytes,
            e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",

@@ -33,10 +33,12 @@ typedef struct stack {
     uint64_t *slot_of;       /* [n_expert]: device-tier slot holding the slice, or NO_SLOT */
     uint64_t *hslot_of;      /* [n_expert]: host-tier slot, or NO_SLOT (NULL: no host tier) */
     uint32_t *freq;          /* [n_expert]: uses, halved now and then (policy "lfru") */
+    uint32_t cls;            /* the device tier's slot class its slices take */
 } stack;
 
 typedef struct slot_info {
     uint32_t layer, matrix, expert;
+    uint32_t cls;            /* its slot class (device tier; 0 in the host tier) */
     int used;
     uint64_t batch;          /* device tier: last batch that acquired it; host tier: the
                               * publish generation that last read it (see quiesce) */
@@ -49,12 +51,15 @@ typedef struct slot_info {
                               * (never a victim until they are flushed) */
 } slot_info;
 
-/* One tier's slots: an LRU list of used slots and a free list. */
+/* One tier's slots: an LRU list of used slots and a free list per slot class
+ * (class c: slots first[c] .. first[c+1]-1; the host tier has one class). */
 typedef struct tier {
     slot_info *slots;        /* [n] */
     uint64_t n;
     uint64_t lru_head, lru_tail; /* head = most recently used */
-    uint64_t free_head;
+    uint32_t n_cls;
+    uint64_t first[VT_STORE_MAX_CLASSES + 1];
+    uint64_t free_head[VT_STORE_MAX_CLASSES];
     uint64_t n_used;
     /* per-layer LRU lists (NULL: none): head = most recent, count of used slots */
     uint64_t *lhead, *ltail, *lcount;
@@ -93,6 +98,8 @@ typedef struct host_chunk {
 
 struct vt_expert_streamer {
     vt_streamer_params p;
+    uint32_t n_cls;          /* the device tier's slot classes (dev.first: their slots) */
+    uint64_t cbytes[VT_STORE_MAX_CLASSES]; /* a slot's bytes in each */
     stack *stacks;           /* [n_layer][MAX_MATRICES] */
     uint32_t *n_matrices;    /* [n_layer] */
     tier dev;                /* the store's slots */
@@ -161,11 +168,17 @@ static ssize_t default_read(void *ctx, int fd, void *buf, size_t n, off_t off)
 
 /* ------------------------------------------------------------ lifecycle */
 
-static vt_status tier_init(tier *t, uint64_t n, const char *what)
+/* n slots in n_cls classes (first: class c is slots first[c] .. first[c+1]-1;
+ * NULL: one class of every slot), all free. */
+static vt_status tier_init(tier *t, uint64_t n, uint32_t n_cls, const uint64_t *first,
+                           const char *what)
 {
     t->n = n;
     t->lru_head = t->lru_tail = NO_SLOT;
-    t->free_head = n ? 0 : NO_SLOT;
+    t->n_cls = first ? n_cls : 1;
+    for (uint32_t c = 0; c <= t->n_cls; c++) t->first[c] = first ? first[c] : c ? n : 0;
+    for (uint32_t c = 0; c < t->n_cls; c++)
+        t->free_head[c] = t->first[c] < t->first[c + 1] ? t->first[c] : NO_SLOT;
     t->n_used = 0;
     if (!n) return VT_OK;
     t->slots = (uint64_t)(size_t)n == n ? calloc((size_t)n, sizeof *t->slots) : NULL;
@@ -174,7 +187,11 @@ static vt_status tier_init(tier *t, uint64_t n, const char *what)
                      " bytes)", what, n, n * (uint64_t)sizeof *t->slots);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    for (uint64_t i = 0; i < n; i++) t->slots[i].next = i + 1 < n ? i + 1 : NO_SLOT;
+    for (uint32_t c = 0; c < t->n_cls; c++)
+        for (uint64_t i = t->first[c]; i < t->first[c + 1]; i++) {
+            t->slots[i].cls = c;
+            t->slots[i].next = i + 1 < t->first[c + 1] ? i + 1 : NO_SLOT;
+        }
     return VT_OK;
 }
 
@@ -217,7 +234,7 @@ static vt_status alloc_host_tier(vt_expert_streamer *s)
 {
     /* the staging ring's slots follow the host tier's in the same chunks */
     const uint64_t n = s->p.n_host_slots + s->n_ring, stride = s->p.host_slot_bytes;
-    vt_status st = tier_init(&s->host, s->p.n_host_slots, "host tier");
+    vt_status st = tier_init(&s->host, s->p.n_host_slots, 1, NULL, "host tier");
     if (st != VT_OK || !n) return st;
     uint64_t per_chunk = HOST_CHUNK_BYTES / stride ? HOST_CHUNK_BYTES / stride : 1;
     uint64_t n_chunks = (n + per_chunk - 1) / per_chunk;
@@ -417,7 +434,30 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
         vt_streamer_destroy(s);
         return VT_ERR_INVALID_ARG;
     }
-    vt_status st = tier_init(&s->dev, p->n_slots, "slot");
+    vt_status st = VT_OK;
+    /* the device tier's slot classes (one of slot_bytes without them) */
+    s->n_cls = p->n_classes ? p->n_classes : 1;
+    uint64_t cfirst[VT_STORE_MAX_CLASSES + 1] = {0};
+    if (p->n_classes > VT_STORE_MAX_CLASSES) {
+        vt_set_error("expert streamer: %u slot classes (at most %d)", p->n_classes,
+                     VT_STORE_MAX_CLASSES);
+        st = VT_ERR_INVALID_ARG;
+    }
+    for (uint32_t c = 0; st == VT_OK && c < s->n_cls; c++) {
+        s->cbytes[c] = p->n_classes ? p->class_bytes[c] : p->slot_bytes;
+        cfirst[c + 1] = cfirst[c] + (p->n_classes ? p->class_slots[c] : p->n_slots);
+        if (!s->cbytes[c] || s->cbytes[c] > p->slot_bytes) {
+            vt_set_error("expert streamer: slot class %u of %" PRIu64 " bytes (slots are at most "
+                         "%" PRIu64 ")", c, s->cbytes[c], p->slot_bytes);
+            st = VT_ERR_INVALID_ARG;
+        }
+    }
+    if (st == VT_OK && cfirst[s->n_cls] != p->n_slots) {
+        vt_set_error("expert streamer: the slot classes hold %" PRIu64 " slots, not n_slots "
+                     "(%" PRIu64 ")", cfirst[s->n_cls], p->n_slots);
+        st = VT_ERR_INVALID_ARG;
+    }
+    if (st == VT_OK) st = tier_init(&s->dev, p->n_slots, s->n_cls, cfirst, "slot");
     s->rng = 0x9e3779b97f4a7c15ull;
     if (st == VT_OK && p->policy != VT_CACHE_POLICY_LRU) {
         s->dev.lhead = malloc(p->n_layer * sizeof *s->dev.lhead);
@@ -498,6 +538,17 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
                      "slot (%" PRIu64 " bytes)", t->name, slice, s->p.slot_bytes);
         return VT_ERR_RANGE;
     }
+    /* its slot class: the smallest class with slots that holds a slice */
+    uint32_t cls = UINT32_MAX;
+    for (uint32_t c = 0; c < s->n_cls; c++)
+        if (s->cbytes[c] >= slice && s->dev.first[c + 1] > s->dev.first[c] &&
+            (cls == UINT32_MAX || s->cbytes[c] < s->cbytes[cls]))
+            cls = c;
+    if (cls == UINT32_MAX) {
+        vt_set_error("expert streamer: one expert of '%s' is %" PRIu64 " bytes; no slot class "
+                     "with slots holds that many", t->name, slice);
+        return VT_ERR_RANGE;
+    }
     /* the O_DIRECT bounce buffer first: nothing is registered if it fails */
     if (s->direct && slice > s->bounce_bytes) {
         size_t b = (size_t)((slice + 2 * DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN);
@@ -511,6 +562,7 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
         s->bounce_bytes = b - DIRECT_ALIGN;
     }
     stack *k = stack_at(s, layer, matrix);
+    k->cls = cls;
     k->slot_of = malloc(n_exp * sizeof *k->slot_of);
     if (!k->slot_of) {
         vt_set_error("out of memory: expert streamer key table for '%s' (%" PRIu64 " bytes)",
@@ -621,12 +673,12 @@ static int pinned(const vt_expert_streamer *s, const slot_info *x)
     return x->batch == s->batch || (s->keep_batch && x->batch == s->keep_batch);
 }
 
-/* The least recently used slot of layer l not pinned, or NO_SLOT. */
-static uint64_t layer_victim(vt_expert_streamer *s, uint32_t l)
+/* The least recently used slot of layer l in class cls not pinned, or NO_SLOT. */
+static uint64_t layer_victim(vt_expert_streamer *s, uint32_t l, uint32_t cls)
 {
     tier *t = &s->dev;
     for (uint64_t i = t->ltail[l]; i != NO_SLOT; i = t->slots[i].lprev)
-        if (!pinned(s, &t->slots[i])) return i;
+        if (t->slots[i].cls == cls && !pinned(s, &t->slots[i])) return i;
     return NO_SLOT;
 }
 
@@ -641,7 +693,7 @@ static uint64_t layer_victim(vt_expert_streamer *s, uint32_t l)
  * experts over all layers: there global LRU evicts exactly what the next
  * layers need (each layer's slots are the oldest when the next token comes
  * round), while equal ages here keep the slots of the layers coming next. */
-static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer)
+static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
 {
     tier *t = &s->dev;
     const uint32_t L = s->p.n_layer;
@@ -649,7 +701,7 @@ static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer)
     for (uint32_t d = 0; d < L; d++) {
         uint32_t j = (layer + L - d) % L;
         if (!t->lcount[j]) continue;
-        uint64_t v = layer_victim(s, j);
+        uint64_t v = layer_victim(s, j, cls);
         if (v == NO_SLOT) continue;
         uint64_t age = s->visits[j] - t->slots[v].visit;
         if (best == NO_SLOT || age > best_age) {
@@ -665,12 +717,14 @@ static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer)
  * older by its layer's clock, then to the layer acquired furthest ahead (as
  * "layer"); an approximation of LFU with aging that keeps
  * the experts a layer keeps coming back to. Falls back to "layer" when the
- * sample finds no slot outside the batch. */
+ * sample finds no slot outside the batch. The sample and the victim are of
+ * the slot class cls. */
 #define LFRU_SAMPLE 32
 #define LFRU_AGING 64 /* halve every count each LFRU_AGING x n_slots uses */
-static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer)
+static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
 {
     tier *t = &s->dev;
+    const uint64_t first = t->first[cls], count = t->first[cls + 1] - first;
     uint64_t best = NO_SLOT;
     uint32_t best_f = 0, best_d = 0;
     uint64_t best_age = 0;
@@ -679,7 +733,7 @@ static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer)
         s->rng ^= s->rng << 13;
         s->rng ^= s->rng >> 7;
         s->rng ^= s->rng << 17;
-        uint64_t i = s->rng % t->n;
+        uint64_t i = first + s->rng % count;
         slot_info *x = &t->slots[i];
         if (!x->used || pinned(s, x)) continue;
         uint32_t f = stack_at(s, x->layer, x->matrix)->freq[x->expert];
@@ -693,7 +747,7 @@ static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer)
             best_d = d;
         }
     }
-    return best != NO_SLOT ? best : policy_victim(s, layer);
+    return best != NO_SLOT ? best : policy_victim(s, layer, cls);
 }
 
 static void count_use(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32_t expert)
@@ -709,21 +763,29 @@ static void count_use(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
     }
 }
 
-static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer)
+/* A device-tier slot of class cls for a new key of layer: a free one, else
+ * the policy's victim among the class's slots not pinned (evicted); NO_SLOT
+ * when every slot of the class is pinned. */
+static uint64_t class_slots(const vt_expert_streamer *s, uint32_t cls)
+{
+    return s->dev.first[cls + 1] - s->dev.first[cls];
+}
+
+static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
 {
     tier *t = &s->dev;
-    if (t->free_head != NO_SLOT) {
-        uint64_t i = t->free_head;
-        t->free_head = t->slots[i].next;
+    if (t->free_head[cls] != NO_SLOT) {
+        uint64_t i = t->free_head[cls];
+        t->free_head[cls] = t->slots[i].next;
         return i;
     }
     if (t->lhead) {
-        uint64_t v = s->p.policy == VT_CACHE_POLICY_LFRU ? lfru_victim(s, layer)
-                                                          : policy_victim(s, layer);
+        uint64_t v = s->p.policy == VT_CACHE_POLICY_LFRU ? lfru_victim(s, layer, cls)
+                                                          : policy_victim(s, layer, cls);
         if (v != NO_SLOT) return evict(s, v);
     }
     for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev)
-        if (!pinned(s, &t->slots[i])) return evict(s, i);
+        if (t->slots[i].cls == cls && !pinned(s, &t->slots[i])) return evict(s, i);
     return NO_SLOT;
 }
 
@@ -765,9 +827,9 @@ static vt_status quiesce_publishes(vt_expert_streamer *s)
 static vt_status take_host_slot(vt_expert_streamer *s, uint64_t *out)
 {
     tier *t = &s->host;
-    if (t->free_head != NO_SLOT) {
-        *out = t->free_head;
-        t->free_head = t->slots[*out].next;
+    if (t->free_head[0] != NO_SLOT) {
+        *out = t->free_head[0];
+        t->free_head[0] = t->slots[*out].next;
         return VT_OK;
     }
     uint64_t i = t->lru_tail; /* never NO_SLOT: the tier has slots and none is free */
@@ -793,8 +855,8 @@ static void give_back(tier *t, uint64_t i)
 {
     t->slots[i].used = 0;
     t->slots[i].ahead = 0;
-    t->slots[i].next = t->free_head;
-    t->free_head = i;
+    t->slots[i].next = t->free_head[t->slots[i].cls];
+    t->free_head[t->slots[i].cls] = i;
 }
 
 static void claim(tier *t, uint64_t i, uint32_t layer, uint32_t matrix, uint32_t expert,
@@ -978,11 +1040,11 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
                       uint64_t *slot_out)
 {
     stack *k = stack_at(s, layer, matrix);
-    uint64_t slot = take_slot(s, layer);
+    uint64_t slot = take_slot(s, layer, k->cls);
     if (slot == NO_SLOT) {
-        vt_set_error("expert streamer: the arena's %" PRIu64 " slots are all needed by this "
-                     "batch of layer %u; it cannot also hold expert %u of %s", s->p.n_slots,
-                     layer, expert, k->t->name);
+        vt_set_error("expert streamer: the arena's %" PRIu64 " slots of %" PRIu64 " bytes are "
+                     "all needed by this batch of layer %u; it cannot also hold expert %u of %s",
+                     class_slots(s, k->cls), s->cbytes[k->cls], layer, expert, k->t->name);
         return VT_ERR_RANGE;
     }
     double t0 = now_seconds();
@@ -1208,7 +1270,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
 static int host_needs_flush(const vt_expert_streamer *s)
 {
     const tier *t = &s->host;
-    return t->free_head == NO_SLOT && (t->lru_tail == NO_SLOT || t->slots[t->lru_tail].held);
+    return t->free_head[0] == NO_SLOT && (t->lru_tail == NO_SLOT || t->slots[t->lru_tail].held);
 }
 
 /* Fill every device-tier miss of an acquire (ids, n, the layer's M
@@ -1244,12 +1306,13 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
             const int host_read = s->host.n && k->hslot_of[e] == NO_SLOT;
             if ((host_read && host_needs_flush(s)) || (!s->host.n && s->n_pend_ring >= wave))
                 if ((st = flush_pending(s, layer)) != VT_OK) break;
-            uint64_t slot = take_slot(s, layer);
+            uint64_t slot = take_slot(s, layer, k->cls);
             if (slot == NO_SLOT) {
                 if ((st = flush_pending(s, layer)) != VT_OK) break;
-                vt_set_error("expert streamer: the arena's %" PRIu64 " slots are all needed by "
-                             "this batch of layer %u; it cannot also hold expert %u of %s",
-                             s->p.n_slots, layer, e, k->t->name);
+                vt_set_error("expert streamer: the arena's %" PRIu64 " slots of %" PRIu64 " bytes "
+                             "are all needed by this batch of layer %u; it cannot also hold "
+                             "expert %u of %s", class_slots(s, k->cls), s->cbytes[k->cls], layer,
+                             e, k->t->name);
                 st = VT_ERR_RANGE;
                 break;
             }
@@ -1409,6 +1472,16 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
                      s->p.n_slots);
         return VT_ERR_RANGE;
     }
+    for (uint32_t c = 0; s->n_cls > 1 && c < s->n_cls; c++) { /* the same per slot class */
+        uint32_t mc = 0;
+        for (uint32_t m = 0; m < M; m++) mc += stack_at(s, layer, m)->cls == c;
+        if ((uint64_t)n * mc > class_slots(s, c)) {
+            vt_set_error("expert streamer: layer %u needs %u experts x %u matrices = %" PRIu64
+                         " slots of %" PRIu64 " bytes at once, the arena has %" PRIu64, layer, n,
+                         mc, (uint64_t)n * mc, s->cbytes[c], class_slots(s, c));
+            return VT_ERR_RANGE;
+        }
+    }
     if ((cst = join_prefetch(s)) != VT_OK) return cst;
     s->batch++;
     s->acquired_batch = s->batch;
@@ -1521,7 +1594,7 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 s->pstats.skipped++;
                 continue;
             }
-            if ((slot = take_slot(s, layer)) == NO_SLOT) goto queue; /* all pinned */
+            if ((slot = take_slot(s, layer, k->cls)) == NO_SLOT) goto queue; /* all pinned */
             k->slot_of[e] = slot; /* a repeated id finds it (unclaimed until the call) */
             s->dev.slots[slot].batch = s->batch;
             s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h] + s->hdoff[h],

@@ -93,6 +93,14 @@ typedef struct vt_streamer_params {
     int prefetch;               /* expert_cache.prefetch: 1 next-layer (needs the host tier
                                  * and a store with the ahead publishes, else create fails
                                  * with VT_ERR_UNSUPPORTED naming the reason) */
+    /* the device tier's slot classes (the store created with the same layout,
+     * vt/store.h ABI 1.7): n_classes 0, one class of n_slots of slot_bytes;
+     * else class c is class_slots[c] slots of class_bytes[c] (<= slot_bytes)
+     * in slot order, summing to n_slots. A stack's slices take the smallest
+     * class with slots that holds one; its keys' victims are of that class. */
+    uint32_t n_classes;
+    uint64_t class_slots[VT_STORE_MAX_CLASSES];
+    uint64_t class_bytes[VT_STORE_MAX_CLASSES];
 } vt_streamer_params;
 
 /* Prefetch counters (not part of the ABI). A prefetched key counts as a

@@ -1,6 +1,7 @@
 /*
  * host_store.c - the core's host slot store (vt/store.h, name "host"): one
- * page-aligned arena in host memory. The slot a fill writes is the slot the
+ * page-aligned arena in host memory (page-aligned slots, by class with ABI
+ * 1.7's slot classes: vt_store_layout). The slot a fill writes is the slot the
  * backend reads, so commit_slot only checks its arguments. It is the oracle
  * the device store is tested against. publish (ABI 1.4, from the streamer's
  * host tier) is a memcpy: the backends it serves read host memory and run
@@ -17,24 +18,25 @@
 
 struct vt_store {
     uint8_t *arena;
-    uint64_t n_slots, slot_bytes, stride;
+    uint64_t n_slots, slot_bytes;
+    vt_store_layout layout;
     uint64_t staged; /* slot last handed out by slot_for_write; UINT64_MAX: none */
 };
 
 static const uint32_t host_required[] = {VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY};
 
-static uint64_t stride_of(uint64_t slot_bytes)
-{
-    return (slot_bytes + HOST_STORE_ALIGN - 1) / HOST_STORE_ALIGN * HOST_STORE_ALIGN;
-}
-
 static vt_status hs_footprint(const vt_store_params *p, vt_store_footprint *out)
 {
-    uint64_t b;
-    if (__builtin_mul_overflow(stride_of(p->slot_bytes), p->n_slots, &b)) b = UINT64_MAX;
+    vt_store_layout l;
     out->device_bytes = 0;
-    out->host_bytes = b;
+    out->host_bytes = vt_store_layout_init(p, HOST_STORE_ALIGN, &l) ? UINT64_MAX : l.total;
     return VT_OK;
+}
+
+/* The slot's address and, in *cap, its bytes (slot < n_slots). */
+static uint8_t *hs_addr(const vt_store *s, uint64_t slot, uint64_t *cap)
+{
+    return s->arena + vt_store_slot_offset(&s->layout, slot, cap);
 }
 
 static vt_status hs_create(const vt_store_params *p, vt_store **out)
@@ -47,12 +49,12 @@ static vt_status hs_create(const vt_store_params *p, vt_store **out)
     }
     s->n_slots = p->n_slots;
     s->slot_bytes = p->slot_bytes;
-    s->stride = stride_of(p->slot_bytes);
     s->staged = UINT64_MAX;
-    uint64_t bytes;
+    uint64_t bytes = 0;
     char hb[32];
-    if (!p->n_slots || !p->slot_bytes || __builtin_mul_overflow(s->stride, p->n_slots, &bytes) ||
-        (uint64_t)(size_t)bytes != bytes) {
+    int bad = !p->n_slots || !p->slot_bytes || vt_store_layout_init(p, HOST_STORE_ALIGN, &s->layout);
+    if (!bad) bytes = s->layout.total;
+    if (bad || (uint64_t)(size_t)bytes != bytes) {
         vt_set_error("host store: an arena of %llu slots of %llu bytes is not allocatable",
                      (unsigned long long)p->n_slots, (unsigned long long)p->slot_bytes);
         free(s);
@@ -85,7 +87,8 @@ static void *hs_slot_for_write(vt_store *s, uint64_t slot)
         return NULL;
     }
     s->staged = slot;
-    return s->arena + slot * s->stride;
+    uint64_t cap;
+    return hs_addr(s, slot, &cap);
 }
 
 static vt_status hs_commit_slot(vt_store *s, uint64_t slot, uint64_t bytes)
@@ -97,9 +100,12 @@ static vt_status hs_commit_slot(vt_store *s, uint64_t slot, uint64_t bytes)
         return VT_ERR_INVALID_ARG;
     }
     s->staged = UINT64_MAX;
-    if (bytes > s->slot_bytes) {
-        vt_set_error("host store: commit of %llu bytes into a slot of %llu",
-                     (unsigned long long)bytes, (unsigned long long)s->slot_bytes);
+    uint64_t cap;
+    (void)hs_addr(s, slot, &cap);
+    if (bytes > cap) {
+        vt_set_error("host store: commit of %llu bytes into slot %llu of %llu",
+                     (unsigned long long)bytes, (unsigned long long)slot,
+                     (unsigned long long)cap);
         return VT_ERR_INVALID_ARG;
     }
     return VT_OK;
@@ -112,19 +118,22 @@ static const void *hs_slot_for_read(vt_store *s, uint64_t slot)
                      (unsigned long long)slot, (unsigned long long)s->n_slots);
         return NULL;
     }
-    return s->arena + slot * s->stride;
+    uint64_t cap;
+    return hs_addr(s, slot, &cap);
 }
 
 static vt_status hs_publish(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
 {
-    if (slot >= s->n_slots || bytes > s->slot_bytes || !src || s->staged != UINT64_MAX) {
-        vt_set_error("host store: publish of %llu bytes into slot %llu (%llu slots of %llu bytes)%s",
-                     (unsigned long long)bytes, (unsigned long long)slot,
-                     (unsigned long long)s->n_slots, (unsigned long long)s->slot_bytes,
+    uint64_t cap = 0;
+    uint8_t *dst = slot < s->n_slots ? hs_addr(s, slot, &cap) : NULL;
+    if (slot >= s->n_slots || bytes > cap || !src || s->staged != UINT64_MAX) {
+        vt_set_error("host store: publish of %llu bytes into slot %llu (%llu slots; this one of "
+                     "%llu bytes)%s", (unsigned long long)bytes, (unsigned long long)slot,
+                     (unsigned long long)s->n_slots, (unsigned long long)cap,
                      !src ? " from a NULL source" : s->staged != UINT64_MAX ? " while a slot is staged" : "");
         return VT_ERR_INVALID_ARG;
     }
-    memcpy(s->arena + slot * s->stride, src, (size_t)bytes);
+    memcpy(dst, src, (size_t)bytes);
     return VT_OK;
 }
 

@@ -37,6 +37,7 @@ struct vt_op_profile {
     vt_backend_ctx *ctx;
     uint64_t calls[K_COUNT];
     double seconds[K_COUNT];
+    double run_t0;         /* a run of copy_h2d_async open since (0: none) */
 };
 
 #define MAX_PROFILES 16
@@ -76,6 +77,7 @@ static vt_op_profile *lookup(const vt_backend_ctx *ctx)
     }                                                                                           \
     const vt_backend_api *R = p_->real;                                                        \
     vt_status st_;                                                                              \
+    if (tl_active == p_ && p_->run_t0 != 0.0 && (st_ = close_run(p_)) != VT_OK) return st_;     \
     if (tl_active != p_) {                                                                      \
         st_ = call;                                                                             \
     } else {                                                                                    \
@@ -89,11 +91,36 @@ static vt_op_profile *lookup(const vt_backend_ctx *ctx)
     PROFILED_CALL(key, call)                                                                    \
     return st_;
 
-/* the device store's publishes from the host tier; timed with a synchronize
- * like every op, so the row is the copies' own time */
+/* The device store's publishes from the host tier: timed by run, not one by
+ * one. A run is the copies an acquire queues back to back: it opens with a
+ * synchronize at its first copy (everything before it has finished) and
+ * closes, with a synchronize, at the next other op (or vt_op_profile_end),
+ * so the row is the time the copies took queued as they run unprofiled, and
+ * their host-side issue between them (a synchronize after each copy would
+ * time its latency instead: a 590 KB copy then reaches 31 GB/s of 55). */
+static vt_status close_run(vt_op_profile *p)
+{
+    vt_status st = p->real->synchronize(p->ctx);
+    p->seconds[K_COPY_H2D_ASYNC] += now_seconds() - p->run_t0;
+    p->run_t0 = 0.0;
+    return st;
+}
+
 static vt_status w_copy_h2d_async(vt_backend_ctx *ctx, void *d, const void *s, size_t n)
 {
-    PROFILED(K_COPY_H2D_ASYNC, R->copy_h2d_async(ctx, d, s, n))
+    vt_op_profile *p = lookup(ctx);
+    if (!p) {
+        vt_set_error("op profile: backend context not registered (engine bug)");
+        return VT_ERR_INTERNAL;
+    }
+    if (tl_active != p) return p->real->copy_h2d_async(ctx, d, s, n);
+    if (p->run_t0 == 0.0) {
+        vt_status st = p->real->synchronize(ctx);
+        if (st != VT_OK) return st;
+        p->run_t0 = now_seconds();
+    }
+    p->calls[K_COPY_H2D_ASYNC]++;
+    return p->real->copy_h2d_async(ctx, d, s, n);
 }
 
 /* the prefetch's copies on the second queue: timed with a synchronize (of
@@ -344,7 +371,11 @@ void vt_op_profile_watch_copies(vt_op_profile *p, void (*fn)(void *user, size_t 
 }
 
 void vt_op_profile_begin(vt_op_profile *p) { tl_active = p; }
-void vt_op_profile_end(void) { tl_active = NULL; }
+void vt_op_profile_end(void)
+{
+    if (tl_active && tl_active->run_t0 != 0.0) (void)close_run(tl_active);
+    tl_active = NULL;
+}
 
 void vt_op_profile_reset(vt_op_profile *p)
 {

@@ -190,9 +190,10 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
     return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-/* Store footprint for n slots: the host store keeps n slots in host memory. */
-static vt_status store_footprint(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
-                                 vt_store_footprint *fp)
+/* Store footprint for n slots (of the fit's slot classes when classes is set):
+ * the host store keeps n slots in host memory. */
+static vt_status store_footprint_of(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
+                                    const vt_fit *classes, vt_store_footprint *fp)
 {
     memset(fp, 0, sizeof *fp);
     fp->struct_size = sizeof *fp;
@@ -200,9 +201,41 @@ static vt_status store_footprint(const vt_residency *r, uint64_t slot_bytes, uin
     vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = NULL,
                           .slot_bytes = slot_bytes, .n_slots = n,
                           .pinned_budget_bytes = r->plat->pinned_budget_bytes};
+    if (classes && classes->n_classes) {
+        sp.n_classes = classes->n_classes;
+        sp.class_slots = classes->class_slots;
+        sp.class_bytes = classes->class_bytes;
+    }
     vt_status st = sapi->footprint(&sp, fp);
     if (st != VT_OK) vt_error_prefix("store '%s' footprint", r->store_name);
     return st;
+}
+
+static vt_status store_footprint(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
+                                 vt_store_footprint *fp)
+{
+    return store_footprint_of(r, slot_bytes, n, NULL, fp);
+}
+
+/* A slot of `bytes` in the store: its bytes wherever they live (per_slot),
+ * those the device pool holds (per_dev: device memory, plus the host part
+ * when the pools are one) and the store's fixed part (fp0), from the
+ * footprints of one and two slots (a store may take nothing at 0). */
+static vt_status slot_cost(const vt_residency *r, uint64_t bytes, int unified, uint64_t *per_slot,
+                           uint64_t *per_dev, vt_store_footprint *fp0)
+{
+    vt_store_footprint fp1, fp2;
+    vt_status st;
+    if ((st = store_footprint(r, bytes, 1, &fp1)) != VT_OK ||
+        (st = store_footprint(r, bytes, 2, &fp2)) != VT_OK)
+        return st;
+    uint64_t d = fp2.device_bytes - fp1.device_bytes, h = fp2.host_bytes - fp1.host_bytes;
+    *per_slot = d + h;
+    *per_dev = unified ? d + h : d;
+    if (fp0)
+        *fp0 = (vt_store_footprint){.struct_size = sizeof *fp0, .device_bytes = fp1.device_bytes - d,
+                                    .host_bytes = fp1.host_bytes - h};
+    return VT_OK;
 }
 
 /* The layer number of "blk.N.…", or -1. */
@@ -212,6 +245,98 @@ static long layer_of(const char *name)
     char *end;
     long l = strtol(name + 4, &end, 10);
     return (end != name + 4 && *end == '.' && l >= 0) ? l : -1;
+}
+
+/*
+ * The arena's slot classes (expert_cache.slot_classes: auto): the distinct
+ * expert slice sizes of g, merged down to VT_STORE_MAX_CLASSES by merging,
+ * again and again, the adjacent pair whose merge wastes the fewest bytes
+ * (the smaller size's slices then take slots of the larger), each with the
+ * slices that take it and its minimum: top-k x the most matrices of one
+ * layer that take it (one acquire holds a layer's top-k at once). Sets
+ * f->n_classes (0 when every slice has one size) and the class_* arrays;
+ * f->n_expert_used must be set.
+ */
+#define MAX_SLICE_SIZES 64
+static void find_slot_classes(vt_fit *f, const vt_gguf *g)
+{
+    uint64_t size[MAX_SLICE_SIZES], count[MAX_SLICE_SIZES];
+    uint32_t n = 0;
+    f->n_classes = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t)) continue;
+        uint64_t n_exp = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
+        uint64_t slice = t->nbytes / n_exp;
+        uint32_t j = 0;
+        while (j < n && size[j] < slice) j++;
+        if (j == n || size[j] != slice) {
+            if (n == MAX_SLICE_SIZES) {
+                snprintf(f->classes_note, sizeof f->classes_note,
+                         "none (more than %d expert slice sizes)", MAX_SLICE_SIZES);
+                return;
+            }
+            memmove(size + j + 1, size + j, (n - j) * sizeof *size);
+            memmove(count + j + 1, count + j, (n - j) * sizeof *count);
+            size[j] = slice;
+            count[j] = 0;
+            n++;
+        }
+        count[j] = add_sat(count[j], n_exp);
+    }
+    if (n < 2) {
+        snprintf(f->classes_note, sizeof f->classes_note, "none (every expert slice is %s)",
+                 n ? "one size" : "absent");
+        return;
+    }
+    while (n > VT_STORE_MAX_CLASSES) {
+        uint32_t best = 0;
+        uint64_t best_waste = UINT64_MAX;
+        for (uint32_t j = 0; j + 1 < n; j++) {
+            uint64_t w = mul_sat(count[j], size[j + 1] - size[j]);
+            if (w < best_waste) {
+                best_waste = w;
+                best = j;
+            }
+        }
+        count[best + 1] = add_sat(count[best + 1], count[best]);
+        memmove(size + best, size + best + 1, (n - best - 1) * sizeof *size);
+        memmove(count + best, count + best + 1, (n - best - 1) * sizeof *count);
+        n--;
+    }
+    for (uint32_t c = 0; c < n; c++) {
+        f->class_bytes[c] = size[c];
+        f->class_slices[c] = count[c];
+        f->class_min[c] = 0;
+        f->class_slots[c] = 0;
+    }
+    /* per layer: how many of its stacks take each class */
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t)) continue;
+        long l = layer_of(t->name);
+        int first = 1;
+        for (int64_t k = 0; k < i && first; k++) {
+            const vt_gguf_tensor *u = vt_gguf_tensor_at(g, k);
+            first = !(vt_gguf_is_routed_expert(u) && layer_of(u->name) == l);
+        }
+        if (!first) continue; /* the layer was counted at its first stack */
+        uint64_t per[VT_STORE_MAX_CLASSES] = {0};
+        for (int64_t k = i; k < vt_gguf_n_tensors(g); k++) {
+            const vt_gguf_tensor *u = vt_gguf_tensor_at(g, k);
+            if (!vt_gguf_is_routed_expert(u) || layer_of(u->name) != l) continue;
+            uint64_t n_exp = u->n_dims >= 3 && u->ne[2] > 0 ? (uint64_t)u->ne[2] : 1;
+            uint32_t c = 0;
+            while (c + 1 < n && f->class_bytes[c] < u->nbytes / n_exp) c++;
+            per[c]++;
+        }
+        for (uint32_t c = 0; c < n; c++) {
+            uint64_t m = mul_sat(per[c], f->n_expert_used ? f->n_expert_used : 1);
+            if (m > f->class_slices[c]) m = f->class_slices[c];
+            if (m > f->class_min[c]) f->class_min[c] = m;
+        }
+    }
+    f->n_classes = n;
 }
 
 vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint64_t free_bytes,
@@ -356,9 +481,12 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
                               .host_bytes = fp1.host_bytes - per_host};
     uint64_t per_slot = per_dev + per_host; /* the arena's bytes per slot, wherever it lives */
     if (f->unified) per_dev += per_host;
+    uint64_t budget = 0; /* the arena's bytes (arena, or what auto leaves) */
+    int budget_dev = 0;  /* 1: budget counts the device pool's bytes (auto) */
     if (r->plat->arena_slots) {
         f->arena_slots = r->plat->arena_slots;
     } else if (r->plat->arena_bytes) {
+        budget = r->plat->arena_bytes;
         f->arena_slots = per_slot ? r->plat->arena_bytes / per_slot : 0;
     } else {
         if (!probe_ok) {
@@ -372,11 +500,62 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         uint64_t fixed = add_sat(base, f->unified ? add_sat(fp0.device_bytes, fp0.host_bytes)
                                                   : fp0.device_bytes);
         uint64_t avail = f->device_total > fixed ? f->device_total - fixed : 0;
+        budget = avail;
+        budget_dev = 1;
         f->arena_slots = per_dev ? avail / per_dev : f->n_expert_slices;
     }
     if (f->arena_slots > f->n_expert_slices) f->arena_slots = f->n_expert_slices;
     f->arena_bytes = mul_sat(f->arena_slots, per_slot); /* what the store allocates for them */
-    if ((st = store_footprint(r, f->slot_bytes, f->arena_slots, &fp)) != VT_OK) return st;
+    /* slot classes: the same budget in slots of each class's size, each class
+     * its minimum first, then the rest in proportion to its slices beyond it */
+    f->classes_note[0] = 0;
+    if (r->plat->slot_classes == VT_SLOT_CLASSES_AUTO) {
+        if (r->plat->arena_slots) {
+            snprintf(f->classes_note, sizeof f->classes_note,
+                     "none (expert_cache.slots counts slots of the largest slice)");
+        } else if (r->store && r->store->desc->abi_minor < 7) {
+            snprintf(f->classes_note, sizeof f->classes_note,
+                     "none (store '%s' is built for ABI %u.%u; slot classes are 1.7)",
+                     r->store_name, r->store->desc->abi_major, r->store->desc->abi_minor);
+        } else {
+            find_slot_classes(f, g);
+        }
+    }
+    if (f->n_classes) {
+        uint64_t cost[VT_STORE_MAX_CLASSES], per_c, dev_c, reserved = 0, rest = 0;
+        for (uint32_t c = 0; c < f->n_classes; c++) {
+            if ((st = slot_cost(r, f->class_bytes[c], f->unified, &per_c, &dev_c, NULL)) != VT_OK)
+                return st;
+            cost[c] = budget_dev ? dev_c : per_c;
+            reserved = add_sat(reserved, mul_sat(f->class_min[c], cost[c]));
+            rest = add_sat(rest, mul_sat(f->class_slices[c] - f->class_min[c], cost[c]));
+        }
+        if (budget < reserved) {
+            snprintf(f->verdict, sizeof f->verdict,
+                     "the expert arena has %s for slots of %u sizes, but one layer's top-%u "
+                     "experts need at least %s of them at once; the minimum arena is %s "
+                     "(--set %s.expert_cache.arena=%" PRIu64 ")",
+                     fmt_bytes(budget, b1, sizeof b1), f->n_classes, f->n_expert_used,
+                     fmt_bytes(reserved, b2, sizeof b2), fmt_bytes(reserved, b3, sizeof b3), p,
+                     reserved);
+            f->arena_slots = 0;
+            f->arena_bytes = 0;
+            goto refuse;
+        }
+        const double frac = rest ? (double)(budget - reserved) / (double)rest : 1.0;
+        f->arena_slots = 0;
+        f->arena_bytes = 0;
+        for (uint32_t c = 0; c < f->n_classes; c++) {
+            uint64_t extra = f->class_slices[c] - f->class_min[c];
+            uint64_t k = frac >= 1.0 ? extra : (uint64_t)(frac * (double)extra);
+            f->class_slots[c] = f->class_min[c] + (k < extra ? k : extra);
+            f->arena_slots += f->class_slots[c];
+            if ((st = slot_cost(r, f->class_bytes[c], f->unified, &per_c, &dev_c, NULL)) != VT_OK)
+                return st;
+            f->arena_bytes = add_sat(f->arena_bytes, mul_sat(f->class_slots[c], per_c));
+        }
+    }
+    if ((st = store_footprint_of(r, f->slot_bytes, f->arena_slots, f, &fp)) != VT_OK) return st;
     f->staging_bytes = r->store ? fp.host_bytes : 0; /* the host store fills in place */
     if (f->unified) {
         f->device_need = add_sat(base, add_sat(fp.device_bytes, fp.host_bytes));
@@ -534,6 +713,17 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
         char label[64];
         snprintf(label, sizeof label, "expert arena (%" PRIu64 " slots)", f->arena_slots);
         ROW(label, f->arena_bytes);
+        for (uint32_t c = 0; c < f->n_classes; c++) {
+            char sz[32];
+            snprintf(label, sizeof label, "  slots of %s", fmt_bytes(f->class_bytes[c], sz, sizeof sz));
+            fprintf(out, "  %-32s %14" PRIu64 "   %.1f%% of %" PRIu64 " slices, at least %" PRIu64 "\n",
+                    label, f->class_slots[c],
+                    f->class_slices[c] ? 100.0 * (double)f->class_slots[c] / (double)f->class_slices[c]
+                                       : 0.0,
+                    f->class_slices[c], f->class_min[c]);
+        }
+        if (!f->n_classes && f->classes_note[0])
+            fprintf(out, "  %-32s %s\n", "  slot classes", f->classes_note);
         ROW("staging", f->staging_bytes);
         snprintf(label, sizeof label, "host tier (%" PRIu64 " slots, %.1f%%)", f->host_slots,
                  f->n_expert_slices ? 100.0 * (double)f->host_slots / (double)f->n_expert_slices

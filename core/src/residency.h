@@ -39,6 +39,7 @@
 #include "registry.h"
 #include "vt/gguf.h"
 #include "vt/status.h"
+#include "vt/store.h"
 
 typedef struct vt_fit {
     /* from the tensor table */
@@ -56,6 +57,14 @@ typedef struct vt_fit {
     /* from the configuration */
     vt_experts_mode experts;    /* resolved: RESIDENT or STREAMED */
     uint64_t arena_slots, arena_bytes; /* streamed only */
+    /* the arena's slot classes (expert_cache.slot_classes: auto, an arena in bytes or auto,
+     * slices of several sizes, a store of ABI >= 1.7); 0: every slot slot_bytes */
+    uint32_t n_classes;
+    uint64_t class_bytes[VT_STORE_MAX_CLASSES];  /* a slot of the class: its largest slice */
+    uint64_t class_slots[VT_STORE_MAX_CLASSES];  /* its slots (the sum: arena_slots) */
+    uint64_t class_slices[VT_STORE_MAX_CLASSES]; /* the file's slices that take it */
+    uint64_t class_min[VT_STORE_MAX_CLASSES];    /* top-k x the most of one layer's matrices */
+    char classes_note[160];     /* why there are none, when slot_classes is auto ("" else) */
     uint64_t staging_bytes;     /* host staging of the store */
     uint64_t host_slots;        /* the host tier (expert_cache.host_arena): slots of */
     uint64_t host_slot_bytes;   /* host_slot_bytes each (0 slots: no host tier) */

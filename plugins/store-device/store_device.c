@@ -3,7 +3,9 @@
  *
  * A discrete GPU cannot read a host arena, so the slots live in device memory:
  *  - one contiguous arena allocated through the backend (alloc), n_slots
- *    slots of `stride` bytes (slot_bytes rounded up to 256);
+ *    slots of slot_bytes rounded up to 256, or (ABI 1.7) the params' slot
+ *    classes, each slot its class's bytes rounded up to 256
+ *    (vt_store_layout);
  *  - ONE host staging buffer of slot_bytes: pinned (backend host_alloc_pinned)
  *    when the backend declares pinned_host_alloc PRESENT and the process's
  *    pinned budget (host->pinned_reserve) allows, else pageable (malloc) with
@@ -43,7 +45,8 @@
 struct vt_store {
     const vt_host_api *host;
     const vt_backend *be;
-    uint64_t n_slots, slot_bytes, stride;
+    uint64_t n_slots, slot_bytes;
+    vt_store_layout layout; /* the slots' classes in the arena */
     uint8_t *arena;        /* device memory */
     void *staging;         /* host, slot_bytes */
     int staging_pinned;    /* 1: host_alloc_pinned, budget reserved; 0: malloc */
@@ -64,10 +67,6 @@ static int cap_present(const vt_backend_api *a, uint32_t id)
     return 0;
 }
 
-static uint64_t stride_of(uint64_t slot_bytes)
-{
-    return (slot_bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
-}
 
 static const char *human(uint64_t b, char *buf, size_t cap)
 {
@@ -76,9 +75,8 @@ static const char *human(uint64_t b, char *buf, size_t cap)
 
 static vt_status sd_footprint(const vt_store_params *p, vt_store_footprint *out)
 {
-    uint64_t b;
-    if (__builtin_mul_overflow(stride_of(p->slot_bytes), p->n_slots, &b)) b = UINT64_MAX;
-    out->device_bytes = b;
+    vt_store_layout l;
+    out->device_bytes = vt_store_layout_init(p, SLOT_ALIGN, &l) ? UINT64_MAX : l.total;
     out->host_bytes = p->n_slots ? p->slot_bytes : 0; /* one staging slot */
     return VT_OK;
 }
@@ -110,14 +108,15 @@ static vt_status sd_create(const vt_store_params *p, vt_store **out)
         return VT_ERR_ABI;
     }
     char hb[32];
-    uint64_t arena_bytes;
-    if (!p->n_slots || !p->slot_bytes ||
-        __builtin_mul_overflow(stride_of(p->slot_bytes), p->n_slots, &arena_bytes) ||
-        (uint64_t)(size_t)arena_bytes != arena_bytes) {
-        h->set_error("store device: an arena of %llu slots of %llu bytes is not allocatable",
-                     (unsigned long long)p->n_slots, (unsigned long long)p->slot_bytes);
+    vt_store_layout layout;
+    if (!p->n_slots || !p->slot_bytes || vt_store_layout_init(p, SLOT_ALIGN, &layout) ||
+        (uint64_t)(size_t)layout.total != layout.total) {
+        h->set_error("store device: an arena of %llu slots of at most %llu bytes (%u classes) is "
+                     "not allocatable", (unsigned long long)p->n_slots,
+                     (unsigned long long)p->slot_bytes, layout.n_classes);
         return VT_ERR_INVALID_ARG;
     }
+    const uint64_t arena_bytes = layout.total;
     vt_store *s = calloc(1, sizeof *s);
     if (!s) {
         h->set_error("store device: allocation of %zu bytes for the store failed: out of memory",
@@ -128,7 +127,7 @@ static vt_status sd_create(const vt_store_params *p, vt_store **out)
     s->be = p->backend;
     s->n_slots = p->n_slots;
     s->slot_bytes = p->slot_bytes;
-    s->stride = stride_of(p->slot_bytes);
+    s->layout = layout;
     s->staged = UINT64_MAX;
     const vt_backend_api *a = s->be->api;
     s->async_copy = cap_present(a, VT_CAP_COPY_H2D_ASYNC) && a->copy_h2d_async;
@@ -136,8 +135,9 @@ static vt_status sd_create(const vt_store_params *p, vt_store **out)
                     cap_present(a, VT_CAP_COPY_H2D_AHEAD) && a->ahead_fork && a->copy_h2d_ahead &&
                     a->ahead_join;
     char what[96];
-    snprintf(what, sizeof what, "expert arena (%llu slots of %llu bytes)",
-             (unsigned long long)s->n_slots, (unsigned long long)s->stride);
+    snprintf(what, sizeof what, "expert arena (%llu slots, %u size class%s)",
+             (unsigned long long)s->n_slots, s->layout.n_classes,
+             s->layout.n_classes > 1 ? "es" : "");
     void *arena = NULL;
     vt_status st = a->alloc(s->be->ctx, (size_t)arena_bytes, what, &arena);
     if (st != VT_OK) {
@@ -211,33 +211,48 @@ static vt_status sd_commit_slot(vt_store *s, uint64_t slot, uint64_t bytes)
         return VT_ERR_INVALID_ARG;
     }
     s->staged = UINT64_MAX;
-    if (bytes > s->slot_bytes) {
-        s->host->set_error("store device: commit of %llu bytes into a slot of %llu",
-                           (unsigned long long)bytes, (unsigned long long)s->slot_bytes);
+    uint64_t cap;
+    const uint64_t off = vt_store_slot_offset(&s->layout, slot, &cap);
+    if (bytes > cap) {
+        s->host->set_error("store device: commit of %llu bytes into slot %llu of %llu bytes",
+                           (unsigned long long)bytes, (unsigned long long)slot,
+                           (unsigned long long)cap);
         return VT_ERR_INVALID_ARG;
     }
     const vt_backend_api *a = s->be->api;
-    vt_status st = a->copy_h2d(s->be->ctx, s->arena + slot * s->stride, s->staging, (size_t)bytes);
+    vt_status st = a->copy_h2d(s->be->ctx, s->arena + off, s->staging, (size_t)bytes);
     if (st == VT_OK) st = a->synchronize(s->be->ctx);
     return st;
 }
 
+/* Slot `slot`'s device address when it can take `bytes` from src, else NULL
+ * with the error set (what: "publish", "ahead publish"). */
+static uint8_t *sd_dst(vt_store *s, const char *what, uint64_t slot, const void *src,
+                       uint64_t bytes)
+{
+    uint64_t cap = 0, off = slot < s->n_slots ? vt_store_slot_offset(&s->layout, slot, &cap) : 0;
+    if (slot >= s->n_slots || bytes > cap || !src || s->staged != UINT64_MAX) {
+        s->host->set_error("store device: %s of %llu bytes into slot %llu (%llu slots; this one "
+                           "of %llu bytes)%s", what, (unsigned long long)bytes,
+                           (unsigned long long)slot, (unsigned long long)s->n_slots,
+                           (unsigned long long)cap,
+                           !src ? " from a NULL source"
+                           : s->staged != UINT64_MAX ? " while a slot is staged" : "");
+        return NULL;
+    }
+    return s->arena + off;
+}
+
 static vt_status sd_publish(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
 {
-    if (slot >= s->n_slots || bytes > s->slot_bytes || !src) {
-        s->host->set_error("store device: publish of %llu bytes into slot %llu (%llu slots of %llu "
-                           "bytes)%s", (unsigned long long)bytes, (unsigned long long)slot,
-                           (unsigned long long)s->n_slots, (unsigned long long)s->slot_bytes,
-                           src ? "" : " from a NULL source");
-        return VT_ERR_INVALID_ARG;
-    }
-    if (s->staged != UINT64_MAX) {
+    if (s->staged != UINT64_MAX && slot < s->n_slots && src) {
         s->host->set_error("store device: publish into slot %llu while slot %llu is staged",
                            (unsigned long long)slot, (unsigned long long)s->staged);
         return VT_ERR_INVALID_ARG;
     }
+    uint8_t *dst = sd_dst(s, "publish", slot, src, bytes);
+    if (!dst) return VT_ERR_INVALID_ARG;
     const vt_backend_api *a = s->be->api;
-    uint8_t *dst = s->arena + slot * s->stride;
     return s->async_copy ? a->copy_h2d_async(s->be->ctx, dst, src, (size_t)bytes)
                          : a->copy_h2d(s->be->ctx, dst, src, (size_t)bytes);
 }
@@ -278,18 +293,9 @@ static vt_status sd_publish_ahead(vt_store *s, const vt_store_publish *p, uint32
         s->n_ahead_cap = n;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (p[i].slot >= s->n_slots || p[i].bytes > s->slot_bytes || !p[i].src ||
-            s->staged != UINT64_MAX) {
-            s->host->set_error("store device: ahead publish of %llu bytes into slot %llu (%llu "
-                               "slots of %llu bytes)%s", (unsigned long long)p[i].bytes,
-                               (unsigned long long)p[i].slot, (unsigned long long)s->n_slots,
-                               (unsigned long long)s->slot_bytes,
-                               !p[i].src ? " from a NULL source"
-                               : s->staged != UINT64_MAX ? " while a slot is staged" : "");
-            return VT_ERR_INVALID_ARG;
-        }
-        s->ahead[i] = (vt_h2d_copy){.dst = s->arena + p[i].slot * s->stride, .src = p[i].src,
-                                    .bytes = (size_t)p[i].bytes};
+        uint8_t *dst = sd_dst(s, "ahead publish", p[i].slot, p[i].src, p[i].bytes);
+        if (!dst) return VT_ERR_INVALID_ARG;
+        s->ahead[i] = (vt_h2d_copy){.dst = dst, .src = p[i].src, .bytes = (size_t)p[i].bytes};
     }
     return s->be->api->copy_h2d_ahead(s->be->ctx, s->ahead, n);
 }
@@ -311,7 +317,8 @@ static const void *sd_slot_for_read(vt_store *s, uint64_t slot)
                            (unsigned long long)slot, (unsigned long long)s->n_slots);
         return NULL;
     }
-    return s->arena + slot * s->stride;
+    uint64_t cap;
+    return s->arena + vt_store_slot_offset(&s->layout, slot, &cap);
 }
 
 static const vt_store_api device_store_api = {

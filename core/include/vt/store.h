@@ -1,6 +1,6 @@
 /*
  * vt/store.h - the expert slot store table (ABI 1.1; publish and quiesce 1.4;
- * the ahead publishes 1.5).
+ * the ahead publishes 1.5; slot classes 1.7).
  *
  * A slot store holds the arena of expert slots the expert streamer fills
  * (DESIGN.md "Expert streaming"). A slot holds one expert's slice of one
@@ -55,7 +55,79 @@ typedef struct vt_store_params {
     uint64_t slot_bytes;          /* bytes of one slot (largest expert matrix slice) */
     uint64_t n_slots;             /* slots in the arena */
     uint64_t pinned_budget_bytes; /* most pinned host memory the store may take (0: none) */
+    /* ---- ABI 1.7: slot classes (read when struct_size covers them) ----
+     * Slots of several sizes in one arena, so that a model whose expert
+     * slices differ in size (Q4_K_M: Q4_K gate/up, Q6_K down in some layers)
+     * does not pay the largest slice for every slot. n_classes 0: every slot
+     * is slot_bytes (as before 1.7). Else class c holds class_slots[c] slots
+     * of class_bytes[c] bytes (each > 0 and <= slot_bytes), the classes in
+     * slot order: class 0 is slots 0 .. class_slots[0]-1, and so on; the sum
+     * of class_slots is n_slots. A publish or commit into a slot takes at most
+     * its class's bytes. vt_store_layout_init reads these for a store. */
+    uint32_t n_classes;           /* 0 .. VT_STORE_MAX_CLASSES */
+    const uint64_t *class_slots;  /* [n_classes], caller-owned, read during the call */
+    const uint64_t *class_bytes;  /* [n_classes], caller-owned, read during the call */
 } vt_store_params;
+
+#define VT_STORE_MAX_CLASSES 4
+
+/* A store's arena laid out by class (vt_store_layout_init): class c holds
+ * slots first[c] .. first[c+1]-1 of bytes[c] each, every slot stride[c]
+ * bytes (bytes[c] rounded up to the store's alignment) from offset[c]. */
+typedef struct vt_store_layout {
+    uint32_t n_classes;                       /* 1 .. VT_STORE_MAX_CLASSES */
+    uint64_t first[VT_STORE_MAX_CLASSES + 1]; /* first[n_classes] = n_slots */
+    uint64_t bytes[VT_STORE_MAX_CLASSES];
+    uint64_t stride[VT_STORE_MAX_CLASSES];
+    uint64_t offset[VT_STORE_MAX_CLASSES];
+    uint64_t total;                           /* the arena's bytes */
+} vt_store_layout;
+
+/* The layout p describes, every slot aligned to `align` bytes (a power of
+ * two): one class of slot_bytes when p has no classes (n_classes 0 or a
+ * struct_size from before 1.7). Returns 0, or -1 when the classes are
+ * inconsistent (more than VT_STORE_MAX_CLASSES, a class of 0 bytes or more
+ * than slot_bytes, counts that do not sum to n_slots) or the arena's bytes
+ * overflow 64 bits; out is then unspecified. */
+static inline int vt_store_layout_init(const vt_store_params *p, uint64_t align,
+                                       vt_store_layout *out)
+{
+    const int classes = p->struct_size >= offsetof(vt_store_params, class_bytes) +
+                                              sizeof p->class_bytes &&
+                        p->n_classes > 0;
+    const uint32_t n = classes ? p->n_classes : 1;
+    if (n > VT_STORE_MAX_CLASSES || (classes && (!p->class_slots || !p->class_bytes))) return -1;
+    out->n_classes = n;
+    out->total = 0;
+    uint64_t first = 0;
+    for (uint32_t c = 0; c < n; c++) {
+        const uint64_t cnt = classes ? p->class_slots[c] : p->n_slots;
+        const uint64_t b = classes ? p->class_bytes[c] : p->slot_bytes;
+        if (!b || b > p->slot_bytes || b > UINT64_MAX - align) return -1;
+        uint64_t stride = (b + align - 1) / align * align, sz;
+        if (__builtin_mul_overflow(stride, cnt, &sz) ||
+            __builtin_add_overflow(out->total, sz, &out->total) ||
+            __builtin_add_overflow(first, cnt, &first))
+            return -1;
+        out->first[c] = first - cnt;
+        out->bytes[c] = b;
+        out->stride[c] = stride;
+        out->offset[c] = out->total - sz;
+    }
+    out->first[n] = first;
+    return first == p->n_slots ? 0 : -1;
+}
+
+/* Slot `slot` (< first[n_classes]): its byte offset in the arena; *cap gets
+ * the bytes it holds. */
+static inline uint64_t vt_store_slot_offset(const vt_store_layout *l, uint64_t slot,
+                                            uint64_t *cap)
+{
+    uint32_t c = 0;
+    while (c + 1 < l->n_classes && slot >= l->first[c + 1]) c++;
+    *cap = l->bytes[c];
+    return l->offset[c] + (slot - l->first[c]) * l->stride[c];
+}
 
 /* Where a store's memory lives, for the fit check. */
 typedef struct vt_store_footprint {
