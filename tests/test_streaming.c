@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "mkmodel.h"
 #include "error.h"
 #include "expert_streamer.h"
 #include "registry.h"
@@ -357,6 +358,132 @@ static void test_cuda_device_store(void **state)
     g_device = "cpu";
 }
 
+/* Slot classes end to end: a generated Q4_K_M model (Q4_K gate/up slices,
+ * larger down slices) streamed through arenas given in bytes, so the fit
+ * makes two slot classes: at the classes' minimum, and at a quarter of the
+ * expert bytes with and without a host tier, prompt logits (one chunk) and
+ * 16 greedy steps (token by token) equal the resident run's bits, on the CPU
+ * and on CUDA where present. */
+static void run_tokens(vt_engine *e, float *logits, int32_t *greedy, int n_greedy, int64_t n_vocab)
+{
+    int32_t toks[24];
+    for (int i = 0; i < 24; i++) toks[i] = (int32_t)((i * 131 + 7) % n_vocab);
+    assert_int_equal(vt_engine_reset(e), VT_OK);
+    if (vt_engine_eval(e, toks, 24, logits, 1) != VT_OK) fail_msg("%s", vt_last_error());
+    float *lg = malloc((size_t)n_vocab * sizeof *lg);
+    assert_non_null(lg);
+    int32_t t = toks[23];
+    for (int s = 0; s < n_greedy; s++) {
+        if (vt_engine_eval(e, &t, 1, lg, 0) != VT_OK) fail_msg("%s", vt_last_error());
+        int32_t best = 0;
+        for (int64_t v = 1; v < n_vocab; v++)
+            if (lg[v] > lg[best]) best = (int32_t)v;
+        greedy[s] = t = best;
+    }
+    free(lg);
+}
+
+static void classes_on(const char *dev, const char *path)
+{
+    char sets[4][128];
+    const char *resident[] = {sets[0], NULL};
+    snprintf(sets[0], sizeof sets[0], "%s.experts=resident", dev);
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    for (int i = 0; resident[i]; i++)
+        if (vt_config_set_arg(&cfg, resident[i]) != VT_OK) fail_msg("%s", vt_last_error());
+    vt_engine_params p = {.model_path = path, .n_threads = 2, .kernels = "scalar", .n_ctx = 128,
+                          .n_batch = 512, .config = &cfg, .device = dev};
+    setenv("VT_PLUGIN_PATH", vt_test_plugin_dir(), 1);
+    vt_engine *e = NULL;
+    if (vt_engine_open(&p, &e) != VT_OK) fail_msg("%s", vt_last_error());
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    const int64_t nv = info.n_vocab;
+    float *ref = malloc((size_t)(24 * nv) * sizeof *ref), *got = malloc((size_t)(24 * nv) * sizeof *got);
+    int32_t gref[16], ggot[16];
+    run_tokens(e, ref, gref, 16, nv);
+    const uint64_t expert_bytes = vt_engine_fit(e)->expert_bytes;
+    vt_engine_close(e);
+    /* the minimum (the fit's refusal names it), then a quarter of the experts */
+    uint64_t arenas[2] = {0, expert_bytes / 4};
+    for (int a = 0; a < 2; a++)
+        for (int host = 0; host < 2; host++) {
+            vt_config_defaults(&cfg);
+            snprintf(sets[0], sizeof sets[0], "%s.experts=streamed", dev);
+            snprintf(sets[1], sizeof sets[1], "%s.expert_cache.arena=%llu", dev,
+                     (unsigned long long)(arenas[a] ? arenas[a] : 4096));
+            snprintf(sets[2], sizeof sets[2], "%s.expert_cache.host_arena=%s", dev,
+                     host ? "1GiB" : "0");
+            for (int i = 0; i < 3; i++)
+                if (vt_config_set_arg(&cfg, sets[i]) != VT_OK) fail_msg("%s", vt_last_error());
+            if (!arenas[a]) { /* learn the minimum from the refusal */
+                assert_int_not_equal(vt_engine_open(&p, &e), VT_OK);
+                const char *m = strstr(vt_last_error(), "expert_cache.arena=");
+                if (!m) fail_msg("%s", vt_last_error());
+                arenas[a] = strtoull(m + strlen("expert_cache.arena="), NULL, 10);
+                vt_config_defaults(&cfg);
+                snprintf(sets[1], sizeof sets[1], "%s.expert_cache.arena=%llu", dev,
+                         (unsigned long long)arenas[a]);
+                for (int i = 0; i < 3; i++)
+                    if (vt_config_set_arg(&cfg, sets[i]) != VT_OK) fail_msg("%s", vt_last_error());
+            }
+            if (vt_engine_open(&p, &e) != VT_OK) fail_msg("%s", vt_last_error());
+            assert_int_equal(vt_engine_fit(e)->n_classes, 2);
+            run_tokens(e, got, ggot, 16, nv);
+            vt_expert_stats st;
+            assert_int_equal(vt_streamer_stats(vt_engine_streamer(e), -1, &st), VT_OK);
+            assert_true(st.misses > 0);
+            vt_engine_close(e);
+            if (memcmp(ref, got, (size_t)(24 * nv) * sizeof *ref))
+                fail_msg("%s: arena %llu, host tier %d: prompt logits differ from resident", dev,
+                         (unsigned long long)arenas[a], host);
+            for (int i = 0; i < 16; i++)
+                if (gref[i] != ggot[i])
+                    fail_msg("%s: arena %llu, host tier %d: greedy step %d: %d, resident %d", dev,
+                             (unsigned long long)arenas[a], host, i, ggot[i], gref[i]);
+        }
+    free(ref);
+    free(got);
+}
+
+static void test_slot_classes_bit_identical(void **state)
+{
+    (void)state;
+    vt_mkmodel_params mp;
+    vt_mkmodel_defaults(&mp);
+    mp.n_embd = 256;
+    mp.n_layer = 4;
+    mp.n_head = 4;
+    mp.n_head_kv = 2;
+    mp.head_dim = 64;
+    mp.n_rot = 32;
+    mp.n_expert = 16;
+    mp.n_expert_used = 4;
+    mp.n_ff_exp = 256;
+    mp.n_ff_shexp = 256;
+    mp.ssm_d_k = 32;
+    mp.ssm_n_k = 4;
+    mp.ssm_n_v = 8;
+    mp.n_vocab = 1024;
+    mp.n_merges = 50;
+    assert_int_equal(vt_mkmodel_set_type(&mp, "q4_k_m"), VT_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/vt-classes-%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    if (vt_mkmodel_qwen35moe(path, &mp) != VT_OK) fail_msg("mkmodel: %s", vt_last_error());
+    classes_on("cpu", path);
+    char so[4096];
+    snprintf(so, sizeof so, "%s/backend-cuda.so", vt_test_plugin_dir());
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (h && ((const vt_backend_api *)((vt_plugin_entry_fn)dlsym(h, VT_PLUGIN_ENTRY_SYMBOL))()
+                  ->table)->device_count() > 0)
+        classes_on("cuda", path);
+    else
+        print_message("slot classes: no CUDA device here, CPU only\n");
+    unlink(path);
+}
+
 /* The fused path (moe_route + moe_ffn) against the per-expert ops it
  * replaces (VT_MOE_FFN=0), all resident, on backend-cpu's scalar kernels:
  * the same bits, logits of every position and greedy tokens. */
@@ -421,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_bit_identical),
         cmocka_unit_test(test_fused_equals_ops),
         cmocka_unit_test(test_below_minimum_refused),
+        cmocka_unit_test(test_slot_classes_bit_identical),
         cmocka_unit_test(test_cuda_device_store),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
