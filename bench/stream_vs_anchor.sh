@@ -9,13 +9,15 @@
 # 6 layers), `vt bench` on --device cuda:
 #   resident                   every expert in device memory
 #   dev 25% + host             device arena 25% of the expert bytes, the host
-#                              tier holding the rest (expert_cache.host_arena auto)
+#                              tier holding the rest (expert_cache.host_arena auto),
+#                              prefetch off
 #   dev 10% + host             the same with 10%
 #   dev 25% + host, one slot size   expert_cache.slot_classes: off (every slot the
 #                              largest slice, as before slot classes)
 #   dev 25%/10% + host + prefetch   the same with expert_cache.prefetch:
 #                              next-layer (copies of the predicted experts on a
-#                              second queue while the layer before computes)
+#                              second queue while the layer before computes; what
+#                              prefetch: auto, the default, gives on CUDA)
 #   dev 25%, file only         no host tier: every device miss reads the file
 # and prints decode/prefill tok/s, the decode hit rate of each tier and of
 # Belady's optimum on the same routing, fill issue GB/s (device-tier fills as
@@ -70,11 +72,13 @@ PY
   run resident --set cuda.experts=resident
   for pct in 25 10; do
     run "dev $pct% + host" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
-      --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30)))
+      --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
+      --set cuda.expert_cache.prefetch=off
   done
   run "dev 25% + host, one slot size" --set cuda.experts=streamed \
     --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) --set cuda.expert_cache.slot_classes=off \
-    --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30)))
+    --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
+    --set cuda.expert_cache.prefetch=off
  for pct in 25 10; do
     run "dev $pct% + host + prefetch" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * pct / 100)) \
       --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
@@ -86,10 +90,12 @@ PY
   # publishes from the host tier (copy_h2d_async) as one run of queued copies
   $vt bench -m "$model" --device cuda -p 16 -n 64 --reps 1 --json --no-progress \
     --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
-    --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) > /tmp/vt-anchor.json
+    --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) --set cuda.expert_cache.prefetch=off \
+    > /tmp/vt-anchor.json
   $vt bench -m "$model" --device cuda -p 16 -n 64 --reps 1 --profile --no-progress \
     --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
-    --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) > /tmp/vt-anchor-prof.txt
+    --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) --set cuda.expert_cache.prefetch=off \
+    > /tmp/vt-anchor-prof.txt
   python3 - /tmp/vt-anchor.json /tmp/vt-anchor-prof.txt <<'PY'
 import json, re, sys
 j = json.load(open(sys.argv[1]))
@@ -110,7 +116,8 @@ PY
     $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps 1 --no-progress \
       --trace "$TRACE_DIR/trace-$shape.txt" --set cuda.experts=streamed \
       --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) --set cuda.expert_cache.host_arena=auto \
-      --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) > /dev/null
+      --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) --set cuda.expert_cache.prefetch=off \
+      > /dev/null
   fi
   [ -n "${KEEP:-}" ] || rm -f "$model"
 done

@@ -664,15 +664,17 @@ static void test_overrides(void **s)
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.policy", "fifo"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a replacement policy (lfru, layer, lru)"))
         fail_msg("%s", vt_last_error());
-    /* expert_cache.prefetch: off (default) or next-layer */
-    assert_int_equal(v->prefetch, 0);
+    /* expert_cache.prefetch: auto (default), next-layer or off */
+    assert_int_equal(v->prefetch, VT_PREFETCH_AUTO);
     set_ok(&c, "vulkan.expert_cache.prefetch=next-layer");
     assert_int_equal(v->prefetch, 1);
     assert_src(v->prefetch_src, VT_CONFIG_FROM_CLI, 0, 0);
     set_ok(&c, "vulkan.expert_cache.prefetch= off ");
     assert_int_equal(v->prefetch, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch=auto");
+    assert_int_equal(v->prefetch, VT_PREFETCH_AUTO);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
-    if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer)"))
+    if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer, auto)"))
         fail_msg("%s", vt_last_error());
     /* expert_cache.slot_classes: auto (default) or off */
     assert_int_equal(v->slot_classes, VT_SLOT_CLASSES_AUTO);
@@ -846,7 +848,7 @@ static void test_print(void **s)
     assert_true(l_back < l_exp && l_exp < l_slots && l_slots < l_head);
     expect_line(out, "platforms.cuda.expert_cache.host_arena", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.policy", "lfru", "default");
-    expect_line(out, "platforms.cuda.expert_cache.prefetch", "off", "default");
+    expect_line(out, "platforms.cuda.expert_cache.prefetch", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.slot_classes", "auto", "default");

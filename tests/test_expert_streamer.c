@@ -528,6 +528,28 @@ static void test_prefetch_refused(void **state)
             fail_msg("%s", vt_last_error());
         r.api.destroy(r.store);
     }
+    /* auto: on only with a host tier, the store's ahead publishes and a backend
+     * that declares copy.h2d_ahead PRESENT; otherwise off, and create succeeds */
+    static vt_capability caps[1] = {{.id = VT_CAP_COPY_H2D_AHEAD, .state = VT_CAP_PRESENT}};
+    static vt_backend_api ba;
+    ba.struct_size = sizeof ba;
+    ba.caps = caps;
+    ba.n_caps = 1;
+    vt_backend be = {.api = &ba, .name = "ahead"};
+    for (int c = 0; c < 4; c++) {
+        r.api = *vt_host_store_api();
+        if (c == 2) r.api.struct_size = (uint32_t)offsetof(vt_store_api, begin_ahead);
+        caps[0].state = c == 3 ? VT_CAP_ABSENT : VT_CAP_PRESENT;
+        assert_int_equal(r.api.create(&sp, &r.store), VT_OK);
+        vt_streamer_params p = {.gguf = r.g, .store_api = &r.api, .store = r.store, .n_slots = 12,
+                                .slot_bytes = SLICE, .n_layer = N_LAYER,
+                                .prefetch = VT_STREAMER_PREFETCH_AUTO, .backend = &be,
+                                .n_host_slots = c == 1 ? 0 : 8, .host_slot_bytes = SLICE};
+        if (vt_streamer_create(&p, &r.s) != VT_OK) fail_msg("auto, case %d: %s", c, vt_last_error());
+        assert_int_equal(vt_streamer_prefetch_on(r.s), c == 0);
+        vt_streamer_destroy(r.s);
+        r.api.destroy(r.store);
+    }
     vt_gguf_close(r.g);
 }
 

@@ -104,6 +104,7 @@ void vt_config_platform_defaults(vt_config_platform *p, const char *name)
     p->host_arena_bytes = VT_HOST_ARENA_AUTO;
     p->readers = 0;                       /* auto */
     p->staging_bytes = VT_STAGING_AUTO;
+    p->prefetch = VT_PREFETCH_AUTO;
     p->pinned_budget_bytes = 0;
 }
 
@@ -478,13 +479,14 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         break;
     }
     case PK_PREFETCH: {
-        static const char *const modes[] = {"off", "next-layer", NULL};
+        /* in the order of VT_PREFETCH_* */
+        static const char *const modes[] = {"off", "next-layer", "auto", NULL};
         int k = choice(text, modes);
         if (k >= 0) {
             p->prefetch = k;
             p->prefetch_src = src;
         } else {
-            vt_set_error("'%s' is not a prefetch mode (off, next-layer)", text);
+            vt_set_error("'%s' is not a prefetch mode (off, next-layer, auto)", text);
             st = VT_ERR_INVALID_ARG;
         }
         break;
@@ -1470,7 +1472,8 @@ void vt_config_print(const vt_config *c, FILE *f)
                 src = p->policy_src;
                 break;
             case PK_PREFETCH:
-                copy_str(val, sizeof val, p->prefetch ? "next-layer" : "off");
+                copy_str(val, sizeof val, p->prefetch == VT_PREFETCH_AUTO ? "auto"
+                                          : p->prefetch ? "next-layer" : "off");
                 src = p->prefetch_src;
                 break;
             case PK_SLOT_CLASSES:

@@ -25,7 +25,8 @@
  *         host_arena: auto | <bytes>   # the host tier of a device store: expert slices kept in
  *                                      # host memory (pinned within pinned_budget); 0: none
  *         policy: lfru | layer | lru   # the device tier's replacement policy
- *         prefetch: off | next-layer   # copy the next layer's predicted experts ahead
+ *         prefetch: off | next-layer | auto  # copy the next layer's predicted experts ahead
+ *                                      # (auto: where a host tier and a second copy queue are)
  *         slot_classes: auto | off     # slots sized by class of expert slice, or all the largest
  *         readers: auto | <count>      # reader threads for the misses' file reads (1..64;
  *                                      # auto: the online CPUs, at most 8)
@@ -104,6 +105,9 @@ typedef struct vt_config_pair {
  * store, no ring */
 #define VT_STAGING_AUTO UINT64_MAX
 
+/* expert_cache.prefetch (the same values as expert_streamer.h's VT_STREAMER_PREFETCH_*) */
+enum { VT_PREFETCH_OFF = 0, VT_PREFETCH_NEXT_LAYER = 1, VT_PREFETCH_AUTO = 2 };
+
 /* expert_cache.slot_classes: auto (the arena's slots in up to 4 size classes, residency.c),
  * off (every slot the largest slice) */
 enum { VT_SLOT_CLASSES_AUTO = 0, VT_SLOT_CLASSES_OFF = 1 };
@@ -123,7 +127,7 @@ typedef struct vt_config_platform {
     uint64_t headroom_bytes;       vt_config_src headroom_bytes_src;
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
     int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
-    int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: 1 next-layer */
+    int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: VT_PREFETCH_* */
     int slot_classes;              vt_config_src slot_classes_src; /* expert_cache.slot_classes:
                                                                     * VT_SLOT_CLASSES_* */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */

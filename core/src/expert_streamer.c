@@ -412,12 +412,23 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
         else if (!s->publish || sa->struct_size < VT_STORE_API_SIZE_1_5 || !sa->begin_ahead ||
                  !sa->publish_ahead || !sa->join_ahead)
             why = "the store has no begin_ahead/publish_ahead/join_ahead (store ABI 1.5)";
+        else if (p->prefetch == VT_STREAMER_PREFETCH_AUTO &&
+                 !(p->backend && p->backend->api &&
+                   vt_util_backend_has(p->backend->api, VT_CAP_COPY_H2D_AHEAD,
+                                       offsetof(vt_backend_api, ahead_join) + sizeof(void *))))
+            why = "the backend has no second copy queue (copy.h2d_ahead), so the copies would "
+                  "not overlap compute";
+        if (why && p->prefetch == VT_STREAMER_PREFETCH_AUTO) {
+            vt_log(VT_LOG_INFO, "expert streamer: expert_cache.prefetch: auto is off: %s", why);
+            why = NULL;
+        } else if (!why) {
+            s->ahead_ok = 1;
+        }
         if (why) {
             vt_set_error("expert streamer: expert_cache.prefetch: next-layer cannot run: %s", why);
             vt_streamer_destroy(s);
             return VT_ERR_UNSUPPORTED;
         }
-        s->ahead_ok = 1;
     }
     if (p->n_host_slots > UINT32_MAX) {
         vt_set_error("expert streamer: a host tier of %" PRIu64 " slots is more than 2^32",

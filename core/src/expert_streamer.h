@@ -70,6 +70,8 @@ typedef enum vt_cache_policy {
     VT_CACHE_POLICY_LFRU = 2,  /* least frequently used of a sample, aged (expert_streamer.c) */
 } vt_cache_policy;
 
+enum { VT_STREAMER_PREFETCH_NEXT_LAYER = 1, VT_STREAMER_PREFETCH_AUTO = 2 };
+
 typedef struct vt_streamer_params {
     const vt_gguf *gguf;        /* the model (tensor file offsets, shard paths) */
     const vt_store_api *store_api;
@@ -90,9 +92,12 @@ typedef struct vt_streamer_params {
     uint64_t n_ring_slots;      /* the staging ring (expert_cache.staging), used only without a
                                  * host tier and with a store that has publish: slots of
                                  * host_slot_bytes (at least 2; 0: none) */
-    int prefetch;               /* expert_cache.prefetch: 1 next-layer (needs the host tier
-                                 * and a store with the ahead publishes, else create fails
-                                 * with VT_ERR_UNSUPPORTED naming the reason) */
+    int prefetch;               /* expert_cache.prefetch: VT_STREAMER_PREFETCH_NEXT_LAYER
+                                 * needs the host tier and a store with the ahead publishes,
+                                 * else create fails with VT_ERR_UNSUPPORTED naming the
+                                 * reason; VT_STREAMER_PREFETCH_AUTO is next-layer when those
+                                 * and the backend's second copy queue (copy.h2d_ahead) are
+                                 * there, else off (logged at INFO); 0 off */
     /* the device tier's slot classes (the store created with the same layout,
      * vt/store.h ABI 1.7): n_classes 0, one class of n_slots of slot_bytes;
      * else class c is class_slots[c] slots of class_bytes[c] (<= slot_bytes)
