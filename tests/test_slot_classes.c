@@ -2,14 +2,19 @@
  * test_slot_classes.c - slot classes (vt/store.h ABI 1.7): an arena whose
  * slots come in several sizes, so that small expert slices do not take slots
  * sized for the largest one.
+ *  - vt_residency_slot_classes: six slice sizes merged down to four (the
+ *    pair wasting fewest bytes first), each class's minimum from the layer
+ *    with the most stacks in it;
  *  - vt_store_layout_init: one class without them (and for a params struct
  *    from before 1.7), offsets and strides by class, and every inconsistent
  *    layout refused (counts that do not sum to n_slots, a class of 0 bytes
  *    or larger than slot_bytes, more than VT_STORE_MAX_CLASSES, overflow);
  *  - the host store over a layout: slots of each class do not overlap, a
  *    commit or publish larger than its slot's class is refused;
- *  - the expert streamer on a file whose gate/up slices are 800 bytes and
- *    whose down slices are 1600: with a class of each, slices come back
+ *  - the expert streamer on a file whose gate/up slices are 3200 bytes and
+ *    whose down slices are 6400 (one page and two in the host store's
+ *    page-aligned arena, so a slot addressed with the wrong class's stride
+ *    overlaps its neighbour): with a class of each, slices come back
  *    byte-exact through the smallest arena of each class, with and without a
  *    host tier and under each policy; every gate/up pointer lies in the small
  *    class and every down pointer in the large one (no key is ever placed in
@@ -24,14 +29,15 @@
 
 #include "error.h"
 #include "expert_streamer.h"
+#include "residency.h"
 #include "vt/gguf.h"
 
 #define N_LAYER 2
 #define N_MAT 3
 #define N_EXP 8
 #define N_IN 40
-#define OUT_SMALL 5 /* gate, up: 40 x 5 F32 = 800 bytes */
-#define OUT_LARGE 10 /* down: 40 x 10 F32 = 1600 bytes */
+#define OUT_SMALL 20 /* gate, up: 40 x 20 F32 = 3200 bytes (a 4 KiB page in the host store) */
+#define OUT_LARGE 40 /* down: 40 x 40 F32 = 6400 bytes (two pages) */
 #define SMALL (N_IN * OUT_SMALL * 4)
 #define LARGE (N_IN * OUT_LARGE * 4)
 
@@ -133,10 +139,13 @@ static void test_layout(void **state)
     p.class_bytes = NULL;
     assert_int_equal(vt_store_layout_init(&p, 256, &l), -1);
     p.class_bytes = bytes;
-    uint64_t huge[2] = {UINT64_MAX / 512, 3};
+    uint64_t huge[2] = {UINT64_MAX / 256, 3};
     p.class_slots = huge;
     p.n_slots = huge[0] + 3;
-    assert_int_equal(vt_store_layout_init(&p, 256, &l), -1); /* 512 x (2^64 / 512) overflows */
+    assert_int_equal(vt_store_layout_init(&p, 256, &l), -1); /* 512 x (2^64 / 256) overflows */
+    huge[0] = UINT64_MAX / 512; /* fits, but the next class's bytes take the sum past 2^64 */
+    p.n_slots = huge[0] + 3;
+    assert_int_equal(vt_store_layout_init(&p, 256, &l), -1);
 }
 
 static void test_host_store_classes(void **state)
@@ -148,7 +157,7 @@ static void test_host_store_classes(void **state)
                          .n_classes = 2, .class_slots = slots, .class_bytes = bytes};
     vt_store_footprint fp = {.struct_size = sizeof fp};
     assert_int_equal(a->footprint(&p, &fp), VT_OK);
-    assert_int_equal(fp.host_bytes, 5 * 4096); /* page-aligned slots of either class */
+    assert_int_equal(fp.host_bytes, 3 * 4096 + 2 * 8192); /* page-aligned slots by class */
     vt_store *s;
     assert_int_equal(a->create(&p, &s), VT_OK);
     /* every slot's bytes apart from every other's */
@@ -167,7 +176,7 @@ static void test_host_store_classes(void **state)
     assert_int_equal(a->publish(s, 3, src, LARGE), VT_OK);
     assert_int_equal(a->publish(s, 2, src, SMALL), VT_OK);
     assert_int_equal(a->publish(s, 2, src, SMALL + 1), VT_ERR_INVALID_ARG);
-    assert_non_null(strstr(vt_last_error(), "of 800 bytes"));
+    assert_non_null(strstr(vt_last_error(), "of 3200 bytes"));
     assert_non_null(a->slot_for_write(s, 1));
     assert_int_equal(a->commit_slot(s, 1, SMALL + 1), VT_ERR_INVALID_ARG);
     assert_non_null(a->slot_for_write(s, 4));
@@ -210,9 +219,11 @@ static vt_status rig_open(rig *r, uint64_t n_small, uint64_t n_large, int unifor
     if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
     if (!uniform) {
         r->small_lo = r->api->slot_for_read(r->store, 0);
-        r->small_hi = r->small_lo + n_small * 4096;
+        vt_store_layout l = {0}; /* the host store's: page-aligned slots */
+        assert_int_equal(vt_store_layout_init(&sp, 4096, &l), 0);
+        r->small_hi = r->small_lo + l.offset[1];
         r->large_lo = r->small_hi;
-        r->large_hi = r->large_lo + n_large * 4096;
+        r->large_hi = r->small_lo + l.total;
     }
     for (uint32_t l = 0; l < N_LAYER; l++)
         for (uint32_t m = 0; m < N_MAT; m++) {
@@ -319,7 +330,7 @@ static void test_streamer_class_minimum(void **state)
     int32_t ids[4] = {0, 1, 2, 3};
     const void *out[N_EXP * N_MAT];
     assert_int_equal(vt_streamer_acquire(r.s, 0, ids, 4, out), VT_ERR_RANGE);
-    assert_non_null(strstr(vt_last_error(), "slots of 1600 bytes"));
+    assert_non_null(strstr(vt_last_error(), "slots of 6400 bytes"));
     acquire_ok(&r, 0, ids, 3); /* three fit */
     rig_close(&r);
     /* a file slice larger than every class with slots: refused at register */
@@ -331,8 +342,8 @@ static void test_streamer_class_minimum(void **state)
 static void test_streamer_classes_more_hits(void **state)
 {
     (void)state;
-    /* 16 slots of the largest slice take 16 x 1600 bytes; the same bytes hold
-     * 16 small and 8 large slots (16 x 800 + 8 x 1600 = 16 x 1600) */
+    /* in the host store's pages, 16 slots of the largest slice take 16 x 8 KiB;
+     * the same bytes hold 16 small and 8 large slots (16 x 4 KiB + 8 x 8 KiB) */
     rig r;
     if (rig_open(&r, 16, 0, 1, 0, VT_CACHE_POLICY_LFRU) != VT_OK) fail_msg("%s", vt_last_error());
     uint64_t uniform = run_workload(&r, 200);
@@ -344,10 +355,61 @@ static void test_streamer_classes_more_hits(void **state)
                                      (unsigned long long)classes, (unsigned long long)uniform);
 }
 
+/* vt_residency_slot_classes on a table of six slice sizes: 100, 104, 200,
+ * 400, 800, 808 bytes per expert (F32 rows of 25, 26, 50, 100, 200, 202)
+ * spread over three layers. Merging the adjacent pair that wastes fewest bytes
+ * (slices x size gap) until four remain: 100 into 104 (4 bytes x 8 slices),
+ * then 800 into 808 (8 x 8); the minimum of a class is top-k x the most
+ * stacks of one layer in it. */
+static void test_find_classes(void **state)
+{
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/vt-find-classes-%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    vt_gguf_writer *w = vt_gguf_writer_new(32);
+    assert_non_null(w);
+    assert_int_equal(vt_gguf_writer_set_str(w, "general.architecture", "test"), VT_OK);
+    /* layer: row lengths of its stacks (8 experts, one row each) */
+    static const struct { uint32_t layer; int64_t row; const char *mat; } st[] = {
+        {0, 25, "gate"}, {0, 26, "up"}, {0, 200, "down"},
+        {1, 50, "gate"}, {1, 100, "up"}, {1, 202, "down"},
+        {2, 26, "gate"}, {2, 26, "up"}, {2, 100, "down"},
+    };
+    static float buf[202 * 8];
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", st[i].layer, st[i].mat);
+        int64_t ne[3] = {st[i].row, 1, 8};
+        assert_int_equal(vt_gguf_writer_add_tensor(w, name, VT_TYPE_F32, 3, ne, buf,
+                                                   (uint64_t)st[i].row * 4 * 8), VT_OK);
+    }
+    assert_int_equal(vt_gguf_writer_write(w, path), VT_OK);
+    vt_gguf_writer_free(w);
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(path, VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_fit f;
+    memset(&f, 0, sizeof f);
+    f.n_expert_used = 2;
+    vt_residency_slot_classes(&f, g);
+    assert_int_equal(f.n_classes, 4);
+    const uint64_t bytes[4] = {104, 200, 400, 808}, slices[4] = {32, 8, 16, 16};
+    /* stacks per layer in each class: layer 0 {2, 0, 0, 1}, 1 {0, 1, 1, 1}, 2 {2, 0, 1, 0} */
+    const uint64_t min[4] = {2 * 2, 2 * 1, 2 * 1, 2 * 1};
+    for (uint32_t c = 0; c < 4; c++) {
+        assert_int_equal(f.class_bytes[c], bytes[c]);
+        assert_int_equal(f.class_slices[c], slices[c]);
+        assert_int_equal(f.class_min[c], min[c]);
+    }
+    vt_gguf_close(g);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_find_classes),
         cmocka_unit_test(test_host_store_classes),
         cmocka_unit_test(test_streamer_classes_bytes),
         cmocka_unit_test(test_streamer_class_minimum),

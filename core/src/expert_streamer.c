@@ -456,8 +456,11 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
     }
     for (uint32_t c = 0; st == VT_OK && c < s->n_cls; c++) {
         s->cbytes[c] = p->n_classes ? p->class_bytes[c] : p->slot_bytes;
-        cfirst[c + 1] = cfirst[c] + (p->n_classes ? p->class_slots[c] : p->n_slots);
-        if (!s->cbytes[c] || s->cbytes[c] > p->slot_bytes) {
+        if (__builtin_add_overflow(cfirst[c], p->n_classes ? p->class_slots[c] : p->n_slots,
+                                   &cfirst[c + 1])) {
+            vt_set_error("expert streamer: the slot classes' counts overflow");
+            st = VT_ERR_INVALID_ARG;
+        } else if (!s->cbytes[c] || s->cbytes[c] > p->slot_bytes) {
             vt_set_error("expert streamer: slot class %u of %" PRIu64 " bytes (slots are at most "
                          "%" PRIu64 ")", c, s->cbytes[c], p->slot_bytes);
             st = VT_ERR_INVALID_ARG;
@@ -1589,7 +1592,7 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     s->batch++;
     /* pick the slots (victims evicted now; a taken slot is off every list, so
      * none is taken twice), queue every copy in one call, then claim */
-    uint32_t q = 0;
+    uint32_t q = 0, full = 0; /* full: the slot classes with every slot pinned */
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t m = 0; m < M; m++) {
             stack *k = stack_at(s, layer, m);
@@ -1605,7 +1608,11 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 s->pstats.skipped++;
                 continue;
             }
-            if ((slot = take_slot(s, layer, k->cls)) == NO_SLOT) goto queue; /* all pinned */
+            if (full & (1u << k->cls)) continue;
+            if ((slot = take_slot(s, layer, k->cls)) == NO_SLOT) { /* the class is all pinned */
+                full |= 1u << k->cls;
+                continue;
+            }
             k->slot_of[e] = slot; /* a repeated id finds it (unclaimed until the call) */
             s->dev.slots[slot].batch = s->batch;
             s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h] + s->hdoff[h],

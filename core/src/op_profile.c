@@ -97,10 +97,16 @@ static vt_op_profile *lookup(const vt_backend_ctx *ctx)
  * closes, with a synchronize, at the next other op (or vt_op_profile_end),
  * so the row is the time the copies took queued as they run unprofiled, and
  * their host-side issue between them (a synchronize after each copy would
- * time its latency instead: a 590 KB copy then reaches 31 GB/s of 55). */
+ * time its latency instead: a 590 KB copy then reaches 31 GB/s of 55). The
+ * host's work between the copies of a run counts too: with a host tier that
+ * is bookkeeping; without one, a batch of several read waves would add its
+ * later waves' file reads, so the row measures the copy rate only for the
+ * host-tier path (bench/stream_vs_anchor.sh uses it there). */
 static vt_status close_run(vt_op_profile *p)
 {
     vt_status st = p->real->synchronize(p->ctx);
+    if (st != VT_OK)
+        vt_error_prefix("op profile: waiting for the queued expert copies (copy_h2d_async)");
     p->seconds[K_COPY_H2D_ASYNC] += now_seconds() - p->run_t0;
     p->run_t0 = 0.0;
     return st;

@@ -258,7 +258,7 @@ static long layer_of(const char *name)
  * f->n_expert_used must be set.
  */
 #define MAX_SLICE_SIZES 64
-static void find_slot_classes(vt_fit *f, const vt_gguf *g)
+void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
 {
     uint64_t size[MAX_SLICE_SIZES], count[MAX_SLICE_SIZES];
     uint32_t n = 0;
@@ -518,7 +518,7 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
                      "none (store '%s' is built for ABI %u.%u; slot classes are 1.7)",
                      r->store_name, r->store->desc->abi_major, r->store->desc->abi_minor);
         } else {
-            find_slot_classes(f, g);
+            vt_residency_slot_classes(f, g);
         }
     }
     if (f->n_classes) {

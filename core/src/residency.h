@@ -86,6 +86,12 @@ typedef struct vt_fit {
     char verdict[1024];         /* one or two sentences; the refusal when !fits */
 } vt_fit;
 
+/* The arena's slot classes of g (residency.c, expert_cache.slot_classes:
+ * auto): sets f->n_classes (0: one slice size), class_bytes, class_slices,
+ * class_min (f->n_expert_used must be set) and, without classes,
+ * classes_note; class_slots is left 0 (the fit splits the arena). */
+void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g);
+
 typedef struct vt_residency {
     char platform[64];
     const vt_config_platform *plat;   /* into the config given, or plat_storage */

@@ -108,7 +108,7 @@ static vt_status sd_create(const vt_store_params *p, vt_store **out)
         return VT_ERR_ABI;
     }
     char hb[32];
-    vt_store_layout layout;
+    vt_store_layout layout = {0};
     if (!p->n_slots || !p->slot_bytes || vt_store_layout_init(p, SLOT_ALIGN, &layout) ||
         (uint64_t)(size_t)layout.total != layout.total) {
         h->set_error("store device: an arena of %llu slots of at most %llu bytes (%u classes) is "
