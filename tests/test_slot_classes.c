@@ -189,6 +189,8 @@ static void test_host_store_classes(void **state)
 
 /* ---------------------------------------------------------------- streamer */
 
+static int rig_prefetch; /* vt_streamer_params.prefetch of the next rig */
+
 typedef struct rig {
     vt_gguf *g;
     vt_store *store;
@@ -215,6 +217,7 @@ static vt_status rig_open(rig *r, uint64_t n_small, uint64_t n_large, int unifor
                             .n_slots = n_small + n_large, .slot_bytes = LARGE,
                             .n_layer = N_LAYER, .policy = policy, .n_host_slots = n_host,
                             .host_slot_bytes = LARGE + 64, .n_classes = uniform ? 0 : 2,
+                            .prefetch = rig_prefetch,
                             .class_slots = {n_small, n_large}, .class_bytes = {SMALL, LARGE}};
     if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
     if (!uniform) {
@@ -339,6 +342,29 @@ static void test_streamer_class_minimum(void **state)
     rig_close(&r);
 }
 
+/* A prefetch whose keys' class has every slot pinned (the small class is
+ * exactly the last acquire's) still copies the keys of the other class. */
+static void test_prefetch_class_full(void **state)
+{
+    (void)state;
+    rig r;
+    rig_prefetch = 1;
+    vt_status st = rig_open(&r, 8, 8, 0, N_LAYER * N_MAT * N_EXP, VT_CACHE_POLICY_LFRU);
+    rig_prefetch = 0;
+    if (st != VT_OK) fail_msg("%s", vt_last_error());
+    int32_t ids[4] = {0, 1, 2, 3}, next[4] = {4, 5, 6, 7};
+    for (uint32_t l = 0; l < N_LAYER; l++) acquire_ok(&r, l, next, 4); /* the host tier */
+    for (uint32_t l = 0; l < N_LAYER; l++) acquire_ok(&r, l, ids, 4);
+    /* layer 1's 8 small slots are the last acquire's; 4 large slots hold
+     * layer 0's down slices of 0..3 and can be taken */
+    if (vt_streamer_prefetch(r.s, 0, next, 4) != VT_OK) fail_msg("%s", vt_last_error());
+    vt_streamer_prefetch_stats ps;
+    assert_int_equal(vt_streamer_prefetch_stats_get(r.s, &ps), VT_OK);
+    assert_int_equal(ps.issued, 4); /* the down slices of 4..7 */
+    acquire_ok(&r, 0, next, 4);
+    rig_close(&r);
+}
+
 static void test_streamer_classes_more_hits(void **state)
 {
     (void)state;
@@ -414,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_streamer_classes_bytes),
         cmocka_unit_test(test_streamer_class_minimum),
         cmocka_unit_test(test_streamer_classes_more_hits),
+        cmocka_unit_test(test_prefetch_class_full),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }
