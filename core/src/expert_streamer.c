@@ -98,8 +98,8 @@ typedef struct host_chunk {
 
 struct vt_expert_streamer {
     vt_streamer_params p;
-    uint32_t n_cls;          /* the device tier's slot classes (dev.first: their slots) */
-    uint64_t cbytes[VT_STORE_MAX_CLASSES]; /* a slot's bytes in each */
+    vt_store_layout cls;     /* the device tier's slot classes, as the store lays them out
+                              * (vt/store.h; one of slot_bytes without classes) */
     stack *stacks;           /* [n_layer][MAX_MATRICES] */
     uint32_t *n_matrices;    /* [n_layer] */
     tier dev;                /* the store's slots */
@@ -445,33 +445,19 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
         vt_streamer_destroy(s);
         return VT_ERR_INVALID_ARG;
     }
+    /* the device tier's slot classes, checked as the store checks them */
+    vt_store_params lp = {.struct_size = sizeof lp, .slot_bytes = p->slot_bytes,
+                          .n_slots = p->n_slots, .n_classes = p->n_classes,
+                          .class_slots = p->class_slots, .class_bytes = p->class_bytes};
     vt_status st = VT_OK;
-    /* the device tier's slot classes (one of slot_bytes without them) */
-    s->n_cls = p->n_classes ? p->n_classes : 1;
-    uint64_t cfirst[VT_STORE_MAX_CLASSES + 1] = {0};
-    if (p->n_classes > VT_STORE_MAX_CLASSES) {
-        vt_set_error("expert streamer: %u slot classes (at most %d)", p->n_classes,
+    if (vt_store_layout_init(&lp, 1, &s->cls)) {
+        vt_set_error("expert streamer: %u slot classes that do not lay out %" PRIu64 " slots of "
+                     "at most %" PRIu64 " bytes (counts summing to n_slots, each class 1.."
+                     "slot_bytes, at most %d classes)", p->n_classes, p->n_slots, p->slot_bytes,
                      VT_STORE_MAX_CLASSES);
         st = VT_ERR_INVALID_ARG;
     }
-    for (uint32_t c = 0; st == VT_OK && c < s->n_cls; c++) {
-        s->cbytes[c] = p->n_classes ? p->class_bytes[c] : p->slot_bytes;
-        if (__builtin_add_overflow(cfirst[c], p->n_classes ? p->class_slots[c] : p->n_slots,
-                                   &cfirst[c + 1])) {
-            vt_set_error("expert streamer: the slot classes' counts overflow");
-            st = VT_ERR_INVALID_ARG;
-        } else if (!s->cbytes[c] || s->cbytes[c] > p->slot_bytes) {
-            vt_set_error("expert streamer: slot class %u of %" PRIu64 " bytes (slots are at most "
-                         "%" PRIu64 ")", c, s->cbytes[c], p->slot_bytes);
-            st = VT_ERR_INVALID_ARG;
-        }
-    }
-    if (st == VT_OK && cfirst[s->n_cls] != p->n_slots) {
-        vt_set_error("expert streamer: the slot classes hold %" PRIu64 " slots, not n_slots "
-                     "(%" PRIu64 ")", cfirst[s->n_cls], p->n_slots);
-        st = VT_ERR_INVALID_ARG;
-    }
-    if (st == VT_OK) st = tier_init(&s->dev, p->n_slots, s->n_cls, cfirst, "slot");
+    if (st == VT_OK) st = tier_init(&s->dev, p->n_slots, s->cls.n_classes, s->cls.first, "slot");
     s->rng = 0x9e3779b97f4a7c15ull;
     if (st == VT_OK && p->policy != VT_CACHE_POLICY_LRU) {
         s->dev.lhead = malloc(p->n_layer * sizeof *s->dev.lhead);
@@ -522,6 +508,12 @@ static const stack *stack_of_key(const vt_expert_streamer *s, uint32_t layer, ui
     return expert < k->n_expert ? k : NULL;
 }
 
+/* The device tier's slots of class cls. */
+static uint64_t class_slots(const vt_expert_streamer *s, uint32_t cls)
+{
+    return s->dev.first[cls + 1] - s->dev.first[cls];
+}
+
 vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                                const vt_gguf_tensor *t)
 {
@@ -554,9 +546,9 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     }
     /* its slot class: the smallest class with slots that holds a slice */
     uint32_t cls = UINT32_MAX;
-    for (uint32_t c = 0; c < s->n_cls; c++)
-        if (s->cbytes[c] >= slice && s->dev.first[c + 1] > s->dev.first[c] &&
-            (cls == UINT32_MAX || s->cbytes[c] < s->cbytes[cls]))
+    for (uint32_t c = 0; c < s->cls.n_classes; c++)
+        if (s->cls.bytes[c] >= slice && class_slots(s, c) &&
+            (cls == UINT32_MAX || s->cls.bytes[c] < s->cls.bytes[cls]))
             cls = c;
     if (cls == UINT32_MAX) {
         vt_set_error("expert streamer: one expert of '%s' is %" PRIu64 " bytes; no slot class "
@@ -780,11 +772,6 @@ static void count_use(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
 /* A device-tier slot of class cls for a new key of layer: a free one, else
  * the policy's victim among the class's slots not pinned (evicted); NO_SLOT
  * when every slot of the class is pinned. */
-static uint64_t class_slots(const vt_expert_streamer *s, uint32_t cls)
-{
-    return s->dev.first[cls + 1] - s->dev.first[cls];
-}
-
 static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
 {
     tier *t = &s->dev;
@@ -1058,7 +1045,7 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
     if (slot == NO_SLOT) {
         vt_set_error("expert streamer: the arena's %" PRIu64 " slots of %" PRIu64 " bytes are "
                      "all needed by this batch of layer %u; it cannot also hold expert %u of %s",
-                     class_slots(s, k->cls), s->cbytes[k->cls], layer, expert, k->t->name);
+                     class_slots(s, k->cls), s->cls.bytes[k->cls], layer, expert, k->t->name);
         return VT_ERR_RANGE;
     }
     double t0 = now_seconds();
@@ -1325,7 +1312,7 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
                 if ((st = flush_pending(s, layer)) != VT_OK) break;
                 vt_set_error("expert streamer: the arena's %" PRIu64 " slots of %" PRIu64 " bytes "
                              "are all needed by this batch of layer %u; it cannot also hold "
-                             "expert %u of %s", class_slots(s, k->cls), s->cbytes[k->cls], layer,
+                             "expert %u of %s", class_slots(s, k->cls), s->cls.bytes[k->cls], layer,
                              e, k->t->name);
                 st = VT_ERR_RANGE;
                 break;
@@ -1486,13 +1473,13 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
                      s->p.n_slots);
         return VT_ERR_RANGE;
     }
-    for (uint32_t c = 0; s->n_cls > 1 && c < s->n_cls; c++) { /* the same per slot class */
+    for (uint32_t c = 0; s->cls.n_classes > 1 && c < s->cls.n_classes; c++) { /* per class too */
         uint32_t mc = 0;
         for (uint32_t m = 0; m < M; m++) mc += stack_at(s, layer, m)->cls == c;
         if ((uint64_t)n * mc > class_slots(s, c)) {
             vt_set_error("expert streamer: layer %u needs %u experts x %u matrices = %" PRIu64
                          " slots of %" PRIu64 " bytes at once, the arena has %" PRIu64, layer, n,
-                         mc, (uint64_t)n * mc, s->cbytes[c], class_slots(s, c));
+                         mc, (uint64_t)n * mc, s->cls.bytes[c], class_slots(s, c));
             return VT_ERR_RANGE;
         }
     }

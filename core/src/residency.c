@@ -471,16 +471,10 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     /* streamed: the arena */
     /* the store's footprint is fixed + n x per-slot (staging is fixed, the
      * arena per slot): from n = 1 and n = 2, since a store may take nothing at 0 */
-    vt_store_footprint fp1, fp2, fp;
-    vt_status st;
-    if ((st = store_footprint(r, f->slot_bytes, 1, &fp1)) != VT_OK ||
-        (st = store_footprint(r, f->slot_bytes, 2, &fp2)) != VT_OK)
-        return st;
-    uint64_t per_dev = fp2.device_bytes - fp1.device_bytes, per_host = fp2.host_bytes - fp1.host_bytes;
-    vt_store_footprint fp0 = {.struct_size = sizeof fp0, .device_bytes = fp1.device_bytes - per_dev,
-                              .host_bytes = fp1.host_bytes - per_host};
-    uint64_t per_slot = per_dev + per_host; /* the arena's bytes per slot, wherever it lives */
-    if (f->unified) per_dev += per_host;
+    vt_store_footprint fp0, fp;
+    uint64_t per_slot, per_dev; /* the arena's bytes per slot wherever it lives, in the device pool */
+    vt_status st = slot_cost(r, f->slot_bytes, f->unified, &per_slot, &per_dev, &fp0);
+    if (st != VT_OK) return st;
     uint64_t budget = 0; /* the arena's bytes (arena, or what auto leaves) */
     int budget_dev = 0;  /* 1: budget counts the device pool's bytes (auto) */
     if (r->plat->arena_slots) {
@@ -522,11 +516,14 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         }
     }
     if (f->n_classes) {
-        uint64_t cost[VT_STORE_MAX_CLASSES], per_c, dev_c, reserved = 0, rest = 0;
+        /* per_c: a slot's bytes in the store; cost: what the budget counts of them */
+        uint64_t per_c[VT_STORE_MAX_CLASSES], cost[VT_STORE_MAX_CLASSES], dev_c, reserved = 0,
+                                                                             rest = 0;
         for (uint32_t c = 0; c < f->n_classes; c++) {
-            if ((st = slot_cost(r, f->class_bytes[c], f->unified, &per_c, &dev_c, NULL)) != VT_OK)
+            if ((st = slot_cost(r, f->class_bytes[c], f->unified, &per_c[c], &dev_c, NULL)) !=
+                VT_OK)
                 return st;
-            cost[c] = budget_dev ? dev_c : per_c;
+            cost[c] = budget_dev ? dev_c : per_c[c];
             reserved = add_sat(reserved, mul_sat(f->class_min[c], cost[c]));
             rest = add_sat(rest, mul_sat(f->class_slices[c] - f->class_min[c], cost[c]));
         }
@@ -550,9 +547,7 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
             uint64_t k = frac >= 1.0 ? extra : (uint64_t)(frac * (double)extra);
             f->class_slots[c] = f->class_min[c] + (k < extra ? k : extra);
             f->arena_slots += f->class_slots[c];
-            if ((st = slot_cost(r, f->class_bytes[c], f->unified, &per_c, &dev_c, NULL)) != VT_OK)
-                return st;
-            f->arena_bytes = add_sat(f->arena_bytes, mul_sat(f->class_slots[c], per_c));
+            f->arena_bytes = add_sat(f->arena_bytes, mul_sat(f->class_slots[c], per_c[c]));
         }
     }
     if ((st = store_footprint_of(r, f->slot_bytes, f->arena_slots, f, &fp)) != VT_OK) return st;

@@ -1137,20 +1137,6 @@ static int g4_host_addressable(const vt_backend_api *a)
     return 0;
 }
 
-/* Streamed through a device-memory table: a page-locked image, so that a
- * one-token step's upload is queued (vt_util_exp_tab_image); the pageable
- * one stays without it. */
-static void g4_exp_tab_pin(vt_model *m, size_t bytes)
-{
-    if (!m->experts || m->zero_copy) return;
-    void *img = vt_util_exp_tab_image(m->host, m->api, m->ctx, bytes, "gemma4 expert table image");
-    if (!img) return;
-    memcpy(img, m->exp_tab_host, bytes);
-    free((void *)m->exp_tab_host);
-    m->exp_tab_host = (const void **)img;
-    m->exp_tab_pinned = 1;
-}
-
 /* The fused-experts path (op.moe_route + op.moe_ffn PRESENT, VT_MOE_FFN not
  * "0"): per MoE layer a device table of expert pointers (written now for
  * resident stacks, per acquired group when streamed) and the per-expert
@@ -1173,7 +1159,11 @@ static vt_status g4_setup_fused(vt_model *m)
     m->exp_tab_host = gemma4_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");
     float *sc = gemma4_calloc(m->host, nx * L, sizeof *sc, "the per-expert scales");
     vt_status st = !m->exp_tab || !m->exp_tab_host || !sc ? VT_ERR_OUT_OF_MEMORY : VT_OK;
-    if (st == VT_OK) g4_exp_tab_pin(m, per * sizeof(void *));
+    /* streamed through a device table: a page-locked image, so that a
+     * one-token step's upload is queued */
+    if (st == VT_OK && m->experts && !m->zero_copy)
+        m->exp_tab_pinned = vt_util_exp_tab_pin(m->host, m->api, m->ctx, &m->exp_tab_host,
+                                                per * sizeof(void *), "gemma4 expert table image");
     if (st == VT_OK)
         st = gemma4_dev_alloc(m, per * L * sizeof(void *), "gemma4 expert pointer tables",
                               &m->exp_tab_dev);
@@ -1254,11 +1244,8 @@ void gemma4_free(vt_model *m)
     free(m->exp_slots);
     free(m->exp_ids);
     free(m->exp_tab);
-    if (m->exp_tab_pinned)
-        vt_util_exp_tab_image_free(m->host, m->api, m->ctx, (void *)m->exp_tab_host,
-                                   3 * (size_t)m->hp.n_expert * sizeof(void *));
-    else
-        free(m->exp_tab_host);
+    vt_util_exp_tab_image_free(m->host, m->api, m->ctx, m->exp_tab_host,
+                               3 * (size_t)m->hp.n_expert * sizeof(void *), m->exp_tab_pinned);
     g4_hparams_free(&m->hp);
     free(m);
 }

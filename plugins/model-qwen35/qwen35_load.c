@@ -1276,20 +1276,6 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
     return VT_OK;
 }
 
-/* Streamed through a device-memory table: a page-locked image, so that a
- * one-token step's upload is queued (vt_util_exp_tab_image); the pageable
- * one stays without it. */
-static void q35_exp_tab_pin(vt_model *m, size_t bytes)
-{
-    if (!m->experts || m->zero_copy) return;
-    void *img = vt_util_exp_tab_image(m->host, m->api, m->ctx, bytes, "qwen35 expert table image");
-    if (!img) return;
-    memcpy(img, m->exp_tab_host, bytes);
-    free((void *)m->exp_tab_host);
-    m->exp_tab_host = (const void **)img;
-    m->exp_tab_pinned = 1;
-}
-
 /* The fused-experts path (op.moe_route + op.moe_ffn PRESENT, VT_MOE_FFN not
  * "0"): one device table of expert pointers per layer, written now for
  * resident stacks and per acquired group when streamed. */
@@ -1310,7 +1296,11 @@ static vt_status q35_setup_fused(vt_model *m)
     m->exp_tab = qwen35_calloc(m->host, hp->n_layer, sizeof *m->exp_tab, "the expert tables");
     m->exp_tab_host = qwen35_calloc(m->host, per, sizeof *m->exp_tab_host, "an expert table");
     if (!m->exp_tab || !m->exp_tab_host) return VT_ERR_OUT_OF_MEMORY;
-    q35_exp_tab_pin(m, per * sizeof(void *));
+    /* streamed through a device table: a page-locked image, so that a
+     * one-token step's upload is queued */
+    if (m->experts && !m->zero_copy)
+        m->exp_tab_pinned = vt_util_exp_tab_pin(m->host, m->api, m->ctx, &m->exp_tab_host,
+                                                per * sizeof(void *), "qwen35 expert table image");
     vt_status st = qwen35_dev_alloc(m, per * hp->n_layer * sizeof(void *),
                                     "qwen35 expert pointer tables", &m->exp_tab_dev);
     if (st != VT_OK) return st;
@@ -1381,11 +1371,8 @@ void qwen35_free(vt_model *m)
     free(m->exp_slots);
     free(m->exp_ids);
     free(m->exp_tab);
-    if (m->exp_tab_pinned)
-        vt_util_exp_tab_image_free(m->host, m->api, m->ctx, (void *)m->exp_tab_host,
-                                   3 * (size_t)m->hp.n_expert * sizeof(void *));
-    else
-        free(m->exp_tab_host);
+    vt_util_exp_tab_image_free(m->host, m->api, m->ctx, m->exp_tab_host,
+                               3 * (size_t)m->hp.n_expert * sizeof(void *), m->exp_tab_pinned);
     q35_hparams_free(&m->hp);
     free(m);
 }

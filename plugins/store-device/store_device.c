@@ -245,11 +245,6 @@ static uint8_t *sd_dst(vt_store *s, const char *what, uint64_t slot, const void 
 
 static vt_status sd_publish(vt_store *s, uint64_t slot, const void *src, uint64_t bytes)
 {
-    if (s->staged != UINT64_MAX && slot < s->n_slots && src) {
-        s->host->set_error("store device: publish into slot %llu while slot %llu is staged",
-                           (unsigned long long)slot, (unsigned long long)s->staged);
-        return VT_ERR_INVALID_ARG;
-    }
     uint8_t *dst = sd_dst(s, "publish", slot, src, bytes);
     if (!dst) return VT_ERR_INVALID_ARG;
     const vt_backend_api *a = s->be->api;

@@ -18,7 +18,7 @@
  *    between a fused op and its composition);
  *  - vt_util_bucket_by_expert, vt_util_next_expert_group: routed (token,
  *    expert) pairs grouped by expert, and experts in groups of at most top-k;
- *  - vt_util_exp_tab_image, vt_util_exp_tab_upload: a streamed layer's
+ *  - vt_util_exp_tab_pin, vt_util_exp_tab_upload: a streamed layer's
  *    expert table uploaded without blocking the host at decode.
  */
 #ifndef VT_PLUGIN_UTIL_H
@@ -414,10 +414,12 @@ static inline vt_status vt_util_merge_weights(const vt_backend_api *api, vt_back
  * queueing moe_ffn, the shared expert and the next layer's ops while the
  * expert copies run.
  *
- * vt_util_exp_tab_image: a page-locked image of `bytes` (within the pinned
- * budget, host->pinned_reserve) when the backend declares copy.h2d_async and
- * pinned.host_alloc PRESENT, else NULL: the caller keeps a pageable image and
- * copy_h2d. Freed with vt_util_exp_tab_image_free (NULL allowed).
+ * vt_util_exp_tab_pin: replaces the pageable image *image (malloc'ed, `bytes`)
+ * by a page-locked copy (within the pinned budget, host->pinned_reserve) when
+ * the backend declares copy.h2d_async and pinned.host_alloc PRESENT; returns
+ * 1 then, else 0 with *image unchanged (the caller keeps copy_h2d).
+ * vt_util_exp_tab_image_free: frees the image either way (`pinned` as
+ * vt_util_exp_tab_pin returned; NULL allowed).
  * vt_util_exp_tab_upload: copies `bytes` of image to dev, queued when the
  * image is page-locked (`pinned`) and `queued` is set, else with copy_h2d.
  * The caller sets `queued` only when the image is not written again before a
@@ -427,8 +429,9 @@ static inline vt_status vt_util_merge_weights(const vt_backend_api *api, vt_back
  * waits for the previous call's upload. A call of several groups (prefill)
  * rewrites the image between its groups and uploads with copy_h2d.
  */
-static inline void *vt_util_exp_tab_image(const vt_host_api *host, const vt_backend_api *api,
-                                          vt_backend_ctx *ctx, size_t bytes, const char *what)
+static inline int vt_util_exp_tab_pin(const vt_host_api *host, const vt_backend_api *api,
+                                      vt_backend_ctx *ctx, const void ***image, size_t bytes,
+                                      const char *what)
 {
     const size_t end = offsetof(vt_backend_api, copy_h2d_async) + sizeof(void *);
     void *p = NULL;
@@ -437,19 +440,27 @@ static inline void *vt_util_exp_tab_image(const vt_host_api *host, const vt_back
         !api->host_free_pinned ||
         host->struct_size < offsetof(vt_host_api, pinned_release) + sizeof(void *) ||
         !host->pinned_reserve || !host->pinned_release || !host->pinned_reserve(bytes))
-        return NULL;
+        return 0;
     if (api->host_alloc_pinned(ctx, bytes, what, &p) != VT_OK) {
         host->pinned_release(bytes);
-        return NULL;
+        return 0;
     }
-    return p;
+    memcpy(p, *image, bytes);
+    free((void *)*image);
+    *image = (const void **)p;
+    return 1;
 }
 
 static inline void vt_util_exp_tab_image_free(const vt_host_api *host, const vt_backend_api *api,
-                                              vt_backend_ctx *ctx, void *image, size_t bytes)
+                                              vt_backend_ctx *ctx, const void **image,
+                                              size_t bytes, int pinned)
 {
     if (!image) return;
-    api->host_free_pinned(ctx, image);
+    if (!pinned) {
+        free((void *)image);
+        return;
+    }
+    api->host_free_pinned(ctx, (void *)image);
     host->pinned_release(bytes);
 }
 
