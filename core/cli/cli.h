@@ -24,6 +24,9 @@ typedef struct opts {
     uint8_t mk_set[32];
     int mk_sparse;
     const char *mk_arch;   /* mkmodel --arch: qwen35moe (default) or gemma4 */
+    /* vt serve */
+    const char *host, *api_key, *api_key_file, *alias;
+    int port, parallel, queue, timeout;
     int seen[96];          /* the getopt codes of the options given, in order (options_apply) */
     int n_seen;
 } opts;
@@ -43,5 +46,7 @@ vt_status cli_write_trace(const char *path, const vt_expert_streamer *s);
 
 /* vt bench (bench.c). */
 int cli_cmd_bench(const opts *o);
+/* vt serve (serve.c). */
+int cli_cmd_serve(const opts *o);
 
 #endif

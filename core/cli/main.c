@@ -57,7 +57,8 @@ static const char *usage_text =
     "  plugins                                     list plugins and their capabilities\n"
     "  config    [--show]                          print the resolved residency config and\n"
     "                                              where each value came from\n"
-    "  fit       -m MODEL [--device D] [--ctx N]   the fit check: what goes where, and whether\n"
+    "  fit       -m MODEL [--device D] [--ctx N] [--parallel N]\n"
+    "                                              the fit check: what goes where, and whether\n"
     "                                              it fits the device (exit 1 when not)\n"
     "  mkmodel   -o FILE [--type T] [--seed S] [--shards N] [--sparse]\n"
     "            T: f32 f16 bf16 (default) q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
@@ -77,6 +78,20 @@ static const char *usage_text =
     "            step, phase, layer, expert ids) for bench/cache_sim;\n"
     "            --profile: then one round with every backend op timed (op, calls,\n"
     "            ms per step; each op followed by a synchronize)\n"
+    "  serve     -m MODEL [--host ADDR] [--port N] [--parallel N] [--ctx N] [--queue N]\n"
+    "            [--api-key KEY | --api-key-file F] [--timeout S] [--alias NAME]\n"
+    "            an OpenAI-compatible HTTP server (POST /v1/chat/completions,\n"
+    "            /v1/completions, /tokenize, /detokenize; GET /v1/models, /health,\n"
+    "            /metrics); binds 127.0.0.1:8080 unless told; --parallel N slots\n"
+    "            (each its own KV cache of --ctx tokens), --queue N waiting (default\n"
+    "            64; more: 503), --timeout S closes idle connections (default 600)\n"
+    "  serve     -m MODEL [--host ADDR] [--port N] [--parallel N] [--ctx N] [--queue N]\n"
+    "            [--api-key KEY | --api-key-file F] [--timeout S] [--alias NAME]\n"
+    "            an OpenAI-compatible HTTP server (POST /v1/chat/completions,\n"
+    "            /v1/completions, /tokenize, /detokenize; GET /v1/models, /health,\n"
+    "            /metrics); binds 127.0.0.1:8080 unless told; --parallel N slots\n"
+    "            (each its own KV cache of --ctx tokens), --queue N waiting (default\n"
+    "            64; more: 503), --timeout S closes idle connections (default 600)\n"
     "\n"
     "common options:\n"
     "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
@@ -144,7 +159,7 @@ static const struct {
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_TRACE, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_TRACE, O_HOST, O_PORT, O_PARALLEL, O_API_KEY, O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -165,6 +180,10 @@ static struct option long_opts[] = {
     {"quiet", no_argument, 0, 'q'}, {"no-progress", no_argument, 0, O_NO_PROGRESS},
     {"profile", no_argument, 0, O_PROFILE}, {"no-special", no_argument, 0, O_NO_SPECIAL},
     {"trace", required_argument, 0, O_TRACE},
+    {"host", required_argument, 0, O_HOST}, {"port", required_argument, 0, O_PORT},
+    {"parallel", required_argument, 0, O_PARALLEL}, {"api-key", required_argument, 0, O_API_KEY},
+    {"api-key-file", required_argument, 0, O_API_KEY_FILE}, {"queue", required_argument, 0, O_QUEUE},
+    {"timeout", required_argument, 0, O_TIMEOUT}, {"alias", required_argument, 0, O_ALIAS},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
@@ -214,6 +233,10 @@ static int parse_opts(int argc, char **argv, opts *o)
     memset(o, 0, sizeof *o);
     add_mk_options();
     o->n_predict = 64;
+    o->port = 8080;
+    o->parallel = 1;
+    o->queue = 64;
+    o->timeout = 600;
     o->sp = (vt_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
     long v;
     int c;
@@ -240,6 +263,14 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_PROFILE: o->profile = 1; break;
         case O_TRACE: o->trace = optarg; break;
         case O_NO_SPECIAL: o->no_special = 1; break;
+        case O_HOST: o->host = optarg; break;
+        case O_PORT: if (cli_parse_long(optarg, 0, 65535, "--port", &v)) return -1; o->port = (int)v; break;
+        case O_PARALLEL: if (cli_parse_long(optarg, 1, 256, "--parallel", &v)) return -1; o->parallel = (int)v; break;
+        case O_API_KEY: o->api_key = optarg; break;
+        case O_API_KEY_FILE: o->api_key_file = optarg; break;
+        case O_QUEUE: if (cli_parse_long(optarg, 0, 100000, "--queue", &v)) return -1; o->queue = (int)v; break;
+        case O_TIMEOUT: if (cli_parse_long(optarg, 1, 86400, "--timeout", &v)) return -1; o->timeout = (int)v; break;
+        case O_ALIAS: o->alias = optarg; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case O_TEMP:
             if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1;
@@ -351,8 +382,10 @@ static const int opts_tokenize[] = {'m', 'p', O_NO_SPECIAL, 0};
 static const int opts_info[] = {'m', 0};
 static const int opts_plugins[] = {O_PLUGIN_DIR, 0};
 static const int opts_config[] = {O_CONFIG, O_SET, O_DEVICE, O_SHOW, 0};
-static const int opts_fit[] = {'m', O_DEVICE, O_CTX, O_BATCH, O_PLUGIN_DIR, O_CONFIG, O_SET, 0};
+static const int opts_fit[] = {'m', O_DEVICE, O_CTX, O_BATCH, O_PARALLEL, O_PLUGIN_DIR, O_CONFIG, O_SET, 0};
 static const int opts_mkmodel[] = {'o', O_TYPE, O_SEED, O_SPARSE, O_ARCH, -1 /* + the shape options */, 0};
+static const int opts_serve[] = {ENGINE_OPTS, O_HOST, O_PORT, O_PARALLEL, O_API_KEY,
+                                 O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, 0};
 static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_TRACE, O_NPROMPT, 0};
 
 /* "-m/--model", "--chat" for getopt code c */
@@ -376,7 +409,8 @@ static int options_apply(const char *cmd, const opts *o)
     static const struct { const char *cmd; const int *ok; } table[] = {
         {"run", opts_run},         {"logits", opts_logits}, {"tokenize", opts_tokenize},
         {"info", opts_info},       {"plugins", opts_plugins}, {"config", opts_config},
-        {"fit", opts_fit},         {"mkmodel", opts_mkmodel}, {"bench", opts_bench}};
+        {"fit", opts_fit},         {"mkmodel", opts_mkmodel}, {"bench", opts_bench},
+        {"serve", opts_serve}};
     const int *ok = NULL;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(table[i].cmd, cmd)) ok = table[i].ok;
@@ -499,7 +533,7 @@ vt_status cli_open_engine(const opts *o, vt_engine **e)
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg,
                           .progress = show ? progress_draw : NULL, .progress_user = &bar,
-                          .profile = o->profile};
+                          .profile = o->profile, .n_seq = (uint32_t)(o->parallel > 0 ? o->parallel : 1)};
     st = vt_engine_open(&p, e);
     progress_end(&bar);
     return st;
@@ -1024,6 +1058,7 @@ static int cmd_fit(const opts *o)
         goto out;
     }
     uint32_t n_ctx = o->ctx ? o->ctx : vt_engine_default_ctx(&cfg, r->plat, g);
+    r->n_seq = (uint32_t)o->parallel;
     vt_status st = vt_residency_fit(r, g, probe_ok, mem_free, mem_total, n_ctx,
                                     o->batch ? o->batch : 512);
     if (st != VT_OK && st != VT_ERR_DOES_NOT_FIT) {
@@ -1099,6 +1134,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "config")) return cmd_config(&o);
     if (!strcmp(cmd, "fit")) return cmd_fit(&o);
     if (!strcmp(cmd, "bench")) return cli_cmd_bench(&o);
+    if (!strcmp(cmd, "serve")) return cli_cmd_serve(&o);
     fprintf(stderr, "vt: unknown command '%s'\n%s", cmd, usage_text);
     return 2;
 }

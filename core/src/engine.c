@@ -28,7 +28,10 @@ struct vt_engine {
     const vt_plugin_entry *mplug, *bplug;
     vt_backend backend;
     vt_model *model;
-    vt_model_seq *seq;
+    vt_model_seq *seq;   /* the engine's own sequence (vt_engine_eval); with
+                            n_seq > 1 made at its first use */
+    uint32_t n_seq;      /* sequences the fit check counted (params.n_seq, >= 1) */
+    uint32_t n_seq_live; /* made and not freed, the engine's own included */
     vt_model_info info;
     uint32_t n_batch;
     char arch[64];
@@ -50,6 +53,18 @@ struct vt_engine {
     size_t last_logits_bytes;
     int last_logits_pinned;
 };
+
+vt_status vt_engine_seq_new(vt_engine *e, vt_engine_seq **out);
+
+/* The engine's own sequence, made when missing (counted in n_seq_live). */
+static vt_status own_seq(vt_engine *e)
+{
+    if (e->seq) return VT_OK;
+    vt_engine_seq *s;
+    vt_status st = vt_engine_seq_new(e, &s);
+    if (st == VT_OK) e->seq = (vt_model_seq *)s;
+    return st;
+}
 
 static double now_seconds(void)
 {
@@ -277,6 +292,8 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     /* default KV length: the platform's, capped by the trained context */
     uint32_t n_ctx = p->n_ctx;
     if (!n_ctx) n_ctx = vt_engine_default_ctx(&e->cfg, e->res.plat, e->gguf);
+    e->n_seq = p->n_seq ? p->n_seq : 1;
+    e->res.n_seq = e->n_seq;
     if ((st = vt_residency_fit(&e->res, e->gguf, probe_ok, mem_free, mem_total, n_ctx,
                                e->n_batch)) != VT_OK) {
         vt_error_prefix("%s on --device %s", p->model_path, device);
@@ -314,7 +331,9 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         st = VT_ERR_FORMAT;
         goto fail;
     }
-    if ((st = e->mapi->seq_new(e->model, &e->seq)) != VT_OK) goto fail;
+    /* one sequence (vt run, vt bench): made now, so a cache that does not fit
+     * is refused at load; several (vt serve): each made when first used */
+    if (e->n_seq == 1 && (st = own_seq(e)) != VT_OK) goto fail;
     if ((st = alloc_last_logits(e)) != VT_OK) goto fail;
     e->load_seconds = now_seconds() - t0;
     *out = e;
@@ -367,9 +386,50 @@ const char *vt_engine_arch(const vt_engine *e) { return e->arch; }
 void vt_engine_model_info(const vt_engine *e, vt_model_info *out) { *out = e->info; }
 double vt_engine_load_seconds(const vt_engine *e) { return e->load_seconds; }
 
-vt_status vt_engine_reset(vt_engine *e) { return e->mapi->seq_reset(e->model, e->seq); }
+vt_status vt_engine_reset(vt_engine *e)
+{
+    return e->seq ? e->mapi->seq_reset(e->model, e->seq) : VT_OK;
+}
 
-int64_t vt_engine_pos(const vt_engine *e) { return e->mapi->seq_pos(e->model, e->seq); }
+int64_t vt_engine_pos(const vt_engine *e)
+{
+    return e->seq ? e->mapi->seq_pos(e->model, e->seq) : 0;
+}
+
+uint32_t vt_engine_n_seq(const vt_engine *e) { return e->n_seq; }
+
+vt_status vt_engine_seq_new(vt_engine *e, vt_engine_seq **out)
+{
+    *out = NULL;
+    if (e->n_seq_live >= e->n_seq) {
+        vt_set_error("%u sequences are in use and the engine was opened for %u (the fit check "
+                     "counted that many KV caches)", e->n_seq_live, e->n_seq);
+        return VT_ERR_RANGE;
+    }
+    vt_model_seq *s = NULL;
+    vt_status st = e->mapi->seq_new(e->model, &s);
+    if (st != VT_OK) return st;
+    e->n_seq_live++;
+    *out = (vt_engine_seq *)s;
+    return VT_OK;
+}
+
+void vt_engine_seq_free(vt_engine *e, vt_engine_seq *s)
+{
+    if (!s) return;
+    e->mapi->seq_free(e->model, (vt_model_seq *)s);
+    e->n_seq_live--;
+}
+
+vt_status vt_engine_seq_reset(vt_engine *e, vt_engine_seq *s)
+{
+    return e->mapi->seq_reset(e->model, (vt_model_seq *)s);
+}
+
+int64_t vt_engine_seq_pos(const vt_engine *e, const vt_engine_seq *s)
+{
+    return e->mapi->seq_pos(e->model, (const vt_model_seq *)s);
+}
 
 vt_status vt_engine_profile_start(vt_engine *e)
 {
@@ -388,8 +448,8 @@ int vt_engine_profile_stop(vt_engine *e, struct vt_op_profile_row *rows, int cap
     return vt_op_profile_rows(e->prof, rows, cap);
 }
 
-vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *logits,
-                         int all_logits)
+static vt_status eval_seq(vt_engine *e, vt_model_seq *seq, const int32_t *tokens, int64_t n,
+                          float *logits, int all_logits)
 {
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= e->info.n_vocab) {
@@ -397,13 +457,14 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *
                          tokens[i], (long long)i, (long long)e->info.n_vocab);
             return VT_ERR_RANGE;
         }
-    if (e->info.n_ctx && vt_engine_pos(e) + n > (int64_t)e->info.n_ctx) {
-        if (vt_engine_pos(e) == 0)
+    int64_t pos = e->mapi->seq_pos(e->model, seq);
+    if (e->info.n_ctx && pos + n > (int64_t)e->info.n_ctx) {
+        if (pos == 0)
             vt_set_error("the prompt has %lld tokens but the context holds %u (raise --ctx)",
                          (long long)n, e->info.n_ctx);
         else
             vt_set_error("%lld more tokens after %lld do not fit the context of %u tokens (raise --ctx)",
-                         (long long)n, (long long)vt_engine_pos(e), e->info.n_ctx);
+                         (long long)n, (long long)pos, e->info.n_ctx);
         return VT_ERR_RANGE;
     }
     for (int64_t off = 0; off < n; off += e->n_batch) {
@@ -412,16 +473,32 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *
         float *out = NULL;
         if (logits && all_logits) out = logits + off * e->info.n_vocab;
         else if (logits && last) out = logits;
-        vt_status st = e->mapi->forward(e->model, e->seq, tokens + off, m, out, all_logits);
+        vt_status st = e->mapi->forward(e->model, seq, tokens + off, m, out, all_logits);
         if (st != VT_OK) return st;
     }
     return VT_OK;
+}
+
+vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *logits,
+                         int all_logits)
+{
+    vt_status st = own_seq(e);
+    return st != VT_OK ? st : eval_seq(e, e->seq, tokens, n, logits, all_logits);
 }
 
 vt_status vt_engine_eval_last(vt_engine *e, const int32_t *tokens, int64_t n, const float **logits)
 {
     *logits = NULL;
     vt_status st = vt_engine_eval(e, tokens, n, e->last_logits, 0);
+    if (st == VT_OK) *logits = e->last_logits;
+    return st;
+}
+
+vt_status vt_engine_seq_eval_last(vt_engine *e, vt_engine_seq *s, const int32_t *tokens,
+                                  int64_t n, const float **logits)
+{
+    *logits = NULL;
+    vt_status st = eval_seq(e, (vt_model_seq *)s, tokens, n, e->last_logits, 0);
     if (st == VT_OK) *logits = e->last_logits;
     return st;
 }

@@ -45,6 +45,8 @@ typedef struct vt_engine_params {
     vt_engine_progress_fn progress; /* NULL: none */
     void *progress_user;
     int profile;             /* 1: ops can be timed (vt_engine_profile_*, op_profile.h) */
+    uint32_t n_seq;          /* sequences held at once (vt serve --parallel); the fit check
+                                counts n_seq KV caches and states (0: 1) */
 } vt_engine_params;
 
 /* The KV cache length used when --ctx is not given: the platform's
@@ -99,5 +101,30 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, float *
  * step (vt run, vt bench) use this.
  */
 vt_status vt_engine_eval_last(vt_engine *e, const int32_t *tokens, int64_t n, const float **logits);
+
+/*
+ * Several sequences (vt serve). The engine's own sequence (vt_engine_eval,
+ * _reset, _pos) is one of params.n_seq: with n_seq > 1 it is made at its
+ * first use, so a server that only uses vt_engine_seq_* holds n_seq of its
+ * own. Each sequence has its own KV cache and recurrent state; they share the
+ * weights, the expert cache and the logits buffer. Same thread rule as the
+ * engine: one call at a time.
+ *
+ * seq_new: VT_ERR_RANGE when n_seq sequences are already made (the fit check
+ * counted no more), else the model's seq_new errors (out of memory naming the
+ * cache). The sequence is the caller's until vt_engine_seq_free (before
+ * vt_engine_close).
+ * seq_eval_last: vt_engine_eval_last on sequence s (the same checks: ids in
+ * the vocabulary, room in the context); *logits ([n_vocab]) is valid until the
+ * next eval of any sequence. On an error the sequence must be reset.
+ */
+typedef struct vt_engine_seq vt_engine_seq;
+uint32_t vt_engine_n_seq(const vt_engine *e);
+vt_status vt_engine_seq_new(vt_engine *e, vt_engine_seq **out);
+void vt_engine_seq_free(vt_engine *e, vt_engine_seq *s);
+vt_status vt_engine_seq_reset(vt_engine *e, vt_engine_seq *s);
+int64_t vt_engine_seq_pos(const vt_engine *e, const vt_engine_seq *s);
+vt_status vt_engine_seq_eval_last(vt_engine *e, vt_engine_seq *s, const int32_t *tokens,
+                                  int64_t n, const float **logits);
 
 #endif

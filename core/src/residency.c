@@ -399,8 +399,9 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
             return st;
         }
         f->have_model_memory = 1;
-        f->kv_bytes = mul_sat(mm.kv_bytes_per_token, n_ctx);
-        f->state_bytes = mm.state_bytes;
+        uint64_t n_seq = r->n_seq ? r->n_seq : 1;
+        f->kv_bytes = mul_sat(mul_sat(mm.kv_bytes_per_token, n_ctx), n_seq);
+        f->state_bytes = mul_sat(mm.state_bytes, n_seq);
         f->scratch_bytes = mm.scratch_bytes;
     }
 
@@ -732,7 +733,10 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
     }
     if (f->have_model_memory) {
         char label[64];
-        snprintf(label, sizeof label, "KV cache (%u tokens)", n_ctx);
+        if (r->n_seq > 1)
+            snprintf(label, sizeof label, "KV cache (%u x %u tokens)", r->n_seq, n_ctx);
+        else
+            snprintf(label, sizeof label, "KV cache (%u tokens)", n_ctx);
         ROW(label, f->kv_bytes);
         ROW("recurrent state", f->state_bytes);
         ROW("scratch", f->scratch_bytes);

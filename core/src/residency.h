@@ -101,6 +101,10 @@ typedef struct vt_residency {
     const vt_plugin_entry *store;     /* NULL: the core's host store */
     char store_name[64];
     char device_name[128];            /* backend's device_name, or "" */
+    /* sequences the model will hold at once (vt serve --parallel): the KV
+     * cache and recurrent state are counted this many times; 0 counts as 1.
+     * Set before vt_residency_fit. */
+    uint32_t n_seq;
     vt_fit fit;
 } vt_residency;
 

@@ -1,0 +1,113 @@
+/*
+ * serve.c - vt serve: the OpenAI-compatible HTTP server (core/serve/).
+ *
+ * Order: listen first (GET /health answers 503 while the model loads), open
+ * the engine with --parallel sequences, start the scheduler, answer 200.
+ * SIGTERM or SIGINT: stop accepting connections, end every open stream with
+ * an error event, wait for the connections to finish, exit 0.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "error.h"
+#include "serve_http.h"
+#include "serve_sched.h"
+
+/* The key in a file: its first line, without the line end. NULL on error. */
+static char *read_key_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "vt serve: --api-key-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char buf[4096];
+    char *line = fgets(buf, sizeof buf, f);
+    fclose(f);
+    if (!line) {
+        fprintf(stderr, "vt serve: --api-key-file %s is empty\n", path);
+        return NULL;
+    }
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+    if (!n) {
+        fprintf(stderr, "vt serve: --api-key-file %s holds an empty key\n", path);
+        return NULL;
+    }
+    return strdup(buf);
+}
+
+int cli_cmd_serve(const opts *o)
+{
+    if (!o->model) {
+        fprintf(stderr, "vt serve: -m MODEL is required\n");
+        return 2;
+    }
+    if (o->api_key && o->api_key_file) {
+        fprintf(stderr, "vt serve: give --api-key or --api-key-file, not both\n");
+        return 2;
+    }
+    if (o->api_key && !o->api_key[0]) {
+        fprintf(stderr, "vt serve: --api-key is empty\n");
+        return 2;
+    }
+    char *key = NULL;
+    if (o->api_key_file && !(key = read_key_file(o->api_key_file))) return 2;
+    if (o->api_key && !(key = strdup(o->api_key))) return 1;
+
+    /* every thread started from here inherits the mask: the signals come to sigwait */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    const char *base = strrchr(o->model, '/');
+    const char *model_id = o->alias ? o->alias : base ? base + 1 : o->model;
+    const char *host = o->host ? o->host : "127.0.0.1";
+    vt_serve_http_params hp = {.host = host, .port = (uint16_t)o->port, .api_key = key,
+                               .max_body = 4u << 20, .timeout_s = (unsigned)o->timeout,
+                               .max_conns = 1024, .model_id = model_id};
+    uint16_t port = 0;
+    vt_serve_http *http = vt_serve_http_start(&hp, &port);
+    free(key);
+    if (!http) return cli_fail("serve");
+    fprintf(stderr, "vt serve: listening on http://%s%s%s:%u (loading %s)\n",
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", port, o->model);
+
+    vt_engine *e = NULL;
+    vt_serve_sched *sched = NULL;
+    int rc = 1;
+    if (cli_open_engine(o, &e) != VT_OK) goto out;
+    vt_serve_sched_params sp = {.engine = e, .n_parallel = (uint32_t)o->parallel,
+                                .queue_max = (uint32_t)o->queue, .chunk = 0, .model_id = model_id};
+    if (!(sched = vt_serve_sched_start(&sp))) goto out;
+    vt_serve_http_set_ready(http, sched);
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    fprintf(stderr, "vt serve: ready: %s, %d slot%s of %u tokens, queue %d\n", model_id,
+            o->parallel, o->parallel == 1 ? "" : "s", info.n_ctx, o->queue);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {}
+    fprintf(stderr, "vt serve: %s: stopping (open streams end with an error event)\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 0;
+out:
+    if (rc) cli_fail("serve");
+    vt_serve_http_quiesce(http);
+    if (sched) {
+        vt_serve_sched_drain(sched);
+        vt_serve_sched_stop(sched);
+    }
+    vt_serve_http_stop(http);
+    vt_serve_sched_free(sched);
+    vt_engine_close(e);
+    return rc;
+}

@@ -1,0 +1,537 @@
+/*
+ * serve_http.c - vt serve's HTTP endpoints on libmicrohttpd (serve_http.h).
+ */
+
+#include "serve_http.h"
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "tokenizer.h"
+
+struct vt_serve_http {
+    struct MHD_Daemon *d;
+    vt_serve_http_params p;
+    char *api_key;
+    char model_id[256];
+    _Atomic(vt_serve_sched *) sched;
+    atomic_int stopping;
+    struct sockaddr_storage addr;
+};
+
+/* What one request accumulates across the access handler's calls. */
+typedef struct req_ctx {
+    char *body;
+    size_t n, cap;
+    int too_large;
+} req_ctx;
+
+/* A streaming response's state (the content reader's). */
+typedef struct stream_ctx {
+    vt_serve_http *h;
+    vt_serve_job *job;
+    int fd;
+    int ended;
+} stream_ctx;
+
+int vt_serve_key_equal(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char diff = (unsigned char)(na != nb);
+    /* compare over b's length (the secret's), a's bytes wrapped */
+    for (size_t i = 0; i < nb; i++) diff |= (unsigned char)(b[i] ^ (na ? a[i % na] : 0));
+    return diff == 0;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                 char *text /* malloc-ed, taken */)
+{
+    if (!text) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                                  "\"param\":null,\"code\":500}}";
+        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom,
+                                                                 MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        enum MHD_Result ok = MHD_queue_response(c, 500, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return send_text(c, status, "application/json", s);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const vt_serve_error *err)
+{
+    char *s = vt_serve_error_json(err);
+    if (err->http == 401) {
+        struct MHD_Response *r = s ? MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE)
+                                   : NULL;
+        if (!r) {
+            free(s);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+        enum MHD_Result ok = MHD_queue_response(c, 401, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
+    return send_text(c, (unsigned)err->http, "application/json", s);
+}
+
+/* Whether the client closed its end (EOF or an error on the socket). */
+static int client_gone(int fd)
+{
+    if (fd < 0) return 0;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&pfd, 1, 0) <= 0) return 0;
+    if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return 1;
+    if (pfd.revents & POLLIN) {
+        char b;
+        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return k == 0;
+    }
+    return 0;
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream_ctx *sc = cls;
+    for (;;) {
+        long r = vt_serve_job_read(sc->job, buf, max, 100, NULL);
+        if (r > 0) return (ssize_t)r;
+        if (r < 0) {
+            sc->ended = 1;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (client_gone(sc->fd)) {
+            vt_serve_job_cancel(sc->job);
+            sc->ended = 1;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls)
+{
+    stream_ctx *sc = cls;
+    if (!sc->ended) vt_serve_job_cancel(sc->job); /* the connection closed early */
+    vt_serve_job_release(sc->job);
+    free(sc);
+}
+
+static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
+                                     vt_serve_kind kind, const req_ctx *rc)
+{
+    vt_serve_request req;
+    vt_serve_error err;
+    if (vt_serve_parse_request(kind, rc->body, rc->n, &req, &err) != 0) return send_error(c, &err);
+    vt_serve_job *job;
+    if (vt_serve_submit(s, &req, &job, &err) != 0) {
+        vt_serve_request_free(&req);
+        return send_error(c, &err);
+    }
+    int fd = conn_fd(c);
+    if (vt_serve_job_streams(job)) {
+        stream_ctx *sc = calloc(1, sizeof *sc);
+        if (!sc) {
+            vt_serve_job_cancel(job);
+            vt_serve_job_release(job);
+            return send_text(c, 500, "application/json", NULL);
+        }
+        *sc = (stream_ctx){.h = h, .job = job, .fd = fd};
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+                                                                   stream_read, sc, stream_free);
+        if (!r) {
+            stream_free(sc);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
+    /* not streaming: wait for the whole body, watching the client */
+    char *body = NULL;
+    size_t n = 0, cap = 0;
+    int http = 0;
+    char buf[16384];
+    for (;;) {
+        long r = vt_serve_job_read(job, buf, sizeof buf, 100, &http);
+        if (r < 0) break;
+        if (r == 0) {
+            if (client_gone(fd)) {
+                vt_serve_job_cancel(job);
+                vt_serve_job_release(job);
+                free(body);
+                return MHD_NO;
+            }
+            continue;
+        }
+        if (n + (size_t)r + 1 > cap) {
+            size_t nc = cap ? cap * 2 : 32768;
+            while (nc < n + (size_t)r + 1) nc *= 2;
+            char *q = realloc(body, nc);
+            if (!q) {
+                vt_serve_job_cancel(job);
+                vt_serve_job_release(job);
+                free(body);
+                return send_text(c, 500, "application/json", NULL);
+            }
+            body = q;
+            cap = nc;
+        }
+        memcpy(body + n, buf, (size_t)r);
+        n += (size_t)r;
+        body[n] = 0;
+    }
+    vt_serve_job_release(job);
+    return send_text(c, http ? (unsigned)http : 500, "application/json", body);
+}
+
+static enum MHD_Result do_tokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
+{
+    vt_serve_tokenize_req tr;
+    vt_serve_error err;
+    if (vt_serve_parse_tokenize(rc->body, rc->n, &tr, &err) != 0) return send_error(c, &err);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    const vt_tokenizer *tok = vt_serve_tokenizer(s);
+    vt_status st = vt_tokenize(tok, tr.content, strlen(tr.content), tr.add_special, tr.parse_special,
+                               &ids, &n);
+    free(tr.content);
+    if (st != VT_OK) {
+        vt_serve_error_set(&err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "content", "%s",
+                           vt_last_error());
+        return send_error(c, &err);
+    }
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
+    for (int64_t i = 0; i < n; i++) {
+        if (!tr.with_pieces) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+            continue;
+        }
+        char piece[256];
+        int64_t k = vt_token_to_piece(tok, ids[i], 1, piece, sizeof piece - 1);
+        if (k < 0) k = 0;
+        if (k > (int64_t)sizeof piece - 1) k = sizeof piece - 1;
+        piece[k] = 0;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", ids[i]);
+        if (vt_serve_utf8_invalid_at(piece, (size_t)k) < 0) {
+            cJSON_AddStringToObject(e, "piece", piece);
+        } else { /* a partial UTF-8 character: its bytes */
+            cJSON *b = cJSON_AddArrayToObject(e, "piece");
+            for (int64_t q = 0; q < k; q++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[q]));
+        }
+        cJSON_AddItemToArray(a, e);
+    }
+    free(ids);
+    return send_json(c, 200, o);
+}
+
+static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
+{
+    int32_t *ids;
+    size_t n;
+    vt_serve_error err;
+    if (vt_serve_parse_detokenize(rc->body, rc->n, vt_serve_n_vocab(s), &ids, &n, &err) != 0)
+        return send_error(c, &err);
+    vt_detok_stream *ds = vt_detok_stream_new(vt_serve_tokenizer(s), 1);
+    char *text = NULL;
+    size_t tn = 0, cap = 0;
+    int oom = !ds;
+    for (size_t i = 0; i <= n && !oom; i++) {
+        size_t k;
+        const char *p = i < n ? vt_detok_stream_push(ds, ids[i], &k) : vt_detok_stream_flush(ds, &k);
+        if (tn + k + 1 > cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            while (nc < tn + k + 1) nc *= 2;
+            char *q = realloc(text, nc);
+            if (!q) {
+                oom = 1;
+                break;
+            }
+            text = q;
+            cap = nc;
+        }
+        memcpy(text + tn, p, k);
+        tn += k;
+        text[tn] = 0;
+    }
+    vt_detok_stream_free(ds);
+    free(ids);
+    if (oom) {
+        free(text);
+        return send_text(c, 500, "application/json", NULL);
+    }
+    /* bytes that are not UTF-8 (a cut character) become U+FFFD in JSON */
+    cJSON *o = cJSON_CreateObject();
+    char *safe = malloc(tn * 3 + 1);
+    size_t so = 0;
+    if (safe) {
+        for (size_t i = 0; i < tn;) {
+            int64_t bad = vt_serve_utf8_invalid_at(text + i, tn - i);
+            size_t good = bad < 0 ? tn - i : (size_t)bad;
+            memcpy(safe + so, text + i, good);
+            so += good;
+            i += good;
+            if (bad >= 0) {
+                memcpy(safe + so, "\xEF\xBF\xBD", 3);
+                so += 3;
+                i++;
+            }
+        }
+        safe[so] = 0;
+    }
+    cJSON_AddStringToObject(o, "content", safe ? safe : "");
+    free(safe);
+    free(text);
+    return send_json(c, 200, o);
+}
+
+static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const char *url,
+                             const char *method, const req_ctx *rc)
+{
+    vt_serve_error err;
+    const int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    vt_serve_sched *s = atomic_load(&h->sched);
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
+        if (!get) goto bad_method;
+        if (!s) {
+            vt_serve_error_set(&err, 503, NULL, "the model is loading");
+            return send_error(c, &err);
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "ok");
+        return send_json(c, 200, o);
+    }
+    if (h->api_key) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!auth || strncmp(auth, "Bearer ", 7) || !vt_serve_key_equal(auth + 7, h->api_key)) {
+            vt_serve_error_set(&err, 401, NULL, auth ? "invalid API key" :
+                               "an API key is required (Authorization: Bearer KEY)");
+            return send_error(c, &err);
+        }
+    }
+    int known = !strcmp(url, "/v1/models") || !strcmp(url, "/models") ||
+                !strcmp(url, "/metrics") || !strcmp(url, "/v1/chat/completions") ||
+                !strcmp(url, "/chat/completions") || !strcmp(url, "/v1/completions") ||
+                !strcmp(url, "/completions") || !strcmp(url, "/tokenize") ||
+                !strcmp(url, "/detokenize");
+    if (!known) {
+        vt_serve_error_set(&err, 404, NULL, "no endpoint %s %s", method, url);
+        return send_error(c, &err);
+    }
+    if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
+        if (!get) goto bad_method;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "object", "list");
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+        cJSON_AddStringToObject(m, "id", h->model_id);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", 0);
+        cJSON_AddStringToObject(m, "owned_by", "vt");
+        if (s) cJSON_AddNumberToObject(m, "context_length", vt_serve_n_ctx(s));
+        return send_json(c, 200, o);
+    }
+    if (!s) {
+        vt_serve_error_set(&err, 503, NULL, "the model is loading");
+        return send_error(c, &err);
+    }
+    if (!strcmp(url, "/metrics")) {
+        if (!get) goto bad_method;
+        return send_text(c, 200, "text/plain; version=0.0.4", vt_serve_metrics_text(s));
+    }
+    if (!post) goto bad_method;
+    if (rc->too_large) {
+        vt_serve_error_set(&err, 413, NULL, "the request body is larger than %zu bytes", h->p.max_body);
+        return send_error(c, &err);
+    }
+    if (!strcmp(url, "/tokenize")) return do_tokenize(s, c, rc);
+    if (!strcmp(url, "/detokenize")) return do_detokenize(s, c, rc);
+    return do_completion(h, s, c,
+                         strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION, rc);
+bad_method:
+    vt_serve_error_set(&err, 405, NULL, "%s does not take %s", url, method);
+    return send_error(c, &err);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    vt_serve_http *h = cls;
+    req_ctx *rc = *con_cls;
+    if (!rc) {
+        if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
+        *con_cls = rc;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (*end || v > h->p.max_body) {
+                /* answered before the body is read; the connection closes after */
+                vt_serve_error err;
+                vt_serve_error_set(&err, 413, NULL, "the request body is larger than %zu bytes",
+                                   h->p.max_body);
+                rc->too_large = 2;
+                return send_error(c, &err);
+            }
+        }
+        return MHD_YES;
+    }
+    if (rc->too_large == 2) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!rc->too_large) {
+            if (rc->n + *upload_size > h->p.max_body) {
+                rc->too_large = 1;
+                free(rc->body);
+                rc->body = NULL;
+                rc->n = rc->cap = 0;
+            } else {
+                if (rc->n + *upload_size + 1 > rc->cap) {
+                    size_t nc = rc->cap ? rc->cap : 4096;
+                    while (nc < rc->n + *upload_size + 1) nc *= 2;
+                    char *q = realloc(rc->body, nc);
+                    if (!q) return MHD_NO;
+                    rc->body = q;
+                    rc->cap = nc;
+                }
+                memcpy(rc->body + rc->n, upload, *upload_size);
+                rc->n += *upload_size;
+                rc->body[rc->n] = 0;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return route(h, c, url, method, rc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls, (void)c, (void)toe;
+    req_ctx *rc = *con_cls;
+    if (!rc) return;
+    free(rc->body);
+    free(rc);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n') msg[--n] = 0;
+    vt_log(VT_LOG_DEBUG, "vt serve (http): %s", msg);
+}
+
+vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *bound_port)
+{
+    vt_serve_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        vt_set_error("out of memory for the HTTP server");
+        return NULL;
+    }
+    h->p = *p;
+    if (p->api_key && !(h->api_key = strdup(p->api_key))) {
+        free(h);
+        vt_set_error("out of memory for the HTTP server");
+        return NULL;
+    }
+    snprintf(h->model_id, sizeof h->model_id, "%s", p->model_id ? p->model_id : "vt");
+    const char *host = p->host ? p->host : "127.0.0.1";
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%u", p->port);
+    int gai = getaddrinfo(host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        vt_set_error("--host %s: %s", host, gai_strerror(gai));
+        free(h->api_key);
+        free(h);
+        return NULL;
+    }
+    memcpy(&h->addr, ai->ai_addr, ai->ai_addrlen);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_POLL;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    freeaddrinfo(ai);
+    h->d = MHD_start_daemon(flags, p->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&h->addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p->timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)p->max_conns,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        vt_set_error("cannot listen on %s port %u (in use, or not an address of this machine)",
+                     host, p->port);
+        free(h->api_key);
+        free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    if (bound_port) *bound_port = di ? di->port : p->port;
+    return h;
+}
+
+void vt_serve_http_set_ready(vt_serve_http *h, vt_serve_sched *s) { atomic_store(&h->sched, s); }
+
+void vt_serve_http_quiesce(vt_serve_http *h)
+{
+    MHD_socket fd = MHD_quiesce_daemon(h->d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void vt_serve_http_stop(vt_serve_http *h)
+{
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    free(h->api_key);
+    free(h);
+}

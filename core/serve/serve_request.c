@@ -1,0 +1,609 @@
+/*
+ * serve_request.c - parse and check vt serve's request bodies (serve_request.h).
+ */
+#include "serve_request.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void vt_serve_error_set(vt_serve_error *err, int http, const char *param, const char *fmt, ...)
+{
+    err->http = http;
+    snprintf(err->type, sizeof err->type, "%s",
+             http == 401 ? "authentication_error" : http == 404 ? "not_found_error"
+             : http == 503 ? "server_overloaded" : http >= 500 ? "server_error"
+             : "invalid_request_error");
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+char *vt_serve_error_json(const vt_serve_error *err)
+{
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    char *s = NULL;
+    if (e && cJSON_AddStringToObject(e, "message", err->message) &&
+        cJSON_AddStringToObject(e, "type", err->type) &&
+        (err->param[0] ? cJSON_AddStringToObject(e, "param", err->param) != NULL
+                       : cJSON_AddNullToObject(e, "param") != NULL) &&
+        cJSON_AddNumberToObject(e, "code", err->http))
+        s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+int64_t vt_serve_utf8_invalid_at(const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        unsigned cp, min;
+        if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07, min = 0x10000;
+        else return (int64_t)i;
+        if (i + n > len) return (int64_t)i;
+        for (size_t k = 1; k < n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return (int64_t)i;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return (int64_t)i;
+        i += n;
+    }
+    return -1;
+}
+
+static int depth_ok(const cJSON *j, int depth)
+{
+    if (depth > VT_SERVE_MAX_DEPTH) return 0;
+    for (const cJSON *c = j->child; c; c = c->next)
+        if (!depth_ok(c, depth + 1)) return 0;
+    return 1;
+}
+
+/* The body as a JSON object, or NULL with err set. */
+static cJSON *parse_object(const char *body, size_t len, vt_serve_error *err)
+{
+    if (len == 0) {
+        vt_serve_error_set(err, 400, NULL, "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    int64_t bad = vt_serve_utf8_invalid_at(body, len);
+    if (bad >= 0) {
+        vt_serve_error_set(err, 400, NULL, "the request body is not valid UTF-8 (byte %lld)",
+                           (long long)bad);
+        return NULL;
+    }
+    /* the nesting is counted before cJSON recurses into it */
+    int depth = 0, in_str = 0, esc = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > VT_SERVE_MAX_DEPTH) {
+                vt_serve_error_set(err, 400, NULL, "the JSON nests deeper than %d levels",
+                                   VT_SERVE_MAX_DEPTH);
+                return NULL;
+            }
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!j) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        vt_serve_error_set(err, 400, NULL, "the request body is not valid JSON (near byte %zu)", at);
+        return NULL;
+    }
+    /* only whitespace may follow the value */
+    if (end) {
+        while (end < body + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+            end++;
+        if (end < body + len && *end) {
+            vt_serve_error_set(err, 400, NULL, "the request body has data after the JSON value "
+                               "(byte %zu)", (size_t)(end - body));
+            cJSON_Delete(j);
+            return NULL;
+        }
+    }
+    if (!cJSON_IsObject(j) || !depth_ok(j, 0)) {
+        vt_serve_error_set(err, 400, NULL, "the request body must be a JSON object");
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+#define OOM(err) (vt_serve_error_set((err), 500, NULL, "out of memory parsing the request"), -1)
+
+/* A number field that must be an integer in [lo, hi]. */
+static int get_int(const cJSON *v, const char *name, double lo, double hi, int64_t *out,
+                   vt_serve_error *err)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble)) {
+        vt_serve_error_set(err, 400, name, "'%s' must be an integer", name);
+        return -1;
+    }
+    if (v->valuedouble < lo || v->valuedouble > hi) {
+        vt_serve_error_set(err, 400, name, "'%s' must be in [%.0f, %.0f], got %.17g", name, lo, hi,
+                           v->valuedouble);
+        return -1;
+    }
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+static int get_float(const cJSON *v, const char *name, double lo, double hi, int lo_open,
+                     float *out, vt_serve_error *err)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+        vt_serve_error_set(err, 400, name, "'%s' must be a number", name);
+        return -1;
+    }
+    double x = v->valuedouble;
+    if (x > hi || x < lo || (lo_open && x == lo)) {
+        vt_serve_error_set(err, 400, name, "'%s' must be in %c%g, %g], got %.17g", name,
+                           lo_open ? '(' : '[', lo, hi, x);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+static int get_bool(const cJSON *v, const char *name, int *out, vt_serve_error *err)
+{
+    if (!cJSON_IsBool(v)) {
+        vt_serve_error_set(err, 400, name, "'%s' must be true or false", name);
+        return -1;
+    }
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* Message content: a string, or an array of {"type":"text","text":...} parts (joined). */
+static int get_content(const cJSON *v, size_t idx, char **out, vt_serve_error *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "messages[%zu].content", idx);
+    if (cJSON_IsString(v)) {
+        if (!(*out = dup_str(v->valuestring))) return OOM(err);
+        return 0;
+    }
+    if (cJSON_IsNull(v)) {
+        if (!(*out = dup_str(""))) return OOM(err);
+        return 0;
+    }
+    if (!cJSON_IsArray(v)) {
+        vt_serve_error_set(err, 400, name, "'%s' must be a string or an array of text parts", name);
+        return -1;
+    }
+    size_t total = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, v) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") ||
+            !cJSON_IsString(text)) {
+            vt_serve_error_set(err, 400, name, "'%s': only parts {\"type\": \"text\", \"text\": "
+                               "string} are supported (no images or audio)", name);
+            return -1;
+        }
+        total += strlen(text->valuestring);
+    }
+    char *s = malloc(total + 1);
+    if (!s) return OOM(err);
+    size_t off = 0;
+    cJSON_ArrayForEach(part, v) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t n = strlen(t);
+        memcpy(s + off, t, n);
+        off += n;
+    }
+    s[off] = 0;
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
+{
+    if (!cJSON_IsArray(v)) {
+        vt_serve_error_set(err, 400, "messages", "'messages' must be an array of messages");
+        return -1;
+    }
+    int n = cJSON_GetArraySize(v);
+    if (n == 0) {
+        vt_serve_error_set(err, 400, "messages", "'messages' is empty");
+        return -1;
+    }
+    if (n > VT_SERVE_MAX_MESSAGES) {
+        vt_serve_error_set(err, 400, "messages", "'messages' has %d messages; at most %d", n,
+                           VT_SERVE_MAX_MESSAGES);
+        return -1;
+    }
+    if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return OOM(err);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, v) {
+        size_t i = r->n_msgs;
+        char name[64];
+        snprintf(name, sizeof name, "messages[%zu]", i);
+        if (!cJSON_IsObject(m)) {
+            vt_serve_error_set(err, 400, name, "'%s' must be an object", name);
+            return -1;
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role) ||
+            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+             strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer") &&
+             strcmp(role->valuestring, "tool"))) {
+            vt_serve_error_set(err, 400, name, "'%s.role' must be one of system, developer, user, "
+                               "assistant, tool", name);
+            return -1;
+        }
+        for (const cJSON *f = m->child; f; f = f->next)
+            if (strcmp(f->string, "role") && strcmp(f->string, "content") &&
+                strcmp(f->string, "name") && strcmp(f->string, "tool_call_id")) {
+                vt_serve_error_set(err, 400, name, "'%s.%s' is not supported (known: role, "
+                                   "content, name, tool_call_id)", name, f->string);
+                return -1;
+            }
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!content) {
+            vt_serve_error_set(err, 400, name, "'%s' has no content", name);
+            return -1;
+        }
+        if (!(r->msgs[i].role = dup_str(role->valuestring))) return OOM(err);
+        r->n_msgs++;
+        if (get_content(content, i, &r->msgs[i].content, err)) return -1;
+    }
+    return 0;
+}
+
+static int parse_stop(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
+{
+    if (cJSON_IsNull(v)) return 0;
+    if (cJSON_IsString(v)) {
+        if (!v->valuestring[0]) return 0;
+        if (!(r->stop[0] = dup_str(v->valuestring))) return OOM(err);
+        r->n_stop = 1;
+        return 0;
+    }
+    if (!cJSON_IsArray(v)) {
+        vt_serve_error_set(err, 400, "stop", "'stop' must be a string or an array of strings");
+        return -1;
+    }
+    if (cJSON_GetArraySize(v) > VT_SERVE_MAX_STOP) {
+        vt_serve_error_set(err, 400, "stop", "'stop' has %d strings; at most %d",
+                           cJSON_GetArraySize(v), VT_SERVE_MAX_STOP);
+        return -1;
+    }
+    const cJSON *s;
+    cJSON_ArrayForEach(s, v) {
+        if (!cJSON_IsString(s)) {
+            vt_serve_error_set(err, 400, "stop", "'stop' must hold strings only");
+            return -1;
+        }
+        if (!s->valuestring[0]) continue;
+        if (!(r->stop[r->n_stop] = dup_str(s->valuestring))) return OOM(err);
+        r->n_stop++;
+    }
+    return 0;
+}
+
+static int parse_prompt(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
+{
+    if (cJSON_IsString(v)) {
+        if (!(r->prompt = dup_str(v->valuestring))) return OOM(err);
+        return 0;
+    }
+    /* ["one string"] or [token ids] */
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(v->child)) {
+        if (!(r->prompt = dup_str(v->child->valuestring))) return OOM(err);
+        return 0;
+    }
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) {
+        int n = cJSON_GetArraySize(v);
+        if (!(r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids))) return OOM(err);
+        const cJSON *t;
+        cJSON_ArrayForEach(t, v) {
+            int64_t id;
+            if (get_int(t, "prompt", 0, INT32_MAX, &id, err)) {
+                snprintf(err->message, sizeof err->message, "'prompt' must be a string, an array "
+                         "of one string or an array of token ids (integers >= 0); element %zu is "
+                         "not", r->n_prompt_ids);
+                return -1;
+            }
+            r->prompt_ids[r->n_prompt_ids++] = (int32_t)id;
+        }
+        return 0;
+    }
+    vt_serve_error_set(err, 400, "prompt", "'prompt' must be a string, an array of one string or "
+                       "a non-empty array of token ids (batches of prompts are not supported)");
+    return -1;
+}
+
+static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
+                        vt_serve_error *err)
+{
+    const int chat = kind == VT_SERVE_CHAT;
+    int64_t x;
+    int have_logprobs_n = 0;
+    for (const cJSON *f = j->child; f; f = f->next) {
+        const char *k = f->string;
+        if (!strcmp(k, "model")) {
+            if (!cJSON_IsString(f)) {
+                vt_serve_error_set(err, 400, k, "'model' must be a string");
+                return -1;
+            }
+            if (!(r->model = dup_str(f->valuestring))) return OOM(err);
+        } else if (chat && !strcmp(k, "messages")) {
+            if (parse_messages(f, r, err)) return -1;
+        } else if (!chat && !strcmp(k, "prompt")) {
+            if (parse_prompt(f, r, err)) return -1;
+        } else if (!strcmp(k, "max_tokens") || (chat && !strcmp(k, "max_completion_tokens"))) {
+            if (cJSON_IsNull(f)) continue;
+            if (get_int(f, k, 1, INT32_MAX, &x, err)) return -1;
+            r->max_tokens = x;
+        } else if (!strcmp(k, "temperature")) {
+            if (get_float(f, k, 0, 2, 0, &r->temperature, err)) return -1;
+        } else if (!strcmp(k, "top_p")) {
+            if (get_float(f, k, 0, 1, 1, &r->top_p, err)) return -1;
+        } else if (!strcmp(k, "top_k")) {
+            if (get_int(f, k, 0, INT32_MAX, &x, err)) return -1;
+            r->top_k = (int32_t)x;
+        } else if (!strcmp(k, "min_p")) {
+            if (get_float(f, k, 0, 1, 0, &r->min_p, err)) return -1;
+        } else if (!strcmp(k, "seed")) {
+            if (cJSON_IsNull(f)) continue;
+            /* a double holds integers exactly up to 2^53 */
+            if (get_int(f, k, -9007199254740992.0, 9007199254740992.0, &x, err)) return -1;
+            r->seed = (uint64_t)x;
+            r->have_seed = 1;
+        } else if (!strcmp(k, "stop")) {
+            if (parse_stop(f, r, err)) return -1;
+        } else if (!strcmp(k, "stream")) {
+            if (cJSON_IsNull(f)) continue;
+            if (get_bool(f, k, &r->stream, err)) return -1;
+        } else if (!strcmp(k, "stream_options")) {
+            if (cJSON_IsNull(f)) continue;
+            if (!cJSON_IsObject(f)) {
+                vt_serve_error_set(err, 400, k, "'stream_options' must be an object");
+                return -1;
+            }
+            for (const cJSON *o = f->child; o; o = o->next) {
+                if (!strcmp(o->string, "include_usage")) {
+                    if (get_bool(o, "stream_options.include_usage", &r->include_usage, err)) return -1;
+                } else {
+                    vt_serve_error_set(err, 400, "stream_options", "'stream_options.%s' is not "
+                                       "supported (known: include_usage)", o->string);
+                    return -1;
+                }
+            }
+        } else if (chat && !strcmp(k, "logprobs")) {
+            if (cJSON_IsNull(f)) continue;
+            if (get_bool(f, k, &r->logprobs, err)) return -1;
+        } else if (!chat && !strcmp(k, "logprobs")) {
+            if (cJSON_IsNull(f)) continue;
+            if (get_int(f, k, 0, VT_SERVE_MAX_TOP_LOGPROBS, &x, err)) return -1;
+            r->logprobs = 1;
+            r->top_logprobs = (int)x;
+            have_logprobs_n = 1;
+        } else if (chat && !strcmp(k, "top_logprobs")) {
+            if (cJSON_IsNull(f)) continue;
+            if (get_int(f, k, 0, VT_SERVE_MAX_TOP_LOGPROBS, &x, err)) return -1;
+            r->top_logprobs = (int)x;
+        } else if (!strcmp(k, "n")) {
+            if (get_int(f, k, 1, 1, &x, err)) {
+                snprintf(err->message, sizeof err->message, "'n' must be 1: one choice per request "
+                         "(send several requests for several choices)");
+                return -1;
+            }
+        } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
+            float p;
+            if (get_float(f, k, -2, 2, 0, &p, err)) return -1;
+            if (p != 0) {
+                vt_serve_error_set(err, 400, k, "'%s' is not supported (only 0)", k);
+                return -1;
+            }
+        } else if (!chat && !strcmp(k, "echo")) {
+            if (get_bool(f, k, &r->echo, err)) return -1;
+            if (r->echo) {
+                vt_serve_error_set(err, 400, k, "'echo': true is not supported");
+                return -1;
+            }
+        } else if (!strcmp(k, "user")) {
+            if (!cJSON_IsString(f)) {
+                vt_serve_error_set(err, 400, k, "'user' must be a string");
+                return -1;
+            }
+        } else if (chat && !strcmp(k, "chat_template_kwargs")) {
+            if (!cJSON_IsObject(f)) {
+                vt_serve_error_set(err, 400, k, "'chat_template_kwargs' must be an object");
+                return -1;
+            }
+            for (const cJSON *o = f->child; o; o = o->next) {
+                if (!strcmp(o->string, "enable_thinking")) {
+                    if (get_bool(o, "chat_template_kwargs.enable_thinking", &r->thinking, err))
+                        return -1;
+                } else {
+                    vt_serve_error_set(err, 400, k, "'chat_template_kwargs.%s' is not supported "
+                                       "(known: enable_thinking)", o->string);
+                    return -1;
+                }
+            }
+        } else {
+            vt_serve_error_set(err, 400, k, "unknown field '%s'", k);
+            return -1;
+        }
+    }
+    (void)have_logprobs_n;
+    if (chat && !r->msgs) {
+        vt_serve_error_set(err, 400, "messages", "'messages' is required");
+        return -1;
+    }
+    if (!chat && !r->prompt && !r->prompt_ids) {
+        vt_serve_error_set(err, 400, "prompt", "'prompt' is required");
+        return -1;
+    }
+    if (chat && r->top_logprobs > 0 && !r->logprobs) {
+        vt_serve_error_set(err, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        return -1;
+    }
+    if (r->include_usage && !r->stream) {
+        vt_serve_error_set(err, 400, "stream_options", "'stream_options' needs 'stream': true");
+        return -1;
+    }
+    return 0;
+}
+
+int vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len,
+                           vt_serve_request *out, vt_serve_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->max_tokens = -1;
+    out->temperature = 1.0f;
+    out->top_p = 1.0f;
+    out->thinking = -1;
+    cJSON *j = parse_object(body, len, err);
+    if (!j) return -1;
+    int rc = parse_fields(j, kind, out, err);
+    cJSON_Delete(j);
+    if (rc) vt_serve_request_free(out);
+    return rc;
+}
+
+void vt_serve_request_free(vt_serve_request *r)
+{
+    if (!r) return;
+    free(r->model);
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        free(r->msgs[i].role);
+        free(r->msgs[i].content);
+    }
+    free(r->msgs);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+int vt_serve_parse_tokenize(const char *body, size_t len, vt_serve_tokenize_req *out,
+                            vt_serve_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->add_special = 0;
+    out->parse_special = 1;
+    cJSON *j = parse_object(body, len, err);
+    if (!j) return -1;
+    int rc = -1;
+    for (const cJSON *f = j->child; f; f = f->next) {
+        if (!strcmp(f->string, "content")) {
+            if (!cJSON_IsString(f)) {
+                vt_serve_error_set(err, 400, "content", "'content' must be a string");
+                goto out;
+            }
+            free(out->content);
+            if (!(out->content = dup_str(f->valuestring))) {
+                vt_serve_error_set(err, 500, NULL, "out of memory parsing the request");
+                goto out;
+            }
+        } else if (!strcmp(f->string, "add_special")) {
+            if (get_bool(f, "add_special", &out->add_special, err)) goto out;
+        } else if (!strcmp(f->string, "parse_special")) {
+            if (get_bool(f, "parse_special", &out->parse_special, err)) goto out;
+        } else if (!strcmp(f->string, "with_pieces")) {
+            if (get_bool(f, "with_pieces", &out->with_pieces, err)) goto out;
+        } else {
+            vt_serve_error_set(err, 400, f->string, "unknown field '%s' (known: content, "
+                               "add_special, parse_special, with_pieces)", f->string);
+            goto out;
+        }
+    }
+    if (!out->content) {
+        vt_serve_error_set(err, 400, "content", "'content' is required");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(out->content);
+        out->content = NULL;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int vt_serve_parse_detokenize(const char *body, size_t len, int64_t n_vocab, int32_t **ids,
+                              size_t *n, vt_serve_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    cJSON *j = parse_object(body, len, err);
+    if (!j) return -1;
+    int rc = -1;
+    const cJSON *t = NULL;
+    for (const cJSON *f = j->child; f; f = f->next) {
+        if (!strcmp(f->string, "tokens")) {
+            t = f;
+        } else {
+            vt_serve_error_set(err, 400, f->string, "unknown field '%s' (known: tokens)", f->string);
+            goto out;
+        }
+    }
+    if (!cJSON_IsArray(t)) {
+        vt_serve_error_set(err, 400, "tokens", "'tokens' (an array of token ids) is required");
+        goto out;
+    }
+    int cnt = cJSON_GetArraySize(t);
+    if (cnt > 0 && !(*ids = malloc((size_t)cnt * sizeof **ids))) {
+        vt_serve_error_set(err, 500, NULL, "out of memory parsing the request");
+        goto out;
+    }
+    const cJSON *v;
+    cJSON_ArrayForEach(v, t) {
+        int64_t id;
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+            v->valuedouble >= (double)n_vocab) {
+            vt_serve_error_set(err, 400, "tokens", "'tokens[%zu]' is not a token id: ids are "
+                               "integers in [0, %lld)", *n, (long long)n_vocab);
+            goto out;
+        }
+        id = (int64_t)v->valuedouble;
+        (*ids)[(*n)++] = (int32_t)id;
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    cJSON_Delete(j);
+    return rc;
+}

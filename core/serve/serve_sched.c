@@ -1,0 +1,1037 @@
+/*
+ * serve_sched.c - vt serve's slots, queue and engine thread (serve_sched.h).
+ */
+
+#include "serve_sched.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "expert_streamer.h"
+#include "registry.h"
+#include "sampler.h"
+#include "serve_metrics.h"
+#include "tokenizer.h"
+
+enum { FIN_NONE = 0, FIN_STOP, FIN_LENGTH, FIN_ERROR, FIN_CANCELLED };
+
+/* A growable byte buffer. */
+typedef struct bbuf {
+    char *p;
+    size_t n, cap;
+} bbuf;
+
+static int bb_put(bbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) return -1;
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+struct vt_serve_job {
+    vt_serve_sched *sched;
+    int refs;                /* under sched->mu: the caller's and the scheduler's */
+    vt_serve_request req;
+    int32_t *ids;            /* the prompt */
+    int64_t n_ids, n_eval;   /* prompt tokens, of which evaluated */
+    char id[48];
+    long created;
+    double t_arrival, t_last_token;
+    /* generation (scheduler thread only) */
+    vt_sampler *smp;
+    vt_detok_stream *ds;
+    int32_t last;            /* the token to evaluate next */
+    int64_t n_gen;
+    int in_think, strip_nl;  /* qwen35 <think> ... </think> */
+    int sent_role;
+    bbuf pending;            /* text held back (a stop string or </think> may start in it) */
+    bbuf content, reasoning; /* non-streaming: the whole answer */
+    cJSON *lp_pending;       /* logprob entries not yet sent (streaming) or all (not) */
+    cJSON *lp_c_tokens, *lp_c_lps, *lp_c_tops, *lp_c_offs; /* completion logprobs (non-streaming) */
+    size_t text_off;
+    int finish;
+    int stop_hit;            /* a stop string ended the text */
+    /* output, under sched->mu */
+    bbuf out;
+    size_t out_read;
+    int done;
+    int http;                /* non-streaming: the status of out */
+    atomic_int cancelled;
+    pthread_cond_t cv;
+    struct vt_serve_job *next; /* queue link */
+};
+
+typedef struct slot {
+    vt_engine_seq *seq;
+    vt_serve_job *job;
+} slot;
+
+struct vt_serve_sched {
+    vt_engine *e;
+    const vt_tokenizer *tok;
+    int64_t n_vocab;
+    uint32_t n_ctx, n_parallel, queue_max, chunk;
+    char model_id[256];
+    const char *family;      /* chat template family, NULL: none */
+    unsigned chat_flags;
+    uint8_t *banned;         /* [n_vocab]: UNUSED and suppressed tokens */
+    float *lp_scratch;       /* [n_vocab] */
+    slot *slots;
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    vt_serve_job *q_head, *q_tail;
+    uint32_t q_len;
+    int stopping, draining, stopped;
+    uint64_t next_id;
+    vt_serve_metrics m;      /* under mu */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ job output */
+
+/* Append bytes to the job's output and wake its reader (sched->mu held). */
+static void out_locked(vt_serve_job *j, const char *s, size_t n)
+{
+    if (bb_put(&j->out, s, n) != 0) {
+        /* out of memory for the output: end the job; the reader sees what is there */
+        j->done = 1;
+        if (!j->http) j->http = 500;
+    }
+    pthread_cond_broadcast(&j->cv);
+}
+
+static void out_event(vt_serve_job *j, cJSON *obj)
+{
+    char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+    pthread_mutex_lock(&j->sched->mu);
+    if (s) {
+        out_locked(j, "data: ", 6);
+        out_locked(j, s, strlen(s));
+        out_locked(j, "\n\n", 2);
+    } else {
+        j->done = 1;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->sched->mu);
+    free(s);
+}
+
+static cJSON *chunk_base(vt_serve_job *j)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion.chunk"
+                                                                        : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)j->created);
+    cJSON_AddStringToObject(o, "model", j->sched->model_id);
+    return o;
+}
+
+static cJSON *usage_json(const vt_serve_job *j)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->n_ids);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)j->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(j->n_ids + j->n_gen));
+    return u;
+}
+
+static const char *finish_name(int f) { return f == FIN_LENGTH ? "length" : "stop"; }
+
+/* Streaming: one chunk carrying text (reasoning or content), the pending
+ * logprobs, and/or the finish reason. */
+static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reasoning, int finish)
+{
+    cJSON *o = chunk_base(j), *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *t = malloc(n + 1);
+    if (t) {
+        memcpy(t, text ? text : "", n);
+        t[n] = 0;
+    }
+    if (j->req.kind == VT_SERVE_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (!j->sent_role) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            j->sent_role = 1;
+        }
+        if (n && t) cJSON_AddStringToObject(d, reasoning ? "reasoning_content" : "content", t);
+        if (j->lp_pending && cJSON_GetArraySize(j->lp_pending)) {
+            cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+            cJSON_AddItemToObject(lp, "content", j->lp_pending);
+            j->lp_pending = j->req.logprobs ? cJSON_CreateArray() : NULL;
+        } else {
+            cJSON_AddNullToObject(c, "logprobs");
+        }
+    } else {
+        cJSON_AddStringToObject(c, "text", t ? t : "");
+        if (j->lp_pending && cJSON_GetArraySize(j->lp_pending)) {
+            /* legacy completions shape: parallel arrays */
+            cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+            cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"),
+                  *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
+                  *tops = cJSON_AddArrayToObject(lp, "top_logprobs"),
+                  *offs = cJSON_AddArrayToObject(lp, "text_offset");
+            cJSON *e;
+            cJSON_ArrayForEach(e, j->lp_pending) {
+                cJSON_AddItemToArray(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+                cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+                cJSON *top = cJSON_CreateObject(), *x;
+                cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs"))
+                    cJSON_AddNumberToObject(top, cJSON_GetObjectItem(x, "token")->valuestring,
+                                            cJSON_GetObjectItem(x, "logprob")->valuedouble);
+                cJSON_AddItemToArray(tops, top);
+                cJSON_AddItemToArray(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
+            }
+            cJSON_Delete(j->lp_pending);
+            j->lp_pending = cJSON_CreateArray();
+        } else {
+            cJSON_AddNullToObject(c, "logprobs");
+        }
+    }
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish_name(finish));
+    else cJSON_AddNullToObject(c, "finish_reason");
+    free(t);
+    out_event(j, o);
+    cJSON_Delete(o);
+}
+
+/* Text the model produced, after stop strings and the think split. */
+static void emit(vt_serve_job *j, const char *s, size_t n, int reasoning)
+{
+    if (!n) return;
+    if (j->req.stream) {
+        stream_chunk(j, s, n, reasoning, 0);
+    } else if (bb_put(reasoning ? &j->reasoning : &j->content, s, n) != 0) {
+        j->finish = FIN_ERROR;
+    }
+    if (!reasoning) j->text_off += n;
+}
+
+/* The longest suffix of p[0..n) that is a proper prefix of marker m. */
+static size_t partial_suffix(const char *p, size_t n, const char *m)
+{
+    size_t ml = strlen(m);
+    for (size_t k = ml - 1 < n ? ml - 1 : n; k > 0; k--)
+        if (!memcmp(p + n - k, m, k)) return k;
+    return 0;
+}
+
+/* Send what of j->pending can be sent; at_end: all of it. Returns 1 when a
+ * stop string was met (the text before it was sent). */
+static int drain_pending(vt_serve_job *j, int at_end)
+{
+    for (;;) {
+        char *p = j->pending.p;
+        size_t n = j->pending.n;
+        if (!n) return 0;
+        if (j->strip_nl && !j->in_think) {
+            size_t k = 0;
+            while (k < n && p[k] == '\n') k++;
+            if (k < n) j->strip_nl = 0;
+            memmove(p, p + k, n - k);
+            j->pending.n = n -= k;
+            if (!n) return 0;
+        }
+        /* the earliest marker: a stop string, or </think> while thinking */
+        size_t best = (size_t)-1, best_len = 0;
+        int best_is_think = 0;
+        for (size_t i = 0; i < j->req.n_stop; i++) {
+            char *hit = memmem(p, n, j->req.stop[i], strlen(j->req.stop[i]));
+            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = strlen(j->req.stop[i]), best_is_think = 0;
+        }
+        if (j->in_think) {
+            char *hit = memmem(p, n, "</think>", 8);
+            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = 8, best_is_think = 1;
+        }
+        if (best != (size_t)-1) {
+            emit(j, p, best, j->in_think);
+            if (!best_is_think) {
+                j->pending.n = 0;
+                return 1;
+            }
+            j->in_think = 0;
+            j->strip_nl = 1;
+            memmove(p, p + best + best_len, n - best - best_len);
+            j->pending.n = n - best - best_len;
+            continue;
+        }
+        size_t hold = 0;
+        if (!at_end) {
+            for (size_t i = 0; i < j->req.n_stop; i++) {
+                size_t k = partial_suffix(p, n, j->req.stop[i]);
+                if (k > hold) hold = k;
+            }
+            if (j->in_think) {
+                size_t k = partial_suffix(p, n, "</think>");
+                if (k > hold) hold = k;
+            }
+        }
+        emit(j, p, n - hold, j->in_think);
+        memmove(p, p + n - hold, hold);
+        j->pending.n = hold;
+        return 0;
+    }
+}
+
+/* ------------------------------------------------------------------ logprobs */
+
+/* JSON-safe text of a token piece: invalid UTF-8 bytes become U+FFFD; the raw
+ * bytes go into "bytes". */
+static cJSON *lp_entry(vt_serve_sched *s, int32_t id, double lp)
+{
+    char piece[256];
+    int64_t k = vt_token_to_piece(s->tok, id, 0, piece, sizeof piece);
+    if (k < 0) k = 0;
+    if (k > (int64_t)sizeof piece) k = sizeof piece;
+    char safe[sizeof piece * 3 + 1];
+    size_t o = 0;
+    for (int64_t i = 0; i < k;) {
+        int64_t bad = vt_serve_utf8_invalid_at(piece + i, (size_t)(k - i));
+        int64_t good = bad < 0 ? k - i : bad;
+        memcpy(safe + o, piece + i, (size_t)good);
+        o += (size_t)good;
+        i += good;
+        if (bad >= 0) {
+            memcpy(safe + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    safe[o] = 0;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "token", safe);
+    cJSON_AddNumberToObject(e, "logprob", lp);
+    cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
+    for (int64_t i = 0; i < k; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
+    return e;
+}
+
+/* The chosen token's log-probability under the model (log-softmax of the
+ * raw logits) and the top_logprobs most likely tokens. */
+static void add_logprobs(vt_serve_job *j, const float *logits, int32_t id)
+{
+    vt_serve_sched *s = j->sched;
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < s->n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    cJSON *e = lp_entry(s, id, (double)logits[id] - lse);
+    cJSON_AddNumberToObject(e, "text_offset", (double)j->text_off);
+    cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
+    int32_t picked[VT_SERVE_MAX_TOP_LOGPROBS];
+    for (int t = 0; t < j->req.top_logprobs && t < s->n_vocab; t++) {
+        int32_t best = -1;
+        for (int64_t i = 0; i < s->n_vocab; i++) {
+            int taken = 0;
+            for (int u = 0; u < t; u++) taken |= picked[u] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best])) best = (int32_t)i;
+        }
+        picked[t] = best;
+        cJSON_AddItemToArray(tops, lp_entry(s, best, (double)logits[best] - lse));
+    }
+    if (!j->lp_pending) j->lp_pending = cJSON_CreateArray();
+    cJSON_AddItemToArray(j->lp_pending, e);
+}
+
+/* ------------------------------------------------------------------ finishing */
+
+static void metrics_finish(vt_serve_sched *s, int finish)
+{
+    switch (finish) {
+    case FIN_STOP: s->m.finished_stop++; break;
+    case FIN_LENGTH: s->m.finished_length++; break;
+    case FIN_CANCELLED: s->m.cancelled++; break;
+    default: s->m.finished_error++; break;
+    }
+}
+
+/* End a job with an error: an SSE error event, or the error as the body. */
+static void finish_error(vt_serve_job *j, int http, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void finish_error(vt_serve_job *j, int http, const char *fmt, ...)
+{
+    vt_serve_error err;
+    vt_serve_error_set(&err, http, NULL, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    va_end(ap);
+    char *js = vt_serve_error_json(&err);
+    vt_serve_sched *s = j->sched;
+    pthread_mutex_lock(&s->mu);
+    if (j->req.stream) {
+        out_locked(j, "data: ", 6);
+        if (js) out_locked(j, js, strlen(js));
+        out_locked(j, "\n\n", 2);
+    } else {
+        j->out.n = 0;
+        if (js) out_locked(j, js, strlen(js));
+        j->http = http;
+    }
+    j->done = 1;
+    metrics_finish(s, FIN_ERROR);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&s->mu);
+    free(js);
+}
+
+static void finish_ok(vt_serve_job *j)
+{
+    vt_serve_sched *s = j->sched;
+    if (j->req.stream) {
+        stream_chunk(j, NULL, 0, 0, j->finish);
+        if (j->req.include_usage) {
+            cJSON *o = chunk_base(j);
+            cJSON_AddArrayToObject(o, "choices");
+            cJSON_AddItemToObject(o, "usage", usage_json(j));
+            out_event(j, o);
+            cJSON_Delete(o);
+        }
+        pthread_mutex_lock(&s->mu);
+        out_locked(j, "data: [DONE]\n\n", 14);
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", j->id);
+        cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion"
+                                                                            : "text_completion");
+        cJSON_AddNumberToObject(o, "created", (double)j->created);
+        cJSON_AddStringToObject(o, "model", s->model_id);
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+        cJSON_AddNumberToObject(c, "index", 0);
+        if (j->req.kind == VT_SERVE_CHAT) {
+            cJSON *msg = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            cJSON_AddStringToObject(msg, "content", j->content.p ? j->content.p : "");
+            if (j->reasoning.n) cJSON_AddStringToObject(msg, "reasoning_content", j->reasoning.p);
+            if (j->req.logprobs) {
+                cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+                cJSON_AddItemToObject(lp, "content", j->lp_pending ? j->lp_pending : cJSON_CreateArray());
+                j->lp_pending = NULL;
+            } else {
+                cJSON_AddNullToObject(c, "logprobs");
+            }
+        } else {
+            cJSON_AddStringToObject(c, "text", j->content.p ? j->content.p : "");
+            if (j->req.logprobs) {
+                cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+                cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"),
+                      *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
+                      *tops = cJSON_AddArrayToObject(lp, "top_logprobs"),
+                      *offs = cJSON_AddArrayToObject(lp, "text_offset");
+                cJSON *e;
+                cJSON_ArrayForEach(e, j->lp_pending) {
+                    cJSON_AddItemToArray(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+                    cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+                    cJSON *top = cJSON_CreateObject(), *x;
+                    cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs"))
+                        cJSON_AddNumberToObject(top, cJSON_GetObjectItem(x, "token")->valuestring,
+                                                cJSON_GetObjectItem(x, "logprob")->valuedouble);
+                    cJSON_AddItemToArray(tops, top);
+                    cJSON_AddItemToArray(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
+                }
+            } else {
+                cJSON_AddNullToObject(c, "logprobs");
+            }
+        }
+        cJSON_AddStringToObject(c, "finish_reason", finish_name(j->finish));
+        cJSON_AddItemToObject(o, "usage", usage_json(j));
+        char *txt = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        pthread_mutex_lock(&s->mu);
+        j->out.n = 0;
+        if (txt) {
+            out_locked(j, txt, strlen(txt));
+            j->http = 200;
+        } else {
+            j->http = 500;
+        }
+        free(txt);
+    }
+    j->done = 1;
+    metrics_finish(s, j->finish);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void job_unref_locked(vt_serve_job *j)
+{
+    if (--j->refs > 0) return;
+    vt_serve_request_free(&j->req);
+    free(j->ids);
+    vt_sampler_free(j->smp);
+    vt_detok_stream_free(j->ds);
+    free(j->pending.p);
+    free(j->content.p);
+    free(j->reasoning.p);
+    free(j->out.p);
+    cJSON_Delete(j->lp_pending);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+/* The slot is free again: its sequence emptied, its job's reference dropped. */
+static void slot_release(vt_serve_sched *s, slot *sl)
+{
+    if (vt_engine_seq_reset(s->e, sl->seq) != VT_OK)
+        vt_log(VT_LOG_ERROR, "vt serve: resetting a slot's sequence failed: %s", vt_last_error());
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(sl->job);
+    sl->job = NULL;
+    s->m.running--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------------ one step */
+
+/* Start generating: sampler, detokenizer (scheduler thread). 0 or -1. */
+static int job_begin(vt_serve_sched *s, vt_serve_job *j)
+{
+    vt_sampler_params sp = {.temperature = j->req.temperature, .top_k = j->req.top_k,
+                            .top_p = j->req.top_p, .min_p = j->req.min_p, .seed = j->req.seed};
+    if (!j->req.have_seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sp.seed = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uintptr_t)j;
+    }
+    if (vt_sampler_new(&sp, s->n_vocab, s->banned, &j->smp) != VT_OK) return -1;
+    if (!(j->ds = vt_detok_stream_new(s->tok, 0))) {
+        vt_set_error("out of memory for the detokenizer");
+        return -1;
+    }
+    if (j->req.logprobs && !(j->lp_pending = cJSON_CreateArray())) {
+        vt_set_error("out of memory for logprobs");
+        return -1;
+    }
+    return 0;
+}
+
+/* Logits of the last evaluated position -> the next token. Returns 1 when
+ * the job finished (j->finish set), 0 to go on, -1 on an error. */
+static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
+{
+    vt_serve_job *j = sl->job;
+    int64_t pos = vt_engine_seq_pos(s->e, sl->seq);
+    int64_t bad = vt_sampler_bad_logits(logits, s->n_vocab);
+    if (bad) {
+        vt_set_error("the logits after position %lld hold %lld NaN or infinite values (a model or "
+                     "backend fault)", (long long)pos - 1, (long long)bad);
+        return -1;
+    }
+    int32_t id = vt_sampler_sample(j->smp, logits);
+    if (id < 0) {
+        vt_set_error("no token can be sampled after position %lld (every token banned)",
+                     (long long)pos - 1);
+        return -1;
+    }
+    double t = now_s();
+    pthread_mutex_lock(&s->mu);
+    if (j->n_gen == 0) vt_serve_hist_add(&s->m.ttft, t - j->t_arrival);
+    else vt_serve_hist_add(&s->m.itl, t - j->t_last_token);
+    s->m.generated_tokens++;
+    pthread_mutex_unlock(&s->mu);
+    j->t_last_token = t;
+    j->n_gen++;
+    if (vt_tokenizer_is_eog(s->tok, id)) {
+        /* the end-of-generation token counts as generated (usage) but is not text */
+        j->finish = FIN_STOP;
+        return 1;
+    }
+    if (j->req.logprobs) add_logprobs(j, logits, id);
+    size_t n;
+    const char *piece = vt_detok_stream_push(j->ds, id, &n);
+    if (bb_put(&j->pending, piece, n) != 0) {
+        vt_set_error("out of memory for the output text");
+        return -1;
+    }
+    if (drain_pending(j, 0)) {
+        j->finish = FIN_STOP;
+        j->stop_hit = 1;
+        return 1;
+    }
+    if (j->finish == FIN_ERROR) {
+        vt_set_error("out of memory for the output text");
+        return -1;
+    }
+    if (j->req.max_tokens >= 0 && j->n_gen >= j->req.max_tokens) {
+        j->finish = FIN_LENGTH;
+        return 1;
+    }
+    if (pos >= (int64_t)s->n_ctx) {
+        j->finish = FIN_LENGTH;
+        return 1;
+    }
+    j->last = id;
+    return 0;
+}
+
+/* Flush the detokenizer and the held-back text at a normal finish; after a
+ * stop string nothing more is sent. */
+static void flush_text(vt_serve_job *j)
+{
+    if (j->stop_hit) return;
+    size_t n;
+    const char *rest = vt_detok_stream_flush(j->ds, &n);
+    if (bb_put(&j->pending, rest, n) == 0 && drain_pending(j, 0) == 0) drain_pending(j, 1);
+}
+
+/* One round's step of a slot: a prompt chunk or one token. */
+static void slot_step(vt_serve_sched *s, slot *sl, uint32_t n_running)
+{
+    vt_serve_job *j = sl->job;
+    if (atomic_load(&j->cancelled)) {
+        pthread_mutex_lock(&s->mu);
+        j->done = 1;
+        metrics_finish(s, FIN_CANCELLED);
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&s->mu);
+        slot_release(s, sl);
+        return;
+    }
+    const float *logits = NULL;
+    vt_status st;
+    if (j->n_eval < j->n_ids) {
+        int64_t left = j->n_ids - j->n_eval;
+        int64_t n = n_running > 1 && left > s->chunk ? s->chunk : left;
+        st = vt_engine_seq_eval_last(s->e, sl->seq, j->ids + j->n_eval, n, &logits);
+        if (st == VT_OK) {
+            j->n_eval += n;
+            pthread_mutex_lock(&s->mu);
+            s->m.prompt_tokens += (uint64_t)n;
+            pthread_mutex_unlock(&s->mu);
+            if (j->n_eval < j->n_ids) return;
+        }
+    } else {
+        st = vt_engine_seq_eval_last(s->e, sl->seq, &j->last, 1, &logits);
+    }
+    int r = st == VT_OK ? on_logits(s, sl, logits) : -1;
+    if (r == 0) return;
+    if (r < 0) {
+        finish_error(j, 500, "%s", vt_last_error());
+    } else {
+        flush_text(j);
+        finish_ok(j);
+    }
+    slot_release(s, sl);
+}
+
+/* Copy the streamer's and the slots' figures into the metrics (scheduler thread). */
+static void metrics_snapshot(vt_serve_sched *s)
+{
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < s->n_parallel; i++)
+        used += (uint64_t)vt_engine_seq_pos(s->e, s->slots[i].seq);
+    const vt_expert_streamer *es = vt_engine_streamer(s->e);
+    vt_expert_stats dev = {0};
+    vt_streamer_host_stats host = {0};
+    vt_streamer_prefetch_stats pf = {0};
+    if (es) {
+        vt_streamer_stats(es, -1, &dev);
+        if (vt_streamer_n_host_slots(es)) vt_streamer_host_stats_get(es, -1, &host);
+        if (vt_streamer_prefetch_on(es)) vt_streamer_prefetch_stats_get(es, &pf);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->m.kv_tokens_used = used;
+    s->m.fallbacks = vt_host_n_fallbacks();
+    if (es) {
+        s->m.streamed = 1;
+        s->m.dev = dev;
+        s->m.dev_slots = vt_streamer_n_slots(es);
+        s->m.dev_resident = vt_streamer_n_resident(es);
+        s->m.host_tier = vt_streamer_n_host_slots(es) > 0;
+        s->m.host_slots = vt_streamer_n_host_slots(es);
+        s->m.host_resident = vt_streamer_n_host_resident(es);
+        s->m.host = host;
+        s->m.prefetch_on = vt_streamer_prefetch_on(es);
+        s->m.prefetch = pf;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *sched_main(void *arg)
+{
+    vt_serve_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+            if (s->stopping) break;
+            int any = s->q_len > 0;
+            for (uint32_t i = 0; i < s->n_parallel && !any; i++) any = s->slots[i].job != NULL;
+            if (any) break;
+            pthread_cond_wait(&s->work, &s->mu);
+        }
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        /* admit queued requests to free slots, first come first served */
+        vt_serve_job *admit[256];
+        uint32_t n_admit = 0;
+        for (uint32_t i = 0; i < s->n_parallel && s->q_head; i++) {
+            if (s->slots[i].job) continue;
+            vt_serve_job *j = s->q_head;
+            s->q_head = j->next;
+            if (!s->q_head) s->q_tail = NULL;
+            s->q_len--;
+            s->m.waiting = s->q_len;
+            j->next = NULL;
+            s->slots[i].job = j;
+            s->m.running++;
+            if (n_admit < 256) admit[n_admit++] = j;
+        }
+        uint32_t n_running = s->m.running;
+        pthread_mutex_unlock(&s->mu);
+        for (uint32_t k = 0; k < n_admit; k++) {
+            if (job_begin(s, admit[k]) != 0) {
+                for (uint32_t i = 0; i < s->n_parallel; i++)
+                    if (s->slots[i].job == admit[k]) {
+                        finish_error(admit[k], 500, "%s", vt_last_error());
+                        slot_release(s, &s->slots[i]);
+                    }
+            }
+        }
+        for (uint32_t i = 0; i < s->n_parallel; i++)
+            if (s->slots[i].job) slot_step(s, &s->slots[i], n_running);
+        metrics_snapshot(s);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ public */
+
+vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
+{
+    vt_serve_sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        vt_set_error("out of memory for the scheduler");
+        return NULL;
+    }
+    s->e = p->engine;
+    s->tok = vt_engine_tokenizer(p->engine);
+    vt_model_info info;
+    vt_engine_model_info(p->engine, &info);
+    s->n_vocab = info.n_vocab;
+    s->n_ctx = info.n_ctx;
+    s->n_parallel = p->n_parallel ? p->n_parallel : 1;
+    s->queue_max = p->queue_max;
+    s->chunk = p->chunk ? p->chunk : 128;
+    snprintf(s->model_id, sizeof s->model_id, "%s", p->model_id ? p->model_id : "vt");
+    s->family = vt_chat_family_for_arch(vt_engine_arch(p->engine));
+    if (s->family) s->chat_flags = vt_chat_flags_for_template(s->family, vt_tokenizer_chat_template(s->tok));
+    s->m.n_parallel = s->n_parallel;
+    s->m.kv_tokens_total = (uint64_t)s->n_parallel * s->n_ctx;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    s->banned = calloc((size_t)s->n_vocab, 1);
+    s->slots = calloc(s->n_parallel, sizeof *s->slots);
+    if (!s->banned || !s->slots) {
+        vt_set_error("out of memory for the scheduler's %u slots", s->n_parallel);
+        goto fail;
+    }
+    int64_t n_banned = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++)
+        n_banned += s->banned[i] = vt_tokenizer_token_type(s->tok, (int32_t)i) == VT_TOKEN_UNUSED ||
+                                   vt_tokenizer_is_suppressed(s->tok, (int32_t)i);
+    if (n_banned == s->n_vocab) {
+        vt_set_error("every one of the %lld tokens is UNUSED or suppressed: nothing can be sampled",
+                     (long long)s->n_vocab);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < s->n_parallel; i++)
+        if (vt_engine_seq_new(s->e, &s->slots[i].seq) != VT_OK) {
+            vt_error_prefix("slot %u of %u", i, s->n_parallel);
+            goto fail;
+        }
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        vt_set_error("cannot start the scheduler thread");
+        goto fail;
+    }
+    s->thread_started = 1;
+    return s;
+fail:
+    vt_serve_sched_free(s);
+    return NULL;
+}
+
+void vt_serve_sched_drain(vt_serve_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->draining = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void vt_serve_sched_stop(vt_serve_sched *s)
+{
+    if (!s || s->stopped) return;
+    s->stopped = 1;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    s->draining = 1;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    if (s->thread_started) pthread_join(s->thread, NULL);
+    s->thread_started = 0;
+    /* every request still queued or running ends with an error */
+    for (uint32_t i = 0; s->slots && i < s->n_parallel; i++)
+        if (s->slots[i].job) {
+            finish_error(s->slots[i].job, 503, "the server is shutting down");
+            slot_release(s, &s->slots[i]);
+        }
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        vt_serve_job *j = s->q_head;
+        if (j) {
+            s->q_head = j->next;
+            s->q_len--;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (!j) break;
+        finish_error(j, 503, "the server is shutting down");
+        pthread_mutex_lock(&s->mu);
+        job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+void vt_serve_sched_free(vt_serve_sched *s)
+{
+    if (!s) return;
+    if (!s->stopped) vt_serve_sched_stop(s);
+    for (uint32_t i = 0; s->slots && i < s->n_parallel; i++) vt_engine_seq_free(s->e, s->slots[i].seq);
+    free(s->slots);
+    free(s->banned);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out,
+                    vt_serve_error *err)
+{
+    *out = NULL;
+    vt_serve_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        vt_serve_error_set(err, 500, NULL, "out of memory for the request");
+        return -1;
+    }
+    j->sched = s;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->t_arrival = now_s();
+    j->created = (long)time(NULL);
+    j->refs = 2;
+    j->last = -1;
+    pthread_cond_init(&j->cv, NULL);
+    char *text = NULL;
+    vt_text_span *plain = NULL;
+    size_t n_plain = 0;
+    /* the prompt's tokens */
+    if (j->req.kind == VT_SERVE_CHAT) {
+        if (!s->family) {
+            vt_serve_error_set(err, 400, "messages", "the model's architecture '%s' has no chat "
+                               "template in vt; use /v1/completions", vt_engine_arch(s->e));
+            goto fail;
+        }
+        vt_chat_msg *msgs = calloc(j->req.n_msgs, sizeof *msgs);
+        if (!msgs) {
+            vt_serve_error_set(err, 500, NULL, "out of memory for the messages");
+            goto fail;
+        }
+        for (size_t i = 0; i < j->req.n_msgs; i++)
+            msgs[i] = (vt_chat_msg){j->req.msgs[i].role, j->req.msgs[i].content};
+        unsigned flags = s->chat_flags;
+        if (j->req.thinking == 0) flags |= VT_CHAT_NO_THINKING;
+        if (j->req.thinking == 1 && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
+        vt_status st = vt_chat_render_spans(s->family, msgs, j->req.n_msgs, 1, flags, &text,
+                                            &plain, &n_plain);
+        free(msgs);
+        if (st != VT_OK) {
+            vt_serve_error_set(err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "messages", "%s",
+                               vt_last_error());
+            goto fail;
+        }
+        /* the messages' text stays text: control tokens spelled in it are not parsed */
+        if (vt_tokenize_plain(s->tok, text, strlen(text), 1, plain, n_plain, &j->ids, &j->n_ids) != VT_OK) {
+            vt_serve_error_set(err, 400, "messages", "%s", vt_last_error());
+            goto fail;
+        }
+        /* qwen35's generation prompt opens the think block */
+        size_t tl = strlen(text);
+        if (!strcmp(s->family, "qwen35") && tl >= 8 && !strcmp(text + tl - 8, "<think>\n"))
+            j->in_think = 1;
+    } else if (j->req.prompt) {
+        if (vt_tokenize(s->tok, j->req.prompt, strlen(j->req.prompt), 1, 0, &j->ids, &j->n_ids) != VT_OK) {
+            vt_serve_error_set(err, 400, "prompt", "%s", vt_last_error());
+            goto fail;
+        }
+    } else {
+        for (size_t i = 0; i < j->req.n_prompt_ids; i++)
+            if (j->req.prompt_ids[i] >= s->n_vocab) {
+                vt_serve_error_set(err, 400, "prompt", "'prompt[%zu]' = %d is not a token id: ids "
+                                   "are in [0, %lld)", i, j->req.prompt_ids[i], (long long)s->n_vocab);
+                goto fail;
+            }
+        j->ids = j->req.prompt_ids;
+        j->n_ids = (int64_t)j->req.n_prompt_ids;
+        j->req.prompt_ids = NULL;
+    }
+    free(text);
+    text = NULL;
+    free(plain);
+    plain = NULL;
+    if (j->n_ids == 0) {
+        vt_serve_error_set(err, 400, j->req.kind == VT_SERVE_CHAT ? "messages" : "prompt",
+                           "the prompt tokenizes to nothing");
+        goto fail;
+    }
+    if (j->n_ids > (int64_t)s->n_ctx) {
+        vt_serve_error_set(err, 400, j->req.kind == VT_SERVE_CHAT ? "messages" : "prompt",
+                           "the prompt has %lld tokens but the context holds %u: %lld tokens too "
+                           "many (start the server with a larger --ctx)", (long long)j->n_ids,
+                           s->n_ctx, (long long)(j->n_ids - s->n_ctx));
+        goto fail;
+    }
+    pthread_mutex_lock(&s->mu);
+    uint32_t free_slots = 0;
+    for (uint32_t i = 0; i < s->n_parallel; i++) free_slots += s->slots[i].job == NULL;
+    if (s->draining || (s->q_len >= s->queue_max + free_slots)) {
+        s->m.rejected++;
+        pthread_mutex_unlock(&s->mu);
+        if (s->draining) vt_serve_error_set(err, 503, NULL, "the server is shutting down");
+        else vt_serve_error_set(err, 503, NULL, "the server is busy: %u requests running and %u "
+                                "queued (--queue %u); try again later", s->n_parallel, s->q_len,
+                                s->queue_max);
+        goto fail;
+    }
+    snprintf(j->id, sizeof j->id, "%s-%llu", j->req.kind == VT_SERVE_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)++s->next_id);
+    if (s->q_tail) s->q_tail->next = j;
+    else s->q_head = j;
+    s->q_tail = j;
+    s->q_len++;
+    s->m.waiting = s->q_len;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    *out = j;
+    return 0;
+fail:
+    free(text);
+    free(plain);
+    j->refs = 1;
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    return -1;
+}
+
+long vt_serve_job_read(vt_serve_job *j, char *buf, size_t cap, int timeout_ms, int *http)
+{
+    vt_serve_sched *s = j->sched;
+    pthread_mutex_lock(&s->mu);
+    if (j->out_read == j->out.n && !j->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        while (j->out_read == j->out.n && !j->done)
+            if (pthread_cond_timedwait(&j->cv, &s->mu, &ts) == ETIMEDOUT) break;
+    }
+    long r;
+    if (http) *http = j->done ? (j->http ? j->http : 200) : 0;
+    if (!j->req.stream && !j->done) {
+        r = 0; /* the body comes at once at the end */
+    } else if (j->out_read < j->out.n) {
+        size_t n = j->out.n - j->out_read < cap ? j->out.n - j->out_read : cap;
+        memcpy(buf, j->out.p + j->out_read, n);
+        j->out_read += n;
+        r = (long)n;
+    } else {
+        r = j->done ? -1 : 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int vt_serve_job_streams(const vt_serve_job *j) { return j->req.stream; }
+
+void vt_serve_job_cancel(vt_serve_job *j)
+{
+    atomic_store(&j->cancelled, 1);
+    vt_serve_sched *s = j->sched;
+    pthread_mutex_lock(&s->mu);
+    /* still queued: out of the queue now */
+    vt_serve_job **pp = &s->q_head, *prev = NULL;
+    while (*pp && *pp != j) prev = *pp, pp = &(*pp)->next;
+    if (*pp == j) {
+        *pp = j->next;
+        if (s->q_tail == j) s->q_tail = prev;
+        s->q_len--;
+        s->m.waiting = s->q_len;
+        s->m.cancelled++;
+        j->done = 1;
+        job_unref_locked(j); /* the scheduler's reference */
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void vt_serve_job_release(vt_serve_job *j)
+{
+    vt_serve_sched *s = j->sched;
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+}
+
+const vt_tokenizer *vt_serve_tokenizer(const vt_serve_sched *s) { return s->tok; }
+int64_t vt_serve_n_vocab(const vt_serve_sched *s) { return s->n_vocab; }
+uint32_t vt_serve_n_ctx(const vt_serve_sched *s) { return s->n_ctx; }
+const char *vt_serve_model_id(const vt_serve_sched *s) { return s->model_id; }
+
+uint32_t vt_serve_busy(vt_serve_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint32_t n = s->m.running + s->q_len;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+char *vt_serve_metrics_text(vt_serve_sched *s)
+{
+    vt_serve_metrics copy;
+    pthread_mutex_lock(&s->mu);
+    copy = s->m;
+    pthread_mutex_unlock(&s->mu);
+    return vt_serve_metrics_render(&copy, s->model_id);
+}

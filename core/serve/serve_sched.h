@@ -1,0 +1,88 @@
+/*
+ * serve_sched.h - vt serve's scheduler: N slots over one engine, a bounded
+ * queue, one engine thread that advances every running request by one step
+ * (a prefill chunk or one decoded token) per round, and each request's output
+ * already formatted for its HTTP response (SSE events or one JSON body).
+ *
+ * Continuous batching: a request waiting in the queue takes a free slot at
+ * the start of the next round; its prompt is evaluated in chunks of at most
+ * `chunk` tokens per round while other slots decode, so running streams keep
+ * flowing. Each slot has its own sequence (KV cache, recurrent state) of the
+ * engine, which was opened with n_seq = n_parallel (the fit check counted
+ * them). A round today evaluates the slots one after another through the
+ * model's one-sequence forward; the experts are not yet grouped across
+ * sequences.
+ *
+ * Threads: submit/read/cancel/release from any thread (the HTTP server's);
+ * everything that touches the engine runs on the scheduler's own thread.
+ */
+#ifndef VT_SERVE_SCHED_H
+#define VT_SERVE_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "serve_request.h"
+
+typedef struct vt_serve_sched vt_serve_sched;
+typedef struct vt_serve_job vt_serve_job;
+
+typedef struct vt_serve_sched_params {
+    vt_engine *engine;      /* opened with n_seq >= n_parallel; not owned */
+    uint32_t n_parallel;    /* slots (>= 1) */
+    uint32_t queue_max;     /* requests that may wait for a slot; more: 503 */
+    uint32_t chunk;         /* prompt tokens per round while other slots run (0: 128) */
+    const char *model_id;   /* "model" in responses and /v1/models */
+} vt_serve_sched_params;
+
+/* Makes the slots' sequences and starts the scheduler thread. NULL on error
+ * (vt_last_error names it). */
+vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p);
+/* Stop: every queued or running request ends with an error event ("the
+ * server is shutting down") and the thread is joined. Jobs still held by
+ * readers stay valid (and readable) until released. */
+void vt_serve_sched_stop(vt_serve_sched *s);
+/* Free the sequences and the scheduler, after every job was released (the
+ * HTTP server stopped). Calls vt_serve_sched_stop when it was not. */
+void vt_serve_sched_free(vt_serve_sched *s);
+/* Stop taking requests (SIGTERM): submit answers 503 from now on. */
+void vt_serve_sched_drain(vt_serve_sched *s);
+
+/*
+ * Queue a parsed request (ownership of *req moves to the job, *req is
+ * zeroed). The prompt is rendered (chat template) and tokenized here, on the
+ * caller's thread. Returns 0 and *job (the caller's reference: release it)
+ * or -1 with *err: 400 (prompt over the context, by how much; a token id
+ * outside the vocabulary), 503 (queue full, or draining).
+ */
+int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **job,
+                    vt_serve_error *err);
+
+/*
+ * Wait up to timeout_ms for output, then copy at most cap bytes of it.
+ * Returns the bytes copied (> 0), 0 when nothing came in time, or -1 at the
+ * end (all output read and the job finished). For a non-streaming request the
+ * output is the whole JSON body and arrives at once at the end; *http is its
+ * status (200, or the error's) when known, else 0.
+ */
+long vt_serve_job_read(vt_serve_job *j, char *buf, size_t cap, int timeout_ms, int *http);
+/* Whether the job streams (SSE). */
+int vt_serve_job_streams(const vt_serve_job *j);
+/* The client went away: the scheduler frees the slot at its next round. */
+void vt_serve_job_cancel(vt_serve_job *j);
+/* Drop the caller's reference (after cancel when not finished). */
+void vt_serve_job_release(vt_serve_job *j);
+
+/* The engine's tokenizer and model facts for /tokenize, /detokenize, /v1/models. */
+const vt_tokenizer *vt_serve_tokenizer(const vt_serve_sched *s);
+int64_t vt_serve_n_vocab(const vt_serve_sched *s);
+uint32_t vt_serve_n_ctx(const vt_serve_sched *s);
+const char *vt_serve_model_id(const vt_serve_sched *s);
+
+/* Running + queued requests (0: idle). */
+uint32_t vt_serve_busy(vt_serve_sched *s);
+/* The Prometheus text of GET /metrics, malloc-ed (NULL: out of memory). */
+char *vt_serve_metrics_text(vt_serve_sched *s);
+
+#endif
