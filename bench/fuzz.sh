@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets of tests/fuzz/ (GGUF reader, tokenizer on the
-# fixture's vocabulary, tokenizer on hostile vocabularies) with
+# fixture's vocabulary, tokenizer on hostile vocabularies, vt serve's request
+# parser) with
 # clang + ASan/UBSan and run each one for a given time. Long fuzzing belongs
 # here, not in CI (CI never configures VT_FUZZ=ON).
 #
@@ -9,7 +10,8 @@
 #   env:   VT_FIXTURES_DIR  fixture folder (default ../shared/fixtures): seeds
 #                           and the tokenizer fuzz_tokenize loads
 #          FUZZ_TARGETS     targets to run (default "fuzz_gguf fuzz_tokenize
-#                           fuzz_vocab"), all at once, one process each
+#                           fuzz_vocab fuzz_serve_request"), all at once, one
+#                           process each
 #          FUZZ_TIMEOUT     seconds one input may take before it counts as a
 #                           finding (default 1)
 #          FUZZ_ARGS        extra libFuzzer flags (e.g. -len_control=20 lets the
@@ -27,7 +29,7 @@ secs=${1:-300}
 build=${2:-build-fuzz}
 work=${3:-/tmp/vt-fuzz}
 fx=${VT_FIXTURES_DIR:-$(cd .. && pwd)/shared/fixtures}
-targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab}
+targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_serve_request}
 timeout=${FUZZ_TIMEOUT:-1}
 
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -53,6 +55,7 @@ for t in $targets; do
   dict=tests/fuzz/${t#fuzz_}.dict
   if [ ! -f "$dict" ]; then dict=tests/fuzz/tokenize.dict; fi
   seed=$seeds/${t#fuzz_}
+  if [ "$t" = fuzz_serve_request ]; then seed=tests/fuzz/serve_request_seeds; fi
   extra=()
   if [ "$t" != fuzz_gguf ]; then extra+=(-max_len=16384); fi
   echo "== $t for ${secs}s: corpus $work/corpus/$t, log $work/$t.log"

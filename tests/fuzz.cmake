@@ -1,6 +1,7 @@
 # libFuzzer targets for the GGUF reader and the tokenizer (tests/fuzz/):
 # fuzz_gguf (whole files), fuzz_tokenize (text through the fixture's
-# tokenizer), fuzz_vocab (hostile vocabularies and merges).
+# tokenizer), fuzz_vocab (hostile vocabularies and merges), fuzz_serve_request
+# (vt serve's JSON request bodies).
 # The libFuzzer binaries are built only with -DVT_FUZZ=ON, with clang:
 #   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON
 #   cmake --build build-fuzz --target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_seeds
@@ -26,6 +27,10 @@ foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
                              VT_FUZZ_DEFAULT_MODEL="${VT_FUZZ_MODEL_DEFAULT}")
   target_link_libraries(fuzz_replay_${target} PRIVATE vtcore PkgConfig::UTF8PROC m)
 endforeach()
+# vt serve's request parser: its seeds are files (tests/fuzz/serve_request_seeds/)
+add_executable(fuzz_replay_fuzz_serve_request ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_serve_request.c
+               ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_replay.c)
+target_link_libraries(fuzz_replay_fuzz_serve_request PRIVATE vtserve)
 add_test(NAME fuzz_seed_replay
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/replay_seeds.sh
                  $<TARGET_FILE_DIR:fuzz_seeds> ${VT_FIXTURES_DIR})
@@ -50,6 +55,15 @@ target_include_directories(vtcore_fuzz PUBLIC ${CMAKE_SOURCE_DIR}/core/include
                                               ${CMAKE_SOURCE_DIR}/core/src)
 target_compile_options(vtcore_fuzz PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
 target_link_libraries(vtcore_fuzz PUBLIC PkgConfig::UTF8PROC PkgConfig::YAML Threads::Threads m)
+
+add_library(vtserve_fuzz STATIC ${CMAKE_SOURCE_DIR}/core/serve/serve_request.c)
+target_include_directories(vtserve_fuzz PUBLIC ${CMAKE_SOURCE_DIR}/core/serve)
+target_compile_options(vtserve_fuzz PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
+target_link_libraries(vtserve_fuzz PUBLIC PkgConfig::CJSON m)
+add_executable(fuzz_serve_request ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_serve_request.c)
+target_compile_options(fuzz_serve_request PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer)
+target_link_options(fuzz_serve_request PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_libraries(fuzz_serve_request PRIVATE vtserve_fuzz)
 
 foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c)

@@ -234,7 +234,6 @@ static int parse_opts(int argc, char **argv, opts *o)
     add_mk_options();
     o->n_predict = 64;
     o->port = 8080;
-    o->parallel = 1;
     o->queue = 64;
     o->timeout = 600;
     o->sp = (vt_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
@@ -533,7 +532,7 @@ vt_status cli_open_engine(const opts *o, vt_engine **e)
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg,
                           .progress = show ? progress_draw : NULL, .progress_user = &bar,
-                          .profile = o->profile, .n_seq = (uint32_t)(o->parallel > 0 ? o->parallel : 1)};
+                          .profile = o->profile, .n_seq = (uint32_t)o->parallel};
     st = vt_engine_open(&p, e);
     progress_end(&bar);
     return st;

@@ -42,8 +42,11 @@ static char *read_key_file(const char *path)
     return strdup(buf);
 }
 
-int cli_cmd_serve(const opts *o)
+int cli_cmd_serve(const opts *o_in)
 {
+    opts local = *o_in;
+    const opts *o = &local;
+    if (!local.parallel) local.parallel = 1; /* the engine then holds exactly the slots' sequences */
     if (!o->model) {
         fprintf(stderr, "vt serve: -m MODEL is required\n");
         return 2;

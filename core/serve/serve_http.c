@@ -27,6 +27,7 @@ struct vt_serve_http {
     char model_id[256];
     _Atomic(vt_serve_sched *) sched;
     atomic_int stopping;
+    atomic_int in_flight; /* completions not yet answered in full (streams until freed) */
     struct sockaddr_storage addr;
 };
 
@@ -150,6 +151,7 @@ static void stream_free(void *cls)
     stream_ctx *sc = cls;
     if (!sc->ended) vt_serve_job_cancel(sc->job); /* the connection closed early */
     vt_serve_job_release(sc->job);
+    atomic_fetch_sub(&sc->h->in_flight, 1);
     free(sc);
 }
 
@@ -165,11 +167,13 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
         return send_error(c, &err);
     }
     int fd = conn_fd(c);
+    atomic_fetch_add(&h->in_flight, 1);
     if (vt_serve_job_streams(job)) {
         stream_ctx *sc = calloc(1, sizeof *sc);
         if (!sc) {
             vt_serve_job_cancel(job);
             vt_serve_job_release(job);
+            atomic_fetch_sub(&h->in_flight, 1);
             return send_text(c, 500, "application/json", NULL);
         }
         *sc = (stream_ctx){.h = h, .job = job, .fd = fd};
@@ -197,6 +201,7 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
             if (client_gone(fd)) {
                 vt_serve_job_cancel(job);
                 vt_serve_job_release(job);
+                atomic_fetch_sub(&h->in_flight, 1);
                 free(body);
                 return MHD_NO;
             }
@@ -209,6 +214,7 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
             if (!q) {
                 vt_serve_job_cancel(job);
                 vt_serve_job_release(job);
+                atomic_fetch_sub(&h->in_flight, 1);
                 free(body);
                 return send_text(c, 500, "application/json", NULL);
             }
@@ -220,7 +226,9 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
         body[n] = 0;
     }
     vt_serve_job_release(job);
-    return send_text(c, http ? (unsigned)http : 500, "application/json", body);
+    enum MHD_Result ok = send_text(c, http ? (unsigned)http : 500, "application/json", body);
+    atomic_fetch_sub(&h->in_flight, 1);
+    return ok;
 }
 
 static enum MHD_Result do_tokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
@@ -531,6 +539,12 @@ void vt_serve_http_quiesce(vt_serve_http *h)
 void vt_serve_http_stop(vt_serve_http *h)
 {
     if (!h) return;
+    /* let every answer that was being written finish (each ended by the
+     * scheduler's stop), at most 10 s, before the connections are closed */
+    for (int i = 0; i < 1000 && atomic_load(&h->in_flight) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(h->d);
     free(h->api_key);
     free(h);

@@ -326,6 +326,11 @@ static int parse_prompt(const cJSON *v, vt_serve_request *r, vt_serve_error *err
         if (!(r->prompt = dup_str(v->child->valuestring))) return OOM(err);
         return 0;
     }
+    if (cJSON_IsArray(v) && cJSON_IsString(v->child)) {
+        vt_serve_error_set(err, 400, "prompt", "'prompt' holds %d strings: batches of prompts are "
+                           "not supported (one request per prompt)", cJSON_GetArraySize(v));
+        return -1;
+    }
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) {
         int n = cJSON_GetArraySize(v);
         if (!(r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids))) return OOM(err);
@@ -436,6 +441,8 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
                 vt_serve_error_set(err, 400, k, "'echo': true is not supported");
                 return -1;
             }
+        } else if (!strcmp(k, "ignore_eos")) { /* llama-server's */
+            if (get_bool(f, k, &r->ignore_eos, err)) return -1;
         } else if (!strcmp(k, "user")) {
             if (!cJSON_IsString(f)) {
                 vt_serve_error_set(err, 400, k, "'user' must be a string");

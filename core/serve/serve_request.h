@@ -49,6 +49,7 @@ typedef struct vt_serve_request {
     int top_logprobs;       /* [0, 20] */
     int echo;               /* completion: not supported (refused) */
     int stream;
+    int ignore_eos;         /* llama-server's: an end-of-generation token does not end the text */
     int include_usage;      /* stream_options.include_usage */
     int thinking;           /* chat_template_kwargs.enable_thinking: 1 on, 0 off, -1 the template's default */
 } vt_serve_request;

@@ -557,17 +557,18 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
     }
     double t = now_s();
     pthread_mutex_lock(&s->mu);
-    if (j->n_gen == 0) vt_serve_hist_add(&s->m.ttft, t - j->t_arrival);
+    if (!j->t_last_token) vt_serve_hist_add(&s->m.ttft, t - j->t_arrival);
     else vt_serve_hist_add(&s->m.itl, t - j->t_last_token);
-    s->m.generated_tokens++;
+    int eog = !j->req.ignore_eos && vt_tokenizer_is_eog(s->tok, id);
+    if (!eog) s->m.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
     j->t_last_token = t;
-    j->n_gen++;
-    if (vt_tokenizer_is_eog(s->tok, id)) {
-        /* the end-of-generation token counts as generated (usage) but is not text */
+    if (eog) {
+        /* the end-of-generation token is neither text nor counted in usage */
         j->finish = FIN_STOP;
         return 1;
     }
+    j->n_gen++;
     if (j->req.logprobs) add_logprobs(j, logits, id);
     size_t n;
     const char *piece = vt_detok_stream_push(j->ds, id, &n);

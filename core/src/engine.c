@@ -331,9 +331,10 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         st = VT_ERR_FORMAT;
         goto fail;
     }
-    /* one sequence (vt run, vt bench): made now, so a cache that does not fit
-     * is refused at load; several (vt serve): each made when first used */
-    if (e->n_seq == 1 && (st = own_seq(e)) != VT_OK) goto fail;
+    /* params.n_seq 0 (vt run, vt bench): the engine's own sequence, made now
+     * so that a cache that does not fit is refused at load; n_seq given (vt
+     * serve): the caller makes them (vt_engine_seq_new) */
+    if (!p->n_seq && (st = own_seq(e)) != VT_OK) goto fail;
     if ((st = alloc_last_logits(e)) != VT_OK) goto fail;
     e->load_seconds = now_seconds() - t0;
     *out = e;

@@ -46,7 +46,8 @@ typedef struct vt_engine_params {
     void *progress_user;
     int profile;             /* 1: ops can be timed (vt_engine_profile_*, op_profile.h) */
     uint32_t n_seq;          /* sequences held at once (vt serve --parallel); the fit check
-                                counts n_seq KV caches and states (0: 1) */
+                                counts n_seq KV caches and states. 0: one, the engine's own,
+                                made at open; >= 1: none made at open (vt_engine_seq_new) */
 } vt_engine_params;
 
 /* The KV cache length used when --ctx is not given: the platform's
@@ -106,7 +107,7 @@ vt_status vt_engine_eval_last(vt_engine *e, const int32_t *tokens, int64_t n, co
  * Several sequences (vt serve). The engine's own sequence (vt_engine_eval,
  * _reset, _pos) is one of params.n_seq: with n_seq > 1 it is made at its
  * first use, so a server that only uses vt_engine_seq_* holds n_seq of its
- * own. Each sequence has its own KV cache and recurrent state; they share the
+ * own (opened with n_seq >= 1, no sequence is made at open). Each sequence has its own KV cache and recurrent state; they share the
  * weights, the expert cache and the logits buffer. Same thread rule as the
  * engine: one call at a time.
  *

@@ -14,6 +14,7 @@ if [ ! -d "$fx" ]; then
   echo "*** SKIPPING fuzz_seed_replay: fixture folder '$fx' not found (set VT_FIXTURES_DIR)" >&2
   exit 77
 fi
+src=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/vt-fuzz-replay-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$bin/fuzz_seeds" "$work" "$fx"
@@ -30,3 +31,10 @@ for t in gguf tokenize vocab; do
   }
   grep -c '^fuzz_replay: .* bytes)$' "$work/$t.log" | sed 's/^/   inputs replayed: /'
 done
+echo "== fuzz_serve_request: $(find "$src/serve_request_seeds" -type f | wc -l) seeds"
+"$bin/fuzz_replay_fuzz_serve_request" "$src/serve_request_seeds" 2>"$work/serve_request.log" || {
+  rc=$?
+  tail -20 "$work/serve_request.log" >&2
+  echo "fuzz_seed_replay: fuzz_serve_request failed (status $rc) on the input named last above" >&2
+  exit 1
+}

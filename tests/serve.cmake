@@ -1,0 +1,15 @@
+# vt serve: the request parser (unit), the server over HTTP on the trained
+# fixture (test_serve: endpoints, greedy output equal to vt run, SSE shape,
+# bad input, load with disconnects, SIGTERM), and the official OpenAI Node SDK
+# against it (serve_openai_node; node + tests/serve/node_modules from
+# scripts/deps.sh).
+vt_add_test(test_serve_request SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_request.c
+            LIBS vtserve PkgConfig::CJSON LABELS "serve" TIMEOUT 60)
+vt_add_test(test_serve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.c
+            LIBS PkgConfig::CJSON Threads::Threads LABELS "serve;fixtures" TIMEOUT 300)
+add_dependencies(test_serve vt backend-cpu model-qwen35)
+add_test(NAME serve_openai_node
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve/openai_node.sh $<TARGET_FILE:vt>
+                 ${VT_FIXTURES_DIR} ${VT_PLUGIN_OUTPUT_DIR})
+set_tests_properties(serve_openai_node PROPERTIES LABELS "serve;fixtures" TIMEOUT 300
+                     SKIP_RETURN_CODE 77)

@@ -1,0 +1,931 @@
+/*
+ * test_serve.c - vt serve over real HTTP on the trained qwen35moe fixture:
+ * the endpoints, greedy (and seeded) output equal to vt run's, the SSE
+ * stream's shape and usage, bad input answered with a 4xx while the server
+ * stays up, the queue's 503, a load of 64 streaming clients on 8 slots with a
+ * third disconnecting, and SIGTERM with a stream open.
+ *
+ * Each case starts `vt serve --port 0` (the kernel picks the port; the
+ * server prints it) with its stderr in a temporary file, and talks to it
+ * with a small HTTP/1.1 client over loopback sockets.
+ */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static char *g_model;
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char log[256];
+} server;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ HTTP client */
+
+static int connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int send_request(int fd, const char *method, const char *path, const char *extra_headers,
+                        const char *body, size_t body_len)
+{
+    char head[1024];
+    int n = snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     method, path, extra_headers ? extra_headers : "", body ? body_len : 0);
+    if (send_all(fd, head, (size_t)n)) return -1;
+    return body && body_len ? send_all(fd, body, body_len) : 0;
+}
+
+typedef struct response {
+    int status;
+    char *body; /* de-chunked, NUL-terminated */
+    size_t len;
+} response;
+
+/* Read to EOF (bounded by timeout_s) and decode the response. -1 on a
+ * malformed response or a timeout. */
+static int read_response(int fd, double timeout_s, response *r)
+{
+    memset(r, 0, sizeof *r);
+    size_t cap = 65536, n = 0;
+    char *raw = malloc(cap);
+    double t_end = now_s() + timeout_s;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ms = (int)((t_end - now_s()) * 1000);
+        if (ms <= 0 || poll(&p, 1, ms) <= 0) {
+            free(raw);
+            return -1;
+        }
+        if (n + 4096 > cap) raw = realloc(raw, cap *= 2);
+        ssize_t k = recv(fd, raw + n, cap - n - 1, 0);
+        if (k < 0) {
+            free(raw);
+            return -1;
+        }
+        if (k == 0) break;
+        n += (size_t)k;
+    }
+    raw[n] = 0;
+    char *hend = strstr(raw, "\r\n\r\n");
+    if (!hend || sscanf(raw, "HTTP/1.%*d %d", &r->status) != 1) {
+        free(raw);
+        return -1;
+    }
+    *hend = 0;
+    int chunked = strcasestr(raw, "Transfer-Encoding: chunked") != NULL;
+    char *b = hend + 4;
+    size_t blen = n - (size_t)(b - raw);
+    r->body = malloc(blen + 1);
+    if (!chunked) {
+        memcpy(r->body, b, blen);
+        r->len = blen;
+    } else {
+        size_t o = 0;
+        char *p = b, *end = b + blen;
+        while (p < end) {
+            char *e;
+            unsigned long sz = strtoul(p, &e, 16);
+            char *nl = strstr(p, "\r\n");
+            if (!nl || e == p) break;
+            p = nl + 2;
+            if (sz == 0) break;
+            if (p + sz > end) sz = (unsigned long)(end - p);
+            memcpy(r->body + o, p, sz);
+            o += sz;
+            p += sz + 2;
+        }
+        r->len = o;
+    }
+    r->body[r->len] = 0;
+    free(raw);
+    return 0;
+}
+
+/* One request on a new connection; the response in *r (free r->body). */
+static int http(int port, const char *method, const char *path, const char *headers,
+                const char *body, response *r)
+{
+    int fd = connect_port(port);
+    if (fd < 0) return -1;
+    int rc = send_request(fd, method, path, headers, body, body ? strlen(body) : 0);
+    if (rc == 0) rc = read_response(fd, 120, r);
+    close(fd);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the server */
+
+static void server_start(server *s, const char *const *extra)
+{
+    snprintf(s->log, sizeof s->log, "/tmp/vt-test-serve-%d-XXXXXX", (int)getpid());
+    int lfd = mkstemp(s->log);
+    assert_true(lfd >= 0);
+    const char *argv[64];
+    int a = 0;
+    argv[a++] = vt_test_vt_bin();
+    argv[a++] = "serve";
+    argv[a++] = "-m";
+    argv[a++] = g_model;
+    argv[a++] = "--plugin-dir";
+    argv[a++] = vt_test_plugin_dir();
+    argv[a++] = "--device";
+    argv[a++] = "cpu";
+    argv[a++] = "--port";
+    argv[a++] = "0";
+    argv[a++] = "-t";
+    argv[a++] = "2";
+    for (int i = 0; extra && extra[i]; i++) argv[a++] = extra[i];
+    argv[a] = NULL;
+    s->pid = fork();
+    assert_true(s->pid >= 0);
+    if (s->pid == 0) {
+        dup2(lfd, 2);
+        int dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(lfd);
+    /* the port, then /health 200 */
+    s->port = 0;
+    double t_end = now_s() + 120;
+    while (now_s() < t_end) {
+        if (!s->port) {
+            FILE *f = fopen(s->log, "r");
+            char line[1024];
+            while (f && fgets(line, sizeof line, f)) {
+                const char *p = strstr(line, "listening on http://127.0.0.1:");
+                if (p) s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+            }
+            if (f) fclose(f);
+        }
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "cat %s >&2", s->log);
+            if (system(cmd)) {}
+            fail_msg("vt serve exited before it was ready (status %d)", st);
+        }
+        if (s->port) {
+            response r;
+            if (http(s->port, "GET", "/health", NULL, NULL, &r) == 0) {
+                int ok = r.status == 200;
+                if (!ok) assert_int_equal(r.status, 503); /* loading */
+                free(r.body);
+                if (ok) return;
+            }
+        }
+        usleep(20000);
+    }
+    fail_msg("vt serve did not become ready in 120 s (log %s)", s->log);
+}
+
+/* SIGTERM and wait; returns the exit status (or 128 + signal). */
+static int server_stop(server *s)
+{
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    double t_end = now_s() + 30;
+    while (waitpid(s->pid, &st, WNOHANG) == 0) {
+        if (now_s() > t_end) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+            fail_msg("vt serve did not exit within 30 s of SIGTERM");
+        }
+        usleep(10000);
+    }
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (rc != 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "tail -30 %s >&2", s->log);
+        if (system(cmd)) {}
+    }
+    unlink(s->log);
+    return rc;
+}
+
+static int server_up(const server *s)
+{
+    response r;
+    if (http(s->port, "GET", "/health", NULL, NULL, &r) != 0) return 0;
+    int ok = r.status == 200;
+    free(r.body);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ SSE */
+
+typedef struct sse {
+    int n_events, n_done, n_finish, n_errors, n_usage, n_after_done;
+    int n_logprob_entries;
+    char finish[16];
+    char text[16384];   /* content (or text) concatenated */
+    char reasoning[16384];
+    long usage_prompt, usage_completion, usage_total;
+    char error[512];
+} sse;
+
+static void sse_append(char *dst, size_t cap, const char *s)
+{
+    size_t n = strlen(dst), k = strlen(s);
+    if (n + k >= cap) k = cap - n - 1;
+    memcpy(dst + n, s, k);
+    dst[n + k] = 0;
+}
+
+/* Parse a whole SSE body; fails the test on anything malformed. */
+static void sse_parse(const char *body, sse *o)
+{
+    memset(o, 0, sizeof *o);
+    const char *p = body;
+    while (*p) {
+        const char *end = strstr(p, "\n\n");
+        if (!end) fail_msg("an SSE event does not end with a blank line: '%.80s'", p);
+        if (strncmp(p, "data: ", 6)) fail_msg("an SSE event does not start with 'data: ': '%.80s'", p);
+        char *ev = strndup(p + 6, (size_t)(end - p - 6));
+        o->n_events++;
+        if (o->n_done) o->n_after_done++;
+        if (!strcmp(ev, "[DONE]")) {
+            o->n_done++;
+        } else {
+            cJSON *j = cJSON_Parse(ev);
+            if (!j) fail_msg("an SSE event is not JSON: '%.120s'", ev);
+            cJSON *err = cJSON_GetObjectItem(j, "error");
+            if (err) {
+                o->n_errors++;
+                snprintf(o->error, sizeof o->error, "%s",
+                         cJSON_GetStringValue(cJSON_GetObjectItem(err, "message")));
+            }
+            cJSON *u = cJSON_GetObjectItem(j, "usage");
+            if (u && !cJSON_IsNull(u)) {
+                o->n_usage++;
+                assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 0);
+                o->usage_prompt = (long)cJSON_GetObjectItem(u, "prompt_tokens")->valuedouble;
+                o->usage_completion = (long)cJSON_GetObjectItem(u, "completion_tokens")->valuedouble;
+                o->usage_total = (long)cJSON_GetObjectItem(u, "total_tokens")->valuedouble;
+            }
+            cJSON *c;
+            cJSON_ArrayForEach(c, cJSON_GetObjectItem(j, "choices")) {
+                cJSON *fr = cJSON_GetObjectItem(c, "finish_reason");
+                if (cJSON_IsString(fr)) {
+                    o->n_finish++;
+                    snprintf(o->finish, sizeof o->finish, "%s", fr->valuestring);
+                }
+                cJSON *d = cJSON_GetObjectItem(c, "delta");
+                const char *t = d ? cJSON_GetStringValue(cJSON_GetObjectItem(d, "content"))
+                                  : cJSON_GetStringValue(cJSON_GetObjectItem(c, "text"));
+                if (t) sse_append(o->text, sizeof o->text, t);
+                const char *rs = d ? cJSON_GetStringValue(cJSON_GetObjectItem(d, "reasoning_content")) : NULL;
+                if (rs) sse_append(o->reasoning, sizeof o->reasoning, rs);
+                cJSON *lp = cJSON_GetObjectItem(c, "logprobs");
+                if (lp && !cJSON_IsNull(lp)) {
+                    cJSON *arr = cJSON_GetObjectItem(lp, "content");
+                    if (!arr) arr = cJSON_GetObjectItem(lp, "tokens");
+                    o->n_logprob_entries += cJSON_GetArraySize(arr);
+                }
+            }
+            cJSON_Delete(j);
+        }
+        free(ev);
+        p = end + 2;
+    }
+}
+
+/* A well-formed finished stream: one finish, one [DONE] last, usage equal to
+ * the tokens received (one logprob entry per generated token). */
+static void sse_check_complete(const sse *o, int with_usage)
+{
+    assert_int_equal(o->n_errors, 0);
+    assert_int_equal(o->n_finish, 1);
+    assert_int_equal(o->n_done, 1);
+    assert_int_equal(o->n_after_done, 0);
+    if (with_usage) {
+        assert_int_equal(o->n_usage, 1);
+        assert_int_equal(o->usage_total, o->usage_prompt + o->usage_completion);
+        assert_true(o->usage_prompt > 0);
+        assert_int_equal(o->n_logprob_entries, o->usage_completion);
+    }
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+/* vt run's stdout for these arguments (the trailing newline removed). */
+static char *vt_run(const char *const *args)
+{
+    char cmd[4096];
+    int n = snprintf(cmd, sizeof cmd, "'%s' run -m '%s' --plugin-dir '%s' --device cpu -t 2 -q",
+                     vt_test_vt_bin(), g_model, vt_test_plugin_dir());
+    for (int i = 0; args[i]; i++) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " '%s'", args[i]);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char *out = calloc(1, 65536);
+    size_t k = fread(out, 1, 65535, f);
+    out[k] = 0;
+    assert_int_equal(pclose(f), 0);
+    if (k && out[k - 1] == '\n') out[k - 1] = 0;
+    return out;
+}
+
+static cJSON *json_post(int port, const char *path, const char *body, int want_status)
+{
+    response r;
+    assert_int_equal(http(port, "POST", path, NULL, body, &r), 0);
+    if (r.status != want_status) fail_msg("POST %s %s -> %d %s", path, body, r.status, r.body);
+    cJSON *j = cJSON_Parse(r.body);
+    if (!j) fail_msg("POST %s: not JSON: %s", path, r.body);
+    free(r.body);
+    return j;
+}
+
+static long metric(int port, const char *name)
+{
+    response r;
+    assert_int_equal(http(port, "GET", "/metrics", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(r.body, key);
+    if (!p) fail_msg("/metrics has no %s", name);
+    long v = atol(p + strlen(key));
+    free(r.body);
+    return v;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return 0;
+}
+
+static int have_model(void)
+{
+    const char *fx = vt_test_fixtures();
+    if (!fx) return 0;
+    free(g_model);
+    g_model = vt_test_path(fx, "qwen35moe-trained/gguf/qwen35moe-trained-q8_0.gguf");
+    return 1;
+}
+
+/* ------------------------------------------------------------------ cases */
+
+static void test_endpoints(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--ctx", "256", NULL});
+    response r;
+    assert_int_equal(http(s.port, "GET", "/v1/models", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"id\":\"qwen35moe-trained-q8_0.gguf\""));
+    free(r.body);
+    /* tokenize -> detokenize round trip */
+    cJSON *t = json_post(s.port, "/tokenize", "{\"content\":\"The history of Python\"}", 200);
+    cJSON *ids = cJSON_GetObjectItem(t, "tokens");
+    assert_true(cJSON_GetArraySize(ids) > 2);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddItemToObject(d, "tokens", cJSON_Duplicate(ids, 1));
+    char *body = cJSON_PrintUnformatted(d);
+    cJSON *back = json_post(s.port, "/detokenize", body, 200);
+    assert_string_equal(cJSON_GetObjectItem(back, "content")->valuestring, "The history of Python");
+    free(body);
+    cJSON_Delete(d);
+    cJSON_Delete(back);
+    cJSON_Delete(t);
+    assert_int_equal(http(s.port, "GET", "/nope", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(r.body, "\"error\""));
+    free(r.body);
+    assert_int_equal(http(s.port, "GET", "/v1/completions", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 405);
+    free(r.body);
+    assert_int_equal(metric(s.port, "vt_requests_running"), 0);
+    assert_int_equal(metric(s.port, "vt_slots"), 1);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+/* --parallel 1: greedy output through the server equals vt run, token for
+ * token; so does a seeded sampled one; streaming equals non-streaming. */
+static void test_equals_vt_run(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--parallel", "1", NULL});
+    const char *prompts[] = {"The history of", "Return a copy of the string"};
+    for (int i = 0; i < 2; i++) {
+        char *want = vt_run((const char *const[]){"-p", prompts[i], "-n", "32", "--temp", "0", NULL});
+        char body[512];
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":32,\"temperature\":0}", prompts[i]);
+        cJSON *j = json_post(s.port, "/v1/completions", body, 200);
+        cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+        assert_string_equal(cJSON_GetObjectItem(c, "text")->valuestring, want);
+        cJSON *u = cJSON_GetObjectItem(j, "usage");
+        assert_int_equal(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 32);
+        assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "length");
+        cJSON_Delete(j);
+        /* the same, streamed */
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":32,\"temperature\":0,"
+                 "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"logprobs\":1}",
+                 prompts[i]);
+        response r;
+        assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, body, &r), 0);
+        assert_int_equal(r.status, 200);
+        sse o;
+        sse_parse(r.body, &o);
+        sse_check_complete(&o, 1);
+        assert_string_equal(o.text, want);
+        assert_int_equal(o.usage_completion, 32);
+        free(r.body);
+        free(want);
+    }
+    /* a seeded, sampled completion: vt run's default chain with the same seed */
+    char *want = vt_run((const char *const[]){"-p", "The history of", "-n", "24", "--temp", "0.8",
+                                              "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05",
+                                              "--seed", "1234", NULL});
+    cJSON *j = json_post(s.port, "/v1/completions",
+                         "{\"prompt\":\"The history of\",\"max_tokens\":24,\"temperature\":0.8,"
+                         "\"top_k\":40,\"top_p\":0.95,\"min_p\":0.05,\"seed\":1234}", 200);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0)
+                            ->child->next->valuestring, want);
+    cJSON_Delete(j);
+    free(want);
+    /* chat: vt run --chat's text is the reasoning (it never closes </think> here) */
+    want = vt_run((const char *const[]){"-p", "What is a list?", "--chat", "-n", "24", "--temp", "0", NULL});
+    assert_null(strstr(want, "</think>"));
+    j = json_post(s.port, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"What is a list?\"}],"
+                  "\"max_tokens\":24,\"temperature\":0}", 200);
+    cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
+    const char *rc = cJSON_GetStringValue(cJSON_GetObjectItem(msg, "reasoning_content"));
+    assert_non_null(rc);
+    assert_string_equal(rc, want);
+    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, "");
+    cJSON_Delete(j);
+    free(want);
+    /* a stop string: the text ends before it, and it is never sent */
+    want = vt_run((const char *const[]){"-p", "The history of", "-n", "32", "--temp", "0", NULL});
+    const char *cut = strstr(want, "\"memoryview\"");
+    assert_non_null(cut);
+    j = json_post(s.port, "/v1/completions",
+                  "{\"prompt\":\"The history of\",\"max_tokens\":32,\"temperature\":0,"
+                  "\"stop\":[\"zzz\",\"\\\"memoryview\\\"\"]}", 200);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_int_equal(strlen(cJSON_GetObjectItem(c, "text")->valuestring), (size_t)(cut - want));
+    assert_memory_equal(cJSON_GetObjectItem(c, "text")->valuestring, want, (size_t)(cut - want));
+    assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "stop");
+    cJSON_Delete(j);
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The history of\",\"max_tokens\":32,\"temperature\":0,"
+                          "\"stop\":\"\\\"memoryview\\\"\",\"stream\":true}", &r), 0);
+    sse o;
+    sse_parse(r.body, &o);
+    sse_check_complete(&o, 0);
+    assert_int_equal(strlen(o.text), (size_t)(cut - want));
+    assert_string_equal(o.finish, "stop");
+    free(r.body);
+    free(want);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+/* Every bad request is a clear 4xx and the server stays up. */
+static void test_bad_input(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--ctx", "64", "--timeout", "2", NULL});
+    static const struct {
+        const char *path, *body;
+        int status;
+        const char *needle;
+    } cases[] = {
+        {"/v1/chat/completions", "{\"messages\":[", 400, "not valid JSON"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"x\":"
+                                 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+         400, "nests deeper"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400, "'temperature' must be a number"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"frobnicate\":{\"a\":[1]}}", 400, "unknown field 'frobnicate'"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":-1}", 400, "'max_tokens'"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1e12}", 400, "'max_tokens'"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":1000000}", 400, "'top_logprobs'"},
+        {"/detokenize", "{\"tokens\":[1,99999999]}", 400, "'tokens[1]' is not a token id"},
+        {"/detokenize", "{\"tokens\":[-5]}", 400, "is not a token id"},
+        {"/v1/completions", "{\"prompt\":[1,2,99999999]}", 400, "'prompt[2]' = 99999999 is not a token id"},
+        {"/v1/completions", "{\"prompt\":\"\xc3\x28\"}", 400, "not valid UTF-8"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 400, "'n' must be 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        response r;
+        assert_int_equal(http(s.port, "POST", cases[i].path, NULL, cases[i].body, &r), 0);
+        if (r.status != cases[i].status || !strstr(r.body, cases[i].needle))
+            fail_msg("case %zu: %s -> %d %s", i, cases[i].body, r.status, r.body);
+        cJSON *j = cJSON_Parse(r.body);
+        assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "code")->valueint,
+                         cases[i].status);
+        cJSON_Delete(j);
+        free(r.body);
+        assert_true(server_up(&s));
+    }
+    /* a prompt over the context (64): by how much */
+    char big[4096] = "{\"prompt\":\"";
+    for (int i = 0; i < 100; i++) strcat(big, "word ");
+    strcat(big, "\"}");
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, big, &r), 0);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "but the context holds 64"));
+    assert_non_null(strstr(r.body, "tokens too many"));
+    free(r.body);
+    /* a 10 MB body: 413 before it is read */
+    size_t n10 = 10u << 20;
+    char *huge = malloc(n10 + 1);
+    memset(huge, ' ', n10);
+    huge[n10] = 0;
+    huge[0] = '{';
+    huge[n10 - 1] = '}';
+    int fd = connect_port(s.port);
+    char head[256];
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+             "Connection: close\r\n\r\n", n10);
+    assert_int_equal(send_all(fd, head, strlen(head)), 0);
+    (void)send_all(fd, huge, 65536); /* the server may close before the rest */
+    assert_int_equal(read_response(fd, 30, &r), 0);
+    assert_int_equal(r.status, 413);
+    assert_non_null(strstr(r.body, "larger than"));
+    free(r.body);
+    close(fd);
+    /* chunked (no Content-Length): 413 after the limit */
+    fd = connect_port(s.port);
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+             "Connection: close\r\n\r\n");
+    assert_int_equal(send_all(fd, head, strlen(head)), 0);
+    for (size_t off = 0; off < n10; off += 1u << 20) {
+        char ch[32];
+        snprintf(ch, sizeof ch, "%x\r\n", 1u << 20);
+        if (send_all(fd, ch, strlen(ch)) || send_all(fd, huge, 1u << 20) || send_all(fd, "\r\n", 2)) break;
+    }
+    (void)send_all(fd, "0\r\n\r\n", 5);
+    assert_int_equal(read_response(fd, 30, &r), 0);
+    assert_int_equal(r.status, 413);
+    free(r.body);
+    close(fd);
+    free(huge);
+    assert_true(server_up(&s));
+    /* slowloris: headers that never finish are cut off by --timeout 2 */
+    fd = connect_port(s.port);
+    assert_int_equal(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ", 48), 0);
+    double t0 = now_s();
+    char b;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int closed = 0;
+    while (now_s() - t0 < 10) {
+        (void)send_all(fd, "a", 1); /* one byte now and then does not keep it alive for ever */
+        if (poll(&p, 1, 900) > 0 && recv(fd, &b, 1, 0) <= 0) {
+            closed = 1;
+            break;
+        }
+        if (now_s() - t0 > 2.5) break;
+    }
+    if (!closed) {
+        /* a byte every second resets an idle timer; then the stall must end it */
+        if (poll(&p, 1, 5000) > 0 && recv(fd, &b, 1, 0) <= 0) closed = 1;
+    }
+    close(fd);
+    assert_true(closed);
+    assert_true(server_up(&s));
+    assert_int_equal(server_stop(&s), 0);
+
+    /* API key: wrong or missing is 401; /health needs none */
+    char keyfile[] = "/tmp/vt-test-key-XXXXXX";
+    int kfd = mkstemp(keyfile);
+    assert_true(kfd >= 0);
+    assert_int_equal(write(kfd, "s3cret\n", 7), 7);
+    close(kfd);
+    server_start(&s, (const char *const[]){"--api-key-file", keyfile, NULL});
+    const char *body = "{\"prompt\":\"x\",\"max_tokens\":2}";
+    assert_int_equal(http(s.port, "POST", "/v1/completions", "Authorization: Bearer s3creT\r\n", body, &r), 0);
+    assert_int_equal(r.status, 401);
+    assert_non_null(strstr(r.body, "invalid API key"));
+    free(r.body);
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, body, &r), 0);
+    assert_int_equal(r.status, 401);
+    free(r.body);
+    assert_int_equal(http(s.port, "GET", "/metrics", "Authorization: Bearer s3cret2\r\n", NULL, &r), 0);
+    assert_int_equal(r.status, 401);
+    free(r.body);
+    assert_int_equal(http(s.port, "POST", "/v1/completions", "Authorization: Bearer s3cret\r\n", body, &r), 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+    unlink(keyfile);
+}
+
+/* --queue 0 on one slot: a second request while the first runs is 503; a
+ * cancelled stream frees the slot. */
+static void test_queue_full(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--parallel", "1", "--queue", "0", "--ctx", "4096", NULL});
+    int fd = connect_port(s.port);
+    const char *long_req = "{\"prompt\":\"The history of\",\"max_tokens\":4000,\"stream\":true,"
+                           "\"ignore_eos\":true}";
+    assert_int_equal(send_request(fd, "POST", "/v1/completions", NULL, long_req, strlen(long_req)), 0);
+    char buf[4096];
+    assert_true(recv(fd, buf, sizeof buf, 0) > 0); /* headers and the first tokens: it runs */
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":2}", &r), 0);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "busy"));
+    free(r.body);
+    assert_int_equal(metric(s.port, "vt_requests_rejected_total"), 1);
+    close(fd); /* the client goes away: the slot is freed within a step */
+    double t0 = now_s();
+    while (metric(s.port, "vt_requests_running") != 0 && now_s() - t0 < 2) usleep(10000);
+    assert_int_equal(metric(s.port, "vt_requests_running"), 0);
+    assert_int_equal(metric(s.port, "vt_requests_cancelled_total"), 1);
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":2}", &r), 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+/* ------------------------------------------------------------------ load */
+
+typedef struct client {
+    int port, idx;
+    int disconnect;       /* 0: read to the end; 1: close cleanly; 2: reset (RST) */
+    size_t cut_after;     /* bytes read before disconnecting */
+    int max_tokens;
+    int ok;               /* completed and validated */
+    char err[256];
+} client;
+
+static void *client_main(void *arg)
+{
+    client *c = arg;
+    int fd = connect_port(c->port);
+    if (fd < 0) {
+        snprintf(c->err, sizeof c->err, "connect failed");
+        return NULL;
+    }
+    char body[256];
+    snprintf(body, sizeof body, "{\"prompt\":\"The history of %d\",\"max_tokens\":%d,\"stream\":true,"
+             "\"stream_options\":{\"include_usage\":true},\"logprobs\":0,\"temperature\":0.7,\"seed\":%d}",
+             c->idx, c->max_tokens, c->idx);
+    if (send_request(fd, "POST", "/v1/completions", NULL, body, strlen(body))) {
+        snprintf(c->err, sizeof c->err, "send failed");
+        close(fd);
+        return NULL;
+    }
+    if (c->disconnect) {
+        size_t got = 0;
+        char b[512];
+        while (got < c->cut_after) {
+            ssize_t k = recv(fd, b, sizeof b < c->cut_after - got ? sizeof b : c->cut_after - got, 0);
+            if (k <= 0) break;
+            got += (size_t)k;
+        }
+        if (c->disconnect == 2) {
+            struct linger l = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        }
+        close(fd);
+        c->ok = 1;
+        return NULL;
+    }
+    response r;
+    if (read_response(fd, 120, &r) != 0) {
+        snprintf(c->err, sizeof c->err, "no complete response in 120 s");
+        close(fd);
+        return NULL;
+    }
+    close(fd);
+    if (r.status != 200) {
+        snprintf(c->err, sizeof c->err, "status %d: %.200s", r.status, r.body);
+        free(r.body);
+        return NULL;
+    }
+    /* validate here (cmocka's asserts are for the main thread) */
+    int n_done = 0, n_finish = 0, n_usage = 0, n_lp = 0, bad = 0;
+    long usage_c = -1;
+    const char *p = r.body;
+    while (*p && !bad) {
+        const char *end = strstr(p, "\n\n");
+        if (!end || strncmp(p, "data: ", 6)) {
+            bad = 1;
+            break;
+        }
+        char *ev = strndup(p + 6, (size_t)(end - p - 6));
+        if (!strcmp(ev, "[DONE]")) {
+            n_done++;
+            if (end[2]) bad = 1; /* [DONE] is last */
+        } else {
+            cJSON *j = cJSON_Parse(ev);
+            if (!j || cJSON_GetObjectItem(j, "error")) bad = 1;
+            cJSON *u = j ? cJSON_GetObjectItem(j, "usage") : NULL;
+            if (u) {
+                n_usage++;
+                usage_c = (long)cJSON_GetObjectItem(u, "completion_tokens")->valuedouble;
+            }
+            cJSON *ch, *choices = j ? cJSON_GetObjectItem(j, "choices") : NULL;
+            cJSON_ArrayForEach(ch, choices) {
+                if (cJSON_IsString(cJSON_GetObjectItem(ch, "finish_reason"))) n_finish++;
+                cJSON *lp = cJSON_GetObjectItem(ch, "logprobs");
+                if (lp && !cJSON_IsNull(lp)) n_lp += cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens"));
+            }
+            cJSON_Delete(j);
+        }
+        free(ev);
+        p = end + 2;
+    }
+    if (bad || n_done != 1 || n_finish != 1 || n_usage != 1 || usage_c != n_lp || usage_c < 1 ||
+        usage_c > c->max_tokens)
+        snprintf(c->err, sizeof c->err, "malformed stream: bad %d done %d finish %d usage %d "
+                 "completion_tokens %ld logprob entries %d", bad, n_done, n_finish, n_usage, usage_c, n_lp);
+    else
+        c->ok = 1;
+    free(r.body);
+    return NULL;
+}
+
+static long proc_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
+    if (f) fclose(f);
+    return v;
+}
+
+static int proc_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    while (d && readdir(d)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void run_load(const server *s, unsigned seed)
+{
+    enum { N = 64 };
+    client cs[N];
+    pthread_t th[N];
+    srand(seed);
+    for (int i = 0; i < N; i++) {
+        cs[i] = (client){.port = s->port, .idx = i, .max_tokens = 8 + rand() % 40};
+        if (i % 3 == 0) {
+            cs[i].disconnect = 1 + (i / 3) % 2;
+            cs[i].cut_after = (size_t)(rand() % 1500); /* 0: before any byte arrives */
+        }
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &cs[i]), 0);
+    }
+    int completed = 0, cut = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        if (!cs[i].ok) fail_msg("client %d: %s", i, cs[i].err);
+        if (cs[i].disconnect) cut++;
+        else completed++;
+    }
+    fprintf(stderr, "load: %d streams completed and well-formed, %d disconnected\n", completed, cut);
+}
+
+static void test_load(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--parallel", "8", "--queue", "64", "--ctx", "256", NULL});
+    /* the baseline after one warm-up round */
+    run_load(&s, 1);
+    double t0 = now_s();
+    while ((metric(s.port, "vt_requests_running") || metric(s.port, "vt_requests_waiting")) &&
+           now_s() - t0 < 5)
+        usleep(20000);
+    usleep(200000);
+    long rss0 = proc_rss_kib(s.pid);
+    int fds0 = proc_fds(s.pid);
+    run_load(&s, 2);
+    /* idle again within 2 s */
+    t0 = now_s();
+    while ((metric(s.port, "vt_requests_running") || metric(s.port, "vt_requests_waiting") ||
+            metric(s.port, "vt_kv_cache_tokens")) && now_s() - t0 < 2)
+        usleep(20000);
+    double idle_s = now_s() - t0;
+    assert_int_equal(metric(s.port, "vt_requests_running"), 0);
+    assert_int_equal(metric(s.port, "vt_requests_waiting"), 0);
+    assert_int_equal(metric(s.port, "vt_kv_cache_tokens"), 0);
+    assert_true(metric(s.port, "vt_requests_cancelled_total") >= 1);
+    usleep(300000); /* connection threads finish closing */
+    long rss1 = proc_rss_kib(s.pid);
+    int fds1 = proc_fds(s.pid);
+    fprintf(stderr, "load: idle after %.3f s; RSS %ld -> %ld KiB, open fds %d -> %d\n", idle_s, rss0,
+            rss1, fds0, fds1);
+    /* ASan keeps freed memory in quarantine (up to 256 MiB by default) */
+    long margin = getenv("ASAN_OPTIONS") ? 300 * 1024 : 16 * 1024;
+    assert_true(rss1 <= rss0 + margin);
+    assert_true(fds1 <= fds0 + 2);
+    /* the server answers afterwards */
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":3}", &r), 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+/* SIGTERM with a stream open: it ends with one error event, exit status 0. */
+static void test_sigterm(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--ctx", "4096", NULL});
+    int fd = connect_port(s.port);
+    const char *req = "{\"prompt\":\"The history of\",\"max_tokens\":4000,\"stream\":true,"
+                      "\"ignore_eos\":true}";
+    assert_int_equal(send_request(fd, "POST", "/v1/completions", NULL, req, strlen(req)), 0);
+    char peek[256];
+    assert_true(recv(fd, peek, sizeof peek, MSG_PEEK) > 0);
+    kill(s.pid, SIGTERM);
+    response r;
+    assert_int_equal(read_response(fd, 30, &r), 0);
+    close(fd);
+    assert_int_equal(r.status, 200);
+    sse o;
+    sse_parse(r.body, &o);
+    assert_int_equal(o.n_errors, 1);
+    assert_int_equal(o.n_done, 0);
+    assert_non_null(strstr(o.error, "shutting down"));
+    /* the error event is the last one */
+    assert_non_null(strstr(r.body, "\"error\""));
+    const char *last = strstr(r.body, "data: {\"error\"");
+    assert_non_null(last);
+    assert_null(strstr(strstr(last, "\n\n") + 2, "data: "));
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endpoints), cmocka_unit_test(test_equals_vt_run),
+        cmocka_unit_test(test_bad_input), cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_load),      cmocka_unit_test(test_sigterm),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, NULL);
+    free(g_model);
+    return vt_test_exit(rc);
+}
