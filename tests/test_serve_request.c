@@ -185,6 +185,9 @@ static void test_bad_fields(void **state)
     refused(C, "{" MSG ",\"model\":5}", 400, "'model' must be a string");
     refused(C, "{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}", 400,
             "enable_thinking");
+    refused(P, "{\"prompt\":\"of\",\"prompt\":\"of\"}", 400, "'prompt' is given twice");
+    refused(C, "{" MSG "," MSG "}", 400, "'messages' is given twice");
+    refused(C, "{" MSG ",\"stop\":\"a\",\"stop\":[\"b\"]}", 400, "'stop' is given twice");
     refused(P, "{}", 400, "'prompt' is required");
     refused(P, "{\"prompt\":5}", 400, "'prompt' must be a string");
     refused(P, "{\"prompt\":[]}", 400, "'prompt' must be a string");

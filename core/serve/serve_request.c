@@ -357,9 +357,17 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
 {
     const int chat = kind == VT_SERVE_CHAT;
     int64_t x;
-    int have_logprobs_n = 0;
+    const char *seen[64];
+    size_t n_seen = 0;
     for (const cJSON *f = j->child; f; f = f->next) {
         const char *k = f->string;
+        /* every key but the known ones is refused below, so this list stays short */
+        for (size_t i = 0; i < n_seen; i++)
+            if (!strcmp(seen[i], k)) {
+                vt_serve_error_set(err, 400, k, "'%s' is given twice", k);
+                return -1;
+            }
+        if (n_seen < sizeof seen / sizeof seen[0]) seen[n_seen++] = k;
         if (!strcmp(k, "model")) {
             if (!cJSON_IsString(f)) {
                 vt_serve_error_set(err, 400, k, "'model' must be a string");
@@ -417,7 +425,6 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
             if (get_int(f, k, 0, VT_SERVE_MAX_TOP_LOGPROBS, &x, err)) return -1;
             r->logprobs = 1;
             r->top_logprobs = (int)x;
-            have_logprobs_n = 1;
         } else if (chat && !strcmp(k, "top_logprobs")) {
             if (cJSON_IsNull(f)) continue;
             if (get_int(f, k, 0, VT_SERVE_MAX_TOP_LOGPROBS, &x, err)) return -1;
@@ -468,7 +475,6 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
             return -1;
         }
     }
-    (void)have_logprobs_n;
     if (chat && !r->msgs) {
         vt_serve_error_set(err, 400, "messages", "'messages' is required");
         return -1;
