@@ -25,6 +25,13 @@
 
 static char *g_model;
 
+/* env VT_TEST_SERVE_DEVICE (default cpu): the platform both vt serve and vt run use */
+static const char *device(void)
+{
+    const char *d = getenv("VT_TEST_SERVE_DEVICE");
+    return d && *d ? d : "cpu";
+}
+
 typedef struct server {
     pid_t pid;
     int port;
@@ -170,7 +177,7 @@ static void server_start(server *s, const char *const *extra)
     argv[a++] = "--plugin-dir";
     argv[a++] = vt_test_plugin_dir();
     argv[a++] = "--device";
-    argv[a++] = "cpu";
+    argv[a++] = device();
     argv[a++] = "--port";
     argv[a++] = "0";
     argv[a++] = "-t";
@@ -355,8 +362,8 @@ static void sse_check_complete(const sse *o, int with_usage)
 static char *vt_run(const char *const *args)
 {
     char cmd[4096];
-    int n = snprintf(cmd, sizeof cmd, "'%s' run -m '%s' --plugin-dir '%s' --device cpu -t 2 -q",
-                     vt_test_vt_bin(), g_model, vt_test_plugin_dir());
+    int n = snprintf(cmd, sizeof cmd, "'%s' run -m '%s' --plugin-dir '%s' --device %s -t 2 -q",
+                     vt_test_vt_bin(), g_model, vt_test_plugin_dir(), device());
     for (int i = 0; args[i]; i++) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " '%s'", args[i]);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
@@ -528,6 +535,81 @@ static void test_equals_vt_run(void **state)
     assert_string_equal(o.finish, "stop");
     free(r.body);
     free(want);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+typedef struct par_req {
+    int port;
+    const char *prompt;
+    int max_tokens;
+    char *text;
+    int status;
+} par_req;
+
+static void *par_main(void *arg)
+{
+    par_req *q = arg;
+    char body[2048];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,"
+             "\"ignore_eos\":true}", q->prompt, q->max_tokens);
+    response r;
+    if (http(q->port, "POST", "/v1/completions", NULL, body, &r) != 0) return NULL;
+    q->status = r.status;
+    cJSON *j = cJSON_Parse(r.body);
+    const char *t = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text"));
+    q->text = t ? strdup(t) : NULL;
+    cJSON_Delete(j);
+    free(r.body);
+    return NULL;
+}
+
+/* --parallel 4: four greedy requests at once, of different lengths (so that
+ * prefill chunks and decode steps of different slots interleave), each
+ * equal to vt run's text alone: the slots' sequences do not touch each other. */
+static void test_parallel_equals_run(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    static const char *prompts[] = {
+        "The history of",
+        "Return a copy of the string with leading and trailing whitespace removed. If chars is given",
+        "This program is free software;",
+        "Permission is hereby granted, free of charge, to any person obtaining a copy of this "
+        "software and associated documentation files (the Software), to deal in the Software "
+        "without restriction, including without limitation the rights to use, copy, modify, merge, "
+        "publish, distribute, sublicense, and/or sell copies of the Software, and to permit persons "
+        "to whom the Software is furnished to do so, subject to the following conditions: The above "
+        "copyright notice and this permission notice shall be included in all copies or "
+        "substantial portions of the Software"};
+    enum { N = 4 };
+    const int max_tokens[N] = {40, 9, 33, 20};
+    char *want[N];
+    for (int i = 0; i < N; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", max_tokens[i]);
+        want[i] = vt_run((const char *const[]){"-p", prompts[i], "-n", n, "--temp", "0",
+                                               "--ignore-eos", NULL});
+    }
+    server s;
+    server_start(&s, (const char *const[]){"--parallel", "4", "--ctx", "512", NULL});
+    for (int round = 0; round < 2; round++) {
+        par_req q[N];
+        pthread_t th[N];
+        for (int i = 0; i < N; i++) {
+            q[i] = (par_req){.port = s.port, .prompt = prompts[i], .max_tokens = max_tokens[i]};
+            assert_int_equal(pthread_create(&th[i], NULL, par_main, &q[i]), 0);
+        }
+        for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(q[i].status, 200);
+            assert_non_null(q[i].text);
+            if (strcmp(q[i].text, want[i]))
+                fail_msg("round %d, request %d: '%s' != vt run's '%s'", round, i, q[i].text, want[i]);
+            free(q[i].text);
+        }
+    }
+    for (int i = 0; i < N; i++) free(want[i]);
     assert_int_equal(server_stop(&s), 0);
 }
 
@@ -922,6 +1004,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints), cmocka_unit_test(test_equals_vt_run),
+        cmocka_unit_test(test_parallel_equals_run),
         cmocka_unit_test(test_bad_input), cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_load),      cmocka_unit_test(test_sigterm),
     };
