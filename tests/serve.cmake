@@ -6,7 +6,7 @@
 vt_add_test(test_serve_request SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_request.c
             LIBS vtserve PkgConfig::CJSON LABELS "serve" TIMEOUT 60)
 vt_add_test(test_serve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.c
-            LIBS PkgConfig::CJSON Threads::Threads LABELS "serve;fixtures" TIMEOUT 300)
+            LIBS vtserve PkgConfig::CJSON Threads::Threads LABELS "serve;fixtures" TIMEOUT 300)
 add_dependencies(test_serve vt backend-cpu model-qwen35)
 add_test(NAME serve_openai_node
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve/openai_node.sh $<TARGET_FILE:vt>

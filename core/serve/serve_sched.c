@@ -46,6 +46,23 @@ static int bb_put(bbuf *b, const char *s, size_t n)
     return 0;
 }
 
+/* Append text to b with every byte that is not part of valid UTF-8 replaced
+ * by U+FFFD (JSON text must be UTF-8; a model can emit a stray byte token, and
+ * the detokenizer passes bytes that can never complete a character as-is). */
+static int bb_put_utf8(bbuf *b, const char *s, size_t n)
+{
+    while (n) {
+        int64_t bad = vt_serve_utf8_invalid_at(s, n);
+        size_t good = bad < 0 ? n : (size_t)bad;
+        if (bb_put(b, s, good) != 0) return -1;
+        if (bad < 0) return 0;
+        if (bb_put(b, "\xEF\xBF\xBD", 3) != 0) return -1;
+        s += good + 1;
+        n -= good + 1;
+    }
+    return 0;
+}
+
 struct vt_serve_job {
     vt_serve_sched *sched;
     int refs;                /* under sched->mu: the caller's and the scheduler's */
@@ -572,7 +589,7 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
     if (j->req.logprobs) add_logprobs(j, logits, id);
     size_t n;
     const char *piece = vt_detok_stream_push(j->ds, id, &n);
-    if (bb_put(&j->pending, piece, n) != 0) {
+    if (bb_put_utf8(&j->pending, piece, n) != 0) {
         vt_set_error("out of memory for the output text");
         return -1;
     }
@@ -604,7 +621,7 @@ static void flush_text(vt_serve_job *j)
     if (j->stop_hit) return;
     size_t n;
     const char *rest = vt_detok_stream_flush(j->ds, &n);
-    if (bb_put(&j->pending, rest, n) == 0 && drain_pending(j, 0) == 0) drain_pending(j, 1);
+    if (bb_put_utf8(&j->pending, rest, n) == 0 && drain_pending(j, 0) == 0) drain_pending(j, 1);
 }
 
 /* One round's step of a slot: a prompt chunk or one token. */
