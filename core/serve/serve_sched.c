@@ -112,6 +112,12 @@ struct vt_serve_sched {
     uint8_t *banned;         /* [n_vocab]: UNUSED and suppressed tokens */
     float *lp_scratch;       /* [n_vocab] */
     slot *slots;
+    /* one round's evaluation: its sequences, their token counts, slots, tokens */
+    vt_engine_seq **b_seq;
+    int64_t *b_ntok;
+    uint32_t *b_slot;
+    int32_t *b_tok;          /* [n_batch] */
+    uint32_t rr;             /* the slot a round starts from (fairness under a small n_batch) */
     pthread_t thread;
     int thread_started;
     pthread_mutex_t mu;
@@ -624,36 +630,11 @@ static void flush_text(vt_serve_job *j)
     if (bb_put_utf8(&j->pending, rest, n) == 0 && drain_pending(j, 0) == 0) drain_pending(j, 1);
 }
 
-/* One round's step of a slot: a prompt chunk or one token. */
-static void slot_step(vt_serve_sched *s, slot *sl, uint32_t n_running)
+/* The slot's job after its logits (r from on_logits): go on, or finish and
+ * free the slot. */
+static void slot_after(vt_serve_sched *s, slot *sl, int r)
 {
     vt_serve_job *j = sl->job;
-    if (atomic_load(&j->cancelled)) {
-        pthread_mutex_lock(&s->mu);
-        j->done = 1;
-        metrics_finish(s, FIN_CANCELLED);
-        pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&s->mu);
-        slot_release(s, sl);
-        return;
-    }
-    const float *logits = NULL;
-    vt_status st;
-    if (j->n_eval < j->n_ids) {
-        int64_t left = j->n_ids - j->n_eval;
-        int64_t n = n_running > 1 && left > s->chunk ? s->chunk : left;
-        st = vt_engine_seq_eval_last(s->e, sl->seq, j->ids + j->n_eval, n, &logits);
-        if (st == VT_OK) {
-            j->n_eval += n;
-            pthread_mutex_lock(&s->mu);
-            s->m.prompt_tokens += (uint64_t)n;
-            pthread_mutex_unlock(&s->mu);
-            if (j->n_eval < j->n_ids) return;
-        }
-    } else {
-        st = vt_engine_seq_eval_last(s->e, sl->seq, &j->last, 1, &logits);
-    }
-    int r = st == VT_OK ? on_logits(s, sl, logits) : -1;
     if (r == 0) return;
     if (r < 0) {
         finish_error(j, 500, "%s", vt_last_error());
@@ -662,6 +643,81 @@ static void slot_step(vt_serve_sched *s, slot *sl, uint32_t n_running)
         finish_ok(j);
     }
     slot_release(s, sl);
+}
+
+/*
+ * One round: every running slot advances in ONE engine evaluation: a slot
+ * that decodes gives its next token, a slot still in its prompt a chunk of
+ * it (at most `chunk` tokens while others run, so that their tokens keep
+ * flowing), at most n_batch tokens in all (slots left out go first next
+ * round). The engine runs them in one forward pass when the model has
+ * forward_multi, else one sequence after another.
+ */
+static void sched_round(vt_serve_sched *s)
+{
+    uint32_t n_run = 0;
+    for (uint32_t i = 0; i < s->n_parallel; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->job) continue;
+        if (atomic_load(&sl->job->cancelled)) {
+            pthread_mutex_lock(&s->mu);
+            sl->job->done = 1;
+            metrics_finish(s, FIN_CANCELLED);
+            pthread_cond_broadcast(&sl->job->cv);
+            pthread_mutex_unlock(&s->mu);
+            slot_release(s, sl);
+            continue;
+        }
+        n_run++;
+    }
+    if (!n_run) return;
+    const int64_t budget = vt_engine_n_batch(s->e);
+    int64_t T = 0;
+    uint32_t n = 0;
+    /* decoding slots first (one token each), from where the last round stopped */
+    for (uint32_t k = 0; k < s->n_parallel && T < budget; k++) {
+        uint32_t i = (s->rr + k) % s->n_parallel;
+        vt_serve_job *j = s->slots[i].job;
+        if (!j || j->n_eval < j->n_ids) continue;
+        s->b_seq[n] = s->slots[i].seq;
+        s->b_ntok[n] = 1;
+        s->b_slot[n] = i;
+        s->b_tok[T++] = j->last;
+        n++;
+    }
+    for (uint32_t k = 0; k < s->n_parallel && T < budget; k++) {
+        uint32_t i = (s->rr + k) % s->n_parallel;
+        vt_serve_job *j = s->slots[i].job;
+        if (!j || j->n_eval >= j->n_ids) continue;
+        int64_t take = j->n_ids - j->n_eval;
+        if (n_run > 1 && take > s->chunk) take = s->chunk;
+        if (take > budget - T) take = budget - T;
+        s->b_seq[n] = s->slots[i].seq;
+        s->b_ntok[n] = take;
+        s->b_slot[n] = i;
+        memcpy(s->b_tok + T, j->ids + j->n_eval, (size_t)take * sizeof *s->b_tok);
+        T += take;
+        n++;
+    }
+    s->rr = (s->rr + 1) % s->n_parallel;
+    const float *logits = NULL;
+    vt_status st = vt_engine_seqs_eval(s->e, s->b_seq, s->b_ntok, n, s->b_tok, &logits);
+    for (uint32_t k = 0; k < n; k++) {
+        slot *sl = &s->slots[s->b_slot[k]];
+        vt_serve_job *j = sl->job;
+        if (st != VT_OK) {
+            slot_after(s, sl, -1);
+            continue;
+        }
+        if (j->n_eval < j->n_ids) {
+            j->n_eval += s->b_ntok[k];
+            pthread_mutex_lock(&s->mu);
+            s->m.prompt_tokens += (uint64_t)s->b_ntok[k];
+            pthread_mutex_unlock(&s->mu);
+            if (j->n_eval < j->n_ids) continue;
+        }
+        slot_after(s, sl, on_logits(s, sl, logits + (size_t)k * (size_t)s->n_vocab));
+    }
 }
 
 /* Copy the streamer's and the slots' figures into the metrics (scheduler thread). */
@@ -728,7 +784,6 @@ static void *sched_main(void *arg)
             s->m.running++;
             if (n_admit < 256) admit[n_admit++] = j;
         }
-        uint32_t n_running = s->m.running;
         pthread_mutex_unlock(&s->mu);
         for (uint32_t k = 0; k < n_admit; k++) {
             if (job_begin(s, admit[k]) != 0) {
@@ -739,8 +794,7 @@ static void *sched_main(void *arg)
                     }
             }
         }
-        for (uint32_t i = 0; i < s->n_parallel; i++)
-            if (s->slots[i].job) slot_step(s, &s->slots[i], n_running);
+        sched_round(s);
         metrics_snapshot(s);
     }
     return NULL;
@@ -773,7 +827,11 @@ vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
     pthread_cond_init(&s->work, NULL);
     s->banned = calloc((size_t)s->n_vocab, 1);
     s->slots = calloc(s->n_parallel, sizeof *s->slots);
-    if (!s->banned || !s->slots) {
+    s->b_seq = calloc(s->n_parallel, sizeof *s->b_seq);
+    s->b_ntok = calloc(s->n_parallel, sizeof *s->b_ntok);
+    s->b_slot = calloc(s->n_parallel, sizeof *s->b_slot);
+    s->b_tok = calloc(vt_engine_n_batch(p->engine), sizeof *s->b_tok);
+    if (!s->banned || !s->slots || !s->b_seq || !s->b_ntok || !s->b_slot || !s->b_tok) {
         vt_set_error("out of memory for the scheduler's %u slots", s->n_parallel);
         goto fail;
     }
@@ -848,6 +906,10 @@ void vt_serve_sched_free(vt_serve_sched *s)
     if (!s->stopped) vt_serve_sched_stop(s);
     for (uint32_t i = 0; s->slots && i < s->n_parallel; i++) vt_engine_seq_free(s->e, s->slots[i].seq);
     free(s->slots);
+    free(s->b_seq);
+    free(s->b_ntok);
+    free(s->b_slot);
+    free(s->b_tok);
     free(s->banned);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);

@@ -57,7 +57,9 @@ size_t vt_abi_table_size(uint32_t kind, uint16_t minor)
                : minor >= 3 ? VT_BACKEND_API_SIZE_1_3
                : minor >= 2 ? VT_BACKEND_API_SIZE_1_2
                : minor >= 1 ? VT_BACKEND_API_SIZE_1_1 : VT_BACKEND_API_SIZE_1_0;
-    case VT_PLUGIN_MODEL: return minor >= 1 ? VT_MODEL_API_SIZE_1_1 : VT_MODEL_API_SIZE_1_0;
+    case VT_PLUGIN_MODEL:
+        return minor >= 8   ? VT_MODEL_API_SIZE_1_8
+               : minor >= 1 ? VT_MODEL_API_SIZE_1_1 : VT_MODEL_API_SIZE_1_0;
     case VT_PLUGIN_STORE:
         return minor >= 5   ? VT_STORE_API_SIZE_1_5
                : minor >= 4 ? VT_STORE_API_SIZE_1_4

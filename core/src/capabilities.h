@@ -24,6 +24,7 @@
 #define VT_BACKEND_API_SIZE_1_5 (offsetof(vt_backend_api, ahead_join) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_0 (offsetof(vt_model_api, forward) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_1 (offsetof(vt_model_api, memory_needs) + sizeof(void *))
+#define VT_MODEL_API_SIZE_1_8 (offsetof(vt_model_api, forward_multi) + sizeof(void *))
 #define VT_STORE_API_SIZE_1_1 (offsetof(vt_store_api, slot_for_read) + sizeof(void *))
 #define VT_STORE_API_SIZE_1_4 (offsetof(vt_store_api, quiesce) + sizeof(void *))
 #define VT_STORE_API_SIZE_1_5 (offsetof(vt_store_api, join_ahead) + sizeof(void *))

@@ -52,6 +52,7 @@ struct vt_engine {
     float *last_logits;
     size_t last_logits_bytes;
     int last_logits_pinned;
+    float *multi_logits; /* [n_seq][n_vocab] for vt_engine_seqs_eval, malloc-ed at first use */
 };
 
 vt_status vt_engine_seq_new(vt_engine *e, vt_engine_seq **out);
@@ -369,6 +370,7 @@ void vt_engine_close(vt_engine *e)
     } else {
         free(e->last_logits);
     }
+    free(e->multi_logits);
     if (e->seq) e->mapi->seq_free(e->model, e->seq);
     if (e->model) e->mapi->free(e->model);
     vt_streamer_destroy(e->streamer);
@@ -501,5 +503,62 @@ vt_status vt_engine_seq_eval_last(vt_engine *e, vt_engine_seq *s, const int32_t 
     *logits = NULL;
     vt_status st = eval_seq(e, (vt_model_seq *)s, tokens, n, e->last_logits, 0);
     if (st == VT_OK) *logits = e->last_logits;
+    return st;
+}
+
+uint32_t vt_engine_n_batch(const vt_engine *e) { return e->n_batch; }
+
+int vt_engine_batches_sequences(const vt_engine *e)
+{
+    return e->mplug->desc->abi_minor >= 8 && e->mapi->struct_size >= VT_MODEL_API_SIZE_1_8 &&
+           e->mapi->forward_multi != NULL;
+}
+
+vt_status vt_engine_seqs_eval(vt_engine *e, vt_engine_seq *const *seqs, const int64_t *n_tok,
+                              uint32_t n, const int32_t *tokens, const float **logits)
+{
+    *logits = NULL;
+    const int64_t V = e->info.n_vocab;
+    if (n == 0 || n > e->n_seq) {
+        vt_set_error("%u sequences in one evaluation; the engine holds at most %u", n, e->n_seq);
+        return VT_ERR_RANGE;
+    }
+    if (!e->multi_logits && !(e->multi_logits = malloc((size_t)e->n_seq * (size_t)V * sizeof(float)))) {
+        vt_set_error("out of memory for the logits of %u sequences (%lld floats each)", e->n_seq,
+                     (long long)V);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    int64_t T = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (n_tok[i] <= 0) {
+            vt_set_error("sequence %u of the evaluation has %lld tokens; at least 1", i,
+                         (long long)n_tok[i]);
+            return VT_ERR_INVALID_ARG;
+        }
+        int64_t pos = e->mapi->seq_pos(e->model, (const vt_model_seq *)seqs[i]);
+        if (e->info.n_ctx && pos + n_tok[i] > (int64_t)e->info.n_ctx) {
+            vt_set_error("sequence %u: %lld more tokens after %lld do not fit the context of %u "
+                         "tokens", i, (long long)n_tok[i], (long long)pos, e->info.n_ctx);
+            return VT_ERR_RANGE;
+        }
+        T += n_tok[i];
+    }
+    for (int64_t t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= V) {
+            vt_set_error("token id %d at index %lld is outside the vocabulary [0, %lld)", tokens[t],
+                         (long long)t, (long long)V);
+            return VT_ERR_RANGE;
+        }
+    vt_status st;
+    if (n > 1 && T <= (int64_t)e->n_batch && vt_engine_batches_sequences(e)) {
+        st = e->mapi->forward_multi(e->model, (vt_model_seq *const *)seqs, n_tok, n, tokens,
+                                    e->multi_logits);
+    } else { /* one sequence, or a model without forward_multi: one after another */
+        st = VT_OK;
+        for (uint32_t i = 0, off = 0; i < n && st == VT_OK; off += (uint32_t)n_tok[i], i++)
+            st = eval_seq(e, (vt_model_seq *)seqs[i], tokens + off, n_tok[i],
+                          e->multi_logits + (size_t)i * (size_t)V, 0);
+    }
+    if (st == VT_OK) *logits = e->multi_logits;
     return st;
 }

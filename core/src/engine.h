@@ -128,4 +128,21 @@ int64_t vt_engine_seq_pos(const vt_engine *e, const vt_engine_seq *s);
 vt_status vt_engine_seq_eval_last(vt_engine *e, vt_engine_seq *s, const int32_t *tokens,
                                   int64_t n, const float **logits);
 
+/*
+ * Several sequences in one evaluation (continuous batching): seqs[i] gets
+ * the n_tok[i] >= 1 tokens of tokens[] that follow those of the sequences
+ * before it. With a model that has forward_multi (ABI 1.8;
+ * vt_engine_batches_sequences) and at most n_batch tokens in all, one pass:
+ * the matmuls and the routed experts run over every token of every sequence
+ * together. Otherwise the sequences are evaluated one after another. *logits
+ * = [n][n_vocab], the last token's of each sequence, valid until the next
+ * vt_engine_seqs_eval. n <= n_seq; a sequence at most once. On an error
+ * every sequence given must be reset.
+ */
+vt_status vt_engine_seqs_eval(vt_engine *e, vt_engine_seq *const *seqs, const int64_t *n_tok,
+                              uint32_t n, const int32_t *tokens, const float **logits);
+int vt_engine_batches_sequences(const vt_engine *e);
+/* The prefill chunk: the most tokens of one model call. */
+uint32_t vt_engine_n_batch(const vt_engine *e);
+
 #endif

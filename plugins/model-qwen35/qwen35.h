@@ -258,6 +258,9 @@ vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids
 const char *qwen35_moe_path(const vt_model *m);
 /* How one-token steps run (vt_model_info.decode_path). */
 const char *qwen35_decode_path(const vt_model *m);
+/* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */
+vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tokens,
+                               uint32_t n_seq, const int32_t *tokens, float *logits);
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 

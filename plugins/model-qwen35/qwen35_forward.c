@@ -459,9 +459,34 @@ static vt_status q35_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, 
                                 m->hp.n_embd, w, y, m->hp.eps);
 }
 
-/* Every layer on x (the embeddings on entry); graph: the full-attention
- * layers take positions and cache rows from d_pos (a recorded step). */
-static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
+/* The mixer (attention or DeltaNet) of layer il for one sequence whose
+ * tokens are rows [r0, r0 + T) of the call: h, a and the positions are
+ * taken from that row on; the mixer temporaries are reused from row 0. */
+static vt_status q35_mixer_rows(vt_model *m, vt_model_seq *s, uint32_t il, int64_t r0, int64_t T,
+                                int graph)
+{
+    const int64_t E = m->hp.n_embd;
+    float *h = m->h, *a = m->a;
+    int32_t *pos = m->pos;
+    m->h = h + r0 * E;
+    m->a = a + r0 * E;
+    m->pos = pos + r0;
+    vt_status st = m->layers[il].linear ? q35_linear_attn(m, s, il, T)
+                                        : q35_full_attn(m, s, il, T, graph);
+    m->h = h;
+    m->a = a;
+    m->pos = pos;
+    return st;
+}
+
+/* Every layer on x (the embeddings on entry) for the n_seq sequences whose
+ * tokens are consecutive rows (n_tok[i] each, T in all): the norms, the
+ * projections after the mixer and the FFN (the routed experts grouped over
+ * every row) run once over all T rows, each mixer over its sequence's rows.
+ * graph: one sequence, one token, the full-attention layers take positions
+ * and cache rows from d_pos (a recorded step). */
+static vt_status q35_layers_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                                  uint32_t n_seq, int64_t T, int graph)
 {
     const qwen35_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
@@ -471,8 +496,14 @@ static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
     for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
         const qwen35_layer *ly = &m->layers[il];
         TRY(q35_norm_x(m, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
-        if (ly->linear) TRY(q35_linear_attn(m, s, il, T));
-        else TRY(q35_full_attn(m, s, il, T, graph));
+        if (n_seq == 1) {
+            if (ly->linear) TRY(q35_linear_attn(m, seqs[0], il, T));
+            else TRY(q35_full_attn(m, seqs[0], il, T, graph));
+        } else {
+            int64_t r0 = 0;
+            for (uint32_t i = 0; i < n_seq; r0 += n_tok[i], i++)
+                TRY(q35_mixer_rows(m, seqs[i], il, r0, n_tok[i], graph));
+        }
         /* post_attention_norm is the pre-FFN norm; the FFN adds to x (pitfall 16) */
         if (m->fuse) {
             TRY(A->add_rms_norm(c, m->x, E, m->a, E, NULL, ly->post_norm, m->h, E, T, E, hp->eps));
@@ -488,6 +519,11 @@ static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
         }
     }
     return VT_OK;
+}
+
+static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
+{
+    return q35_layers_multi(m, &s, &T, 1, T, graph);
 }
 
 const char *qwen35_decode_path(const vt_model *m)
@@ -597,6 +633,71 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
         int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;
         TRY(q35_mm(m, &m->output, m->h + r * E, E, m->logits_buf, V, n));
         TRY(A->copy_d2h(c, logits + r * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
+    }
+    return VT_OK;
+}
+
+vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                               uint32_t n_seq, const int32_t *tokens, float *logits)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    if (!seqs || !n_tok || !tokens || n_seq == 0) {
+        m->host->set_error("qwen35: forward_multi: NULL sequences, counts or tokens, or none");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (n_seq == 1) return qwen35_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
+    int64_t T = 0;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        if (!seqs[i] || n_tok[i] <= 0) {
+            m->host->set_error("qwen35: forward_multi: sequence %u is NULL or has no tokens", i);
+            return VT_ERR_INVALID_ARG;
+        }
+        for (uint32_t k = 0; k < i; k++)
+            if (seqs[k] == seqs[i]) {
+                m->host->set_error("qwen35: forward_multi: sequences %u and %u are the same", k, i);
+                return VT_ERR_INVALID_ARG;
+            }
+        if (seqs[i]->pos + n_tok[i] > (int64_t)m->n_ctx) {
+            m->host->set_error("qwen35: forward_multi: sequence %u: %" PRId64 " tokens at position "
+                               "%" PRId64 " exceed n_ctx (%u)", i, n_tok[i], seqs[i]->pos, m->n_ctx);
+            return VT_ERR_RANGE;
+        }
+        T += n_tok[i];
+    }
+    if (T > (int64_t)m->n_batch) {
+        m->host->set_error("qwen35: forward_multi: %" PRId64 " tokens in all; must be at most "
+                           "n_batch (%u)", T, m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    for (int64_t t = 0, i = 0, r = 0; t < T; t++, r++) {
+        while (r == n_tok[i]) r = 0, i++;
+        if (tokens[t] < 0 || tokens[t] >= V) {
+            m->host->set_error("qwen35: forward_multi: token %d at index %" PRId64
+                               " is outside the vocabulary (n_vocab %" PRId64 ")", tokens[t], t, V);
+            return VT_ERR_RANGE;
+        }
+        m->pos[t] = (int32_t)(seqs[i]->pos + r);
+    }
+    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(q35_layers_multi(m, seqs, n_tok, n_seq, T, 0));
+    for (uint32_t i = 0; i < n_seq; i++) seqs[i]->pos += n_tok[i];
+    /* the last FFN's addition, then each sequence's last row: final norm into
+     * h's rows 0..n_seq, LM head in chunks of head_rows */
+    TRY(q35_norm_x(m, 0, T, NULL, NULL));
+    if (!logits) return VT_OK;
+    int64_t r = 0;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        r += n_tok[i];
+        TRY(A->rms_norm(c, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E, E, 1, E,
+                        hp->eps));
+    }
+    for (int64_t q = 0; q < n_seq; q += m->head_rows) {
+        int64_t n = n_seq - q < m->head_rows ? n_seq - q : m->head_rows;
+        TRY(q35_mm(m, &m->output, m->h + q * E, E, m->logits_buf, V, n));
+        TRY(A->copy_d2h(c, logits + q * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
     }
     return VT_OK;
 }

@@ -168,6 +168,7 @@ static const vt_model_api q35_api = {
     .seq_pos = q35_seq_pos,
     .forward = q35_forward_entry,
     .memory_needs = qwen35_memory_needs,
+    .forward_multi = qwen35_forward_multi,
 };
 
 static const vt_plugin_desc q35_desc = {

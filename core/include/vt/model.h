@@ -18,7 +18,8 @@
  * Thread-safety: one model and its sequences are used by one thread at a time.
  *
  * ABI history: 1.0 up to forward; 1.1 appends memory_needs; 1.2 appends
- * vt_model_info.moe_path and decode_path (the table is unchanged).
+ * vt_model_info.moe_path and decode_path (the table is unchanged); 1.8
+ * appends forward_multi (several sequences in one pass, for vt serve).
  */
 #ifndef VT_MODEL_H
 #define VT_MODEL_H
@@ -133,6 +134,25 @@ typedef struct vt_model_api {
      * counts weights only and says so. */
     vt_status (*memory_needs)(const vt_host_api *host, const vt_gguf *g,
                               const vt_model_params *params, vt_model_memory *out);
+
+    /* ---- ABI 1.8 (read only when the plugin's abi_minor >= 8) ---- */
+    /*
+     * Evaluate several sequences in one pass (continuous batching, vt serve):
+     * sequence seqs[i] gets the n_tokens[i] >= 1 tokens that follow those of
+     * the sequences before it in tokens[] (host ids), at its own positions
+     * seq_pos(seqs[i]) onwards. Every matmul, and the routed experts (one
+     * expert acquire serves all the tokens of all the sequences that picked
+     * it), run over all the tokens together; attention and recurrent state are
+     * each sequence's own. logits (host, may be NULL): [n_seq][n_vocab], the
+     * last token's of each sequence, in the order of seqs. A sequence appears
+     * at most once; the sum of n_tokens is at most params.n_batch; each
+     * sequence must have room (VT_ERR_RANGE naming it). The result equals
+     * forward() on each sequence up to float rounding. On error the sequences
+     * are in an unspecified state: reset them. NULL: the core calls forward()
+     * once per sequence.
+     */
+    vt_status (*forward_multi)(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tokens,
+                               uint32_t n_seq, const int32_t *tokens, float *logits);
 } vt_model_api;
 
 #ifdef __cplusplus
