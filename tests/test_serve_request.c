@@ -188,6 +188,15 @@ static void test_bad_fields(void **state)
     refused(P, "{\"prompt\":\"of\",\"prompt\":\"of\"}", 400, "'prompt' is given twice");
     refused(C, "{" MSG "," MSG "}", 400, "'messages' is given twice");
     refused(C, "{" MSG ",\"stop\":\"a\",\"stop\":[\"b\"]}", 400, "'stop' is given twice");
+    refused(P, "{\"prompt\":\"a\\u0000b\"}", 400, "\\u0000");
+    { /* an escaped backslash, then "u0000": text, no NUL */
+        vt_serve_request r;
+        vt_serve_error e;
+        assert_int_equal(parse(P, "{\"prompt\":\"a\\\\u0000b\"}", &r, &e), 0);
+        assert_string_equal(r.prompt, "a\\u0000b");
+        vt_serve_request_free(&r);
+    }
+    refused(C, "{" MSG ",\"max_tokens\":5,\"max_completion_tokens\":6}", 400, "not both");
     refused(P, "{}", 400, "'prompt' is required");
     refused(P, "{\"prompt\":5}", 400, "'prompt' must be a string");
     refused(P, "{\"prompt\":[]}", 400, "'prompt' must be a string");

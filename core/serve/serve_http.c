@@ -106,13 +106,18 @@ static enum MHD_Result send_error(struct MHD_Connection *c, const vt_serve_error
     return send_text(c, (unsigned)err->http, "application/json", s);
 }
 
-/* Whether the client closed its end (EOF or an error on the socket). */
-static int client_gone(int fd)
+/* Whether the client went away. eof_counts: a read side at end of file
+ * counts (a non-streaming answer writes nothing until the end, so EOF is all
+ * there is to see; a client that half-closes after its request is then
+ * taken as gone). Streams pass 0: a closed client fails the next write. */
+static int client_gone(int fd, int eof_counts)
 {
     if (fd < 0) return 0;
     struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
     if (poll(&pfd, 1, 0) <= 0) return 0;
-    if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return 1;
+    if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)) return 1;
+    if (!eof_counts) return 0;
+    if (pfd.revents & POLLRDHUP) return 1;
     if (pfd.revents & POLLIN) {
         char b;
         ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -138,7 +143,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             sc->ended = 1;
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        if (client_gone(sc->fd)) {
+        if (client_gone(sc->fd, 0)) {
             vt_serve_job_cancel(sc->job);
             sc->ended = 1;
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -198,7 +203,7 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
         long r = vt_serve_job_read(job, buf, sizeof buf, 100, &http);
         if (r < 0) break;
         if (r == 0) {
-            if (client_gone(fd)) {
+            if (client_gone(fd, 1)) {
                 vt_serve_job_cancel(job);
                 vt_serve_job_release(job);
                 atomic_fetch_sub(&h->in_flight, 1);
@@ -362,7 +367,12 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
                 !strcmp(url, "/completions") || !strcmp(url, "/tokenize") ||
                 !strcmp(url, "/detokenize");
     if (!known) {
-        vt_serve_error_set(&err, 404, NULL, "no endpoint %s %s", method, url);
+        char safe[256];
+        size_t o = 0;
+        for (const unsigned char *u = (const unsigned char *)url; *u && o + 1 < sizeof safe; u++)
+            safe[o++] = *u >= 0x20 && *u < 0x7f ? (char)*u : '?'; /* ASCII only: the JSON stays UTF-8 */
+        safe[o] = 0;
+        vt_serve_error_set(&err, 404, NULL, "no endpoint %s %s", method, safe);
         return send_error(c, &err);
     }
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {

@@ -86,6 +86,22 @@ static cJSON *parse_object(const char *body, size_t len, vt_serve_error *err)
                            (long long)bad);
         return NULL;
     }
+    /* strings are C strings here: a NUL (raw or \u0000) would cut one short silently */
+    if (memchr(body, 0, len)) {
+        vt_serve_error_set(err, 400, NULL, "the request body holds a NUL byte (byte %zu)",
+                           (size_t)((const char *)memchr(body, 0, len) - body));
+        return NULL;
+    }
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (body[i] == '\\') {
+            if (body[i + 1] == 'u' && body[i + 2] == '0' && body[i + 3] == '0' && body[i + 4] == '0' &&
+                body[i + 5] == '0') {
+                vt_serve_error_set(err, 400, NULL, "a string holds \\u0000 (byte %zu): NUL "
+                                   "characters are not accepted", i);
+                return NULL;
+            }
+            i++; /* the escaped character */
+        }
     /* the nesting is counted before cJSON recurses into it */
     int depth = 0, in_str = 0, esc = 0;
     for (size_t i = 0; i < len; i++) {
@@ -380,6 +396,10 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
             if (parse_prompt(f, r, err)) return -1;
         } else if (!strcmp(k, "max_tokens") || (chat && !strcmp(k, "max_completion_tokens"))) {
             if (cJSON_IsNull(f)) continue;
+            if (r->max_tokens != -1) {
+                vt_serve_error_set(err, 400, k, "give 'max_tokens' or 'max_completion_tokens', not both");
+                return -1;
+            }
             if (get_int(f, k, 1, INT32_MAX, &x, err)) return -1;
             r->max_tokens = x;
         } else if (!strcmp(k, "temperature")) {

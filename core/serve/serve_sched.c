@@ -165,6 +165,16 @@ static void out_event(vt_serve_job *j, cJSON *obj)
     free(s);
 }
 
+/* One alternative into a legacy completions top_logprobs object {token: logprob}:
+ * two byte tokens can both read U+FFFD; the first (the likelier) keeps the key. */
+static void add_top(cJSON *top, const cJSON *x)
+{
+    const char *tok = cJSON_GetStringValue(cJSON_GetObjectItem(x, "token"));
+    const cJSON *lp = cJSON_GetObjectItem(x, "logprob");
+    if (!top || !tok || !cJSON_IsNumber(lp) || cJSON_GetObjectItemCaseSensitive(top, tok)) return;
+    cJSON_AddNumberToObject(top, tok, lp->valuedouble);
+}
+
 static cJSON *chunk_base(vt_serve_job *j)
 {
     cJSON *o = cJSON_CreateObject();
@@ -228,9 +238,7 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
                 cJSON_AddItemToArray(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
                 cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
                 cJSON *top = cJSON_CreateObject(), *x;
-                cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs"))
-                    cJSON_AddNumberToObject(top, cJSON_GetObjectItem(x, "token")->valuestring,
-                                            cJSON_GetObjectItem(x, "logprob")->valuedouble);
+                cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
                 cJSON_AddItemToArray(tops, top);
                 cJSON_AddItemToArray(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
             }
@@ -370,19 +378,22 @@ static void add_logprobs(vt_serve_job *j, const float *logits, int32_t id)
     for (int64_t i = 0; i < s->n_vocab; i++) sum += exp((double)logits[i] - mx);
     double lse = mx + log(sum);
     cJSON *e = lp_entry(s, id, (double)logits[id] - lse);
-    cJSON_AddNumberToObject(e, "text_offset", (double)j->text_off);
+    cJSON_AddNumberToObject(e, "text_offset", (double)(j->text_off + (j->in_think ? 0 : j->pending.n)));
     cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
-    int32_t picked[VT_SERVE_MAX_TOP_LOGPROBS];
-    for (int t = 0; t < j->req.top_logprobs && t < s->n_vocab; t++) {
-        int32_t best = -1;
-        for (int64_t i = 0; i < s->n_vocab; i++) {
-            int taken = 0;
-            for (int u = 0; u < t; u++) taken |= picked[u] == i;
-            if (!taken && (best < 0 || logits[i] > logits[best])) best = (int32_t)i;
+    /* the k best in one pass: best[] kept sorted, descending */
+    int32_t best[VT_SERVE_MAX_TOP_LOGPROBS];
+    int k = j->req.top_logprobs < s->n_vocab ? j->req.top_logprobs : (int)s->n_vocab, nb = 0;
+    for (int64_t i = 0; i < s->n_vocab && k > 0; i++) {
+        if (nb == k && !(logits[i] > logits[best[nb - 1]])) continue;
+        int at = nb < k ? nb++ : k - 1;
+        while (at > 0 && logits[i] > logits[best[at - 1]]) {
+            best[at] = best[at - 1];
+            at--;
         }
-        picked[t] = best;
-        cJSON_AddItemToArray(tops, lp_entry(s, best, (double)logits[best] - lse));
+        best[at] = (int32_t)i;
     }
+    for (int t = 0; t < nb; t++)
+        cJSON_AddItemToArray(tops, lp_entry(s, best[t], (double)logits[best[t]] - lse));
     if (!j->lp_pending) j->lp_pending = cJSON_CreateArray();
     cJSON_AddItemToArray(j->lp_pending, e);
 }
@@ -478,9 +489,7 @@ static void finish_ok(vt_serve_job *j)
                     cJSON_AddItemToArray(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
                     cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
                     cJSON *top = cJSON_CreateObject(), *x;
-                    cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs"))
-                        cJSON_AddNumberToObject(top, cJSON_GetObjectItem(x, "token")->valuestring,
-                                                cJSON_GetObjectItem(x, "logprob")->valuedouble);
+                    cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
                     cJSON_AddItemToArray(tops, top);
                     cJSON_AddItemToArray(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
                 }
@@ -627,7 +636,13 @@ static void flush_text(vt_serve_job *j)
     if (j->stop_hit) return;
     size_t n;
     const char *rest = vt_detok_stream_flush(j->ds, &n);
-    if (bb_put_utf8(&j->pending, rest, n) == 0 && drain_pending(j, 0) == 0) drain_pending(j, 1);
+    if (bb_put_utf8(&j->pending, rest, n) != 0) return;
+    if (drain_pending(j, 0)) { /* a stop string completed by the last bytes */
+        j->finish = FIN_STOP;
+        j->stop_hit = 1;
+        return;
+    }
+    drain_pending(j, 1);
 }
 
 /* The slot's job after its logits (r from on_logits): go on, or finish and
@@ -948,8 +963,12 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
             vt_serve_error_set(err, 500, NULL, "out of memory for the messages");
             goto fail;
         }
-        for (size_t i = 0; i < j->req.n_msgs; i++)
-            msgs[i] = (vt_chat_msg){j->req.msgs[i].role, j->req.msgs[i].content};
+        for (size_t i = 0; i < j->req.n_msgs; i++) {
+            const char *role = j->req.msgs[i].role;
+            /* OpenAI's "developer" is the system prompt; qwen35's template has no such role */
+            if (!strcmp(role, "developer") && !strcmp(s->family, "qwen35")) role = "system";
+            msgs[i] = (vt_chat_msg){role, j->req.msgs[i].content};
+        }
         unsigned flags = s->chat_flags;
         if (j->req.thinking == 0) flags |= VT_CHAT_NO_THINKING;
         if (j->req.thinking == 1 && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
@@ -1056,6 +1075,7 @@ long vt_serve_job_read(vt_serve_job *j, char *buf, size_t cap, int timeout_ms, i
         size_t n = j->out.n - j->out_read < cap ? j->out.n - j->out_read : cap;
         memcpy(buf, j->out.p + j->out_read, n);
         j->out_read += n;
+        if (j->out_read == j->out.n) j->out_read = j->out.n = 0; /* all read: reuse the buffer */
         r = (long)n;
     } else {
         r = j->done ? -1 : 0;
