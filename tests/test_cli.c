@@ -660,9 +660,35 @@ static void test_copied_vt_reads_no_source_config(void **s)
     assert_int_equal(system(cmd), 0);
 }
 
+/* vt --help lists every subcommand once (serve was listed twice) */
+static void test_help_lists_each_command_once(void **s)
+{
+    (void)s;
+    const char *args[] = {"--help", NULL};
+    char *out, *err;
+    int rc = run_vt(args, &out, &err);
+    if (rc != 0) fail_msg("vt --help exited %d: %s", rc, err);
+    static const char *const cmds[] = {"run", "logits", "tokenize", "info", "plugins", "config",
+                                       "fit", "mkmodel", "bench", "serve"};
+    char *text = strstr(out, "commands:") ? strstr(out, "commands:") : strstr(err, "commands:");
+    if (!text) fail_msg("vt --help has no 'commands:' section");
+    char *end = strstr(text, "common options:"); /* the command list only */
+    if (end) *end = '\0';
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "\n  %s ", cmds[i]);
+        int n = 0;
+        for (const char *p = text; (p = strstr(p, key)); p++) n++;
+        if (n != 1) fail_msg("vt --help lists '%s' %d times", cmds[i], n);
+    }
+    free(out);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_lists_each_command_once),
         cmocka_unit_test(test_greedy_ids),
         cmocka_unit_test(test_trained_history_batches),
         cmocka_unit_test(test_progress_bar),

@@ -257,5 +257,8 @@ const char *gemma4_moe_path(const vt_model *m);
 const char *gemma4_decode_path(const vt_model *m);
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
+/* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */
+vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tokens,
+                               uint32_t n_seq, const int32_t *tokens, float *logits);
 
 #endif

@@ -453,9 +453,33 @@ static vt_status g4_ple_inject(vt_model *m, uint32_t il, int64_t T)
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
 
-/* Every layer on x (embedded, PLE inputs ready); graph: attention takes
- * positions and cache rows from d_pos (a recorded step). */
-static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
+/* The attention of layer il for one sequence whose tokens are rows
+ * [r0, r0 + T) of the call: h, a and the positions are taken from that row
+ * on; the attention temporaries (q, kp, vp, att) are reused from row 0. */
+static vt_status g4_attention_rows(vt_model *m, vt_model_seq *s, uint32_t il, int64_t r0,
+                                   int64_t T)
+{
+    const int64_t E = m->hp.n_embd;
+    float *h = m->h, *a = m->a;
+    int32_t *pos = m->pos;
+    m->h = h + r0 * E;
+    m->a = a + r0 * E;
+    m->pos = pos + r0;
+    vt_status st = g4_attention(m, s, il, T, 0);
+    m->h = h;
+    m->a = a;
+    m->pos = pos;
+    return st;
+}
+
+/* Every layer on x (embedded, PLE inputs ready) for the n_seq sequences whose
+ * tokens are consecutive rows (n_tok[i] each, T in all): the norms, the
+ * projections outside attention, the MLP and the routed experts (grouped
+ * over every row) run once over all T rows, each sequence's attention over
+ * its own rows, positions and caches. graph: one sequence, one token,
+ * attention takes positions and cache rows from d_pos (a recorded step). */
+static vt_status g4_layers_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                                 uint32_t n_seq, int64_t T, int graph)
 {
     const gemma4_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
@@ -465,7 +489,13 @@ static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const gemma4_layer *ly = &m->layers[il];
         TRY(g4_norm_x(m, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
-        TRY(g4_attention(m, s, il, T, graph));
+        if (n_seq == 1) {
+            TRY(g4_attention(m, seqs[0], il, T, graph));
+        } else {
+            int64_t r0 = 0;
+            for (uint32_t i = 0; i < n_seq; r0 += n_tok[i], i++)
+                TRY(g4_attention_rows(m, seqs[i], il, r0, n_tok[i]));
+        }
         if (m->fuse) m->res_a = m->a; /* r = x + a, added by the FFN's first norm */
         else TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
         TRY(g4_ffn(m, il, T));
@@ -479,6 +509,11 @@ static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
         if (!graph) TRY(g4_dump(m, m->x, T, E));
     }
     return VT_OK;
+}
+
+static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
+{
+    return g4_layers_multi(m, &s, &T, 1, T, graph);
 }
 
 /* The final norm, LM head and soft-capping of row r of x into logits_buf. */
@@ -606,6 +641,81 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
         TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, n * V));
         TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, cap));
         TRY(A->copy_d2h(c, logits + r * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
+    }
+    return VT_OK;
+}
+
+vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                               uint32_t n_seq, const int32_t *tokens, float *logits)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    if (!seqs || !n_tok || !tokens || n_seq == 0) {
+        m->host->set_error("gemma4: forward_multi: NULL sequences, counts or tokens, or none");
+        return VT_ERR_INVALID_ARG;
+    }
+    if (n_seq == 1) return gemma4_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
+    int64_t T = 0;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        if (!seqs[i] || n_tok[i] <= 0) {
+            m->host->set_error("gemma4: forward_multi: sequence %u is NULL or has no tokens", i);
+            return VT_ERR_INVALID_ARG;
+        }
+        for (uint32_t k = 0; k < i; k++)
+            if (seqs[k] == seqs[i]) {
+                m->host->set_error("gemma4: forward_multi: sequences %u and %u are the same", k, i);
+                return VT_ERR_INVALID_ARG;
+            }
+        if (n_tok[i] > (int64_t)m->n_batch || seqs[i]->pos + n_tok[i] > (int64_t)m->n_ctx) {
+            m->host->set_error("gemma4: forward_multi: sequence %u: %" PRId64 " tokens at position "
+                               "%" PRId64 " exceed n_ctx (%u)", i, n_tok[i], seqs[i]->pos, m->n_ctx);
+            return VT_ERR_RANGE;
+        }
+        T += n_tok[i];
+    }
+    if (T > (int64_t)m->n_batch) {
+        m->host->set_error("gemma4: forward_multi: %" PRId64 " tokens in all; must be at most "
+                           "n_batch (%u)", T, m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    for (int64_t t = 0, i = 0, r = 0; t < T; t++, r++) {
+        while (r == n_tok[i]) r = 0, i++;
+        if (tokens[t] < 0 || tokens[t] >= V) {
+            m->host->set_error("gemma4: forward_multi: token %d at index %" PRId64
+                               " is outside the vocabulary (n_vocab %" PRId64 ")", tokens[t], t, V);
+            return VT_ERR_RANGE;
+        }
+        m->pos[t] = (int32_t)(seqs[i]->pos + r);
+    }
+    /* each sequence's sliding caches make room for its own tokens (§6) */
+    for (uint32_t i = 0; i < n_seq; i++) TRY(g4_swa_shift(m, seqs[i], n_tok[i]));
+
+    /* §5.1 embeddings times sqrt(D), §5.2 per-layer inputs: per token */
+    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(A->scale(c, m->x, m->x, T * E, sqrtf((float)E)));
+    if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
+    TRY(g4_layers_multi(m, seqs, n_tok, n_seq, T, 0));
+    for (uint32_t i = 0; i < n_seq; i++) seqs[i]->pos += n_tok[i];
+    /* the last FFN's addition, then each sequence's last row: final norm into
+     * h's rows 0..n_seq, LM head and soft-capping (§5.5) in chunks of head_rows */
+    TRY(g4_norm_x(m, 0, T, NULL, NULL));
+    if (!logits) return VT_OK;
+    int64_t r = 0;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        r += n_tok[i];
+        TRY(A->rms_norm(c, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E, E, 1, E,
+                        hp->eps));
+    }
+    const float cap = hp->softcap;
+    for (int64_t q = 0; q < n_seq; q += m->head_rows) {
+        int64_t n = n_seq - q < m->head_rows ? n_seq - q : m->head_rows;
+        TRY(g4_mm(m, &m->output, m->h + q * E, E, m->logits_buf, V, n));
+        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, 1.0f / cap));
+        TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, n * V));
+        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, cap));
+        TRY(A->copy_d2h(c, logits + q * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
     }
     return VT_OK;
 }

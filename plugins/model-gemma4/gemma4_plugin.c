@@ -136,6 +136,7 @@ static const vt_model_api g4_api = {
     .seq_pos = g4_seq_pos,
     .forward = g4_forward_entry,
     .memory_needs = gemma4_memory_needs,
+    .forward_multi = gemma4_forward_multi,
 };
 
 static const vt_plugin_desc g4_desc = {
