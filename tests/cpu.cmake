@@ -36,3 +36,9 @@ target_link_libraries(bench_read_bw PRIVATE Threads::Threads)
 vt_add_test(test_moe_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_ops.c
             LIBS vtcore ${CMAKE_DL_LIBS} LABELS cpu TIMEOUT 300)
 add_dependencies(test_moe_ops backend-cpu)
+# bench/bench_sampler: host ms per sampled token at a 248k vocabulary, per
+# setting (greedy, vt run's default chain, temperature over the whole
+# vocabulary, top-p, min-p). Built, not run as a test.
+add_executable(bench_sampler ${CMAKE_SOURCE_DIR}/bench/bench_sampler.c)
+target_link_libraries(bench_sampler PRIVATE vtcore m)
+target_include_directories(bench_sampler PRIVATE ${CMAKE_SOURCE_DIR}/core/src)

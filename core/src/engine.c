@@ -52,7 +52,6 @@ struct vt_engine {
     float *last_logits;
     size_t last_logits_bytes;
     int last_logits_pinned;
-    float *multi_logits; /* [n_seq][n_vocab] for vt_engine_seqs_eval, malloc-ed at first use */
 };
 
 vt_status vt_engine_seq_new(vt_engine *e, vt_engine_seq **out);
@@ -188,12 +187,14 @@ const vt_expert_streamer *vt_engine_streamer(const vt_engine *e) { return e->str
 const vt_fit *vt_engine_fit(const vt_engine *e) { return &e->res.fit; }
 const char *vt_engine_store_name(const vt_engine *e) { return e->res.store_name; }
 
-/* e->last_logits: pinned when the backend can pin and its device memory is
- * not host-addressable and the pinned budget takes it (a refusal is a noted
- * fallback: the copy then goes through the driver's staging), else malloc. */
+/* e->last_logits ([n_seq][n_vocab]: one row for vt_engine_eval_last, a row
+ * per sequence for vt_engine_seqs_eval): pinned when the backend can pin and
+ * its device memory is not host-addressable and the pinned budget takes it
+ * (a refusal is a noted fallback: the copy then goes through the driver's
+ * staging), else malloc. */
 static vt_status alloc_last_logits(vt_engine *e)
 {
-    const size_t bytes = (size_t)e->info.n_vocab * sizeof(float);
+    const size_t bytes = (size_t)e->n_seq * (size_t)e->info.n_vocab * sizeof(float);
     const char *why;
     e->last_logits_bytes = bytes;
     if (vt_caps_state(e->bplug->desc, VT_CAP_PINNED_HOST_ALLOC, &why) == VT_CAP_PRESENT &&
@@ -370,7 +371,6 @@ void vt_engine_close(vt_engine *e)
     } else {
         free(e->last_logits);
     }
-    free(e->multi_logits);
     if (e->seq) e->mapi->seq_free(e->model, e->seq);
     if (e->model) e->mapi->free(e->model);
     vt_streamer_destroy(e->streamer);
@@ -523,11 +523,6 @@ vt_status vt_engine_seqs_eval(vt_engine *e, vt_engine_seq *const *seqs, const in
         vt_set_error("%u sequences in one evaluation; the engine holds at most %u", n, e->n_seq);
         return VT_ERR_RANGE;
     }
-    if (!e->multi_logits && !(e->multi_logits = malloc((size_t)e->n_seq * (size_t)V * sizeof(float)))) {
-        vt_set_error("out of memory for the logits of %u sequences (%lld floats each)", e->n_seq,
-                     (long long)V);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
     int64_t T = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (n_tok[i] <= 0) {
@@ -552,13 +547,13 @@ vt_status vt_engine_seqs_eval(vt_engine *e, vt_engine_seq *const *seqs, const in
     vt_status st;
     if (n > 1 && T <= (int64_t)e->n_batch && vt_engine_batches_sequences(e)) {
         st = e->mapi->forward_multi(e->model, (vt_model_seq *const *)seqs, n_tok, n, tokens,
-                                    e->multi_logits);
+                                    e->last_logits);
     } else { /* one sequence, or a model without forward_multi: one after another */
         st = VT_OK;
         for (uint32_t i = 0, off = 0; i < n && st == VT_OK; off += (uint32_t)n_tok[i], i++)
             st = eval_seq(e, (vt_model_seq *)seqs[i], tokens + off, n_tok[i],
-                          e->multi_logits + (size_t)i * (size_t)V, 0);
+                          e->last_logits + (size_t)i * (size_t)V, 0);
     }
-    if (st == VT_OK) *logits = e->multi_logits;
+    if (st == VT_OK) *logits = e->last_logits;
     return st;
 }

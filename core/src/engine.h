@@ -135,8 +135,9 @@ vt_status vt_engine_seq_eval_last(vt_engine *e, vt_engine_seq *s, const int32_t 
  * vt_engine_batches_sequences) and at most n_batch tokens in all, one pass:
  * the matmuls and the routed experts run over every token of every sequence
  * together. Otherwise the sequences are evaluated one after another. *logits
- * = [n][n_vocab], the last token's of each sequence, valid until the next
- * vt_engine_seqs_eval. n <= n_seq; a sequence at most once. On an error
+ * = [n][n_vocab], the last token's of each sequence, in the engine's own
+ * buffer (the one vt_engine_eval_last uses, page-locked the same way), valid
+ * until the next evaluation of any sequence. n <= n_seq; a sequence at most once. On an error
  * every sequence given must be reset.
  */
 vt_status vt_engine_seqs_eval(vt_engine *e, vt_engine_seq *const *seqs, const int64_t *n_tok,

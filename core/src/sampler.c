@@ -20,7 +20,6 @@ struct vt_sampler {
     int64_t n_vocab;
     uint8_t *banned;
     cand *c;
-    float *prob;
     uint64_t s[4];
 };
 
@@ -57,7 +56,6 @@ vt_status vt_sampler_new(const vt_sampler_params *p, int64_t n_vocab, const uint
     if (!s) return VT_ERR_OUT_OF_MEMORY;
     /* the first that fails names itself */
     if (!(s->c = vt_calloc_named((size_t)n_vocab, sizeof *s->c, "sampler: candidates")) ||
-        !(s->prob = vt_calloc_named((size_t)n_vocab, sizeof *s->prob, "sampler: probabilities")) ||
         !(s->banned = vt_calloc_named((size_t)n_vocab, 1, "sampler: banned-token mask"))) {
         vt_sampler_free(s);
         return VT_ERR_OUT_OF_MEMORY;
@@ -75,16 +73,95 @@ void vt_sampler_free(vt_sampler *s)
 {
     if (!s) return;
     free(s->c);
-    free(s->prob);
     free(s->banned);
     free(s);
+}
+
+/* The candidates' order: higher logit first, the lower id on equal logits
+ * (a total order, so every selection below is deterministic). */
+static inline int before(const cand *x, const cand *y)
+{
+    return x->logit > y->logit || (x->logit == y->logit && x->id < y->id);
 }
 
 static int cmp_desc(const void *a, const void *b)
 {
     const cand *x = a, *y = b;
-    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
-    return x->id - y->id;
+    return before(x, y) ? -1 : before(y, x) ? 1 : 0;
+}
+
+static inline void swap_cand(cand *a, cand *b)
+{
+    cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Reorder c[0..n) so that its first k (0 < k < n) come first in the
+ * candidates' order (in any order among themselves): quickselect with a
+ * median-of-three pivot and Hoare's partition. After 2·log2(n) + 8 rounds
+ * that have not ended (an adversarial order), the part left is sorted. */
+static void select_first(cand *c, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n, rounds = 8;
+    for (int64_t m = n; m > 1; m >>= 1) rounds += 2;
+    /* invariant: c[0..lo) <= c[lo..hi) <= c[hi..n) in the order */
+    while (lo < k && k < hi) {
+        const int64_t len = hi - lo;
+        if (len > 4096 && (k - lo) < len / 32) {
+            /* few wanted from many (top-k of a vocabulary): the pivot is the
+             * element of an evenly spaced sample of 256 whose rank there
+             * predicts about twice the wanted count before it, and one pass
+             * (mostly compares) moves what comes before it to the front */
+            cand smp[256];
+            for (int q = 0; q < 256; q++) smp[q] = c[lo + (int64_t)q * (len / 256)];
+            qsort(smp, 256, sizeof *smp, cmp_desc);
+            int64_t r = 2 + (int64_t)((double)(k - lo) * 2.0 * 256.0 / (double)len);
+            const cand piv = smp[r < 255 ? r : 255];
+            int64_t w = lo;
+            for (int64_t i = lo; i < hi; i++)
+                if (!before(&piv, &c[i])) swap_cand(&c[w++], &c[i]);
+            /* c[lo..w) <= piv, strictly before c[w..hi); w > lo (piv is one) */
+            if (k <= w) hi = w;
+            else lo = w;
+            continue;
+        }
+        if (len <= 16 || rounds-- == 0) {
+            qsort(c + lo, (size_t)(hi - lo), sizeof *c, cmp_desc);
+            return;
+        }
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (before(&c[mid], &c[lo])) swap_cand(&c[mid], &c[lo]);
+        if (before(&c[hi - 1], &c[lo])) swap_cand(&c[hi - 1], &c[lo]);
+        if (before(&c[hi - 1], &c[mid])) swap_cand(&c[hi - 1], &c[mid]);
+        const cand piv = c[mid];
+        int64_t i = lo - 1, j = hi;
+        for (;;) {
+            do i++; while (before(&c[i], &piv));
+            do j--; while (before(&piv, &c[j]));
+            if (i >= j) break;
+            swap_cand(&c[i], &c[j]);
+        }
+        /* c[lo..j] <= piv <= c[j+1..hi), lo <= j < hi - 1 */
+        if (k <= j + 1) hi = j + 1;
+        else lo = j + 1;
+    }
+}
+
+/* Make c[0..want) the first `want` of c[0..n) in the candidates' order,
+ * sorted, given that c[0..*sorted) already are: the next ones are selected
+ * from the rest and sorted, growing the sorted prefix at least fourfold (to
+ * 64 at first) so that a walk down the list costs O(n) selections in all. */
+static void ensure_sorted(cand *c, int64_t n, int64_t *sorted, int64_t want)
+{
+    if (want <= *sorted) return;
+    int64_t grow = *sorted * 4;
+    if (grow < 64) grow = 64;
+    if (grow < want) grow = want;
+    if (grow > n) grow = n;
+    if (grow < n) select_first(c + *sorted, n - *sorted, grow - *sorted);
+    qsort(c + *sorted, (size_t)(grow - *sorted), sizeof *c, cmp_desc);
+    *sorted = grow;
 }
 
 int64_t vt_sampler_bad_logits(const float *logits, int64_t n)
@@ -94,29 +171,44 @@ int64_t vt_sampler_bad_logits(const float *logits, int64_t n)
     return bad;
 }
 
+/*
+ * The chain over the candidates in the order above: top-k keeps the first
+ * k, top-p the shortest prefix whose probabilities (at temperature 1, over
+ * what top-k kept) reach top_p, min-p the prefix with p >= min_p · p_max,
+ * then a draw at the temperature walking the kept prefix in order. Only as
+ * much of the order as a step reads is made (ensure_sorted), so a
+ * 248k-token vocabulary is not sorted per token (it was: 42 ms a token);
+ * the sums over an unsorted part are taken in array order, which changes
+ * a draw against a fully sorted walk only when u falls within double
+ * rounding of a boundary (test_sampler compares the two).
+ */
 int32_t vt_sampler_sample(vt_sampler *s, const float *logits)
 {
+    const int greedy = s->p.temperature <= 0.0f;
     int32_t best = -1;
+    int64_t n = 0;
     for (int64_t i = 0; i < s->n_vocab; i++) {
         if (s->banned[i] || isnan(logits[i])) continue;
         if (best < 0 || logits[i] > logits[best]) best = (int32_t)i;
+        if (!greedy) s->c[n++] = (cand){logits[i], (int32_t)i};
     }
     if (best < 0) return -1; /* nothing to draw */
-    if (s->p.temperature <= 0.0f) return best;
+    if (greedy) return best;
 
-    int64_t n = 0;
-    for (int64_t i = 0; i < s->n_vocab; i++)
-        if (!s->banned[i] && !isnan(logits[i])) s->c[n++] = (cand){logits[i], (int32_t)i};
-    qsort(s->c, (size_t)n, sizeof *s->c, cmp_desc);
-    if (s->p.top_k > 0 && n > s->p.top_k) n = s->p.top_k;
-
+    cand *c = s->c;
+    int64_t sorted = 0;
+    const float l0 = logits[best];
+    if (s->p.top_k > 0 && n > s->p.top_k) {
+        ensure_sorted(c, n, &sorted, s->p.top_k);
+        n = s->p.top_k;
+    }
     /* probabilities at temperature 1 for top-p / min-p (llama.cpp filters before temp) */
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (s->prob[i] = expf(s->c[i].logit - s->c[0].logit));
     if (s->p.top_p < 1.0f) {
-        double acc = 0;
+        double sum = 0, acc = 0;
+        for (int64_t i = 0; i < n; i++) sum += expf(c[i].logit - l0);
         for (int64_t i = 0; i < n; i++) {
-            acc += s->prob[i] / sum;
+            ensure_sorted(c, n, &sorted, i + 1);
+            acc += expf(c[i].logit - l0) / sum;
             if (acc >= s->p.top_p) {
                 n = i + 1;
                 break;
@@ -125,16 +217,21 @@ int32_t vt_sampler_sample(vt_sampler *s, const float *logits)
     }
     if (s->p.min_p > 0.0f) {
         int64_t keep = 1;
-        while (keep < n && s->prob[keep] >= s->p.min_p * s->prob[0]) keep++;
+        for (;;) {
+            ensure_sorted(c, n, &sorted, keep + 1 < n ? keep + 1 : n);
+            if (keep >= n || !(expf(c[keep].logit - l0) >= s->p.min_p)) break;
+            keep++;
+        }
         n = keep;
     }
-    sum = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (s->prob[i] = expf((s->c[i].logit - s->c[0].logit) / s->p.temperature));
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += expf((c[i].logit - l0) / s->p.temperature);
     double u = (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0) * sum, acc = 0;
     for (int64_t i = 0; i < n; i++) {
-        acc += s->prob[i];
-        if (u < acc) return s->c[i].id;
+        ensure_sorted(c, n, &sorted, i + 1);
+        acc += expf((c[i].logit - l0) / s->p.temperature);
+        if (u < acc) return c[i].id;
     }
-    return s->c[n - 1].id;
+    ensure_sorted(c, n, &sorted, n);
+    return c[n - 1].id;
 }
