@@ -21,8 +21,10 @@
  * Models: the qwen35moe-tiny and gemma4-moe-tiny fixtures (the gemma4
  * streams run past the sliding window's cache, so each sequence's window
  * moves on its own), the trained qwen35moe (real routing), the tiny qwen35
- * with its experts streamed through the minimum arena, and a generated
- * gemma4 with shared-KV layers, per-layer embeddings and a window of 8.
+ * with its experts streamed through the minimum arena, and generated
+ * models (a qwen35moe, and a gemma4 with shared-KV layers, per-layer
+ * embeddings and a window of 8), resident and streamed, which need no
+ * fixture and so run on every device.
  * Both families must batch (vt_engine_batches_sequences), so a model that
  * falls back to one sequence after another fails here.
  *
@@ -352,45 +354,66 @@ static void test_fixtures_fast(void **state)
         if (!g_files[i].streamed) run_file(&g_files[i], NULL, 23 + i);
 }
 
-/* a generated gemma4: shared-KV layers, per-layer embeddings, a window of 8
- * (the sliding caches hold 20 rows) and an always-on MLP beside the experts */
-static void test_generated_gemma4(void **state)
+/* Generated models (no fixture needed, so these run on every device): a
+ * qwen35moe and a gemma4 with shared-KV layers, per-layer embeddings, a
+ * window of 8 (the sliding caches hold 20 rows) and an always-on MLP beside
+ * the experts; each resident and with its experts streamed through 12 slots. */
+static void test_generated(void **state)
 {
     (void)state;
     if (!ready(0)) return;
-    vt_mkmodel_params mp;
-    vt_mkmodel_defaults_gemma4(&mp);
-    mp.n_embd = 64;
-    mp.n_layer = 6;
-    mp.n_head = 2;
-    mp.n_head_kv = 1;
-    mp.head_dim = 32;
-    mp.head_dim_swa = 16;
-    mp.n_rot = 16;
-    mp.n_ff = 64;
-    mp.n_ff_exp = 32;
-    mp.n_expert = 8;
-    mp.n_expert_used = 2;
-    mp.sliding_window = 8;
-    mp.shared_kv_layers = 2;
-    mp.n_per_layer = 16;
-    mp.n_merges = 64;
-    mp.weight_type = VT_TYPE_F32;
-    mp.seed = 4242;
-    char path[256];
-    snprintf(path, sizeof path, "/tmp/vt-multi-gemma4-%d.gguf", (int)getpid());
-    if (vt_mkmodel_gemma4(path, &mp) != VT_OK) fail_msg("mkmodel: %s", vt_last_error());
-    vt_engine *e = open_engine(path, "scalar", NULL);
-    if (!e) {
+    for (int fam = 0; fam < 2; fam++) {
+        vt_mkmodel_params mp;
+        if (fam == 0) {
+            vt_mkmodel_defaults(&mp);
+            mp.ssm_d_k = 16;
+            mp.ssm_n_k = 2;
+            mp.ssm_n_v = 4;
+            mp.n_ff_shexp = 32;
+        } else {
+            vt_mkmodel_defaults_gemma4(&mp);
+            mp.n_layer = 6;
+            mp.head_dim_swa = 16;
+            mp.n_ff = 64;
+            mp.sliding_window = 8;
+            mp.shared_kv_layers = 2;
+            mp.n_per_layer = 16;
+        }
+        mp.n_embd = 64;
+        mp.n_head = 2;
+        mp.n_head_kv = 1;
+        mp.head_dim = 32;
+        mp.n_rot = 16;
+        mp.n_ff_exp = 32;
+        mp.n_expert = 8;
+        mp.n_expert_used = 2;
+        mp.n_merges = 64;
+        mp.weight_type = VT_TYPE_F32;
+        mp.seed = 4242 + (uint64_t)fam;
+        char path[256];
+        snprintf(path, sizeof path, "/tmp/vt-multi-%s-%d.gguf", fam ? "gemma4" : "qwen35",
+                 (int)getpid());
+        vt_status st = fam ? vt_mkmodel_gemma4(path, &mp) : vt_mkmodel_qwen35moe(path, &mp);
+        if (st != VT_OK) fail_msg("mkmodel: %s", vt_last_error());
+        for (int streamed = 0; streamed < 2; streamed++) {
+            char sv[64], sl[64];
+            snprintf(sv, sizeof sv, "%s.experts=streamed", VT_MULTI_DEVICE);
+            snprintf(sl, sizeof sl, "%s.expert_cache.slots=12", VT_MULTI_DEVICE);
+            const char *sets[] = {sv, sl, NULL};
+            vt_engine *e = open_engine(path, "scalar", streamed ? sets : NULL);
+            if (!e) {
+                unlink(path);
+                return;
+            }
+            char what[160];
+            snprintf(what, sizeof what, "generated %s%s, %s",
+                     fam ? "gemma4 (shared KV, PLE, window 8)" : "qwen35moe",
+                     streamed ? ", streamed" : "", VT_MULTI_DEVICE);
+            run_multi(e, what, 72, g_cpu, 5 + (uint64_t)(fam * 2 + streamed));
+            vt_engine_close(e);
+        }
         unlink(path);
-        return;
     }
-    char what[160];
-    snprintf(what, sizeof what, "generated gemma4 (shared KV, PLE, window 8), %s",
-             VT_MULTI_DEVICE);
-    run_multi(e, what, 72, g_cpu, 5);
-    vt_engine_close(e);
-    unlink(path);
 }
 
 /* what forward_multi refuses, by name, and the engine's own checks */
@@ -443,7 +466,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures_scalar),
         cmocka_unit_test(test_fixtures_fast),
-        cmocka_unit_test(test_generated_gemma4),
+        cmocka_unit_test(test_generated),
         cmocka_unit_test(test_refusals),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
