@@ -30,6 +30,8 @@
  *
  * The same source builds test_forward_multi (device "cpu") and
  * test_forward_multi_cuda (device "cuda"; skips loudly without a device).
+ * VT_MULTI_SOME_FILES=1 passes over fixture files that are absent (a
+ * machine given only some of them, as the H200 run is).
  */
 #include "test_util.h"
 
@@ -318,6 +320,12 @@ static void run_file(const multi_file *f, const char *kernels, uint64_t seed)
         return;
     }
     char *path = vt_test_path(g_fx, f->rel);
+    const char *some = getenv("VT_MULTI_SOME_FILES");
+    if (some && *some == '1' && access(path, R_OK) != 0) {
+        printf("[multi] %-58s not here (VT_MULTI_SOME_FILES=1)\n", f->label);
+        free(path);
+        return;
+    }
     char streamed[64], slots[64];
     snprintf(streamed, sizeof streamed, "%s.experts=streamed", VT_MULTI_DEVICE);
     snprintf(slots, sizeof slots, "%s.expert_cache.slots=12", VT_MULTI_DEVICE);
