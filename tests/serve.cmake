@@ -13,3 +13,9 @@ add_test(NAME serve_openai_node
                  ${VT_FIXTURES_DIR} ${VT_PLUGIN_OUTPUT_DIR})
 set_tests_properties(serve_openai_node PROPERTIES LABELS "serve;fixtures" TIMEOUT 300
                      SKIP_RETURN_CODE 77)
+# vt serve's formatter with each cJSON allocation failing in turn
+# (test_serve_oom.c): a stream is whole or ends with one error event, a body
+# is whole or a JSON 500, the scheduler serves on.
+vt_add_test(test_serve_oom SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_oom.c
+            LIBS vtserve PkgConfig::CJSON LABELS "serve;fixtures" TIMEOUT 300)
+add_dependencies(test_serve_oom backend-cpu model-qwen35)

@@ -19,6 +19,7 @@
 #include "expert_streamer.h"
 #include "registry.h"
 #include "sampler.h"
+#include "serve_json.h"
 #include "serve_metrics.h"
 #include "tokenizer.h"
 
@@ -84,6 +85,8 @@ struct vt_serve_job {
     cJSON *lp_pending;       /* logprob entries not yet sent (streaming) or all (not) */
     cJSON *lp_c_tokens, *lp_c_lps, *lp_c_tops, *lp_c_offs; /* completion logprobs (non-streaming) */
     size_t text_off;
+    int json_broken;         /* a cJSON allocation failed while formatting (serve_json.h):
+                                nothing more is sent but an error */
     int finish;
     int stop_hit;            /* a stop string ended the text */
     /* output, under sched->mu */
@@ -149,18 +152,41 @@ static void out_locked(vt_serve_job *j, const char *s, size_t n)
     pthread_cond_broadcast(&j->cv);
 }
 
-static void out_event(vt_serve_job *j, cJSON *obj)
+/* cJSON_AddItemTo{Array,Object} that frees the item when it cannot be added
+ * (a NULL parent or key after a failed allocation), so nothing leaks. */
+static int arr_add(cJSON *arr, cJSON *item)
 {
-    char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
-    pthread_mutex_lock(&j->sched->mu);
-    if (s) {
-        out_locked(j, "data: ", 6);
-        out_locked(j, s, strlen(s));
-        out_locked(j, "\n\n", 2);
-    } else {
-        j->done = 1;
-        pthread_cond_broadcast(&j->cv);
+    if (cJSON_AddItemToArray(arr, item)) return 1;
+    cJSON_Delete(item);
+    return 0;
+}
+
+static void obj_add(cJSON *obj, const char *key, cJSON *item)
+{
+    if (!cJSON_AddItemToObject(obj, key, item)) cJSON_Delete(item);
+}
+
+/* One SSE event of obj, built since `mark` (vt_serve_json_failures): an
+ * object missing a member (an allocation failed) or one that cannot be
+ * printed is not sent; the job is marked broken and its caller ends it with
+ * an error event (on_logits, finish_ok). */
+static void out_event(vt_serve_job *j, cJSON *obj, unsigned long mark)
+{
+    if (vt_serve_json_failures() != mark) j->json_broken = 1;
+    if (j->json_broken || !obj) {
+        j->json_broken = 1;
+        return;
     }
+    char *s = cJSON_PrintUnformatted(obj);
+    if (!s || vt_serve_json_failures() != mark) {
+        j->json_broken = 1;
+        free(s);
+        return;
+    }
+    pthread_mutex_lock(&j->sched->mu);
+    out_locked(j, "data: ", 6);
+    out_locked(j, s, strlen(s));
+    out_locked(j, "\n\n", 2);
     pthread_mutex_unlock(&j->sched->mu);
     free(s);
 }
@@ -201,9 +227,11 @@ static const char *finish_name(int f) { return f == FIN_LENGTH ? "length" : "sto
  * logprobs, and/or the finish reason. */
 static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reasoning, int finish)
 {
+    if (j->json_broken) return;
+    const unsigned long mark = vt_serve_json_failures();
     cJSON *o = chunk_base(j), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, c);
+    if (!arr_add(choices, c)) c = NULL; /* freed; what follows adds nothing to NULL */
     cJSON_AddNumberToObject(c, "index", 0);
     char *t = malloc(n + 1);
     if (t) {
@@ -219,7 +247,7 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
         if (n && t) cJSON_AddStringToObject(d, reasoning ? "reasoning_content" : "content", t);
         if (j->lp_pending && cJSON_GetArraySize(j->lp_pending)) {
             cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
-            cJSON_AddItemToObject(lp, "content", j->lp_pending);
+            obj_add(lp, "content", j->lp_pending);
             j->lp_pending = j->req.logprobs ? cJSON_CreateArray() : NULL;
         } else {
             cJSON_AddNullToObject(c, "logprobs");
@@ -235,12 +263,12 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
                   *offs = cJSON_AddArrayToObject(lp, "text_offset");
             cJSON *e;
             cJSON_ArrayForEach(e, j->lp_pending) {
-                cJSON_AddItemToArray(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
-                cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+                arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+                arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
                 cJSON *top = cJSON_CreateObject(), *x;
                 cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
-                cJSON_AddItemToArray(tops, top);
-                cJSON_AddItemToArray(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
+                arr_add(tops, top);
+                arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
             }
             cJSON_Delete(j->lp_pending);
             j->lp_pending = cJSON_CreateArray();
@@ -250,8 +278,9 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
     }
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish_name(finish));
     else cJSON_AddNullToObject(c, "finish_reason");
+    if (!t) j->json_broken = 1;
     free(t);
-    out_event(j, o);
+    out_event(j, o, mark);
     cJSON_Delete(o);
 }
 
@@ -362,7 +391,7 @@ static cJSON *lp_entry(vt_serve_sched *s, int32_t id, double lp)
     cJSON_AddStringToObject(e, "token", safe);
     cJSON_AddNumberToObject(e, "logprob", lp);
     cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
-    for (int64_t i = 0; i < k; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
+    for (int64_t i = 0; i < k; i++) arr_add(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
     return e;
 }
 
@@ -371,6 +400,7 @@ static cJSON *lp_entry(vt_serve_sched *s, int32_t id, double lp)
 static void add_logprobs(vt_serve_job *j, const float *logits, int32_t id)
 {
     vt_serve_sched *s = j->sched;
+    const unsigned long mark = vt_serve_json_failures();
     double mx = -INFINITY;
     for (int64_t i = 0; i < s->n_vocab; i++)
         if (logits[i] > mx) mx = logits[i];
@@ -393,9 +423,10 @@ static void add_logprobs(vt_serve_job *j, const float *logits, int32_t id)
         best[at] = (int32_t)i;
     }
     for (int t = 0; t < nb; t++)
-        cJSON_AddItemToArray(tops, lp_entry(s, best[t], (double)logits[best[t]] - lse));
+        arr_add(tops, lp_entry(s, best[t], (double)logits[best[t]] - lse));
     if (!j->lp_pending) j->lp_pending = cJSON_CreateArray();
-    cJSON_AddItemToArray(j->lp_pending, e);
+    arr_add(j->lp_pending, e);
+    if (vt_serve_json_failures() != mark) j->json_broken = 1;
 }
 
 /* ------------------------------------------------------------------ finishing */
@@ -421,16 +452,26 @@ static void finish_error(vt_serve_job *j, int http, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err.message, sizeof err.message, fmt, ap);
     va_end(ap);
+    const unsigned long mark = vt_serve_json_failures();
     char *js = vt_serve_error_json(&err);
+    if (js && vt_serve_json_failures() != mark) {
+        free(js);
+        js = NULL;
+    }
+    /* when even the error cannot be built: a fixed one, no allocation */
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory while formatting the "
+                              "response\",\"type\":\"server_error\",\"code\":500}}";
+    const char *body = js ? js : oom;
+    if (!js) http = 500;
     vt_serve_sched *s = j->sched;
     pthread_mutex_lock(&s->mu);
     if (j->req.stream) {
         out_locked(j, "data: ", 6);
-        if (js) out_locked(j, js, strlen(js));
+        out_locked(j, body, strlen(body));
         out_locked(j, "\n\n", 2);
     } else {
         j->out.n = 0;
-        if (js) out_locked(j, js, strlen(js));
+        out_locked(j, body, strlen(body));
         j->http = http;
     }
     j->done = 1;
@@ -443,18 +484,29 @@ static void finish_error(vt_serve_job *j, int http, const char *fmt, ...)
 static void finish_ok(vt_serve_job *j)
 {
     vt_serve_sched *s = j->sched;
+    static const char broken[] = "out of memory while formatting the response";
+    if (j->json_broken) {
+        finish_error(j, 500, broken);
+        return;
+    }
     if (j->req.stream) {
         stream_chunk(j, NULL, 0, 0, j->finish);
-        if (j->req.include_usage) {
+        if (j->req.include_usage && !j->json_broken) {
+            const unsigned long mark = vt_serve_json_failures();
             cJSON *o = chunk_base(j);
             cJSON_AddArrayToObject(o, "choices");
-            cJSON_AddItemToObject(o, "usage", usage_json(j));
-            out_event(j, o);
+            obj_add(o, "usage", usage_json(j));
+            out_event(j, o, mark);
             cJSON_Delete(o);
+        }
+        if (j->json_broken) {
+            finish_error(j, 500, broken);
+            return;
         }
         pthread_mutex_lock(&s->mu);
         out_locked(j, "data: [DONE]\n\n", 14);
     } else {
+        const unsigned long mark = vt_serve_json_failures();
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "id", j->id);
         cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion"
@@ -462,7 +514,7 @@ static void finish_ok(vt_serve_job *j)
         cJSON_AddNumberToObject(o, "created", (double)j->created);
         cJSON_AddStringToObject(o, "model", s->model_id);
         cJSON *c = cJSON_CreateObject();
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+        if (!arr_add(cJSON_AddArrayToObject(o, "choices"), c)) c = NULL; /* freed */
         cJSON_AddNumberToObject(c, "index", 0);
         if (j->req.kind == VT_SERVE_CHAT) {
             cJSON *msg = cJSON_AddObjectToObject(c, "message");
@@ -471,7 +523,7 @@ static void finish_ok(vt_serve_job *j)
             if (j->reasoning.n) cJSON_AddStringToObject(msg, "reasoning_content", j->reasoning.p);
             if (j->req.logprobs) {
                 cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
-                cJSON_AddItemToObject(lp, "content", j->lp_pending ? j->lp_pending : cJSON_CreateArray());
+                obj_add(lp, "content", j->lp_pending ? j->lp_pending : cJSON_CreateArray());
                 j->lp_pending = NULL;
             } else {
                 cJSON_AddNullToObject(c, "logprobs");
@@ -486,21 +538,26 @@ static void finish_ok(vt_serve_job *j)
                       *offs = cJSON_AddArrayToObject(lp, "text_offset");
                 cJSON *e;
                 cJSON_ArrayForEach(e, j->lp_pending) {
-                    cJSON_AddItemToArray(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
-                    cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+                    arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+                    arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
                     cJSON *top = cJSON_CreateObject(), *x;
                     cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
-                    cJSON_AddItemToArray(tops, top);
-                    cJSON_AddItemToArray(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
+                    arr_add(tops, top);
+                    arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
                 }
             } else {
                 cJSON_AddNullToObject(c, "logprobs");
             }
         }
         cJSON_AddStringToObject(c, "finish_reason", finish_name(j->finish));
-        cJSON_AddItemToObject(o, "usage", usage_json(j));
+        obj_add(o, "usage", usage_json(j));
         char *txt = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
+        if (!txt || vt_serve_json_failures() != mark) {
+            free(txt);
+            finish_error(j, 500, broken);
+            return;
+        }
         pthread_mutex_lock(&s->mu);
         j->out.n = 0;
         if (txt) {
@@ -615,6 +672,10 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
     }
     if (j->finish == FIN_ERROR) {
         vt_set_error("out of memory for the output text");
+        return -1;
+    }
+    if (j->json_broken) {
+        vt_set_error("out of memory while formatting the response");
         return -1;
     }
     if (j->req.max_tokens >= 0 && j->n_gen >= j->req.max_tokens) {
@@ -819,6 +880,7 @@ static void *sched_main(void *arg)
 
 vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
 {
+    vt_serve_json_init();
     vt_serve_sched *s = calloc(1, sizeof *s);
     if (!s) {
         vt_set_error("out of memory for the scheduler");

@@ -9,9 +9,14 @@
  * `chunk` tokens per round while other slots decode, so running streams keep
  * flowing. Each slot has its own sequence (KV cache, recurrent state) of the
  * engine, which was opened with n_seq = n_parallel (the fit check counted
- * them). A round today evaluates the slots one after another through the
- * model's one-sequence forward; the experts are not yet grouped across
- * sequences.
+ * them). A round is one vt_engine_seqs_eval of every running slot's tokens:
+ * one forward pass when the model has forward_multi (qwen35, gemma4), where
+ * the matmuls and the routed experts run over all the slots' tokens
+ * together; else the slots one after another.
+ *
+ * Out of memory while a response is formatted (serve_json.h): what was not
+ * built whole is not sent; the request ends with an error event (streams)
+ * or a JSON 500, and the other slots go on.
  *
  * Threads: submit/read/cancel/release from any thread (the HTTP server's);
  * everything that touches the engine runs on the scheduler's own thread.
