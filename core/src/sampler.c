@@ -184,23 +184,73 @@ int64_t vt_sampler_bad_logits(const float *logits, int64_t n)
  */
 int32_t vt_sampler_sample(vt_sampler *s, const float *logits)
 {
-    const int greedy = s->p.temperature <= 0.0f;
+    const int64_t V = s->n_vocab;
+    /* the largest logit that is not NaN (a NaN compares false): one pass the
+     * compiler vectorises; the first unbanned id holding it is the argmax
+     * (the lowest id on ties), else the masked scan below finds it */
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
     int32_t best = -1;
-    int64_t n = 0;
-    for (int64_t i = 0; i < s->n_vocab; i++) {
-        if (s->banned[i] || isnan(logits[i])) continue;
-        if (best < 0 || logits[i] > logits[best]) best = (int32_t)i;
-        if (!greedy) s->c[n++] = (cand){logits[i], (int32_t)i};
-    }
+    for (int64_t i = 0; i < V; i++)
+        if (logits[i] == mx && !s->banned[i]) {
+            best = (int32_t)i;
+            break;
+        }
+    if (best < 0) /* every id holding the largest logit is banned (or all is NaN) */
+        for (int64_t i = 0; i < V; i++) {
+            if (s->banned[i] || isnan(logits[i])) continue;
+            if (best < 0 || logits[i] > logits[best]) best = (int32_t)i;
+        }
     if (best < 0) return -1; /* nothing to draw */
-    if (greedy) return best;
+    if (s->p.temperature <= 0.0f) return best;
+
+    /* the candidates: with top-k on a large vocabulary, only those at or
+     * above a threshold that an evenly spaced sample of 1024 logits predicts
+     * about 8·k + 64 of (checked: at least k must be found, else all);
+     * top-k of the subset is top-k of all, the order being total */
+    int64_t n = 0;
+    const int32_t K = s->p.top_k;
+    if (K > 0 && V >= 16384 && (int64_t)K * 64 < V) {
+        float smp[1024];
+        int ns = 0;
+        for (int q = 0; q < 1024; q++) {
+            float x = logits[(int64_t)q * (V / 1024)];
+            if (!isnan(x)) smp[ns++] = x;
+        }
+        if (ns > 64) {
+            /* the sample's element of rank r (0: the largest) predicts about
+             * r/ns of V at or above it; the r+1 largest kept in top[],
+             * descending (r <= 132 here: V >= 64·K) */
+            int64_t r = ((int64_t)K * 8 + 64) * ns / V;
+            if (r >= ns) r = ns - 1;
+            float top[1024];
+            int nt = 0;
+            for (int i = 0; i < ns; i++) {
+                const float x = smp[i];
+                if (nt == r + 1 && !(x > top[nt - 1])) continue;
+                int k = nt < r + 1 ? nt++ : nt - 1;
+                while (k > 0 && top[k - 1] < x) {
+                    top[k] = top[k - 1];
+                    k--;
+                }
+                top[k] = x;
+            }
+            const float t = top[nt - 1];
+            for (int64_t i = 0; i < V; i++)
+                if (logits[i] >= t && !s->banned[i]) s->c[n++] = (cand){logits[i], (int32_t)i};
+            if (n < K) n = 0; /* too few (banned ids, or a skewed sample): all */
+        }
+    }
+    if (n == 0)
+        for (int64_t i = 0; i < V; i++)
+            if (!s->banned[i] && !isnan(logits[i])) s->c[n++] = (cand){logits[i], (int32_t)i};
 
     cand *c = s->c;
     int64_t sorted = 0;
     const float l0 = logits[best];
-    if (s->p.top_k > 0 && n > s->p.top_k) {
-        ensure_sorted(c, n, &sorted, s->p.top_k);
-        n = s->p.top_k;
+    if (K > 0 && n >= K) { /* the first K, sorted (the sums below run over them in order) */
+        ensure_sorted(c, n, &sorted, K);
+        n = K;
     }
     /* probabilities at temperature 1 for top-p / min-p (llama.cpp filters before temp) */
     if (s->p.top_p < 1.0f) {
