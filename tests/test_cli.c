@@ -660,6 +660,57 @@ static void test_copied_vt_reads_no_source_config(void **s)
     assert_int_equal(system(cmd), 0);
 }
 
+/* vt bench --parallel 3: rows for 1, 2 and 3 streams, and the 3-wide round's
+ * profile: the routed experts run once per layer per round whatever the
+ * number of streams (grouped across sequences), each sequence's mixer once
+ * per layer per round */
+static void test_bench_parallel(void **s)
+{
+    (void)s;
+    const char *src = getenv("VT_TEST_SOURCE_DIR");
+    assert_non_null(src);
+    char m[4096];
+    snprintf(m, sizeof m, "%s/models/vt-demo-qwen35moe.gguf", src);
+    const char *args[] = {"bench", "-m", m, "-p", "8", "-n", "4", "--reps", "1", "--parallel", "3",
+                          "--profile", "--json", "-t", "2", NULL};
+    char *out, *err;
+    int rc = run_vt(args, &out, &err);
+    if (rc) fail_msg("vt bench --parallel 3 exited %d: %s", rc, err);
+    cJSON *j = cJSON_Parse(out);
+    if (!j) fail_msg("vt bench --parallel --json printed no JSON: %s", out);
+    const cJSON *par = cJSON_GetObjectItem(j, "parallel");
+    if (cJSON_GetArraySize(par) != 3) fail_msg("want rows for 1, 2, 3 streams: %s", out);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *r = cJSON_GetArrayItem(par, i);
+        assert_int_equal(cJSON_GetObjectItem(r, "streams")->valueint, i + 1);
+        double b = cJSON_GetObjectItem(r, "batched_tok_s")->valuedouble;
+        double o = cJSON_GetObjectItem(r, "one_by_one_tok_s")->valuedouble;
+        if (!(b > 0 && b < 1e9 && o > 0 && o < 1e9)) fail_msg("row %d: %g and %g tok/s", i, b, o);
+    }
+    const cJSON *prof = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "profile_parallel"),
+                                            "batched decode");
+    if (!prof) fail_msg("no profile_parallel: %s", out);
+    assert_int_equal(cJSON_GetObjectItem(prof, "steps")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(prof, "tokens")->valueint, 12);
+    struct { const char *op; int calls; } want[] = {
+        {"moe_ffn", 4 * 8}, {"moe_route", 4 * 8}, {"gated_delta_net", 4 * 6 * 3},
+        {"attention", 4 * 2 * 3},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        int found = -1;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(prof, "ops"))
+            if (!strcmp(cJSON_GetObjectItem(it, "op")->valuestring, want[w].op))
+                found = cJSON_GetObjectItem(it, "calls")->valueint;
+        if (found != want[w].calls)
+            fail_msg("batched decode profile: %s called %d times, want %d\n%s", want[w].op, found,
+                     want[w].calls, out);
+    }
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+}
+
 /* vt --help lists every subcommand once (serve was listed twice) */
 static void test_help_lists_each_command_once(void **s)
 {
@@ -694,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_progress_bar),
         cmocka_unit_test(test_default_demo_model),
         cmocka_unit_test(test_bench_profile),
+        cmocka_unit_test(test_bench_parallel),
         cmocka_unit_test(test_chat_template),
         cmocka_unit_test(test_logits_and_split),
         cmocka_unit_test(test_tokenize_info_plugins),

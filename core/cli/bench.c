@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bench_parallel.h"
 #include "bench_profile.h"
 #include "cache_sim.h"
 #include "capabilities.h"
@@ -82,6 +83,9 @@ int cli_cmd_bench(const opts *o)
     int reps = o->reps ? o->reps : 5;
     opts oo = *o;
     oo.prompt = NULL;
+    /* --parallel N: N sequences besides the engine's own (bench_parallel.h) */
+    const int n_par = o->parallel > 1 ? o->parallel : 0;
+    oo.parallel = n_par ? n_par + 1 : 0;
     if (!oo.ctx) oo.ctx = (uint32_t)(n_prompt + n_gen + 8);
     vt_engine *e;
     if (cli_open_engine(&oo, &e) != VT_OK) return cli_fail("bench");
@@ -271,6 +275,10 @@ int cli_cmd_bench(const opts *o)
             cJSON_Delete(j);
             goto out;
         }
+        if (n_par && vt_bench_parallel(e, n_prompt, n_gen, reps, n_par, info.n_vocab, o->profile, j)) {
+            cJSON_Delete(j);
+            goto out;
+        }
         char *txt = cJSON_Print(j);
         if (txt) printf("%s\n", txt);
         free(txt);
@@ -327,6 +335,8 @@ int cli_cmd_bench(const opts *o)
         }
         printf("peak RSS: %.1f MiB   fallbacks: %llu\n", rss, (unsigned long long)vt_host_n_fallbacks());
         if (o->profile && vt_bench_profile(e, toks, n_prompt, n_gen, pp_med, tg_med, NULL))
+            goto out;
+        if (n_par && vt_bench_parallel(e, n_prompt, n_gen, reps, n_par, info.n_vocab, o->profile, NULL))
             goto out;
     }
     rc = 0;

@@ -99,3 +99,25 @@ int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen,
     }
     return 0;
 }
+
+int vt_bench_profile_multi(vt_engine *e, vt_engine_seq *const *seqs, uint32_t n_seq,
+                           const int32_t *tokens, int n_gen, double decode_tok_s, cJSON *json)
+{
+    static phase dec;
+    dec = (phase){.name = "batched decode", .tokens = n_gen * (int)n_seq, .steps = n_gen,
+                  .unprofiled_tok_s = decode_tok_s};
+    int64_t ones[256];
+    for (uint32_t i = 0; i < n_seq && i < 256; i++) ones[i] = 1;
+    if (vt_engine_profile_start(e) != VT_OK) return 1;
+    double t0 = now_seconds();
+    const float *logits;
+    vt_status st = VT_OK;
+    for (int k = 0; k < n_gen && st == VT_OK; k++)
+        st = vt_engine_seqs_eval(e, seqs, ones, n_seq, tokens + (size_t)k * n_seq, &logits);
+    dec.wall = now_seconds() - t0;
+    dec.n_rows = vt_engine_profile_stop(e, dec.rows, MAX_ROWS);
+    if (st != VT_OK) return 1;
+    if (json) add_phase(cJSON_AddObjectToObject(json, "profile_parallel"), &dec);
+    else print_phase(&dec);
+    return 0;
+}

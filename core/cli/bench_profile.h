@@ -21,4 +21,13 @@
 int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen,
                      double prefill_tok_s, double decode_tok_s, cJSON *json);
 
+/*
+ * The same for n_seq sequences decoding together (vt bench --parallel): n_gen
+ * rounds of vt_engine_seqs_eval, one token each, tokens[k * n_seq + i] for
+ * sequence i in round k (n_seq <= 256). Printed, or added to json as
+ * "profile_parallel". Returns 0, or 1 after an engine error.
+ */
+int vt_bench_profile_multi(vt_engine *e, vt_engine_seq *const *seqs, uint32_t n_seq,
+                           const int32_t *tokens, int n_gen, double decode_tok_s, cJSON *json);
+
 #endif

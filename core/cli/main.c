@@ -72,12 +72,15 @@ static const char *usage_text =
     "            [--double-wide-mlp 0|1] (--n-expert 0: dense; --head-dim, --n-rot: full layers)\n"
     "            write a random-weight qwen35moe or gemma4 model of any shape\n"
     "  bench     -m MODEL [-p N] [-n N] [--reps R] [--json] [--profile] [--trace FILE]\n"
+    "            [--parallel N]\n"
     "            [--set ...] prefill/decode tokens/s (median), expert hit rate (with\n"
     "            Belady's optimum on the same routing), fill GB/s, peak RSS;\n"
     "            --trace FILE: write the routing trace (one line per expert acquire:\n"
     "            step, phase, layer, expert ids) for bench/cache_sim;\n"
     "            --profile: then one round with every backend op timed (op, calls,\n"
-    "            ms per step; each op followed by a synchronize)\n"
+    "            ms per step; each op followed by a synchronize);\n"
+    "            --parallel N: then 1, 2, 4 .. N sequences decoding together (vt serve's\n"
+    "            rounds): aggregate tok/s next to one sequence after another\n"
     "  serve     -m MODEL [--host ADDR] [--port N] [--parallel N] [--ctx N] [--queue N]\n"
     "            [--api-key KEY | --api-key-file F] [--timeout S] [--alias NAME]\n"
     "            an OpenAI-compatible HTTP server (POST /v1/chat/completions,\n"
@@ -378,7 +381,8 @@ static const int opts_fit[] = {'m', O_DEVICE, O_CTX, O_BATCH, O_PARALLEL, O_PLUG
 static const int opts_mkmodel[] = {'o', O_TYPE, O_SEED, O_SPARSE, O_ARCH, -1 /* + the shape options */, 0};
 static const int opts_serve[] = {ENGINE_OPTS, O_HOST, O_PORT, O_PARALLEL, O_API_KEY,
                                  O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, 0};
-static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_TRACE, O_NPROMPT, 0};
+static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_TRACE, O_NPROMPT,
+                                 O_PARALLEL, 0};
 
 /* "-m/--model", "--chat" for getopt code c */
 static const char *option_name(int c, char *buf, size_t cap)
