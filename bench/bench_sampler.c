@@ -5,7 +5,9 @@
  * request's default temperature 1 over the whole vocabulary, top-p alone).
  * Two rows of logits: "flat" (Gaussian, std 3: probability spread over many
  * tokens, the sampler's worst case) and "peaked" (the same plus 50 tokens 25
- * higher, as a language model's next-token distribution usually is).
+ * higher, as a language model's next-token distribution usually is), and
+ * "built": a row made against the selection's sampled pivot
+ * (sampler_adversary.h), its worst case.
  *
  *   usage: bench_sampler [n_vocab] [steps]
  * Prints ms per token (mean over steps draws) per setting and row.
@@ -17,6 +19,7 @@
 #include <time.h>
 
 #include "sampler.h"
+#include "sampler_adversary.h"
 
 static double now_s(void)
 {
@@ -46,11 +49,11 @@ int main(int argc, char **argv)
         {"T 0.7, top-p 0.9", {.temperature = 0.7f, .top_p = 0.9f}},
         {"T 0.7, min-p 0.05", {.temperature = 0.7f, .top_p = 1, .min_p = 0.05f}},
     };
-    printf("n_vocab %lld, %d draws per row\n%-58s %12s %12s\n", (long long)V, steps, "setting",
-           "flat ms", "peaked ms");
+    printf("n_vocab %lld, %d draws per row\n%-58s %12s %12s %12s\n", (long long)V, steps,
+           "setting", "flat ms", "peaked ms", "built ms");
     for (size_t k = 0; k < sizeof set / sizeof set[0]; k++) {
-        double ms[2];
-        for (int peaked = 0; peaked < 2; peaked++) {
+        double ms[3];
+        for (int peaked = 0; peaked < 3; peaked++) {
             uint64_t g = 99;
             for (int64_t i = 0; i < V; i++) {
                 g = g * 6364136223846793005ull + 1442695040888963407ull;
@@ -58,8 +61,9 @@ int main(int argc, char **argv)
                 g = g * 6364136223846793005ull + 1442695040888963407ull;
                 double v = (double)(g >> 11) / 9007199254740992.0;
                 l[i] = (float)(3.0 * sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-                if (peaked && i % (V / 50) == 0) l[i] += 25.0f;
+                if (peaked == 1 && i % (V / 50) == 0) l[i] += 25.0f;
             }
+            if (peaked == 2 && vt_sampler_adversary(l, V) != 0) return 1;
             vt_sampler_params p = set[k].p;
             p.seed = 7;
             vt_sampler *s;
@@ -70,7 +74,7 @@ int main(int argc, char **argv)
             ms[peaked] = (now_s() - t) / steps * 1e3;
             vt_sampler_free(s);
         }
-        printf("%-58s %12.3f %12.3f\n", set[k].name, ms[0], ms[1]);
+        printf("%-58s %12.3f %12.3f %12.3f\n", set[k].name, ms[0], ms[1], ms[2]);
     }
     free(l);
     return 0;

@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "sampler.h"
+#include "../bench/sampler_adversary.h"
 
 static void test_greedy(void **s)
 {
@@ -195,7 +196,9 @@ static int32_t ref_sample(const vt_sampler_params *p, ref_rng *r, const float *l
 
 /* Vocabularies of 1..300 tokens and 20,000, logits with ties (rounded to a
  * coarse grid, with 9 ids in 10 banned), flat and peaked rows, banned ids
- * and NaN, greedy and every combination
+ * and NaN; at 20,000 tokens also a row built against the sampled pivot, one
+ * with 30 unbanned ids (fewer than top-k above the threshold) and one whose
+ * threshold samples are all NaN; greedy and every combination
  * of top-k (off, 1, 5, 40, > n), top-p (off, 0.9, 0.5), min-p (off, 0.05,
  * 0.5) and temperature (0.3, 0.8, 1.5): every draw equals the reference's. */
 static void test_against_full_sort(void **s)
@@ -213,7 +216,13 @@ static void test_against_full_sort(void **s)
     uint64_t g = 12345;
     int64_t draws = 0, rows = 0;
     for (int64_t V = 1; V <= big; V = V < 300 ? V + 7 : V == 302 ? big : big + 1) {
-        for (int shape = 0; shape < 3; shape++) {
+        for (int shape = 0; shape < (V == big ? 6 : 3); shape++) {
+            if (shape == 3) { /* built against the sampled pivot (sampler_adversary.h) */
+                assert_int_equal(vt_sampler_adversary(l, V), 0);
+                memset(ban, 0, (size_t)V);
+                rows++;
+                goto draw;
+            }
             for (int64_t i = 0; i < V; i++) {
                 g = g * 6364136223846793005ull + 1442695040888963407ull;
                 double x = (double)(g >> 11) / 9007199254740992.0;
@@ -225,7 +234,12 @@ static void test_against_full_sort(void **s)
                 ban[i] = shape == 2 ? i % 10 != 0 : ((g >> 20) & 31) == 0;
             }
             if (V > 3) l[V / 3] = NAN;
+            if (shape == 4) /* 30 unbanned ids: top-k's threshold finds fewer than k */
+                for (int64_t i = 0; i < V; i++) ban[i] = i % 667 != 0;
+            if (shape == 5) /* every id the threshold samples is NaN */
+                for (int q = 0; q < 1024; q++) l[(int64_t)q * (V / 1024)] = NAN;
             rows++;
+        draw:
             for (size_t a = 0; a < sizeof topk / sizeof topk[0]; a++)
                 for (size_t b = 0; b < 3; b++)
                     for (size_t d = 0; d < 3; d++)

@@ -12,7 +12,9 @@
  * went out without it, or the stream ended with neither [DONE] nor an error.
  *
  * In-process (the scheduler over an engine on the trained fixture, CPU,
- * reference kernels), so the fault lands on the scheduler's formatting.
+ * reference kernels, one slot), so the fault lands on the scheduler's
+ * formatting; the HTTP endpoints' answers (/tokenize, /v1/models) go
+ * through the same check (serve_http.c send_json) but are not faulted here.
  */
 #include "test_util.h"
 
@@ -107,6 +109,40 @@ static char *stream_text(const char *out, int *ended, int *events)
     return text;
 }
 
+/* every event of a stream without its id and created time, one per line */
+static char *events_core(const char *out)
+{
+    size_t cap = strlen(out) + 16, n = 0;
+    char *res = calloc(cap, 1);
+    for (const char *p = out; *p;) {
+        const char *e = strstr(p, "\n\n");
+        if (!e) break;
+        char *ev = strndup(p + 6, (size_t)(e - p - 6));
+        cJSON *o = cJSON_Parse(ev);
+        char *core = NULL;
+        if (o) {
+            cJSON_DeleteItemFromObject(o, "id");
+            cJSON_DeleteItemFromObject(o, "created");
+            core = cJSON_PrintUnformatted(o);
+            cJSON_Delete(o);
+        }
+        const char *w = core ? core : ev;
+        size_t k = strlen(w);
+        if (n + k + 2 > cap) {
+            res = realloc(res, cap = 2 * (n + k + 2));
+            assert_non_null(res);
+        }
+        memcpy(res + n, w, k);
+        n += k;
+        res[n++] = '\n';
+        res[n] = 0;
+        free(core);
+        free(ev);
+        p = e + 2;
+    }
+    return res;
+}
+
 /* a non-streamed body without its id and created time */
 static char *body_core(const char *out)
 {
@@ -168,6 +204,7 @@ static void test_stream_faults(void **state)
         char *ref_out = run(kind, g_stream_bodies[b], -1, &http);
         char *ref = stream_text(ref_out, &ended, &events);
         if (ended != 1) fail_msg("the unfaulted stream did not end with [DONE]: %s", ref_out);
+        char *ref_events = events_core(ref_out);
         int errors = 0, k;
         for (k = 0; k < 4000; k++) {
             char *out = run(kind, g_stream_bodies[b], k, &http);
@@ -177,6 +214,17 @@ static void test_stream_faults(void **state)
             if (ended == 1 && strcmp(text, ref))
                 fail_msg("fault at allocation %d: the stream ended with [DONE] but its text "
                          "'%s' is not the unfaulted '%s'", k, text, ref);
+            if (ended == 1) { /* every event whole: logprobs, finish, usage as unfaulted */
+                char *evs = events_core(out);
+                if (strcmp(evs, ref_events))
+                    fail_msg("fault at allocation %d: the stream ended with [DONE] but its events "
+                             "differ from the unfaulted ones:\n%s\nunfaulted:\n%s", k, evs,
+                             ref_events);
+                free(evs);
+            }
+            if (ended == 2 && strncmp(text, ref, strlen(text)))
+                fail_msg("fault at allocation %d: the text before the error event '%s' is not a "
+                         "beginning of the unfaulted '%s'", k, text, ref);
             errors += ended == 2;
             const int fired = g_fired;
             if (!fired && ended != 1) fail_msg("no fault fired at %d, and yet: %s", k, out);
@@ -190,6 +238,7 @@ static void test_stream_faults(void **state)
         printf("[oom] %s stream: faults at allocations 0..%d, %d error events, the rest whole\n",
                b ? "chat" : "completion", k - 1, errors);
         free(ref);
+        free(ref_events);
         free(ref_out);
     }
 }

@@ -67,6 +67,14 @@ int vt_bench_parallel(vt_engine *e, int n_prompt, int n_gen, int reps, int n_par
     for (; n_made < n_par; n_made++)
         if (vt_engine_seq_new(e, &seqs[n_made]) != VT_OK) goto out;
     cJSON *arr = json ? cJSON_AddArrayToObject(json, "parallel") : NULL;
+    /* a round wider than --batch, or a model without forward_multi, runs its
+     * sequences one after another: said, so the "batched" column is read right */
+    const int wide = n_par > (int)vt_engine_n_batch(e) || !vt_engine_batches_sequences(e);
+    if (json) cJSON_AddBoolToObject(json, "parallel_batched", !wide);
+    else if (wide)
+        printf("\nnote: %s: the batched rounds run their sequences one after another\n",
+               !vt_engine_batches_sequences(e) ? "the model plugin has no forward_multi"
+                                               : "--parallel exceeds --batch");
     if (!json)
         printf("\nbatched decode (vt bench --parallel %d): %d-token prompts, %d tokens per "
                "sequence, median of %d reps\n| %7s | %14s | %10s | %16s | %6s |\n"

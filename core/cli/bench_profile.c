@@ -4,8 +4,10 @@
 #include "bench_profile.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
+#include "error.h"
 #include "op_profile.h"
 
 #define MAX_ROWS 128
@@ -106,9 +108,16 @@ int vt_bench_profile_multi(vt_engine *e, vt_engine_seq *const *seqs, uint32_t n_
     static phase dec;
     dec = (phase){.name = "batched decode", .tokens = n_gen * (int)n_seq, .steps = n_gen,
                   .unprofiled_tok_s = decode_tok_s};
-    int64_t ones[256];
-    for (uint32_t i = 0; i < n_seq && i < 256; i++) ones[i] = 1;
-    if (vt_engine_profile_start(e) != VT_OK) return 1;
+    int64_t *ones = malloc(sizeof(int64_t) * (n_seq ? n_seq : 1));
+    if (!ones) {
+        vt_set_error("out of memory: %u token counts", n_seq);
+        return 1;
+    }
+    for (uint32_t i = 0; i < n_seq; i++) ones[i] = 1;
+    if (vt_engine_profile_start(e) != VT_OK) {
+        free(ones);
+        return 1;
+    }
     double t0 = now_seconds();
     const float *logits;
     vt_status st = VT_OK;
@@ -116,6 +125,7 @@ int vt_bench_profile_multi(vt_engine *e, vt_engine_seq *const *seqs, uint32_t n_
         st = vt_engine_seqs_eval(e, seqs, ones, n_seq, tokens + (size_t)k * n_seq, &logits);
     dec.wall = now_seconds() - t0;
     dec.n_rows = vt_engine_profile_stop(e, dec.rows, MAX_ROWS);
+    free(ones);
     if (st != VT_OK) return 1;
     if (json) add_phase(cJSON_AddObjectToObject(json, "profile_parallel"), &dec);
     else print_phase(&dec);

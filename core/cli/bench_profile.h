@@ -24,7 +24,7 @@ int vt_bench_profile(vt_engine *e, const int32_t *toks, int n_prompt, int n_gen,
 /*
  * The same for n_seq sequences decoding together (vt bench --parallel): n_gen
  * rounds of vt_engine_seqs_eval, one token each, tokens[k * n_seq + i] for
- * sequence i in round k (n_seq <= 256). Printed, or added to json as
+ * sequence i in round k. Printed, or added to json as
  * "profile_parallel". Returns 0, or 1 after an engine error.
  */
 int vt_bench_profile_multi(vt_engine *e, vt_engine_seq *const *seqs, uint32_t n_seq,

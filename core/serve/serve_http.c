@@ -3,6 +3,7 @@
  */
 
 #include "serve_http.h"
+#include "serve_json.h"
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
@@ -80,10 +81,25 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     return ok;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *o)
+/* cJSON_AddItemToArray that frees the item when it cannot be added (a NULL
+ * array after a failed allocation), so nothing leaks. */
+static void arr_add(cJSON *arr, cJSON *item)
+{
+    if (!cJSON_AddItemToArray(arr, item)) cJSON_Delete(item);
+}
+
+/* o as the body, built since `mark` (vt_serve_json_failures): an object that
+ * lost a member to a failed allocation is not sent; the fixed out-of-memory
+ * 500 goes instead (send_text with NULL). */
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *o,
+                                 unsigned long mark)
 {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
+    if (s && vt_serve_json_failures() != mark) {
+        free(s);
+        s = NULL;
+    }
     return send_text(c, status, "application/json", s);
 }
 
@@ -252,10 +268,11 @@ static enum MHD_Result do_tokenize(vt_serve_sched *s, struct MHD_Connection *c, 
                            vt_last_error());
         return send_error(c, &err);
     }
+    const unsigned long mark = vt_serve_json_failures();
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
     for (int64_t i = 0; i < n; i++) {
         if (!tr.with_pieces) {
-            cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+            arr_add(a, cJSON_CreateNumber(ids[i]));
             continue;
         }
         char piece[256];
@@ -269,12 +286,12 @@ static enum MHD_Result do_tokenize(vt_serve_sched *s, struct MHD_Connection *c, 
             cJSON_AddStringToObject(e, "piece", piece);
         } else { /* a partial UTF-8 character: its bytes */
             cJSON *b = cJSON_AddArrayToObject(e, "piece");
-            for (int64_t q = 0; q < k; q++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[q]));
+            for (int64_t q = 0; q < k; q++) arr_add(b, cJSON_CreateNumber((unsigned char)piece[q]));
         }
-        cJSON_AddItemToArray(a, e);
+        arr_add(a, e);
     }
     free(ids);
-    return send_json(c, 200, o);
+    return send_json(c, 200, o, mark);
 }
 
 static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
@@ -313,6 +330,7 @@ static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c
         return send_text(c, 500, "application/json", NULL);
     }
     /* bytes that are not UTF-8 (a cut character) become U+FFFD in JSON */
+    const unsigned long mark = vt_serve_json_failures();
     cJSON *o = cJSON_CreateObject();
     char *safe = malloc(tn * 3 + 1);
     size_t so = 0;
@@ -334,7 +352,7 @@ static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c
     cJSON_AddStringToObject(o, "content", safe ? safe : "");
     free(safe);
     free(text);
-    return send_json(c, 200, o);
+    return send_json(c, 200, o, mark);
 }
 
 static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const char *url,
@@ -349,9 +367,10 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
             vt_serve_error_set(&err, 503, NULL, "the model is loading");
             return send_error(c, &err);
         }
+        const unsigned long mark = vt_serve_json_failures();
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "status", "ok");
-        return send_json(c, 200, o);
+        return send_json(c, 200, o, mark);
     }
     if (h->api_key) {
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -377,16 +396,20 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
     }
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
         if (!get) goto bad_method;
+        const unsigned long mark = vt_serve_json_failures();
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "object", "list");
         cJSON *m = cJSON_CreateObject();
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+        if (!cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m)) {
+            cJSON_Delete(m);
+            m = NULL; /* the body is incomplete: send_json answers 500 */
+        }
         cJSON_AddStringToObject(m, "id", h->model_id);
         cJSON_AddStringToObject(m, "object", "model");
         cJSON_AddNumberToObject(m, "created", 0);
         cJSON_AddStringToObject(m, "owned_by", "vt");
         if (s) cJSON_AddNumberToObject(m, "context_length", vt_serve_n_ctx(s));
-        return send_json(c, 200, o);
+        return send_json(c, 200, o, mark);
     }
     if (!s) {
         vt_serve_error_set(&err, 503, NULL, "the model is loading");
@@ -489,6 +512,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *bound_port)
 {
+    vt_serve_json_init(); /* before any response is built (serve_json.h) */
     vt_serve_http *h = calloc(1, sizeof *h);
     if (!h) {
         vt_set_error("out of memory for the HTTP server");

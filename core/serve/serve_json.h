@@ -7,8 +7,9 @@
  * lacks the member: an SSE event without its "content" would still print and
  * go out, losing text without a word. vt_serve_json_init installs
  * allocation hooks (cJSON_InitHooks, process-wide) that count failures per
- * thread; a formatter takes vt_serve_json_failures() before building and
- * compares after, and on a difference sends an error instead.
+ * thread; every formatter of vt serve (the scheduler's events and bodies,
+ * the HTTP endpoints' answers) takes vt_serve_json_failures() before
+ * building and compares after, and on a difference sends an error instead.
  */
 #ifndef VT_SERVE_JSON_H
 #define VT_SERVE_JSON_H

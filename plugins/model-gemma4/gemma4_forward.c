@@ -668,7 +668,7 @@ vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
                 m->host->set_error("gemma4: forward_multi: sequences %u and %u are the same", k, i);
                 return VT_ERR_INVALID_ARG;
             }
-        if (n_tok[i] > (int64_t)m->n_batch || seqs[i]->pos + n_tok[i] > (int64_t)m->n_ctx) {
+        if (seqs[i]->pos + n_tok[i] > (int64_t)m->n_ctx) {
             m->host->set_error("gemma4: forward_multi: sequence %u: %" PRId64 " tokens at position "
                                "%" PRId64 " exceed n_ctx (%u)", i, n_tok[i], seqs[i]->pos, m->n_ctx);
             return VT_ERR_RANGE;
