@@ -72,6 +72,7 @@ int main(int argc, char **argv)
             double t = now_s();
             for (int i = 0; i < steps; i++) sink += vt_sampler_sample(s, l);
             ms[peaked] = (now_s() - t) / steps * 1e3;
+            (void)sink;
             vt_sampler_free(s);
         }
         printf("%-58s %12.3f %12.3f %12.3f\n", set[k].name, ms[0], ms[1], ms[2]);
