@@ -86,6 +86,9 @@ static void assert_same_values(const vt_config *a, const vt_config *b)
         assert_int_equal(p->headroom_bytes, q->headroom_bytes);
         assert_int_equal(p->io_direct, q->io_direct);
         assert_int_equal(p->pinned_budget_bytes, q->pinned_budget_bytes);
+        assert_int_equal(p->n_devices, q->n_devices);
+        assert_int_equal(p->devices_all, q->devices_all);
+        for (uint32_t d = 0; d < p->n_devices; d++) assert_int_equal(p->devices[d], q->devices[d]);
     }
 }
 
@@ -108,6 +111,9 @@ static void check_platform(const vt_config *c, const char *name, const char *bac
     assert_int_equal(p->arena_slots, 0);
     assert_int_equal(p->headroom_bytes, headroom);
     assert_int_equal(p->pinned_budget_bytes, pinned);
+    assert_int_equal(p->n_devices, 1); /* devices: 0 */
+    assert_int_equal(p->devices[0], 0);
+    assert_int_equal(p->devices_all, 0);
 }
 
 /* The values config.h and the issue document, as literals. */
@@ -174,6 +180,10 @@ static void poison(vt_config *c)
         p->arena_slots = 5; /* "arena: auto" must clear it */
         p->headroom_bytes = 12345;
         p->pinned_budget_bytes = 999;
+        p->n_devices = 2;
+        p->devices[0] = 3;
+        p->devices[1] = 4;
+        p->devices_all = 1;
     }
 }
 
@@ -207,7 +217,7 @@ static void test_shipped_file(void **s)
                                        &p->host_arena_bytes_src, &p->policy_src,
                                        &p->prefetch_src, &p->readers_src,
                                        &p->staging_bytes_src, &p->slot_classes_src,
-                                       &p->pinned_budget_bytes_src};
+                                       &p->pinned_budget_bytes_src, &p->devices_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
                 fail_msg("platforms.%s: key #%zu not set by the file", p->name, k);
@@ -841,7 +851,8 @@ static void test_print(void **s)
     expect_line(out, "platforms.cpu.expert_cache.slots", "none", "default");
     expect_line(out, "platforms.cpu.expert_cache.headroom", "0 B (0)", "default");
     expect_line(out, "platforms.unified.unified_memory", "true", "default");
-    int l_last = expect_line(out, "platforms.unified.pinned_budget", "0 B (0)", "default");
+    expect_line(out, "platforms.unified.pinned_budget", "0 B (0)", "default");
+    int l_last = expect_line(out, "platforms.unified.devices", "0", "default");
     /* deterministic order: defaults, models, then each platform's keys in schema order */
     assert_int_equal(l_def, 0);
     assert_int_equal(l_model, 1);
@@ -852,7 +863,7 @@ static void test_print(void **s)
     expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.slot_classes", "auto", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 16 - 1);
+    assert_int_equal(l_last, 1 + 3 + 4 * 17 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */
@@ -865,6 +876,101 @@ static void test_print(void **s)
 
 /* --config FIFO (or any non-regular file) is refused by its type, never
  * waited on (issue 17) */
+/* devices: every form of the file and of --set, each refusal naming the key
+ * and the bad entry, and what vt config --show prints. */
+static void test_devices(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *yaml_value; /* after "devices:" */
+        int all;
+        uint32_t n;
+        int32_t dev[3];
+    } ok[] = {{" 0", 0, 1, {0}},          {" 1", 0, 1, {1}},          {" [0, 1]", 0, 2, {0, 1}},
+              {" [2,0,1]", 0, 3, {2, 0, 1}}, {"\n      - 3\n      - 1", 0, 2, {3, 1}},
+              {" all", 1, 0, {0}},        {" \"0, 1\"", 0, 2, {0, 1}}, {" [1023]", 0, 1, {1023}}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, "version: 1\nplatforms:\n  cuda:\n    devices:%s\n",
+                 ok[i].yaml_value);
+        vt_config c;
+        vt_config_defaults(&c);
+        const char *path = write_tmp(yaml);
+        vt_status st = vt_config_load_file(path, &c);
+        unlink(path);
+        if (st != VT_OK) fail_msg("devices:%s: %s", ok[i].yaml_value, vt_last_error());
+        const vt_config_platform *p = vt_config_platform_get(&c, "cuda");
+        assert_int_equal(p->devices_all, ok[i].all);
+        assert_int_equal(p->n_devices, ok[i].n);
+        for (uint32_t d = 0; d < ok[i].n; d++) assert_int_equal(p->devices[d], ok[i].dev[d]);
+        assert_int_equal(p->devices_src.origin, VT_CONFIG_FROM_FILE);
+        assert_int_equal(p->devices_src.line, ok[i].yaml_value[0] == '\n' ? 5 : 4);
+        /* the other platforms keep device 0 */
+        assert_int_equal(vt_config_platform_get(&c, "cpu")->n_devices, 1);
+    }
+
+    const vt_status F = VT_ERR_FORMAT;
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0, 0]\n", F, 4, 14,
+                      "platforms.cuda.devices", "device 0 is listed twice");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: []\n", F, 4, 14,
+                      "platforms.cuda.devices", "an empty list");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0, x]\n", F, 4, 18,
+                      "platforms.cuda.devices", "'x' is not a device index");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0, ~]\n", F, 4, 18,
+                      "platforms.cuda.devices", "an empty entry");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0, [1]]\n", F, 4, 18,
+                      "platforms.cuda.devices", "expected a device index");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: {a: 1}\n", F, 4, 14,
+                      "platforms.cuda.devices", "found a mapping");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices:\n", F, 4, 13,
+                      "platforms.cuda.devices", "found none");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: 1024\n", F, 4, 14,
+                      "platforms.cuda.devices", "'1024' is not a device index (0..1023)");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: -1\n", F, 4, 14,
+                      "platforms.cuda.devices", "'-1' is not a device index");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: \"0,,1\"\n", F, 4, 14,
+                      "platforms.cuda.devices", "an empty entry in the device list");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0,1,2,3,4,5,6,7,8,9,10,11,"
+                      "12,13,14,15,16]\n", F, 4, 14, "platforms.cuda.devices",
+                      "more than 16 devices");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: 0\n    devices: 1\n", F, 5, 5,
+                      "platforms.cuda.devices", NULL);
+
+    vt_config c;
+    vt_config_defaults(&c);
+    const vt_config_platform *p = vt_config_platform_get(&c, "cuda");
+    set_ok(&c, "cuda.devices=1");
+    assert_int_equal(p->n_devices, 1);
+    assert_int_equal(p->devices[0], 1);
+    assert_src(p->devices_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "cuda.devices=0,1");
+    assert_int_equal(p->n_devices, 2);
+    assert_int_equal(p->devices[1], 1);
+    set_ok(&c, "platforms.cuda.devices=[3, 2]");
+    assert_int_equal(p->n_devices, 2);
+    assert_int_equal(p->devices[0], 3);
+    assert_int_equal(p->devices[1], 2);
+    char *out = print_to_string(&c);
+    expect_line(out, "platforms.cuda.devices", "[3, 2]", "--set");
+    expect_line(out, "platforms.cpu.devices", "0", "default");
+    free(out);
+    set_ok(&c, "cuda.devices=all");
+    assert_int_equal(p->devices_all, 1);
+    assert_int_equal(p->n_devices, 0);
+    out = print_to_string(&c);
+    expect_line(out, "platforms.cuda.devices", "all", "--set");
+    free(out);
+    set_ok(&c, "cuda.devices=2");
+    assert_int_equal(p->devices_all, 0);
+    assert_int_equal(p->n_devices, 1);
+    assert_int_equal(p->devices[0], 2);
+    expect_set_error("cuda.devices=", "no device given");
+    expect_set_error("cuda.devices=0,0", "device 0 is listed twice");
+    expect_set_error("cuda.devices=gpu0", "'gpu0' is not a device index");
+    expect_set_error("cuda.devices=0,", "an empty entry");
+    expect_set_error("cuda.devices=[]", "no device given");
+}
+
 static void test_fifo_config_refused(void **s)
 {
     (void)s;
@@ -901,6 +1007,7 @@ int main(void)
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_override_refusals),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_devices),
         cmocka_unit_test(test_fifo_config_refused),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

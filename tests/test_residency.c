@@ -234,6 +234,83 @@ static void make_big(big_model *b)
     b->expert_bytes = (uint64_t)b->p.n_layer * 3 * b->slot_bytes * b->p.n_expert;
 }
 
+/* devices (issue 18): several need the backend's peer_copy, then a model
+ * plugin that splits routed experts over devices (none can yet); each refusal
+ * names the platform, the list, what is missing and who lacks it. One index
+ * past the backend's count names the count; one in range is the device the
+ * platform runs on. */
+static void test_devices(void **s)
+{
+    (void)s;
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(demo_model(), VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_residency *r = calloc(1, sizeof *r);
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+
+    /* the CPU backend: one device, peer_copy ABSENT */
+    vt_registry *reg = registry_with("allops");
+    set(&cfg, "cpu.devices", "0,1");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "cpu", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "platform 'cpu' (devices: [0, 1]) needs capability 'peer_copy'");
+    assert_contains(vt_last_error(), "which backend 'cpu' declares ABSENT (reason: one CPU device)");
+    assert_contains(vt_last_error(), "name one device, such as devices: 0");
+    set(&cfg, "cpu.devices", "1");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "cpu", r), VT_ERR_NOT_FOUND);
+    assert_contains(vt_last_error(), "platform 'cpu' (devices: 1): backend 'cpu' reports 1 device "
+                                     "(indices 0..0)");
+    set(&cfg, "cpu.devices", "all"); /* all of one device */
+    if (vt_residency_select(&cfg, reg, g, "cpu", r) != VT_OK) fail_msg("%s", vt_last_error());
+    assert_int_equal(r->device, 0);
+    vt_registry_close(reg);
+
+    /* the same refusal through the engine, before any weight is read */
+    set(&cfg, "cpu.devices", "[1, 0]");
+    vt_engine *e = NULL;
+    vt_engine_params p = {.model_path = demo_model(), .device = "cpu", .config = &cfg};
+    assert_int_equal(vt_engine_open(&p, &e), VT_ERR_CAPABILITY);
+    assert_null(e);
+    assert_contains(vt_last_error(), "platform 'cpu' (devices: [1, 0]) needs capability 'peer_copy'");
+    assert_contains(vt_last_error(), "such as devices: 1");
+
+    /* a backend of three devices without peer_copy */
+    setenv("VT_FAKE_DEVICES", "3", 1);
+    reg = registry_with("allops");
+    set(&cfg, "fake.devices", "[2, 0]");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "platform 'fake' (devices: [2, 0]) needs capability 'peer_copy'");
+    assert_contains(vt_last_error(), "backend 'fake' declares ABSENT (reason: fake backend computes "
+                                     "nothing)");
+    set(&cfg, "fake.devices", "all");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "platform 'fake' (devices: all) needs capability 'peer_copy'");
+    set(&cfg, "fake.devices", "2");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(r->device, 2);
+    set(&cfg, "fake.devices", "3");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_NOT_FOUND);
+    assert_contains(vt_last_error(), "backend 'fake' reports 3 devices (indices 0..2)");
+    vt_registry_close(reg);
+
+    /* with peer_copy: the model plugin is what is missing */
+    setenv("VT_FAKE_PEER_COPY", "1", 1);
+    reg = registry_with("allops");
+    set(&cfg, "fake.devices", "0,1");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "platform 'fake' (devices: [0, 1]): model plugin 'qwen35' "
+                                     "cannot split routed experts over several devices");
+    set(&cfg, "fake.devices", "1");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(r->device, 1);
+    vt_registry_close(reg);
+    unsetenv("VT_FAKE_PEER_COPY");
+    unsetenv("VT_FAKE_DEVICES");
+
+    assert_false(vt_gguf_is_mapped(g));
+    free(r);
+    vt_gguf_close(g);
+}
+
 static void test_fit_370gib(void **s)
 {
     (void)s;
@@ -508,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_store_needs_probe),
         cmocka_unit_test(test_model_needs_ops), cmocka_unit_test(test_weight_type_refused),
         cmocka_unit_test(test_gemma_device_store_needs_probe),
+        cmocka_unit_test(test_devices),
         cmocka_unit_test(test_fit_370gib),
         cmocka_unit_test(test_fit_slot_classes),
         cmocka_unit_test(test_equal_priority_conflict_named),

@@ -55,6 +55,7 @@ typedef enum pkey {
     PK_STAGING,
     PK_SLOT_CLASSES,
     PK_PINNED,
+    PK_DEVICES,
     PK_COUNT
 } pkey;
 
@@ -64,13 +65,13 @@ static const char *const pkey_path[PK_COUNT] = {
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
     "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch",
-    "expert_cache.readers", "expert_cache.staging", "expert_cache.slot_classes", "pinned_budget"};
+    "expert_cache.readers", "expert_cache.staging", "expert_cache.slot_classes", "pinned_budget", "devices"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
     "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, expert_cache.readers, "
-    "expert_cache.staging, expert_cache.slot_classes, pinned_budget";
+    "expert_cache.staging, expert_cache.slot_classes, pinned_budget, devices";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -106,6 +107,7 @@ void vt_config_platform_defaults(vt_config_platform *p, const char *name)
     p->staging_bytes = VT_STAGING_AUTO;
     p->prefetch = VT_PREFETCH_AUTO;
     p->pinned_budget_bytes = 0;
+    p->n_devices = 1; /* device 0 */
 }
 
 static void add_model(vt_config *c, const char *arch, const char *plugin)
@@ -382,6 +384,71 @@ static int choice(const char *text, const char *const *names)
     return -1;
 }
 
+/* devices: "all", one index, or indices separated by commas, optionally in
+ * brackets ("0,1", "[0, 1]": the file's flow list arrives joined so). */
+static vt_status parse_devices(const char *text, vt_config_platform *p, vt_config_src src)
+{
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    if (eq(s, n, "all")) {
+        p->devices_all = 1;
+        p->n_devices = 0;
+        p->devices_src = src;
+        return VT_OK;
+    }
+    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    int32_t dev[VT_DEVICES_MAX];
+    uint32_t nd = 0;
+    size_t i = 0;
+    for (;;) {
+        size_t j = i;
+        while (j < n && s[j] != ',') j++;
+        char part[32];
+        const char *t;
+        size_t tn;
+        if (j - i >= sizeof part) {
+            vt_set_error("'%.*s' is not a device index (0..%d)", quote_len(j - i), s + i,
+                         VT_DEVICE_INDEX_MAX);
+            return VT_ERR_INVALID_ARG;
+        }
+        memcpy(part, s + i, j - i);
+        part[j - i] = 0;
+        trim(part, &t, &tn);
+        if (tn == 0) {
+            if (nd == 0 && j >= n) vt_set_error("no device given: name device indices (0, [0, 1]) or 'all'");
+            else vt_set_error("an empty entry in the device list '%.*s'", quote_len(n), s);
+            return VT_ERR_INVALID_ARG;
+        }
+        uint64_t u;
+        if (parse_uint(part, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
+            vt_set_error("'%.*s' is not a device index (0..%d)", quote_len(tn), t,
+                         VT_DEVICE_INDEX_MAX);
+            return VT_ERR_INVALID_ARG;
+        }
+        for (uint32_t q = 0; q < nd; q++)
+            if (dev[q] == (int32_t)u) {
+                vt_set_error("device %llu is listed twice", (unsigned long long)u);
+                return VT_ERR_INVALID_ARG;
+            }
+        if (nd == VT_DEVICES_MAX) {
+            vt_set_error("more than %d devices listed", VT_DEVICES_MAX);
+            return VT_ERR_INVALID_ARG;
+        }
+        dev[nd++] = (int32_t)u;
+        if (j >= n) break;
+        i = j + 1;
+    }
+    memcpy(p->devices, dev, nd * sizeof dev[0]);
+    p->n_devices = nd;
+    p->devices_all = 0;
+    p->devices_src = src;
+    return VT_OK;
+}
+
 static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text, vt_config_src src)
 {
     vt_status st = VT_OK;
@@ -529,6 +596,7 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
             p->pinned_budget_bytes_src = src;
         }
         break;
+    case PK_DEVICES: st = parse_devices(text, p, src); break;
     case PK_COUNT:
         vt_set_error("internal: platform key %d", (int)k);
         st = VT_ERR_INTERNAL;
@@ -809,6 +877,69 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
     return VT_OK;
 }
 
+/* devices: one value ("all", an index) or a list of indices ([0, 1] or a
+ * block list), joined with commas for parse_devices. */
+static vt_status yp_devices(yparse *p, vt_config_platform *pl)
+{
+    char full[160];
+    snprintf(full, sizeof full, "platforms.%s.devices", pl->name);
+    vt_status st = yp_next(p);
+    if (st != VT_OK) return st;
+    yaml_mark_t m = yp_mark(p);
+    vt_config_src src = file_src(m);
+    char joined[256];
+    size_t o = 0;
+    if (p->ev.type == YAML_SEQUENCE_START_EVENT) {
+        for (;;) {
+            if ((st = yp_next(p)) != VT_OK) return st;
+            if (p->ev.type == YAML_SEQUENCE_END_EVENT) break;
+            yaml_mark_t em = yp_mark(p);
+            if (p->ev.type != YAML_SCALAR_EVENT || is_null_scalar(&p->ev)) {
+                if (p->ev.type != YAML_SCALAR_EVENT) return yp_kind_error(p, full, "a device index");
+                vt_set_error("%s:%u:%u: %s: an empty entry in the device list", p->path,
+                             mark_line(em), mark_col(em), full);
+                return VT_ERR_FORMAT;
+            }
+            const char *v = (const char *)p->ev.data.scalar.value;
+            size_t vn = p->ev.data.scalar.length;
+            uint64_t u;
+            if (strlen(v) != vn || strchr(v, ',') || o + vn + 2 >= sizeof joined ||
+                parse_uint(v, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
+                vt_set_error("%s:%u:%u: %s: '%.*s' is not a device index (0..%d)", p->path,
+                             mark_line(em), mark_col(em), full, quote_len(vn), v,
+                             VT_DEVICE_INDEX_MAX);
+                return VT_ERR_FORMAT;
+            }
+            o += (size_t)snprintf(joined + o, sizeof joined - o, "%s%s", o ? "," : "", v);
+        }
+        if (o == 0) {
+            vt_set_error("%s:%u:%u: %s: an empty list: name device indices ([0, 1]) or 'all'",
+                         p->path, mark_line(m), mark_col(m), full);
+            return VT_ERR_FORMAT;
+        }
+    } else if (p->ev.type == YAML_SCALAR_EVENT && !is_null_scalar(&p->ev)) {
+        const char *v = (const char *)p->ev.data.scalar.value;
+        size_t vn = p->ev.data.scalar.length;
+        if (strlen(v) != vn || vn >= sizeof joined) {
+            vt_set_error("%s:%u:%u: %s: '%.*s' is not a device index (0..%d) or 'all'", p->path,
+                         mark_line(m), mark_col(m), full, quote_len(vn), v, VT_DEVICE_INDEX_MAX);
+            return VT_ERR_FORMAT;
+        }
+        memcpy(joined, v, vn + 1);
+    } else if (p->ev.type == YAML_SCALAR_EVENT) {
+        vt_set_error("%s:%u:%u: %s: expected a value, found none (null)", p->path, mark_line(m),
+                     mark_col(m), full);
+        return VT_ERR_FORMAT;
+    } else {
+        return yp_kind_error(p, full, "a device index, a list of them or 'all'");
+    }
+    if (parse_devices(joined, pl, src) != VT_OK) {
+        vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
+        return VT_ERR_FORMAT;
+    }
+    return VT_OK;
+}
+
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
@@ -850,8 +981,9 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 static vt_status yp_platform(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"backend", "unified_memory", "kv_cache_tokens", "experts",
-                                        "expert_cache", "pinned_budget"};
-    static const pkey keys[] = {PK_BACKEND, PK_UNIFIED, PK_KV, PK_EXPERTS, PK_COUNT, PK_PINNED};
+                                        "expert_cache", "pinned_budget", "devices"};
+    static const pkey keys[] = {PK_BACKEND, PK_UNIFIED, PK_KV, PK_EXPERTS, PK_COUNT, PK_PINNED,
+                                PK_DEVICES};
     enum { N = sizeof names / sizeof names[0] };
     char where[96], full[160], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s", pl->name);
@@ -868,9 +1000,11 @@ static vt_status yp_platform(yparse *p, vt_config_platform *pl)
         while (i < N && strcmp(key, names[i])) i++;
         if (i == N)
             return yp_unknown_key(p, m, full, "backend, unified_memory, kv_cache_tokens, experts, "
-                                              "expert_cache, pinned_budget");
+                                              "expert_cache, pinned_budget, devices");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
-        st = keys[i] == PK_COUNT ? yp_expert_cache(p, pl) : yp_platform_value(p, pl, keys[i]);
+        st = keys[i] == PK_COUNT     ? yp_expert_cache(p, pl)
+             : keys[i] == PK_DEVICES ? yp_devices(p, pl)
+                                     : yp_platform_value(p, pl, keys[i]);
         if (st != VT_OK) return st;
     }
 }
@@ -1498,6 +1632,18 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_PINNED:
                 bytes_value(p->pinned_budget_bytes, val, sizeof val);
                 src = p->pinned_budget_bytes_src;
+                break;
+            case PK_DEVICES:
+                if (p->devices_all) copy_str(val, sizeof val, "all");
+                else if (p->n_devices == 1) snprintf(val, sizeof val, "%d", p->devices[0]);
+                else {
+                    size_t o = 0;
+                    for (uint32_t d = 0; d < p->n_devices && o < sizeof val; d++)
+                        o += (size_t)snprintf(val + o, sizeof val - o, "%s%d", d ? ", " : "[",
+                                              p->devices[d]);
+                    if (o < sizeof val) snprintf(val + o, sizeof val - o, "]");
+                }
+                src = p->devices_src;
                 break;
             case PK_COUNT: break;
             }

@@ -34,6 +34,12 @@
  *                                      # for a device store (auto: two per reader; 0: the
  *                                      # store's one staging slot, one miss at a time)
  *       pinned_budget: <bytes>         # most pinned host memory the backend may take
+ *       devices: 0 | [0, 1] | all      # the backend's devices the platform runs on (0-based
+ *                                      # indices; default 0): one index picks that device;
+ *                                      # several (or all, when the backend reports more than
+ *                                      # one) spread the routed experts over them, which needs
+ *                                      # the backend's peer_copy and a model plugin that can:
+ *                                      # refused by name at load until both exist (issue 18)
  *
  * Byte sizes: a plain integer (bytes), or a number with a unit: B, KiB, MiB,
  * GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000); the number may
@@ -112,6 +118,10 @@ enum { VT_PREFETCH_OFF = 0, VT_PREFETCH_NEXT_LAYER = 1, VT_PREFETCH_AUTO = 2 };
  * off (every slot the largest slice) */
 enum { VT_SLOT_CLASSES_AUTO = 0, VT_SLOT_CLASSES_OFF = 1 };
 
+/* devices: at most this many indices, each 0..VT_DEVICE_INDEX_MAX */
+#define VT_DEVICES_MAX 16
+#define VT_DEVICE_INDEX_MAX 1023
+
 /* expert_cache.policy (the engine maps it to expert_streamer.h vt_cache_policy) */
 enum { VT_POLICY_LFRU = 0, VT_POLICY_LAYER = 1, VT_POLICY_LRU = 2 };
 
@@ -134,6 +144,11 @@ typedef struct vt_config_platform {
     uint32_t readers;              vt_config_src readers_src;      /* expert_cache.readers: 0 auto */
     uint64_t staging_bytes;        vt_config_src staging_bytes_src; /* VT_STAGING_AUTO, 0: no ring */
     uint64_t pinned_budget_bytes;  vt_config_src pinned_budget_bytes_src;
+    /* devices: n_devices indices in the order given (distinct), or devices_all (n_devices 0):
+     * every device the backend reports. Default: one, device 0. */
+    uint32_t n_devices;
+    int32_t devices[VT_DEVICES_MAX];
+    int devices_all;               vt_config_src devices_src;
 } vt_config_platform;
 
 typedef struct vt_config {

@@ -272,7 +272,7 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     /* the platform's pinned-memory budget, before the backend may pin anything */
     vt_host_set_pinned_budget(e->res.plat->pinned_budget_bytes);
     /* kernels NULL: the backend reads VT_KERNELS itself */
-    vt_backend_params bp = {.struct_size = sizeof bp, .device = 0, .n_threads = p->n_threads,
+    vt_backend_params bp = {.struct_size = sizeof bp, .device = e->res.device, .n_threads = p->n_threads,
                             .kernels = p->kernels, .host = vt_host_table()};
     e->backend.api = bapi;
     e->backend.name = e->bplug->desc->name;

@@ -38,6 +38,48 @@ static vt_status need_cap(const vt_plugin_entry *backend, const char *who_kind, 
     return VT_ERR_CAPABILITY;
 }
 
+/* The platform's devices against the n_dev the backend reports (step 2). */
+static vt_status select_devices(vt_residency *r, const char *pname, int n_dev)
+{
+    const vt_config_platform *pl = r->plat;
+    const uint32_t n = pl->devices_all ? (uint32_t)n_dev : pl->n_devices;
+    char list[128] = "all";
+    if (!pl->devices_all) {
+        size_t o = 0;
+        for (uint32_t i = 0; i < n && o < sizeof list; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", i ? ", " : n > 1 ? "[" : "",
+                                  pl->devices[i]);
+        if (n > 1 && o < sizeof list) snprintf(list + o, sizeof list - o, "]");
+    }
+    if (n > 1) {
+        /* experts spread over several devices: hidden states go between them */
+        const char *reason;
+        if (vt_caps_state(r->backend->desc, VT_CAP_PEER_COPY, &reason) != VT_CAP_PRESENT) {
+            vt_set_error("platform '%s' (devices: %s) needs capability 'peer_copy' (the routed "
+                         "experts are split over the devices by expert id and each token's hidden "
+                         "state is sent to the devices of its experts), which backend '%s' "
+                         "declares ABSENT (reason: %s); name one device, such as devices: %d",
+                         pname, list, r->backend->desc->name, reason,
+                         pl->devices_all ? 0 : pl->devices[0]);
+            return VT_ERR_CAPABILITY;
+        }
+        vt_set_error("platform '%s' (devices: %s): model plugin '%s' cannot split routed experts "
+                     "over several devices (no model plugin of this vt can yet); name one "
+                     "device, such as devices: %d", pname, list, r->model->desc->name,
+                     pl->devices_all ? 0 : pl->devices[0]);
+        return VT_ERR_CAPABILITY;
+    }
+    for (uint32_t i = 0; !pl->devices_all && i < n; i++)
+        if (pl->devices[i] >= n_dev) {
+            vt_set_error("platform '%s' (devices: %s): backend '%s' reports %d device%s (indices "
+                         "0..%d)", pname, list, r->backend->desc->name, n_dev, n_dev == 1 ? "" : "s",
+                         n_dev - 1);
+            return VT_ERR_NOT_FOUND;
+        }
+    r->device = pl->devices_all ? 0 : pl->devices[0];
+    return VT_OK;
+}
+
 vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, const vt_gguf *g,
                               const char *device, vt_residency *r)
 {
@@ -107,9 +149,10 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
                      r->backend->desc->name, r->backend->path);
         return VT_ERR_UNSUPPORTED;
     }
+    if ((st = select_devices(r, pname, n_dev)) != VT_OK) return st;
     const char *reason;
     if (vt_caps_state(r->backend->desc, VT_CAP_DEVICE_NAME, &reason) == VT_CAP_PRESENT &&
-        bapi->device_name(0, r->device_name, sizeof r->device_name) != VT_OK)
+        bapi->device_name(r->device, r->device_name, sizeof r->device_name) != VT_OK)
         r->device_name[0] = 0;
 
     /* what the model needs of the backend, for this file's weight types */
@@ -666,7 +709,7 @@ vt_status vt_residency_probe(const vt_residency *r, int *probe_ok, uint64_t *fre
     if (vt_caps_state(r->backend->desc, VT_CAP_MEMORY_PROBE, &reason) != VT_CAP_PRESENT)
         return VT_OK;
     const vt_backend_api *api = r->backend->desc->table;
-    vt_backend_params bp = {.struct_size = sizeof bp, .device = 0, .n_threads = 1,
+    vt_backend_params bp = {.struct_size = sizeof bp, .device = r->device, .n_threads = 1,
                             .kernels = NULL, .host = vt_host_table()};
     vt_backend_ctx *ctx = NULL;
     vt_status st = api->init(&bp, &ctx);
@@ -689,8 +732,8 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
     const vt_fit *f = &r->fit;
     char b[32], c[32];
     fprintf(out, "model      %s\n", model_path);
-    fprintf(out, "platform   %s: backend '%s'%s%s%s, model plugin '%s', experts %s",
-            r->platform, r->backend->desc->name, r->device_name[0] ? " (" : "", r->device_name,
+    fprintf(out, "platform   %s: backend '%s' device %d%s%s%s, model plugin '%s', experts %s",
+            r->platform, r->backend->desc->name, r->device, r->device_name[0] ? " (" : "", r->device_name,
             r->device_name[0] ? ")" : "", r->model->desc->name, vt_experts_mode_name(f->experts));
     if (f->experts == VT_EXPERTS_STREAMED) fprintf(out, " (store '%s')", r->store_name);
     fprintf(out, "\n");

@@ -9,6 +9,11 @@
  *      plugin, the model plugin for general.architecture, and the expert slot
  *      store ("host" is the core's; any other name is a store plugin);
  *   2. the backend reports at least one device (else refused with that reason);
+ *      the platform's devices: one index picks that device (refused when the
+ *      backend reports fewer); several (or all of several) need the
+ *      backend's peer_copy, then a model plugin that spreads routed experts
+ *      over devices, and are refused naming the first that is missing (no
+ *      model plugin of this vt does yet: DESIGN.md, issue 18);
  *   3. what the model requires of the backend (its ops for this file's weight
  *      types) and what the store requires (the host store: the backend's
  *      host_addressable_device_memory; the device store: memory_probe) are
@@ -101,6 +106,8 @@ typedef struct vt_residency {
     const vt_plugin_entry *store;     /* NULL: the core's host store */
     char store_name[64];
     char device_name[128];            /* backend's device_name, or "" */
+    int32_t device;                   /* the backend device the platform runs on (its
+                                       * devices: the one index given; default 0) */
     /* sequences the model will hold at once (vt serve --parallel): the KV
      * cache and recurrent state are counted this many times; 0 counts as 1.
      * Set before vt_residency_fit. */

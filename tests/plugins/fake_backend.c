@@ -20,6 +20,9 @@
  *                       return VT_ERR_UNSUPPORTED) and host-addressable memory,
  *                       for fit-check tests; memory_probe reports
  *                       total = $VT_FAKE_TOTAL_BYTES (default 1 GiB), free = total
+ * At load, every variant reads $VT_FAKE_DEVICES (the device count it reports,
+ * default 1) and $VT_FAKE_PEER_COPY (set: peer_copy PRESENT with a stub):
+ * the multi-device refusals of the residency.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -47,7 +50,17 @@ __attribute__((constructor)) static void fake_ctor(void)
 }
 #endif
 
-static int fake_device_count(void) { return 1; }
+static int fake_device_count(void)
+{
+    const char *n = getenv("VT_FAKE_DEVICES");
+    return n ? atoi(n) : 1;
+}
+static vt_status fake_copy_peer(vt_backend_ctx *dc, void *d, vt_backend_ctx *sc, const void *s,
+                                size_t n)
+{
+    (void)dc; (void)d; (void)sc; (void)s; (void)n;
+    return VT_ERR_UNSUPPORTED;
+}
 static vt_status fake_init(const vt_backend_params *p, vt_backend_ctx **out)
 {
     (void)p;
@@ -175,6 +188,12 @@ static void build(void)
 #if FAKE_ABI_MINOR >= 5
     caps[n++] = (vt_capability){VT_CAP_COPY_H2D_AHEAD, VT_CAP_ABSENT, "fake backend computes nothing"};
 #endif
+    if (getenv("VT_FAKE_PEER_COPY"))
+        for (uint32_t i = 0; i < n; i++)
+            if (caps[i].id == VT_CAP_PEER_COPY) {
+                caps[i] = (vt_capability){VT_CAP_PEER_COPY, VT_CAP_PRESENT, NULL};
+                table.copy_peer = fake_copy_peer;
+            }
 #ifndef FAKE_NO_PROBE
     for (uint32_t i = 0; i < n; i++)
         if (caps[i].id == VT_CAP_MEMORY_PROBE) caps[i] = (vt_capability){VT_CAP_MEMORY_PROBE, VT_CAP_PRESENT, NULL};
