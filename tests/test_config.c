@@ -874,8 +874,6 @@ static void test_print(void **s)
 }
 
 
-/* --config FIFO (or any non-regular file) is refused by its type, never
- * waited on (issue 17) */
 /* devices: every form of the file and of --set, each refusal naming the key
  * and the bad entry, and what vt config --show prints. */
 static void test_devices(void **s)
@@ -931,7 +929,7 @@ static void test_devices(void **s)
     expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: \"0,,1\"\n", F, 4, 14,
                       "platforms.cuda.devices", "an empty entry in the device list");
     expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0,1,2,3,4,5,6,7,8,9,10,11,"
-                      "12,13,14,15,16]\n", F, 4, 14, "platforms.cuda.devices",
+                      "12,13,14,15,16]\n", F, 4, 53, "platforms.cuda.devices",
                       "more than 16 devices");
     expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: 0\n    devices: 1\n", F, 5, 5,
                       "platforms.cuda.devices", NULL);
@@ -969,8 +967,38 @@ static void test_devices(void **s)
     expect_set_error("cuda.devices=gpu0", "'gpu0' is not a device index");
     expect_set_error("cuda.devices=0,", "an empty entry");
     expect_set_error("cuda.devices=[]", "no device given");
+    /* an entry is trimmed before its length counts; line breaks are blanks */
+    set_ok(&c, "cuda.devices=0,                                        1");
+    assert_int_equal(p->n_devices, 2);
+    expect_set_error("cuda.devices=0,                        12345678901234567890123456789012",
+                     "'12345678901234567890123456789012' is not a device index");
+    /* sixteen four-digit indices print whole */
+    set_ok(&c, "cuda.devices=1008,1009,1010,1011,1012,1013,1014,1015,1016,1017,1018,1019,1020,1021,"
+               "1022,1023");
+    out = print_to_string(&c);
+    expect_line(out, "platforms.cuda.devices", "[1008, 1009, 1010, 1011, 1012, 1013, 1014, 1015, "
+                "1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023]", "--set");
+    free(out);
+    /* the file: the 17th entry is the one named, whatever its spelling */
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+                      "0,0]\n", F, 4, 47, "platforms.cuda.devices", "more than 16 devices");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0,1,2,3,4,5,6,7,8,9,10,11,12,"
+                      "13,14,0000000000000000000015,0000000000000000000016]\n",
+                      F, 4, 73, "platforms.cuda.devices", "more than 16 devices");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: [0,1,1]\n", F, 4, 14,
+                      "platforms.cuda.devices", "device 1 is listed twice");
+    static const char nul_scalar[] = "version: 1\nplatforms:\n  cuda:\n    devices: \"0\\x001\"\n";
+    expect_file_error(nul_scalar, F, 4, 14, "platforms.cuda.devices", "contains a NUL character");
+    static const char nul_entry[] = "version: 1\nplatforms:\n  cuda:\n    devices: [\"0\\x001\"]\n";
+    expect_file_error(nul_entry, F, 4, 15, "platforms.cuda.devices", "contains a NUL character");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: >\n      0,\n      1\n", F, 4, 14,
+                      "platforms.cuda.devices", "a block scalar");
+    expect_file_error("version: 1\nplatforms:\n  cuda:\n    devices: |\n      0\n      1\n", F, 4, 14,
+                      "platforms.cuda.devices", "a block scalar");
 }
 
+/* --config FIFO (or any non-regular file) is refused by its type, never
+ * waited on (issue 17) */
 static void test_fifo_config_refused(void **s)
 {
     (void)s;

@@ -255,6 +255,9 @@ static void test_devices(void **s)
     assert_contains(vt_last_error(), "platform 'cpu' (devices: [0, 1]) needs capability 'peer_copy'");
     assert_contains(vt_last_error(), "which backend 'cpu' declares ABSENT (reason: one CPU device)");
     assert_contains(vt_last_error(), "name one device, such as devices: 0");
+    set(&cfg, "cpu.devices", "5,7"); /* the hint names a device that exists */
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "cpu", r), VT_ERR_CAPABILITY);
+    assert_contains(vt_last_error(), "name one device, such as devices: 0");
     set(&cfg, "cpu.devices", "1");
     assert_int_equal(vt_residency_select(&cfg, reg, g, "cpu", r), VT_ERR_NOT_FOUND);
     assert_contains(vt_last_error(), "platform 'cpu' (devices: 1): backend 'cpu' reports 1 device "
@@ -271,7 +274,7 @@ static void test_devices(void **s)
     assert_int_equal(vt_engine_open(&p, &e), VT_ERR_CAPABILITY);
     assert_null(e);
     assert_contains(vt_last_error(), "platform 'cpu' (devices: [1, 0]) needs capability 'peer_copy'");
-    assert_contains(vt_last_error(), "such as devices: 1");
+    assert_contains(vt_last_error(), "such as devices: 0"); /* 1 does not exist here */
 
     /* a backend of three devices without peer_copy */
     setenv("VT_FAKE_DEVICES", "3", 1);

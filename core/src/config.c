@@ -407,22 +407,25 @@ static vt_status parse_devices(const char *text, vt_config_platform *p, vt_confi
     for (;;) {
         size_t j = i;
         while (j < n && s[j] != ',') j++;
+        /* the entry s[b, e), blanks and line breaks (a block scalar's) trimmed */
+        size_t b = i, e = j;
+        while (b < e && (is_blank(s[b]) || s[b] == '\n' || s[b] == '\r')) b++;
+        while (e > b && (is_blank(s[e - 1]) || s[e - 1] == '\n' || s[e - 1] == '\r')) e--;
         char part[32];
-        const char *t;
-        size_t tn;
-        if (j - i >= sizeof part) {
-            vt_set_error("'%.*s' is not a device index (0..%d)", quote_len(j - i), s + i,
-                         VT_DEVICE_INDEX_MAX);
-            return VT_ERR_INVALID_ARG;
-        }
-        memcpy(part, s + i, j - i);
-        part[j - i] = 0;
-        trim(part, &t, &tn);
-        if (tn == 0) {
+        if (e == b) {
             if (nd == 0 && j >= n) vt_set_error("no device given: name device indices (0, [0, 1]) or 'all'");
             else vt_set_error("an empty entry in the device list '%.*s'", quote_len(n), s);
             return VT_ERR_INVALID_ARG;
         }
+        if (e - b >= sizeof part) {
+            vt_set_error("'%.*s' is not a device index (0..%d)", quote_len(e - b), s + b,
+                         VT_DEVICE_INDEX_MAX);
+            return VT_ERR_INVALID_ARG;
+        }
+        memcpy(part, s + b, e - b);
+        part[e - b] = 0;
+        const char *t = part;
+        size_t tn = e - b;
         uint64_t u;
         if (parse_uint(part, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
             vt_set_error("'%.*s' is not a device index (0..%d)", quote_len(tn), t,
@@ -889,6 +892,7 @@ static vt_status yp_devices(yparse *p, vt_config_platform *pl)
     vt_config_src src = file_src(m);
     char joined[256];
     size_t o = 0;
+    int n_items = 0;
     if (p->ev.type == YAML_SEQUENCE_START_EVENT) {
         for (;;) {
             if ((st = yp_next(p)) != VT_OK) return st;
@@ -903,7 +907,17 @@ static vt_status yp_devices(yparse *p, vt_config_platform *pl)
             const char *v = (const char *)p->ev.data.scalar.value;
             size_t vn = p->ev.data.scalar.length;
             uint64_t u;
-            if (strlen(v) != vn || strchr(v, ',') || o + vn + 2 >= sizeof joined ||
+            if (strlen(v) != vn) {
+                vt_set_error("%s:%u:%u: %s: an entry contains a NUL character", p->path,
+                             mark_line(em), mark_col(em), full);
+                return VT_ERR_FORMAT;
+            }
+            if (++n_items > VT_DEVICES_MAX) {
+                vt_set_error("%s:%u:%u: %s: more than %d devices listed", p->path, mark_line(em),
+                             mark_col(em), full, VT_DEVICES_MAX);
+                return VT_ERR_FORMAT;
+            }
+            if (strchr(v, ',') || o + vn + 2 >= sizeof joined ||
                 parse_uint(v, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
                 vt_set_error("%s:%u:%u: %s: '%.*s' is not a device index (0..%d)", p->path,
                              mark_line(em), mark_col(em), full, quote_len(vn), v,
@@ -920,7 +934,18 @@ static vt_status yp_devices(yparse *p, vt_config_platform *pl)
     } else if (p->ev.type == YAML_SCALAR_EVENT && !is_null_scalar(&p->ev)) {
         const char *v = (const char *)p->ev.data.scalar.value;
         size_t vn = p->ev.data.scalar.length;
-        if (strlen(v) != vn || vn >= sizeof joined) {
+        if (strlen(v) != vn) {
+            vt_set_error("%s:%u:%u: %s: the value contains a NUL character", p->path,
+                         mark_line(m), mark_col(m), full);
+            return VT_ERR_FORMAT;
+        }
+        if (p->ev.data.scalar.style == YAML_LITERAL_SCALAR_STYLE ||
+            p->ev.data.scalar.style == YAML_FOLDED_SCALAR_STYLE) {
+            vt_set_error("%s:%u:%u: %s: a block scalar (| or >); write the devices on one line "
+                         "([0, 1]) or as a list", p->path, mark_line(m), mark_col(m), full);
+            return VT_ERR_FORMAT;
+        }
+        if (vn >= sizeof joined) {
             vt_set_error("%s:%u:%u: %s: '%.*s' is not a device index (0..%d) or 'all'", p->path,
                          mark_line(m), mark_col(m), full, quote_len(vn), v, VT_DEVICE_INDEX_MAX);
             return VT_ERR_FORMAT;
@@ -1555,7 +1580,7 @@ static const char *bytes_value(uint64_t b, char *buf, size_t cap)
 
 void vt_config_print(const vt_config *c, FILE *f)
 {
-    char key[192], val[96];
+    char key[192], val[128]; /* 16 devices of 4 digits: 96 characters */
     print_line(f, c, "defaults.platform", c->default_platform, c->default_platform_src);
     for (int i = 0; i < c->n_models; i++) {
         snprintf(key, sizeof key, "models.%s", c->models[i].key);

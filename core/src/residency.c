@@ -51,6 +51,13 @@ static vt_status select_devices(vt_residency *r, const char *pname, int n_dev)
                                   pl->devices[i]);
         if (n > 1 && o < sizeof list) snprintf(list + o, sizeof list - o, "]");
     }
+    /* the device a refusal suggests: the first listed that exists */
+    int32_t hint = 0;
+    for (uint32_t i = 0; !pl->devices_all && i < n; i++)
+        if (pl->devices[i] < n_dev) {
+            hint = pl->devices[i];
+            break;
+        }
     if (n > 1) {
         /* experts spread over several devices: hidden states go between them */
         const char *reason;
@@ -59,14 +66,12 @@ static vt_status select_devices(vt_residency *r, const char *pname, int n_dev)
                          "experts are split over the devices by expert id and each token's hidden "
                          "state is sent to the devices of its experts), which backend '%s' "
                          "declares ABSENT (reason: %s); name one device, such as devices: %d",
-                         pname, list, r->backend->desc->name, reason,
-                         pl->devices_all ? 0 : pl->devices[0]);
+                         pname, list, r->backend->desc->name, reason, hint);
             return VT_ERR_CAPABILITY;
         }
         vt_set_error("platform '%s' (devices: %s): model plugin '%s' cannot split routed experts "
                      "over several devices (no model plugin of this vt can yet); name one "
-                     "device, such as devices: %d", pname, list, r->model->desc->name,
-                     pl->devices_all ? 0 : pl->devices[0]);
+                     "device, such as devices: %d", pname, list, r->model->desc->name, hint);
         return VT_ERR_CAPABILITY;
     }
     for (uint32_t i = 0; !pl->devices_all && i < n; i++)
