@@ -215,7 +215,8 @@ static void test_shipped_file(void **s)
                                        &p->expert_store_src, &p->arena_bytes_src,
                                        &p->headroom_bytes_src, &p->io_direct_src,
                                        &p->host_arena_bytes_src, &p->policy_src,
-                                       &p->prefetch_src, &p->readers_src,
+                                       &p->prefetch_src, &p->prefetch_top_src,
+                                       &p->readers_src,
                                        &p->staging_bytes_src, &p->slot_classes_src,
                                        &p->pinned_budget_bytes_src, &p->devices_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
@@ -683,6 +684,19 @@ static void test_overrides(void **s)
     assert_int_equal(v->prefetch, 0);
     set_ok(&c, "vulkan.expert_cache.prefetch=auto");
     assert_int_equal(v->prefetch, VT_PREFETCH_AUTO);
+    /* expert_cache.prefetch_top: auto (0, default) or 1..1024 */
+    assert_int_equal(v->prefetch_top, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch_top=3");
+    assert_int_equal(v->prefetch_top, 3);
+    assert_src(v->prefetch_top_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch_top= 1024 ");
+    assert_int_equal(v->prefetch_top, 1024);
+    set_ok(&c, "vulkan.expert_cache.prefetch_top=auto");
+    assert_int_equal(v->prefetch_top, 0);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "0"), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "1025"), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "five"), VT_ERR_INVALID_ARG);
+    assert_int_equal(v->prefetch_top, 0);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer, auto)"))
         fail_msg("%s", vt_last_error());
@@ -860,10 +874,11 @@ static void test_print(void **s)
     expect_line(out, "platforms.cuda.expert_cache.host_arena", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.policy", "lfru", "default");
     expect_line(out, "platforms.cuda.expert_cache.prefetch", "auto", "default");
+    expect_line(out, "platforms.cuda.expert_cache.prefetch_top", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.slot_classes", "auto", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 17 - 1);
+    assert_int_equal(l_last, 1 + 3 + 4 * 18 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

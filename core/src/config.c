@@ -51,6 +51,7 @@ typedef enum pkey {
     PK_HOST_ARENA,
     PK_POLICY,
     PK_PREFETCH,
+    PK_PREFETCH_TOP,
     PK_READERS,
     PK_STAGING,
     PK_SLOT_CLASSES,
@@ -65,12 +66,14 @@ static const char *const pkey_path[PK_COUNT] = {
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
     "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch",
-    "expert_cache.readers", "expert_cache.staging", "expert_cache.slot_classes", "pinned_budget", "devices"};
+    "expert_cache.prefetch_top", "expert_cache.readers", "expert_cache.staging",
+    "expert_cache.slot_classes", "pinned_budget", "devices"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
-    "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, expert_cache.readers, "
+    "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, "
+    "expert_cache.prefetch_top, expert_cache.readers, "
     "expert_cache.staging, expert_cache.slot_classes, pinned_budget, devices";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
@@ -561,6 +564,16 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
+    case PK_PREFETCH_TOP: {
+        const char *s;
+        size_t n;
+        trim(text, &s, &n);
+        if (eq(s, n, "auto")) u = 0;
+        else if ((st = parse_uint(text, 1, VT_PREFETCH_TOP_MAX, &u)) != VT_OK) break;
+        p->prefetch_top = (uint32_t)u;
+        p->prefetch_top_src = src;
+        break;
+    }
     case PK_READERS: {
         const char *s;
         size_t n;
@@ -968,10 +981,11 @@ static vt_status yp_devices(yparse *p, vt_config_platform *pl)
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
-                                        "policy", "prefetch", "readers", "staging",
-                                        "slot_classes"};
+                                        "policy", "prefetch", "prefetch_top", "readers",
+                                        "staging", "slot_classes"};
     static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
-                                PK_POLICY, PK_PREFETCH, PK_READERS, PK_STAGING, PK_SLOT_CLASSES};
+                                PK_POLICY, PK_PREFETCH, PK_PREFETCH_TOP, PK_READERS, PK_STAGING,
+                                PK_SLOT_CLASSES};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
@@ -989,7 +1003,7 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         if (i == N)
             return yp_unknown_key(p, m, full,
                                   "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
-                                  "readers, staging, slot_classes");
+                                  "prefetch_top, readers, staging, slot_classes");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1638,6 +1652,11 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_SLOT_CLASSES:
                 copy_str(val, sizeof val, p->slot_classes == VT_SLOT_CLASSES_OFF ? "off" : "auto");
                 src = p->slot_classes_src;
+                break;
+            case PK_PREFETCH_TOP:
+                if (p->prefetch_top) snprintf(val, sizeof val, "%u", p->prefetch_top);
+                else copy_str(val, sizeof val, "auto");
+                src = p->prefetch_top_src;
                 break;
             case PK_READERS:
                 if (p->readers) snprintf(val, sizeof val, "%u", p->readers);

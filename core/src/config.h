@@ -27,6 +27,9 @@
  *         policy: lfru | layer | lru   # the device tier's replacement policy
  *         prefetch: off | next-layer | auto  # copy the next layer's predicted experts ahead
  *                                      # (auto: where a host tier and a second copy queue are)
+ *         prefetch_top: auto | <count> # how many of a layer's predicted experts are copied
+ *                                      # ahead, the likeliest first (1..1024, at most top-k;
+ *                                      # auto: 5 of every 8, rounded up)
  *         slot_classes: auto | off     # slots sized by class of expert slice, or all the largest
  *         readers: auto | <count>      # reader threads for the misses' file reads (1..64;
  *                                      # auto: the online CPUs, at most 8)
@@ -114,6 +117,9 @@ typedef struct vt_config_pair {
 /* expert_cache.prefetch (the same values as expert_streamer.h's VT_STREAMER_PREFETCH_*) */
 enum { VT_PREFETCH_OFF = 0, VT_PREFETCH_NEXT_LAYER = 1, VT_PREFETCH_AUTO = 2 };
 
+/* expert_cache.prefetch_top: 0 auto (ceil(5/8 of the predicted ids)) or 1..VT_PREFETCH_TOP_MAX */
+#define VT_PREFETCH_TOP_MAX 1024
+
 /* expert_cache.slot_classes: auto (the arena's slots in up to 4 size classes, residency.c),
  * off (every slot the largest slice) */
 enum { VT_SLOT_CLASSES_AUTO = 0, VT_SLOT_CLASSES_OFF = 1 };
@@ -138,6 +144,7 @@ typedef struct vt_config_platform {
     int io_direct;                 vt_config_src io_direct_src;    /* expert_cache.io: direct */
     int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
     int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: VT_PREFETCH_* */
+    uint32_t prefetch_top;         vt_config_src prefetch_top_src; /* expert_cache.prefetch_top: 0 auto */
     int slot_classes;              vt_config_src slot_classes_src; /* expert_cache.slot_classes:
                                                                     * VT_SLOT_CLASSES_* */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */

@@ -161,13 +161,17 @@ static vt_status open_streamer(vt_engine *e, const char *device)
                              .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
                              .n_readers = f->readers, .n_ring_slots = f->ring_slots,
                              .backend = &e->backend, .prefetch = e->res.plat->prefetch,
-                             .n_classes = f->n_classes};
+                             .prefetch_top = e->res.plat->prefetch_top, .n_classes = f->n_classes};
     for (uint32_t c = 0; c < f->n_classes; c++) {
         tp.class_slots[c] = f->class_slots[c];
         tp.class_bytes[c] = f->class_bytes[c];
     }
     if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;
-    char hb[32], pb[32];
+    char hb[32], pb[32], pf[48];
+    if (!vt_streamer_prefetch_on(e->streamer)) snprintf(pf, sizeof pf, "off");
+    else if (e->res.plat->prefetch_top)
+        snprintf(pf, sizeof pf, "next-layer, the top %u predicted", e->res.plat->prefetch_top);
+    else snprintf(pf, sizeof pf, "next-layer, the top 5/8 predicted");
     for (uint32_t c = 0; c < f->n_classes; c++)
         vt_log(VT_LOG_INFO, "experts streamed: slot class %u: %llu slots of %llu bytes", c,
                (unsigned long long)f->class_slots[c], (unsigned long long)f->class_bytes[c]);
@@ -178,8 +182,7 @@ static vt_status open_streamer(vt_engine *e, const char *device)
            vt_streamer_n_readers(e->streamer), (unsigned long long)f->host_slots,
            vt_config_format_bytes(f->host_arena_bytes, hb, sizeof hb),
            (unsigned long long)vt_streamer_n_ring_slots(e->streamer),
-           vt_config_format_bytes(vt_streamer_host_pinned_bytes(e->streamer), pb, sizeof pb),
-           vt_streamer_prefetch_on(e->streamer) ? "next-layer" : "off");
+           vt_config_format_bytes(vt_streamer_host_pinned_bytes(e->streamer), pb, sizeof pb), pf);
     return VT_OK;
 }
 

@@ -1551,6 +1551,12 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
 
 int vt_streamer_prefetch_on(const vt_expert_streamer *s) { return s && s->ahead_ok; }
 
+uint32_t vt_streamer_prefetch_count(uint32_t top, uint32_t n)
+{
+    const uint32_t k = top ? top : (uint32_t)(((uint64_t)n * 5 + 7) / 8);
+    return k < n ? k : n;
+}
+
 /* Copy the host-tier keys of ids (layer) that the device tier lacks into
  * device slots on the store's ahead queue, forked at the end of the last
  * acquire (or here when none came since). A victim is never a slot of the
@@ -1562,6 +1568,7 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     uint32_t M = 0;
     vt_status st = check_ids(s, "prefetch", layer, ids, n, &M);
     if (st != VT_OK || !s->ahead_ok || !n) return st;
+    n = vt_streamer_prefetch_count(s->p.prefetch_top, n);
     const vt_store_api *a = s->p.store_api;
     if ((uint64_t)n * M > s->ahead_cap) {
         size_t c = (size_t)n * M;

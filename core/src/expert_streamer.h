@@ -98,6 +98,12 @@ typedef struct vt_streamer_params {
                                  * reason; VT_STREAMER_PREFETCH_AUTO is next-layer when those
                                  * and the backend's second copy queue (copy.h2d_ahead) are
                                  * there, else off (logged at INFO); 0 off */
+    uint32_t prefetch_top;      /* expert_cache.prefetch_top: a prefetch copies at most this
+                                 * many of its ids, the first ones (a model passes them in
+                                 * decreasing router weight); 0 auto: ceil(5 n / 8) of n ids.
+                                 * Measured on the H100 (stop 35's note): copying all 8
+                                 * predicted experts of a step loses to copying the likeliest
+                                 * 5, whose copies are done sooner and 77% used (64% for 8) */
     /* the device tier's slot classes (the store created with the same layout,
      * vt/store.h ABI 1.7): n_classes 0, one class of n_slots of slot_bytes;
      * else class c is class_slots[c] slots of class_bytes[c] (<= slot_bytes)
@@ -144,6 +150,9 @@ vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_exper
 vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
                                uint32_t n);
 int vt_streamer_prefetch_on(const vt_expert_streamer *s);
+/* How many of n predicted ids a prefetch copies under expert_cache.prefetch_top
+ * = top (0 auto: ceil(5 n / 8)); never more than n. */
+uint32_t vt_streamer_prefetch_count(uint32_t top, uint32_t n);
 vt_status vt_streamer_prefetch_stats_get(const vt_expert_streamer *s,
                                          vt_streamer_prefetch_stats *out);
 

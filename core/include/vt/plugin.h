@@ -176,7 +176,10 @@ typedef struct vt_host_api {
      * (the ops queued after it read the slot), so call it after the acquire,
      * after or before the ops that use its slots (after: their launch is
      * not delayed by the copies' issue), and before the next acquire; the
-     * next experts_acquire orders itself after the copies. Does nothing
+     * next experts_acquire orders itself after the copies. Give ids in
+     * decreasing router weight (the order moe_route writes): the streamer
+     * copies only the first expert_cache.prefetch_top of them (auto: 5 of
+     * every 8, rounded up), the likeliest to be used. Does nothing
      * when prefetch is off. Errors:
      * VT_ERR_INVALID_ARG / VT_ERR_RANGE as experts_acquire (bad layer or
      * id); a copy that cannot be queued (VT_ERR_IO or the backend's status):
