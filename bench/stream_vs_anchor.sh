@@ -20,7 +20,7 @@
 #                              prefetch: auto, the default, gives on CUDA), the
 #                              likeliest 5 of the 8 predicted (prefetch_top: auto)
 #   dev 25% + host + prefetch of every prediction   prefetch_top 1024: all 8
-#                              copied ahead, as before stop 35
+#                              copied ahead (what prefetch did before prefetch_top)
 #   dev 25%, file only         no host tier: every device miss reads the file
 # and prints decode/prefill tok/s, the decode hit rate of each tier and of
 # Belady's optimum on the same routing, fill issue GB/s (device-tier fills as

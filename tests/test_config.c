@@ -693,10 +693,13 @@ static void test_overrides(void **s)
     assert_int_equal(v->prefetch_top, 1024);
     set_ok(&c, "vulkan.expert_cache.prefetch_top=auto");
     assert_int_equal(v->prefetch_top, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch_top=3");
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "0"), VT_ERR_INVALID_ARG);
+    if (!strstr(vt_last_error(), "from 1 to 1024")) fail_msg("message: %s", vt_last_error());
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "1025"), VT_ERR_INVALID_ARG);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "five"), VT_ERR_INVALID_ARG);
-    assert_int_equal(v->prefetch_top, 0);
+    assert_int_equal(v->prefetch_top, 3); /* a refused value changes nothing */
+    set_ok(&c, "vulkan.expert_cache.prefetch_top=auto");
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer, auto)"))
         fail_msg("%s", vt_last_error());

@@ -436,6 +436,32 @@ static void test_prefetch_top(void **state)
             acquire_ok(&r, 0, use, 2); /* the prefetched bytes, after the join */
             rig_close(&r);
         }
+    /* a resident expert ranked past the cut is still kept from the prefetch's
+     * victims: layer 0's expert 2 is the oldest in a full LRU arena, ranked
+     * 6th of 7 under prefetch_top 5, whose 5 copies need 5 of the 6 experts
+     * not pinned by the last acquire */
+    for (int mode = 3; mode <= 4; mode++) {
+        rig r;
+        rig_prefetch_top = 5;
+        rig_open_prefetch(&r, 8 * N_MAT, mode);
+        rig_prefetch_top = 0;
+        warm_host_tier(&r);
+        const int32_t fill[4][2] = {{2, 3}, {0, 1}, {4, 5}, {6, 7}};
+        for (int i = 0; i < 4; i++) acquire_ok(&r, i ? 1 : 0, fill[i], 2);
+        int32_t pred[7] = {0, 1, 4, 5, 6, 2, 7};
+        prefetch_ok(&r, 0, pred, 7);
+        for (uint32_t m = 0; m < N_MAT; m++) {
+            if (!vt_streamer_is_resident(r.s, 0, m, 2))
+                fail_msg("mode %d: layer 0 expert 2 (predicted 6th, resident) was evicted", mode);
+            for (int i = 0; i < 5; i++)
+                if (!vt_streamer_is_resident(r.s, 0, m, (uint32_t)pred[i]))
+                    fail_msg("mode %d: expert %d (rank %d) not copied", mode, pred[i], i);
+            if (vt_streamer_is_resident(r.s, 0, m, 7)) fail_msg("mode %d: expert 7 copied", mode);
+        }
+        int32_t use[2] = {2, 6};
+        acquire_ok(&r, 0, use, 2);
+        rig_close(&r);
+    }
 }
 
 static void test_prefetch_bytes_and_counts(void **state)

@@ -170,7 +170,8 @@ static vt_status open_streamer(vt_engine *e, const char *device)
     char hb[32], pb[32], pf[48];
     if (!vt_streamer_prefetch_on(e->streamer)) snprintf(pf, sizeof pf, "off");
     else if (e->res.plat->prefetch_top)
-        snprintf(pf, sizeof pf, "next-layer, the top %u predicted", e->res.plat->prefetch_top);
+        snprintf(pf, sizeof pf, "next-layer, at most the top %u predicted",
+                 e->res.plat->prefetch_top);
     else snprintf(pf, sizeof pf, "next-layer, the top 5/8 predicted");
     for (uint32_t c = 0; c < f->n_classes; c++)
         vt_log(VT_LOG_INFO, "experts streamed: slot class %u: %llu slots of %llu bytes", c,

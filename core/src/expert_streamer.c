@@ -1568,7 +1568,9 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     uint32_t M = 0;
     vt_status st = check_ids(s, "prefetch", layer, ids, n, &M);
     if (st != VT_OK || !s->ahead_ok || !n) return st;
-    n = vt_streamer_prefetch_count(s->p.prefetch_top, n);
+    /* copies for the first `top` ids only; a resident one past them is still
+     * kept from this prefetch's victims (it is predicted, if less surely) */
+    const uint32_t top = vt_streamer_prefetch_count(s->p.prefetch_top, n);
     const vt_store_api *a = s->p.store_api;
     if ((uint64_t)n * M > s->ahead_cap) {
         size_t c = (size_t)n * M;
@@ -1584,19 +1586,24 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     }
     s->keep_batch = s->acquired_batch;
     s->batch++;
+    /* every predicted key already resident is kept first, so that no copy
+     * below takes its slot (the last acquire's stay so) */
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t m = 0; m < M; m++) {
+            const uint64_t slot = stack_at(s, layer, m)->slot_of[(uint32_t)ids[i]];
+            if (slot == NO_SLOT) continue;
+            slot_info *x = &s->dev.slots[slot];
+            if (x->batch != s->keep_batch) x->batch = s->batch;
+        }
     /* pick the slots (victims evicted now; a taken slot is off every list, so
      * none is taken twice), queue every copy in one call, then claim */
     uint32_t q = 0, full = 0; /* full: the slot classes with every slot pinned */
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < top; i++) {
         for (uint32_t m = 0; m < M; m++) {
             stack *k = stack_at(s, layer, m);
             const uint32_t e = (uint32_t)ids[i];
             uint64_t slot = k->slot_of[e];
-            if (slot != NO_SLOT) { /* resident (or queued by this call): keep it */
-                slot_info *x = &s->dev.slots[slot];
-                if (x->batch != s->keep_batch) x->batch = s->batch; /* the last acquire's stay so */
-                continue;
-            }
+            if (slot != NO_SLOT) continue; /* resident (kept above) or queued by this call */
             const uint64_t h = k->hslot_of[e];
             if (h == NO_SLOT) {
                 s->pstats.skipped++;

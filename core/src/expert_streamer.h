@@ -100,8 +100,10 @@ typedef struct vt_streamer_params {
                                  * there, else off (logged at INFO); 0 off */
     uint32_t prefetch_top;      /* expert_cache.prefetch_top: a prefetch copies at most this
                                  * many of its ids, the first ones (a model passes them in
-                                 * decreasing router weight); 0 auto: ceil(5 n / 8) of n ids.
-                                 * Measured on the H100 (stop 35's note): copying all 8
+                                 * decreasing router weight; a resident one past the first N
+                                 * is still kept from the prefetch's victims); 0 auto:
+                                 * ceil(5 n / 8) of n ids. Measured on the H100 (README,
+                                 * Prefetch; bench/stream_vs_anchor.sh): copying all 8
                                  * predicted experts of a step loses to copying the likeliest
                                  * 5, whose copies are done sooner and 77% used (64% for 8) */
     /* the device tier's slot classes (the store created with the same layout,
