@@ -233,6 +233,19 @@ static vt_status parse_uint(const char *text, uint64_t lo, uint64_t hi, uint64_t
     return VT_OK;
 }
 
+/* "auto" (0) or a count from 1 to hi. */
+static vt_status parse_auto_count(const char *text, uint64_t hi, uint64_t *out)
+{
+    const char *s;
+    size_t n;
+    trim(text, &s, &n);
+    if (eq(s, n, "auto")) {
+        *out = 0;
+        return VT_OK;
+    }
+    return parse_uint(text, 1, hi, out);
+}
+
 static vt_status parse_bool(const char *text, int *out)
 {
     const char *s;
@@ -564,26 +577,16 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
-    case PK_PREFETCH_TOP: {
-        const char *s;
-        size_t n;
-        trim(text, &s, &n);
-        if (eq(s, n, "auto")) u = 0;
-        else if ((st = parse_uint(text, 1, VT_PREFETCH_TOP_MAX, &u)) != VT_OK) break;
+    case PK_PREFETCH_TOP:
+        if ((st = parse_auto_count(text, VT_PREFETCH_TOP_MAX, &u)) != VT_OK) break;
         p->prefetch_top = (uint32_t)u;
         p->prefetch_top_src = src;
         break;
-    }
-    case PK_READERS: {
-        const char *s;
-        size_t n;
-        trim(text, &s, &n);
-        if (eq(s, n, "auto")) u = 0;
-        else if ((st = parse_uint(text, 1, VT_READERS_MAX, &u)) != VT_OK) break;
+    case PK_READERS:
+        if ((st = parse_auto_count(text, VT_READERS_MAX, &u)) != VT_OK) break;
         p->readers = (uint32_t)u;
         p->readers_src = src;
         break;
-    }
     case PK_STAGING: {
         const char *s;
         size_t n;
