@@ -202,12 +202,66 @@ extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_
     return VT_OK;
 }
 
+/* ======================= diagnostic timeline ======================= */
+
+#define TL_MAX (1u << 19)
+struct vt_gpu_timeline {
+    char path[4096];
+    uint32_t n;
+    vt_gpu_event ev[TL_MAX];
+    char kind[TL_MAX];
+};
+
+void vt_gpu_tl_mark(vt_backend_ctx *ctx, char kind, int ahead)
+{
+    if (!ctx || ctx->capturing) return;
+    if (!ctx->tl) {
+        static int off;
+        const char *p = off ? NULL : getenv("VT_GPU_TIMELINE");
+        if (!p || !*p) {
+            off = 1;
+            return;
+        }
+        ctx->tl = (struct vt_gpu_timeline *)calloc(1, sizeof *ctx->tl);
+        if (!ctx->tl) return;
+        snprintf(ctx->tl->path, sizeof ctx->tl->path, "%s", p);
+    }
+    struct vt_gpu_timeline *t = ctx->tl;
+    if (t->n >= TL_MAX) return;
+    vt_gpu_event e;
+    if (vt_gpu_event_create_timed(&e) != vt_gpu_success) return;
+    vt_gpu_stream s = ahead ? (vt_gpu_stream)ctx->ahead_stream : VT_ST;
+    if (vt_gpu_event_record(e, s) != vt_gpu_success) {
+        (void)vt_gpu_event_destroy(e);
+        return;
+    }
+    t->ev[t->n] = e;
+    t->kind[t->n++] = kind;
+}
+
+static void tl_write(vt_backend_ctx *ctx)
+{
+    struct vt_gpu_timeline *t = ctx->tl;
+    if (!t) return;
+    FILE *f = fopen(t->path, "w");
+    for (uint32_t i = 0; i < t->n; i++) {
+        float ms = 0;
+        if (f && vt_gpu_event_elapsed(&ms, t->ev[0], t->ev[i]) == vt_gpu_success)
+            fprintf(f, "%c %.4f\n", t->kind[i], ms);
+        (void)vt_gpu_event_destroy(t->ev[i]);
+    }
+    if (f) fclose(f);
+    free(t);
+    ctx->tl = NULL;
+}
+
 extern "C" void vt_gpu_shutdown(vt_backend_ctx *ctx)
 {
     if (!ctx) return;
     /* finish what was queued on the device before its memory goes away */
     if (vt_gpu_set_device(ctx->device) == vt_gpu_success) (void)vt_gpu_device_synchronize();
     (void)vt_gpu_get_last_error();
+    tl_write(ctx);
     vt_gpu_ops_release(ctx);
     if (ctx->ev_fork) (void)vt_gpu_event_destroy((vt_gpu_event)ctx->ev_fork);
     if (ctx->ev_join) (void)vt_gpu_event_destroy((vt_gpu_event)ctx->ev_join);
@@ -367,7 +421,9 @@ extern "C" vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const
                            "pointer", bytes, dst ? "source" : "destination");
     vt_status st = vt_gpu_select_device(ctx, "copy_h2d_async");
     if (st) return st;
+    vt_gpu_tl_mark(ctx, 'd', 0);
     vt_gpu_error e = vt_gpu_memcpy_async(dst, src, bytes, vt_gpu_memcpy_h2d, VT_ST);
+    vt_gpu_tl_mark(ctx, 'D', 0);
     if (e != vt_gpu_success) {
         char h[32];
         vt_gpu_human_bytes(bytes, h, sizeof h);
@@ -434,7 +490,9 @@ extern "C" vt_status vt_gpu_ahead_join(vt_backend_ctx *ctx)
     vt_status st = ahead_setup(ctx, "ahead_join");
     if (st) return st;
     vt_gpu_xq_forget(ctx); /* the joined copies may have overwritten its source */
-    return ahead_order(ctx, "ahead_join", ctx->ev_join, ctx->ahead_stream, ctx->stream);
+    st = ahead_order(ctx, "ahead_join", ctx->ev_join, ctx->ahead_stream, ctx->stream);
+    vt_gpu_tl_mark(ctx, 'J', 0);
+    return st;
 }
 
 /* The ahead copies: one cudaMemcpyAsync each on the ahead stream (queued
@@ -452,10 +510,37 @@ extern "C" vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_cop
         if (copies[i].bytes && (!copies[i].dst || !copies[i].src))
             return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "copy_h2d_ahead: copy %u of %u: "
                                "NULL %s pointer", i, n, copies[i].dst ? "source" : "destination");
+#if !defined(VT_GPU_HIP) && CUDART_VERSION >= 13000
+    static int batch = -1;
+    if (batch < 0) batch = getenv("VT_GPU_BATCH_COPY") && atoi(getenv("VT_GPU_BATCH_COPY"));
+    if (batch && n > 1 && n <= 256) {
+        const void *dsts[256], *srcs[256];
+        size_t sizes[256], idx = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            dsts[i] = copies[i].dst;
+            srcs[i] = copies[i].src;
+            sizes[i] = copies[i].bytes;
+        }
+        cudaMemcpyAttributes at;
+        memset(&at, 0, sizeof at);
+        at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        vt_gpu_tl_mark(ctx, 'a', 1);
+        cudaError_t e = cudaMemcpyBatchAsync(dsts, srcs, sizes, n, &at, &idx, 1,
+                                             (cudaStream_t)ctx->ahead_stream);
+        vt_gpu_tl_mark(ctx, 'A', 1);
+        if (e != cudaSuccess)
+            return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_ahead: a batch of %u "
+                               "copies on device %d failed: %s", n, ctx->device,
+                               vt_gpu_get_error_string(e));
+        return VT_OK;
+    }
+#endif
     for (uint32_t i = 0; i < n; i++) {
         if (!copies[i].bytes) continue;
+        vt_gpu_tl_mark(ctx, 'a', 1);
         vt_gpu_error e = vt_gpu_memcpy_async(copies[i].dst, copies[i].src, copies[i].bytes,
                                              vt_gpu_memcpy_h2d, (vt_gpu_stream)ctx->ahead_stream);
+        vt_gpu_tl_mark(ctx, 'A', 1);
         if (e != vt_gpu_success) {
             char h[32];
             vt_gpu_human_bytes(copies[i].bytes, h, sizeof h);
@@ -470,6 +555,7 @@ extern "C" vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_cop
 
 extern "C" vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
+    vt_gpu_tl_mark(ctx, 'R', 0);
     return gpu_copy(ctx, "copy_d2h", dst, src, bytes, 1);
 }
 

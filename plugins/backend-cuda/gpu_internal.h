@@ -105,7 +105,14 @@ struct vt_backend_ctx {
     int64_t xq_n;
     unsigned long xq_epoch; /* vt_gpu_xq_epoch when xq_src was set */
     void *attn_part;        /* decode attention's per-part results (gpu_attention.cu) */
+    struct vt_gpu_timeline *tl; /* env VT_GPU_TIMELINE=FILE: marks on the streams (NULL: off) */
 };
+
+/* A diagnostic timeline (env VT_GPU_TIMELINE=FILE): vt_gpu_tl_mark records a
+ * timed event of kind (one letter) on the ahead stream (ahead != 0) or the
+ * context's stream; at shutdown every mark is written to FILE as "kind ms"
+ * lines, ms since the first mark. A no-op when off or full. */
+void vt_gpu_tl_mark(vt_backend_ctx *ctx, char kind, int ahead);
 
 /* Bumped by every launch, copy, fill, allocation and free of any context of
  * the plugin: rounded activations are reused only while it has not moved

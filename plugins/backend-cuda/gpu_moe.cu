@@ -752,5 +752,8 @@ extern "C" vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "moe_ffn %s: %lld tokens x top-%lld "
                            "exceed the kernels' grid", nm, (long long)T, (long long)K);
     TRY(vt_gpu_select_device(ctx, "moe_ffn"));
-    return moe_run(ctx, a);
+    vt_gpu_tl_mark(ctx, 'm', 0);
+    vt_status st = moe_run(ctx, a);
+    vt_gpu_tl_mark(ctx, 'M', 0);
+    return st;
 }

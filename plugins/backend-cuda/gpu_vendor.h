@@ -60,6 +60,8 @@ typedef hipGraphExec_t vt_gpu_graph_exec;
 typedef hipEvent_t vt_gpu_event;
 #define vt_gpu_event_create(e) hipEventCreateWithFlags((e), hipEventDisableTiming)
 #define vt_gpu_event_destroy hipEventDestroy
+#define vt_gpu_event_create_timed(e) hipEventCreate(e)
+#define vt_gpu_event_elapsed hipEventElapsedTime
 #define vt_gpu_event_record hipEventRecord
 #define vt_gpu_stream_wait_event(s, e) hipStreamWaitEvent((s), (e), 0)
 #define vt_gpu_stream_begin_capture(s) hipStreamBeginCapture((s), hipStreamCaptureModeThreadLocal)
@@ -116,6 +118,8 @@ typedef cudaGraphExec_t vt_gpu_graph_exec;
 typedef cudaEvent_t vt_gpu_event;
 #define vt_gpu_event_create(e) cudaEventCreateWithFlags((e), cudaEventDisableTiming)
 #define vt_gpu_event_destroy cudaEventDestroy
+#define vt_gpu_event_create_timed(e) cudaEventCreate(e)
+#define vt_gpu_event_elapsed cudaEventElapsedTime
 #define vt_gpu_event_record cudaEventRecord
 #define vt_gpu_stream_wait_event(s, e) cudaStreamWaitEvent((s), (e), 0)
 #define vt_gpu_stream_begin_capture(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeThreadLocal)

@@ -156,6 +156,11 @@ struct vt_model {
      * when present, env VT_GRAPH=0 not set): a one-token step is recorded once
      * per sequence and replayed, positions read from d_pos */
     int use_graph;
+    /* streamed decode graphs (the same, experts streamed): a one-token step
+     * is recorded once per sequence as segments cut at each MoE layer's
+     * routing, replayed with each layer's acquire between them
+     * (g4_step_segments); env VT_GRAPH=0 or VT_GRAPH_STREAMED=0: off */
+    int use_seg_graph;
     /* ABI 1.3's element-wise fusions and merged matrices (vt_util_fusions_available) */
     int fuse;
     /* a residual addition x += res_a that the next norm of x performs
@@ -220,6 +225,8 @@ struct vt_model_seq {
     int64_t pos;                 /* tokens already evaluated */
     int64_t swa_base;            /* position held by row 0 of every S-layer cache */
     vt_graph *graph;             /* the recorded one-token step of this sequence (NULL: none yet) */
+    vt_graph **seg;              /* streamed: its segments, at most n_layer + 1 (NULL: none yet) */
+    int seg_ahead;               /* the segments compute the next layer's prediction */
     float **k_cache, **v_cache;  /* per layer (NULL for shared-KV layers) */
 };
 
@@ -255,6 +262,8 @@ size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
 const char *gemma4_moe_path(const vt_model *m);
 /* How one-token steps run (vt_model_info.decode_path). */
 const char *gemma4_decode_path(const vt_model *m);
+/* frees the sequence's streamed-decode graph segments (gemma4_forward.c) */
+void gemma4_free_segments(vt_model *m, vt_model_seq *s);
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 /* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */

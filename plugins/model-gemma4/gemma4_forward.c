@@ -239,49 +239,98 @@ static vt_status gemma4_table_cb(void *user, uint32_t layer, const int32_t *ids,
  * acquires groups of at most top-k experts and points the layer's table at
  * their slots, one moe_ffn per group (the same bits: moe_ffn adds per token
  * in increasing expert id). */
-static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
+/* The prediction at decode (prefetch on): the next MoE layer's router
+ * input (as g4_experts) from this layer's residual x, top-k ids after this
+ * layer's in r_ids; *n_ahead their count (0: none queued). */
+static vt_status g4_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *n_ahead)
 {
     const gemma4_hparams *hp = &m->hp;
-    const gemma4_layer *ly = &m->layers[il];
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
+    const uint32_t il_next = il + 1;
+    *n_ahead = 0;
+    if (T != 1 || il_next >= hp->n_layer || !m->layers[il_next].router.data ||
+        !vt_util_prefetch_on(m->host, m->experts))
+        return VT_OK;
+    const gemma4_layer *nl = &m->layers[il_next];
+    TRY(A->rms_norm(c, m->x, E, nl->router_scale, m->ah_h, E, 1, E, hp->eps));
+    TRY(A->scale(c, m->ah_h, m->ah_h, E, 1.0f / sqrtf((float)E)));
+    TRY(g4_mm(m, &nl->router, m->ah_h, E, m->ah_logits, nx, 1));
+    TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
+    *n_ahead = (uint32_t)K;
+    return VT_OK;
+}
+
+/* moe_ffn's arguments for layer il over all of its experts (the streamed
+ * paths narrow the range per group) */
+static vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const int64_t E = hp->n_embd, nx = hp->n_expert;
     const gemma4_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
     const gemma4_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
     void **tab = m->exp_tab[il];
     vt_moe_ffn_args a = {
-        .struct_size = sizeof a, .act = VT_MOE_ACT_GELU_TANH, .n_tokens = T, .k = K,
-        .n_embd = E, .n_ff = hp->n_ff_exp, .n_expert = nx, .expert_begin = 0, .expert_end = nx,
-        .x = m->h, .ldx = E, .ids = m->r_ids, .weights = m->r_w, .out = m->f_e, .ldo = E,
-        .type_gate = gs->type, .type_up = us->type, .type_down = ly->down_exps.type,
-        .w_gate = (const void *const *)tab, .w_up = (const void *const *)tab + nx,
-        .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
-        .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
+        .struct_size = sizeof a, .act = VT_MOE_ACT_GELU_TANH, .n_tokens = T,
+        .k = hp->n_expert_used, .n_embd = E, .n_ff = hp->n_ff_exp, .n_expert = nx,
+        .expert_begin = 0, .expert_end = nx, .x = m->h, .ldx = E, .ids = m->r_ids,
+        .weights = m->r_w, .out = m->f_e, .ldo = E, .type_gate = gs->type, .type_up = us->type,
+        .type_down = ly->down_exps.type, .w_gate = (const void *const *)tab,
+        .w_up = (const void *const *)tab + nx, .w_down = (const void *const *)tab + 2 * nx,
+        .scratch = m->f_x, .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
+    return a;
+}
+
+/* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
+ * the routing (with the per-expert scale) already in r_ids / r_w. Resident:
+ * one moe_ffn over all experts; streamed: the ids come to the host, which
+ * acquires groups of at most top-k experts and points the layer's table at
+ * their slots, one moe_ffn per group (the same bits: moe_ffn adds per token
+ * in increasing expert id). */
+static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
+{
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    vt_moe_ffn_args a = g4_moe_args(m, il, T);
     if (!m->experts) return A->moe_ffn(c, &a);
-    /* prefetch at decode: the next MoE layer's router input (as g4_experts)
-     * from this layer's residual x (a prediction), top-k after this layer's */
-    uint32_t n_ahead = 0, il_next = il + 1;
+    uint32_t n_ahead = 0;
     m->n_ahead = 0;
-    if (T == 1 && il_next < hp->n_layer && m->layers[il_next].router.data &&
-        vt_util_prefetch_on(m->host, m->experts)) {
-        const gemma4_layer *nl = &m->layers[il_next];
-        TRY(A->rms_norm(c, m->x, E, nl->router_scale, m->ah_h, E, 1, E, hp->eps));
-        TRY(A->scale(c, m->ah_h, m->ah_h, E, 1.0f / sqrtf((float)E)));
-        TRY(g4_mm(m, &nl->router, m->ah_h, E, m->ah_logits, nx, 1));
-        TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
-        n_ahead = (uint32_t)K;
-    }
+    TRY(g4_predict_next(m, il, T, &n_ahead));
     /* a one-token step routes at most top-k experts: one group, whose table
      * upload is queued (vt_util_exp_tab_upload) */
     m->exp_tab_queued = T == 1;
     vt_status st = vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a,
                                                   m->topk_ids, m->exp_count, m->exp_ids,
                                                   m->exp_slots, gemma4_table_cb, m, "gemma4",
-                                                  il_next, n_ahead);
+                                                  il + 1, n_ahead);
     m->exp_tab_queued = 0;
     TRY(st);
     m->n_ahead = n_ahead; /* prefetched once the experts' ops are queued (g4_experts) */
     return VT_OK;
+}
+
+/* The fused routing of layer il: the router input RMSNorm0(r) ·
+ * ffn_gate_inp.scale · 1/sqrt(D) (pitfall 13; the weighted norm folds the
+ * elementwise scale in), the logits, the ids and weights on the device (the
+ * per-expert scale applied there), the expert input pre_ffw_norm_2(r) in h
+ * (pitfall 15) and f_e zeroed. */
+static vt_status g4_route_fused(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
+    TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
+    TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
+    TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
+    TRY(A->moe_route(c, m->r_logits, T, nx, K, 1,
+                     ly->exp_scale ? m->exp_scale_dev + (size_t)il * (size_t)nx : NULL, m->r_ids,
+                     m->r_w));
+    TRY(A->rms_norm(c, m->x, E, ly->pre_ffw_norm_2, m->h, E, T, E, hp->eps));
+    return A->memset_zero(c, m->f_e, (size_t)(T * E) * sizeof(float));
 }
 
 static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
@@ -292,18 +341,8 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
 
-    /* router input: RMSNorm0(r) · ffn_gate_inp.scale · 1/sqrt(D) (pitfall 13);
-     * the weighted norm folds the elementwise scale in */
-    TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
-    TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
-    TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
     if (m->fused_moe) {
-        /* routing on the device, the per-expert scale applied there */
-        TRY(A->moe_route(c, m->r_logits, T, nx, K, 1,
-                         ly->exp_scale ? m->exp_scale_dev + (size_t)il * (size_t)nx : NULL,
-                         m->r_ids, m->r_w));
-        TRY(A->rms_norm(c, m->x, E, ly->pre_ffw_norm_2, m->h, E, T, E, hp->eps));
-        TRY(A->memset_zero(c, m->f_e, (size_t)(T * E) * sizeof(float)));
+        TRY(g4_route_fused(m, il, T));
         TRY(g4_experts_fused(m, il, T));
         TRY(A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps));
         if (m->n_ahead) { /* the next layer's predicted experts, copied beside the ops queued */
@@ -312,6 +351,11 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
         }
         return VT_OK;
     }
+    /* router input: RMSNorm0(r) · ffn_gate_inp.scale · 1/sqrt(D) (pitfall 13);
+     * the weighted norm folds the elementwise scale in */
+    TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
+    TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
+    TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
     /* softmax over all experts, top-k, renormalise (pitfall 14) ... */
     TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
     /* ... then the per-expert scale, after the renormalisation */
@@ -380,20 +424,28 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
     return VT_OK;
 }
 
-/* FFN block (§5.3): x (= r on entry) += post_ffw_norm(MLP [+ experts]). */
-static vt_status g4_ffn(vt_model *m, uint32_t il, int64_t T)
+/* The FFN's MLP (§5.3): f_m = MLP(ffn_norm(r)), post_ffw_norm_1 applied
+ * when the layer also has experts. */
+static vt_status g4_ffn_mlp(vt_model *m, uint32_t il, int64_t T)
+{
+    const gemma4_layer *ly = &m->layers[il];
+    const int64_t E = m->hp.n_embd;
+    TRY(g4_norm_x(m, 0, T, ly->ffn_norm, m->h)); /* with the attention's residual when fused */
+    TRY(g4_geglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->w_gu, m->h, m->f_m, T));
+    if (ly->moe)
+        TRY(m->api->rms_norm(m->ctx, m->f_m, E, ly->post_ffw_norm_1, m->f_m, E, T, E, m->hp.eps));
+    return VT_OK;
+}
+
+/* The FFN's end: x += post_ffw_norm(f_m [+ f_e]) (fused: left pending). */
+static vt_status g4_ffn_end(vt_model *m, uint32_t il, int64_t T)
 {
     const gemma4_hparams *hp = &m->hp;
     const gemma4_layer *ly = &m->layers[il];
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
-
-    TRY(g4_norm_x(m, 0, T, ly->ffn_norm, m->h)); /* with the attention's residual when fused */
-    TRY(g4_geglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->w_gu, m->h, m->f_m, T));
     if (ly->moe) {
-        TRY(A->rms_norm(c, m->f_m, E, ly->post_ffw_norm_1, m->f_m, E, T, E, hp->eps));
-        TRY(g4_experts(m, il, T));
         if (m->fuse) { /* a = post_ffw_norm(f_m + f_e), added to x by the next norm */
             TRY(A->add_rms_norm(c, m->f_m, E, m->f_e, E, NULL, ly->post_ffw_norm, m->a, E, T, E,
                                 hp->eps));
@@ -409,6 +461,14 @@ static vt_status g4_ffn(vt_model *m, uint32_t il, int64_t T)
     }
     TRY(A->binary(c, VT_BINARY_ADD, m->x, m->f_m, m->x, T * E, T * E));
     return VT_OK;
+}
+
+/* FFN block (§5.3): x (= r on entry) += post_ffw_norm(MLP [+ experts]). */
+static vt_status g4_ffn(vt_model *m, uint32_t il, int64_t T)
+{
+    TRY(g4_ffn_mlp(m, il, T));
+    if (m->layers[il].moe) TRY(g4_experts(m, il, T));
+    return g4_ffn_end(m, il, T);
 }
 
 /* §5.2 per-layer embeddings: ple [T][L*P] from the tokens and the scaled x. */
@@ -472,6 +532,22 @@ static vt_status g4_attention_rows(vt_model *m, vt_model_seq *s, uint32_t il, in
     return st;
 }
 
+/* After the FFN of layer il: its residual, left pending when fused, goes in
+ * before anything else reads x; the per-layer embedding (pitfall 18) and
+ * the layer's output scale of the whole residual stream (pitfall 19). */
+static vt_status g4_layer_end(vt_model *m, uint32_t il, int64_t T, int graph)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const gemma4_layer *ly = &m->layers[il];
+    const int64_t E = hp->n_embd;
+    if (hp->n_per_layer || ly->has_out_scale || (!graph && m->dump_path))
+        TRY(g4_norm_x(m, 0, T, NULL, NULL));
+    if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T));
+    if (ly->has_out_scale) TRY(m->api->scale(m->ctx, m->x, m->x, T * E, ly->out_scale));
+    if (!graph) TRY(g4_dump(m, m->x, T, E));
+    return VT_OK;
+}
+
 /* Every layer on x (embedded, PLE inputs ready) for the n_seq sequences whose
  * tokens are consecutive rows (n_tok[i] each, T in all): the norms, the
  * projections outside attention, the MLP and the routed experts (grouped
@@ -499,14 +575,7 @@ static vt_status g4_layers_multi(vt_model *m, vt_model_seq *const *seqs, const i
         if (m->fuse) m->res_a = m->a; /* r = x + a, added by the FFN's first norm */
         else TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
         TRY(g4_ffn(m, il, T));
-        /* the FFN's residual, left pending when fused, goes in before anything
-         * else reads x */
-        if (hp->n_per_layer || ly->has_out_scale || (!graph && m->dump_path))
-            TRY(g4_norm_x(m, 0, T, NULL, NULL));
-        if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T)); /* pitfall 18 */
-        if (ly->has_out_scale) /* the whole residual stream (pitfall 19) */
-            TRY(A->scale(c, m->x, m->x, T * E, ly->out_scale));
-        if (!graph) TRY(g4_dump(m, m->x, T, E));
+        TRY(g4_layer_end(m, il, T, graph));
     }
     return VT_OK;
 }
@@ -533,7 +602,159 @@ static vt_status g4_head_row(vt_model *m, int64_t r)
 const char *gemma4_decode_path(const vt_model *m)
 {
     return m->use_graph ? "graph (recorded once per sequence, replayed per token)"
-                        : "ops (one backend call per op)";
+           : m->use_seg_graph ? "graph segments (recorded once per sequence, replayed per token; "
+                                "each MoE layer's expert acquire between them)"
+                              : "ops (one backend call per op)";
+}
+
+/* ---------------------------------------------------------------- */
+/* streamed decode in graph segments                                  */
+/* ---------------------------------------------------------------- */
+
+void gemma4_free_segments(vt_model *m, vt_model_seq *s)
+{
+    if (!s->seg) return;
+    for (uint32_t i = 0; m && i <= m->hp.n_layer; i++)
+        if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
+    free(s->seg);
+    s->seg = NULL;
+}
+
+/* The first MoE layer at or after il (n_layer: none): where a segment ends */
+static uint32_t g4_next_cut(const vt_model *m, uint32_t il)
+{
+    while (il < m->hp.n_layer && !m->layers[il].moe) il++;
+    return il;
+}
+
+/* The ops of the segment that follows the acquire of MoE layer `after`
+ * (UINT32_MAX: the first segment): that layer's routed experts over the
+ * table the acquire wrote (the whole expert range) and the rest of it, the
+ * layers up to the next MoE layer's routing and its prediction for the
+ * layer after (or, past the last, the final norm, LM head and soft-cap into
+ * logits_buf). The same ops as g4_layers with graph = 1. */
+static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t after)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+    uint32_t il = 0;
+    if (after != UINT32_MAX) {
+        vt_moe_ffn_args a = g4_moe_args(m, after, 1);
+        TRY(A->moe_ffn(c, &a));
+        TRY(A->rms_norm(c, m->f_e, E, m->layers[after].post_ffw_norm_2, m->f_e, E, 1, E,
+                        hp->eps));
+        TRY(g4_ffn_end(m, after, 1));
+        TRY(g4_layer_end(m, after, 1, 1));
+        il = after + 1;
+    }
+    for (; il < hp->n_layer; il++) {
+        const gemma4_layer *ly = &m->layers[il];
+        TRY(g4_norm_x(m, 0, 1, ly->attn_norm, m->h));
+        TRY(g4_attention(m, s, il, 1, 1));
+        if (m->fuse) m->res_a = m->a;
+        else TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, E, E));
+        TRY(g4_ffn_mlp(m, il, 1));
+        if (ly->moe) {
+            TRY(g4_route_fused(m, il, 1));
+            uint32_t n_ahead = 0;
+            if (s->seg_ahead) TRY(g4_predict_next(m, il, 1, &n_ahead));
+            return VT_OK;
+        }
+        TRY(g4_ffn_end(m, il, 1));
+        TRY(g4_layer_end(m, il, 1, 1));
+    }
+    return g4_head_row(m, 0);
+}
+
+/* Record segment j into s->seg[j]; on a refusal the host state the ops
+ * touched is restored and graphs go off for the model (said once): the
+ * caller runs the segment's ops instead. */
+static int g4_seg_record(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
+{
+    const vt_backend_api *A = m->api;
+    const float *res_a = m->res_a;
+    vt_graph *g = NULL;
+    vt_status st = A->graph_begin(m->ctx), st_end = VT_OK;
+    if (st == VT_OK) {
+        st = g4_seg_ops(m, s, after);
+        st_end = A->graph_end(m->ctx, &g);
+    }
+    if (st == VT_OK && st_end == VT_OK && g) {
+        s->seg[j] = g;
+        return 1;
+    }
+    if (g) A->graph_free(m->ctx, g);
+    m->res_a = res_a;
+    char why[512];
+    snprintf(why, sizeof why, "gemma4: segment %u of the streamed decode step could not be "
+             "recorded as a graph (%s); decode runs op by op", j, m->host->last_error());
+    if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+        m->host->note_fallback)
+        m->host->note_fallback(why);
+    else
+        m->host->log(VT_LOG_WARN, "%s", why);
+    m->use_seg_graph = 0;
+    return 0;
+}
+
+/* A streamed one-token step (embedded, PLE inputs ready) in graph
+ * segments, cut at each MoE layer's routing: the position and the S-layer
+ * row to d_pos, then per segment (recorded on the sequence's first one-token
+ * step, replayed after) the host's part: the prefetch the last acquire's
+ * prediction asked for, the routing ids to the host, the acquire and the
+ * table upload. The last segment writes logits_buf. The ops and their order
+ * are those of g4_layers, so are the bits. */
+static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
+{
+    const gemma4_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const uint32_t L = hp->n_layer;
+    const int64_t K = hp->n_expert_used;
+    int rec = !s->seg, live = 0;
+    if (rec) {
+        s->seg = calloc((size_t)L + 1, sizeof *s->seg);
+        if (!s->seg) {
+            m->host->set_error("gemma4: allocation of %u graph segments failed: out of memory",
+                               L + 1);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        s->seg_ahead = vt_util_prefetch_on(m->host, m->experts);
+    }
+    int32_t rows[2] = {(int32_t)s->pos, (int32_t)(s->pos - s->swa_base)};
+    TRY(A->copy_h2d(c, m->d_pos, rows, sizeof rows));
+    m->res_a = NULL;
+    uint32_t after = UINT32_MAX, n_ahead = 0;
+    for (uint32_t j = 0; j <= L; j++) {
+        if (rec && !live && !g4_seg_record(m, s, j, after)) live = 1;
+        if (live) TRY(g4_seg_ops(m, s, after));
+        else TRY(A->graph_launch(c, s->seg[j]));
+        const uint32_t cut = g4_next_cut(m, after == UINT32_MAX ? 0 : after + 1);
+        if (n_ahead) { /* copies beside the segment just queued */
+            if (vt_util_prefetch_on(m->host, m->experts))
+                TRY(m->host->experts_prefetch(m->experts, cut, m->topk_ids + K, n_ahead));
+            n_ahead = 0;
+        }
+        if (cut >= L) break;
+        const uint32_t ahead = s->seg_ahead && cut + 1 < L && m->layers[cut + 1].router.data
+                                   ? (uint32_t)K : 0;
+        vt_moe_ffn_args a = g4_moe_args(m, cut, 1);
+        m->exp_tab_queued = 1;
+        vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, cut, &a,
+                                                        m->topk_ids, m->exp_count, m->exp_ids,
+                                                        m->exp_slots, gemma4_table_cb, m,
+                                                        "gemma4", cut + 1, ahead);
+        m->exp_tab_queued = 0;
+        TRY(st);
+        n_ahead = ahead;
+        after = cut;
+    }
+    if (live) gemma4_free_segments(m, s); /* recorded in part: never replayed */
+    s->pos += 1;
+    if (!logits) return VT_OK;
+    return A->copy_d2h(c, logits, m->logits_buf, (size_t)hp->n_vocab * sizeof(float));
 }
 
 /* One token (embedded, PLE inputs ready) through the sequence's recorded
@@ -621,6 +842,8 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
         if (st != VT_ERR_UNSUPPORTED) return st;
         /* the step could not be recorded: noted once, then ops */
     }
+    if (T == 1 && !m->dump_path && m->use_seg_graph) return g4_step_segments(m, s, logits);
+    if (s->seg) gemma4_free_segments(m, s); /* graphs went off since they were recorded */
     TRY(g4_layers(m, s, T, 0));
     s->pos += T;
 

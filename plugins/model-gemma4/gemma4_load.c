@@ -1189,12 +1189,17 @@ static vt_status g4_setup_fused(vt_model *m)
 }
 
 /* Decode graphs: the backend has them (vt_util_graph_available), and the
- * experts (if any) are resident and fused. */
+ * experts (if any) are fused; resident: the whole step, streamed: segments
+ * between the MoE layers' acquires (g4_step_segments). */
 static void g4_setup_graph(vt_model *m)
 {
     m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
                    !m->experts && (m->fused_moe || !m->hp.n_expert) &&
                    vt_util_graph_available(m->api);
+    m->use_seg_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
+                       getenv("VT_GRAPH_STREAMED") && !strcmp(getenv("VT_GRAPH_STREAMED"), "1") &&
+                       m->experts &&
+                       m->fused_moe && vt_util_graph_available(m->api);
 }
 
 vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,

@@ -161,6 +161,11 @@ struct vt_model {
      * env VT_GRAPH=0 not set): a one-token step is recorded once per sequence
      * and replayed, positions read from d_pos */
     int use_graph;
+    /* streamed decode graphs (the same, experts streamed): a one-token step
+     * is recorded once per sequence as n_layer + 1 segments cut at each
+     * layer's routing, replayed with each layer's acquire between them
+     * (q35_step_segments); env VT_GRAPH=0 or VT_GRAPH_STREAMED=0: off */
+    int use_seg_graph;
     /* ABI 1.3's element-wise fusions and merged matrices (vt_util_fusions_available) */
     int fuse;
     /* a residual addition x += sigmoid(res_gate)·res_a (res_gate NULL: x += res_a)
@@ -217,6 +222,8 @@ struct vt_model {
 struct vt_model_seq {
     int64_t pos;              /* tokens already evaluated */
     vt_graph *graph;          /* the recorded one-token step of this sequence (NULL: none yet) */
+    vt_graph **seg;           /* streamed: its n_layer + 1 segments (NULL: none yet) */
+    int seg_ahead;            /* the segments compute the next layer's prediction */
     float **k_cache, **v_cache; /* per layer (NULL for linear layers): [n_ctx][n_head_kv*head_dim] */
     float **conv_state;       /* per layer (NULL for full): [d_conv-1][conv_dim] */
     float **rec_state;        /* per layer (NULL for full): [n_v][d_k][d_v] */
@@ -258,6 +265,8 @@ vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids
 const char *qwen35_moe_path(const vt_model *m);
 /* How one-token steps run (vt_model_info.decode_path). */
 const char *qwen35_decode_path(const vt_model *m);
+/* frees the sequence's streamed-decode graph segments (qwen35_forward.c) */
+void qwen35_free_segments(vt_model *m, vt_model_seq *s);
 /* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */
 vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tokens,
                                uint32_t n_seq, const int32_t *tokens, float *logits);

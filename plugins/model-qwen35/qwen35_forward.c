@@ -275,39 +275,61 @@ static vt_status qwen35_table_cb(void *user, uint32_t layer, const int32_t *ids,
  * acquires each group and points the layer's table at its slots). moe_ffn's
  * additions into x run per token in increasing expert id, so the groups give
  * the bits of one call. */
-static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
+/* The prediction at decode (prefetch on): layer il+1's router on this
+ * layer's residual x, normed by layer il+1's pre-FFN norm (its attention's
+ * output is not known yet), top-k ids after this layer's in r_ids. Returns
+ * the number of predicted ids through *n_ahead (0: none queued). */
+static vt_status q35_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *n_ahead)
 {
     const qwen35_hparams *hp = &m->hp;
-    const qwen35_layer *ly = &m->layers[il];
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
-    TRY(A->moe_route(c, m->r_logits, T, nx, K, 1, NULL, m->r_ids, m->r_w));
-    /* prefetch at decode: layer il+1's router on this layer's residual x,
-     * normed by layer il+1's pre-FFN norm (its attention's output is not
-     * known yet: a prediction), top-k ids after this layer's */
-    uint32_t n_ahead = 0;
-    m->n_ahead = 0;
-    if (T == 1 && il + 1 < hp->n_layer && vt_util_prefetch_on(m->host, m->experts)) {
-        const qwen35_layer *nl = &m->layers[il + 1];
-        const int merged = m->fuse && nl->w_rg.data;
-        TRY(A->rms_norm(c, m->x, E, nl->post_norm, m->ah_h, E, 1, E, hp->eps));
-        TRY(q35_mm(m, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
-                   merged ? nx + 1 : nx, 1));
-        TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
-        n_ahead = (uint32_t)K;
-    }
+    *n_ahead = 0;
+    if (T != 1 || il + 1 >= hp->n_layer || !vt_util_prefetch_on(m->host, m->experts))
+        return VT_OK;
+    const qwen35_layer *nl = &m->layers[il + 1];
+    const int merged = m->fuse && nl->w_rg.data;
+    TRY(A->rms_norm(c, m->x, E, nl->post_norm, m->ah_h, E, 1, E, hp->eps));
+    TRY(q35_mm(m, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
+               merged ? nx + 1 : nx, 1));
+    TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
+    *n_ahead = (uint32_t)K;
+    return VT_OK;
+}
+
+/* moe_ffn's arguments for layer il's routed experts over all of its
+ * experts (the streamed paths narrow the range per group) */
+static vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const qwen35_layer *ly = &m->layers[il];
+    const int64_t nx = hp->n_expert;
     const qwen35_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
     const qwen35_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
     void **tab = m->exp_tab[il];
     vt_moe_ffn_args a = {
-        .struct_size = sizeof a, .act = VT_MOE_ACT_SILU, .n_tokens = T, .k = K, .n_embd = E,
-        .n_ff = hp->n_ff_exp, .n_expert = nx, .expert_begin = 0, .expert_end = nx,
-        .x = m->h, .ldx = E, .ids = m->r_ids, .weights = m->r_w, .out = m->x, .ldo = E,
-        .type_gate = gs->type, .type_up = us->type, .type_down = ly->down_exps.type,
-        .w_gate = (const void *const *)tab, .w_up = (const void *const *)tab + nx,
-        .w_down = (const void *const *)tab + 2 * nx, .scratch = m->f_x,
-        .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
+        .struct_size = sizeof a, .act = VT_MOE_ACT_SILU, .n_tokens = T, .k = hp->n_expert_used,
+        .n_embd = hp->n_embd, .n_ff = hp->n_ff_exp, .n_expert = nx, .expert_begin = 0,
+        .expert_end = nx, .x = m->h, .ldx = hp->n_embd, .ids = m->r_ids, .weights = m->r_w,
+        .out = m->x, .ldo = hp->n_embd, .type_gate = gs->type, .type_up = us->type,
+        .type_down = ly->down_exps.type, .w_gate = (const void *const *)tab,
+        .w_up = (const void *const *)tab + nx, .w_down = (const void *const *)tab + 2 * nx,
+        .scratch = m->f_x, .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
+    return a;
+}
+
+static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t nx = hp->n_expert, K = hp->n_expert_used;
+    TRY(A->moe_route(c, m->r_logits, T, nx, K, 1, NULL, m->r_ids, m->r_w));
+    uint32_t n_ahead = 0;
+    m->n_ahead = 0;
+    TRY(q35_predict_next(m, il, T, &n_ahead));
+    vt_moe_ffn_args a = q35_moe_args(m, il, T);
     if (!m->experts) return A->moe_ffn(c, &a);
     /* a one-token step routes at most top-k experts: one group, whose table
      * upload is queued (vt_util_exp_tab_upload) */
@@ -391,33 +413,39 @@ static vt_status q35_moe_ops(vt_model *m, uint32_t il, int64_t T)
     return VT_OK;
 }
 
-/* x += MoE(h) + sigmoid(w_shgate · h) · SharedExpert(h) */
-static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
+/* The router logits of layer il into r_logits (softmax over all experts,
+ * top-k, renormalise: pitfall 13) and the shared-expert gate's logit;
+ * returns where the gate's logits are: one token with w_rg, the router and
+ * the gate in one matmul, the gate's logit after the n_expert router logits */
+static const float *q35_gate_of(const vt_model *m, uint32_t il, int64_t T)
 {
-    const qwen35_hparams *hp = &m->hp;
+    return m->fuse && T == 1 && m->layers[il].w_rg.data ? m->r_logits + m->hp.n_expert
+                                                        : m->f_gamma;
+}
+
+static vt_status q35_router(vt_model *m, uint32_t il, int64_t T)
+{
+    const qwen35_layer *ly = &m->layers[il];
+    const int64_t E = m->hp.n_embd;
+    if (q35_gate_of(m, il, T) != m->f_gamma)
+        return q35_mm(m, &ly->w_rg, m->h, E, m->r_logits, m->hp.n_expert + 1, T);
+    TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, m->hp.n_expert, T));
+    return q35_mm(m, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T);
+}
+
+/* After the routed experts: the shared expert, gated by sigmoid of a dot
+ * product per token, added to x (fused: left pending for the next norm) */
+static vt_status q35_moe_tail(vt_model *m, uint32_t il, int64_t T)
+{
     const qwen35_layer *ly = &m->layers[il];
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd;
-
-    /* router: softmax over all experts, top-k, renormalise (pitfall 13);
-     * one token with w_rg: the router and the shared-expert gate in one
-     * matmul, the gate's logit after the n_expert router logits */
-    const float *gamma = m->f_gamma;
-    if (m->fuse && T == 1 && ly->w_rg.data) {
-        TRY(q35_mm(m, &ly->w_rg, m->h, E, m->r_logits, hp->n_expert + 1, T));
-        gamma = m->r_logits + hp->n_expert;
-    } else {
-        TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, hp->n_expert, T));
-        TRY(q35_mm(m, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T));
-    }
-    TRY(m->fused_moe ? q35_moe_fused(m, il, T) : q35_moe_ops(m, il, T));
-
-    /* shared expert, gated by sigmoid of a dot product per token */
+    const int64_t E = m->hp.n_embd;
+    const float *gamma = q35_gate_of(m, il, T);
     TRY(q35_swiglu(m, &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp, &ly->w_sh_gu, m->h,
                    m->f_y, T));
     if (m->n_ahead) { /* the next layer's predicted experts, copied beside the ops queued */
-        TRY(m->host->experts_prefetch(m->experts, il + 1, m->topk_ids + T * hp->n_expert_used,
+        TRY(m->host->experts_prefetch(m->experts, il + 1, m->topk_ids + T * m->hp.n_expert_used,
                                       m->n_ahead));
         m->n_ahead = 0;
     }
@@ -430,6 +458,14 @@ static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
     TRY(A->mul_rows(c, m->f_y, m->f_gamma, m->f_y, T, E));
     TRY(A->binary(c, VT_BINARY_ADD, m->x, m->f_y, m->x, T * E, T * E));
     return VT_OK;
+}
+
+/* x += MoE(h) + sigmoid(w_shgate · h) · SharedExpert(h) */
+static vt_status q35_moe(vt_model *m, uint32_t il, int64_t T)
+{
+    TRY(q35_router(m, il, T));
+    TRY(m->fused_moe ? q35_moe_fused(m, il, T) : q35_moe_ops(m, il, T));
+    return q35_moe_tail(m, il, T);
 }
 
 static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
@@ -529,7 +565,9 @@ static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
 const char *qwen35_decode_path(const vt_model *m)
 {
     return m->use_graph ? "graph (recorded once per sequence, replayed per token)"
-                        : "ops (one backend call per op)";
+           : m->use_seg_graph ? "graph segments (recorded once per sequence, replayed per token; "
+                                "each layer's expert acquire between them)"
+                              : "ops (one backend call per op)";
 }
 
 /* One token through the sequence's recorded step: the position to d_pos,
@@ -575,6 +613,146 @@ static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tok
     return A->copy_d2h(c, logits, m->logits_buf, (size_t)V * sizeof(float));
 }
 
+/* ---------------------------------------------------------------- */
+/* streamed decode in graph segments                                  */
+/* ---------------------------------------------------------------- */
+
+void qwen35_free_segments(vt_model *m, vt_model_seq *s)
+{
+    if (!s->seg) return;
+    for (uint32_t i = 0; m && i <= m->hp.n_layer; i++)
+        if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
+    free(s->seg);
+    s->seg = NULL;
+}
+
+/* The ops of segment i of a streamed one-token step: layer i-1's routed
+ * experts (over the table its acquire wrote, the whole expert range) and
+ * shared expert (i > 0), then layer i up to its routing and the prediction
+ * for layer i+1 (i < n_layer), or the final norm and the LM head into
+ * logits_buf (i == n_layer). The same ops as q35_layers with graph = 1. */
+static vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t i)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = hp->n_embd;
+    if (i > 0) {
+        vt_moe_ffn_args a = q35_moe_args(m, i - 1, 1);
+        TRY(A->moe_ffn(c, &a));
+        m->n_ahead = 0; /* the host issues the prefetch between segments */
+        TRY(q35_moe_tail(m, i - 1, 1));
+    }
+    if (i == hp->n_layer) {
+        TRY(q35_norm_x(m, 0, 1, m->output_norm, m->h));
+        return q35_mm(m, &m->output, m->h, E, m->logits_buf, hp->n_vocab, 1);
+    }
+    const qwen35_layer *ly = &m->layers[i];
+    TRY(q35_norm_x(m, 0, 1, ly->attn_norm, m->h));
+    if (ly->linear) TRY(q35_linear_attn(m, s, i, 1));
+    else TRY(q35_full_attn(m, s, i, 1, 1));
+    if (m->fuse) {
+        TRY(A->add_rms_norm(c, m->x, E, m->a, E, NULL, ly->post_norm, m->h, E, 1, E, hp->eps));
+    } else {
+        TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, E, E));
+        TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, 1, E, hp->eps));
+    }
+    TRY(q35_router(m, i, 1));
+    TRY(A->moe_route(c, m->r_logits, 1, hp->n_expert, hp->n_expert_used, 1, NULL, m->r_ids,
+                     m->r_w));
+    uint32_t n_ahead = 0;
+    if (s->seg_ahead) TRY(q35_predict_next(m, i, 1, &n_ahead));
+    return VT_OK;
+}
+
+/* Record segment i (first step of the sequence) into s->seg[i]; on a
+ * refusal the host state the ops touched is restored and graphs go off for
+ * the model (said once): the caller runs the segment's ops instead. */
+static int q35_seg_record(vt_model *m, vt_model_seq *s, uint32_t i)
+{
+    const vt_backend_api *A = m->api;
+    const float *res_a = m->res_a, *res_gate = m->res_gate;
+    vt_graph *g = NULL;
+    vt_status st = A->graph_begin(m->ctx), st_end = VT_OK;
+    if (st == VT_OK) {
+        st = q35_seg_ops(m, s, i);
+        st_end = A->graph_end(m->ctx, &g);
+    }
+    if (st == VT_OK && st_end == VT_OK && g) {
+        s->seg[i] = g;
+        return 1;
+    }
+    if (g) A->graph_free(m->ctx, g);
+    m->res_a = res_a;
+    m->res_gate = res_gate;
+    char why[512];
+    snprintf(why, sizeof why, "qwen35: segment %u of the streamed decode step could not be "
+             "recorded as a graph (%s); decode runs op by op", i, m->host->last_error());
+    if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+        m->host->note_fallback)
+        m->host->note_fallback(why);
+    else
+        m->host->log(VT_LOG_WARN, "%s", why);
+    m->use_seg_graph = 0;
+    return 0;
+}
+
+/* A streamed one-token step in graph segments: the position to d_pos and
+ * the embedding row to x, then per layer i its segment (recorded on the
+ * sequence's first one-token step, replayed after) followed by the host's
+ * part: the next layer's prefetch (the prediction the last acquire brought),
+ * the routing ids to the host, the acquire and the table upload; the last
+ * segment writes logits_buf. The ops and their order are those of the op
+ * path (q35_layers), so are the bits. */
+static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *tokens,
+                                   float *logits)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const uint32_t L = hp->n_layer;
+    const int64_t K = hp->n_expert_used;
+    int rec = !s->seg, live = 0;
+    if (rec) {
+        s->seg = calloc((size_t)L + 1, sizeof *s->seg);
+        if (!s->seg) {
+            m->host->set_error("qwen35: allocation of %u graph segments failed: out of memory",
+                               L + 1);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        s->seg_ahead = vt_util_prefetch_on(m->host, m->experts);
+    }
+    TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
+    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, 1, m->x));
+    m->res_a = NULL;
+    uint32_t n_ahead = 0; /* predicted ids of layer i at topk_ids + K (the last acquire's) */
+    for (uint32_t i = 0; i <= L; i++) {
+        if (rec && !live && !q35_seg_record(m, s, i)) live = 1;
+        if (live) TRY(q35_seg_ops(m, s, i));
+        else TRY(A->graph_launch(c, s->seg[i]));
+        if (n_ahead) { /* copies beside the segment just queued (layer i-1's experts on) */
+            if (vt_util_prefetch_on(m->host, m->experts))
+                TRY(m->host->experts_prefetch(m->experts, i, m->topk_ids + K, n_ahead));
+            n_ahead = 0;
+        }
+        if (i == L) break;
+        const uint32_t ahead = s->seg_ahead && i + 1 < L ? (uint32_t)K : 0;
+        vt_moe_ffn_args a = q35_moe_args(m, i, 1);
+        m->exp_tab_queued = 1;
+        vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, i, &a,
+                                                        m->topk_ids, m->exp_count, m->exp_ids,
+                                                        m->exp_slots, qwen35_table_cb, m,
+                                                        "qwen35", i + 1, ahead);
+        m->exp_tab_queued = 0;
+        TRY(st);
+        n_ahead = ahead;
+    }
+    if (live) qwen35_free_segments(m, s); /* recorded in part: never replayed */
+    s->pos += 1;
+    if (!logits) return VT_OK;
+    return A->copy_d2h(c, logits, m->logits_buf, (size_t)hp->n_vocab * sizeof(float));
+}
+
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
                          float *logits, int all_logits)
 {
@@ -613,6 +791,9 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
         if (st != VT_ERR_UNSUPPORTED) return st;
         /* the step could not be recorded: said once (note_fallback), then ops */
     }
+    if (T == 1 && !m->dump_path && m->use_seg_graph)
+        return q35_step_segments(m, s, tokens, logits);
+    if (s->seg) qwen35_free_segments(m, s); /* graphs went off since they were recorded */
 
     /* §5.2 embeddings (no scaling) */
     TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));

@@ -1317,12 +1317,17 @@ static vt_status q35_setup_fused(vt_model *m)
 }
 
 /* Decode graphs: the backend has them (vt_util_graph_available), and the
- * experts are resident (a streamed layer acquires on the host) and fused. */
+ * experts are fused; resident: the whole step, streamed: segments between
+ * the layers' acquires (q35_step_segments). */
 static void q35_setup_graph(vt_model *m)
 {
     m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
                    !m->experts && (m->fused_moe || !m->hp.is_moe) &&
                    vt_util_graph_available(m->api);
+    m->use_seg_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
+                       getenv("VT_GRAPH_STREAMED") && !strcmp(getenv("VT_GRAPH_STREAMED"), "1") &&
+                       m->experts &&
+                       m->fused_moe && vt_util_graph_available(m->api);
 }
 
 vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,

@@ -43,6 +43,7 @@ static void q35_seq_free(vt_model *m, vt_model_seq *s)
 {
     if (!s) return;
     if (s->graph && m) m->api->graph_free(m->ctx, s->graph);
+    qwen35_free_segments(m, s);
     for (uint32_t il = 0; m && il < m->hp.n_layer; il++) {
         if (s->k_cache && s->k_cache[il]) m->api->free(m->ctx, s->k_cache[il]);
         if (s->v_cache && s->v_cache[il]) m->api->free(m->ctx, s->v_cache[il]);

@@ -485,6 +485,35 @@ static inline vt_status vt_util_exp_tab_upload(const vt_backend_api *api, vt_bac
  */
 typedef vt_status (*vt_util_table_fn)(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
                                       const void *const *slots);
+/* The routing ids of a streamed layer to the host (the first part of
+ * vt_util_moe_ffn_streamed_ahead): a->ids (n_tokens * k) and the n_ahead
+ * predicted ids after them into ids_host, each checked (an id outside
+ * [0, n_expert) is VT_ERR_INTERNAL naming who and the layer), counted per
+ * expert into cnt in the bucketed form (cnt[e] is the end of expert e's run). */
+static inline vt_status vt_util_moe_ids_to_host(const vt_host_api *host, const vt_backend_api *api,
+                                                vt_backend_ctx *ctx, uint32_t layer,
+                                                const vt_moe_ffn_args *a, int32_t *ids_host,
+                                                int32_t *cnt, const char *who,
+                                                uint32_t ahead_layer, uint32_t n_ahead)
+{
+    const int64_t P = a->n_tokens * a->k, nx = a->n_expert;
+    vt_status st = api->copy_d2h(ctx, ids_host, a->ids, (size_t)(P + n_ahead) * sizeof(int32_t));
+    if (st != VT_OK) return st;
+    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < P + (int64_t)n_ahead; i++) {
+        if (ids_host[i] < 0 || ids_host[i] >= nx) {
+            host->set_error("%s: blk.%u router picked expert %d of %lld", who,
+                            i < P ? layer : ahead_layer, ids_host[i], (long long)nx);
+            return VT_ERR_INTERNAL;
+        }
+        if (i < P) cnt[ids_host[i] + 1]++;
+    }
+    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
+    /* cnt[e + 1] is now the end of expert e's run: shift to the bucketed form */
+    memmove(cnt, cnt + 1, (size_t)nx * sizeof *cnt);
+    return VT_OK;
+}
+
 /*
  * As vt_util_moe_ffn_streamed, with a prediction for the next layer: when
  * n_ahead > 0, the n_ahead predicted ids of layer ahead_layer lie on the
@@ -502,21 +531,10 @@ static inline vt_status vt_util_moe_ffn_streamed_ahead(
     int32_t *cnt, int32_t *grp_ids, const void **slots, vt_util_table_fn write_table, void *user,
     const char *who, uint32_t ahead_layer, uint32_t n_ahead)
 {
-    const int64_t P = a->n_tokens * a->k, nx = a->n_expert;
-    vt_status st = api->copy_d2h(ctx, ids_host, a->ids, (size_t)(P + n_ahead) * sizeof(int32_t));
+    const int64_t nx = a->n_expert;
+    vt_status st = vt_util_moe_ids_to_host(host, api, ctx, layer, a, ids_host, cnt, who,
+                                           ahead_layer, n_ahead);
     if (st != VT_OK) return st;
-    memset(cnt, 0, (size_t)(nx + 1) * sizeof *cnt);
-    for (int64_t i = 0; i < P + (int64_t)n_ahead; i++) {
-        if (ids_host[i] < 0 || ids_host[i] >= nx) {
-            host->set_error("%s: blk.%u router picked expert %d of %lld", who,
-                            i < P ? layer : ahead_layer, ids_host[i], (long long)nx);
-            return VT_ERR_INTERNAL;
-        }
-        if (i < P) cnt[ids_host[i] + 1]++;
-    }
-    for (int64_t e = 0; e < nx; e++) cnt[e + 1] += cnt[e];
-    /* cnt[e + 1] is now the end of expert e's run: shift to the bucketed form */
-    memmove(cnt, cnt + 1, (size_t)nx * sizeof *cnt);
     int64_t e_next = 0, e_first, e_last;
     uint32_t n;
     while ((n = vt_util_next_expert_group(cnt, nx, a->k, &e_next, grp_ids, &e_first, &e_last))) {
@@ -526,6 +544,40 @@ static inline vt_status vt_util_moe_ffn_streamed_ahead(
         a->expert_end = e_next;
         if ((st = api->moe_ffn(ctx, a)) != VT_OK) return st;
     }
+    return VT_OK;
+}
+
+/*
+ * The host's part of a streamed one-token layer whose moe_ffn runs later
+ * from a recorded graph (a decode step cut into graph segments at each
+ * layer's routing): the ids to the host as vt_util_moe_ids_to_host, the
+ * token's top-k experts (one group) acquired into slots and the table
+ * written, a->expert_begin .. expert_end set to the whole [0, n_expert) so
+ * that the recorded moe_ffn serves every token (one token's pairs are all in
+ * its group: the same pairs, the same bits, as the group's range). More than
+ * one group (a->n_tokens > 1) is VT_ERR_INVALID_ARG.
+ */
+static inline vt_status vt_util_moe_streamed_acquire_one(
+    const vt_host_api *host, const vt_backend_api *api, vt_backend_ctx *ctx,
+    vt_expert_streamer *streamer, uint32_t layer, vt_moe_ffn_args *a, int32_t *ids_host,
+    int32_t *cnt, int32_t *grp_ids, const void **slots, vt_util_table_fn write_table, void *user,
+    const char *who, uint32_t ahead_layer, uint32_t n_ahead)
+{
+    if (a->n_tokens != 1) {
+        host->set_error("%s: blk.%u: a graph segment's acquire takes one token, not %lld", who,
+                        layer, (long long)a->n_tokens);
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_status st = vt_util_moe_ids_to_host(host, api, ctx, layer, a, ids_host, cnt, who,
+                                           ahead_layer, n_ahead);
+    if (st != VT_OK) return st;
+    int64_t e_next = 0, e_first, e_last;
+    uint32_t n = vt_util_next_expert_group(cnt, a->n_expert, a->k, &e_next, grp_ids, &e_first,
+                                           &e_last);
+    if ((st = host->experts_acquire(streamer, layer, grp_ids, n, slots)) != VT_OK) return st;
+    if ((st = write_table(user, layer, grp_ids, n, slots)) != VT_OK) return st;
+    a->expert_begin = 0;
+    a->expert_end = a->n_expert;
     return VT_OK;
 }
 
