@@ -141,6 +141,23 @@ static void assert_moe_path(vt_engine *e, const char *want)
                  want);
 }
 
+/* The decode steps of a streamed engine on a GPU ran as recorded graph
+ * segments (the default where the backend records graphs; VT_GRAPH=0 or
+ * VT_GRAPH_STREAMED=0 turn them off), checked after the run: a segment that
+ * could not be recorded turns them off and shows here. */
+static void assert_decode_path(vt_engine *e, const char *dev)
+{
+    if (strcmp(dev, "cuda")) return;
+    const char *g = getenv("VT_GRAPH"), *gs = getenv("VT_GRAPH_STREAMED");
+    const int seg = !(g && !strcmp(g, "0")) && gs && !strcmp(gs, "1");
+    const char *want = seg ? "graph segments" : "ops";
+    vt_model_info info;
+    vt_engine_model_info(e, &info);
+    if (!info.decode_path || strncmp(info.decode_path, want, strlen(want)))
+        fail_msg("streamed decode ran as '%s', want '%s...'",
+                 info.decode_path ? info.decode_path : "(null)", want);
+}
+
 /* A fixture file absent from a partial copy of the fixtures is skipped
  * loudly, except under CI=true (where it fails). */
 static int file_present(size_t f)
@@ -207,6 +224,7 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         assert_int_equal(vt_streamer_n_host_slots(s),
                          host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : n_slices);
         run(e, &ls, gs, 32, &ns);
+        assert_decode_path(e, dev);
         vt_expert_stats st;
         vt_streamer_host_stats hs;
         assert_int_equal(vt_streamer_stats(s, -1, &st), VT_OK);

@@ -510,31 +510,6 @@ extern "C" vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_cop
         if (copies[i].bytes && (!copies[i].dst || !copies[i].src))
             return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "copy_h2d_ahead: copy %u of %u: "
                                "NULL %s pointer", i, n, copies[i].dst ? "source" : "destination");
-#if !defined(VT_GPU_HIP) && CUDART_VERSION >= 13000
-    static int batch = -1;
-    if (batch < 0) batch = getenv("VT_GPU_BATCH_COPY") && atoi(getenv("VT_GPU_BATCH_COPY"));
-    if (batch && n > 1 && n <= 256) {
-        const void *dsts[256], *srcs[256];
-        size_t sizes[256], idx = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            dsts[i] = copies[i].dst;
-            srcs[i] = copies[i].src;
-            sizes[i] = copies[i].bytes;
-        }
-        cudaMemcpyAttributes at;
-        memset(&at, 0, sizeof at);
-        at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        vt_gpu_tl_mark(ctx, 'a', 1);
-        cudaError_t e = cudaMemcpyBatchAsync(dsts, srcs, sizes, n, &at, &idx, 1,
-                                             (cudaStream_t)ctx->ahead_stream);
-        vt_gpu_tl_mark(ctx, 'A', 1);
-        if (e != cudaSuccess)
-            return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_ahead: a batch of %u "
-                               "copies on device %d failed: %s", n, ctx->device,
-                               vt_gpu_get_error_string(e));
-        return VT_OK;
-    }
-#endif
     for (uint32_t i = 0; i < n; i++) {
         if (!copies[i].bytes) continue;
         vt_gpu_tl_mark(ctx, 'a', 1);
