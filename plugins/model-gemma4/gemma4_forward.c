@@ -690,11 +690,7 @@ static int g4_seg_record(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t afte
     char why[512];
     snprintf(why, sizeof why, "gemma4: segment %u of the streamed decode step could not be "
              "recorded as a graph (%s); decode runs op by op", j, m->host->last_error());
-    if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
-        m->host->note_fallback)
-        m->host->note_fallback(why);
-    else
-        m->host->log(VT_LOG_WARN, "%s", why);
+    vt_util_note_fallback(m->host, why);
     m->use_seg_graph = 0;
     return 0;
 }
@@ -779,11 +775,7 @@ static vt_status g4_step_graph(vt_model *m, vt_model_seq *s, float *logits)
             char why[512];
             snprintf(why, sizeof why, "gemma4: the decode step could not be recorded as a graph "
                      "(%s); decode runs op by op", m->host->last_error());
-            if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
-                m->host->note_fallback)
-                m->host->note_fallback(why);
-            else
-                m->host->log(VT_LOG_WARN, "%s", why);
+            vt_util_note_fallback(m->host, why);
             m->use_graph = 0;
             return VT_ERR_UNSUPPORTED;
         }

@@ -595,11 +595,7 @@ static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tok
             char why[512];
             snprintf(why, sizeof why, "qwen35: the decode step could not be recorded as a graph "
                      "(%s); decode runs op by op", m->host->last_error());
-            if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
-                m->host->note_fallback)
-                m->host->note_fallback(why);
-            else
-                m->host->log(VT_LOG_WARN, "%s", why);
+            vt_util_note_fallback(m->host, why);
             m->use_graph = 0;
             return VT_ERR_UNSUPPORTED;
         }
@@ -688,11 +684,7 @@ static int q35_seg_record(vt_model *m, vt_model_seq *s, uint32_t i)
     char why[512];
     snprintf(why, sizeof why, "qwen35: segment %u of the streamed decode step could not be "
              "recorded as a graph (%s); decode runs op by op", i, m->host->last_error());
-    if (m->host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
-        m->host->note_fallback)
-        m->host->note_fallback(why);
-    else
-        m->host->log(VT_LOG_WARN, "%s", why);
+    vt_util_note_fallback(m->host, why);
     m->use_seg_graph = 0;
     return 0;
 }

@@ -291,6 +291,17 @@ static inline vt_status vt_util_norm_pending(const vt_backend_api *api, vt_backe
     return api->rms_norm(ctx, x + r0 * E, E, w, y, E, n, E, eps);
 }
 
+/* A fallback said once to the user: host->note_fallback (host ABI 1.1,
+ * counted), or a WARN through host->log under an older core. */
+static inline void vt_util_note_fallback(const vt_host_api *host, const char *why)
+{
+    if (host->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
+        host->note_fallback)
+        host->note_fallback(why);
+    else
+        host->log(VT_LOG_WARN, "%s", why);
+}
+
 /*
  * A model's comparison switch in the environment (VT_MOE_FFN, VT_GRAPH,
  * VT_FUSED_OPS): 1 when it is "0" (the switch turns the path off), 0 when
