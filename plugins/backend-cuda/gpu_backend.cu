@@ -229,21 +229,30 @@ void vt_gpu_tl_mark(vt_backend_ctx *ctx, char kind, int ahead)
     struct vt_gpu_timeline *t = ctx->tl;
     if (t->n >= TL_MAX) return;
     vt_gpu_event e;
-    if (vt_gpu_event_create_timed(&e) != vt_gpu_success) return;
+    if (vt_gpu_event_create_timed(&e) != vt_gpu_success) {
+        (void)vt_gpu_get_last_error(); /* not the next launch check's failure */
+        return;
+    }
     vt_gpu_stream s = ahead ? (vt_gpu_stream)ctx->ahead_stream : VT_ST;
     if (vt_gpu_event_record(e, s) != vt_gpu_success) {
         (void)vt_gpu_event_destroy(e);
+        (void)vt_gpu_get_last_error();
         return;
     }
     t->ev[t->n] = e;
     t->kind[t->n++] = kind;
 }
 
+/* Every context of the process that recorded marks appends its own section
+ * ("# context N: M marks", times from its first mark); the first section
+ * written truncates the file. */
 static void tl_write(vt_backend_ctx *ctx)
 {
     struct vt_gpu_timeline *t = ctx->tl;
     if (!t) return;
-    FILE *f = fopen(t->path, "w");
+    static int sections;
+    FILE *f = fopen(t->path, sections ? "a" : "w");
+    if (f) fprintf(f, "# context %d: %u marks\n", sections++, t->n);
     for (uint32_t i = 0; i < t->n; i++) {
         float ms = 0;
         if (f && vt_gpu_event_elapsed(&ms, t->ev[0], t->ev[i]) == vt_gpu_success)
@@ -383,7 +392,10 @@ static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const 
     if (st) return st;
     vt_gpu_error e;
     if (kind_d2d == 0) e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_h2d);
-    else if (kind_d2d == 1) e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_d2h);
+    else if (kind_d2d == 1) {
+        vt_gpu_tl_mark(ctx, 'R', 0); /* the stream reached an ids/logits copy */
+        e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_d2h);
+    }
     else {
         /* a device-to-device copy returns before it completes: wait for it */
         e = vt_gpu_memcpy(dst, src, bytes, vt_gpu_memcpy_d2d);
@@ -530,7 +542,6 @@ extern "C" vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_cop
 
 extern "C" vt_status vt_gpu_copy_d2h(vt_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
-    vt_gpu_tl_mark(ctx, 'R', 0);
     return gpu_copy(ctx, "copy_d2h", dst, src, bytes, 1);
 }
 

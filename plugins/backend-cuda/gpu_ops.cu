@@ -1443,7 +1443,9 @@ extern "C" vt_status vt_gpu_graph_launch(vt_backend_ctx *ctx, vt_graph *g)
     CHECK(!ctx->capturing, "graph_launch: the context is recording a graph");
     TRY(vt_gpu_select_device(ctx, "graph_launch"));
     vt_gpu_xq_forget(ctx);
+    vt_gpu_tl_mark(ctx, 'g', 0);
     vt_gpu_error e = vt_gpu_graph_exec_launch(g->exec, VT_ST);
+    vt_gpu_tl_mark(ctx, 'G', 0);
     if (e != vt_gpu_success)
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_launch: " VT_GPU_RT
                            "GraphLaunch on device %d failed: %s", ctx->device,

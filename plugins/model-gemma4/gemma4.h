@@ -226,7 +226,8 @@ struct vt_model_seq {
     int64_t swa_base;            /* position held by row 0 of every S-layer cache */
     vt_graph *graph;             /* the recorded one-token step of this sequence (NULL: none yet) */
     vt_graph **seg;              /* streamed: its segments, at most n_layer + 1 (NULL: none yet) */
-    int seg_ahead;               /* the segments compute the next layer's prediction */
+    uint8_t *seg_pred;           /* per segment: 1 when it computes the next layer's
+                                    prediction (recorded with it: replays copy only real ids) */
     float **k_cache, **v_cache;  /* per layer (NULL for shared-KV layers) */
 };
 

@@ -613,10 +613,11 @@ const char *gemma4_decode_path(const vt_model *m)
 
 void gemma4_free_segments(vt_model *m, vt_model_seq *s)
 {
-    if (!s->seg) return;
-    for (uint32_t i = 0; m && i <= m->hp.n_layer; i++)
+    for (uint32_t i = 0; s->seg && m && i <= m->hp.n_layer; i++)
         if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
     free(s->seg);
+    free(s->seg_pred);
+    s->seg_pred = NULL;
     s->seg = NULL;
 }
 
@@ -631,9 +632,12 @@ static uint32_t g4_next_cut(const vt_model *m, uint32_t il)
  * (UINT32_MAX: the first segment): that layer's routed experts over the
  * table the acquire wrote (the whole expert range) and the rest of it, the
  * layers up to the next MoE layer's routing and its prediction for the
- * layer after (or, past the last, the final norm, LM head and soft-cap into
- * logits_buf). The same ops as g4_layers with graph = 1. */
-static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t after)
+ * layer after (whether it was made goes to s->seg_pred[j]; past the last,
+ * the final norm, LM head and soft-cap into logits_buf). The same ops, in
+ * the same order, as g4_layers' graph-decode variant (graph = 1: attention
+ * reads the positions from d_pos), whose bits the resident graph tests hold
+ * equal to the op path. */
+static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
 {
     const gemma4_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
@@ -659,7 +663,8 @@ static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t after)
         if (ly->moe) {
             TRY(g4_route_fused(m, il, 1));
             uint32_t n_ahead = 0;
-            if (s->seg_ahead) TRY(g4_predict_next(m, il, 1, &n_ahead));
+            TRY(g4_predict_next(m, il, 1, &n_ahead));
+            s->seg_pred[j] = n_ahead != 0;
             return VT_OK;
         }
         TRY(g4_ffn_end(m, il, 1));
@@ -678,7 +683,7 @@ static int g4_seg_record(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t afte
     vt_graph *g = NULL;
     vt_status st = A->graph_begin(m->ctx), st_end = VT_OK;
     if (st == VT_OK) {
-        st = g4_seg_ops(m, s, after);
+        st = g4_seg_ops(m, s, j, after);
         st_end = A->graph_end(m->ctx, &g);
     }
     if (st == VT_OK && st_end == VT_OK && g) {
@@ -702,7 +707,7 @@ static int g4_seg_record(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t afte
  * prediction asked for, the routing ids to the host, the acquire and the
  * table upload. The last segment writes logits_buf. The ops and their order
  * are those of g4_layers, so are the bits. */
-static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
+static vt_status g4_step_segments_run(vt_model *m, vt_model_seq *s, float *logits)
 {
     const gemma4_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
@@ -712,12 +717,12 @@ static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
     int rec = !s->seg, live = 0;
     if (rec) {
         s->seg = calloc((size_t)L + 1, sizeof *s->seg);
-        if (!s->seg) {
+        s->seg_pred = calloc((size_t)L + 1, 1);
+        if (!s->seg || !s->seg_pred) {
             m->host->set_error("gemma4: allocation of %u graph segments failed: out of memory",
                                L + 1);
             return VT_ERR_OUT_OF_MEMORY;
         }
-        s->seg_ahead = vt_util_prefetch_on(m->host, m->experts);
     }
     int32_t rows[2] = {(int32_t)s->pos, (int32_t)(s->pos - s->swa_base)};
     TRY(A->copy_h2d(c, m->d_pos, rows, sizeof rows));
@@ -725,7 +730,7 @@ static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
     uint32_t after = UINT32_MAX, n_ahead = 0;
     for (uint32_t j = 0; j <= L; j++) {
         if (rec && !live && !g4_seg_record(m, s, j, after)) live = 1;
-        if (live) TRY(g4_seg_ops(m, s, after));
+        if (live) TRY(g4_seg_ops(m, s, j, after));
         else TRY(A->graph_launch(c, s->seg[j]));
         const uint32_t cut = g4_next_cut(m, after == UINT32_MAX ? 0 : after + 1);
         if (n_ahead) { /* copies beside the segment just queued */
@@ -734,8 +739,7 @@ static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
             n_ahead = 0;
         }
         if (cut >= L) break;
-        const uint32_t ahead = s->seg_ahead && cut + 1 < L && m->layers[cut + 1].router.data
-                                   ? (uint32_t)K : 0;
+        const uint32_t ahead = s->seg_pred[j] ? (uint32_t)K : 0;
         vt_moe_ffn_args a = g4_moe_args(m, cut, 1);
         m->exp_tab_queued = 1;
         vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, cut, &a,
@@ -751,6 +755,16 @@ static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
     s->pos += 1;
     if (!logits) return VT_OK;
     return A->copy_d2h(c, logits, m->logits_buf, (size_t)hp->n_vocab * sizeof(float));
+}
+
+/* An error on the recording step leaves the segments recorded in part:
+ * they are freed, and the next step records them again. */
+static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
+{
+    const int rec = !s->seg;
+    vt_status st = g4_step_segments_run(m, s, logits);
+    if (st != VT_OK && rec) gemma4_free_segments(m, s);
+    return st;
 }
 
 /* One token (embedded, PLE inputs ready) through the sequence's recorded

@@ -223,7 +223,8 @@ struct vt_model_seq {
     int64_t pos;              /* tokens already evaluated */
     vt_graph *graph;          /* the recorded one-token step of this sequence (NULL: none yet) */
     vt_graph **seg;           /* streamed: its n_layer + 1 segments (NULL: none yet) */
-    int seg_ahead;            /* the segments compute the next layer's prediction */
+    uint8_t *seg_pred;        /* per segment: 1 when it computes the next layer's prediction
+                                 (recorded with the segment, so replays copy only real ids) */
     float **k_cache, **v_cache; /* per layer (NULL for linear layers): [n_ctx][n_head_kv*head_dim] */
     float **conv_state;       /* per layer (NULL for full): [d_conv-1][conv_dim] */
     float **rec_state;        /* per layer (NULL for full): [n_v][d_k][d_v] */

@@ -615,18 +615,22 @@ static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tok
 
 void qwen35_free_segments(vt_model *m, vt_model_seq *s)
 {
-    if (!s->seg) return;
-    for (uint32_t i = 0; m && i <= m->hp.n_layer; i++)
+    for (uint32_t i = 0; s->seg && m && i <= m->hp.n_layer; i++)
         if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
     free(s->seg);
+    free(s->seg_pred);
     s->seg = NULL;
+    s->seg_pred = NULL;
 }
 
 /* The ops of segment i of a streamed one-token step: layer i-1's routed
  * experts (over the table its acquire wrote, the whole expert range) and
  * shared expert (i > 0), then layer i up to its routing and the prediction
- * for layer i+1 (i < n_layer), or the final norm and the LM head into
- * logits_buf (i == n_layer). The same ops as q35_layers with graph = 1. */
+ * for layer i+1 (i < n_layer; whether it was made goes to s->seg_pred[i]),
+ * or the final norm and the LM head into logits_buf (i == n_layer). The
+ * same ops, in the same order, as q35_layers' graph-decode variant
+ * (graph = 1: attention reads the position from d_pos), whose bits the
+ * resident graph tests hold equal to the op path. */
 static vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t i)
 {
     const qwen35_hparams *hp = &m->hp;
@@ -657,7 +661,8 @@ static vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t i)
     TRY(A->moe_route(c, m->r_logits, 1, hp->n_expert, hp->n_expert_used, 1, NULL, m->r_ids,
                      m->r_w));
     uint32_t n_ahead = 0;
-    if (s->seg_ahead) TRY(q35_predict_next(m, i, 1, &n_ahead));
+    TRY(q35_predict_next(m, i, 1, &n_ahead));
+    s->seg_pred[i] = n_ahead != 0;
     return VT_OK;
 }
 
@@ -696,8 +701,8 @@ static int q35_seg_record(vt_model *m, vt_model_seq *s, uint32_t i)
  * the routing ids to the host, the acquire and the table upload; the last
  * segment writes logits_buf. The ops and their order are those of the op
  * path (q35_layers), so are the bits. */
-static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *tokens,
-                                   float *logits)
+static vt_status q35_step_segments_run(vt_model *m, vt_model_seq *s, const int32_t *tokens,
+                                       float *logits)
 {
     const qwen35_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
@@ -707,12 +712,12 @@ static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *
     int rec = !s->seg, live = 0;
     if (rec) {
         s->seg = calloc((size_t)L + 1, sizeof *s->seg);
-        if (!s->seg) {
+        s->seg_pred = calloc((size_t)L + 1, 1);
+        if (!s->seg || !s->seg_pred) {
             m->host->set_error("qwen35: allocation of %u graph segments failed: out of memory",
                                L + 1);
             return VT_ERR_OUT_OF_MEMORY;
         }
-        s->seg_ahead = vt_util_prefetch_on(m->host, m->experts);
     }
     TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
     TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, 1, m->x));
@@ -728,7 +733,7 @@ static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *
             n_ahead = 0;
         }
         if (i == L) break;
-        const uint32_t ahead = s->seg_ahead && i + 1 < L ? (uint32_t)K : 0;
+        const uint32_t ahead = s->seg_pred[i] ? (uint32_t)K : 0;
         vt_moe_ffn_args a = q35_moe_args(m, i, 1);
         m->exp_tab_queued = 1;
         vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, i, &a,
@@ -743,6 +748,18 @@ static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *
     s->pos += 1;
     if (!logits) return VT_OK;
     return A->copy_d2h(c, logits, m->logits_buf, (size_t)hp->n_vocab * sizeof(float));
+}
+
+/* An error on the recording step (a refused acquire, copy or launch) leaves
+ * the segments recorded in part: they are freed, and the next step records
+ * them again instead of launching a missing one. */
+static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *tokens,
+                                   float *logits)
+{
+    const int rec = !s->seg;
+    vt_status st = q35_step_segments_run(m, s, tokens, logits);
+    if (st != VT_OK && rec) qwen35_free_segments(m, s);
+    return st;
 }
 
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,

@@ -1325,7 +1325,7 @@ static void q35_setup_graph(vt_model *m)
                    !m->experts && (m->fused_moe || !m->hp.is_moe) &&
                    vt_util_graph_available(m->api);
     m->use_seg_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
-                       getenv("VT_GRAPH_STREAMED") && !strcmp(getenv("VT_GRAPH_STREAMED"), "1") &&
+                       !vt_util_env_off(m->host, "VT_GRAPH_STREAMED") &&
                        m->experts &&
                        m->fused_moe && vt_util_graph_available(m->api);
 }
