@@ -218,6 +218,7 @@ static void test_shipped_file(void **s)
                                        &p->prefetch_src, &p->prefetch_top_src,
                                        &p->readers_src,
                                        &p->staging_bytes_src, &p->slot_classes_src,
+                                       &p->slot_unit_src,
                                        &p->pinned_budget_bytes_src, &p->devices_src};
         for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
             if (srcs[k]->origin != VT_CONFIG_FROM_FILE || srcs[k]->line == 0 || srcs[k]->column == 0)
@@ -714,6 +715,19 @@ static void test_overrides(void **s)
                      VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a slot_classes mode (auto, off)"))
         fail_msg("%s", vt_last_error());
+    /* expert_cache.slot_unit: auto (default), expert or matrix */
+    assert_int_equal(v->slot_unit, VT_SLOT_UNIT_AUTO);
+    set_ok(&c, "vulkan.expert_cache.slot_unit=expert");
+    assert_int_equal(v->slot_unit, VT_SLOT_UNIT_EXPERT);
+    assert_src(v->slot_unit_src, VT_CONFIG_FROM_CLI, 0, 0);
+    set_ok(&c, "vulkan.expert_cache.slot_unit= matrix");
+    assert_int_equal(v->slot_unit, VT_SLOT_UNIT_MATRIX);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.slot_unit", "layer"),
+                     VT_ERR_INVALID_ARG);
+    assert_int_equal(v->slot_unit, VT_SLOT_UNIT_MATRIX); /* a refused value changes nothing */
+    if (!strstr(vt_last_error(), "not a slot_unit (auto, expert, matrix)"))
+        fail_msg("%s", vt_last_error());
+    set_ok(&c, "vulkan.expert_cache.slot_unit=auto");
     /* expert_cache.readers: auto (0) or 1..64; expert_cache.staging: auto, bytes, 0 */
     assert_int_equal(v->readers, 0);
     set_ok(&c, "vulkan.expert_cache.readers=6");
@@ -881,7 +895,8 @@ static void test_print(void **s)
     expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.slot_classes", "auto", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 18 - 1);
+    expect_line(out, "platforms.cuda.expert_cache.slot_unit", "auto", "default");
+    assert_int_equal(l_last, 1 + 3 + 4 * 19 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

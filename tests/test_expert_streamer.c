@@ -92,6 +92,9 @@ static uint32_t rig_prefetch_top; /* vt_streamer_params.prefetch_top of the next
 static uint64_t rig_host_slot_bytes = SLICE + 64; /* the next rig's host-tier slots */
 static uint32_t rig_readers;  /* the next rig's reader threads (0: none) */
 static uint64_t rig_ring;     /* the next rig's staging ring slots (0: none) */
+static int rig_unit;          /* the next rig's slots hold whole experts (slot_unit_expert) */
+/* a whole expert's slot: its three slices, each at a multiple of 256 bytes */
+#define UNIT (3 * ((SLICE + VT_STREAMER_UNIT_ALIGN - 1) / VT_STREAMER_UNIT_ALIGN * VT_STREAMER_UNIT_ALIGN))
 
 typedef struct rig {
     vt_gguf *g;
@@ -258,10 +261,12 @@ static void rig_open_with(rig *r, uint64_t n_slots, int direct, uint64_t n_host,
     }
     n_ahead_q = n_begin = n_join = join_failures = 0;
     n_deferred = n_quiesce = publish_failures = n_publish = 0;
-    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = SLICE, .n_slots = n_slots};
+    const uint64_t slot_bytes = rig_unit ? UNIT : SLICE;
+    vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = slot_bytes, .n_slots = n_slots};
     assert_int_equal(r->api.create(&sp, &r->store), VT_OK);
     vt_streamer_params p = {.gguf = r->g, .store_api = &r->api, .store = r->store,
-                            .n_slots = n_slots, .slot_bytes = SLICE, .n_layer = N_LAYER,
+                            .n_slots = n_slots, .slot_bytes = slot_bytes, .n_layer = N_LAYER,
+                            .slot_unit_expert = rig_unit,
                             .io_direct = direct, .policy = rig_policy,
                             .n_host_slots = n_host, .host_slot_bytes = rig_host_slot_bytes,
                             .n_readers = rig_readers, .n_ring_slots = rig_ring,
@@ -704,7 +709,7 @@ static void test_batch_never_evicts_itself(void **state)
 /* ------------------------------------------------------------------------- */
 
 typedef struct fault {
-    int mode;  /* 0 pass, 1 EIO, 2 short reads, 3 EINTR once, 4 EOF */
+    int mode;  /* 0 pass, 1 EIO, 2 short reads, 3 EINTR once, 4 EOF, 5 EIO on call `calls` */
     int calls; /* faulty calls left (mode 1, 3, 4) */
 } fault;
 
@@ -736,6 +741,12 @@ static ssize_t faulty_read(void *ctx, int fd, void *buf, size_t n, off_t off)
             return r; /* then the next call reports end of file */
         }
         return 0;
+    case 5: /* the calls-th call fails with EIO */
+        if (--f->calls == 0) {
+            errno = EIO;
+            return -1;
+        }
+        break;
     }
     return pread(fd, buf, n, off);
 }
@@ -822,6 +833,110 @@ static void test_fill_faults(void **state)
     assert_true(vt_streamer_is_resident(r.s, 2, 0, 1));
     assert_true(vt_streamer_n_resident(r.s) <= vt_streamer_n_slots(r.s));
     rig_close(&r);
+}
+
+/* Whole-expert slots (slot_unit_expert): each acquired pointer holds its
+ * matrix's slice (at 0, 1024, 2048 of the expert's slot); one key per
+ * expert; a failed read of any matrix names that matrix and leaves the
+ * expert absent, a retry refills; the same through a host tier read by
+ * reader threads, with O_DIRECT (through the bounce buffer), and with the
+ * prefetch's ahead copies. */
+static void test_whole_expert_slots(void **state)
+{
+    (void)state;
+    rig_unit = 1;
+    rig_host_slot_bytes = UNIT + 64;
+    rig r;
+    rig_open(&r, 4, 0);
+    assert_int_equal(vt_streamer_n_matrices(r.s, 0), 1);
+    fault f = {0};
+    vt_streamer_set_reader(r.s, faulty_read, &f);
+    const void *out[16];
+    int32_t a[2] = {1, 2};
+    acquire_ok(&r, 0, a, 2);
+    assert_int_equal(vt_streamer_n_resident(r.s), 2);
+    vt_expert_stats st;
+    vt_streamer_stats(r.s, 0, &st);
+    assert_int_equal(st.misses, 2);
+    assert_int_equal(st.bytes_filled, 2 * UNIT);
+    if (vt_streamer_acquire(r.s, 0, a, 2, out) != VT_OK) fail_msg("%s", vt_last_error());
+    assert_int_equal((const uint8_t *)out[1] - (const uint8_t *)out[0], UNIT / 3);
+    assert_int_equal((const uint8_t *)out[2] - (const uint8_t *)out[0], 2 * UNIT / 3);
+    vt_streamer_stats(r.s, 0, &st);
+    assert_int_equal(st.hits, 2);
+    /* EIO on the second read of expert 5 of layer 2: its up matrix */
+    int32_t b[1] = {5};
+    f = (fault){5, 2}; /* the 2nd read fails */
+    assert_int_equal(vt_streamer_acquire(r.s, 2, b, 1, out), VT_ERR_IO);
+    if (!strstr(vt_last_error(), "expert 5 of blk.2.ffn_up_exps.weight"))
+        fail_msg("a failed read of the up matrix: %s", vt_last_error());
+    assert_false(vt_streamer_is_resident(r.s, 2, 0, 5));
+    f.mode = 0;
+    acquire_ok(&r, 2, b, 1);
+    assert_true(vt_streamer_is_resident(r.s, 2, 1, 5));
+    /* commit failure: absent, then refilled */
+    commit_failures = 1;
+    int32_t c[1] = {6};
+    assert_int_equal(vt_streamer_acquire(r.s, 1, c, 1, out), VT_ERR_IO);
+    assert_false(vt_streamer_is_resident(r.s, 1, 0, 6));
+    commit_failures = 0;
+    acquire_ok(&r, 1, c, 1);
+    rig_close(&r);
+
+    /* O_DIRECT: every slice through the bounce buffer into its place */
+    rig_open(&r, 4, 1);
+    for (uint32_t l = 0; l < N_LAYER; l++)
+        for (int32_t e = 0; e + 1 < N_EXP; e += 2) acquire_ok(&r, l, (int32_t[]){e, e + 1}, 2);
+    rig_close(&r);
+
+    /* a host tier of 5 experts read by 3 reader threads (direct and not), the
+     * device tier 4: reads in parallel, publishes one unit each */
+    for (int direct = 0; direct < 2; direct++) {
+        rig_readers = 3;
+        rig_open_with(&r, 4, direct, 5, 0);
+        for (int rep = 0; rep < 2; rep++)
+            for (uint32_t l = 0; l < N_LAYER; l++)
+                for (int32_t e = 0; e + 1 < N_EXP; e += 2)
+                    acquire_ok(&r, l, (int32_t[]){e, e + 1}, 2);
+        vt_streamer_host_stats hs;
+        assert_int_equal(vt_streamer_host_stats_get(r.s, -1, &hs), VT_OK);
+        assert_true(hs.misses > 0 && hs.bytes_read == hs.misses * UNIT);
+        /* a failed threaded read leaves the expert absent in both tiers */
+        f = (fault){1, 1};
+        vt_streamer_set_reader(r.s, faulty_read, &f);
+        int32_t d[1] = {7};
+        vt_status st7 = vt_streamer_acquire(r.s, 0, d, 1, out);
+        if (!vt_streamer_is_host_resident(r.s, 0, 0, 7)) {
+            assert_int_equal(st7, VT_ERR_IO);
+            if (!strstr(vt_last_error(), "expert 7 of blk.0.ffn_"))
+                fail_msg("a failed threaded read: %s", vt_last_error());
+            assert_false(vt_streamer_is_resident(r.s, 0, 0, 7));
+        }
+        f.mode = 0;
+        acquire_ok(&r, 0, d, 1);
+        rig_readers = 0;
+        rig_close(&r);
+    }
+
+    /* prefetch: the predicted experts copied ahead as one unit each, then
+     * acquired as hits with the right bytes */
+    rig_prefetch = 1;
+    rig_open_host(&r, 6, N_LAYER * N_EXP, 3);
+    rig_prefetch = 0;
+    for (uint32_t l = 0; l < N_LAYER; l++)
+        for (int32_t e = 0; e < N_EXP; e++) acquire_ok(&r, l, (int32_t[]){e}, 1);
+    acquire_ok(&r, 0, (int32_t[]){0, 1}, 2);
+    if (vt_streamer_prefetch(r.s, 1, (int32_t[]){3, 4}, 2) != VT_OK) fail_msg("%s", vt_last_error());
+    assert_true(vt_streamer_is_resident(r.s, 1, 0, 3) && vt_streamer_is_resident(r.s, 1, 2, 4));
+    acquire_ok(&r, 1, (int32_t[]){3, 4}, 2);
+    vt_streamer_prefetch_stats ps;
+    assert_int_equal(vt_streamer_prefetch_stats_get(r.s, &ps), VT_OK);
+    assert_int_equal(ps.issued, 2);
+    assert_int_equal(ps.used, 2);
+    assert_int_equal(ps.bytes_issued, 2 * UNIT);
+    rig_close(&r);
+    rig_unit = 0;
+    rig_host_slot_bytes = SLICE + 64;
 }
 
 static void test_commit_other_slot_refused(void **state)
@@ -1461,6 +1576,7 @@ int main(void)
         cmocka_unit_test(test_hits_misses_lru),
         cmocka_unit_test(test_batch_never_evicts_itself),
         cmocka_unit_test(test_fill_faults),
+        cmocka_unit_test(test_whole_expert_slots),
         cmocka_unit_test(test_commit_other_slot_refused),
         cmocka_unit_test(test_direct_io),
         cmocka_unit_test(test_host_tier_hits),

@@ -545,6 +545,72 @@ static void test_fit_slot_classes(void **s)
     assert_int_equal(f->n_classes, 0);
     assert_contains(f->classes_note, "expert_cache.slots");
 
+    /* whole-expert slots (slot_unit: expert): one unit per layer and expert,
+     * its three slices each rounded up to 256 bytes; counted here from the
+     * tensor table (one unit size when every layer's down has one type,
+     * else two: classes) */
+    uint64_t unit_of[8] = {0}, u_small = UINT64_MAX, u_large = 0, nu_small = 0, nu_large = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t)) continue;
+        unsigned l = 0;
+        assert_int_equal(sscanf(t->name, "blk.%u.", &l), 1);
+        assert_true(l < 8);
+        unit_of[l] += (t->nbytes / (uint64_t)t->ne[2] + 255) / 256 * 256;
+    }
+    for (unsigned l = 0; l < 8; l++) {
+        if (unit_of[l] < u_small) u_small = unit_of[l];
+        if (unit_of[l] > u_large) u_large = unit_of[l];
+    }
+    for (unsigned l = 0; l < 8; l++) {
+        if (unit_of[l] == u_small) nu_small += 64;
+        else nu_large += 64;
+    }
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "streamed");
+    set(&cfg, "fake.expert_cache.arena", "64MiB");
+    set(&cfg, "fake.expert_cache.slot_unit", "expert");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    if (vt_residency_fit(r, g, ok, fr, tot, 256, 32) != VT_OK) fail_msg("%s", f->verdict);
+    assert_int_equal(f->slot_unit_expert, 1);
+    assert_int_equal(f->slot_bytes, u_large);
+    assert_int_equal(f->n_expert_slices, 8 * 64);
+    assert_int_equal(f->min_slots, 8);
+    if (u_small < u_large) {
+        assert_int_equal(f->n_classes, 2);
+        assert_int_equal(f->class_bytes[0], u_small);
+        assert_int_equal(f->class_bytes[1], u_large);
+        assert_int_equal(f->class_slices[0], nu_small);
+        assert_int_equal(f->class_slices[1], nu_large);
+        assert_int_equal(f->class_min[0], 8);
+        assert_int_equal(f->class_min[1], 8);
+    } else {
+        assert_int_equal(f->n_classes, 0);
+        assert_contains(f->classes_note, "every expert unit is one size");
+        assert_int_equal(f->arena_slots, (64ull << 20) / ((u_large + 4095) / 4096 * 4096));
+    }
+    char *printed = NULL;
+    size_t printed_len = 0;
+    FILE *mem = open_memstream(&printed, &printed_len);
+    assert_non_null(mem);
+    vt_residency_print(r, b->path, 256, mem);
+    fclose(mem);
+    assert_contains(printed, "one slot (largest expert)");
+    assert_contains(printed, "minimum slots (top-k)");
+    free(printed);
+    /* below the minimum: refused naming top-k slots of one expert each */
+    set(&cfg, "fake.expert_cache.arena", "1MiB");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    assert_int_equal(vt_residency_fit(r, g, ok, fr, tot, 256, 32), VT_ERR_DOES_NOT_FIT);
+    if (u_small < u_large) {
+        snprintf(want, sizeof want, "expert_cache.arena=%llu",
+                 (unsigned long long)(8 * ((u_small + 4095) / 4096 * 4096) +
+                                      8 * ((u_large + 4095) / 4096 * 4096)));
+        assert_contains(f->verdict, want);
+    } else {
+        assert_contains(f->verdict, "need 8 slots (one whole expert each");
+    }
+
     free(r);
     vt_gguf_close(g);
     vt_registry_close(reg);

@@ -188,6 +188,11 @@ enum { HOST_NONE, HOST_ONE_SLOT, HOST_ALL };
  * minimum (a prefetch needs slots beyond the last acquire's). */
 static uint64_t g_slot_factor = 1;
 
+/* expert_cache.slot_unit of the next compare_streamed, on both of its runs
+ * (the resident one's fit check gives the minimum arena in those slots);
+ * NULL: the default */
+static const char *g_unit_set;
+
 /* Every file, resident against streamed through the minimum device arena
  * (top-k x expert matrices, read from the fit check) with the given host
  * tier and extra settings, on g_device: logits of every position and greedy
@@ -201,7 +206,8 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         float *lr, *ls;
         int32_t gr[32], gs[32];
         int64_t nr, ns;
-        const char *resident[] = {"cpu.experts=resident", "cuda.experts=resident", NULL};
+        const char *resident[] = {"cpu.experts=resident", "cuda.experts=resident", g_unit_set,
+                                  NULL};
         vt_engine *e = open_with(files[f], resident, n_batch);
         assert_null(vt_engine_streamer(e));
         assert_moe_path(e, "moe_ffn (fused; routing on the device)");
@@ -213,6 +219,7 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
                                   ? (fit->slot_bytes + 4095) / 4096 * 4096 + 4096
                                   : (fit->slot_bytes + 63) / 64 * 64;
         const uint64_t n_slices = fit->n_expert_slices; /* fit dies with the engine */
+        const uint32_t top_k = fit->n_expert_used;
         uint64_t all_bytes = slot_bytes * n_slices;
         run(e, &lr, gr, 32, &nr);
         vt_engine_close(e);
@@ -224,12 +231,18 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         snprintf(s_host, sizeof s_host, "%s.expert_cache.host_arena=%llu", dev,
                  (unsigned long long)(host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? slot_bytes
                                                                                      : all_bytes));
-        const char *sets[] = {s_streamed, s_slots, s_host, extra, NULL};
+        const char *sets[] = {s_streamed, s_slots, s_host, g_unit_set ? g_unit_set : extra,
+                              g_unit_set ? extra : NULL, NULL};
         e = open_with(files[f], sets, n_batch);
         const vt_expert_streamer *s = vt_engine_streamer(e);
         if (!s) fail_msg("%s: experts not streamed", files[f]);
         assert_moe_path(e, "moe_ffn (fused; routing on the device, ids copied to the host");
         assert_int_equal(vt_streamer_n_slots(s), min_slots * g_slot_factor);
+        if (g_unit_set) { /* whole-expert slots: one key per expert, each of its matrices */
+            assert_int_equal(min_slots, top_k);
+            assert_int_equal(vt_engine_fit(e)->slot_unit_expert, 1);
+            assert_int_equal(vt_streamer_n_matrices(s, 0), 1);
+        }
         assert_int_equal(vt_streamer_n_host_slots(s),
                          host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : n_slices);
         run(e, &ls, gs, 32, &ns);
@@ -330,6 +343,38 @@ static void compare_prefetch(void)
     g_slot_factor = 1;
 }
 
+/* Whole-expert slots (expert_cache.slot_unit: expert): every matrix of an
+ * expert in one slot, one copy per miss; the same bits as resident through
+ * the minimum arena (top-k slots) with each host tier, in one chunk, token by
+ * token and in chunks of 5, with the prefetch, and (CPU) O_DIRECT reads
+ * through the bounce buffer. */
+static void compare_units(void)
+{
+    char set[96];
+    snprintf(set, sizeof set, "%s.expert_cache.slot_unit=expert", g_device);
+    g_unit_set = set;
+    compare_streamed(HOST_NONE, NULL, 512);
+    compare_streamed(HOST_ONE_SLOT, NULL, 1);
+    compare_streamed(HOST_ALL, NULL, 5);
+#ifndef VT_TEST_SANITIZED
+    compare_streamed(HOST_NONE, NULL, 1);
+    compare_streamed(HOST_ALL, NULL, 512);
+#endif
+    compare_prefetch();
+    if (!strcmp(g_device, "cpu")) {
+        compare_streamed(HOST_ONE_SLOT, "cpu.expert_cache.io=direct", 7);
+        compare_streamed(HOST_NONE, "cpu.expert_cache.io=direct", 512);
+    }
+    g_unit_set = NULL;
+}
+
+static void test_slot_unit_expert_bit_identical(void **state)
+{
+    (void)state;
+    if (!(fx = vt_test_fixtures())) return;
+    compare_units();
+}
+
 static void test_prefetch_bit_identical(void **state)
 {
     (void)state;
@@ -386,6 +431,7 @@ static void test_cuda_device_store(void **state)
     compare_streamed(HOST_ALL, "cuda.pinned_budget=0", 3);
     assert_true(vt_host_n_fallbacks() > fb0);
     compare_prefetch();
+    compare_units();
     g_device = "cpu";
 }
 
@@ -579,6 +625,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_min_arena_bit_identical),
         cmocka_unit_test(test_prefetch_bit_identical),
+        cmocka_unit_test(test_slot_unit_expert_bit_identical),
         cmocka_unit_test(test_fused_equals_ops),
         cmocka_unit_test(test_below_minimum_refused),
         cmocka_unit_test(test_slot_classes_bit_identical),

@@ -231,6 +231,8 @@ int cli_cmd_bench(const opts *o)
         if (minfo.decode_path) cJSON_AddStringToObject(j, "decode_path", minfo.decode_path);
         else cJSON_AddNullToObject(j, "decode_path");
         cJSON_AddNumberToObject(j, "arena_slots", es ? (double)vt_streamer_n_slots(es) : 0);
+        if (es) cJSON_AddStringToObject(j, "slot_unit", fit->slot_unit_expert ? "expert" : "matrix");
+        else cJSON_AddNullToObject(j, "slot_unit");
         cJSON_AddNumberToObject(j, "arena_bytes", es ? (double)fit->arena_bytes : 0);
         cJSON_AddNumberToObject(j, "expert_bytes", (double)fit->expert_bytes);
         if (es) cJSON_AddNumberToObject(j, "decode_hit_rate", hit / 100.0);
@@ -289,8 +291,9 @@ int cli_cmd_bench(const opts *o)
                kern ? kern : "auto", o->batch ? o->batch : 512);
         printf("experts: %s", es ? "streamed" : "resident");
         if (es)
-            printf(", arena %llu slots (%s of %s of routed experts, %.1f%%)",
+            printf(", arena %llu slots of %s (%s of %s of routed experts, %.1f%%)",
                    (unsigned long long)vt_streamer_n_slots(es),
+                   fit->slot_unit_expert ? "whole experts" : "one matrix each",
                    vt_config_format_bytes(fit->arena_bytes, b1, sizeof b1),
                    vt_config_format_bytes(fit->expert_bytes, b2, sizeof b2),
                    fit->expert_bytes ? 100.0 * (double)fit->arena_bytes / (double)fit->expert_bytes : 0);

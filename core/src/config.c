@@ -55,6 +55,7 @@ typedef enum pkey {
     PK_READERS,
     PK_STAGING,
     PK_SLOT_CLASSES,
+    PK_SLOT_UNIT,
     PK_PINNED,
     PK_DEVICES,
     PK_COUNT
@@ -67,14 +68,15 @@ static const char *const pkey_path[PK_COUNT] = {
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
     "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch",
     "expert_cache.prefetch_top", "expert_cache.readers", "expert_cache.staging",
-    "expert_cache.slot_classes", "pinned_budget", "devices"};
+    "expert_cache.slot_classes", "expert_cache.slot_unit", "pinned_budget", "devices"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
     "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, "
     "expert_cache.prefetch_top, expert_cache.readers, "
-    "expert_cache.staging, expert_cache.slot_classes, pinned_budget, devices";
+    "expert_cache.staging, expert_cache.slot_classes, expert_cache.slot_unit, pinned_budget, "
+    "devices";
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
@@ -564,6 +566,19 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         }
         break;
     }
+    case PK_SLOT_UNIT: {
+        /* in the order of VT_SLOT_UNIT_* */
+        static const char *const units[] = {"auto", "expert", "matrix", NULL};
+        int k = choice(text, units);
+        if (k >= 0) {
+            p->slot_unit = k;
+            p->slot_unit_src = src;
+        } else {
+            vt_set_error("'%s' is not a slot_unit (auto, expert, matrix)", text);
+            st = VT_ERR_INVALID_ARG;
+        }
+        break;
+    }
     case PK_PREFETCH: {
         /* in the order of VT_PREFETCH_* */
         static const char *const modes[] = {"off", "next-layer", "auto", NULL};
@@ -985,10 +1000,10 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
                                         "policy", "prefetch", "prefetch_top", "readers",
-                                        "staging", "slot_classes"};
+                                        "staging", "slot_classes", "slot_unit"};
     static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
                                 PK_POLICY, PK_PREFETCH, PK_PREFETCH_TOP, PK_READERS, PK_STAGING,
-                                PK_SLOT_CLASSES};
+                                PK_SLOT_CLASSES, PK_SLOT_UNIT};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
@@ -1006,7 +1021,7 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         if (i == N)
             return yp_unknown_key(p, m, full,
                                   "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
-                                  "prefetch_top, readers, staging, slot_classes");
+                                  "prefetch_top, readers, staging, slot_classes, slot_unit");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1655,6 +1670,12 @@ void vt_config_print(const vt_config *c, FILE *f)
             case PK_SLOT_CLASSES:
                 copy_str(val, sizeof val, p->slot_classes == VT_SLOT_CLASSES_OFF ? "off" : "auto");
                 src = p->slot_classes_src;
+                break;
+            case PK_SLOT_UNIT:
+                copy_str(val, sizeof val, p->slot_unit == VT_SLOT_UNIT_EXPERT   ? "expert"
+                                          : p->slot_unit == VT_SLOT_UNIT_MATRIX ? "matrix"
+                                                                                : "auto");
+                src = p->slot_unit_src;
                 break;
             case PK_PREFETCH_TOP:
                 if (p->prefetch_top) snprintf(val, sizeof val, "%u", p->prefetch_top);

@@ -31,6 +31,8 @@
  *                                      # ahead, the likeliest first (1..1024, at most top-k;
  *                                      # auto: 5 of every 8, rounded up)
  *         slot_classes: auto | off     # slots sized by class of expert slice, or all the largest
+ *         slot_unit: auto | expert | matrix  # a slot holds a whole expert (its matrices back to
+ *                                      # back: one copy per miss) or one matrix of it
  *         readers: auto | <count>      # reader threads for the misses' file reads (1..64;
  *                                      # auto: the online CPUs, at most 8)
  *         staging: auto | <bytes>      # without a host tier, a ring of pinned staging slots
@@ -124,6 +126,10 @@ enum { VT_PREFETCH_OFF = 0, VT_PREFETCH_NEXT_LAYER = 1, VT_PREFETCH_AUTO = 2 };
  * off (every slot the largest slice) */
 enum { VT_SLOT_CLASSES_AUTO = 0, VT_SLOT_CLASSES_OFF = 1 };
 
+/* expert_cache.slot_unit: what one slot of the arena and of the host tier holds (residency.c
+ * resolves auto, vt_residency_slot_unit_expert) */
+enum { VT_SLOT_UNIT_AUTO = 0, VT_SLOT_UNIT_EXPERT = 1, VT_SLOT_UNIT_MATRIX = 2 };
+
 /* devices: at most this many indices, each 0..VT_DEVICE_INDEX_MAX */
 #define VT_DEVICES_MAX 16
 #define VT_DEVICE_INDEX_MAX 1023
@@ -147,6 +153,8 @@ typedef struct vt_config_platform {
     uint32_t prefetch_top;         vt_config_src prefetch_top_src; /* expert_cache.prefetch_top: 0 auto */
     int slot_classes;              vt_config_src slot_classes_src; /* expert_cache.slot_classes:
                                                                     * VT_SLOT_CLASSES_* */
+    int slot_unit;                 vt_config_src slot_unit_src;    /* expert_cache.slot_unit:
+                                                                    * VT_SLOT_UNIT_* */
     uint64_t host_arena_bytes;     vt_config_src host_arena_bytes_src; /* VT_HOST_ARENA_AUTO, 0: off */
     uint32_t readers;              vt_config_src readers_src;      /* expert_cache.readers: 0 auto */
     uint64_t staging_bytes;        vt_config_src staging_bytes_src; /* VT_STAGING_AUTO, 0: no ring */

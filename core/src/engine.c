@@ -161,7 +161,8 @@ static vt_status open_streamer(vt_engine *e, const char *device)
                              .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
                              .n_readers = f->readers, .n_ring_slots = f->ring_slots,
                              .backend = &e->backend, .prefetch = e->res.plat->prefetch,
-                             .prefetch_top = e->res.plat->prefetch_top, .n_classes = f->n_classes};
+                             .prefetch_top = e->res.plat->prefetch_top, .n_classes = f->n_classes,
+                             .slot_unit_expert = f->slot_unit_expert};
     for (uint32_t c = 0; c < f->n_classes; c++) {
         tp.class_slots[c] = f->class_slots[c];
         tp.class_bytes[c] = f->class_bytes[c];
@@ -176,10 +177,11 @@ static vt_status open_streamer(vt_engine *e, const char *device)
     for (uint32_t c = 0; c < f->n_classes; c++)
         vt_log(VT_LOG_INFO, "experts streamed: slot class %u: %llu slots of %llu bytes", c,
                (unsigned long long)f->class_slots[c], (unsigned long long)f->class_bytes[c]);
-    vt_log(VT_LOG_INFO, "experts streamed: %llu slots of at most %llu bytes in store '%s', %s, %u "
+    vt_log(VT_LOG_INFO, "experts streamed: %llu slots (each %s) of at most %llu bytes in store '%s', %s, %u "
            "readers; host tier %llu slots (%s), staging ring %llu slots, %s pinned; prefetch %s",
-           (unsigned long long)f->arena_slots, (unsigned long long)f->slot_bytes,
-           e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",
+           (unsigned long long)f->arena_slots,
+           f->slot_unit_expert ? "a whole expert" : "one matrix of an expert",
+           (unsigned long long)f->slot_bytes, e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",
            vt_streamer_n_readers(e->streamer), (unsigned long long)f->host_slots,
            vt_config_format_bytes(f->host_arena_bytes, hb, sizeof hb),
            (unsigned long long)vt_streamer_n_ring_slots(e->streamer),

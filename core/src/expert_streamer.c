@@ -34,6 +34,10 @@ typedef struct stack {
     uint64_t *hslot_of;      /* [n_expert]: host-tier slot, or NO_SLOT (NULL: no host tier) */
     uint32_t *freq;          /* [n_expert]: uses, halved now and then (policy "lfru") */
     uint32_t cls;            /* the device tier's slot class its slices take */
+    /* whole-expert slots (slot_unit_expert), in the layer's matrix-0 stack,
+     * whose keys and slice_bytes are then the unit's: where each registered
+     * matrix's slice sits in the unit and its bytes */
+    uint64_t sub_off[MAX_MATRICES], sub_bytes[MAX_MATRICES];
 } stack;
 
 typedef struct slot_info {
@@ -72,6 +76,14 @@ typedef struct read_job {
     int fd;
     uint8_t *dst;            /* the host slot or ring slot */
     uint64_t n, off, cap;    /* slice bytes, file offset, bytes dst may take */
+    /* a whole-expert key: n_part > 1 reads, part p of n bytes at file offset
+     * off of fd into dst + at (buffered; with O_DIRECT redone through the
+     * bounce buffer); bad: the part that failed */
+    uint32_t n_part, bad;
+    struct {
+        int fd;
+        uint64_t n, off, at;
+    } part[MAX_MATRICES];
     uint32_t data_off;       /* out: where the slice starts in dst */
     int err;                 /* out: errno of a failed read, 0 */
     int eof;                 /* out: the file ended first */
@@ -514,6 +526,30 @@ static uint64_t class_slots(const vt_expert_streamer *s, uint32_t cls)
     return s->dev.first[cls + 1] - s->dev.first[cls];
 }
 
+/* The keys per expert of layer: its registered matrices, or the one unit
+ * holding them all (slot_unit_expert). */
+static uint32_t key_matrices(const vt_expert_streamer *s, uint32_t layer)
+{
+    const uint32_t M = s->n_matrices[layer];
+    return s->p.slot_unit_expert && M ? 1 : M;
+}
+
+static uint64_t unit_align(uint64_t n)
+{
+    return (n + VT_STREAMER_UNIT_ALIGN - 1) / VT_STREAMER_UNIT_ALIGN * VT_STREAMER_UNIT_ALIGN;
+}
+
+/* The smallest slot class with slots that holds `bytes` (UINT32_MAX: none). */
+static uint32_t class_for(const vt_expert_streamer *s, uint64_t bytes)
+{
+    uint32_t cls = UINT32_MAX;
+    for (uint32_t c = 0; c < s->cls.n_classes; c++)
+        if (s->cls.bytes[c] >= bytes && class_slots(s, c) &&
+            (cls == UINT32_MAX || s->cls.bytes[c] < s->cls.bytes[cls]))
+            cls = c;
+    return cls;
+}
+
 vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                                const vt_gguf_tensor *t)
 {
@@ -539,20 +575,33 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
         return VT_ERR_INVALID_ARG;
     }
     uint64_t slice = t->nbytes / n_exp;
-    if (slice > s->p.slot_bytes) {
-        vt_set_error("expert streamer: one expert of '%s' is %" PRIu64 " bytes, larger than a "
-                     "slot (%" PRIu64 " bytes)", t->name, slice, s->p.slot_bytes);
+    /* whole-expert slots: matrix m > 0 joins the unit of the layer's matrix 0 */
+    stack *k0 = stack_at(s, layer, 0);
+    const int join = s->p.slot_unit_expert && matrix > 0;
+    if (join && n_exp != k0->n_expert) {
+        vt_set_error("expert streamer: '%s' has %" PRIu64 " experts, '%s' of the same layer %"
+                     PRIu64 "; whole-expert slots (expert_cache.slot_unit: expert) need one "
+                     "count per layer", t->name, n_exp, k0->t->name, k0->n_expert);
+        return VT_ERR_INVALID_ARG;
+    }
+    const uint64_t key_bytes = join ? unit_align(k0->slice_bytes) + unit_align(slice)
+                             : s->p.slot_unit_expert ? unit_align(slice) : slice;
+    if (key_bytes > s->p.slot_bytes) {
+        if (join)
+            vt_set_error("expert streamer: one whole expert of layer %u is %" PRIu64 " bytes "
+                         "with '%s', larger than a slot (%" PRIu64 " bytes)", layer, key_bytes,
+                         t->name, s->p.slot_bytes);
+        else
+            vt_set_error("expert streamer: one expert of '%s' is %" PRIu64 " bytes, larger than "
+                         "a slot (%" PRIu64 " bytes)", t->name, key_bytes, s->p.slot_bytes);
         return VT_ERR_RANGE;
     }
-    /* its slot class: the smallest class with slots that holds a slice */
-    uint32_t cls = UINT32_MAX;
-    for (uint32_t c = 0; c < s->cls.n_classes; c++)
-        if (s->cls.bytes[c] >= slice && class_slots(s, c) &&
-            (cls == UINT32_MAX || s->cls.bytes[c] < s->cls.bytes[cls]))
-            cls = c;
+    /* its slot class: the smallest class with slots that holds a key */
+    const uint32_t cls = class_for(s, key_bytes);
     if (cls == UINT32_MAX) {
-        vt_set_error("expert streamer: one expert of '%s' is %" PRIu64 " bytes; no slot class "
-                     "with slots holds that many", t->name, slice);
+        vt_set_error("expert streamer: one %s of '%s' is %" PRIu64 " bytes; no slot class "
+                     "with slots holds that many", join ? "whole expert up to" : "expert",
+                     t->name, key_bytes);
         return VT_ERR_RANGE;
     }
     /* the O_DIRECT bounce buffer first: nothing is registered if it fails */
@@ -568,6 +617,17 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
         s->bounce_bytes = b - DIRECT_ALIGN;
     }
     stack *k = stack_at(s, layer, matrix);
+    if (join) { /* the unit grows; this stack only names the matrix and reads it */
+        k0->sub_off[matrix] = unit_align(k0->slice_bytes);
+        k0->sub_bytes[matrix] = slice;
+        k0->slice_bytes = key_bytes;
+        k0->cls = cls;
+        k->t = t;
+        k->n_expert = n_exp;
+        k->slice_bytes = slice;
+        s->n_matrices[layer]++;
+        return VT_OK;
+    }
     k->cls = cls;
     k->slot_of = malloc(n_exp * sizeof *k->slot_of);
     if (!k->slot_of) {
@@ -599,7 +659,9 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     for (uint64_t e = 0; e < n_exp; e++) k->slot_of[e] = NO_SLOT;
     k->t = t;
     k->n_expert = n_exp;
-    k->slice_bytes = slice;
+    k->slice_bytes = key_bytes;
+    k->sub_off[0] = 0;
+    k->sub_bytes[0] = slice;
     s->n_matrices[layer]++;
     return VT_OK;
 }
@@ -956,6 +1018,54 @@ static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_
     return VT_OK;
 }
 
+/* The file reads of key (layer, matrix, expert): its slice, or, for a
+ * whole-expert key, each registered matrix's slice at its place in the
+ * unit. Returns the count; parts[p]: the matrix's stack (shard, name), bytes,
+ * file offset, offset in the key's bytes. */
+typedef struct key_part {
+    const stack *k;
+    uint64_t n, off, at;
+} key_part;
+
+static uint32_t key_parts(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
+                          uint32_t expert, key_part *parts)
+{
+    const stack *k = stack_at(s, layer, matrix);
+    if (!s->p.slot_unit_expert) {
+        parts[0] = (key_part){k, k->slice_bytes, k->t->file_offset + (uint64_t)expert * k->slice_bytes, 0};
+        return 1;
+    }
+    const uint32_t M = s->n_matrices[layer];
+    for (uint32_t m = 0; m < M; m++) {
+        const stack *km = stack_at(s, layer, m);
+        const uint64_t n = k->sub_bytes[m];
+        parts[m] = (key_part){km, n, km->t->file_offset + (uint64_t)expert * n, k->sub_off[m]};
+    }
+    return M;
+}
+
+/* Read key (layer, matrix, expert) from the file into dst (cap bytes): one
+ * slice as read_slice reads it (*data_off where it starts), or a unit's
+ * slices each at its place (through the bounce buffer under O_DIRECT,
+ * *data_off 0). */
+static vt_status read_key(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32_t expert,
+                          uint8_t *dst, uint64_t cap, uint32_t *data_off)
+{
+    key_part parts[MAX_MATRICES];
+    const uint32_t n = key_parts(s, layer, matrix, expert, parts);
+    if (!s->p.slot_unit_expert)
+        return read_slice(s, s->fds[parts[0].k->t->shard], dst, parts[0].n, parts[0].off,
+                          parts[0].k, expert, cap, data_off);
+    *data_off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t no_off;
+        vt_status st = read_slice(s, s->fds[parts[i].k->t->shard], dst + parts[i].at, parts[i].n,
+                                  parts[i].off, parts[i].k, expert, 0, &no_off);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
 /* Make key resident in the host tier: a host hit, or a file read into a fresh
  * host slot. On failure the host slot goes back to the free list and the key
  * stays absent in the host tier. */
@@ -973,9 +1083,7 @@ static vt_status host_fill(vt_expert_streamer *s, uint32_t layer, uint32_t matri
     vt_status st = take_host_slot(s, &h);
     if (st != VT_OK) return st;
     double t0 = now_seconds();
-    uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
-    st = read_slice(s, s->fds[k->t->shard], s->host_addr[h], k->slice_bytes, off, k, expert,
-                    s->p.host_slot_bytes, &s->hdoff[h]);
+    st = read_key(s, layer, matrix, expert, s->host_addr[h], s->p.host_slot_bytes, &s->hdoff[h]);
     if (st == VT_OK && fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, matrix, expert)) {
         vt_set_error("expert streamer: host-tier commit of expert %u of %s (layer %u) into host "
                      "slot %" PRIu64 ": injected failure", expert, k->t->name, layer, h);
@@ -1065,10 +1173,9 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
                             slot, expert, k->t->name);
             st = VT_ERR_INTERNAL;
         } else {
-            uint64_t off = k->t->file_offset + (uint64_t)expert * k->slice_bytes;
             uint32_t no_off;
-            st = read_slice(s, s->fds[k->t->shard], dst, k->slice_bytes, off, k, expert, 0,
-                            &no_off); /* the store's staging: through the bounce buffer */
+            st = read_key(s, layer, matrix, expert, dst, 0,
+                          &no_off); /* the store's staging: through the bounce buffer */
             if (st == VT_OK) {
                 double tc = now_seconds();
                 st = s->p.store_api->commit_slot(s->p.store, slot, k->slice_bytes);
@@ -1112,6 +1219,34 @@ static void run_job(void *ctx, uint64_t i)
     j->err = j->eof = 0;
     j->done = 0;
     j->direct = direct;
+    if (j->n_part > 1) { /* a whole expert: buffered reads of each slice into its place */
+        if (direct) {
+            j->err = JOB_NEEDS_BOUNCE;
+            return;
+        }
+        for (uint32_t p = 0; p < j->n_part; p++) {
+            uint64_t done = 0;
+            j->bad = p;
+            while (done < j->part[p].n) {
+                ssize_t r = s->read_fn(s->read_ctx, j->part[p].fd, j->dst + j->part[p].at + done,
+                                       (size_t)(j->part[p].n - done),
+                                       (off_t)(j->part[p].off + done));
+                if (r < 0) {
+                    if (errno == EINTR) continue;
+                    j->err = errno ? errno : EIO;
+                    j->done = done;
+                    return;
+                }
+                if (r == 0) {
+                    j->eof = 1;
+                    j->done = done;
+                    return;
+                }
+                done += (uint64_t)r;
+            }
+        }
+        return;
+    }
     if (direct) {
         lead = j->off % DIRECT_ALIGN;
         at = j->off - lead;
@@ -1148,12 +1283,17 @@ static void run_job(void *ctx, uint64_t i)
  * the error worded as read_slice words it. A read that needs the bounce
  * buffer, or that O_DIRECT refused (EINVAL before any byte), is redone here
  * through read_slice, which falls back to buffered reads. */
-static vt_status finish_read(vt_expert_streamer *s, const stack *k, pend *q)
+static vt_status finish_read(vt_expert_streamer *s, uint32_t layer, pend *q)
 {
     read_job *j = &q->job;
     if (j->err == JOB_NEEDS_BOUNCE || (j->err == EINVAL && j->direct && j->done == 0))
-        return read_slice(s, s->fds[k->t->shard], j->dst, j->n, j->off, k, q->expert, j->cap,
-                          &j->data_off);
+        return read_key(s, layer, q->matrix, q->expert, j->dst, j->cap, &j->data_off);
+    const stack *k = stack_at(s, layer, q->matrix);
+    if (j->n_part > 1 && (j->err || j->eof)) { /* name the slice that failed */
+        k = stack_at(s, layer, j->bad);
+        j->n = j->part[j->bad].n;
+        j->off = j->part[j->bad].off;
+    }
     if (j->err) {
         vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
                      PRIu64 " of %s) failed: %s", q->expert, matrix_label(k), j->n, j->off,
@@ -1217,7 +1357,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
         stack *k = stack_at(s, layer, q->matrix);
         const uint32_t m = q->matrix, e = q->expert;
         if (q->kind != PEND_HOST_HIT) {
-            st = finish_read(s, k, q);
+            st = finish_read(s, layer, q);
             s->hdoff[q->h] = q->job.data_off;
         }
         if (q->kind == PEND_HOST_READ) {
@@ -1319,10 +1459,19 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
             }
             pend *q = &s->pend[s->n_pend];
             *q = (pend){.matrix = m, .expert = e, .slot = slot, .h = NO_SLOT};
-            q->job.fd = s->fds[k->t->shard];
-            q->job.n = k->slice_bytes;
-            q->job.off = k->t->file_offset + (uint64_t)e * k->slice_bytes;
+            key_part parts[MAX_MATRICES];
+            const uint32_t np = key_parts(s, layer, m, e, parts);
+            q->job.fd = s->fds[parts[0].k->t->shard];
+            q->job.n = parts[0].n;
+            q->job.off = parts[0].off;
             q->job.cap = s->p.host_slot_bytes;
+            q->job.n_part = s->p.slot_unit_expert ? np : 1;
+            for (uint32_t p = 0; p < np && s->p.slot_unit_expert; p++) {
+                q->job.part[p].fd = s->fds[parts[p].k->t->shard];
+                q->job.part[p].n = parts[p].n;
+                q->job.part[p].off = parts[p].off;
+                q->job.part[p].at = parts[p].at;
+            }
             if (s->host.n && !host_read) {
                 q->kind = PEND_HOST_HIT;
                 q->h = k->hslot_of[e];
@@ -1398,7 +1547,8 @@ full:
 }
 
 /* The arguments of an acquire or a prefetch (what: its name): the layer
- * registered, ids in range of every matrix of it; *n_matrices out. */
+ * registered, ids in range of every matrix of it; *n_matrices out: the
+ * layer's keys per expert (key_matrices). */
 static vt_status check_ids(const vt_expert_streamer *s, const char *what, uint32_t layer,
                            const int32_t *ids, uint32_t n, uint32_t *n_matrices)
 {
@@ -1422,7 +1572,7 @@ static vt_status check_ids(const vt_expert_streamer *s, const char *what, uint32
             return VT_ERR_RANGE;
         }
     }
-    *n_matrices = M;
+    *n_matrices = key_matrices(s, layer);
     return VT_OK;
 }
 
@@ -1525,7 +1675,15 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
                 vt_error_prefix("expert streamer: slot_for_read(%" PRIu64 ")", slot);
                 return VT_ERR_INTERNAL;
             }
-            out[(uint64_t)i * M + m] = p;
+            if (!s->p.slot_unit_expert) {
+                out[(uint64_t)i * M + m] = p;
+                continue;
+            }
+            /* a whole expert: each matrix at its place in the slot */
+            const stack *k0 = stack_at(s, layer, 0);
+            const uint32_t Mm = s->n_matrices[layer];
+            for (uint32_t j = 0; j < Mm; j++)
+                out[(uint64_t)i * Mm + j] = (const uint8_t *)p + k0->sub_off[j];
         }
     }
     /* prefetch on: fork the ahead queue here, so that copies of a prefetch
@@ -1726,7 +1884,7 @@ uint64_t vt_streamer_host_pinned_bytes(const vt_expert_streamer *s) { return s->
 int vt_streamer_is_host_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                                  uint32_t expert)
 {
-    const stack *k = stack_of_key(s, layer, matrix, expert);
+    const stack *k = stack_of_key(s, layer, s->p.slot_unit_expert ? 0 : matrix, expert);
     return k && k->hslot_of && k->hslot_of[expert] != NO_SLOT;
 }
 
@@ -1772,7 +1930,7 @@ const vt_streamer_trace *vt_streamer_get_trace(const vt_expert_streamer *s) { re
 
 uint32_t vt_streamer_n_matrices(const vt_expert_streamer *s, uint32_t layer)
 {
-    return layer < s->p.n_layer ? s->n_matrices[layer] : 0;
+    return layer < s->p.n_layer ? key_matrices(s, layer) : 0;
 }
 
 uint64_t vt_streamer_n_experts(const vt_expert_streamer *s, uint32_t layer)
@@ -1852,7 +2010,7 @@ uint32_t vt_streamer_n_readers(const vt_expert_streamer *s)
 int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                             uint32_t expert)
 {
-    const stack *k = stack_of_key(s, layer, matrix, expert);
+    const stack *k = stack_of_key(s, layer, s->p.slot_unit_expert ? 0 : matrix, expert);
     return k && k->slot_of[expert] != NO_SLOT;
 }
 

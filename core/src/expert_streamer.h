@@ -114,7 +114,18 @@ typedef struct vt_streamer_params {
     uint32_t n_classes;
     uint64_t class_slots[VT_STORE_MAX_CLASSES];
     uint64_t class_bytes[VT_STORE_MAX_CLASSES];
+    /* expert_cache.slot_unit: 0 (matrix) a key, and a slot, per matrix of an
+     * expert; 1 (expert) one key per expert of a layer, whose slot holds all
+     * of the layer's registered matrices of it back to back, each at a
+     * multiple of VT_STREAMER_UNIT_ALIGN (vt_streamer_unit_bytes): a miss is
+     * one copy from the host tier instead of one per matrix (the copy engine
+     * runs larger copies faster: bench_h2d). The matrices of a layer must
+     * have the same expert count. */
+    int slot_unit_expert;
 } vt_streamer_params;
+
+/* Where each matrix of a whole-expert slot starts (bytes, a multiple of this) */
+#define VT_STREAMER_UNIT_ALIGN 256u
 
 /* Prefetch counters (not part of the ABI). A prefetched key counts as a
  * device hit when an acquire then asks for it; its bytes are in
@@ -200,7 +211,9 @@ void vt_streamer_trace_start(vt_expert_streamer *s); /* clears the trace, record
 void vt_streamer_trace_stop(vt_expert_streamer *s);
 void vt_streamer_trace_phase(vt_expert_streamer *s, uint8_t phase); /* for what follows */
 const vt_streamer_trace *vt_streamer_get_trace(const vt_expert_streamer *s);
-/* Matrices registered for layer (0: none) and experts in each of its stacks. */
+/* The keys per expert of a layer (0: none registered): its registered
+ * matrices, or 1 when slots hold whole experts (slot_unit_expert); and the
+ * experts in each of its stacks. */
 uint32_t vt_streamer_n_matrices(const vt_expert_streamer *s, uint32_t layer);
 uint64_t vt_streamer_n_experts(const vt_expert_streamer *s, uint32_t layer);
 

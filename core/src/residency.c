@@ -306,22 +306,69 @@ static long layer_of(const char *name)
  * f->n_expert_used must be set.
  */
 #define MAX_SLICE_SIZES 64
+#define UNIT_ALIGN(n) (((n) + VT_STREAMER_UNIT_ALIGN - 1) / VT_STREAMER_UNIT_ALIGN * VT_STREAMER_UNIT_ALIGN)
+
+/* Whole-expert slots (f->slot_unit_expert): per layer l (by tensor name) the
+ * bytes of one expert's unit (each of its stacks' slices rounded up to
+ * VT_STREAMER_UNIT_ALIGN, as the streamer lays them out) into unit[l] and
+ * its experts (the first stack's count) into n_exp[l]; arrays of 65536,
+ * zeroed by the caller. */
+static void layer_units(const vt_gguf *g, uint64_t *unit, uint64_t *n_exp)
+{
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!vt_gguf_is_routed_expert(t)) continue;
+        long l = layer_of(t->name);
+        if (l < 0 || l >= 65536) l = 65535;
+        uint64_t ne = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
+        unit[l] = add_sat(unit[l], UNIT_ALIGN(t->nbytes / ne));
+        if (!n_exp[l]) n_exp[l] = ne;
+    }
+}
+
+int vt_residency_slot_unit_expert(const vt_config_platform *plat)
+{
+    return plat && plat->slot_unit == VT_SLOT_UNIT_EXPERT;
+}
+
 void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
 {
     uint64_t size[MAX_SLICE_SIZES], count[MAX_SLICE_SIZES];
     uint32_t n = 0;
     f->n_classes = 0;
-    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
-        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
-        if (!vt_gguf_is_routed_expert(t)) continue;
-        uint64_t n_exp = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
-        uint64_t slice = t->nbytes / n_exp;
+    uint64_t *unit = NULL, *unit_exp = NULL;
+    if (f->slot_unit_expert) {
+        unit = calloc(65536, sizeof *unit);
+        unit_exp = calloc(65536, sizeof *unit_exp);
+        if (!unit || !unit_exp) {
+            free(unit);
+            free(unit_exp);
+            snprintf(f->classes_note, sizeof f->classes_note, "none (out of memory)");
+            return;
+        }
+        layer_units(g, unit, unit_exp);
+    }
+    const int64_t n_items = f->slot_unit_expert ? 65536 : vt_gguf_n_tensors(g);
+    for (int64_t i = 0; i < n_items; i++) {
+        uint64_t n_exp, slice;
+        if (f->slot_unit_expert) {
+            if (!unit[i]) continue;
+            n_exp = unit_exp[i];
+            slice = unit[i];
+        } else {
+            const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+            if (!vt_gguf_is_routed_expert(t)) continue;
+            n_exp = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
+            slice = t->nbytes / n_exp;
+        }
         uint32_t j = 0;
         while (j < n && size[j] < slice) j++;
         if (j == n || size[j] != slice) {
             if (n == MAX_SLICE_SIZES) {
                 snprintf(f->classes_note, sizeof f->classes_note,
                          "none (more than %d expert slice sizes)", MAX_SLICE_SIZES);
+                free(unit);
+                free(unit_exp);
                 return;
             }
             memmove(size + j + 1, size + j, (n - j) * sizeof *size);
@@ -333,8 +380,10 @@ void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
         count[j] = add_sat(count[j], n_exp);
     }
     if (n < 2) {
-        snprintf(f->classes_note, sizeof f->classes_note, "none (every expert slice is %s)",
-                 n ? "one size" : "absent");
+        snprintf(f->classes_note, sizeof f->classes_note, "none (every expert %s is %s)",
+                 f->slot_unit_expert ? "unit" : "slice", n ? "one size" : "absent");
+        free(unit);
+        free(unit_exp);
         return;
     }
     while (n > VT_STORE_MAX_CLASSES) {
@@ -357,6 +406,16 @@ void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
         f->class_slices[c] = count[c];
         f->class_min[c] = 0;
         f->class_slots[c] = 0;
+    }
+    if (f->slot_unit_expert) { /* a layer's top-k units at once */
+        for (uint32_t c = 0; c < n; c++) {
+            uint64_t m = f->n_expert_used ? f->n_expert_used : 1;
+            f->class_min[c] = m > f->class_slices[c] ? f->class_slices[c] : m;
+        }
+        f->n_classes = n;
+        free(unit);
+        free(unit_exp);
+        return;
     }
     /* per layer: how many of its stacks take each class */
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
@@ -434,6 +493,27 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     }
     if (f->n_expert_tensors && !f->n_expert_used) f->n_expert_used = 1;
     f->min_slots = (uint64_t)f->n_expert_used * f->expert_matrices;
+    f->slot_unit_expert = vt_residency_slot_unit_expert(r->plat);
+    if (f->slot_unit_expert && f->n_expert_tensors) {
+        /* whole-expert slots: the "slices" are the layers' units */
+        uint64_t *unit = calloc(65536, sizeof *unit), *unit_exp = calloc(65536, sizeof *unit_exp);
+        if (!unit || !unit_exp) {
+            free(unit);
+            free(unit_exp);
+            vt_set_error("out of memory: fit check unit table");
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        layer_units(g, unit, unit_exp);
+        f->slot_bytes = 0;
+        f->n_expert_slices = 0;
+        for (uint32_t l = 0; l < 65536; l++) {
+            if (unit[l] > f->slot_bytes) f->slot_bytes = unit[l];
+            f->n_expert_slices = add_sat(f->n_expert_slices, unit_exp[l]);
+        }
+        free(unit);
+        free(unit_exp);
+        f->min_slots = f->n_expert_used;
+    }
 
     /* model-reported caches */
     const vt_model_api *mapi = r->model->desc->table;
@@ -651,6 +731,16 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     f->ring_bytes = mul_sat(f->ring_slots, f->host_slot_bytes);
     if (f->unified) f->device_need = add_sat(f->device_need, f->ring_bytes);
     else f->host_need = add_sat(f->host_need, f->ring_bytes);
+    if (f->arena_slots < f->min_slots && f->slot_unit_expert) {
+        snprintf(f->verdict, sizeof f->verdict,
+                 "the expert arena holds %" PRIu64 " slots of %s, but one layer's top-%u experts "
+                 "need %" PRIu64 " slots (one whole expert each, %s) at once; the minimum arena "
+                 "is %s (--set %s.expert_cache.slots=%" PRIu64 ")",
+                 f->arena_slots, fmt_bytes(f->slot_bytes, b1, sizeof b1), f->n_expert_used,
+                 f->min_slots, fmt_bytes(mul_sat(f->min_slots, f->slot_bytes), b2, sizeof b2),
+                 fmt_bytes(mul_sat(f->min_slots, f->slot_bytes), b3, sizeof b3), p, f->min_slots);
+        goto refuse;
+    }
     if (f->arena_slots < f->min_slots) {
         snprintf(f->verdict, sizeof f->verdict,
                  "the expert arena holds %" PRIu64 " slots of %s, but one layer's top-%u experts "
@@ -750,8 +840,12 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
     if (f->n_expert_tensors) {
         ROW(f->experts == VT_EXPERTS_STREAMED ? "routed experts (in the file)" : "routed experts (resident)",
             f->expert_bytes);
-        fprintf(out, "  %-32s %14s %22s\n", "  one slot (largest slice)", fmt_bytes(f->slot_bytes, b, sizeof b), "");
-        fprintf(out, "  %-32s %14" PRIu64 " %22s\n", "  minimum slots (top-k x matrices)", f->min_slots, "");
+        fprintf(out, "  %-32s %14s %22s\n", f->slot_unit_expert ? "  one slot (largest expert)"
+                                                               : "  one slot (largest slice)",
+                fmt_bytes(f->slot_bytes, b, sizeof b), "");
+        fprintf(out, "  %-32s %14" PRIu64 " %22s\n", f->slot_unit_expert ? "  minimum slots (top-k)"
+                                                                         : "  minimum slots (top-k x matrices)",
+                f->min_slots, "");
     }
     if (f->experts == VT_EXPERTS_STREAMED) {
         char label[64];

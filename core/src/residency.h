@@ -55,7 +55,11 @@ typedef struct vt_fit {
     uint64_t slot_bytes;        /* the largest expert slice: one slot */
     uint32_t n_expert_used;     /* <arch>.expert_used_count (top-k) */
     uint32_t expert_matrices;   /* expert stacks per layer (qwen35: 3) */
-    uint64_t min_slots;         /* n_expert_used × expert_matrices */
+    uint64_t min_slots;         /* n_expert_used × expert_matrices (× 1 with whole-expert slots) */
+    int slot_unit_expert;       /* expert_cache.slot_unit resolved: a slot holds one whole
+                                 * expert of a layer (its matrices back to back, each at a
+                                 * multiple of VT_STREAMER_UNIT_ALIGN); the "slices" above and
+                                 * below are then those units */
     /* from the model plugin (0 when it does not report them) */
     int have_model_memory;
     uint64_t kv_bytes, state_bytes, scratch_bytes;
@@ -96,6 +100,11 @@ typedef struct vt_fit {
  * class_min (f->n_expert_used must be set) and, without classes,
  * classes_note; class_slots is left 0 (the fit splits the arena). */
 void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g);
+
+/* expert_cache.slot_unit resolved: 1 when a slot holds a whole expert
+ * (expert; auto is matrix until whole-expert slots are measured to win on a
+ * GPU), 0 when it holds one matrix of one. */
+int vt_residency_slot_unit_expert(const vt_config_platform *plat);
 
 typedef struct vt_residency {
     char platform[64];
