@@ -19,6 +19,9 @@
 #                              second queue while the layer before computes; what
 #                              prefetch: auto, the default, gives on CUDA), the
 #                              likeliest 5 of the 8 predicted (prefetch_top: auto)
+#   dev 25% + host + prefetch, matrix slots   expert_cache.slot_unit: matrix (a
+#                              slot per matrix of an expert, three copies per miss;
+#                              every other row: auto, a whole expert per slot)
 #   dev 25% + host + prefetch of every prediction   prefetch_top 1024: all 8
 #                              copied ahead (what prefetch did before prefetch_top)
 #   dev 25%, file only         no host tier: every device miss reads the file
@@ -87,6 +90,10 @@ PY
       --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
       --set cuda.expert_cache.prefetch=next-layer
   done
+  run "dev 25% + host + prefetch, matrix slots" --set cuda.experts=streamed \
+    --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) --set cuda.expert_cache.slot_unit=matrix \
+    --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
+    --set cuda.expert_cache.prefetch=next-layer
   run "dev 25% + host + prefetch of every prediction" --set cuda.experts=streamed \
     --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \

@@ -327,6 +327,7 @@ static void test_fit_370gib(void **s)
 
     vt_config cfg;
     vt_config_defaults(&cfg);
+    set(&cfg, "fake.expert_cache.slot_unit", "matrix"); /* slots of one matrix (units: below) */
     vt_gguf *g;
     if (vt_gguf_open(b->path, VT_GGUF_NO_MMAP, &g) != VT_OK) fail_msg("%s", vt_last_error());
     vt_residency *r = calloc(1, sizeof *r);
@@ -495,6 +496,7 @@ static void test_fit_slot_classes(void **s)
     vt_config_defaults(&cfg);
     set(&cfg, "fake.experts", "streamed");
     set(&cfg, "fake.expert_cache.arena", "64MiB");
+    set(&cfg, "fake.expert_cache.slot_unit", "matrix"); /* the matrices' classes (units: below) */
     vt_residency *r = calloc(1, sizeof *r);
     if (vt_residency_select(&cfg, reg, g, "fake", r) != VT_OK) fail_msg("%s", vt_last_error());
     int ok;

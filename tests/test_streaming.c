@@ -238,10 +238,19 @@ static void compare_streamed(int host, const char *extra, uint32_t n_batch)
         if (!s) fail_msg("%s: experts not streamed", files[f]);
         assert_moe_path(e, "moe_ffn (fused; routing on the device, ids copied to the host");
         assert_int_equal(vt_streamer_n_slots(s), min_slots * g_slot_factor);
-        if (g_unit_set) { /* whole-expert slots: one key per expert, each of its matrices */
-            assert_int_equal(min_slots, top_k);
-            assert_int_equal(vt_engine_fit(e)->slot_unit_expert, 1);
-            assert_int_equal(vt_streamer_n_matrices(s, 0), 1);
+        { /* whole-expert slots (the default): one key per expert; matrix: one per matrix */
+            const int unit = !g_unit_set || strstr(g_unit_set, "=expert");
+            uint32_t l0 = 0;
+            while (l0 < vt_streamer_n_layers(s) && !vt_streamer_n_matrices(s, l0)) l0++;
+            const uint32_t keys = l0 < vt_streamer_n_layers(s) ? vt_streamer_n_matrices(s, l0) : 0;
+            assert_int_equal(vt_engine_fit(e)->slot_unit_expert, unit);
+            if (unit) {
+                assert_int_equal(keys, 1);
+                assert_int_equal(min_slots, top_k);
+            } else {
+                assert_true(keys > 1);
+                assert_int_equal(min_slots, (uint64_t)top_k * keys);
+            }
         }
         assert_int_equal(vt_streamer_n_host_slots(s),
                          host == HOST_NONE ? 0 : host == HOST_ONE_SLOT ? 1 : n_slices);
@@ -343,15 +352,15 @@ static void compare_prefetch(void)
     g_slot_factor = 1;
 }
 
-/* Whole-expert slots (expert_cache.slot_unit: expert): every matrix of an
- * expert in one slot, one copy per miss; the same bits as resident through
- * the minimum arena (top-k slots) with each host tier, in one chunk, token by
- * token and in chunks of 5, with the prefetch, and (CPU) O_DIRECT reads
- * through the bounce buffer. */
+/* Slots of one matrix each (expert_cache.slot_unit: matrix; the default,
+ * whole-expert slots, runs in every other comparison): the same bits as
+ * resident through the minimum arena (top-k x matrices slots) with each
+ * host tier, in one chunk, token by token and in chunks of 5, with the
+ * prefetch, and (CPU) O_DIRECT reads (in place in the host tier's slots). */
 static void compare_units(void)
 {
     char set[96];
-    snprintf(set, sizeof set, "%s.expert_cache.slot_unit=expert", g_device);
+    snprintf(set, sizeof set, "%s.expert_cache.slot_unit=matrix", g_device);
     g_unit_set = set;
     compare_streamed(HOST_NONE, NULL, 512);
     compare_streamed(HOST_ONE_SLOT, NULL, 1);
@@ -368,7 +377,7 @@ static void compare_units(void)
     g_unit_set = NULL;
 }
 
-static void test_slot_unit_expert_bit_identical(void **state)
+static void test_slot_unit_matrix_bit_identical(void **state)
 {
     (void)state;
     if (!(fx = vt_test_fixtures())) return;
@@ -487,6 +496,8 @@ static void classes_on(const char *dev, const char *path)
     for (int a = 0; a < 2; a++)
         for (int host = 0; host < 2; host++) {
             vt_config_defaults(&cfg);
+            snprintf(sets[3], sizeof sets[3], "%s.expert_cache.slot_unit=matrix", dev);
+            if (vt_config_set_arg(&cfg, sets[3]) != VT_OK) fail_msg("%s", vt_last_error());
             snprintf(sets[0], sizeof sets[0], "%s.experts=streamed", dev);
             snprintf(sets[1], sizeof sets[1], "%s.expert_cache.arena=%llu", dev,
                      (unsigned long long)(arenas[a] ? arenas[a] : 4096));
@@ -502,7 +513,7 @@ static void classes_on(const char *dev, const char *path)
                 vt_config_defaults(&cfg);
                 snprintf(sets[1], sizeof sets[1], "%s.expert_cache.arena=%llu", dev,
                          (unsigned long long)arenas[a]);
-                for (int i = 0; i < 3; i++)
+                for (int i = 0; i < 4; i++)
                     if (vt_config_set_arg(&cfg, sets[i]) != VT_OK) fail_msg("%s", vt_last_error());
             }
             if (vt_engine_open(&p, &e) != VT_OK) fail_msg("%s", vt_last_error());
@@ -611,6 +622,7 @@ static void test_below_minimum_refused(void **state)
     vt_config_defaults(&cfg);
     assert_int_equal(vt_config_set_arg(&cfg, "cpu.experts=streamed"), VT_OK);
     assert_int_equal(vt_config_set_arg(&cfg, "cpu.expert_cache.slots=5"), VT_OK);
+    assert_int_equal(vt_config_set_arg(&cfg, "cpu.expert_cache.slot_unit=matrix"), VT_OK);
     setenv("VT_PLUGIN_PATH", vt_test_plugin_dir(), 1);
     vt_engine_params p = {.model_path = path, .n_threads = 1, .n_ctx = 64, .config = &cfg};
     vt_engine *e = NULL;
@@ -618,6 +630,14 @@ static void test_below_minimum_refused(void **state)
     const char *msg = vt_last_error();
     if (!strstr(msg, "need 6 slots") || !strstr(msg, "expert_cache.slots=6"))
         fail_msg("below-minimum arena not refused with the minimum: %s", msg);
+    /* whole-expert slots (the default): top-k slots */
+    vt_config_defaults(&cfg);
+    assert_int_equal(vt_config_set_arg(&cfg, "cpu.experts=streamed"), VT_OK);
+    assert_int_equal(vt_config_set_arg(&cfg, "cpu.expert_cache.slots=1"), VT_OK);
+    assert_int_equal(vt_engine_open(&p, &e), VT_ERR_DOES_NOT_FIT);
+    msg = vt_last_error();
+    if (!strstr(msg, "need 2 slots (one whole expert each") || !strstr(msg, "expert_cache.slots=2"))
+        fail_msg("below-minimum arena of whole experts not refused with the minimum: %s", msg);
 }
 
 int main(void)
@@ -625,7 +645,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_min_arena_bit_identical),
         cmocka_unit_test(test_prefetch_bit_identical),
-        cmocka_unit_test(test_slot_unit_expert_bit_identical),
+        cmocka_unit_test(test_slot_unit_matrix_bit_identical),
         cmocka_unit_test(test_fused_equals_ops),
         cmocka_unit_test(test_below_minimum_refused),
         cmocka_unit_test(test_slot_classes_bit_identical),

@@ -328,7 +328,7 @@ static void layer_units(const vt_gguf *g, uint64_t *unit, uint64_t *n_exp)
 
 int vt_residency_slot_unit_expert(const vt_config_platform *plat)
 {
-    return plat && plat->slot_unit == VT_SLOT_UNIT_EXPERT;
+    return plat && plat->slot_unit != VT_SLOT_UNIT_MATRIX;
 }
 
 void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
