@@ -427,6 +427,20 @@ static void test_find_classes(void **state)
         assert_int_equal(f.class_slices[c], slices[c]);
         assert_int_equal(f.class_min[c], min[c]);
     }
+    /* whole-expert slots: one unit per layer, each slice rounded up to 256
+     * bytes: layer 0 256 + 256 + 1024, layer 1 256 + 512 + 1024, layer 2
+     * 256 + 256 + 512; a class per unit size, top-k of each at once */
+    memset(&f, 0, sizeof f);
+    f.n_expert_used = 2;
+    f.slot_unit_expert = 1;
+    vt_residency_slot_classes(&f, g);
+    assert_int_equal(f.n_classes, 3);
+    const uint64_t ubytes[3] = {1024, 1536, 1792};
+    for (uint32_t c = 0; c < 3; c++) {
+        assert_int_equal(f.class_bytes[c], ubytes[c]);
+        assert_int_equal(f.class_slices[c], 8);
+        assert_int_equal(f.class_min[c], 2);
+    }
     vt_gguf_close(g);
     unlink(path);
 }

@@ -1220,7 +1220,7 @@ static void run_job(void *ctx, uint64_t i)
     j->done = 0;
     j->direct = direct;
     if (j->n_part > 1) { /* a whole expert: buffered reads of each slice into its place */
-        if (direct) {
+        if (direct) { /* one shared bounce buffer: read on the acquiring thread, in turn */
             j->err = JOB_NEEDS_BOUNCE;
             return;
         }
@@ -1884,6 +1884,7 @@ uint64_t vt_streamer_host_pinned_bytes(const vt_expert_streamer *s) { return s->
 int vt_streamer_is_host_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                                  uint32_t expert)
 {
+    if (!stack_of_key(s, layer, matrix, expert)) return 0;
     const stack *k = stack_of_key(s, layer, s->p.slot_unit_expert ? 0 : matrix, expert);
     return k && k->hslot_of && k->hslot_of[expert] != NO_SLOT;
 }
@@ -2010,6 +2011,7 @@ uint32_t vt_streamer_n_readers(const vt_expert_streamer *s)
 int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
                             uint32_t expert)
 {
+    if (!stack_of_key(s, layer, matrix, expert)) return 0;
     const stack *k = stack_of_key(s, layer, s->p.slot_unit_expert ? 0 : matrix, expert);
     return k && k->slot_of[expert] != NO_SLOT;
 }

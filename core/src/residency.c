@@ -312,9 +312,11 @@ static long layer_of(const char *name)
  * bytes of one expert's unit (each of its stacks' slices rounded up to
  * VT_STREAMER_UNIT_ALIGN, as the streamer lays them out) into unit[l] and
  * its experts (the first stack's count) into n_exp[l]; arrays of 65536,
- * zeroed by the caller. */
-static void layer_units(const vt_gguf *g, uint64_t *unit, uint64_t *n_exp)
+ * zeroed by the caller. Returns 1 when some layer's stacks differ in expert
+ * count (no unit holds "an expert" of them: the streamer refuses them). */
+static int layer_units(const vt_gguf *g, uint64_t *unit, uint64_t *n_exp)
 {
+    int mixed = 0;
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         if (!vt_gguf_is_routed_expert(t)) continue;
@@ -323,7 +325,9 @@ static void layer_units(const vt_gguf *g, uint64_t *unit, uint64_t *n_exp)
         uint64_t ne = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
         unit[l] = add_sat(unit[l], UNIT_ALIGN(t->nbytes / ne));
         if (!n_exp[l]) n_exp[l] = ne;
+        else if (n_exp[l] != ne) mixed = 1;
     }
+    return mixed;
 }
 
 int vt_residency_slot_unit_expert(const vt_config_platform *plat)
@@ -503,16 +507,20 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
             vt_set_error("out of memory: fit check unit table");
             return VT_ERR_OUT_OF_MEMORY;
         }
-        layer_units(g, unit, unit_exp);
-        f->slot_bytes = 0;
-        f->n_expert_slices = 0;
-        for (uint32_t l = 0; l < 65536; l++) {
-            if (unit[l] > f->slot_bytes) f->slot_bytes = unit[l];
-            f->n_expert_slices = add_sat(f->n_expert_slices, unit_exp[l]);
+        if (layer_units(g, unit, unit_exp) && r->plat->slot_unit == VT_SLOT_UNIT_AUTO) {
+            /* auto: slots of one matrix where a layer's stacks differ in expert count */
+            f->slot_unit_expert = 0;
+        } else {
+            f->slot_bytes = 0;
+            f->n_expert_slices = 0;
+            for (uint32_t l = 0; l < 65536; l++) {
+                if (unit[l] > f->slot_bytes) f->slot_bytes = unit[l];
+                f->n_expert_slices = add_sat(f->n_expert_slices, unit_exp[l]);
+            }
+            f->min_slots = f->n_expert_used;
         }
         free(unit);
         free(unit_exp);
-        f->min_slots = f->n_expert_used;
     }
 
     /* model-reported caches */
