@@ -76,6 +76,7 @@ static void skip_banner(const char *why)
  * device is skipped (after skip()). */
 static vt_engine *open_engine(const char *path, const char *kernels, const char *const *sets)
 {
+    if (!vt_test_fixture_file(path)) return NULL;
     vt_config_defaults(&g_cfg);
     for (int i = 0; sets && sets[i]; i++)
         if (vt_config_set_arg(&g_cfg, sets[i]) != VT_OK)

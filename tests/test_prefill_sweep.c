@@ -199,6 +199,10 @@ static vt_engine *open_engine(const char *rel, const char *kernels, uint32_t n_b
                               const char *const *sets)
 {
     char *path = vt_test_path(g_fx, rel);
+    if (!vt_test_fixture_file(path)) {
+        free(path);
+        return NULL;
+    }
     vt_config_defaults(&g_cfg);
     for (int i = 0; sets && sets[i]; i++)
         if (vt_config_set_arg(&g_cfg, sets[i]) != VT_OK) fail_msg("--set %s: %s", sets[i],
