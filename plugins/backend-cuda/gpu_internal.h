@@ -114,6 +114,10 @@ struct vt_backend_ctx {
  * lines, ms since the first mark. A no-op when off or full. */
 void vt_gpu_tl_mark(vt_backend_ctx *ctx, char kind, int ahead);
 
+/* The pinned host buffer a device-to-host copy of `bytes` may bounce
+ * through (gpu_ops.cu: 64 KiB after the argument ring), or NULL. */
+uint8_t *vt_gpu_d2h_bounce(vt_backend_ctx *ctx, size_t bytes);
+
 /* Bumped by every launch, copy, fill, allocation and free of any context of
  * the plugin: rounded activations are reused only while it has not moved
  * since (another context's copy into the source, or a freed and reallocated

@@ -191,6 +191,10 @@ static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t
  * ordered after every kernel queued before it (legacy default stream), so a
  * kernel still reading the previous contents is not disturbed. */
 #define RING_BYTES ((size_t)4 << 20)
+/* after the ring in the same pinned allocation (host side only): the bounce
+ * buffer of small device-to-host copies (vt_gpu_d2h_bounce) */
+#define D2H_BOUNCE_BYTES ((size_t)64 << 10)
+#define RING_HOST_BYTES (RING_BYTES + D2H_BOUNCE_BYTES)
 
 /* Set up the argument ring once per context (see gpu_internal.h). */
 static int ring_ready(vt_backend_ctx *ctx)
@@ -203,7 +207,7 @@ static int ring_ready(vt_backend_ctx *ctx)
     int have_note = h->struct_size >= offsetof(vt_host_api, note_fallback) + sizeof(void *) &&
                     h->note_fallback;
     char why[256];
-    if (budgeted && !h->pinned_reserve(RING_BYTES)) { /* within the pinned budget only */
+    if (budgeted && !h->pinned_reserve(RING_HOST_BYTES)) { /* within the pinned budget only */
         snprintf(why, sizeof why, "backend %s: the 4 MiB pinned ring for op arguments exceeds the "
                  "pinned budget (pinned_budget); every op's host arguments are copied synchronously",
                  VT_GPU_PLUGIN_NAME);
@@ -211,10 +215,11 @@ static int ring_ready(vt_backend_ctx *ctx)
         return 0;
     }
     void *hp = NULL, *dp = NULL;
-    if (vt_gpu_host_alloc(&hp, RING_BYTES) != vt_gpu_success || vt_gpu_malloc(&dp, RING_BYTES) != vt_gpu_success) {
+    if (vt_gpu_host_alloc(&hp, RING_HOST_BYTES) != vt_gpu_success ||
+        vt_gpu_malloc(&dp, RING_BYTES) != vt_gpu_success) {
         if (hp) (void)vt_gpu_host_free(hp);
         (void)vt_gpu_get_last_error();
-        if (budgeted) h->pinned_release(RING_BYTES);
+        if (budgeted) h->pinned_release(RING_HOST_BYTES);
         snprintf(why, sizeof why, "backend %s: allocating the 4 MiB pinned ring for op arguments "
                  "failed; every op's host arguments are copied synchronously", VT_GPU_PLUGIN_NAME);
         if (have_note) h->note_fallback(why);
@@ -226,6 +231,18 @@ static int ring_ready(vt_backend_ctx *ctx)
     ctx->ring_off = 0;
     ctx->ring_state = 1;
     return 1;
+}
+
+/* The pinned bounce buffer for a device-to-host copy of `bytes` (the ring's
+ * allocation, set up on first use), or NULL: too large, or no ring (the
+ * copy goes to pageable memory directly). VT_GPU_PINNED_D2H=0: always NULL
+ * (for comparisons). */
+extern "C" uint8_t *vt_gpu_d2h_bounce(vt_backend_ctx *ctx, size_t bytes)
+{
+    static int on = -1;
+    if (on < 0) on = !(getenv("VT_GPU_PINNED_D2H") && !strcmp(getenv("VT_GPU_PINNED_D2H"), "0"));
+    if (!on || bytes > D2H_BOUNCE_BYTES || ctx->capturing || !ring_ready(ctx)) return NULL;
+    return ctx->ring_host + RING_BYTES;
 }
 
 static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size_t a_bytes,
@@ -331,7 +348,7 @@ extern "C" void vt_gpu_ops_release(vt_backend_ctx *ctx)
         const vt_host_api *h = ctx->host;
         if (h->struct_size >= offsetof(vt_host_api, pinned_release) + sizeof(void *) &&
             h->pinned_release)
-            h->pinned_release(RING_BYTES);
+            h->pinned_release(RING_HOST_BYTES);
     }
     ctx->ring_host = ctx->ring_dev = NULL;
     ctx->ring_state = 0;

@@ -45,6 +45,7 @@ typedef hipDeviceProp_t vt_gpu_device_prop;
 #define vt_gpu_memcpy_d2d hipMemcpyDeviceToDevice
 #define vt_gpu_mem_get_info hipMemGetInfo
 #define vt_gpu_device_synchronize hipDeviceSynchronize
+#define vt_gpu_stream_synchronize hipStreamSynchronize
 #define vt_gpu_driver_get_version hipDriverGetVersion
 #define vt_gpu_runtime_get_version hipRuntimeGetVersion
 
@@ -103,6 +104,7 @@ typedef cudaDeviceProp vt_gpu_device_prop;
 #define vt_gpu_memcpy_d2d cudaMemcpyDeviceToDevice
 #define vt_gpu_mem_get_info cudaMemGetInfo
 #define vt_gpu_device_synchronize cudaDeviceSynchronize
+#define vt_gpu_stream_synchronize cudaStreamSynchronize
 #define vt_gpu_driver_get_version cudaDriverGetVersion
 #define vt_gpu_runtime_get_version cudaRuntimeGetVersion
 
