@@ -17,13 +17,17 @@
 #   dev 25%/10% + host + prefetch   the same with expert_cache.prefetch:
 #                              next-layer (copies of the predicted experts on a
 #                              second queue while the layer before computes; what
-#                              prefetch: auto, the default, gives on CUDA), the
-#                              likeliest 5 of the 8 predicted (prefetch_top: auto)
+#                              prefetch: auto, the default, gives on CUDA): of the
+#                              likeliest 6 of the 8 predicted (prefetch_top: auto),
+#                              at most 3 copied (prefetch_max: auto)
+#   dev 25% + host + prefetch, no cap   prefetch_top 5, prefetch_max 1024 (the
+#                              default before prefetch_max)
 #   dev 25% + host + prefetch, matrix slots   expert_cache.slot_unit: matrix (a
 #                              slot per matrix of an expert, three copies per miss;
 #                              every other row: auto, a whole expert per slot)
-#   dev 25% + host + prefetch of every prediction   prefetch_top 1024: all 8
-#                              copied ahead (what prefetch did before prefetch_top)
+#   dev 25% + host + prefetch of every prediction   prefetch_top and prefetch_max
+#                              1024: all 8 copied ahead (what prefetch did before
+#                              prefetch_top)
 #   dev 25%, file only         no host tier: every device miss reads the file
 # and prints decode/prefill tok/s, the decode hit rate of each tier and of
 # Belady's optimum on the same routing, fill issue GB/s (device-tier fills as
@@ -94,10 +98,16 @@ PY
     --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) --set cuda.expert_cache.slot_unit=matrix \
     --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
     --set cuda.expert_cache.prefetch=next-layer
+  run "dev 25% + host + prefetch, no cap" --set cuda.experts=streamed \
+    --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
+    --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
+    --set cuda.expert_cache.prefetch=next-layer --set cuda.expert_cache.prefetch_top=5 \
+    --set cuda.expert_cache.prefetch_max=1024
   run "dev 25% + host + prefetch of every prediction" --set cuda.experts=streamed \
     --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=auto --set cuda.pinned_budget=$((exp_bytes * 2 + (1 << 30))) \
-    --set cuda.expert_cache.prefetch=next-layer --set cuda.expert_cache.prefetch_top=1024
+    --set cuda.expert_cache.prefetch=next-layer --set cuda.expert_cache.prefetch_top=1024 \
+    --set cuda.expert_cache.prefetch_max=1024
   run "dev 25%, file only" --set cuda.experts=streamed --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100)) \
     --set cuda.expert_cache.host_arena=0
   # H2D rate while misses are pending: the decode profile times each acquire's

@@ -216,7 +216,7 @@ static void test_shipped_file(void **s)
                                        &p->headroom_bytes_src, &p->io_direct_src,
                                        &p->host_arena_bytes_src, &p->policy_src,
                                        &p->prefetch_src, &p->prefetch_top_src,
-                                       &p->readers_src,
+                                       &p->prefetch_max_src, &p->readers_src,
                                        &p->staging_bytes_src, &p->slot_classes_src,
                                        &p->slot_unit_src,
                                        &p->pinned_budget_bytes_src, &p->devices_src};
@@ -701,6 +701,17 @@ static void test_overrides(void **s)
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_top", "five"), VT_ERR_INVALID_ARG);
     assert_int_equal(v->prefetch_top, 3); /* a refused value changes nothing */
     set_ok(&c, "vulkan.expert_cache.prefetch_top=auto");
+    /* expert_cache.prefetch_max: auto (0, default) or 1..1024 */
+    assert_int_equal(v->prefetch_max, 0);
+    set_ok(&c, "vulkan.expert_cache.prefetch_max=2");
+    assert_int_equal(v->prefetch_max, 2);
+    assert_src(v->prefetch_max_src, VT_CONFIG_FROM_CLI, 0, 0);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_max", "0"), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_max", "1025"), VT_ERR_INVALID_ARG);
+    assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_max", "-3"), VT_ERR_INVALID_ARG);
+    assert_int_equal(v->prefetch_max, 2); /* a refused value changes nothing */
+    set_ok(&c, "vulkan.expert_cache.prefetch_max=auto");
+    assert_int_equal(v->prefetch_max, 0);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);
     if (!strstr(vt_last_error(), "not a prefetch mode (off, next-layer, auto)"))
         fail_msg("%s", vt_last_error());
@@ -892,11 +903,12 @@ static void test_print(void **s)
     expect_line(out, "platforms.cuda.expert_cache.policy", "lfru", "default");
     expect_line(out, "platforms.cuda.expert_cache.prefetch", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.prefetch_top", "auto", "default");
+    expect_line(out, "platforms.cuda.expert_cache.prefetch_max", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.readers", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.staging", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.slot_classes", "auto", "default");
     expect_line(out, "platforms.cuda.expert_cache.slot_unit", "auto", "default");
-    assert_int_equal(l_last, 1 + 3 + 4 * 19 - 1);
+    assert_int_equal(l_last, 1 + 3 + 4 * 20 - 1);
     /* the header's example line, exactly */
     assert_contains(out, "\nplatforms.rocm.expert_cache.headroom = 2 GiB (2147483648)   # --set\n");
     /* padded so that '#' is at column 61, as in config.h */

@@ -89,6 +89,10 @@ static int group_teardown(void **state)
 static vt_cache_policy rig_policy = VT_CACHE_POLICY_LRU;
 static int rig_prefetch; /* vt_streamer_params.prefetch of the next rig */
 static uint32_t rig_prefetch_top; /* vt_streamer_params.prefetch_top of the next rig */
+/* vt_streamer_params.prefetch_max of the next rig: beyond any prediction by
+ * default (the tests written before the cap count every copy) */
+#define RIG_NO_CAP 1000
+static uint32_t rig_prefetch_max = RIG_NO_CAP;
 static uint64_t rig_host_slot_bytes = SLICE + 64; /* the next rig's host-tier slots */
 static uint32_t rig_readers;  /* the next rig's reader threads (0: none) */
 static uint64_t rig_ring;     /* the next rig's staging ring slots (0: none) */
@@ -271,7 +275,8 @@ static void rig_open_with(rig *r, uint64_t n_slots, int direct, uint64_t n_host,
                             .io_direct = direct, .policy = rig_policy,
                             .n_host_slots = n_host, .host_slot_bytes = rig_host_slot_bytes,
                             .n_readers = rig_readers, .n_ring_slots = rig_ring,
-                            .prefetch = rig_prefetch, .prefetch_top = rig_prefetch_top};
+                            .prefetch = rig_prefetch, .prefetch_top = rig_prefetch_top,
+                            .prefetch_max = rig_prefetch_max};
     if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
     assert_int_equal(vt_streamer_n_host_slots(r->s), n_host);
     for (uint32_t l = 0; l < N_LAYER; l++)
@@ -399,27 +404,29 @@ static void run_prefetch_tokens(int mode)
     rig_close(&r);
 }
 
-/* expert_cache.prefetch_top: a prediction of 8 ids (in decreasing router
- * weight) copies the first 5 under auto, the first 3 under 3, all 8 under a
- * top beyond them; the rest stay absent, and the copied bytes are right. */
+/* expert_cache.prefetch_top (prefetch_max beyond it): a prediction of 8 ids
+ * (in decreasing router weight) copies the first 6 under auto, the first 3
+ * under 3, all 8 under a top beyond them; the rest stay absent, and the
+ * copied bytes are right. */
 static void test_prefetch_top(void **state)
 {
     (void)state;
-    assert_int_equal(vt_streamer_prefetch_count(0, 8), 5);
-    assert_int_equal(vt_streamer_prefetch_count(0, 10), 7);
-    assert_int_equal(vt_streamer_prefetch_count(0, 3), 2);
+    assert_int_equal(vt_streamer_prefetch_count(0, 8), 6);
+    assert_int_equal(vt_streamer_prefetch_count(0, 10), 8);
+    assert_int_equal(vt_streamer_prefetch_count(0, 3), 3);
     assert_int_equal(vt_streamer_prefetch_count(0, 2), 2);
     assert_int_equal(vt_streamer_prefetch_count(0, 1), 1);
     assert_int_equal(vt_streamer_prefetch_count(0, 0), 0);
     assert_int_equal(vt_streamer_prefetch_count(3, 8), 3);
     assert_int_equal(vt_streamer_prefetch_count(9, 8), 8);
-    const uint32_t tops[3] = {0, 3, 100}, want[3] = {5, 3, 8};
+    const uint32_t tops[3] = {0, 3, 100}, want[3] = {6, 3, 8};
     for (int mode = 3; mode <= 4; mode++)
         for (int t = 0; t < 3; t++) {
             rig r;
             rig_prefetch_top = tops[t];
             rig_open_prefetch(&r, 10 * N_MAT, mode);
             rig_prefetch_top = 0;
+            rig_prefetch_max = RIG_NO_CAP;
             warm_host_tier(&r); /* the arena ends with layer 2 and layer 1's 6, 7 */
             int32_t a[2] = {0, 1}, pred[8] = {7, 6, 5, 4, 3, 2, 1, 0};
             acquire_ok(&r, 2, a, 2);
@@ -451,6 +458,7 @@ static void test_prefetch_top(void **state)
         rig_prefetch_top = 5;
         rig_open_prefetch(&r, 8 * N_MAT, mode);
         rig_prefetch_top = 0;
+        rig_prefetch_max = RIG_NO_CAP;
         warm_host_tier(&r);
         const int32_t fill[4][2] = {{2, 3}, {0, 1}, {4, 5}, {6, 7}};
         for (int i = 0; i < 4; i++) acquire_ok(&r, i ? 1 : 0, fill[i], 2);
@@ -468,6 +476,53 @@ static void test_prefetch_top(void **state)
         acquire_ok(&r, 0, use, 2);
         rig_close(&r);
     }
+}
+
+/* expert_cache.prefetch_max: of the ids prefetch_top lets through (all 8
+ * here), a prefetch copies at most `max` experts, the first not resident in
+ * the ids' order: 3 under auto, 2 under 2, all that are missing under 100;
+ * resident ones (ranks 1 and 2) are passed over, not counted. */
+static void test_prefetch_max(void **state)
+{
+    (void)state;
+    assert_int_equal(vt_streamer_prefetch_max(0, 8), 3);
+    assert_int_equal(vt_streamer_prefetch_max(0, 10), 4);
+    assert_int_equal(vt_streamer_prefetch_max(0, 3), 2);
+    assert_int_equal(vt_streamer_prefetch_max(0, 2), 1);
+    assert_int_equal(vt_streamer_prefetch_max(0, 1), 1);
+    assert_int_equal(vt_streamer_prefetch_max(0, 0), 0);
+    assert_int_equal(vt_streamer_prefetch_max(2, 8), 2);
+    assert_int_equal(vt_streamer_prefetch_max(9, 8), 8);
+    const uint32_t maxes[3] = {0, 2, 100}, want[3] = {3, 2, 6};
+    for (int mode = 3; mode <= 4; mode++)
+        for (int t = 0; t < 3; t++) {
+            rig r;
+            rig_prefetch_top = 100;
+            rig_prefetch_max = maxes[t];
+            rig_open_prefetch(&r, 10 * N_MAT, mode);
+            rig_prefetch_top = 0;
+            rig_prefetch_max = RIG_NO_CAP;
+            warm_host_tier(&r);
+            int32_t have[2] = {7, 6}, a[2] = {0, 1}, pred[8] = {7, 6, 5, 4, 3, 2, 1, 0};
+            acquire_ok(&r, 0, have, 2);
+            acquire_ok(&r, 2, a, 2);
+            vt_streamer_prefetch_stats before, after;
+            vt_streamer_prefetch_stats_get(r.s, &before);
+            prefetch_ok(&r, 0, pred, 8);
+            vt_streamer_prefetch_stats_get(r.s, &after);
+            if (after.issued - before.issued != (uint64_t)want[t] * N_MAT)
+                fail_msg("prefetch_max %u, mode %d: %llu keys issued, want %u", maxes[t], mode,
+                         (unsigned long long)(after.issued - before.issued), want[t] * N_MAT);
+            for (uint32_t i = 0; i < 8; i++)
+                for (uint32_t m = 0; m < N_MAT; m++)
+                    if (vt_streamer_is_resident(r.s, 0, m, (uint32_t)pred[i]) != (i < 2 + want[t]))
+                        fail_msg("prefetch_max %u, mode %d: expert %d (rank %u) matrix %u %s",
+                                 maxes[t], mode, pred[i], i, m,
+                                 i < 2 + want[t] ? "absent" : "copied");
+            int32_t use[2] = {pred[2], pred[1 + want[t]]};
+            acquire_ok(&r, 0, use, 2); /* the prefetched bytes, after the join */
+            rig_close(&r);
+        }
 }
 
 static void test_prefetch_bytes_and_counts(void **state)
@@ -1663,6 +1718,7 @@ int main(void)
         cmocka_unit_test(test_lfru_aging),
         cmocka_unit_test(test_prefetch_bytes_and_counts),
         cmocka_unit_test(test_prefetch_top),
+        cmocka_unit_test(test_prefetch_max),
         cmocka_unit_test(test_prefetch_faults),
         cmocka_unit_test(test_demand_batch),
         cmocka_unit_test(test_prefetch_refused),

@@ -52,6 +52,7 @@ typedef enum pkey {
     PK_POLICY,
     PK_PREFETCH,
     PK_PREFETCH_TOP,
+    PK_PREFETCH_MAX,
     PK_READERS,
     PK_STAGING,
     PK_SLOT_CLASSES,
@@ -67,14 +68,15 @@ static const char *const pkey_path[PK_COUNT] = {
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
     "expert_cache.host_arena", "expert_cache.policy", "expert_cache.prefetch",
-    "expert_cache.prefetch_top", "expert_cache.readers", "expert_cache.staging",
+    "expert_cache.prefetch_top", "expert_cache.prefetch_max", "expert_cache.readers",
+    "expert_cache.staging",
     "expert_cache.slot_classes", "expert_cache.slot_unit", "pinned_budget", "devices"};
 
 static const char PKEY_LIST[] =
     "backend, unified_memory, kv_cache_tokens, experts, expert_cache.store, "
     "expert_cache.arena, expert_cache.slots, expert_cache.headroom, expert_cache.io, "
     "expert_cache.host_arena, expert_cache.policy, expert_cache.prefetch, "
-    "expert_cache.prefetch_top, expert_cache.readers, "
+    "expert_cache.prefetch_top, expert_cache.prefetch_max, expert_cache.readers, "
     "expert_cache.staging, expert_cache.slot_classes, expert_cache.slot_unit, pinned_budget, "
     "devices";
 
@@ -597,6 +599,11 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         p->prefetch_top = (uint32_t)u;
         p->prefetch_top_src = src;
         break;
+    case PK_PREFETCH_MAX:
+        if ((st = parse_auto_count(text, VT_PREFETCH_TOP_MAX, &u)) != VT_OK) break;
+        p->prefetch_max = (uint32_t)u;
+        p->prefetch_max_src = src;
+        break;
     case PK_READERS:
         if ((st = parse_auto_count(text, VT_READERS_MAX, &u)) != VT_OK) break;
         p->readers = (uint32_t)u;
@@ -999,10 +1006,10 @@ static vt_status yp_devices(yparse *p, vt_config_platform *pl)
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
-                                        "policy", "prefetch", "prefetch_top", "readers",
-                                        "staging", "slot_classes", "slot_unit"};
+                                        "policy", "prefetch", "prefetch_top", "prefetch_max",
+                                        "readers", "staging", "slot_classes", "slot_unit"};
     static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
-                                PK_POLICY, PK_PREFETCH, PK_PREFETCH_TOP, PK_READERS, PK_STAGING,
+                                PK_POLICY, PK_PREFETCH, PK_PREFETCH_TOP, PK_PREFETCH_MAX, PK_READERS, PK_STAGING,
                                 PK_SLOT_CLASSES, PK_SLOT_UNIT};
     enum { N = sizeof names / sizeof names[0] };
     char where[128], full[192], key[NAME_CAP];
@@ -1021,7 +1028,8 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
         if (i == N)
             return yp_unknown_key(p, m, full,
                                   "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
-                                  "prefetch_top, readers, staging, slot_classes, slot_unit");
+                                  "prefetch_top, prefetch_max, readers, staging, slot_classes, "
+                                  "slot_unit");
         if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
@@ -1681,6 +1689,11 @@ void vt_config_print(const vt_config *c, FILE *f)
                 if (p->prefetch_top) snprintf(val, sizeof val, "%u", p->prefetch_top);
                 else copy_str(val, sizeof val, "auto");
                 src = p->prefetch_top_src;
+                break;
+            case PK_PREFETCH_MAX:
+                if (p->prefetch_max) snprintf(val, sizeof val, "%u", p->prefetch_max);
+                else copy_str(val, sizeof val, "auto");
+                src = p->prefetch_max_src;
                 break;
             case PK_READERS:
                 if (p->readers) snprintf(val, sizeof val, "%u", p->readers);

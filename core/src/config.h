@@ -29,7 +29,9 @@
  *                                      # (auto: where a host tier and a second copy queue are)
  *         prefetch_top: auto | <count> # how many of a layer's predicted experts are copied
  *                                      # ahead, the likeliest first (1..1024, at most top-k;
- *                                      # auto: 5 of every 8, rounded up)
+ *                                      # auto: 6 of every 8, rounded up)
+ *         prefetch_max: auto | <count> # the most of them one prefetch copies (the first not
+ *                                      # resident; auto: 3 of every 8 routed, rounded up)
  *         slot_classes: auto | off     # slots sized by class of expert slice, or all the largest
  *         slot_unit: auto | expert | matrix  # a slot holds a whole expert (its matrices back to
  *                                      # back: one copy per miss) or one matrix of it
@@ -119,7 +121,8 @@ typedef struct vt_config_pair {
 /* expert_cache.prefetch (the same values as expert_streamer.h's VT_STREAMER_PREFETCH_*) */
 enum { VT_PREFETCH_OFF = 0, VT_PREFETCH_NEXT_LAYER = 1, VT_PREFETCH_AUTO = 2 };
 
-/* expert_cache.prefetch_top: 0 auto (ceil(5/8 of the predicted ids)) or 1..VT_PREFETCH_TOP_MAX */
+/* expert_cache.prefetch_top: 0 auto (ceil(3/4 of the predicted ids)) or 1..VT_PREFETCH_TOP_MAX;
+ * expert_cache.prefetch_max: 0 auto (ceil(3/8 of them)) or 1..VT_PREFETCH_TOP_MAX */
 #define VT_PREFETCH_TOP_MAX 1024
 
 /* expert_cache.slot_classes: auto (the arena's slots in up to 4 size classes, residency.c),
@@ -151,6 +154,7 @@ typedef struct vt_config_platform {
     int policy;                    vt_config_src policy_src;       /* expert_cache.policy: VT_POLICY_* */
     int prefetch;                  vt_config_src prefetch_src;     /* expert_cache.prefetch: VT_PREFETCH_* */
     uint32_t prefetch_top;         vt_config_src prefetch_top_src; /* expert_cache.prefetch_top: 0 auto */
+    uint32_t prefetch_max;         vt_config_src prefetch_max_src; /* expert_cache.prefetch_max: 0 auto */
     int slot_classes;              vt_config_src slot_classes_src; /* expert_cache.slot_classes:
                                                                     * VT_SLOT_CLASSES_* */
     int slot_unit;                 vt_config_src slot_unit_src;    /* expert_cache.slot_unit:

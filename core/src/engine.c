@@ -161,19 +161,21 @@ static vt_status open_streamer(vt_engine *e, const char *device)
                              .n_host_slots = f->host_slots, .host_slot_bytes = f->host_slot_bytes,
                              .n_readers = f->readers, .n_ring_slots = f->ring_slots,
                              .backend = &e->backend, .prefetch = e->res.plat->prefetch,
-                             .prefetch_top = e->res.plat->prefetch_top, .n_classes = f->n_classes,
+                             .prefetch_top = e->res.plat->prefetch_top,
+                             .prefetch_max = e->res.plat->prefetch_max, .n_classes = f->n_classes,
                              .slot_unit_expert = f->slot_unit_expert};
     for (uint32_t c = 0; c < f->n_classes; c++) {
         tp.class_slots[c] = f->class_slots[c];
         tp.class_bytes[c] = f->class_bytes[c];
     }
     if ((st = vt_streamer_create(&tp, &e->streamer)) != VT_OK) return st;
-    char hb[32], pb[32], pf[48];
+    char hb[32], pb[32], pf[96], tb[16], mb[16];
+    if (e->res.plat->prefetch_top) snprintf(tb, sizeof tb, "%u", e->res.plat->prefetch_top);
+    else snprintf(tb, sizeof tb, "6/8");
+    if (e->res.plat->prefetch_max) snprintf(mb, sizeof mb, "%u", e->res.plat->prefetch_max);
+    else snprintf(mb, sizeof mb, "3/8");
     if (!vt_streamer_prefetch_on(e->streamer)) snprintf(pf, sizeof pf, "off");
-    else if (e->res.plat->prefetch_top)
-        snprintf(pf, sizeof pf, "next-layer, at most the top %u predicted",
-                 e->res.plat->prefetch_top);
-    else snprintf(pf, sizeof pf, "next-layer, the top 5/8 predicted");
+    else snprintf(pf, sizeof pf, "next-layer, of the top %s predicted at most %s copied", tb, mb);
     for (uint32_t c = 0; c < f->n_classes; c++)
         vt_log(VT_LOG_INFO, "experts streamed: slot class %u: %llu slots of %llu bytes", c,
                (unsigned long long)f->class_slots[c], (unsigned long long)f->class_bytes[c]);

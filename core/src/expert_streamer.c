@@ -1800,7 +1800,13 @@ int vt_streamer_prefetch_on(const vt_expert_streamer *s) { return s && s->ahead_
 
 uint32_t vt_streamer_prefetch_count(uint32_t top, uint32_t n)
 {
-    const uint32_t k = top ? top : (uint32_t)(((uint64_t)n * 5 + 7) / 8);
+    const uint32_t k = top ? top : (uint32_t)(((uint64_t)n * 3 + 3) / 4);
+    return k < n ? k : n;
+}
+
+uint32_t vt_streamer_prefetch_max(uint32_t max, uint32_t n)
+{
+    const uint32_t k = max ? max : (uint32_t)(((uint64_t)n * 3 + 7) / 8);
     return k < n ? k : n;
 }
 
@@ -1845,7 +1851,12 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
     /* pick the slots (victims evicted now; a taken slot is off every list, so
      * none is taken twice), queue every copy in one call, then claim */
     uint32_t q = 0, full = 0; /* full: the slot classes with every slot pinned */
-    for (uint32_t i = 0; i < top; i++) {
+    /* at most `most` experts copied: those past it would still be in flight
+     * when the next layer's demand copies need the link */
+    const uint32_t most = vt_streamer_prefetch_max(s->p.prefetch_max, n);
+    uint32_t n_copied = 0;
+    for (uint32_t i = 0; i < top && n_copied < most; i++) {
+        const uint32_t q_before = q;
         for (uint32_t m = 0; m < M; m++) {
             stack *k = stack_at(s, layer, m);
             const uint32_t e = (uint32_t)ids[i];
@@ -1875,6 +1886,7 @@ vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int3
                 goto queue;
             }
         }
+        n_copied += q != q_before;
     }
 queue:
     if (q && st == VT_OK && !s->forked) { /* no acquire since: fork here, after every op so far */

@@ -102,10 +102,16 @@ typedef struct vt_streamer_params {
                                  * many of its ids, the first ones (a model passes them in
                                  * decreasing router weight; a resident one past the first N
                                  * is still kept from the prefetch's victims); 0 auto:
-                                 * ceil(5 n / 8) of n ids. Measured on the H100 (README,
-                                 * Prefetch; bench/stream_vs_anchor.sh): copying all 8
-                                 * predicted experts of a step loses to copying the likeliest
-                                 * 5, whose copies are done sooner and 77% used (64% for 8) */
+                                 * ceil(3 n / 4) of n ids */
+    uint32_t prefetch_max;      /* expert_cache.prefetch_max: of those, a prefetch copies at
+                                 * most this many experts (the first not resident, in the
+                                 * ids' order); 0 auto: ceil(3 n / 8). Measured on the H100
+                                 * (README, Prefetch): the copies that fit beside the
+                                 * segment's compute (about three experts of the Qwen3.5
+                                 * shape, 2 MiB each at ~50 GB/s in ~100 us) are free, more
+                                 * delay the next layer's demand copies: Qwen3.5 shape, 25%
+                                 * arena: top 6 at most 3 463.8 tok/s, top 5 unbounded 443.2,
+                                 * top 8 unbounded 408.3 */
     /* the device tier's slot classes (the store created with the same layout,
      * vt/store.h ABI 1.7): n_classes 0, one class of n_slots of slot_bytes;
      * else class c is class_slots[c] slots of class_bytes[c] (<= slot_bytes)
@@ -163,9 +169,12 @@ vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_exper
 vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
                                uint32_t n);
 int vt_streamer_prefetch_on(const vt_expert_streamer *s);
-/* How many of n predicted ids a prefetch copies under expert_cache.prefetch_top
- * = top (0 auto: ceil(5 n / 8)); never more than n. */
+/* How many of n predicted ids a prefetch considers under expert_cache.prefetch_top
+ * = top (0 auto: ceil(3 n / 4)); never more than n. */
 uint32_t vt_streamer_prefetch_count(uint32_t top, uint32_t n);
+/* The most experts one prefetch of n predicted ids copies under
+ * expert_cache.prefetch_max = max (0 auto: ceil(3 n / 8)); never more than n. */
+uint32_t vt_streamer_prefetch_max(uint32_t max, uint32_t n);
 vt_status vt_streamer_prefetch_stats_get(const vt_expert_streamer *s,
                                          vt_streamer_prefetch_stats *out);
 

@@ -90,20 +90,6 @@ static __global__ void vt_gpu_zero_bytes(unsigned char *dst, size_t n)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = 0;
 }
 
-/* dst[0 .. n) = src[0 .. n) by one block, src page-locked host memory read
- * in place (16-byte words when both are aligned to 16, else bytes). */
-static __global__ void vt_gpu_copy_small(unsigned char *dst, const unsigned char *src, size_t n)
-{
-    if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
-        const size_t w = n / 16;
-        for (size_t i = threadIdx.x; i < w; i += blockDim.x)
-            ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
-        for (size_t i = w * 16 + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-        return;
-    }
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-}
-
 #define ZERO_THREADS 256u
 #define ZERO_MAX_BLOCKS 8192u
 
@@ -441,34 +427,6 @@ extern "C" vt_status vt_gpu_copy_h2d(vt_backend_ctx *ctx, void *dst, const void 
     return gpu_copy(ctx, "copy_h2d", dst, src, bytes, 0);
 }
 
-/* A small queued copy (a streamed layer's expert table, 6 KiB for 256
- * experts) from page-locked memory runs as a one-block kernel reading the
- * host memory in place, not on a copy engine: there it waited behind the
- * prefetch's megabytes queued on the ahead stream (the engine served those
- * first; H100 timeline: 80-160 us per layer step, the next segment waiting
- * on the table). Returns the source's device address for such a copy, else
- * NULL (large, pageable, not mapped, or VT_GPU_SMALL_COPY_KERNEL=0). */
-#define SMALL_COPY_BYTES ((size_t)64 << 10)
-static const void *small_copy_source(const void *src, size_t bytes)
-{
-#if defined(VT_GPU_HIP)
-    (void)src;
-    (void)bytes;
-    return NULL;
-#else
-    static int on = -1;
-    if (on < 0)
-        on = !(getenv("VT_GPU_SMALL_COPY_KERNEL") && !strcmp(getenv("VT_GPU_SMALL_COPY_KERNEL"), "0"));
-    if (!on || bytes > SMALL_COPY_BYTES) return NULL;
-    cudaPointerAttributes at;
-    if (cudaPointerGetAttributes(&at, src) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    return at.type == cudaMemoryTypeHost ? at.devicePointer : NULL;
-#endif
-}
-
 /* ABI 1.4: queued on the context's stream (ordered with its ops; the
  * synchronous copies use the legacy stream, which the blocking stream is
  * ordered with too); returns once queued. */
@@ -487,15 +445,7 @@ extern "C" vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const
     vt_status st = vt_gpu_select_device(ctx, "copy_h2d_async");
     if (st) return st;
     vt_gpu_tl_mark(ctx, 'd', 0);
-    vt_gpu_error e;
-    const void *dsrc = small_copy_source(src, bytes);
-    if (dsrc) {
-        vt_gpu_copy_small<<<1, 256, 0, VT_ST>>>((unsigned char *)dst, (const unsigned char *)dsrc,
-                                                bytes);
-        e = vt_gpu_get_last_error();
-    } else {
-        e = vt_gpu_memcpy_async(dst, src, bytes, vt_gpu_memcpy_h2d, VT_ST);
-    }
+    vt_gpu_error e = vt_gpu_memcpy_async(dst, src, bytes, vt_gpu_memcpy_h2d, VT_ST);
     vt_gpu_tl_mark(ctx, 'D', 0);
     if (e != vt_gpu_success) {
         char h[32];

@@ -178,8 +178,10 @@ typedef struct vt_host_api {
      * not delayed by the copies' issue), and before the next acquire; the
      * next experts_acquire orders itself after the copies. Give ids in
      * decreasing router weight (the order moe_route writes): the streamer
-     * copies only the first expert_cache.prefetch_top of them (auto: 5 of
-     * every 8, rounded up), the likeliest to be used. Does nothing
+     * considers only the first expert_cache.prefetch_top of them (auto: 6
+     * of every 8, rounded up), the likeliest to be used, and copies at most
+     * expert_cache.prefetch_max experts (auto: 3 of every 8), the first of
+     * them not resident. Does nothing
      * when prefetch is off. Errors:
      * VT_ERR_INVALID_ARG / VT_ERR_RANGE as experts_acquire (bad layer or
      * id); a copy that cannot be queued (VT_ERR_IO or the backend's status):
