@@ -170,7 +170,7 @@ static vt_status deferred_quiesce(vt_store *st)
 /* Ahead publishes (mode 3: copied at once; mode 4: copied only at join or
  * quiesce, as a second copy queue may run them any time before the join). */
 static pending_copy ahead_q[MAX_DEFERRED];
-static int n_ahead_q, n_begin, n_join, join_failures, ahead_eager, n_ahead_calls;
+static int n_ahead_q, n_begin, n_join, join_failures, ahead_eager;
 static vt_status ahead_flush(vt_store *st) { return flush_copies(st, ahead_q, &n_ahead_q); }
 static vt_status test_begin_ahead(vt_store *st)
 {
@@ -180,7 +180,6 @@ static vt_status test_begin_ahead(vt_store *st)
 }
 static vt_status test_publish_ahead(vt_store *st, const vt_store_publish *p, uint32_t n)
 {
-    n_ahead_calls++;
     if (publish_failures > 0) {
         publish_failures--;
         vt_set_error("injected ahead publish failure");
@@ -264,7 +263,7 @@ static void rig_open_with(rig *r, uint64_t n_slots, int direct, uint64_t n_host,
     } else if (mode == 5) { /* a store of ABI 1.4: publish, no ahead publishes */
         r->api.struct_size = (uint32_t)offsetof(vt_store_api, begin_ahead);
     }
-    n_ahead_q = n_begin = n_join = join_failures = n_ahead_calls = 0;
+    n_ahead_q = n_begin = n_join = join_failures = 0;
     n_deferred = n_quiesce = publish_failures = n_publish = 0;
     const uint64_t slot_bytes = rig_unit ? UNIT : SLICE;
     vt_store_params sp = {.struct_size = sizeof sp, .slot_bytes = slot_bytes, .n_slots = n_slots};
@@ -638,77 +637,6 @@ static void test_prefetch_faults(void **state)
     vt_streamer_prefetch_stats_get(r.s, &ps);
     assert_int_equal(ps.wasted, 0); /* dropped by errors, not wrong predictions */
     rig_close(&r);
-}
-
-/* With prefetch on and reader threads, an acquire's misses served from the
- * host tier are published in one publish_ahead call between a fork and a
- * join (mode 4 copies only at the join: a slot read before it would show);
- * a failure at any step (the publish hook, the call, the join) claims none
- * of the batch, the host tier keeps every key, and a retry is correct.
- * (VT_STREAMER_DEMAND_BATCH=1; by default one publish each, no ahead call.) */
-static void test_demand_batch(void **state)
-{
-    (void)state;
-    rig r;
-    rig_readers = 2;
-    setenv("VT_STREAMER_DEMAND_BATCH", "1", 1);
-    rig_open_prefetch(&r, 4 * N_MAT, 4);
-    unsetenv("VT_STREAMER_DEMAND_BATCH");
-    warm_host_tier(&r);
-    const void *out[2 * N_MAT];
-    /* the arena holds layer 2's last two experts: 0 and 1 of layer 0 miss */
-    int32_t a[2] = {0, 1};
-    int calls = n_ahead_calls, joins = n_join;
-    acquire_ok(&r, 0, a, 2);
-    assert_int_equal(n_ahead_calls - calls, 1);
-    assert_int_equal(n_join - joins, 1);
-    /* the publish hook at expert 3 of two misses: neither is claimed */
-    int32_t b[2] = {2, 3};
-    fault_point = VT_STREAMER_FAULT_PUBLISH;
-    fault_expert = 3;
-    calls = n_ahead_calls;
-    assert_int_equal(vt_streamer_acquire(r.s, 1, b, 2, out), VT_ERR_IO);
-    if (!strstr(vt_last_error(), "publish of expert 3 of blk.1.ffn_gate_exps.weight"))
-        fail_msg("%s", vt_last_error());
-    assert_int_equal(n_ahead_calls, calls);
-    for (uint32_t m = 0; m < N_MAT; m++)
-        for (uint32_t e = 2; e < 4; e++) {
-            assert_false(vt_streamer_is_resident(r.s, 1, m, e));
-            assert_true(vt_streamer_is_host_resident(r.s, 1, m, e));
-        }
-    acquire_ok(&r, 1, b, 2);
-    /* the store's publish_ahead fails */
-    int32_t c[2] = {4, 5};
-    publish_failures = 1;
-    assert_int_equal(vt_streamer_acquire(r.s, 2, c, 2, out), VT_ERR_IO);
-    if (!strstr(vt_last_error(), "publish of 6 slices of layer 2"))
-        fail_msg("%s", vt_last_error());
-    for (uint32_t m = 0; m < N_MAT; m++) assert_false(vt_streamer_is_resident(r.s, 2, m, 4));
-    acquire_ok(&r, 2, c, 2);
-    /* the join fails (the copies are lost): none claimed, so the retry
-     * publishes again instead of hitting slots that never got their bytes */
-    int32_t d[2] = {6, 7};
-    join_failures = 1;
-    assert_int_equal(vt_streamer_acquire(r.s, 0, d, 2, out), VT_ERR_IO);
-    if (!strstr(vt_last_error(), "injected join failure")) fail_msg("%s", vt_last_error());
-    for (uint32_t m = 0; m < N_MAT; m++) {
-        assert_false(vt_streamer_is_resident(r.s, 0, m, 6));
-        assert_false(vt_streamer_is_resident(r.s, 0, m, 7));
-    }
-    acquire_ok(&r, 0, d, 2);
-    vt_expert_stats st;
-    vt_streamer_stats(r.s, 0, &st);
-    assert_true(st.fill_errors >= 2 * N_MAT);
-    assert_true(vt_streamer_n_resident(r.s) <= vt_streamer_n_slots(r.s));
-    rig_close(&r);
-    /* by default: one publish per slice, no ahead call for a demand fill */
-    rig_open_prefetch(&r, 4 * N_MAT, 4);
-    warm_host_tier(&r);
-    calls = n_ahead_calls;
-    acquire_ok(&r, 0, a, 2);
-    assert_int_equal(n_ahead_calls, calls);
-    rig_close(&r);
-    rig_readers = 0;
 }
 
 static void test_prefetch_refused(void **state)
@@ -1720,7 +1648,6 @@ int main(void)
         cmocka_unit_test(test_prefetch_top),
         cmocka_unit_test(test_prefetch_max),
         cmocka_unit_test(test_prefetch_faults),
-        cmocka_unit_test(test_demand_batch),
         cmocka_unit_test(test_prefetch_refused),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));

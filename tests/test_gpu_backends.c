@@ -432,11 +432,11 @@ static void test_copy_round_trip(void **s)
 }
 
 /* Small copies both ways, every alignment class and size around the
- * backend's small-copy paths (a queued H2D of <= 64 KiB from page-locked
- * memory runs as a kernel reading it in place; a D2H of <= 64 KiB bounces
- * through a pinned buffer): from pinned and pageable sources, at offsets
- * 0/1/3/16 of source and destination, the bytes around the destination
- * untouched, and two queued copies into one place land in order. */
+ * backend's small-copy path (a D2H of <= 64 KiB bounces through a pinned
+ * buffer on the context's stream) and queued H2D copies from pinned and
+ * pageable sources, at offsets 0/1/3/16 of source and destination: the
+ * bytes around the destination untouched, and two queued copies into one
+ * place land in order. */
 static void test_small_copies(void **s)
 {
     (void)s;

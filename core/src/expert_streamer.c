@@ -133,11 +133,6 @@ struct vt_expert_streamer {
     int ahead_ok;            /* prefetch: next-layer, with a host tier and the store's
                               * begin/publish/join_ahead (ABI 1.5) */
     int ahead_pending;       /* ahead publishes issued since the last join_ahead */
-    int demand_batch;        /* an acquire's publishes from the host tier in one
-                              * publish_ahead call between a fork and a join (ahead_ok and
-                              * env VT_STREAMER_DEMAND_BATCH=1; else one publish each) */
-    vt_store_publish *dem_pub; /* [pend_cap]: an acquire's batched publishes */
-    size_t *dem_of;          /* [pend_cap]: the pending fill of each */
     vt_store_publish *ahead_pub; /* [ahead_cap]: one prefetch's publishes */
     uint32_t *ahead_key;     /* [ahead_cap][3]: their matrix, expert, host slot (a host
                               * tier of < 2^32 slots: create checks) */
@@ -323,8 +318,6 @@ void vt_streamer_destroy(vt_expert_streamer *s)
     free(s->ring_gen);
     free(s->pend);
     free(s->pend_read);
-    free(s->dem_pub);
-    free(s->dem_of);
     free(s->ahead_pub);
     free(s->ahead_key);
     if (s->stacks)
@@ -442,8 +435,6 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
             why = NULL;
         } else if (!why) {
             s->ahead_ok = 1;
-            const char *db = getenv("VT_STREAMER_DEMAND_BATCH");
-            s->demand_batch = db && !strcmp(db, "1");
         }
         if (why) {
             vt_set_error("expert streamer: expert_cache.prefetch: next-layer cannot run: %s", why);
@@ -1336,67 +1327,6 @@ static void drop_all_pending(vt_expert_streamer *s, uint32_t layer)
     s->n_pend = s->n_pend_ring = 0;
 }
 
-/* The pending fills dem_of[0 .. n) (host-tier sources, device slots taken,
- * unclaimed) published in one call: the store's ahead queue forked after
- * every op queued so far, publish_ahead, joined back, so the ops queued next
- * read the slots after the copies as with publish, in one batch of copies
- * instead of one call each. Claimed when the call and the join succeed;
- * when `prev` (an earlier fill's failure) or either fails, none is: each
- * slot back on the free list, the key absent in the device tier (the host
- * tier keeps it). A source of a call stays held until a quiesce (a failed
- * call may have queued some copies). Returns prev, else the call's status. */
-static vt_status publish_demand(vt_expert_streamer *s, uint32_t layer, size_t n, vt_status prev)
-{
-    const vt_store_api *a = s->p.store_api;
-    vt_status st = prev;
-    const double tc = now_seconds();
-    if (st == VT_OK) {
-        if ((st = a->begin_ahead(s->p.store)) != VT_OK) {
-            vt_error_prefix("expert streamer: begin_ahead before the publishes of layer %u",
-                            layer);
-        } else {
-            st = a->publish_ahead(s->p.store, s->dem_pub, (uint32_t)n);
-            for (size_t j = 0; j < n; j++) s->host.slots[s->pend[s->dem_of[j]].h].batch = s->pub_gen;
-            s->pub_pending = 1;
-            vt_status sj = a->join_ahead(s->p.store);
-            if (sj != VT_OK) { /* nothing orders the ops after the copies: wait for them */
-                char why[256];
-                snprintf(why, sizeof why, "%s", vt_last_error());
-                if (a->quiesce(s->p.store) == VT_OK) {
-                    s->pub_pending = 0;
-                    s->pub_gen++;
-                }
-                vt_set_error("%s", why);
-                if (st == VT_OK) st = sj;
-            }
-            if (st != VT_OK)
-                vt_error_prefix("expert streamer: publish of %zu %s of layer %u from the host "
-                                "tier (from expert %u of %s on)", n,
-                                s->p.slot_unit_expert ? "whole experts" : "slices", layer,
-                                s->pend[s->dem_of[0]].expert,
-                                stack_at(s, layer, s->pend[s->dem_of[0]].matrix)->t->name);
-        }
-    }
-    s->stats[layer].commit_seconds += now_seconds() - tc;
-    for (size_t j = 0; j < n; j++) {
-        pend *q = &s->pend[s->dem_of[j]];
-        stack *k = stack_at(s, layer, q->matrix);
-        if (st != VT_OK) {
-            s->stats[layer].fill_errors++;
-            q->kind = PEND_RING; /* nothing of the host tier left to give back */
-            drop_pending(s, layer, q);
-            continue;
-        }
-        claim(&s->dev, q->slot, layer, q->matrix, q->expert, s->batch);
-        s->dev.slots[q->slot].pub = s->pub_gen + 1;
-        if (s->visits) s->dev.slots[q->slot].visit = s->visits[layer];
-        k->slot_of[q->expert] = q->slot;
-        s->stats[layer].misses++;
-        s->stats[layer].bytes_filled += k->slice_bytes;
-    }
-    return st;
-}
-
 /* Complete the pending fills: every read at once on the reader threads;
  * with ring slots among them, a quiesce (the copies out of the other half
  * ran during the reads); then in order: the host-tier commit, the publish,
@@ -1418,7 +1348,6 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
         return st;
     }
     int host_reads = 0;
-    size_t n_dem = 0; /* publishes held for one call (demand_batch) */
     for (size_t i = 0; i < s->n_pend; i++) {
         pend *q = &s->pend[i];
         if (st != VT_OK) {
@@ -1453,20 +1382,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
         } else if (q->kind == PEND_HOST_HIT) {
             s->host.slots[q->h].held = 0;
         }
-        if (st == VT_OK && s->demand_batch) { /* queued below, claimed once queued */
-            if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, m, e)) {
-                vt_set_error("expert streamer: publish of expert %u of %s (layer %u) from host "
-                             "slot %" PRIu64 " into slot %" PRIu64 ": injected publish failure",
-                             e, k->t->name, layer, q->h, q->slot);
-                st = VT_ERR_IO;
-            } else {
-                s->dem_pub[n_dem] = (vt_store_publish){
-                    .slot = q->slot, .src = s->host_addr[q->h] + s->hdoff[q->h],
-                    .bytes = k->slice_bytes};
-                s->dem_of[n_dem++] = i;
-                continue;
-            }
-        } else if (st == VT_OK) {
+        if (st == VT_OK) {
             double tc = now_seconds();
             st = publish_from_host(s, k, layer, m, e, q->h, q->slot);
             s->stats[layer].commit_seconds += now_seconds() - tc;
@@ -1483,7 +1399,6 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
         s->stats[layer].misses++;
         s->stats[layer].bytes_filled += k->slice_bytes;
     }
-    if (n_dem) st = publish_demand(s, layer, n_dem, st);
     s->stats[layer].fill_seconds += now_seconds() - t0;
     if (host_reads) s->hstats[layer].read_seconds += t1 - t0;
     s->n_pend = s->n_pend_ring = 0;
@@ -1513,15 +1428,11 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
                                                   : NULL;
         if (np) s->pend = np;
         size_t *nr = np ? realloc(s->pend_read, (size_t)need * sizeof *nr) : NULL;
-        if (nr) s->pend_read = nr;
-        vt_store_publish *dp = nr ? realloc(s->dem_pub, (size_t)need * sizeof *dp) : NULL;
-        if (dp) s->dem_pub = dp;
-        size_t *dof = dp ? realloc(s->dem_of, (size_t)need * sizeof *dof) : NULL;
-        if (!dof) {
+        if (!nr) {
             vt_set_error("out of memory: expert streamer fill list for %" PRIu64 " slices", need);
             return VT_ERR_OUT_OF_MEMORY;
         }
-        s->dem_of = dof;
+        s->pend_read = nr;
         s->pend_cap = (size_t)need;
     }
     const uint64_t wave = s->n_ring / 2;
