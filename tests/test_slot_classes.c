@@ -217,7 +217,8 @@ static vt_status rig_open(rig *r, uint64_t n_small, uint64_t n_large, int unifor
                             .n_slots = n_small + n_large, .slot_bytes = LARGE,
                             .n_layer = N_LAYER, .policy = policy, .n_host_slots = n_host,
                             .host_slot_bytes = LARGE + 64, .n_classes = uniform ? 0 : 2,
-                            .prefetch = rig_prefetch, .prefetch_top = 8, /* every id given */
+                            .prefetch = rig_prefetch, .prefetch_top = 8, /* every id given, */
+                            .prefetch_max = 8,                           /* every one copied */
                             .class_slots = {n_small, n_large}, .class_bytes = {SMALL, LARGE}};
     if (vt_streamer_create(&p, &r->s) != VT_OK) fail_msg("%s", vt_last_error());
     if (!uniform) {
