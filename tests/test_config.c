@@ -424,6 +424,8 @@ static void test_file_refusals(void **s)
                       "platforms.unified.unified_memory: 'yes' is not a boolean", NULL);
     expect_file_error("platforms:\n  cpu:\n    backend: 'c p u'\n", F, 3, 14,
                       "platforms.cpu.backend: 'c p u' is not a name", NULL);
+    expect_file_error("platforms:\n  cuda:\n    expert_cache:\n      prefetch_max: 0\n", F, 4, 21,
+                      "prefetch_max", NULL);
     expect_file_error("platforms:\n  cuda:\n    expert_cache:\n      arena: 0\n", F, 4, 14,
                       "platforms.cuda.expert_cache.arena: an arena of 0 bytes", NULL);
     expect_file_error("platforms:\n  cuda:\n    expert_cache:\n      slots: 0\n", F, 4, 14,
@@ -532,6 +534,19 @@ static void test_file_other(void **s)
     assert_src(cu->kv_cache_tokens_src, VT_CONFIG_FROM_FILE, 9, 22);
     assert_int_equal(cu->headroom_bytes, 1073741824ull); /* untouched default */
     assert_src(cu->headroom_bytes_src, VT_CONFIG_FROM_DEFAULT, 0, 0);
+
+    /* the prefetch keys in a file: where each came from, the rest default */
+    vt_config_defaults(&c);
+    path = write_tmp("platforms:\n  cuda:\n    expert_cache:\n      prefetch_top: 5\n"
+                     "      prefetch_max: 1024\n");
+    if (vt_config_load_file(path, &c) != VT_OK) fail_msg("%s", vt_last_error());
+    unlink(path);
+    cu = vt_config_platform_get(&c, "cuda");
+    assert_int_equal(cu->prefetch_top, 5);
+    assert_src(cu->prefetch_top_src, VT_CONFIG_FROM_FILE, 4, 21);
+    assert_int_equal(cu->prefetch_max, 1024);
+    assert_src(cu->prefetch_max_src, VT_CONFIG_FROM_FILE, 5, 21);
+    assert_src(cu->prefetch_src, VT_CONFIG_FROM_DEFAULT, 0, 0);
 
     /* flow style, quoted keys and values, blanks inside quotes */
     vt_config_defaults(&c);
@@ -710,6 +725,8 @@ static void test_overrides(void **s)
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_max", "1025"), VT_ERR_INVALID_ARG);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch_max", "-3"), VT_ERR_INVALID_ARG);
     assert_int_equal(v->prefetch_max, 2); /* a refused value changes nothing */
+    set_ok(&c, "vulkan.expert_cache.prefetch_max= 1024 ");
+    assert_int_equal(v->prefetch_max, 1024);
     set_ok(&c, "vulkan.expert_cache.prefetch_max=auto");
     assert_int_equal(v->prefetch_max, 0);
     assert_int_equal(vt_config_set(&c, "vulkan.expert_cache.prefetch", "on"), VT_ERR_INVALID_ARG);

@@ -480,7 +480,8 @@ static void test_prefetch_top(void **state)
 /* expert_cache.prefetch_max: of the ids prefetch_top lets through (all 8
  * here), a prefetch copies at most `max` experts, the first not resident in
  * the ids' order: 3 under auto, 2 under 2, all that are missing under 100;
- * resident ones (ranks 1 and 2) are passed over, not counted. */
+ * resident ones (ranks 1 and 2) are passed over, not counted. The same with
+ * a slot per matrix (three keys an expert) and a slot per whole expert. */
 static void test_prefetch_max(void **state)
 {
     (void)state;
@@ -493,12 +494,18 @@ static void test_prefetch_max(void **state)
     assert_int_equal(vt_streamer_prefetch_max(2, 8), 2);
     assert_int_equal(vt_streamer_prefetch_max(9, 8), 8);
     const uint32_t maxes[3] = {0, 2, 100}, want[3] = {3, 2, 6};
+    for (int unit = 0; unit < 2; unit++)
     for (int mode = 3; mode <= 4; mode++)
         for (int t = 0; t < 3; t++) {
+            const uint32_t keys = unit ? 1 : N_MAT; /* keys per expert */
             rig r;
+            rig_unit = unit;
+            rig_host_slot_bytes = unit ? UNIT + 64 : SLICE + 64;
             rig_prefetch_top = 100;
             rig_prefetch_max = maxes[t];
-            rig_open_prefetch(&r, 10 * N_MAT, mode);
+            rig_open_prefetch(&r, 10 * keys, mode);
+            rig_unit = 0;
+            rig_host_slot_bytes = SLICE + 64;
             rig_prefetch_top = 0;
             rig_prefetch_max = RIG_NO_CAP;
             warm_host_tier(&r);
@@ -509,14 +516,18 @@ static void test_prefetch_max(void **state)
             vt_streamer_prefetch_stats_get(r.s, &before);
             prefetch_ok(&r, 0, pred, 8);
             vt_streamer_prefetch_stats_get(r.s, &after);
-            if (after.issued - before.issued != (uint64_t)want[t] * N_MAT)
-                fail_msg("prefetch_max %u, mode %d: %llu keys issued, want %u", maxes[t], mode,
-                         (unsigned long long)(after.issued - before.issued), want[t] * N_MAT);
+            if (after.issued - before.issued != (uint64_t)want[t] * keys)
+                fail_msg("prefetch_max %u, mode %d, unit %d: %llu keys issued, want %u", maxes[t],
+                         mode, unit, (unsigned long long)(after.issued - before.issued),
+                         want[t] * keys);
+            if (after.bytes_issued - before.bytes_issued != (uint64_t)want[t] * (unit ? UNIT : N_MAT * SLICE))
+                fail_msg("prefetch_max %u, mode %d, unit %d: %llu bytes issued", maxes[t], mode,
+                         unit, (unsigned long long)(after.bytes_issued - before.bytes_issued));
             for (uint32_t i = 0; i < 8; i++)
                 for (uint32_t m = 0; m < N_MAT; m++)
                     if (vt_streamer_is_resident(r.s, 0, m, (uint32_t)pred[i]) != (i < 2 + want[t]))
-                        fail_msg("prefetch_max %u, mode %d: expert %d (rank %u) matrix %u %s",
-                                 maxes[t], mode, pred[i], i, m,
+                        fail_msg("prefetch_max %u, mode %d, unit %d: expert %d (rank %u) matrix %u %s",
+                                 maxes[t], mode, unit, pred[i], i, m,
                                  i < 2 + want[t] ? "absent" : "copied");
             int32_t use[2] = {pred[2], pred[1 + want[t]]};
             acquire_ok(&r, 0, use, 2); /* the prefetched bytes, after the join */

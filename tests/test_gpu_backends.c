@@ -471,18 +471,21 @@ static void test_small_copies(void **s)
                     assert_int_equal(api->copy_h2d_async(ctx, (unsigned char *)d + b, src + a, n),
                                      VT_OK);
                     memcpy(want + b, src + a, n);
-                    /* the whole buffer back (pageable, > 64 KiB), then the
-                     * copied range alone (small: through the bounce) */
+                    /* the copied range alone first (<= 64 KiB: through the
+                     * bounce, which must wait for the queued copy), then
+                     * the whole buffer back (pageable, > 64 KiB) */
+                    memset(back, 0xEE, n + 2);
+                    assert_int_equal(api->copy_d2h(ctx, back + 1, (unsigned char *)d + b, n), VT_OK);
+                    if (back[0] != 0xEE || back[n + 1] != 0xEE || memcmp(back + 1, want + b, n))
+                        fail_msg("copy_d2h of %zu bytes from dst + %zu, right after a queued "
+                                 "copy_h2d_async from a %s source, differs", n, b,
+                                 pinned ? "pinned" : "pageable");
                     assert_int_equal(api->copy_d2h(ctx, back, d, cap + 64), VT_OK);
                     for (size_t i = 0; i < cap + 64; i++)
                         if (back[i] != want[i])
                             fail_msg("copy_h2d_async of %zu bytes (%s source + %zu, dst + %zu): "
                                      "byte %zu is %u, want %u", n, pinned ? "pinned" : "pageable",
                                      a, b, i, back[i], want[i]);
-                    memset(back, 0xEE, n + 2);
-                    assert_int_equal(api->copy_d2h(ctx, back + 1, (unsigned char *)d + b, n), VT_OK);
-                    if (back[0] != 0xEE || back[n + 1] != 0xEE || memcmp(back + 1, want + b, n))
-                        fail_msg("copy_d2h of %zu bytes from dst + %zu differs", n, b);
                 }
     /* two queued copies into one place: the later one's bytes */
     memset(pin, 1, 6144);

@@ -27,8 +27,8 @@
  *         policy: lfru | layer | lru   # the device tier's replacement policy
  *         prefetch: off | next-layer | auto  # copy the next layer's predicted experts ahead
  *                                      # (auto: where a host tier and a second copy queue are)
- *         prefetch_top: auto | <count> # how many of a layer's predicted experts are copied
- *                                      # ahead, the likeliest first (1..1024, at most top-k;
+ *         prefetch_top: auto | <count> # how many of a layer's predicted experts are considered
+ *                                      # for copying ahead, the likeliest first (1..1024, at most top-k;
  *                                      # auto: 6 of every 8, rounded up)
  *         prefetch_max: auto | <count> # the most of them one prefetch copies (the first not
  *                                      # resident; auto: 3 of every 8 routed, rounded up)

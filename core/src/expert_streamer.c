@@ -1723,7 +1723,9 @@ uint32_t vt_streamer_prefetch_max(uint32_t max, uint32_t n)
 
 /* Copy the host-tier keys of ids (layer) that the device tier lacks into
  * device slots on the store's ahead queue, forked at the end of the last
- * acquire (or here when none came since). A victim is never a slot of the
+ * acquire (or here when none came since): of the first prefetch_top ids, at
+ * most prefetch_max experts not yet resident, in the ids' order (an expert
+ * partly copied because its slot class is full counts against that cap). A victim is never a slot of the
  * last acquire (ops queued after the fork read them) nor of this prefetch; a key the host tier lacks is skipped (a file read would
  * block here). Stops quietly when every slot is pinned. */
 vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,

@@ -98,8 +98,8 @@ typedef struct vt_streamer_params {
                                  * reason; VT_STREAMER_PREFETCH_AUTO is next-layer when those
                                  * and the backend's second copy queue (copy.h2d_ahead) are
                                  * there, else off (logged at INFO); 0 off */
-    uint32_t prefetch_top;      /* expert_cache.prefetch_top: a prefetch copies at most this
-                                 * many of its ids, the first ones (a model passes them in
+    uint32_t prefetch_top;      /* expert_cache.prefetch_top: a prefetch considers at most
+                                 * this many of its ids, the first ones (a model passes them in
                                  * decreasing router weight; a resident one past the first N
                                  * is still kept from the prefetch's victims); 0 auto:
                                  * ceil(3 n / 4) of n ids */
@@ -110,8 +110,10 @@ typedef struct vt_streamer_params {
                                  * segment's compute (about three experts of the Qwen3.5
                                  * shape, 2 MiB each at ~50 GB/s in ~100 us) are free, more
                                  * delay the next layer's demand copies: Qwen3.5 shape, 25%
-                                 * arena: top 6 at most 3 463.8 tok/s, top 5 unbounded 443.2,
-                                 * top 8 unbounded 408.3 */
+                                 * arena, vt bench -p 16 -n 128 sweep (stop 37, one H100):
+                                 * top 6 at most 3 463.8 tok/s, top 5 unbounded 443.2, top 8
+                                 * unbounded 408.3 (the README's figures come from a separate
+                                 * run of bench/stream_vs_anchor.sh) */
     /* the device tier's slot classes (the store created with the same layout,
      * vt/store.h ABI 1.7): n_classes 0, one class of n_slots of slot_bytes;
      * else class c is class_slots[c] slots of class_bytes[c] (<= slot_bytes)

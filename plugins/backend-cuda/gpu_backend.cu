@@ -8,9 +8,13 @@
  * every entry point has C linkage and the signature of its vt_backend_api
  * member (gpu_internal.h). The compute ops are in gpu_ops.cu.
  *
- * Execution model: everything runs on the device's legacy default stream;
- * copies and fills are complete when their function returns (capability
- * async_queue is ABSENT). A context is used by one thread at a time, but not
+ * Execution model: ops run on the context's (blocking) stream, in issue
+ * order; copies and fills are complete when their function returns
+ * (capability async_queue is ABSENT). A copy runs on the legacy default
+ * stream, which the blocking stream is ordered with, except a device-to-host
+ * copy of at most 64 KiB (a layer's routing ids), which is queued on the
+ * context's stream through a pinned bounce buffer and synchronised there
+ * (VT_GPU_PINNED_D2H=0: the legacy stream). A context is used by one thread at a time, but not
  * always the same thread, so each call selects its device first.
  */
 #include <stdarg.h>
@@ -382,7 +386,7 @@ static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const 
 {
     if (!ctx) return vt_gpu_fail(NULL, VT_ERR_INVALID_ARG, "%s of %zu bytes: ctx is NULL", op, bytes);
     vt_gpu_xq_forget(ctx); /* dst may be the rounded activations' source */
-    if (ctx->capturing) /* a copy is synchronous on the legacy stream: not recordable */
+    if (ctx->capturing) /* a copy is synchronous (legacy stream or bounce): not recordable */
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s of %zu bytes: copies cannot be "
                            "recorded into a graph (graph_begin .. graph_end)", op, bytes);
     if (!bytes) return VT_OK;

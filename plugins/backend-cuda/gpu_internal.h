@@ -30,7 +30,9 @@
  *
  * Execution model: one context drives one device; every kernel runs on the
  * context's stream, in issue order (a blocking stream, so the synchronous
- * copies, which use the legacy default stream, stay ordered with it). An op returns once its kernels are
+ * copies, which use the legacy default stream, stay ordered with it; a
+ * device-to-host copy of at most 64 KiB goes through the pinned bounce
+ * buffer on the context's stream instead, vt_gpu_d2h_bounce). An op returns once its kernels are
  * enqueued (launch errors are checked at once, execution errors surface at
  * the next synchronising call); copies to the host synchronise. Host arrays
  * an op takes (ids, idx, wt, pos) are copied into the context's device

@@ -208,8 +208,9 @@ static int ring_ready(vt_backend_ctx *ctx)
                     h->note_fallback;
     char why[256];
     if (budgeted && !h->pinned_reserve(RING_HOST_BYTES)) { /* within the pinned budget only */
-        snprintf(why, sizeof why, "backend %s: the 4 MiB pinned ring for op arguments exceeds the "
-                 "pinned budget (pinned_budget); every op's host arguments are copied synchronously",
+        snprintf(why, sizeof why, "backend %s: the 4 MiB pinned ring for op arguments (and 64 KiB for small read-backs) "
+                 "exceeds the pinned budget (pinned_budget); every op's host arguments are copied "
+                 "synchronously",
                  VT_GPU_PLUGIN_NAME);
         if (have_note) h->note_fallback(why);
         return 0;
@@ -221,7 +222,7 @@ static int ring_ready(vt_backend_ctx *ctx)
         (void)vt_gpu_get_last_error();
         if (budgeted) h->pinned_release(RING_HOST_BYTES);
         snprintf(why, sizeof why, "backend %s: allocating the 4 MiB pinned ring for op arguments "
-                 "failed; every op's host arguments are copied synchronously", VT_GPU_PLUGIN_NAME);
+                 "(and 64 KiB for small read-backs) failed; every op's host arguments are copied synchronously", VT_GPU_PLUGIN_NAME);
         if (have_note) h->note_fallback(why);
         else h->log(VT_LOG_WARN, "%s", why);
         return 0;
