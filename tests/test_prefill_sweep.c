@@ -130,6 +130,8 @@ static int *json_ints(const cJSON *a, int *n)
 static cJSON *read_json(const char *rel)
 {
     char *path = vt_test_path(g_fx, rel);
+    if (!vt_test_fixture_file(path)) /* a partial copy: skipped loudly (fails under CI=true) */
+        fail_msg("fixture file %s is absent", path); /* not reached: skip() leaves the case */
     char *txt = vt_test_read_file(path, NULL);
     cJSON *j = cJSON_Parse(txt);
     if (!j) fail_msg("%s is not JSON", path);
