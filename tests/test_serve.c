@@ -1015,9 +1015,11 @@ static void run_load(const server *s, unsigned seed)
         }
         assert_int_equal(pthread_create(&th[i], NULL, client_main, &cs[i]), 0);
     }
+    /* every client joined before any check: a failed check leaves this frame,
+     * and a client still running would write into cs[] after it */
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
     int completed = 0, cut = 0;
     for (int i = 0; i < N; i++) {
-        pthread_join(th[i], NULL);
         if (!cs[i].ok) fail_msg("client %d: %s", i, cs[i].err);
         if (cs[i].disconnect) cut++;
         else completed++;
