@@ -43,6 +43,21 @@ static const char *write_tmp_n(const char *text, size_t n)
 
 static const char *write_tmp(const char *text) { return write_tmp_n(text, strlen(text)); }
 
+/* Load text as a config file into *c (through a temporary file, removed after). */
+static vt_status load_text(const char *text, vt_config *c)
+{
+    const char *path = write_tmp(text);
+    vt_status st = vt_config_load_file(path, c);
+    unlink(path);
+    return st;
+}
+
+/* As load_text; a refusal fails the test with the message and the text. */
+static void load_ok(const char *text, vt_config *c)
+{
+    if (load_text(text, c) != VT_OK) fail_msg("refused: %s\n%s", vt_last_error(), text);
+}
+
 static char *shipped_path(void)
 {
     static char path[4096];
@@ -366,15 +381,13 @@ static void expect_file_error(const char *yaml, vt_status want, uint32_t line, u
     vt_config c, before;
     vt_config_defaults(&c);
     memcpy(&before, &c, sizeof c);
-    const char *path = write_tmp(yaml);
     vt_clear_error();
-    vt_status st = vt_config_load_file(path, &c);
-    unlink(path);
+    vt_status st = load_text(yaml, &c);
     const char *msg = vt_last_error();
     if (st != want) fail_msg("status %d, expected %d (%s) for:\n%s", st, want, msg, yaml);
     char prefix[128];
-    if (line) snprintf(prefix, sizeof prefix, "%s:%u:%u: ", path, line, col);
-    else snprintf(prefix, sizeof prefix, "%s: ", path);
+    if (line) snprintf(prefix, sizeof prefix, "%s:%u:%u: ", tmp_path, line, col);
+    else snprintf(prefix, sizeof prefix, "%s: ", tmp_path);
     if (strncmp(msg, prefix, strlen(prefix)))
         fail_msg("expected the prefix '%s' in: %s\nfor:\n%s", prefix, msg, yaml);
     if (needle1 && !strstr(msg, needle1)) fail_msg("expected '%s' in: %s", needle1, msg);
@@ -501,20 +514,16 @@ static void test_file_other(void **s)
         vt_config want;
         vt_config_defaults(&want);
         vt_config_defaults(&c);
-        path = write_tmp(empty[i]);
-        vt_status st = vt_config_load_file(path, &c);
-        unlink(path);
-        if (st != VT_OK) fail_msg("'%s' refused: %s", empty[i], vt_last_error());
+        load_ok(empty[i], &c);
         assert_same_values(&c, &want);
     }
 
     /* a platform the defaults do not have starts from vt_config_platform_defaults;
      * a model entry is added; the other entries keep their defaults */
     vt_config_defaults(&c);
-    path = write_tmp("models:\n  llama: llama-plugin\nplatforms:\n  vulkan:\n    experts: streamed\n"
-                     "    expert_cache:\n      slots: 96\n  cuda:\n    kv_cache_tokens: \"8192\"\n");
-    if (vt_config_load_file(path, &c) != VT_OK) fail_msg("%s", vt_last_error());
-    unlink(path);
+    load_ok("models:\n  llama: llama-plugin\nplatforms:\n  vulkan:\n    experts: streamed\n"
+            "    expert_cache:\n      slots: 96\n  cuda:\n    kv_cache_tokens: \"8192\"\n",
+            &c);
     assert_int_equal(c.n_models, 4);
     assert_string_equal(vt_config_model_for_arch(&c, "llama"), "llama-plugin");
     assert_src(c.models[3].src, VT_CONFIG_FROM_FILE, 2, 10);
@@ -537,10 +546,9 @@ static void test_file_other(void **s)
 
     /* the prefetch keys in a file: where each came from, the rest default */
     vt_config_defaults(&c);
-    path = write_tmp("platforms:\n  cuda:\n    expert_cache:\n      prefetch_top: 5\n"
-                     "      prefetch_max: 1024\n");
-    if (vt_config_load_file(path, &c) != VT_OK) fail_msg("%s", vt_last_error());
-    unlink(path);
+    load_ok("platforms:\n  cuda:\n    expert_cache:\n      prefetch_top: 5\n"
+            "      prefetch_max: 1024\n",
+            &c);
     cu = vt_config_platform_get(&c, "cuda");
     assert_int_equal(cu->prefetch_top, 5);
     assert_src(cu->prefetch_top_src, VT_CONFIG_FROM_FILE, 4, 21);
@@ -550,10 +558,9 @@ static void test_file_other(void **s)
 
     /* flow style, quoted keys and values, blanks inside quotes */
     vt_config_defaults(&c);
-    path = write_tmp("{\"platforms\": {cuda: {'expert_cache': {headroom: ' 512 MiB ', arena: 2.5GiB}, "
-                     "unified_memory: 1}}, defaults: {platform: cuda}}\n");
-    if (vt_config_load_file(path, &c) != VT_OK) fail_msg("%s", vt_last_error());
-    unlink(path);
+    load_ok("{\"platforms\": {cuda: {'expert_cache': {headroom: ' 512 MiB ', arena: 2.5GiB}, "
+            "unified_memory: 1}}, defaults: {platform: cuda}}\n",
+            &c);
     cu = vt_config_platform_get(&c, "cuda");
     assert_int_equal(cu->headroom_bytes, 536870912ull);
     assert_int_equal(cu->arena_bytes, 2684354560ull);
@@ -955,10 +962,7 @@ static void test_devices(void **s)
                  ok[i].yaml_value);
         vt_config c;
         vt_config_defaults(&c);
-        const char *path = write_tmp(yaml);
-        vt_status st = vt_config_load_file(path, &c);
-        unlink(path);
-        if (st != VT_OK) fail_msg("devices:%s: %s", ok[i].yaml_value, vt_last_error());
+        if (load_text(yaml, &c) != VT_OK) fail_msg("devices:%s: %s", ok[i].yaml_value, vt_last_error());
         const vt_config_platform *p = vt_config_platform_get(&c, "cuda");
         assert_int_equal(p->devices_all, ok[i].all);
         assert_int_equal(p->n_devices, ok[i].n);

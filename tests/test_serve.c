@@ -166,6 +166,46 @@ static int http(int port, const char *method, const char *path, const char *head
 
 /* ------------------------------------------------------------------ the server */
 
+/* Servers started and not yet stopped. A failed check leaves its test midway;
+ * the teardown kills what that test left running, so no server outlives it. */
+enum { MAX_LIVE = 8 };
+static server g_live[MAX_LIVE];
+
+static void live_add(const server *s)
+{
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (!g_live[i].pid) {
+            g_live[i] = *s;
+            return;
+        }
+    fail_msg("more than %d vt serve processes at once", MAX_LIVE);
+}
+
+static void live_remove(pid_t pid)
+{
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (g_live[i].pid == pid) g_live[i].pid = 0;
+}
+
+/* Teardown of every test: SIGKILL and reap what it left running, with its log. */
+static int reap_servers(void **state)
+{
+    (void)state;
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (!g_live[i].pid) continue;
+        fprintf(stderr, "the test left vt serve (pid %d) running; killed. Its log:\n",
+                (int)g_live[i].pid);
+        kill(g_live[i].pid, SIGKILL);
+        waitpid(g_live[i].pid, NULL, 0);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "tail -30 %s >&2", g_live[i].log);
+        if (system(cmd)) {}
+        unlink(g_live[i].log);
+        g_live[i].pid = 0;
+    }
+    return 0;
+}
+
 static void server_start(server *s, const char *const *extra)
 {
     snprintf(s->log, sizeof s->log, "/tmp/vt-test-serve-%d-XXXXXX", (int)getpid());
@@ -198,6 +238,7 @@ static void server_start(server *s, const char *const *extra)
         _exit(127);
     }
     close(lfd);
+    live_add(s);
     /* the port, then /health 200 */
     s->port = 0;
     double t_end = now_s() + 120;
@@ -213,6 +254,7 @@ static void server_start(server *s, const char *const *extra)
         }
         int st;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            live_remove(s->pid);
             char cmd[300];
             snprintf(cmd, sizeof cmd, "cat %s >&2", s->log);
             if (system(cmd)) {}
@@ -242,10 +284,12 @@ static int server_stop(server *s)
         if (now_s() > t_end) {
             kill(s->pid, SIGKILL);
             waitpid(s->pid, &st, 0);
+            live_remove(s->pid);
             fail_msg("vt serve did not exit within 30 s of SIGTERM");
         }
         usleep(10000);
     }
+    live_remove(s->pid);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (rc != 0) {
         char cmd[300];
@@ -554,6 +598,16 @@ typedef struct par_req {
     int status;
 } par_req;
 
+/* Start n threads, thread i running fn(args + i * size). Returns how many
+ * started: n, or the index of the first pthread_create that failed. The caller
+ * joins the started ones before it fails, so none outlives its arguments. */
+static int start_threads(pthread_t *th, int n, void *(*fn)(void *), void *args, size_t size)
+{
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size)) return i;
+    return n;
+}
+
 static void *par_main(void *arg)
 {
     par_req *q = arg;
@@ -636,11 +690,11 @@ static void parallel_round(const char *kernels, double tie)
     for (int round = 0; round < 3; round++) {
         par_req q[N];
         pthread_t th[N];
-        for (int i = 0; i < N; i++) {
+        for (int i = 0; i < N; i++)
             q[i] = (par_req){.port = s.port, .prompt = prompts[i], .max_tokens = max_tokens[i]};
-            assert_int_equal(pthread_create(&th[i], NULL, par_main, &q[i]), 0);
-        }
-        for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+        int started = start_threads(th, N, par_main, q, sizeof q[0]);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        if (started < N) fail_msg("pthread_create failed for request %d", started);
         for (int i = 0; i < N; i++) {
             assert_int_equal(q[i].status, 200);
             assert_non_null(q[i].text);
@@ -1013,11 +1067,12 @@ static void run_load(const server *s, unsigned seed)
             cs[i].disconnect = 1 + (i / 3) % 2;
             cs[i].cut_after = (size_t)(rand() % 1500); /* 0: before any byte arrives */
         }
-        assert_int_equal(pthread_create(&th[i], NULL, client_main, &cs[i]), 0);
     }
     /* every client joined before any check: a failed check leaves this frame,
      * and a client still running would write into cs[] after it */
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    int started = start_threads(th, N, client_main, cs, sizeof cs[0]);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    if (started < N) fail_msg("pthread_create failed for client %d", started);
     int completed = 0, cut = 0;
     for (int i = 0; i < N; i++) {
         if (!cs[i].ok) fail_msg("client %d: %s", i, cs[i].err);
@@ -1106,10 +1161,14 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_endpoints), cmocka_unit_test(test_equals_vt_run),
-        cmocka_unit_test(test_parallel_equals_run), cmocka_unit_test(test_random_model_utf8),
-        cmocka_unit_test(test_bad_input), cmocka_unit_test(test_queue_full),
-        cmocka_unit_test(test_load),      cmocka_unit_test(test_sigterm),
+        cmocka_unit_test_teardown(test_endpoints, reap_servers),
+        cmocka_unit_test_teardown(test_equals_vt_run, reap_servers),
+        cmocka_unit_test_teardown(test_parallel_equals_run, reap_servers),
+        cmocka_unit_test_teardown(test_random_model_utf8, reap_servers),
+        cmocka_unit_test_teardown(test_bad_input, reap_servers),
+        cmocka_unit_test_teardown(test_queue_full, reap_servers),
+        cmocka_unit_test_teardown(test_load, reap_servers),
+        cmocka_unit_test_teardown(test_sigterm, reap_servers),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     free(g_model);
