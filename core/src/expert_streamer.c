@@ -1,9 +1,12 @@
 /*
- * expert_streamer.c - the expert streamer (expert_streamer.h): key -> slot
- * tables, one LRU over all layers, the fill contract with its failure path,
- * per-layer counters, pread / O_DIRECT I/O.
+ * expert_streamer.c - the expert streamer (expert_streamer.h): its lifecycle,
+ * the registry of expert stacks, the fill contract with its failure path
+ * (one key at a time, or batched through the reader pool and the staging
+ * ring), pread / O_DIRECT I/O and acquire. The tiers' slot lists and
+ * policies are in expert_streamer_slots.c, the prefetch in
+ * expert_streamer_prefetch.c, counters and the trace in expert_streamer_stats.c.
  */
-#include "expert_streamer.h"
+#include "expert_streamer_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,149 +24,6 @@
 #include "registry.h"
 #include "vt/plugin_util.h"
 
-#define NO_SLOT UINT64_MAX
-#define DIRECT_ALIGN 4096u
-#define MAX_MATRICES 8
-#define HOST_CHUNK_BYTES (256ull << 20) /* host tier allocated in chunks of about this */
-
-typedef struct stack {
-    const vt_gguf_tensor *t; /* NULL: not registered */
-    uint64_t n_expert;
-    uint64_t slice_bytes;
-    uint64_t *slot_of;       /* [n_expert]: device-tier slot holding the slice, or NO_SLOT */
-    uint64_t *hslot_of;      /* [n_expert]: host-tier slot, or NO_SLOT (NULL: no host tier) */
-    uint32_t *freq;          /* [n_expert]: uses, halved now and then (policy "lfru") */
-    uint32_t cls;            /* the device tier's slot class its slices take */
-    /* whole-expert slots (slot_unit_expert), in the layer's matrix-0 stack,
-     * whose keys and slice_bytes are then the unit's: where each registered
-     * matrix's slice sits in the unit and its bytes */
-    uint64_t sub_off[MAX_MATRICES], sub_bytes[MAX_MATRICES];
-} stack;
-
-typedef struct slot_info {
-    uint32_t layer, matrix, expert;
-    uint32_t cls;            /* its slot class (device tier; 0 in the host tier) */
-    int used;
-    uint64_t batch;          /* device tier: last batch that acquired it; host tier: the
-                              * publish generation that last read it (see quiesce) */
-    uint64_t prev, next;     /* LRU links (used slots); free list uses next */
-    uint64_t lprev, lnext;   /* the layer's own LRU list (device tier, policy "layer") */
-    uint64_t visit;          /* its layer's acquire count at its last use */
-    uint64_t pub;            /* device tier: 1 + the publish generation that filled it (0: none) */
-    int ahead;               /* device tier: filled by a prefetch and not acquired since */
-    int held;                /* host tier: the source of a publish of the pending fills
-                              * (never a victim until they are flushed) */
-} slot_info;
-
-/* One tier's slots: an LRU list of used slots and a free list per slot class
- * (class c: slots first[c] .. first[c+1]-1; the host tier has one class). */
-typedef struct tier {
-    slot_info *slots;        /* [n] */
-    uint64_t n;
-    uint64_t lru_head, lru_tail; /* head = most recently used */
-    uint32_t n_cls;
-    uint64_t first[VT_STORE_MAX_CLASSES + 1];
-    uint64_t free_head[VT_STORE_MAX_CLASSES];
-    uint64_t n_used;
-    /* per-layer LRU lists (NULL: none): head = most recent, count of used slots */
-    uint64_t *lhead, *ltail, *lcount;
-} tier;
-
-/* One file read of the batched fill path, run by a reader thread: inputs,
- * then what happened (the main thread words the error, error.h being per
- * thread). */
-typedef struct read_job {
-    int fd;
-    uint8_t *dst;            /* the host slot or ring slot */
-    uint64_t n, off, cap;    /* slice bytes, file offset, bytes dst may take */
-    /* a whole-expert key: n_part > 1 reads, part p of n bytes at file offset
-     * off of fd into dst + at (buffered; with O_DIRECT redone through the
-     * bounce buffer); bad: the part that failed */
-    uint32_t n_part, bad;
-    struct {
-        int fd;
-        uint64_t n, off, at;
-    } part[MAX_MATRICES];
-    uint32_t data_off;       /* out: where the slice starts in dst */
-    int err;                 /* out: errno of a failed read, 0 */
-    int eof;                 /* out: the file ended first */
-    int direct;              /* out: it ran with O_DIRECT */
-    uint64_t done;           /* out: bytes read */
-} read_job;
-
-/* A device-tier miss waiting in the batched fill path (fill_batch). */
-enum { PEND_HOST_HIT, PEND_HOST_READ, PEND_RING };
-typedef struct pend {
-    uint32_t matrix, expert;
-    int kind;
-    uint64_t slot;           /* the device slot taken for it (off every list) */
-    uint64_t h;              /* the host slot (hit or taken), or the ring slot's index in
-                              * host_addr */
-    read_job job;            /* PEND_HOST_READ, PEND_RING */
-} pend;
-
-typedef struct host_chunk {
-    uint8_t *base;
-    uint64_t bytes;
-    int pinned;              /* host_alloc_pinned, budget reserved */
-} host_chunk;
-
-struct vt_expert_streamer {
-    vt_streamer_params p;
-    vt_store_layout cls;     /* the device tier's slot classes, as the store lays them out
-                              * (vt/store.h; one of slot_bytes without classes) */
-    stack *stacks;           /* [n_layer][MAX_MATRICES] */
-    uint32_t *n_matrices;    /* [n_layer] */
-    tier dev;                /* the store's slots */
-    tier host;               /* the host tier's slots (n = 0: none) */
-    uint8_t **host_addr;     /* [host.n]: each host slot's memory */
-    uint32_t *hdoff;         /* [host.n]: where its slice starts in it (an O_DIRECT read
-                              * in place puts it at the file offset's alignment) */
-    host_chunk *chunks;
-    uint32_t n_chunks;
-    uint64_t host_pinned_bytes, host_pageable_bytes;
-    int publish;             /* the store has publish/quiesce (ABI 1.4) */
-    uint64_t pub_gen;        /* publishes issued since the last quiesce carry this */
-    int pub_pending;         /* a publish of generation pub_gen may still read its source */
-    uint64_t batch;
-    uint64_t keep_batch;     /* during a prefetch: the last acquire's batch, whose slots the
-                              * ops queued after its fork read (no victim); else 0 */
-    uint64_t acquired_batch; /* the last acquire's batch */
-    int forked;              /* an acquire's end forked the ahead queue (begin_ahead) */
-    int ahead_ok;            /* prefetch: next-layer, with a host tier and the store's
-                              * begin/publish/join_ahead (ABI 1.5) */
-    int ahead_pending;       /* ahead publishes issued since the last join_ahead */
-    vt_store_publish *ahead_pub; /* [ahead_cap]: one prefetch's publishes */
-    uint32_t *ahead_key;     /* [ahead_cap][3]: their matrix, expert, host slot (a host
-                              * tier of < 2^32 slots: create checks) */
-    size_t ahead_cap;
-    vt_streamer_prefetch_stats pstats;
-    uint64_t *visits;        /* [n_layer]: acquires of each layer (policy "layer") */
-    uint64_t freq_uses;      /* uses since the counts were last halved (policy "lfru") */
-    uint64_t rng;            /* victim sampling (policy "lfru"), fixed seed */
-    vt_expert_stats *stats;  /* [n_layer] */
-    vt_streamer_host_stats *hstats; /* [n_layer] */
-    vt_streamer_fault_fn fault_fn;
-    void *fault_ctx;
-    vt_streamer_trace trace;     /* the routing trace, when recording */
-    size_t trace_cap_acq, trace_cap_ids;
-    int tracing;
-    uint8_t trace_phase;
-    int *fds;                /* [n_shards] */
-    int direct;
-    uint8_t *bounce;         /* O_DIRECT staging, aligned */
-    size_t bounce_bytes;
-    vt_streamer_read_fn read_fn;
-    void *read_ctx;
-    /* the batched fill path (readers > 1, or the staging ring) */
-    vt_reader_pool *pool;
-    uint64_t n_ring;         /* staging ring slots: host_addr[host.n + r] (no host tier) */
-    uint64_t *ring_gen;      /* [n_ring]: pub_gen of its last publish, UINT64_MAX none */
-    uint64_t ring_next;
-    pend *pend;
-    size_t *pend_read;       /* [pend_cap]: the pending fills that read, by index */
-    size_t pend_cap, n_pend, n_pend_ring;
-};
 
 static double now_seconds(void)
 {
@@ -176,6 +36,12 @@ static ssize_t default_read(void *ctx, int fd, void *buf, size_t n, off_t off)
 {
     (void)ctx;
     return pread(fd, buf, n, off);
+}
+
+void vt_streamer_set_reader(vt_expert_streamer *s, vt_streamer_read_fn fn, void *ctx)
+{
+    s->read_fn = fn ? fn : default_read;
+    s->read_ctx = ctx;
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -506,33 +372,6 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
 
 /* ------------------------------------------------------------ registry of stacks */
 
-static stack *stack_at(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix)
-{
-    return &s->stacks[(uint64_t)layer * MAX_MATRICES + matrix];
-}
-
-/* The registered stack of (layer, matrix) holding expert, or NULL. */
-static const stack *stack_of_key(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
-                                 uint32_t expert)
-{
-    if (layer >= s->p.n_layer || matrix >= s->n_matrices[layer]) return NULL;
-    const stack *k = stack_at(s, layer, matrix);
-    return expert < k->n_expert ? k : NULL;
-}
-
-/* The device tier's slots of class cls. */
-static uint64_t class_slots(const vt_expert_streamer *s, uint32_t cls)
-{
-    return s->dev.first[cls + 1] - s->dev.first[cls];
-}
-
-/* The keys per expert of layer: its registered matrices, or the one unit
- * holding them all (slot_unit_expert). */
-static uint32_t key_matrices(const vt_expert_streamer *s, uint32_t layer)
-{
-    const uint32_t M = s->n_matrices[layer];
-    return s->p.slot_unit_expert && M ? 1 : M;
-}
 
 static uint64_t unit_align(uint64_t n)
 {
@@ -666,281 +505,6 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     return VT_OK;
 }
 
-/* ------------------------------------------------------------ LRU */
-
-static void lru_unlink(tier *t, uint64_t i)
-{
-    slot_info *x = &t->slots[i];
-    if (x->prev != NO_SLOT) t->slots[x->prev].next = x->next;
-    else t->lru_head = x->next;
-    if (x->next != NO_SLOT) t->slots[x->next].prev = x->prev;
-    else t->lru_tail = x->prev;
-    if (t->lhead) {
-        uint32_t l = x->layer;
-        if (x->lprev != NO_SLOT) t->slots[x->lprev].lnext = x->lnext;
-        else t->lhead[l] = x->lnext;
-        if (x->lnext != NO_SLOT) t->slots[x->lnext].lprev = x->lprev;
-        else t->ltail[l] = x->lprev;
-        t->lcount[l]--;
-    }
-}
-
-/* x->layer must be set */
-static void lru_push_front(tier *t, uint64_t i)
-{
-    slot_info *x = &t->slots[i];
-    x->prev = NO_SLOT;
-    x->next = t->lru_head;
-    if (t->lru_head != NO_SLOT) t->slots[t->lru_head].prev = i;
-    t->lru_head = i;
-    if (t->lru_tail == NO_SLOT) t->lru_tail = i;
-    if (t->lhead) {
-        uint32_t l = x->layer;
-        x->lprev = NO_SLOT;
-        x->lnext = t->lhead[l];
-        if (t->lhead[l] != NO_SLOT) t->slots[t->lhead[l]].lprev = i;
-        t->lhead[l] = i;
-        if (t->ltail[l] == NO_SLOT) t->ltail[l] = i;
-        t->lcount[l]++;
-    }
-}
-
-static void lru_touch(tier *t, uint64_t i)
-{
-    lru_unlink(t, i);
-    lru_push_front(t, i);
-}
-
-/* A device-tier slot for a new key: a free one, else the least recently used
- * one not in the current batch (evicted). NO_SLOT when every slot is pinned by
- * the batch. A victim needs no wait: the store orders a publish or commit into
- * it after the ops issued before (vt/store.h). */
-static uint64_t evict(vt_expert_streamer *s, uint64_t i)
-{
-    tier *t = &s->dev;
-    slot_info *x = &t->slots[i];
-    lru_unlink(t, i);
-    stack_at(s, x->layer, x->matrix)->slot_of[x->expert] = NO_SLOT;
-    x->used = 0;
-    t->n_used--;
-    s->stats[x->layer].evictions++;
-    if (x->ahead) { /* prefetched, never acquired: a wrong prediction */
-        x->ahead = 0;
-        s->pstats.wasted++;
-        s->pstats.bytes_wasted += stack_at(s, x->layer, x->matrix)->slice_bytes;
-    }
-    return i;
-}
-
-/* A slot no fill may take now: acquired by the current batch, or, during a
- * prefetch, by the last acquire (the ahead queue was forked at its end, so
- * the ops queued after it, which read its slots, run beside the copies;
- * the ops of earlier acquires were queued before that fork). */
-static int pinned(const vt_expert_streamer *s, const slot_info *x)
-{
-    return x->batch == s->batch || (s->keep_batch && x->batch == s->keep_batch);
-}
-
-/* The least recently used slot of layer l in class cls not pinned, or NO_SLOT. */
-static uint64_t layer_victim(vt_expert_streamer *s, uint32_t l, uint32_t cls)
-{
-    tier *t = &s->dev;
-    for (uint64_t i = t->ltail[l]; i != NO_SLOT; i = t->slots[i].lprev)
-        if (t->slots[i].cls == cls && !pinned(s, &t->slots[i])) return i;
-    return NO_SLOT;
-}
-
-/* Policy "layer": LRU by each layer's own clock. A slot's age is the number of
- * acquires of its layer since it was last used (visits[layer] - its visit);
- * the victim is the slot of greatest age (the tail of some layer's list), and
- * among equal ages the one of the layer whose next acquire is furthest away:
- * the current layer itself, then the one before it, and so on backwards,
- * since layers are acquired in order every token. It degrades to LRU when
- * the arena is large (stale slots of any layer go first) and, unlike one
- * global LRU, does not collapse once the arena is smaller than one token's
- * experts over all layers: there global LRU evicts exactly what the next
- * layers need (each layer's slots are the oldest when the next token comes
- * round), while equal ages here keep the slots of the layers coming next. */
-static uint64_t policy_victim(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
-{
-    tier *t = &s->dev;
-    const uint32_t L = s->p.n_layer;
-    uint64_t best = NO_SLOT, best_age = 0;
-    for (uint32_t d = 0; d < L; d++) {
-        uint32_t j = (layer + L - d) % L;
-        if (!t->lcount[j]) continue;
-        uint64_t v = layer_victim(s, j, cls);
-        if (v == NO_SLOT) continue;
-        uint64_t age = s->visits[j] - t->slots[v].visit;
-        if (best == NO_SLOT || age > best_age) {
-            best = v;
-            best_age = age;
-        }
-    }
-    return best;
-}
-
-/* Policy "lfru": the least frequently used of a sample of 32 slots (counts
- * of every key, resident or not, halved every 64 x n_slots uses), ties to the
- * older by its layer's clock, then to the layer acquired furthest ahead (as
- * "layer"); an approximation of LFU with aging that keeps
- * the experts a layer keeps coming back to. Falls back to "layer" when the
- * sample finds no slot outside the batch. The sample and the victim are of
- * the slot class cls. */
-#define LFRU_SAMPLE 32
-#define LFRU_AGING 64 /* halve every count each LFRU_AGING x n_slots uses */
-static uint64_t lfru_victim(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
-{
-    tier *t = &s->dev;
-    const uint64_t first = t->first[cls], count = t->first[cls + 1] - first;
-    uint64_t best = NO_SLOT;
-    uint32_t best_f = 0, best_d = 0;
-    uint64_t best_age = 0;
-    const uint32_t L = s->p.n_layer;
-    for (int k = 0; k < LFRU_SAMPLE; k++) {
-        s->rng ^= s->rng << 13;
-        s->rng ^= s->rng >> 7;
-        s->rng ^= s->rng << 17;
-        uint64_t i = first + s->rng % count;
-        slot_info *x = &t->slots[i];
-        if (!x->used || pinned(s, x)) continue;
-        uint32_t f = stack_at(s, x->layer, x->matrix)->freq[x->expert];
-        uint64_t age = s->visits[x->layer] - x->visit;
-        uint32_t d = (layer + L - x->layer) % L; /* 0: this layer, acquired again last */
-        if (best == NO_SLOT || f < best_f || (f == best_f && age > best_age) ||
-            (f == best_f && age == best_age && d < best_d)) {
-            best = i;
-            best_f = f;
-            best_age = age;
-            best_d = d;
-        }
-    }
-    return best != NO_SLOT ? best : policy_victim(s, layer, cls);
-}
-
-static void count_use(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32_t expert)
-{
-    stack *k = stack_at(s, layer, matrix);
-    if (!k->freq) return;
-    if (k->freq[expert] < UINT32_MAX) k->freq[expert]++;
-    if (++s->freq_uses >= LFRU_AGING * s->dev.n) {
-        s->freq_uses = 0;
-        for (uint64_t i = 0; i < (uint64_t)s->p.n_layer * MAX_MATRICES; i++)
-            if (s->stacks[i].freq)
-                for (uint64_t e = 0; e < s->stacks[i].n_expert; e++) s->stacks[i].freq[e] >>= 1;
-    }
-}
-
-/* A device-tier slot of class cls for a new key of layer: a free one, else
- * the policy's victim among the class's slots not pinned (evicted); NO_SLOT
- * when every slot of the class is pinned. */
-static uint64_t take_slot(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
-{
-    tier *t = &s->dev;
-    if (t->free_head[cls] != NO_SLOT) {
-        uint64_t i = t->free_head[cls];
-        t->free_head[cls] = t->slots[i].next;
-        return i;
-    }
-    if (t->lhead) {
-        uint64_t v = s->p.policy == VT_CACHE_POLICY_LFRU ? lfru_victim(s, layer, cls)
-                                                          : policy_victim(s, layer, cls);
-        if (v != NO_SLOT) return evict(s, v);
-    }
-    for (uint64_t i = t->lru_tail; i != NO_SLOT; i = t->slots[i].prev)
-        if (t->slots[i].cls == cls && !pinned(s, &t->slots[i])) return evict(s, i);
-    return NO_SLOT;
-}
-
-static void give_back(tier *t, uint64_t i);
-static uint64_t evict(vt_expert_streamer *s, uint64_t i);
-
-/* store->quiesce for every publish so far. When it fails, a copy may not have
- * landed: every device key published in this generation is dropped (its slot
- * freed) before the error returns, so no hit is reported over bytes that may
- * not be there; the host tier's copies are intact. */
-static vt_status quiesce_publishes(vt_expert_streamer *s)
-{
-    if (!s->pub_pending) return VT_OK;
-    vt_status st = s->p.store_api->quiesce(s->p.store);
-    if (st != VT_OK) {
-        uint64_t dropped = 0;
-        for (uint64_t i = 0; i < s->dev.n; i++) {
-            slot_info *x = &s->dev.slots[i];
-            if (!x->used || x->pub != s->pub_gen + 1) continue;
-            x->ahead = 0; /* an error, not a wrong prediction */
-            evict(s, i);
-            s->stats[x->layer].evictions--; /* not an eviction: an error */
-            s->stats[x->layer].fill_errors++;
-            give_back(&s->dev, i);
-            dropped++;
-        }
-        vt_error_prefix("expert streamer: the host-tier copies failed (%" PRIu64 " keys dropped "
-                        "from the device tier)", dropped);
-    }
-    s->pub_pending = 0;
-    s->pub_gen++;
-    if (st == VT_OK) s->ahead_pending = 0; /* the whole device waited: nothing left to join */
-    return st;
-}
-
-/* A host-tier slot for a new key: a free one, else the least recently used
- * (evicted). A victim that is the source of a publish not yet quiesced is
- * waited for first (one quiesce covers every publish issued so far). */
-static vt_status take_host_slot(vt_expert_streamer *s, uint64_t *out)
-{
-    tier *t = &s->host;
-    if (t->free_head[0] != NO_SLOT) {
-        *out = t->free_head[0];
-        t->free_head[0] = t->slots[*out].next;
-        return VT_OK;
-    }
-    uint64_t i = t->lru_tail; /* never NO_SLOT: the tier has slots and none is free */
-    slot_info *x = &t->slots[i];
-    if (s->pub_pending && x->batch == s->pub_gen) {
-        vt_status st = quiesce_publishes(s);
-        if (st != VT_OK) {
-            vt_error_prefix("expert streamer: waiting for the host-tier copies before reusing "
-                            "host slot %" PRIu64, i);
-            return st;
-        }
-    }
-    lru_unlink(t, i);
-    stack_at(s, x->layer, x->matrix)->hslot_of[x->expert] = NO_SLOT;
-    x->used = 0;
-    t->n_used--;
-    s->hstats[x->layer].evictions++;
-    *out = i;
-    return VT_OK;
-}
-
-static void give_back(tier *t, uint64_t i)
-{
-    t->slots[i].used = 0;
-    t->slots[i].ahead = 0;
-    t->slots[i].next = t->free_head[t->slots[i].cls];
-    t->free_head[t->slots[i].cls] = i;
-}
-
-static void claim(tier *t, uint64_t i, uint32_t layer, uint32_t matrix, uint32_t expert,
-                  uint64_t batch)
-{
-    slot_info *x = &t->slots[i];
-    x->layer = layer;
-    x->matrix = matrix;
-    x->expert = expert;
-    x->used = 1;
-    x->ahead = 0;
-    x->batch = batch;
-    lru_push_front(t, i);
-    t->n_used++;
-}
-
-static int fault_at(vt_expert_streamer *s, vt_streamer_fault_point pt, uint32_t layer,
-                    uint32_t matrix, uint32_t expert)
-{
-    return s->fault_fn && s->fault_fn(s->fault_ctx, pt, layer, matrix, expert);
-}
 
 /* ------------------------------------------------------------ fill */
 
@@ -1076,26 +640,26 @@ static vt_status host_fill(vt_expert_streamer *s, uint32_t layer, uint32_t matri
     uint64_t h = k->hslot_of[expert];
     if (h != NO_SLOT) {
         s->hstats[layer].hits++;
-        lru_touch(&s->host, h);
+        es_lru_touch(&s->host, h);
         *hslot_out = h;
         return VT_OK;
     }
-    vt_status st = take_host_slot(s, &h);
+    vt_status st = es_take_host_slot(s, &h);
     if (st != VT_OK) return st;
     double t0 = now_seconds();
     st = read_key(s, layer, matrix, expert, s->host_addr[h], s->p.host_slot_bytes, &s->hdoff[h]);
-    if (st == VT_OK && fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, matrix, expert)) {
+    if (st == VT_OK && es_fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, matrix, expert)) {
         vt_set_error("expert streamer: host-tier commit of expert %u of %s (layer %u) into host "
                      "slot %" PRIu64 ": injected failure", expert, k->t->name, layer, h);
         st = VT_ERR_IO;
     }
     s->hstats[layer].read_seconds += now_seconds() - t0;
     if (st != VT_OK) {
-        give_back(&s->host, h);
+        es_give_back(&s->host, h);
         s->hstats[layer].errors++;
         return st;
     }
-    claim(&s->host, h, layer, matrix, expert, s->pub_gen);
+    es_claim(&s->host, h, layer, matrix, expert, s->pub_gen);
     s->host.slots[h].batch = s->pub_gen - 1; /* not a publish source yet */
     k->hslot_of[expert] = h;
     s->hstats[layer].misses++;
@@ -1112,7 +676,7 @@ static vt_status publish_from_host(vt_expert_streamer *s, const stack *k, uint32
 {
     const vt_store_api *a = s->p.store_api;
     vt_status st;
-    if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, matrix, expert)) {
+    if (es_fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, matrix, expert)) {
         vt_set_error("injected publish failure");
         st = VT_ERR_IO;
     } else if (s->publish) {
@@ -1149,7 +713,7 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
                       uint64_t *slot_out)
 {
     stack *k = stack_at(s, layer, matrix);
-    uint64_t slot = take_slot(s, layer, k->cls);
+    uint64_t slot = es_take_slot(s, layer, k->cls);
     if (slot == NO_SLOT) {
         vt_set_error("expert streamer: the arena's %" PRIu64 " slots of %" PRIu64 " bytes are "
                      "all needed by this batch of layer %u; it cannot also hold expert %u of %s",
@@ -1188,11 +752,11 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
     }
     s->stats[layer].fill_seconds += now_seconds() - t0;
     if (st != VT_OK) {
-        give_back(&s->dev, slot); /* invalidate before the error returns */
+        es_give_back(&s->dev, slot); /* invalidate before the error returns */
         s->stats[layer].fill_errors++;
         return st;
     }
-    claim(&s->dev, slot, layer, matrix, expert, s->batch);
+    es_claim(&s->dev, slot, layer, matrix, expert, s->batch);
     if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
     k->slot_of[expert] = slot;
     s->stats[layer].misses++;
@@ -1316,8 +880,8 @@ static void drop_pending(vt_expert_streamer *s, uint32_t layer, pend *q)
 {
     stack *k = stack_at(s, layer, q->matrix);
     k->slot_of[q->expert] = NO_SLOT;
-    give_back(&s->dev, q->slot);
-    if (q->kind == PEND_HOST_READ) give_back(&s->host, q->h);
+    es_give_back(&s->dev, q->slot);
+    if (q->kind == PEND_HOST_READ) es_give_back(&s->host, q->h);
     else if (q->kind == PEND_HOST_HIT) s->host.slots[q->h].held = 0;
 }
 
@@ -1342,7 +906,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
     vt_reader_pool_run(s->pool, run_job, s, n_read);
     const double t1 = now_seconds();
     vt_status st = VT_OK;
-    if (s->n_pend_ring && s->pub_pending && (st = quiesce_publishes(s)) != VT_OK) {
+    if (s->n_pend_ring && s->pub_pending && (st = es_quiesce_publishes(s)) != VT_OK) {
         vt_error_prefix("expert streamer: waiting for the staging ring's copies");
         drop_all_pending(s, layer);
         return st;
@@ -1362,7 +926,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
         }
         if (q->kind == PEND_HOST_READ) {
             host_reads = 1;
-            if (st == VT_OK && fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, m, e)) {
+            if (st == VT_OK && es_fault_at(s, VT_STREAMER_FAULT_HOST_COMMIT, layer, m, e)) {
                 vt_set_error("expert streamer: host-tier commit of expert %u of %s (layer %u) "
                              "into host slot %" PRIu64 ": injected failure", e, k->t->name,
                              layer, q->h);
@@ -1374,7 +938,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
                 drop_pending(s, layer, q);
                 continue;
             }
-            claim(&s->host, q->h, layer, m, e, s->pub_gen);
+            es_claim(&s->host, q->h, layer, m, e, s->pub_gen);
             s->host.slots[q->h].batch = s->pub_gen - 1; /* not a publish source yet */
             k->hslot_of[e] = q->h;
             s->hstats[layer].misses++;
@@ -1393,7 +957,7 @@ static vt_status flush_pending(vt_expert_streamer *s, uint32_t layer)
             drop_pending(s, layer, q);
             continue;
         }
-        claim(&s->dev, q->slot, layer, m, e, s->batch);
+        es_claim(&s->dev, q->slot, layer, m, e, s->batch);
         if (s->visits) s->dev.slots[q->slot].visit = s->visits[layer];
         k->slot_of[e] = q->slot;
         s->stats[layer].misses++;
@@ -1443,11 +1007,11 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
             stack *k = stack_at(s, layer, m);
             const uint32_t e = (uint32_t)ids[i];
             if (k->slot_of[e] != NO_SLOT) continue; /* a hit, or already pending */
-            count_use(s, layer, m, e);
+            es_count_use(s, layer, m, e);
             const int host_read = s->host.n && k->hslot_of[e] == NO_SLOT;
             if ((host_read && host_needs_flush(s)) || (!s->host.n && s->n_pend_ring >= wave))
                 if ((st = flush_pending(s, layer)) != VT_OK) break;
-            uint64_t slot = take_slot(s, layer, k->cls);
+            uint64_t slot = es_take_slot(s, layer, k->cls);
             if (slot == NO_SLOT) {
                 if ((st = flush_pending(s, layer)) != VT_OK) break;
                 vt_set_error("expert streamer: the arena's %" PRIu64 " slots of %" PRIu64 " bytes "
@@ -1476,11 +1040,11 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
                 q->kind = PEND_HOST_HIT;
                 q->h = k->hslot_of[e];
                 s->hstats[layer].hits++;
-                lru_touch(&s->host, q->h);
+                es_lru_touch(&s->host, q->h);
                 s->host.slots[q->h].held = 1;
             } else if (s->host.n) {
-                if ((st = take_host_slot(s, &q->h)) != VT_OK) {
-                    give_back(&s->dev, slot);
+                if ((st = es_take_host_slot(s, &q->h)) != VT_OK) {
+                    es_give_back(&s->dev, slot);
                     break;
                 }
                 q->kind = PEND_HOST_READ;
@@ -1489,10 +1053,10 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
                 uint64_t r = s->ring_next;
                 s->ring_next = (r + 1) % s->n_ring;
                 if (s->pub_pending && s->ring_gen[r] == s->pub_gen &&
-                    (st = quiesce_publishes(s)) != VT_OK) {
+                    (st = es_quiesce_publishes(s)) != VT_OK) {
                     vt_error_prefix("expert streamer: waiting for the copy out of staging ring "
                                     "slot %" PRIu64, r);
-                    give_back(&s->dev, slot);
+                    es_give_back(&s->dev, slot);
                     break;
                 }
                 q->kind = PEND_RING;
@@ -1511,46 +1075,11 @@ static vt_status fill_batch(vt_expert_streamer *s, uint32_t layer, const int32_t
     return flush_pending(s, layer);
 }
 
-/* Append one acquire to the trace; a failed allocation stops the recording
- * (the trace says so) instead of failing the acquire. */
-static void trace_add(vt_expert_streamer *s, uint32_t layer, const int32_t *ids, uint32_t n)
-{
-    vt_streamer_trace *t = &s->trace;
-    if (t->n_acquires + 1 >= s->trace_cap_acq) {
-        size_t c = s->trace_cap_acq ? 2 * s->trace_cap_acq : 4096;
-        uint32_t *nl = realloc(t->layer, c * sizeof *nl);
-        if (nl) t->layer = nl;
-        uint8_t *np = nl ? realloc(t->phase, c) : NULL;
-        if (np) t->phase = np;
-        uint64_t *no = np ? realloc(t->off, (c + 1) * sizeof *no) : NULL;
-        if (!no) goto full;
-        t->off = no;
-        s->trace_cap_acq = c;
-    }
-    if (t->off[t->n_acquires] + n > s->trace_cap_ids) {
-        size_t c = s->trace_cap_ids ? 2 * s->trace_cap_ids : 65536;
-        while (c < t->off[t->n_acquires] + n) c *= 2;
-        int32_t *ni = realloc(t->ids, c * sizeof *ni);
-        if (!ni) goto full;
-        t->ids = ni;
-        s->trace_cap_ids = c;
-    }
-    t->layer[t->n_acquires] = layer;
-    t->phase[t->n_acquires] = s->trace_phase;
-    if (n) memcpy(t->ids + t->off[t->n_acquires], ids, n * sizeof *ids);
-    t->off[t->n_acquires + 1] = t->off[t->n_acquires] + n;
-    t->n_acquires++;
-    return;
-full:
-    t->truncated = 1;
-    s->tracing = 0;
-}
-
 /* The arguments of an acquire or a prefetch (what: its name): the layer
  * registered, ids in range of every matrix of it; *n_matrices out: the
  * layer's keys per expert (key_matrices). */
-static vt_status check_ids(const vt_expert_streamer *s, const char *what, uint32_t layer,
-                           const int32_t *ids, uint32_t n, uint32_t *n_matrices)
+vt_status es_check_ids(const vt_expert_streamer *s, const char *what, uint32_t layer,
+                       const int32_t *ids, uint32_t n, uint32_t *n_matrices)
 {
     if (!s || (n && !ids)) {
         vt_set_error("expert streamer: %s: NULL argument", what);
@@ -1598,10 +1127,10 @@ static vt_status join_prefetch(vt_expert_streamer *s)
         slot_info *x = &s->dev.slots[i];
         if (!x->used || !x->ahead) continue;
         x->ahead = 0; /* an error, not a wrong prediction */
-        evict(s, i);
+        es_evict(s, i);
         s->stats[x->layer].evictions--; /* not an eviction: an error */
         s->stats[x->layer].fill_errors++;
-        give_back(&s->dev, i);
+        es_give_back(&s->dev, i);
     }
     vt_error_prefix("expert streamer: joining the prefetch copies");
     return st;
@@ -1615,7 +1144,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
         vt_set_error("expert streamer: acquire: NULL argument");
         return VT_ERR_INVALID_ARG;
     }
-    vt_status cst = check_ids(s, "acquire", layer, ids, n, &M);
+    vt_status cst = es_check_ids(s, "acquire", layer, ids, n, &M);
     if (cst != VT_OK) return cst;
     if ((uint64_t)n * M > s->p.n_slots) {
         vt_set_error("expert streamer: layer %u needs %u experts x %u matrices = %" PRIu64
@@ -1637,7 +1166,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
     s->batch++;
     s->acquired_batch = s->batch;
     if (s->visits) s->visits[layer]++;
-    if (s->tracing) trace_add(s, layer, ids, n);
+    if (s->tracing) es_trace_add(s, layer, ids, n);
     /* first the hits: every resident key of the batch is claimed by it before
      * any fill chooses a victim, so no fill evicts a key the same batch asks
      * for later; a repeat within the batch is one use */
@@ -1654,8 +1183,8 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
             }
             x->batch = s->batch;
             if (s->visits) x->visit = s->visits[layer];
-            count_use(s, layer, m, (uint32_t)ids[i]);
-            lru_touch(&s->dev, slot);
+            es_count_use(s, layer, m, (uint32_t)ids[i]);
+            es_lru_touch(&s->dev, slot);
         }
     /* then the misses, in order: batched (reads at once), or one at a time */
     if (s->pool) { /* a host tier with readers, or the staging ring */
@@ -1666,7 +1195,7 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
         for (uint32_t m = 0; m < M; m++) {
             uint64_t slot = stack_at(s, layer, m)->slot_of[ids[i]];
             if (slot == NO_SLOT) {
-                count_use(s, layer, m, (uint32_t)ids[i]);
+                es_count_use(s, layer, m, (uint32_t)ids[i]);
                 vt_status st = fill(s, layer, m, (uint32_t)ids[i], &slot);
                 if (st != VT_OK) return st;
             }
@@ -1705,333 +1234,3 @@ vt_status vt_streamer_acquire(vt_expert_streamer *s, uint32_t layer, const int32
     return VT_OK;
 }
 
-/* ------------------------------------------------------------ prefetch */
-
-int vt_streamer_prefetch_on(const vt_expert_streamer *s) { return s && s->ahead_ok; }
-
-uint32_t vt_streamer_prefetch_count(uint32_t top, uint32_t n)
-{
-    const uint32_t k = top ? top : (uint32_t)(((uint64_t)n * 3 + 3) / 4);
-    return k < n ? k : n;
-}
-
-uint32_t vt_streamer_prefetch_max(uint32_t max, uint32_t n)
-{
-    const uint32_t k = max ? max : (uint32_t)(((uint64_t)n * 3 + 7) / 8);
-    return k < n ? k : n;
-}
-
-/* Copy the host-tier keys of ids (layer) that the device tier lacks into
- * device slots on the store's ahead queue, forked at the end of the last
- * acquire (or here when none came since): of the first prefetch_top ids, at
- * most prefetch_max experts not yet resident, in the ids' order (an expert
- * partly copied because its slot class is full counts against that cap). A victim is never a slot of the
- * last acquire (ops queued after the fork read them) nor of this prefetch; a key the host tier lacks is skipped (a file read would
- * block here). Stops quietly when every slot is pinned. */
-vt_status vt_streamer_prefetch(vt_expert_streamer *s, uint32_t layer, const int32_t *ids,
-                               uint32_t n)
-{
-    uint32_t M = 0;
-    vt_status st = check_ids(s, "prefetch", layer, ids, n, &M);
-    if (st != VT_OK || !s->ahead_ok || !n) return st;
-    /* copies for the first `top` ids only; a resident one past them is still
-     * kept from this prefetch's victims (it is predicted, if less surely) */
-    const uint32_t top = vt_streamer_prefetch_count(s->p.prefetch_top, n);
-    const vt_store_api *a = s->p.store_api;
-    if ((uint64_t)n * M > s->ahead_cap) {
-        size_t c = (size_t)n * M;
-        vt_store_publish *np = realloc(s->ahead_pub, c * sizeof *np);
-        if (np) s->ahead_pub = np;
-        uint32_t *nk = np ? realloc(s->ahead_key, c * 3 * sizeof *nk) : NULL;
-        if (!nk) {
-            vt_set_error("expert streamer: out of memory for a prefetch of %u experts", n);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        s->ahead_key = nk;
-        s->ahead_cap = c;
-    }
-    s->keep_batch = s->acquired_batch;
-    s->batch++;
-    /* every predicted key already resident is kept first, so that no copy
-     * below takes its slot (the last acquire's stay so) */
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t m = 0; m < M; m++) {
-            const uint64_t slot = stack_at(s, layer, m)->slot_of[(uint32_t)ids[i]];
-            if (slot == NO_SLOT) continue;
-            slot_info *x = &s->dev.slots[slot];
-            if (x->batch != s->keep_batch) x->batch = s->batch;
-        }
-    /* pick the slots (victims evicted now; a taken slot is off every list, so
-     * none is taken twice), queue every copy in one call, then claim */
-    uint32_t q = 0, full = 0; /* full: the slot classes with every slot pinned */
-    /* at most `most` experts copied: those past it would still be in flight
-     * when the next layer's demand copies need the link */
-    const uint32_t most = vt_streamer_prefetch_max(s->p.prefetch_max, n);
-    uint32_t n_copied = 0;
-    for (uint32_t i = 0; i < top && n_copied < most; i++) {
-        const uint32_t q_before = q;
-        for (uint32_t m = 0; m < M; m++) {
-            stack *k = stack_at(s, layer, m);
-            const uint32_t e = (uint32_t)ids[i];
-            uint64_t slot = k->slot_of[e];
-            if (slot != NO_SLOT) continue; /* resident (kept above) or queued by this call */
-            const uint64_t h = k->hslot_of[e];
-            if (h == NO_SLOT) {
-                s->pstats.skipped++;
-                continue;
-            }
-            if (full & (1u << k->cls)) continue;
-            if ((slot = take_slot(s, layer, k->cls)) == NO_SLOT) { /* the class is all pinned */
-                full |= 1u << k->cls;
-                continue;
-            }
-            k->slot_of[e] = slot; /* a repeated id finds it (unclaimed until the call) */
-            s->dev.slots[slot].batch = s->batch;
-            s->ahead_pub[q] = (vt_store_publish){.slot = slot, .src = s->host_addr[h] + s->hdoff[h],
-                                                 .bytes = k->slice_bytes};
-            s->ahead_key[3 * q] = m;
-            s->ahead_key[3 * q + 1] = e;
-            s->ahead_key[3 * q + 2] = (uint32_t)h;
-            q++;
-            if (fault_at(s, VT_STREAMER_FAULT_PUBLISH, layer, m, e)) {
-                vt_set_error("injected publish failure");
-                st = VT_ERR_IO;
-                goto queue;
-            }
-        }
-        n_copied += q != q_before;
-    }
-queue:
-    if (q && st == VT_OK && !s->forked) { /* no acquire since: fork here, after every op so far */
-        if ((st = a->begin_ahead(s->p.store)) != VT_OK)
-            vt_error_prefix("expert streamer: begin_ahead for layer %u", layer);
-        else
-            s->forked = 1;
-    }
-    int called = 0;
-    if (q && st == VT_OK) {
-        st = a->publish_ahead(s->p.store, s->ahead_pub, q);
-        called = 1;
-    }
-    if (called) {
-        /* even a failed call may have queued some of its copies (a backend
-         * queues them one by one): their sources stay held until a quiesce
-         * and the next acquire joins before any fill reuses their slots */
-        s->ahead_pending = 1;
-        s->pub_pending = 1;
-        for (uint32_t j = 0; j < q; j++) s->host.slots[s->ahead_key[3 * j + 2]].batch = s->pub_gen;
-    }
-    for (uint32_t j = 0; j < q; j++) {
-        const uint32_t m = s->ahead_key[3 * j], e = s->ahead_key[3 * j + 1];
-        const uint64_t h = s->ahead_key[3 * j + 2], slot = s->ahead_pub[j].slot;
-        stack *k = stack_at(s, layer, m);
-        if (st != VT_OK) { /* none of the call's keys is claimed */
-            k->slot_of[e] = NO_SLOT;
-            give_back(&s->dev, slot);
-            s->stats[layer].fill_errors++;
-            continue;
-        }
-        lru_touch(&s->host, h);
-        claim(&s->dev, slot, layer, m, e, s->batch);
-        s->dev.slots[slot].pub = s->pub_gen + 1;
-        s->dev.slots[slot].ahead = 1;
-        if (s->visits) s->dev.slots[slot].visit = s->visits[layer];
-        s->pstats.issued++;
-        s->pstats.bytes_issued += k->slice_bytes;
-    }
-    if (st != VT_OK)
-        vt_error_prefix("expert streamer: prefetch of %u slices of layer %u (from expert %u of "
-                        "%s on)", q, layer, q ? s->ahead_key[1] : 0u,
-                        q ? stack_at(s, layer, s->ahead_key[0])->t->name : "-");
-    s->keep_batch = 0;
-    return st;
-}
-
-vt_status vt_streamer_prefetch_stats_get(const vt_expert_streamer *s,
-                                         vt_streamer_prefetch_stats *out)
-{
-    if (!s || !out) return VT_ERR_INVALID_ARG;
-    *out = s->pstats;
-    return VT_OK;
-}
-
-/* ------------------------------------------------------------ counters */
-
-/* The stats getters' arguments: VT_OK with layer in range or < 0 (totals). */
-static vt_status stats_args(const vt_expert_streamer *s, int32_t layer, const void *out)
-{
-    if (!s || !out) return VT_ERR_INVALID_ARG;
-    if (layer >= 0 && (uint32_t)layer >= s->p.n_layer) {
-        vt_set_error("expert streamer: stats of layer %d: only %u layers", layer, s->p.n_layer);
-        return VT_ERR_RANGE;
-    }
-    return VT_OK;
-}
-
-vt_status vt_streamer_stats(const vt_expert_streamer *s, int32_t layer, vt_expert_stats *out)
-{
-    vt_status st = stats_args(s, layer, out);
-    if (st != VT_OK) return st;
-    memset(out, 0, sizeof *out);
-    if (layer >= 0) {
-        *out = s->stats[layer];
-        return VT_OK;
-    }
-    for (uint32_t l = 0; l < s->p.n_layer; l++) {
-        out->hits += s->stats[l].hits;
-        out->misses += s->stats[l].misses;
-        out->bytes_filled += s->stats[l].bytes_filled;
-        out->evictions += s->stats[l].evictions;
-        out->fill_errors += s->stats[l].fill_errors;
-        out->fill_seconds += s->stats[l].fill_seconds;
-        out->commit_seconds += s->stats[l].commit_seconds;
-    }
-    return VT_OK;
-}
-
-uint64_t vt_streamer_n_slots(const vt_expert_streamer *s) { return s->p.n_slots; }
-uint64_t vt_streamer_n_resident(const vt_expert_streamer *s) { return s->dev.n_used; }
-uint64_t vt_streamer_n_host_slots(const vt_expert_streamer *s) { return s->host.n; }
-uint64_t vt_streamer_n_host_resident(const vt_expert_streamer *s) { return s->host.n_used; }
-uint64_t vt_streamer_host_pinned_bytes(const vt_expert_streamer *s) { return s->host_pinned_bytes; }
-
-int vt_streamer_is_host_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
-                                 uint32_t expert)
-{
-    if (!stack_of_key(s, layer, matrix, expert)) return 0;
-    const stack *k = stack_of_key(s, layer, s->p.slot_unit_expert ? 0 : matrix, expert);
-    return k && k->hslot_of && k->hslot_of[expert] != NO_SLOT;
-}
-
-vt_status vt_streamer_host_stats_get(const vt_expert_streamer *s, int32_t layer,
-                                     vt_streamer_host_stats *out)
-{
-    vt_status st = stats_args(s, layer, out);
-    if (st != VT_OK) return st;
-    memset(out, 0, sizeof *out);
-    if (layer >= 0) {
-        *out = s->hstats[layer];
-        return VT_OK;
-    }
-    for (uint32_t l = 0; l < s->p.n_layer; l++) {
-        out->hits += s->hstats[l].hits;
-        out->misses += s->hstats[l].misses;
-        out->bytes_read += s->hstats[l].bytes_read;
-        out->evictions += s->hstats[l].evictions;
-        out->errors += s->hstats[l].errors;
-        out->read_seconds += s->hstats[l].read_seconds;
-    }
-    return VT_OK;
-}
-
-void vt_streamer_trace_start(vt_expert_streamer *s)
-{
-    s->trace.n_acquires = 0;
-    s->trace.truncated = 0;
-    if (!s->trace.off) {
-        s->trace.off = malloc(sizeof *s->trace.off);
-        if (!s->trace.off) {
-            s->trace.truncated = 1;
-            return;
-        }
-    }
-    s->trace.off[0] = 0;
-    s->tracing = 1;
-}
-
-void vt_streamer_trace_stop(vt_expert_streamer *s) { s->tracing = 0; }
-void vt_streamer_trace_phase(vt_expert_streamer *s, uint8_t phase) { s->trace_phase = phase; }
-const vt_streamer_trace *vt_streamer_get_trace(const vt_expert_streamer *s) { return &s->trace; }
-
-uint32_t vt_streamer_n_matrices(const vt_expert_streamer *s, uint32_t layer)
-{
-    return layer < s->p.n_layer ? key_matrices(s, layer) : 0;
-}
-
-uint64_t vt_streamer_n_experts(const vt_expert_streamer *s, uint32_t layer)
-{
-    return layer < s->p.n_layer && s->n_matrices[layer] ? stack_at(s, layer, 0)->n_expert : 0;
-}
-
-vt_status vt_streamer_simulate(const vt_expert_streamer *s, uint64_t capacity, int counted_phase,
-                               vt_cache_sim_result *lru, vt_cache_sim_result *belady)
-{
-    const vt_streamer_trace *t = &s->trace;
-    uint64_t *base = calloc(s->p.n_layer + 1, sizeof *base);
-    if (!base) {
-        vt_set_error("out of memory: cache simulation");
-        return VT_ERR_OUT_OF_MEMORY;
-    }
-    for (uint32_t l = 0; l < s->p.n_layer; l++)
-        base[l + 1] = base[l] + (uint64_t)vt_streamer_n_matrices(s, l) * vt_streamer_n_experts(s, l);
-    uint64_t n_req = 0;
-    for (size_t a = 0; a < t->n_acquires; a++)
-        n_req += (t->off[a + 1] - t->off[a]) * vt_streamer_n_matrices(s, t->layer[a]);
-    vt_status st = VT_OK;
-    if (base[s->p.n_layer] > UINT32_MAX) {
-        vt_set_error("cache simulation: %" PRIu64 " keys is more than it indexes",
-                     base[s->p.n_layer]);
-        free(base);
-        return VT_ERR_RANGE;
-    }
-    uint32_t *key = malloc((n_req ? n_req : 1) * sizeof *key);
-    uint64_t *batch = malloc((n_req ? n_req : 1) * sizeof *batch);
-    uint8_t *counted = malloc(n_req ? n_req : 1);
-    if (!key || !batch || !counted) {
-        vt_set_error("out of memory: cache simulation of %" PRIu64 " requests", n_req);
-        st = VT_ERR_OUT_OF_MEMORY;
-        goto out;
-    }
-    uint64_t r = 0;
-    for (size_t a = 0; a < t->n_acquires; a++) {
-        uint32_t l = t->layer[a], M = vt_streamer_n_matrices(s, l);
-        uint64_t ne = vt_streamer_n_experts(s, l);
-        for (uint64_t i = t->off[a]; i < t->off[a + 1]; i++)
-            for (uint32_t m = 0; m < M; m++) {
-                key[r] = (uint32_t)(base[l] + m * ne + (uint64_t)t->ids[i]);
-                batch[r] = a;
-                counted[r] = counted_phase < 0 || t->phase[a] == counted_phase;
-                r++;
-            }
-    }
-    if (lru) st = vt_cache_sim_lru(key, batch, counted, (size_t)n_req,
-                                   (uint32_t)base[s->p.n_layer], capacity, lru);
-    if (st == VT_OK && belady)
-        st = vt_cache_sim_belady(key, batch, counted, (size_t)n_req,
-                                 (uint32_t)base[s->p.n_layer], capacity, belady);
-out:
-    free(base);
-    free(key);
-    free(batch);
-    free(counted);
-    return st;
-}
-
-void vt_streamer_set_fault(vt_expert_streamer *s, vt_streamer_fault_fn fn, void *ctx)
-{
-    s->fault_fn = fn;
-    s->fault_ctx = ctx;
-}
-
-vt_status vt_streamer_quiesce(vt_expert_streamer *s) { return quiesce_publishes(s); }
-uint32_t vt_streamer_n_layers(const vt_expert_streamer *s) { return s->p.n_layer; }
-int vt_streamer_io_direct(const vt_expert_streamer *s) { return s->direct; }
-uint64_t vt_streamer_n_ring_slots(const vt_expert_streamer *s) { return s->n_ring; }
-uint32_t vt_streamer_n_readers(const vt_expert_streamer *s)
-{
-    return s->pool ? vt_reader_pool_size(s->pool) : 1;
-}
-
-int vt_streamer_is_resident(const vt_expert_streamer *s, uint32_t layer, uint32_t matrix,
-                            uint32_t expert)
-{
-    if (!stack_of_key(s, layer, matrix, expert)) return 0;
-    const stack *k = stack_of_key(s, layer, s->p.slot_unit_expert ? 0 : matrix, expert);
-    return k && k->slot_of[expert] != NO_SLOT;
-}
-
-void vt_streamer_set_reader(vt_expert_streamer *s, vt_streamer_read_fn fn, void *ctx)
-{
-    s->read_fn = fn ? fn : default_read;
-    s->read_ctx = ctx;
-}
