@@ -1,7 +1,8 @@
 /*
  * config.c - the residency configuration (see config.h for the schema): the
- * built-in defaults, conf/residency.yaml read with libyaml's event parser,
- * --set overrides, and a printout of every resolved value with its origin.
+ * built-in defaults, the value parsers, --set overrides, and a printout of
+ * every resolved value with its origin. The file (conf/residency.yaml, read
+ * with libyaml's event parser) is config_yaml.c's.
  *
  * One validation path: a value from the file and a value from --set go
  * through the same parse/apply functions, which set a bare message ("unknown
@@ -14,56 +15,22 @@
  * Entries of the file merge into what is already there (the defaults): a
  * platform or model the file names is updated or added, the others stay.
  */
-#include "config.h"
+#include "config_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <yaml.h>
 
 #include "error.h"
 
-#define NAME_CAP 64                  /* every name field is char[64] */
-#define CONFIG_FILE_MAX (1u << 20)   /* a residency config is a few KiB; refuse more than 1 MiB */
 #define KV_TOKENS_MAX (1u << 24)     /* kv_cache_tokens: 1 .. 16777216 */
 #define SLOTS_MAX 4294967295ull      /* expert_cache.slots: 1 .. 2^32-1 */
-#define QUOTE_MAX 80                 /* user text quoted in a message is cut here */
 
-/* ------------------------------------------------------------------------ */
-/* Platform keys, in schema order (the order vt_config_print uses)           */
-/* ------------------------------------------------------------------------ */
-
-typedef enum pkey {
-    PK_BACKEND,
-    PK_UNIFIED,
-    PK_KV,
-    PK_EXPERTS,
-    PK_STORE,
-    PK_ARENA,
-    PK_SLOTS,
-    PK_HEADROOM,
-    PK_IO,
-    PK_HOST_ARENA,
-    PK_POLICY,
-    PK_PREFETCH,
-    PK_PREFETCH_TOP,
-    PK_PREFETCH_MAX,
-    PK_READERS,
-    PK_STAGING,
-    PK_SLOT_CLASSES,
-    PK_SLOT_UNIT,
-    PK_PINNED,
-    PK_DEVICES,
-    PK_COUNT
-} pkey;
 
 /* The key's path under platforms.<name>. */
-static const char *const pkey_path[PK_COUNT] = {
+const char *const cf_pkey_path[PK_COUNT] = {
     "backend",           "unified_memory",     "kv_cache_tokens",
     "experts",           "expert_cache.store", "expert_cache.arena",
     "expert_cache.slots", "expert_cache.headroom", "expert_cache.io",
@@ -82,7 +49,7 @@ static const char PKEY_LIST[] =
 
 /* Names that cannot be platforms: they are the top-level keys, and an override
  * "models.x" or "defaults.platform" must not be read as a platform key. */
-static int reserved_platform_name(const char *name)
+int cf_reserved_platform_name(const char *name)
 {
     return !strcmp(name, "version") || !strcmp(name, "defaults") || !strcmp(name, "models") ||
            !strcmp(name, "platforms");
@@ -91,11 +58,6 @@ static int reserved_platform_name(const char *name)
 /* ------------------------------------------------------------------------ */
 /* Defaults                                                                  */
 /* ------------------------------------------------------------------------ */
-
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-    snprintf(dst, cap, "%s", src);
-}
 
 void vt_config_platform_defaults(vt_config_platform *p, const char *name)
 {
@@ -171,15 +133,13 @@ static void trim(const char *text, const char **b, size_t *n)
     *n = (size_t)(e - s);
 }
 
-static int quote_len(size_t n) { return n > QUOTE_MAX ? QUOTE_MAX : (int)n; }
-
 static int eq(const char *s, size_t n, const char *lit)
 {
     return strlen(lit) == n && !memcmp(s, lit, n);
 }
 
 /* A plugin, platform or architecture name: 1..63 of [A-Za-z0-9_-]. */
-static vt_status parse_name(const char *text, char out[NAME_CAP])
+vt_status cf_parse_name(const char *text, char out[NAME_CAP])
 {
     const char *s;
     size_t n;
@@ -206,7 +166,7 @@ static vt_status parse_name(const char *text, char out[NAME_CAP])
 }
 
 /* A decimal integer in [lo, hi]; no sign, no fraction, no unit. */
-static vt_status parse_uint(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+vt_status cf_parse_uint(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     const char *s;
     size_t n;
@@ -247,7 +207,7 @@ static vt_status parse_auto_count(const char *text, uint64_t hi, uint64_t *out)
         *out = 0;
         return VT_OK;
     }
-    return parse_uint(text, 1, hi, out);
+    return cf_parse_uint(text, 1, hi, out);
 }
 
 static vt_status parse_bool(const char *text, int *out)
@@ -406,7 +366,7 @@ static int choice(const char *text, const char *const *names)
 
 /* devices: "all", one index, or indices separated by commas, optionally in
  * brackets ("0,1", "[0, 1]": the file's flow list arrives joined so). */
-static vt_status parse_devices(const char *text, vt_config_platform *p, vt_config_src src)
+vt_status cf_parse_devices(const char *text, vt_config_platform *p, vt_config_src src)
 {
     const char *s;
     size_t n;
@@ -447,7 +407,7 @@ static vt_status parse_devices(const char *text, vt_config_platform *p, vt_confi
         const char *t = part;
         size_t tn = e - b;
         uint64_t u;
-        if (parse_uint(part, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
+        if (cf_parse_uint(part, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
             vt_set_error("'%.*s' is not a device index (0..%d)", quote_len(tn), t,
                          VT_DEVICE_INDEX_MAX);
             return VT_ERR_INVALID_ARG;
@@ -472,19 +432,19 @@ static vt_status parse_devices(const char *text, vt_config_platform *p, vt_confi
     return VT_OK;
 }
 
-static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text, vt_config_src src)
+vt_status cf_platform_apply(vt_config_platform *p, pkey k, const char *text, vt_config_src src)
 {
     vt_status st = VT_OK;
     uint64_t u = 0;
     switch (k) {
     case PK_BACKEND:
-        if ((st = parse_name(text, p->backend)) == VT_OK) p->backend_src = src;
+        if ((st = cf_parse_name(text, p->backend)) == VT_OK) p->backend_src = src;
         break;
     case PK_UNIFIED:
         if ((st = parse_bool(text, &p->unified_memory)) == VT_OK) p->unified_memory_src = src;
         break;
     case PK_KV:
-        if ((st = parse_uint(text, 1, KV_TOKENS_MAX, &u)) == VT_OK) {
+        if ((st = cf_parse_uint(text, 1, KV_TOKENS_MAX, &u)) == VT_OK) {
             p->kv_cache_tokens = (uint32_t)u;
             p->kv_cache_tokens_src = src;
         }
@@ -493,7 +453,7 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         if ((st = parse_experts(text, &p->experts)) == VT_OK) p->experts_src = src;
         break;
     case PK_STORE:
-        if ((st = parse_name(text, p->expert_store)) == VT_OK) p->expert_store_src = src;
+        if ((st = cf_parse_name(text, p->expert_store)) == VT_OK) p->expert_store_src = src;
         break;
     case PK_ARENA: {
         const char *s;
@@ -516,7 +476,7 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
         break;
     }
     case PK_SLOTS:
-        if ((st = parse_uint(text, 1, SLOTS_MAX, &u)) != VT_OK) break;
+        if ((st = cf_parse_uint(text, 1, SLOTS_MAX, &u)) != VT_OK) break;
         p->arena_slots = u;
         p->arena_slots_src = src;
         if (p->arena_bytes) {
@@ -637,7 +597,7 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
             p->pinned_budget_bytes_src = src;
         }
         break;
-    case PK_DEVICES: st = parse_devices(text, p, src); break;
+    case PK_DEVICES: st = cf_parse_devices(text, p, src); break;
     case PK_COUNT:
         vt_set_error("internal: platform key %d", (int)k);
         st = VT_ERR_INTERNAL;
@@ -646,14 +606,14 @@ static vt_status platform_apply(vt_config_platform *p, pkey k, const char *text,
     return st;
 }
 
-static int find_model(const vt_config *c, const char *arch)
+int cf_find_model(const vt_config *c, const char *arch)
 {
     for (int i = 0; i < c->n_models; i++)
         if (!strcmp(c->models[i].key, arch)) return i;
     return -1;
 }
 
-static int find_platform(const vt_config *c, const char *name)
+int cf_find_platform(const vt_config *c, const char *name)
 {
     for (int i = 0; i < c->n_platforms; i++)
         if (!strcmp(c->platforms[i].name, name)) return i;
@@ -661,7 +621,7 @@ static int find_platform(const vt_config *c, const char *name)
 }
 
 /* "cpu, cuda, rocm, unified" into buf, for messages. */
-static const char *platform_list(const vt_config *c, char *buf, size_t cap)
+const char *cf_platform_list(const vt_config *c, char *buf, size_t cap)
 {
     size_t at = 0;
     buf[0] = 0;
@@ -672,729 +632,6 @@ static const char *platform_list(const vt_config *c, char *buf, size_t cap)
     }
     if (!c->n_platforms) snprintf(buf, cap, "none");
     return buf;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The file                                                                  */
-/* ------------------------------------------------------------------------ */
-
-typedef struct yparse {
-    yaml_parser_t y;
-    yaml_event_t ev;
-    int have_ev; /* ev holds an event to delete */
-    const char *path;
-    const char *text; /* the whole file */
-    size_t len;
-    vt_config *c; /* the working copy */
-} yparse;
-
-/* A key met once in a mapping, and where (for "duplicate key" messages). */
-typedef struct seen_key {
-    int set;
-    yaml_mark_t mark;
-} seen_key;
-
-static uint32_t mark_line(yaml_mark_t m) { return (uint32_t)m.line + 1; }
-static uint32_t mark_col(yaml_mark_t m) { return (uint32_t)m.column + 1; }
-
-static vt_config_src file_src(yaml_mark_t m)
-{
-    vt_config_src s = {VT_CONFIG_FROM_FILE, mark_line(m), mark_col(m)};
-    return s;
-}
-
-static vt_status yp_yaml_error(yparse *p)
-{
-    const yaml_parser_t *y = &p->y;
-    if (y->error == YAML_MEMORY_ERROR) {
-        vt_set_error("%s: out of memory while reading YAML", p->path);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
-    const char *problem = y->problem ? y->problem : "cannot parse";
-    if (y->error == YAML_READER_ERROR) {
-        /* the reader reports a byte offset, not a mark: count lines ourselves
-         * (the column is in bytes here) */
-        size_t off = y->problem_offset < p->len ? y->problem_offset : p->len;
-        uint32_t line = 1, col = 1;
-        for (size_t i = 0; i < off; i++) {
-            if (p->text[i] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
-        if (y->problem_value >= 0)
-            vt_set_error("%s:%u:%u: YAML error: %s (byte 0x%02X)", p->path, line, col, problem,
-                         (unsigned)y->problem_value);
-        else
-            vt_set_error("%s:%u:%u: YAML error: %s", p->path, line, col, problem);
-        return VT_ERR_FORMAT;
-    }
-    if (y->context)
-        vt_set_error("%s:%u:%u: YAML error: %s (%s at %u:%u)", p->path, mark_line(y->problem_mark),
-                     mark_col(y->problem_mark), problem, y->context, mark_line(y->context_mark),
-                     mark_col(y->context_mark));
-    else
-        vt_set_error("%s:%u:%u: YAML error: %s", p->path, mark_line(y->problem_mark),
-                     mark_col(y->problem_mark), problem);
-    return VT_ERR_FORMAT;
-}
-
-static vt_status yp_next(yparse *p)
-{
-    if (p->have_ev) yaml_event_delete(&p->ev);
-    p->have_ev = 0;
-    if (!yaml_parser_parse(&p->y, &p->ev)) return yp_yaml_error(p);
-    p->have_ev = 1;
-    return VT_OK;
-}
-
-static yaml_mark_t yp_mark(const yparse *p) { return p->ev.start_mark; }
-
-static const char *kind_name(const yaml_event_t *e)
-{
-    switch (e->type) {
-    case YAML_SCALAR_EVENT: return "a single value";
-    case YAML_SEQUENCE_START_EVENT: return "a list";
-    case YAML_MAPPING_START_EVENT: return "a mapping";
-    case YAML_ALIAS_EVENT: return "an alias";
-    default: return "something else";
-    }
-}
-
-/* A plain scalar that YAML reads as null: empty, ~, null, Null, NULL. */
-static int is_null_scalar(const yaml_event_t *e)
-{
-    if (e->type != YAML_SCALAR_EVENT || e->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return 0;
-    const char *v = (const char *)e->data.scalar.value;
-    return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
-           !strcmp(v, "NULL");
-}
-
-/* The current event is not the node kind `want` that `what` needs. */
-static vt_status yp_kind_error(yparse *p, const char *what, const char *want)
-{
-    yaml_mark_t m = yp_mark(p);
-    if (p->ev.type == YAML_ALIAS_EVENT)
-        vt_set_error("%s:%u:%u: %s: aliases (*%s) are not supported; write the value out", p->path,
-                     mark_line(m), mark_col(m), what, (const char *)p->ev.data.alias.anchor);
-    else
-        vt_set_error("%s:%u:%u: %s: expected %s, found %s", p->path, mark_line(m), mark_col(m),
-                     what, want, kind_name(&p->ev));
-    return VT_ERR_FORMAT;
-}
-
-/* Read the value node of `what`, which must be a mapping: *open = 1 when one
- * starts (the caller reads its entries), 0 for a null value (an empty section,
- * as left by commenting out every entry). */
-static vt_status yp_mapping(yparse *p, const char *what, int *open)
-{
-    vt_status st = yp_next(p);
-    if (st != VT_OK) return st;
-    if (p->ev.type == YAML_MAPPING_START_EVENT) {
-        *open = 1;
-        return VT_OK;
-    }
-    if (is_null_scalar(&p->ev)) {
-        *open = 0;
-        return VT_OK;
-    }
-    return yp_kind_error(p, what, "a mapping");
-}
-
-/* Read the value node of `what`, which must be a non-null scalar; *text stays
- * valid until the next event. */
-static vt_status yp_scalar(yparse *p, const char *what, const char **text, vt_config_src *src)
-{
-    vt_status st = yp_next(p);
-    if (st != VT_OK) return st;
-    if (p->ev.type != YAML_SCALAR_EVENT) return yp_kind_error(p, what, "a value");
-    yaml_mark_t m = yp_mark(p);
-    if (is_null_scalar(&p->ev)) {
-        vt_set_error("%s:%u:%u: %s: expected a value, found none (null)", p->path, mark_line(m),
-                     mark_col(m), what);
-        return VT_ERR_FORMAT;
-    }
-    if (strlen((const char *)p->ev.data.scalar.value) != p->ev.data.scalar.length) {
-        vt_set_error("%s:%u:%u: %s: the value contains a NUL character", p->path, mark_line(m),
-                     mark_col(m), what);
-        return VT_ERR_FORMAT;
-    }
-    *text = (const char *)p->ev.data.scalar.value;
-    *src = file_src(m);
-    return VT_OK;
-}
-
-/* The next key of the mapping `where` ("" at the top level) into key, or
- * *done at the mapping's end. */
-static vt_status yp_key(yparse *p, const char *where, int *done, char key[NAME_CAP],
-                        yaml_mark_t *mark)
-{
-    vt_status st = yp_next(p);
-    if (st != VT_OK) return st;
-    *done = p->ev.type == YAML_MAPPING_END_EVENT;
-    if (*done) return VT_OK;
-    const char *what = *where ? where : "top level";
-    *mark = yp_mark(p);
-    uint32_t l = mark_line(*mark), c = mark_col(*mark);
-    if (p->ev.type != YAML_SCALAR_EVENT) {
-        if (p->ev.type == YAML_ALIAS_EVENT) return yp_kind_error(p, what, "a key");
-        vt_set_error("%s:%u:%u: %s: expected a key (a name), found %s", p->path, l, c, what,
-                     kind_name(&p->ev));
-        return VT_ERR_FORMAT;
-    }
-    const char *k = (const char *)p->ev.data.scalar.value;
-    size_t n = p->ev.data.scalar.length;
-    if (strlen(k) != n) {
-        vt_set_error("%s:%u:%u: %s: a key contains a NUL character", p->path, l, c, what);
-        return VT_ERR_FORMAT;
-    }
-    if (n >= NAME_CAP) {
-        vt_set_error("%s:%u:%u: %s: key '%.*s...' is longer than %d characters", p->path, l, c,
-                     what, quote_len(n), k, NAME_CAP - 1);
-        return VT_ERR_FORMAT;
-    }
-    memcpy(key, k, n + 1);
-    return VT_OK;
-}
-
-/* "where.key" (or "key" at the top level) into buf. */
-static const char *full_key(char *buf, size_t cap, const char *where, const char *key)
-{
-    snprintf(buf, cap, "%s%s%s", where, *where ? "." : "", key);
-    return buf;
-}
-
-static vt_status yp_unknown_key(yparse *p, yaml_mark_t m, const char *full, const char *expected)
-{
-    vt_set_error("%s:%u:%u: unknown key '%s' (expected %s)", p->path, mark_line(m), mark_col(m),
-                 full, expected);
-    return VT_ERR_FORMAT;
-}
-
-/* Record that `full` was met at m; a second time is an error. */
-static vt_status yp_once(yparse *p, seen_key *s, const char *full, yaml_mark_t m)
-{
-    if (s->set) {
-        vt_set_error("%s:%u:%u: duplicate key '%s' (first at line %u, column %u)", p->path,
-                     mark_line(m), mark_col(m), full, mark_line(s->mark), mark_col(s->mark));
-        return VT_ERR_FORMAT;
-    }
-    s->set = 1;
-    s->mark = m;
-    return VT_OK;
-}
-
-/* A name used as a key (platform or architecture), checked like a value. */
-static vt_status yp_name_key(yparse *p, const char *key, yaml_mark_t m, const char *what,
-                             char out[NAME_CAP])
-{
-    if (parse_name(key, out) != VT_OK) {
-        vt_error_prefix("%s:%u:%u: %s", p->path, mark_line(m), mark_col(m), what);
-        return VT_ERR_FORMAT;
-    }
-    if (strcmp(out, key)) { /* blanks around a quoted key */
-        vt_set_error("%s:%u:%u: %s: '%s' is not a name (letters, digits, '_' and '-' only)",
-                     p->path, mark_line(m), mark_col(m), what, key);
-        return VT_ERR_FORMAT;
-    }
-    return VT_OK;
-}
-
-/* Read the scalar value of platform key k and apply it. */
-static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
-{
-    char full[160];
-    snprintf(full, sizeof full, "platforms.%s.%s", pl->name, pkey_path[k]);
-    const char *text;
-    vt_config_src src;
-    vt_status st = yp_scalar(p, full, &text, &src);
-    if (st != VT_OK) return st;
-    if (platform_apply(pl, k, text, src) != VT_OK) {
-        vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
-        return VT_ERR_FORMAT;
-    }
-    return VT_OK;
-}
-
-/* devices: one value ("all", an index) or a list of indices ([0, 1] or a
- * block list), joined with commas for parse_devices. */
-static vt_status yp_devices(yparse *p, vt_config_platform *pl)
-{
-    char full[160];
-    snprintf(full, sizeof full, "platforms.%s.devices", pl->name);
-    vt_status st = yp_next(p);
-    if (st != VT_OK) return st;
-    yaml_mark_t m = yp_mark(p);
-    vt_config_src src = file_src(m);
-    char joined[256];
-    size_t o = 0;
-    int n_items = 0;
-    if (p->ev.type == YAML_SEQUENCE_START_EVENT) {
-        for (;;) {
-            if ((st = yp_next(p)) != VT_OK) return st;
-            if (p->ev.type == YAML_SEQUENCE_END_EVENT) break;
-            yaml_mark_t em = yp_mark(p);
-            if (p->ev.type != YAML_SCALAR_EVENT || is_null_scalar(&p->ev)) {
-                if (p->ev.type != YAML_SCALAR_EVENT) return yp_kind_error(p, full, "a device index");
-                vt_set_error("%s:%u:%u: %s: an empty entry in the device list", p->path,
-                             mark_line(em), mark_col(em), full);
-                return VT_ERR_FORMAT;
-            }
-            const char *v = (const char *)p->ev.data.scalar.value;
-            size_t vn = p->ev.data.scalar.length;
-            uint64_t u;
-            if (strlen(v) != vn) {
-                vt_set_error("%s:%u:%u: %s: an entry contains a NUL character", p->path,
-                             mark_line(em), mark_col(em), full);
-                return VT_ERR_FORMAT;
-            }
-            if (++n_items > VT_DEVICES_MAX) {
-                vt_set_error("%s:%u:%u: %s: more than %d devices listed", p->path, mark_line(em),
-                             mark_col(em), full, VT_DEVICES_MAX);
-                return VT_ERR_FORMAT;
-            }
-            if (strchr(v, ',') || o + vn + 2 >= sizeof joined ||
-                parse_uint(v, 0, VT_DEVICE_INDEX_MAX, &u) != VT_OK) {
-                vt_set_error("%s:%u:%u: %s: '%.*s' is not a device index (0..%d)", p->path,
-                             mark_line(em), mark_col(em), full, quote_len(vn), v,
-                             VT_DEVICE_INDEX_MAX);
-                return VT_ERR_FORMAT;
-            }
-            o += (size_t)snprintf(joined + o, sizeof joined - o, "%s%s", o ? "," : "", v);
-        }
-        if (o == 0) {
-            vt_set_error("%s:%u:%u: %s: an empty list: name device indices ([0, 1]) or 'all'",
-                         p->path, mark_line(m), mark_col(m), full);
-            return VT_ERR_FORMAT;
-        }
-    } else if (p->ev.type == YAML_SCALAR_EVENT && !is_null_scalar(&p->ev)) {
-        const char *v = (const char *)p->ev.data.scalar.value;
-        size_t vn = p->ev.data.scalar.length;
-        if (strlen(v) != vn) {
-            vt_set_error("%s:%u:%u: %s: the value contains a NUL character", p->path,
-                         mark_line(m), mark_col(m), full);
-            return VT_ERR_FORMAT;
-        }
-        if (p->ev.data.scalar.style == YAML_LITERAL_SCALAR_STYLE ||
-            p->ev.data.scalar.style == YAML_FOLDED_SCALAR_STYLE) {
-            vt_set_error("%s:%u:%u: %s: a block scalar (| or >); write the devices on one line "
-                         "([0, 1]) or as a list", p->path, mark_line(m), mark_col(m), full);
-            return VT_ERR_FORMAT;
-        }
-        if (vn >= sizeof joined) {
-            vt_set_error("%s:%u:%u: %s: '%.*s' is not a device index (0..%d) or 'all'", p->path,
-                         mark_line(m), mark_col(m), full, quote_len(vn), v, VT_DEVICE_INDEX_MAX);
-            return VT_ERR_FORMAT;
-        }
-        memcpy(joined, v, vn + 1);
-    } else if (p->ev.type == YAML_SCALAR_EVENT) {
-        vt_set_error("%s:%u:%u: %s: expected a value, found none (null)", p->path, mark_line(m),
-                     mark_col(m), full);
-        return VT_ERR_FORMAT;
-    } else {
-        return yp_kind_error(p, full, "a device index, a list of them or 'all'");
-    }
-    if (parse_devices(joined, pl, src) != VT_OK) {
-        vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
-        return VT_ERR_FORMAT;
-    }
-    return VT_OK;
-}
-
-static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
-{
-    static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
-                                        "policy", "prefetch", "prefetch_top", "prefetch_max",
-                                        "readers", "staging", "slot_classes", "slot_unit"};
-    static const pkey keys[] = {PK_STORE, PK_ARENA, PK_SLOTS, PK_HEADROOM, PK_IO, PK_HOST_ARENA,
-                                PK_POLICY, PK_PREFETCH, PK_PREFETCH_TOP, PK_PREFETCH_MAX, PK_READERS, PK_STAGING,
-                                PK_SLOT_CLASSES, PK_SLOT_UNIT};
-    enum { N = sizeof names / sizeof names[0] };
-    char where[128], full[192], key[NAME_CAP];
-    snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
-    int open, done;
-    vt_status st = yp_mapping(p, where, &open);
-    if (st != VT_OK || !open) return st;
-    seen_key seen[N] = {{0}};
-    for (;;) {
-        yaml_mark_t m;
-        if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        full_key(full, sizeof full, where, key);
-        int i = 0;
-        while (i < N && strcmp(key, names[i])) i++;
-        if (i == N)
-            return yp_unknown_key(p, m, full,
-                                  "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
-                                  "prefetch_top, prefetch_max, readers, staging, slot_classes, "
-                                  "slot_unit");
-        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
-        int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
-        if (other >= 0 && seen[other].set) {
-            vt_set_error("%s:%u:%u: %s: '%s' is given too (line %u, column %u); give the arena "
-                         "in bytes (arena) or in slots (slots), not both",
-                         p->path, mark_line(m), mark_col(m), full, names[other],
-                         mark_line(seen[other].mark), mark_col(seen[other].mark));
-            return VT_ERR_FORMAT;
-        }
-        if ((st = yp_platform_value(p, pl, keys[i])) != VT_OK) return st;
-    }
-}
-
-static vt_status yp_platform(yparse *p, vt_config_platform *pl)
-{
-    static const char *const names[] = {"backend", "unified_memory", "kv_cache_tokens", "experts",
-                                        "expert_cache", "pinned_budget", "devices"};
-    static const pkey keys[] = {PK_BACKEND, PK_UNIFIED, PK_KV, PK_EXPERTS, PK_COUNT, PK_PINNED,
-                                PK_DEVICES};
-    enum { N = sizeof names / sizeof names[0] };
-    char where[96], full[160], key[NAME_CAP];
-    snprintf(where, sizeof where, "platforms.%s", pl->name);
-    int open, done;
-    vt_status st = yp_mapping(p, where, &open);
-    if (st != VT_OK || !open) return st;
-    seen_key seen[N] = {{0}};
-    for (;;) {
-        yaml_mark_t m;
-        if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        full_key(full, sizeof full, where, key);
-        int i = 0;
-        while (i < N && strcmp(key, names[i])) i++;
-        if (i == N)
-            return yp_unknown_key(p, m, full, "backend, unified_memory, kv_cache_tokens, experts, "
-                                              "expert_cache, pinned_budget, devices");
-        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
-        st = keys[i] == PK_COUNT     ? yp_expert_cache(p, pl)
-             : keys[i] == PK_DEVICES ? yp_devices(p, pl)
-                                     : yp_platform_value(p, pl, keys[i]);
-        if (st != VT_OK) return st;
-    }
-}
-
-static vt_status yp_platforms(yparse *p)
-{
-    vt_config *c = p->c;
-    seen_key seen[VT_CONFIG_MAX_ENTRIES] = {{0}};
-    char key[NAME_CAP], name[NAME_CAP], full[96];
-    int open, done;
-    vt_status st = yp_mapping(p, "platforms", &open);
-    if (st != VT_OK || !open) return st;
-    for (;;) {
-        yaml_mark_t m;
-        if ((st = yp_key(p, "platforms", &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        if ((st = yp_name_key(p, key, m, "platforms", name)) != VT_OK) return st;
-        snprintf(full, sizeof full, "platforms.%s", name);
-        if (reserved_platform_name(name)) {
-            vt_set_error("%s:%u:%u: %s: '%s' is reserved and cannot name a platform", p->path,
-                         mark_line(m), mark_col(m), full, name);
-            return VT_ERR_FORMAT;
-        }
-        int i = find_platform(c, name);
-        if (i < 0) {
-            if (c->n_platforms == VT_CONFIG_MAX_ENTRIES) {
-                vt_set_error("%s:%u:%u: %s: more than %d platforms", p->path, mark_line(m),
-                             mark_col(m), full, VT_CONFIG_MAX_ENTRIES);
-                return VT_ERR_FORMAT;
-            }
-            i = c->n_platforms++;
-            vt_config_platform_defaults(&c->platforms[i], name);
-        }
-        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
-        if ((st = yp_platform(p, &c->platforms[i])) != VT_OK) return st;
-    }
-}
-
-static vt_status yp_models(yparse *p)
-{
-    vt_config *c = p->c;
-    seen_key seen[VT_CONFIG_MAX_ENTRIES] = {{0}};
-    char key[NAME_CAP], arch[NAME_CAP], full[96];
-    int open, done;
-    vt_status st = yp_mapping(p, "models", &open);
-    if (st != VT_OK || !open) return st;
-    for (;;) {
-        yaml_mark_t m;
-        if ((st = yp_key(p, "models", &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        if ((st = yp_name_key(p, key, m, "models", arch)) != VT_OK) return st;
-        snprintf(full, sizeof full, "models.%s", arch);
-        int i = find_model(c, arch);
-        if (i < 0) {
-            if (c->n_models == VT_CONFIG_MAX_ENTRIES) {
-                vt_set_error("%s:%u:%u: %s: more than %d models", p->path, mark_line(m),
-                             mark_col(m), full, VT_CONFIG_MAX_ENTRIES);
-                return VT_ERR_FORMAT;
-            }
-            i = c->n_models++;
-            memset(&c->models[i], 0, sizeof c->models[i]);
-            copy_str(c->models[i].key, sizeof c->models[i].key, arch);
-        }
-        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
-        const char *text;
-        vt_config_src src;
-        if ((st = yp_scalar(p, full, &text, &src)) != VT_OK) return st;
-        if (parse_name(text, c->models[i].value) != VT_OK) {
-            vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
-            return VT_ERR_FORMAT;
-        }
-        c->models[i].src = src;
-    }
-}
-
-static vt_status yp_defaults(yparse *p)
-{
-    vt_config *c = p->c;
-    seen_key seen = {0};
-    char key[NAME_CAP], full[96];
-    int open, done;
-    vt_status st = yp_mapping(p, "defaults", &open);
-    if (st != VT_OK || !open) return st;
-    for (;;) {
-        yaml_mark_t m;
-        if ((st = yp_key(p, "defaults", &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        full_key(full, sizeof full, "defaults", key);
-        if (strcmp(key, "platform")) return yp_unknown_key(p, m, full, "platform");
-        if ((st = yp_once(p, &seen, full, m)) != VT_OK) return st;
-        const char *text;
-        vt_config_src src;
-        if ((st = yp_scalar(p, full, &text, &src)) != VT_OK) return st;
-        if (parse_name(text, c->default_platform) != VT_OK) {
-            vt_error_prefix("%s:%u:%u: %s", p->path, src.line, src.column, full);
-            return VT_ERR_FORMAT;
-        }
-        c->default_platform_src = src; /* that it names a platform is checked at the end */
-    }
-}
-
-static vt_status yp_version(yparse *p)
-{
-    const char *text;
-    vt_config_src src;
-    uint64_t v;
-    vt_status st = yp_scalar(p, "version", &text, &src);
-    if (st != VT_OK) return st;
-    if (parse_uint(text, 0, UINT64_MAX, &v) != VT_OK) {
-        vt_error_prefix("%s:%u:%u: version", p->path, src.line, src.column);
-        return VT_ERR_FORMAT;
-    }
-    if (v != 1) {
-        vt_set_error("%s:%u:%u: version: this vt reads version 1 files, this one says %llu", p->path,
-                     src.line, src.column, (unsigned long long)v);
-        return VT_ERR_FORMAT;
-    }
-    return VT_OK;
-}
-
-static vt_status yp_top(yparse *p)
-{
-    static const char *const names[] = {"version", "defaults", "models", "platforms"};
-    seen_key seen[4] = {{0}};
-    char key[NAME_CAP];
-    int done;
-    for (;;) {
-        yaml_mark_t m;
-        vt_status st = yp_key(p, "", &done, key, &m);
-        if (st != VT_OK) return st;
-        if (done) return VT_OK;
-        int i = 0;
-        while (i < 4 && strcmp(key, names[i])) i++;
-        if (i == 4) return yp_unknown_key(p, m, key, "version, defaults, models, platforms");
-        if ((st = yp_once(p, &seen[i], key, m)) != VT_OK) return st;
-        switch (i) {
-        case 0: st = yp_version(p); break;
-        case 1: st = yp_defaults(p); break;
-        case 2: st = yp_models(p); break;
-        default: st = yp_platforms(p); break;
-        }
-        if (st != VT_OK) return st;
-    }
-}
-
-/* stream-start [document-start root document-end] stream-end; one document. */
-static vt_status yp_stream(yparse *p)
-{
-    vt_status st;
-    if ((st = yp_next(p)) != VT_OK) return st;
-    if (p->ev.type != YAML_STREAM_START_EVENT) return yp_kind_error(p, "stream", "a YAML stream");
-    if ((st = yp_next(p)) != VT_OK) return st;
-    if (p->ev.type == YAML_STREAM_END_EVENT) return VT_OK; /* empty or comments only */
-    if ((st = yp_next(p)) != VT_OK) return st;              /* the document's root node */
-    if (p->ev.type == YAML_MAPPING_START_EVENT) {
-        if ((st = yp_top(p)) != VT_OK) return st;
-    } else if (!is_null_scalar(&p->ev)) {
-        return yp_kind_error(p, "top level", "a mapping (version, defaults, models, platforms)");
-    }
-    if ((st = yp_next(p)) != VT_OK) return st; /* document end */
-    if ((st = yp_next(p)) != VT_OK) return st;
-    if (p->ev.type != YAML_STREAM_END_EVENT) {
-        yaml_mark_t m = yp_mark(p);
-        vt_set_error("%s:%u:%u: a second YAML document; the configuration is one document",
-                     p->path, mark_line(m), mark_col(m));
-        return VT_ERR_FORMAT;
-    }
-    return VT_OK;
-}
-
-/* A first pass over every event: broken YAML is reported as such, before any
- * schema error that the events ahead of it would give. */
-static vt_status yp_syntax(yparse *p)
-{
-    int depth = 0;
-    for (;;) {
-        vt_status st = yp_next(p);
-        if (st != VT_OK) return st;
-        if (p->ev.type == YAML_STREAM_END_EVENT) return VT_OK;
-        if (p->ev.type == YAML_MAPPING_START_EVENT || p->ev.type == YAML_SEQUENCE_START_EVENT) {
-            /* the schema is 4 levels deep; libyaml's time grows with the square of
-             * the nesting, so a hostile file is stopped here */
-            if (++depth > 16) {
-                yaml_mark_t m = yp_mark(p);
-                vt_set_error("%s:%u:%u: nested more than 16 levels deep (the configuration has 4)",
-                             p->path, mark_line(m), mark_col(m));
-                return VT_ERR_FORMAT;
-            }
-        } else if (p->ev.type == YAML_MAPPING_END_EVENT || p->ev.type == YAML_SEQUENCE_END_EVENT) {
-            depth--;
-        }
-    }
-}
-
-static vt_status read_file(const char *path, char **text, size_t *len)
-{
-    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; the
-     * type is checked on the descriptor */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        vt_set_error("cannot open config %s: %s", path, strerror(errno));
-        return VT_ERR_IO;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        vt_set_error("cannot check config %s: %s", path, strerror(errno));
-        close(fd);
-        return VT_ERR_IO;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        vt_set_error("config %s: %s, not a regular file", path, vt_file_type_name(sb.st_mode));
-        return VT_ERR_IO;
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        vt_set_error("cannot open config %s: %s", path, strerror(errno));
-        return VT_ERR_IO;
-    }
-    char *buf = malloc(CONFIG_FILE_MAX + 1);
-    if (!buf) {
-        fclose(f);
-        vt_set_error("%s: cannot allocate %u bytes to read it", path, CONFIG_FILE_MAX + 1);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
-    size_t n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
-    int err = ferror(f) ? errno : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        vt_set_error("cannot read config %s: %s", path, strerror(err));
-        return VT_ERR_IO;
-    }
-    if (n > CONFIG_FILE_MAX) {
-        free(buf);
-        vt_set_error("%s: larger than %u bytes; not a residency configuration", path,
-                     CONFIG_FILE_MAX);
-        return VT_ERR_FORMAT;
-    }
-    buf[n] = 0;
-    *text = buf;
-    *len = n;
-    return VT_OK;
-}
-
-vt_status vt_config_load_file(const char *path, vt_config *c)
-{
-    if (!path || !c) {
-        vt_set_error("vt_config_load_file: NULL argument");
-        return VT_ERR_INVALID_ARG;
-    }
-    if (strlen(path) >= sizeof c->path) {
-        vt_set_error("config path '%.80s...' is longer than %zu bytes", path, sizeof c->path - 1);
-        return VT_ERR_INVALID_ARG;
-    }
-    char *text;
-    size_t len;
-    vt_status st = read_file(path, &text, &len);
-    if (st != VT_OK) return st;
-    vt_config *w = malloc(sizeof *w);
-    if (!w) {
-        free(text);
-        vt_set_error("%s: cannot allocate %zu bytes for the configuration", path, sizeof *w);
-        return VT_ERR_OUT_OF_MEMORY;
-    }
-    *w = *c;
-    copy_str(w->path, sizeof w->path, path);
-
-    /* two passes over the text: YAML syntax first, then the schema */
-    yparse p = {.path = path, .text = text, .len = len, .c = w};
-    for (int pass = 0; pass < 2 && st == VT_OK; pass++) {
-        if (pass) yaml_parser_delete(&p.y);
-        if (!yaml_parser_initialize(&p.y)) {
-            if (p.have_ev) yaml_event_delete(&p.ev);
-            free(w);
-            free(text);
-            vt_set_error("%s: cannot initialize the YAML parser (out of memory)", path);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        yaml_parser_set_input_string(&p.y, (const unsigned char *)text, len);
-        st = pass ? yp_stream(&p) : yp_syntax(&p);
-    }
-    if (st == VT_OK && find_platform(w, w->default_platform) < 0) {
-        char list[512];
-        vt_config_src s = w->default_platform_src;
-        if (s.origin == VT_CONFIG_FROM_FILE)
-            vt_set_error("%s:%u:%u: defaults.platform: no platform '%s' (platforms: %s)", path,
-                         s.line, s.column, w->default_platform, platform_list(w, list, sizeof list));
-        else
-            vt_set_error("%s: defaults.platform '%s' names no platform (platforms: %s)", path,
-                         w->default_platform, platform_list(w, list, sizeof list));
-        st = VT_ERR_FORMAT;
-    }
-    if (st == VT_OK) *c = *w;
-    if (p.have_ev) yaml_event_delete(&p.ev);
-    yaml_parser_delete(&p.y);
-    free(w);
-    free(text);
-    return st;
-}
-
-vt_status vt_config_load(const char *explicit_path, vt_config *c)
-{
-    vt_config_defaults(c);
-    if (explicit_path) return vt_config_load_file(explicit_path, c);
-    const char *env = getenv("VT_CONFIG");
-    if (env && *env) return vt_config_load_file(env, c);
-    char exe[PATH_MAX];
-    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (l <= 0) return VT_OK;
-    exe[l] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return VT_OK;
-    *slash = 0;
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/../share/vt/residency.yaml", exe);
-    if (access(path, R_OK) == 0) return vt_config_load_file(path, c);
-#if defined(VT_SOURCE_CONF_DIR) && defined(VT_BUILD_BIN_DIR)
-    /* the source tree's file only for a binary of its own build tree: an
-     * installed or copied vt reads its prefix, --config and VT_CONFIG only */
-    if (!strcmp(exe, VT_BUILD_BIN_DIR) && access(VT_SOURCE_CONF_DIR "/residency.yaml", R_OK) == 0)
-        return vt_config_load_file(VT_SOURCE_CONF_DIR "/residency.yaml", c);
-#endif
-    return VT_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1427,7 +664,7 @@ static vt_status set_value(vt_config *c, const char *key, const char *value)
 
     if (!strcmp(buf, "version")) {
         if (rest) goto unknown;
-        if (parse_uint(value, 0, UINT64_MAX, &u) != VT_OK) return VT_ERR_INVALID_ARG;
+        if (cf_parse_uint(value, 0, UINT64_MAX, &u) != VT_OK) return VT_ERR_INVALID_ARG;
         if (u != 1) {
             vt_set_error("this vt reads version 1 configurations only");
             return VT_ERR_INVALID_ARG;
@@ -1436,11 +673,11 @@ static vt_status set_value(vt_config *c, const char *key, const char *value)
     }
     if (!strcmp(buf, "defaults")) {
         if (!rest || strcmp(rest, "platform")) goto unknown;
-        if (parse_name(value, name) != VT_OK) return VT_ERR_INVALID_ARG;
-        if (find_platform(c, name) < 0) {
+        if (cf_parse_name(value, name) != VT_OK) return VT_ERR_INVALID_ARG;
+        if (cf_find_platform(c, name) < 0) {
             char list[512];
             vt_set_error("no platform '%s' (platforms: %s; create one first with --set %s.backend=...)",
-                         name, platform_list(c, list, sizeof list), name);
+                         name, cf_platform_list(c, list, sizeof list), name);
             return VT_ERR_INVALID_ARG;
         }
         copy_str(c->default_platform, sizeof c->default_platform, name);
@@ -1453,13 +690,13 @@ static vt_status set_value(vt_config *c, const char *key, const char *value)
             vt_set_error("'models' is a section: set models.ARCHITECTURE=PLUGIN");
             return VT_ERR_INVALID_ARG;
         }
-        if (parse_name(rest, arch) != VT_OK || strcmp(arch, rest)) {
+        if (cf_parse_name(rest, arch) != VT_OK || strcmp(arch, rest)) {
             vt_set_error("'%s' is not an architecture name (letters, digits, '_' and '-' only)",
                          rest);
             return VT_ERR_INVALID_ARG;
         }
-        if (parse_name(value, plugin) != VT_OK) return VT_ERR_INVALID_ARG;
-        int i = find_model(c, arch);
+        if (cf_parse_name(value, plugin) != VT_OK) return VT_ERR_INVALID_ARG;
+        int i = cf_find_model(c, arch);
         if (i < 0) {
             if (c->n_models == VT_CONFIG_MAX_ENTRIES) {
                 vt_set_error("more than %d models", VT_CONFIG_MAX_ENTRIES);
@@ -1491,16 +728,16 @@ static vt_status set_value(vt_config *c, const char *key, const char *value)
                      "cuda.experts; keys: %s", (int)kn, k, PKEY_LIST);
         return VT_ERR_INVALID_ARG;
     }
-    if (parse_name(pname, name) != VT_OK || strcmp(name, pname)) {
+    if (cf_parse_name(pname, name) != VT_OK || strcmp(name, pname)) {
         vt_set_error("'%s' is not a platform name (letters, digits, '_' and '-' only)", pname);
         return VT_ERR_INVALID_ARG;
     }
-    if (reserved_platform_name(name)) {
+    if (cf_reserved_platform_name(name)) {
         vt_set_error("'%s' is reserved and cannot name a platform", name);
         return VT_ERR_INVALID_ARG;
     }
     int kidx = 0;
-    while (kidx < PK_COUNT && strcmp(rest, pkey_path[kidx])) kidx++;
+    while (kidx < PK_COUNT && strcmp(rest, cf_pkey_path[kidx])) kidx++;
     if (kidx == PK_COUNT) {
         if (!strcmp(rest, "expert_cache"))
             vt_set_error("'expert_cache' is a section: set expert_cache.store, expert_cache.arena, "
@@ -1509,7 +746,7 @@ static vt_status set_value(vt_config *c, const char *key, const char *value)
             vt_set_error("unknown platform key '%s' (keys: %s)", rest, PKEY_LIST);
         return VT_ERR_INVALID_ARG;
     }
-    int i = find_platform(c, name);
+    int i = cf_find_platform(c, name);
     vt_config_platform p;
     if (i >= 0) {
         p = c->platforms[i];
@@ -1520,7 +757,7 @@ static vt_status set_value(vt_config *c, const char *key, const char *value)
         }
         vt_config_platform_defaults(&p, name);
     }
-    if (platform_apply(&p, (pkey)kidx, value, cli) != VT_OK) return VT_ERR_INVALID_ARG;
+    if (cf_platform_apply(&p, (pkey)kidx, value, cli) != VT_OK) return VT_ERR_INVALID_ARG;
     if (i < 0) i = c->n_platforms++;
     c->platforms[i] = p;
     return VT_OK;
@@ -1574,13 +811,13 @@ vt_status vt_config_set_arg(vt_config *c, const char *key_equals_value)
 
 const char *vt_config_model_for_arch(const vt_config *c, const char *arch)
 {
-    int i = c && arch ? find_model(c, arch) : -1;
+    int i = c && arch ? cf_find_model(c, arch) : -1;
     return i < 0 ? NULL : c->models[i].value;
 }
 
 const vt_config_platform *vt_config_platform_get(const vt_config *c, const char *name)
 {
-    int i = c && name ? find_platform(c, name) : -1;
+    int i = c && name ? cf_find_platform(c, name) : -1;
     return i < 0 ? NULL : &c->platforms[i];
 }
 
@@ -1630,7 +867,7 @@ void vt_config_print(const vt_config *c, FILE *f)
         const vt_config_platform *p = &c->platforms[i];
         for (int k = 0; k < PK_COUNT; k++) {
             vt_config_src src = {0};
-            snprintf(key, sizeof key, "platforms.%s.%s", p->name, pkey_path[k]);
+            snprintf(key, sizeof key, "platforms.%s.%s", p->name, cf_pkey_path[k]);
             switch ((pkey)k) {
             case PK_BACKEND: copy_str(val, sizeof val, p->backend); src = p->backend_src; break;
             case PK_UNIFIED:
@@ -1732,3 +969,4 @@ void vt_config_print(const vt_config *c, FILE *f)
         }
     }
 }
+
