@@ -1,5 +1,5 @@
 /*
- * test_config.c - the residency configuration (core/src/config.c).
+ * test_config.c - the residency configuration (core/src/config.c, config_yaml.c).
  *
  * - the built-in defaults are the documented ones (literal values from
  *   config.h and the residency issue), and the shipped conf/residency.yaml
