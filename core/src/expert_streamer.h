@@ -67,7 +67,7 @@
 typedef enum vt_cache_policy {
     VT_CACHE_POLICY_LRU = 0,   /* one LRU over every layer */
     VT_CACHE_POLICY_LAYER = 1, /* LRU by each layer's own clock (expert_streamer_slots.c) */
-    VT_CACHE_POLICY_LFRU = 2,  /* least frequently used of a sample, aged (expert_streamer_slots.c) */
+    VT_CACHE_POLICY_LFRU = 2,  /* least frequently used of a sample, aged (see _slots.c) */
 } vt_cache_policy;
 
 enum { VT_STREAMER_PREFETCH_NEXT_LAYER = 1, VT_STREAMER_PREFETCH_AUTO = 2 };
