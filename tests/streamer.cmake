@@ -1,7 +1,12 @@
 # The expert streamer and the host slot store (core/src/expert_streamer*.c,
 # host_store.c): pattern files, LRU, fault injection at read and commit.
 vt_add_test(test_expert_streamer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_expert_streamer.c
-            LIBS vtcore LABELS streamer TIMEOUT 60)
+            ${CMAKE_CURRENT_SOURCE_DIR}/streamer_rig.c LIBS vtcore LABELS streamer TIMEOUT 60)
+
+# The router-ahead prefetch over the same rig: ahead publishes copied at once
+# and at join, prefetch_top / prefetch_max, failed publishes and joins, refusals.
+vt_add_test(test_streamer_prefetch SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_streamer_prefetch.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/streamer_rig.c LIBS vtcore LABELS streamer TIMEOUT 60)
 
 # Slot classes (vt/store.h 1.7): the layout, the host store over it, the
 # streamer's slices in their classes on a file of two slice sizes.
