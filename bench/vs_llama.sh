@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# vs_llama.sh - vt next to llama.cpp on the same machine and the same files
+# (the shapes of stream_vs_anchor.sh, Q4_K_M, made by `vt mkmodel`):
+#   vt resident                     every expert on the GPU
+#   vt streamed, 25% + host tier    the defaults of a 25% device arena
+#   llama.cpp -ngl 99               everything on the GPU
+#   llama.cpp -ot exps=CPU          every routed expert computed by the CPU
+#                                   (the anchor's configuration)
+#   llama.cpp, a share on the GPU   the routed experts of the first layers on
+#                                   the GPU, the rest on the CPU: the static
+#                                   split llama.cpp offers for a memory budget
+#                                   (Qwen: 2 of 8 layers = 25%; Gemma 4: 1 and
+#                                   2 of 6 layers = 17% and 33%)
+# Prints decode and prefill tok/s of each, one line a run.
+#   bench/vs_llama.sh VT_BUILD_DIR LLAMA_BENCH
+# LLAMA_BENCH: llama.cpp's llama-bench built with CUDA (the project's anchor
+# figures come from llama.cpp d32676d77: cmake -DGGML_CUDA=ON, target
+# llama-bench). Environment: MODEL_DIR (/tmp), PROMPT (512), GEN (128),
+# REPS (2), THREADS (the host's cores), SHAPES ("qwen gemma").
+set -euo pipefail
+build=${1:?usage: bench/vs_llama.sh VT_BUILD_DIR LLAMA_BENCH}
+lb=${2:?usage: bench/vs_llama.sh VT_BUILD_DIR LLAMA_BENCH}
+vt=$build/bin/vt
+dir=${MODEL_DIR:-/tmp}
+prompt=${PROMPT:-512}
+gen=${GEN:-128}
+reps=${REPS:-2}
+threads=${THREADS:-$(nproc)}
+here=$(cd "$(dirname "$0")" && pwd)
+QWEN=$(sed -n 's/^QWEN="\(.*\)"$/\1/p' "$here/stream_vs_anchor.sh")
+GEMMA=$(sed -n 's/^GEMMA="\(.*\)"$/\1/p' "$here/stream_vs_anchor.sh")
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true
+
+vt_run() { # label, model, options
+  local label=$1 model=$2; shift 2
+  $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps "$reps" --json --no-progress \
+    "$@" > /tmp/vs-llama.json
+  python3 -c "import json,sys; j=json.load(open('/tmp/vs-llama.json')); \
+print('%-44s decode %8.1f tok/s  prefill %9.1f tok/s' % (sys.argv[1], j['decode_tok_s'], j['prefill_tok_s']))" "$label"
+}
+llama_run() { # label, model, llama-bench options
+  local label=$1 model=$2; shift 2
+  "$lb" -m "$model" -p "$prompt" -n "$gen" -r "$reps" -o json "$@" 2> /dev/null > /tmp/vs-llama.json
+  python3 -c "import json,sys; r=json.load(open('/tmp/vs-llama.json')); \
+t={('pp' if x['n_prompt'] else 'tg'): x['avg_ts'] for x in r}; \
+print('%-44s decode %8.1f tok/s  prefill %9.1f tok/s' % (sys.argv[1], t['tg'], t['pp']))" "$label"
+}
+
+for shape in ${SHAPES:-qwen gemma}; do
+  if [ "$shape" = qwen ]; then opts=$QWEN; n_layer=8; shares="2"; else opts=$GEMMA; n_layer=6; shares="1 2"; fi
+  model=$dir/vt-anchor-$shape-q4_k_m.gguf
+  [ -f "$model" ] || $vt mkmodel -o "$model" --type q4_k_m $opts > /dev/null
+  exp_bytes=$($vt fit -m "$model" --device cuda --set cuda.experts=streamed |
+              awk '/routed experts/ {print $NF; exit}')
+  echo "== $shape shape, Q4_K_M, $(numfmt --to=iec "$exp_bytes") of routed experts, p$prompt n$gen"
+  vt_run "vt resident" "$model" --set cuda.experts=resident
+  vt_run "vt streamed, 25% arena + host tier" "$model" --set cuda.experts=streamed \
+    --set cuda.expert_cache.arena=$((exp_bytes * 25 / 100))
+  llama_run "llama.cpp -ngl 99" "$model" -ngl 99
+  llama_run "llama.cpp -ot exps=CPU" "$model" -ngl 99 -ot exps=CPU -t "$threads"
+  for k in $shares; do
+    # the experts of layers k .. n_layer-1 on the CPU, of layers 0 .. k-1 on the GPU
+    re="blk\\.($(seq -s '|' "$k" $((n_layer - 1))))\\.ffn_.*_exps=CPU"
+    llama_run "llama.cpp, $k of $n_layer layers' experts on GPU" "$model" -ngl 99 -ot "$re" -t "$threads"
+  done
+done
