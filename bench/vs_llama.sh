@@ -16,7 +16,7 @@
 # LLAMA_BENCH: llama.cpp's llama-bench built with CUDA (the project's anchor
 # figures come from llama.cpp d32676d77: cmake -DGGML_CUDA=ON, target
 # llama-bench). Environment: MODEL_DIR (/tmp), PROMPT (512), GEN (128),
-# REPS (2), THREADS (the host's cores), SHAPES ("qwen gemma").
+# REPS (2), THREADS (the host's logical CPUs), SHAPES ("qwen gemma").
 set -euo pipefail
 build=${1:?usage: bench/vs_llama.sh VT_BUILD_DIR LLAMA_BENCH}
 lb=${2:?usage: bench/vs_llama.sh VT_BUILD_DIR LLAMA_BENCH}
@@ -29,29 +29,40 @@ threads=${THREADS:-$(nproc)}
 here=$(cd "$(dirname "$0")" && pwd)
 QWEN=$(sed -n 's/^QWEN="\(.*\)"$/\1/p' "$here/stream_vs_anchor.sh")
 GEMMA=$(sed -n 's/^GEMMA="\(.*\)"$/\1/p' "$here/stream_vs_anchor.sh")
+: "${QWEN:?the QWEN shape was not found in bench/stream_vs_anchor.sh}"
+: "${GEMMA:?the GEMMA shape was not found in bench/stream_vs_anchor.sh}"
+log=$(mktemp /tmp/vs-llama-XXXXXX.log)
+json=$(mktemp /tmp/vs-llama-XXXXXX.json)
+trap 'rm -f "$log" "$json"' EXIT
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true
 
 vt_run() { # label, model, options
   local label=$1 model=$2; shift 2
-  $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps "$reps" --json --no-progress \
-    "$@" > /tmp/vs-llama.json
-  python3 -c "import json,sys; j=json.load(open('/tmp/vs-llama.json')); \
-print('%-44s decode %8.1f tok/s  prefill %9.1f tok/s' % (sys.argv[1], j['decode_tok_s'], j['prefill_tok_s']))" "$label"
+  if ! $vt bench -m "$model" --device cuda -p "$prompt" -n "$gen" --reps "$reps" --json \
+       --no-progress "$@" > "$json" 2> "$log"; then
+    echo "$label: vt bench failed:"; tail -5 "$log"; return 0
+  fi
+  python3 -c "import json,sys; j=json.load(open(sys.argv[2])); \
+print('%-44s decode %8.1f tok/s  prefill %9.1f tok/s' % (sys.argv[1], j['decode_tok_s'], j['prefill_tok_s']))" "$label" "$json"
 }
 llama_run() { # label, model, llama-bench options
   local label=$1 model=$2; shift 2
-  "$lb" -m "$model" -p "$prompt" -n "$gen" -r "$reps" -o json "$@" 2> /dev/null > /tmp/vs-llama.json
-  python3 -c "import json,sys; r=json.load(open('/tmp/vs-llama.json')); \
+  if ! "$lb" -m "$model" -p "$prompt" -n "$gen" -r "$reps" -o json "$@" > "$json" 2> "$log"; then
+    echo "$label: llama-bench failed:"; tail -5 "$log"; return 0
+  fi
+  python3 -c "import json,sys; r=json.load(open(sys.argv[2])); \
 t={('pp' if x['n_prompt'] else 'tg'): x['avg_ts'] for x in r}; \
-print('%-44s decode %8.1f tok/s  prefill %9.1f tok/s' % (sys.argv[1], t['tg'], t['pp']))" "$label"
+print('%-44s decode %8.1f tok/s  prefill %9.1f tok/s' % (sys.argv[1], t['tg'], t['pp']))" "$label" "$json"
 }
 
 for shape in ${SHAPES:-qwen gemma}; do
   if [ "$shape" = qwen ]; then opts=$QWEN; n_layer=8; shares="2"; else opts=$GEMMA; n_layer=6; shares="1 2"; fi
   model=$dir/vt-anchor-$shape-q4_k_m.gguf
+  # shellcheck disable=SC2086 # opts: one word per option
   [ -f "$model" ] || $vt mkmodel -o "$model" --type q4_k_m $opts > /dev/null
-  exp_bytes=$($vt fit -m "$model" --device cuda --set cuda.experts=streamed |
+  exp_bytes=$({ $vt fit -m "$model" --device cuda --set cuda.experts=streamed || true; } |
               awk '/routed experts/ {print $NF; exit}')
+  if [ -z "$exp_bytes" ]; then echo "$shape: vt fit printed no routed-expert bytes"; exit 1; fi
   echo "== $shape shape, Q4_K_M, $(numfmt --to=iec "$exp_bytes") of routed experts, p$prompt n$gen"
   vt_run "vt resident" "$model" --set cuda.experts=resident
   vt_run "vt streamed, 25% arena + host tier" "$model" --set cuda.experts=streamed \

@@ -11,8 +11,6 @@
 
 #include "error.h"
 
-
-
 const char *mat_name[N_MAT] = {"gate", "up", "down"};
 char model_path[256];
 
@@ -199,10 +197,7 @@ static int fault_hook(void *ctx, vt_streamer_fault_point pt, uint32_t layer, uin
     return 0;
 }
 
-/* mode: 0 the host store's own publish (memcpy), 1 deferred publish, 2 a
- * table of ABI 1.1's size (no publish/quiesce) */
-/* The host store (commit wrapped), a streamer over it with n_host host-tier
- * slots (0: none) and the rig's policy, every stack registered. */
+/* streamer_rig.h says what each mode wraps. */
 void rig_open_with(rig *r, uint64_t n_slots, int direct, uint64_t n_host, int mode)
 {
     memset(r, 0, sizeof *r);
@@ -296,7 +291,6 @@ void acquire_ok(rig *r, uint32_t l, const int32_t *ids, uint32_t n)
     if (vt_streamer_acquire(r->s, l, ids, n, out) != VT_OK) fail_msg("%s", vt_last_error());
     check_slices(l, ids, n, out);
 }
-
 
 /* Every expert of every layer read once into the host tier (the arena keeps
  * the last ones). */

@@ -5,8 +5,10 @@
  * publishes, quiesces and ahead joins, defer its copies, count its reads and
  * inject faults at the fill points.
  *
- * The rig_* variables configure the NEXT rig_open_*; the counters and
- * failure budgets are reset by rig_open_with and read or set by the tests.
+ * The rig_* variables configure the NEXT rig_open_*. rig_open_with resets
+ * n_quiesce, n_publish, n_begin, n_join, publish_failures and join_failures;
+ * commit_failures, quiesce_failures, fault_point and n_reads are the tests'
+ * to set and reset.
  */
 #ifndef VT_TEST_STREAMER_RIG_H
 #define VT_TEST_STREAMER_RIG_H
@@ -50,7 +52,7 @@ extern int rig_unit;                 /* slots hold whole experts (slot_unit_expe
 
 /* failure budgets: > 0, that many calls fail */
 extern int commit_failures, publish_failures, quiesce_failures, join_failures;
-/* counts of the wrapped store's calls since the last rig_open_with */
+/* counts of the wrapped store's calls (since the last rig_open_with) */
 extern int n_quiesce, n_publish, n_begin, n_join;
 extern size_t n_reads; /* reads that reached counting_read (atomic) */
 /* the fill point (vt_streamer_fault_point) that fails once for fault_expert; 0 none */

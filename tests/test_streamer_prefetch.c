@@ -362,7 +362,6 @@ static void test_prefetch_refused(void **state)
     vt_gguf_close(r.g);
 }
 
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {

@@ -9,11 +9,6 @@
  * unit 'XB' in '2XB' ..."); the caller prefixes where it came from
  * ("FILE:LINE:COL: platforms.cuda.expert_cache.headroom: ..." or
  * "--set cuda.expert_cache.headroom=2XB: ...").
- *
- * A file is parsed into a copy of the configuration, which replaces the
- * caller's only when the whole file is valid: a refused file changes nothing.
- * Entries of the file merge into what is already there (the defaults): a
- * platform or model the file names is updated or added, the others stay.
  */
 #include "config_internal.h"
 
@@ -27,7 +22,6 @@
 
 #define KV_TOKENS_MAX (1u << 24)     /* kv_cache_tokens: 1 .. 16777216 */
 #define SLOTS_MAX 4294967295ull      /* expert_cache.slots: 1 .. 2^32-1 */
-
 
 /* The key's path under platforms.<name>. */
 const char *const cf_pkey_path[PK_COUNT] = {

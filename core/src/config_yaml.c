@@ -4,6 +4,8 @@
  * value through config.c's parsers, errors as "FILE:LINE:COL: key: ...".
  * A file is parsed into a copy of the configuration, which replaces the
  * caller's only when the whole file is valid: a refused file changes nothing.
+ * Entries of the file merge into what is already there (the defaults): a
+ * platform or model the file names is updated or added, the others stay.
  */
 #include "config_internal.h"
 
@@ -262,7 +264,7 @@ static vt_status yp_platform_value(yparse *p, vt_config_platform *pl, pkey k)
 }
 
 /* devices: one value ("all", an index) or a list of indices ([0, 1] or a
- * block list), joined with commas for parse_devices. */
+ * block list), joined with commas for cf_parse_devices. */
 static vt_status yp_devices(yparse *p, vt_config_platform *pl)
 {
     char full[160];

@@ -18,12 +18,10 @@
 
 #include "config.h"
 #include "error.h"
-#include "cache_sim.h"
 #include "capabilities.h"
 #include "reader_pool.h"
 #include "registry.h"
 #include "vt/plugin_util.h"
-
 
 static double now_seconds(void)
 {
@@ -372,7 +370,6 @@ vt_status vt_streamer_create(const vt_streamer_params *p, vt_expert_streamer **o
 
 /* ------------------------------------------------------------ registry of stacks */
 
-
 static uint64_t unit_align(uint64_t n)
 {
     return (n + VT_STREAMER_UNIT_ALIGN - 1) / VT_STREAMER_UNIT_ALIGN * VT_STREAMER_UNIT_ALIGN;
@@ -504,7 +501,6 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
     s->n_matrices[layer]++;
     return VT_OK;
 }
-
 
 /* ------------------------------------------------------------ fill */
 

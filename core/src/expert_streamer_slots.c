@@ -55,10 +55,8 @@ void es_lru_touch(tier *t, uint64_t i)
     lru_push_front(t, i);
 }
 
-/* A device-tier slot for a new key: a free one, else the least recently used
- * one not in the current batch (evicted). NO_SLOT when every slot is pinned by
- * the batch. A victim needs no wait: the store orders a publish or commit into
- * it after the ops issued before (vt/store.h). */
+/* Drop device slot i's key: off the LRU lists and the key table, counted as an
+ * eviction (a prefetched key never acquired also as wasted); returns i. */
 uint64_t es_evict(vt_expert_streamer *s, uint64_t i)
 {
     tier *t = &s->dev;
@@ -177,7 +175,8 @@ void es_count_use(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, uint32
 
 /* A device-tier slot of class cls for a new key of layer: a free one, else
  * the policy's victim among the class's slots not pinned (evicted); NO_SLOT
- * when every slot of the class is pinned. */
+ * when every slot of the class is pinned. A victim needs no wait: the store
+ * orders a publish or commit into it after the ops issued before (vt/store.h). */
 uint64_t es_take_slot(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
 {
     tier *t = &s->dev;
@@ -195,7 +194,6 @@ uint64_t es_take_slot(vt_expert_streamer *s, uint32_t layer, uint32_t cls)
         if (t->slots[i].cls == cls && !pinned(s, &t->slots[i])) return es_evict(s, i);
     return NO_SLOT;
 }
-
 
 /* store->quiesce for every publish so far. When it fails, a copy may not have
  * landed: every device key published in this generation is dropped (its slot
