@@ -404,9 +404,13 @@ static void test_file_refusals(void **s)
                       "unknown key 'defaults.platfrom'", NULL);
     expect_file_error("version: 1\nplatfroms: {}\n", F, 2, 1, "unknown key 'platfroms'", NULL);
     expect_file_error("platforms:\n  cuda:\n    expert_cache:\n      stor: host\n", F, 4, 7,
-                      "unknown key 'platforms.cuda.expert_cache.stor'", NULL);
+                      "unknown key 'platforms.cuda.expert_cache.stor'",
+                      "(expected store, arena, slots, headroom, io, host_arena, policy, prefetch, "
+                      "prefetch_top, prefetch_max, readers, staging, slot_classes, slot_unit)");
     expect_file_error("platforms:\n  cuda:\n    headroom: 1GiB\n", F, 3, 5,
-                      "unknown key 'platforms.cuda.headroom'", NULL);
+                      "unknown key 'platforms.cuda.headroom'",
+                      "(expected backend, unified_memory, kv_cache_tokens, experts, expert_cache, "
+                      "pinned_budget, devices)");
     /* duplicated keys: the second one's mark, and where the first was */
     expect_file_error("platforms:\n  cuda:\n    experts: auto\n    backend: cuda\n    experts: streamed\n",
                       F, 5, 5, "duplicate key 'platforms.cuda.experts'", "first at line 3, column 5");

@@ -348,6 +348,35 @@ static vt_status yp_devices(yparse *p, vt_config_platform *pl)
     return VT_OK;
 }
 
+/* The next key of a mapping whose keys are names[0..n-1]: *i its index, or -1
+ * at the mapping's end; full (cap bytes) its path, *m where it stands. An
+ * unknown key is refused with the list of names, a second one by yp_once. */
+static vt_status yp_table_key(yparse *p, const char *where, const char *const *names, int n,
+                              seen_key *seen, char *full, size_t cap, yaml_mark_t *m, int *i)
+{
+    char key[NAME_CAP];
+    int done;
+    vt_status st = yp_key(p, where, &done, key, m);
+    if (st != VT_OK) return st;
+    *i = -1;
+    if (done) return VT_OK;
+    full_key(full, cap, where, key);
+    int k = 0;
+    while (k < n && strcmp(key, names[k])) k++;
+    if (k == n) {
+        char expected[256];
+        size_t at = 0;
+        expected[0] = 0;
+        for (int j = 0; j < n && at < sizeof expected; j++)
+            at += (size_t)snprintf(expected + at, sizeof expected - at, "%s%s", j ? ", " : "",
+                                   names[j]);
+        return yp_unknown_key(p, *m, full, expected);
+    }
+    if ((st = yp_once(p, &seen[k], full, *m)) != VT_OK) return st;
+    *i = k;
+    return VT_OK;
+}
+
 static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
 {
     static const char *const names[] = {"store", "arena", "slots", "headroom", "io", "host_arena",
@@ -357,25 +386,17 @@ static vt_status yp_expert_cache(yparse *p, vt_config_platform *pl)
                                 PK_POLICY, PK_PREFETCH, PK_PREFETCH_TOP, PK_PREFETCH_MAX, PK_READERS, PK_STAGING,
                                 PK_SLOT_CLASSES, PK_SLOT_UNIT};
     enum { N = sizeof names / sizeof names[0] };
-    char where[128], full[192], key[NAME_CAP];
+    char where[128], full[192];
     snprintf(where, sizeof where, "platforms.%s.expert_cache", pl->name);
-    int open, done;
+    int open, i;
     vt_status st = yp_mapping(p, where, &open);
     if (st != VT_OK || !open) return st;
     seen_key seen[N] = {{0}};
     for (;;) {
         yaml_mark_t m;
-        if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        full_key(full, sizeof full, where, key);
-        int i = 0;
-        while (i < N && strcmp(key, names[i])) i++;
-        if (i == N)
-            return yp_unknown_key(p, m, full,
-                                  "store, arena, slots, headroom, io, host_arena, policy, prefetch, "
-                                  "prefetch_top, prefetch_max, readers, staging, slot_classes, "
-                                  "slot_unit");
-        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
+        if ((st = yp_table_key(p, where, names, N, seen, full, sizeof full, &m, &i)) != VT_OK)
+            return st;
+        if (i < 0) return VT_OK;
         int other = keys[i] == PK_ARENA ? 2 : keys[i] == PK_SLOTS ? 1 : -1;
         if (other >= 0 && seen[other].set) {
             vt_set_error("%s:%u:%u: %s: '%s' is given too (line %u, column %u); give the arena "
@@ -395,23 +416,17 @@ static vt_status yp_platform(yparse *p, vt_config_platform *pl)
     static const pkey keys[] = {PK_BACKEND, PK_UNIFIED, PK_KV, PK_EXPERTS, PK_COUNT, PK_PINNED,
                                 PK_DEVICES};
     enum { N = sizeof names / sizeof names[0] };
-    char where[96], full[160], key[NAME_CAP];
+    char where[96], full[160];
     snprintf(where, sizeof where, "platforms.%s", pl->name);
-    int open, done;
+    int open, i;
     vt_status st = yp_mapping(p, where, &open);
     if (st != VT_OK || !open) return st;
     seen_key seen[N] = {{0}};
     for (;;) {
         yaml_mark_t m;
-        if ((st = yp_key(p, where, &done, key, &m)) != VT_OK) return st;
-        if (done) return VT_OK;
-        full_key(full, sizeof full, where, key);
-        int i = 0;
-        while (i < N && strcmp(key, names[i])) i++;
-        if (i == N)
-            return yp_unknown_key(p, m, full, "backend, unified_memory, kv_cache_tokens, experts, "
-                                              "expert_cache, pinned_budget, devices");
-        if ((st = yp_once(p, &seen[i], full, m)) != VT_OK) return st;
+        if ((st = yp_table_key(p, where, names, N, seen, full, sizeof full, &m, &i)) != VT_OK)
+            return st;
+        if (i < 0) return VT_OK;
         st = keys[i] == PK_COUNT     ? yp_expert_cache(p, pl)
              : keys[i] == PK_DEVICES ? yp_devices(p, pl)
                                      : yp_platform_value(p, pl, keys[i]);
