@@ -258,6 +258,7 @@ static void server_start(server *s, const char *const *extra)
             char cmd[300];
             snprintf(cmd, sizeof cmd, "cat %s >&2", s->log);
             if (system(cmd)) {}
+            unlink(s->log);
             fail_msg("vt serve exited before it was ready (status %d)", st);
         }
         if (s->port) {
@@ -279,12 +280,16 @@ static int server_stop(server *s)
 {
     kill(s->pid, SIGTERM);
     int st = 0;
+    char cmd[300];
     double t_end = now_s() + 30;
     while (waitpid(s->pid, &st, WNOHANG) == 0) {
         if (now_s() > t_end) {
             kill(s->pid, SIGKILL);
             waitpid(s->pid, &st, 0);
             live_remove(s->pid);
+            snprintf(cmd, sizeof cmd, "tail -30 %s >&2", s->log);
+            if (system(cmd)) {}
+            unlink(s->log);
             fail_msg("vt serve did not exit within 30 s of SIGTERM");
         }
         usleep(10000);
@@ -292,7 +297,6 @@ static int server_stop(server *s)
     live_remove(s->pid);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (rc != 0) {
-        char cmd[300];
         snprintf(cmd, sizeof cmd, "tail -30 %s >&2", s->log);
         if (system(cmd)) {}
     }
