@@ -1,6 +1,6 @@
 /*
  * gguf_guard.h - what happens when a mapped model file changes under a run
- * (gguf_reader.c keeps the table of mappings).
+ * (gguf_guard.c; gguf_reader.c enters and removes its mappings).
  *
  * A file truncated or overwritten in place while its pages are mapped makes
  * the next read of a page past the new end raise SIGBUS. With the report
@@ -13,7 +13,22 @@
 #ifndef VT_GGUF_GUARD_H
 #define VT_GGUF_GUARD_H
 
+#include <stdint.h>
+
+#include "vt/gguf.h"
+
+#define GUARD_INTERNAL __attribute__((visibility("hidden")))
+
 /* Install the SIGBUS report (idempotent; for programs such as the vt CLI). */
 void vt_gguf_sigbus_report_install(void);
+
+/* Enter the mapping [base, base + size) of shard `shard` of g (file `path`,
+ * copied) in the table; g is read by the handler only to name the tensor.
+ * A full table (256 mappings) drops the entry: the fault is then reported
+ * with the default action. */
+GUARD_INTERNAL void vt_gguf_guard_add(const void *base, uint64_t size, const vt_gguf *g,
+                                      uint32_t shard, const char *path);
+/* Remove the mapping at base (before it is unmapped). */
+GUARD_INTERNAL void vt_gguf_guard_remove(const void *base);
 
 #endif

@@ -12,15 +12,14 @@
  * tensor 'name'). After parsing, each shard is mmap-ed read-only
  * (PROT_READ, MAP_PRIVATE) unless VT_GGUF_NO_MMAP is given.
  *
- * Not here: the writer (gguf_writer.c) and `vt info` printing (gguf_info.c).
+ * Not here: the writer (gguf_writer.c), `vt info` printing (gguf_info.c) and
+ * the SIGBUS report over the mappings (gguf_guard.c).
  */
 #include "vt/gguf.h"
 #include "gguf_guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -719,117 +718,13 @@ static vt_status check_tensor_offsets(reader *r, vt_gguf *g, gguf_shard *s, int6
 }
 
 /* ------------------------------------------------------------------------ */
-/* Mappings, for the SIGBUS report (gguf_guard.h)                            */
-/* ------------------------------------------------------------------------ */
-
-#define GUARD_SLOTS 256
-typedef struct guard_slot {
-    const uint8_t *volatile base; /* NULL: free */
-    uint64_t size;
-    const vt_gguf *g;
-    uint32_t shard;
-    char path[480];
-} guard_slot;
-static guard_slot guard_slots[GUARD_SLOTS];
-static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void guard_add(const void *base, uint64_t size, const vt_gguf *g, uint32_t shard,
-                      const char *path)
-{
-    pthread_mutex_lock(&guard_mu);
-    for (int i = 0; i < GUARD_SLOTS; i++) {
-        guard_slot *k = &guard_slots[i];
-        if (k->base) continue;
-        k->size = size;
-        k->g = g;
-        k->shard = shard;
-        snprintf(k->path, sizeof k->path, "%s", path);
-        __atomic_store_n(&k->base, (const uint8_t *)base, __ATOMIC_RELEASE);
-        break; /* a full table only loses the report's details */
-    }
-    pthread_mutex_unlock(&guard_mu);
-}
-
-static void guard_remove(const void *base)
-{
-    pthread_mutex_lock(&guard_mu);
-    for (int i = 0; i < GUARD_SLOTS; i++)
-        if (guard_slots[i].base == base) __atomic_store_n(&guard_slots[i].base, NULL, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&guard_mu);
-}
-
-static void guard_put(const char *s)
-{
-    size_t n = 0;
-    while (s[n]) n++;
-    if (write(2, s, n) < 0) _exit(1);
-}
-
-static void guard_put_u64(uint64_t v)
-{
-    char b[24];
-    int i = 23;
-    b[i] = 0;
-    do {
-        b[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v && i > 0);
-    guard_put(b + i);
-}
-
-static void guard_handler(int sig, siginfo_t *si, void *uc)
-{
-    (void)uc;
-    const uint8_t *a = (const uint8_t *)si->si_addr;
-    for (int i = 0; i < GUARD_SLOTS; i++) {
-        const guard_slot *k = &guard_slots[i];
-        const uint8_t *base = __atomic_load_n(&k->base, __ATOMIC_ACQUIRE);
-        if (!base || a < base || a >= base + k->size) continue;
-        uint64_t off = (uint64_t)(a - base);
-        guard_put("vt: ");
-        guard_put(k->path);
-        guard_put(": the model file changed while it was in use (truncated or overwritten in "
-                  "place): reading byte ");
-        guard_put_u64(off);
-        const vt_gguf_tensor *hit = NULL;
-        for (int64_t t = 0; k->g && t < vt_gguf_n_tensors(k->g); t++) {
-            const vt_gguf_tensor *x = vt_gguf_tensor_at(k->g, t);
-            if (x && x->shard == k->shard && off >= x->file_offset && off < x->file_offset + x->nbytes) {
-                hit = x;
-                break;
-            }
-        }
-        if (hit && hit->name) {
-            guard_put(" (tensor '");
-            guard_put(hit->name);
-            guard_put("')");
-        }
-        guard_put(" faulted (SIGBUS); stopping\n");
-        _exit(1);
-    }
-    /* not a model mapping: the default action */
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-void vt_gguf_sigbus_report_install(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = guard_handler;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    (void)sigaction(SIGBUS, &sa, NULL);
-}
-
-/* ------------------------------------------------------------------------ */
 /* One file                                                                  */
 /* ------------------------------------------------------------------------ */
 
 static void shard_free(gguf_shard *s)
 {
     if (s->map) {
-        guard_remove(s->map);
+        vt_gguf_guard_remove(s->map);
         munmap(s->map, (size_t)s->size);
     }
     if (s->fd >= 0) close(s->fd);
@@ -1038,7 +933,7 @@ static vt_status map_shard(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         return VT_ERR_IO;
     }
     s->map = m;
-    guard_add(m, s->size, g, shard_no, s->path);
+    vt_gguf_guard_add(m, s->size, g, shard_no, s->path);
     for (int64_t i = 0; i < g->n_tensors; i++)
         if (g->tensors[i].shard == shard_no)
             g->tensors[i].data = (const uint8_t *)m + g->tensors[i].file_offset;

@@ -230,6 +230,15 @@ struct vt_model_seq {
     float **rec_state;        /* per layer (NULL for full): [n_v][d_k][d_v] */
 };
 
+/* qwen35_hparams.c */
+/* Read and validate every hyperparameter of g into hp (spec §3, "Validation
+ * at load"): VT_ERR_FORMAT naming the key and its value for a missing,
+ * mistyped or out-of-range key, VT_ERR_UNSUPPORTED for another architecture,
+ * VT_ERR_OUT_OF_MEMORY. hp owns its per-layer arrays (also on failure):
+ * free them with qwen35_hparams_free. */
+vt_status qwen35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwen35_hparams *hp);
+void qwen35_hparams_free(qwen35_hparams *hp);
+
 /* qwen35_load.c */
 /* Allocation failures name what and how many bytes ("qwen35: allocation of
  * 1.19 GiB (1277952000 bytes) for blk.16.ffn_up_exps failed: ...").
