@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 #define GUARD_SLOTS 256
 typedef struct guard_slot {
     const uint8_t *volatile base; /* NULL: free */

@@ -6,9 +6,10 @@
  * the next read of a page past the new end raise SIGBUS. With the report
  * installed, such a fault inside a mapping of vt_gguf_open is reported on
  * stderr, naming the file, the byte offset and the tensor read, and the
- * process exits with status 1 (never a bare signal death); a SIGBUS anywhere
- * else keeps the default action. The handler only reads the table and calls
- * write(2) and _exit(2) (async-signal-safe).
+ * process exits with status 1 (never a bare signal death, unless the table
+ * was full: see vt_gguf_guard_add); a SIGBUS anywhere else keeps the default
+ * action. The handler only reads the table and calls write(2), _exit(2),
+ * signal(2) and raise(3) (async-signal-safe).
  */
 #ifndef VT_GGUF_GUARD_H
 #define VT_GGUF_GUARD_H
@@ -24,8 +25,8 @@ void vt_gguf_sigbus_report_install(void);
 
 /* Enter the mapping [base, base + size) of shard `shard` of g (file `path`,
  * copied) in the table; g is read by the handler only to name the tensor.
- * A full table (256 mappings) drops the entry: the fault is then reported
- * with the default action. */
+ * A full table (GUARD_SLOTS in gguf_guard.c, 256 mappings) drops the entry:
+ * a fault there then takes the default action (death by SIGBUS). */
 GUARD_INTERNAL void vt_gguf_guard_add(const void *base, uint64_t size, const vt_gguf *g,
                                       uint32_t shard, const char *path);
 /* Remove the mapping at base (before it is unmapped). */

@@ -7,8 +7,9 @@
  *
  * Files:
  *   qwen35_plugin.c   descriptor, vt_model_api table, sequences, info
- *   qwen35_load.c     hyperparameters (§3), tensor mapping and shape checks
- *                     (§4), weight placement, required_caps
+ *   qwen35_hparams.c  hyperparameters (§3): reading, range checks, validation
+ *   qwen35_load.c     tensor mapping and shape checks (§4), weight placement,
+ *                     scratch, required_caps
  *   qwen35_forward.c  the forward pass (§5), all compute through backend ops
  *
  * Nothing here is visible outside the plugin (hidden visibility); the only
@@ -232,10 +233,12 @@ struct vt_model_seq {
 
 /* qwen35_hparams.c */
 /* Read and validate every hyperparameter of g into hp (spec §3, "Validation
- * at load"): VT_ERR_FORMAT naming the key and its value for a missing,
- * mistyped or out-of-range key, VT_ERR_UNSUPPORTED for another architecture,
- * VT_ERR_OUT_OF_MEMORY. hp owns its per-layer arrays (also on failure):
- * free them with qwen35_hparams_free. */
+ * at load"), each error naming the key: VT_ERR_NOT_FOUND for a missing
+ * required key, VT_ERR_FORMAT or VT_ERR_RANGE (with the value) for a mistyped
+ * or out-of-range one, VT_ERR_UNSUPPORTED for another architecture,
+ * VT_ERR_OUT_OF_MEMORY. hp is zeroed on entry (arrays it held are not freed)
+ * and owns its per-layer arrays after, also on failure: free them with
+ * qwen35_hparams_free. */
 vt_status qwen35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwen35_hparams *hp);
 void qwen35_hparams_free(qwen35_hparams *hp);
 

@@ -3,24 +3,22 @@
  * with shape checks, weight placement, scratch, and the list of backend
  * capabilities the file needs (the hyperparameters: qwen35_hparams.c).
  *
- * Spec: ../shared/spec/qwen35moe.md §3 (keys, validation), §4 (tensors),
- * §4.7 (MTP blocks are skipped, MTP sidecars refused), §8 (pitfalls 7, 8, 9,
- * 17, 18, 21).
+ * Spec: ../shared/spec/qwen35moe.md §4 (tensors), §4.7 (MTP blocks are
+ * skipped, MTP sidecars refused), §8 (pitfalls 7, 8, 9, 17, 18, 21).
  *
  * One mapping routine serves two purposes: required_caps() runs it "dry"
  * (reads only the tensor table, records the weight types it would use), and
  * load() runs it for real (places every weight in backend memory). So the
  * capabilities asked for are exactly those the forward pass will call.
  *
- * Hostile files: every hyperparameter is range-checked as it is validated
- * (Q35_MAX_*), products that size rows and states are formed in uint64 with
- * overflow checks, and block_count is bounded by the tensor table, all
- * before anything is allocated from them; a refusal names the key and its
- * value, and a tensor shape mismatch names the keys the expected shape came
- * from. tests/test_qwen35_hostile.c drives every key through the engine.
+ * Hostile files: every hyperparameter is range-checked before it gets here
+ * (qwen35_hparams.c: Q35_MAX_*, block_count bounded by the tensor table);
+ * products that size rows, states and scratch are formed in uint64 with
+ * overflow checks before anything is allocated from them, and a tensor shape
+ * mismatch names the keys the expected shape came from.
+ * tests/test_qwen35_hostile.c drives every key through the engine.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
