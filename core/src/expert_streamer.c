@@ -440,17 +440,20 @@ vt_status vt_streamer_register(vt_expert_streamer *s, uint32_t layer, uint32_t m
                      t->name, key_bytes);
         return VT_ERR_RANGE;
     }
-    /* the O_DIRECT bounce buffer first: nothing is registered if it fails */
+    /* the O_DIRECT bounce buffers first (one per reader; the acquiring thread
+     * uses reader 0's): nothing is registered if it fails */
     if (s->direct && slice > s->bounce_bytes) {
-        size_t b = (size_t)((slice + 2 * DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN);
-        uint8_t *nb = aligned_alloc(DIRECT_ALIGN, b);
+        const size_t b = (size_t)((slice + 2 * DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN);
+        const uint32_t nw = s->pool ? vt_reader_pool_size(s->pool) : 1;
+        uint8_t *nb = aligned_alloc(DIRECT_ALIGN, b * nw);
         if (!nb) {
-            vt_set_error("out of memory: O_DIRECT bounce buffer (%zu bytes)", b);
+            vt_set_error("out of memory: O_DIRECT bounce buffers (%u of %zu bytes)", nw, b);
             return VT_ERR_OUT_OF_MEMORY;
         }
         free(s->bounce);
         s->bounce = nb;
         s->bounce_bytes = b - DIRECT_ALIGN;
+        s->bounce_stride = b;
     }
     stack *k = stack_at(s, layer, matrix);
     if (join) { /* the unit grows; this stack only names the matrix and reads it */
@@ -764,65 +767,15 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
 /* ------------------------------------------------------------ batched fills */
 
 #define PENDING_SLOT (NO_SLOT - 1) /* slot_of of a key waiting in fill_batch */
-#define JOB_NEEDS_BOUNCE (-1)      /* read_job.err: O_DIRECT needs the bounce buffer */
-
-/* Run the read of pending fill i (on a reader thread): thread-safe, it only
- * reads the streamer (read_fn, direct) and writes its own job. */
-static void run_job(void *ctx, uint64_t i)
+/* pread into buf until want bytes are in, stopping once `enough` are (under
+ * O_DIRECT the rest of the last block is alignment): the bytes read; a
+ * failure sets j->err (errno), an end of file before `enough` bytes j->eof. */
+static uint64_t job_pread(const vt_expert_streamer *s, read_job *j, int fd, uint8_t *buf,
+                          uint64_t want, uint64_t at, uint64_t enough)
 {
-    vt_expert_streamer *s = ctx;
-    read_job *j = &s->pend[s->pend_read[i]].job;
-    uint64_t lead = 0, at = j->off, want = j->n;
-    uint8_t *buf = j->dst;
-    const int direct = s->direct;
-    j->data_off = 0;
-    j->err = j->eof = 0;
-    j->done = 0;
-    j->direct = direct;
-    if (j->n_part > 1) { /* a whole expert: buffered reads of each slice into its place */
-        if (direct) { /* one shared bounce buffer: read on the acquiring thread, in turn */
-            j->err = JOB_NEEDS_BOUNCE;
-            return;
-        }
-        for (uint32_t p = 0; p < j->n_part; p++) {
-            uint64_t done = 0;
-            j->bad = p;
-            while (done < j->part[p].n) {
-                ssize_t r = s->read_fn(s->read_ctx, j->part[p].fd, j->dst + j->part[p].at + done,
-                                       (size_t)(j->part[p].n - done),
-                                       (off_t)(j->part[p].off + done));
-                if (r < 0) {
-                    if (errno == EINTR) continue;
-                    j->err = errno ? errno : EIO;
-                    j->done = done;
-                    return;
-                }
-                if (r == 0) {
-                    j->eof = 1;
-                    j->done = done;
-                    return;
-                }
-                done += (uint64_t)r;
-            }
-        }
-        return;
-    }
-    if (direct) {
-        lead = j->off % DIRECT_ALIGN;
-        at = j->off - lead;
-        want = (lead + j->n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-        uint64_t skip = (DIRECT_ALIGN - (uintptr_t)j->dst % DIRECT_ALIGN) % DIRECT_ALIGN;
-        if (skip + want > j->cap || skip + lead > UINT32_MAX) {
-            j->err = JOB_NEEDS_BOUNCE;
-            return;
-        }
-        buf = j->dst + skip;
-        j->data_off = (uint32_t)(skip + lead);
-    }
     uint64_t done = 0;
-    while (done < want) {
-        if (direct && done >= lead + j->n) break; /* the slice is in; the rest is alignment */
-        ssize_t r = s->read_fn(s->read_ctx, j->fd, buf + done, (size_t)(want - done),
+    while (done < want && done < enough) {
+        ssize_t r = s->read_fn(s->read_ctx, fd, buf + done, (size_t)(want - done),
                                (off_t)(at + done));
         if (r < 0) {
             if (errno == EINTR) continue;
@@ -830,24 +783,80 @@ static void run_job(void *ctx, uint64_t i)
             break;
         }
         if (r == 0) {
-            /* end of file: with O_DIRECT the rounded-up tail may pass it legitimately */
-            if (!(direct && done >= lead + j->n)) j->eof = 1;
+            j->eof = 1;
             break;
         }
         done += (uint64_t)r;
     }
+    return done;
+}
+
+/* Read n bytes at file offset off of fd into dst (cap bytes there; 0: exactly
+ * n), on a reader thread: buffered; under O_DIRECT in place when dst has room
+ * for the aligned blocks (*data_off: where the bytes start), else through the
+ * worker's bounce buffer (then copied to dst, *data_off 0). j->done: bytes of
+ * the n read. */
+static void job_read(const vt_expert_streamer *s, read_job *j, int fd, uint8_t *dst, uint64_t n,
+                     uint64_t off, uint64_t cap, uint8_t *bounce, uint32_t *data_off)
+{
+    *data_off = 0;
+    if (!j->direct) {
+        j->done = job_pread(s, j, fd, dst, n, off, n);
+        return;
+    }
+    const uint64_t lead = off % DIRECT_ALIGN;
+    const uint64_t want = (lead + n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    const uint64_t skip = (DIRECT_ALIGN - (uintptr_t)dst % DIRECT_ALIGN) % DIRECT_ALIGN;
+    const int in_place = skip + want <= cap && skip + lead <= UINT32_MAX;
+    uint8_t *buf = in_place ? dst + skip : bounce;
+    const uint64_t done = job_pread(s, j, fd, buf, want, off - lead, lead + n);
     j->done = done > lead ? done - lead : 0;
+    if (j->err || j->eof) return;
+    if (in_place) *data_off = (uint32_t)(skip + lead);
+    else memcpy(dst, bounce + lead, (size_t)n);
+}
+
+/* Run the read of pending fill i (on reader thread `worker`): thread-safe, it
+ * only reads the streamer (read_fn, direct), uses the worker's own bounce
+ * buffer and writes its own job. A whole-expert key reads each part into its
+ * place (under O_DIRECT through the bounce buffer: the parts' places are not
+ * block aligned). */
+static void run_job(void *ctx, uint64_t i, uint32_t worker)
+{
+    vt_expert_streamer *s = ctx;
+    read_job *j = &s->pend[s->pend_read[i]].job;
+    uint8_t *bounce = s->bounce ? s->bounce + (size_t)worker * s->bounce_stride : NULL;
+    j->direct = s->direct;
+    j->err = j->eof = 0;
+    j->done = 0;
+    j->data_off = 0;
+    if (j->n_part <= 1) {
+        job_read(s, j, j->fd, j->dst, j->n, j->off, j->cap, bounce, &j->data_off);
+        return;
+    }
+    for (uint32_t p = 0; p < j->n_part; p++) {
+        uint32_t no_off;
+        j->bad = p;
+        job_read(s, j, j->part[p].fd, j->dst + j->part[p].at, j->part[p].n, j->part[p].off, 0,
+                 bounce, &no_off);
+        if (j->err || j->eof) return;
+    }
 }
 
 /* The outcome of pending fill q's read, on the acquiring thread: VT_OK, or
- * the error worded as read_slice words it. A read that needs the bounce
- * buffer, or that O_DIRECT refused (EINVAL before any byte), is redone here
- * through read_slice, which falls back to buffered reads. */
+ * the error worded as read_slice words it. A read that O_DIRECT refused
+ * (EINVAL before any byte) is redone here through read_key, which falls back
+ * to buffered reads; its time counts as the host tier's read time when it
+ * reads into the host tier. */
 static vt_status finish_read(vt_expert_streamer *s, uint32_t layer, pend *q)
 {
     read_job *j = &q->job;
-    if (j->err == JOB_NEEDS_BOUNCE || (j->err == EINVAL && j->direct && j->done == 0))
-        return read_key(s, layer, q->matrix, q->expert, j->dst, j->cap, &j->data_off);
+    if (j->err == EINVAL && j->direct && j->done == 0) {
+        const double t0 = now_seconds();
+        vt_status st = read_key(s, layer, q->matrix, q->expert, j->dst, j->cap, &j->data_off);
+        if (q->kind == PEND_HOST_READ) s->hstats[layer].read_seconds += now_seconds() - t0;
+        return st;
+    }
     const stack *k = stack_at(s, layer, q->matrix);
     if (j->n_part > 1 && (j->err || j->eof)) { /* name the slice that failed */
         k = stack_at(s, layer, j->bad);

@@ -74,8 +74,8 @@ typedef struct read_job {
     uint8_t *dst;            /* the host slot or ring slot */
     uint64_t n, off, cap;    /* slice bytes, file offset, bytes dst may take */
     /* a whole-expert key: n_part > 1 reads, part p of n bytes at file offset
-     * off of fd into dst + at (buffered; with O_DIRECT redone through the
-     * bounce buffer); bad: the part that failed */
+     * off of fd into dst + at (with O_DIRECT through the reader's bounce
+     * buffer); bad: the part that failed */
     uint32_t n_part, bad;
     struct {
         int fd;
@@ -148,8 +148,11 @@ struct vt_expert_streamer {
     uint8_t trace_phase;
     int *fds;                /* [n_shards] */
     int direct;
-    uint8_t *bounce;         /* O_DIRECT staging, aligned */
-    size_t bounce_bytes;
+    uint8_t *bounce;         /* O_DIRECT staging, aligned: one buffer per reader, reader
+                              * w's at bounce + w * bounce_stride (the acquiring thread's
+                              * read_slice uses reader 0's: never during a pool run) */
+    size_t bounce_bytes;     /* bytes a read of one buffer may take (the stride less a block) */
+    size_t bounce_stride;
     vt_streamer_read_fn read_fn;
     void *read_ctx;
     /* the batched fill path (readers > 1, or the staging ring) */

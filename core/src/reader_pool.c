@@ -14,6 +14,7 @@ struct vt_reader_pool {
     uint32_t n;                /* readers, the calling thread included */
     pthread_t *threads;        /* [n - 1] */
     uint32_t n_started;
+    uint32_t n_named;          /* pool threads that took their worker number */
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     uint64_t run_id;           /* bumped by every run: the threads wake on it */
@@ -26,14 +27,14 @@ struct vt_reader_pool {
 
 /* Take and run jobs of the current run until none is left. Called with mu held;
  * returns with it held. */
-static void drain(vt_reader_pool *p)
+static void drain(vt_reader_pool *p, uint32_t worker)
 {
     while (p->next < p->n_jobs) {
         uint64_t i = p->next++;
         vt_reader_job_fn fn = p->fn;
         void *ctx = p->ctx;
         pthread_mutex_unlock(&p->mu);
-        fn(ctx, i);
+        fn(ctx, i, worker);
         pthread_mutex_lock(&p->mu);
         p->n_done++;
     }
@@ -44,12 +45,13 @@ static void *reader_main(void *arg)
     vt_reader_pool *p = arg;
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
+    const uint32_t worker = ++p->n_named; /* 1 .. n - 1; the calling thread is 0 */
     for (;;) {
         while (!p->stop && p->run_id == seen) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
         seen = p->run_id;
         p->busy++;
-        drain(p);
+        drain(p, worker);
         p->busy--;
         pthread_cond_broadcast(&p->done);
     }
@@ -112,7 +114,7 @@ void vt_reader_pool_run(vt_reader_pool *p, vt_reader_job_fn fn, void *ctx, uint6
 {
     if (!n) return;
     if (p->n_started == 0 || n == 1) {
-        for (uint64_t i = 0; i < n; i++) fn(ctx, i);
+        for (uint64_t i = 0; i < n; i++) fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -123,7 +125,7 @@ void vt_reader_pool_run(vt_reader_pool *p, vt_reader_job_fn fn, void *ctx, uint6
     p->n_done = 0;
     p->run_id++;
     pthread_cond_broadcast(&p->work);
-    drain(p);
+    drain(p, 0);
     /* every job taken; wait for the ones still running, and for every thread
      * to leave the run (a late one would otherwise see the next run's jobs
      * under this run's id) */

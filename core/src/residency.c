@@ -739,6 +739,11 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     f->ring_bytes = mul_sat(f->ring_slots, f->host_slot_bytes);
     if (f->unified) f->device_need = add_sat(f->device_need, f->ring_bytes);
     else f->host_need = add_sat(f->host_need, f->ring_bytes);
+    f->bounce_bytes = r->plat->io_direct
+                          ? mul_sat(f->readers, add_sat(f->slot_bytes, 2 * 4096 - 1) / 4096 * 4096)
+                          : 0;
+    if (f->unified) f->device_need = add_sat(f->device_need, f->bounce_bytes);
+    else f->host_need = add_sat(f->host_need, f->bounce_bytes);
     if (f->arena_slots < f->min_slots && f->slot_unit_expert) {
         snprintf(f->verdict, sizeof f->verdict,
                  "the expert arena holds %" PRIu64 " slots of %s, but one layer's top-%u experts "
@@ -880,6 +885,7 @@ void vt_residency_print(const vt_residency *r, const char *model_path, uint32_t 
             ROW(label, f->ring_bytes);
         }
         fprintf(out, "  %-32s %14u %22s\n", "file readers (threads)", f->readers, "");
+        if (f->bounce_bytes) ROW("O_DIRECT bounce buffers", f->bounce_bytes);
     }
     if (f->have_model_memory) {
         char label[64];
