@@ -1031,7 +1031,7 @@ static void test_batched_faults(void **state)
 }
 
 /* O_DIRECT in the batched path: reads in place into ring and host slots with
- * room for whole blocks, through the bounce buffer (one at a time) into slots
+ * room for whole blocks, through each reader's bounce buffer into slots
  * without; the same bytes either way. */
 static void test_batched_direct_io(void **state)
 {

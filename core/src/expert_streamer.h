@@ -46,9 +46,11 @@
  * quiesce between the reads and the publishes of each half).
  *
  * I/O: pread on a descriptor of each shard. With io_direct the shards are
- * opened with O_DIRECT (page cache bypassed) and reads go through an aligned
- * bounce buffer; when the file system refuses O_DIRECT the streamer falls
- * back to plain pread with a WARN.
+ * opened with O_DIRECT (page cache bypassed): a read lands in place when its
+ * slot has room for the aligned blocks, else it goes through an aligned
+ * bounce buffer, one per reader thread (the parts of a whole-expert slot
+ * always do); when the file system refuses O_DIRECT the streamer falls back
+ * to plain pread with a WARN.
  *
  * Thread-safety: one streamer is used by one thread at a time.
  */
