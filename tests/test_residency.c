@@ -376,6 +376,24 @@ static void test_fit_370gib(void **s)
     /* KV: 61 layers, every 4th full attention (15), K+V, 4 heads x 128 x f32 */
     assert_int_equal(f->kv_bytes, 15ull * 2 * 4 * 128 * 4 * 4096);
 
+    /* io: direct with the automatic arena: the bounce buffers come out of the
+     * one pool before the arena takes the rest (the arena used to be sized
+     * first, and the buffers then pushed the need past the total); without a
+     * host tier or a ring the streamer has no reader pool, so one buffer */
+    set(&cfg, "fake.expert_cache.io", "direct");
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);
+    if (vt_residency_fit(r, g, ok, fr, tot, 4096, 512) != VT_OK)
+        fail_msg("io: direct, automatic arena: %s", r->fit.verdict);
+    assert_true(f->fits);
+    assert_int_equal(f->host_slots, 0);
+    assert_int_equal(f->ring_slots, 0);
+    assert_int_equal(f->bounce_bytes, (b->slot_bytes + 2 * 4096 - 1) / 4096 * 4096);
+    assert_int_equal(f->device_need, f->dense_bytes + f->arena_bytes + f->kv_bytes +
+                                         f->state_bytes + f->scratch_bytes + f->headroom_bytes +
+                                         f->bounce_bytes);
+    assert_true(f->device_need <= DEVICE_TOTAL);
+    set(&cfg, "fake.expert_cache.io", "pread");
+
     /* auto: resident does not fit, so streamed */
     set(&cfg, "fake.experts", "auto");
     assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_OK);

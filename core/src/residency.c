@@ -605,7 +605,19 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         goto refuse;
     }
 
-    /* streamed: the arena */
+    /* streamed: the readers (threads that read a batch's misses at once) and,
+     * under io: direct, one O_DIRECT bounce buffer of a slot rounded up to
+     * 4 KiB plus a block (an upper bound: the streamer sizes them by the
+     * largest matrix slice) per reader that can run */
+    f->readers = r->plat->readers;
+    if (!f->readers) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        f->readers = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (uint32_t)ncpu;
+    }
+    const uint64_t bounce_one =
+        r->plat->io_direct ? add_sat(f->slot_bytes, 2 * 4096 - 1) / 4096 * 4096 : 0;
+
+    /* the arena */
     /* the store's footprint is fixed + n x per-slot (staging is fixed, the
      * arena per slot): from n = 1 and n = 2, since a store may take nothing at 0 */
     vt_store_footprint fp0, fp;
@@ -628,7 +640,10 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
                      p, r->backend->desc->name, probe_reason, p);
             goto refuse;
         }
-        uint64_t fixed = add_sat(base, f->unified ? add_sat(fp0.device_bytes, fp0.host_bytes)
+        /* one pool: the bounce buffers of every reader come out of it first
+         * (whether a pool of readers runs is known only after the host tier) */
+        uint64_t fixed = add_sat(base, f->unified ? add_sat(add_sat(fp0.device_bytes, fp0.host_bytes),
+                                                            mul_sat(f->readers, bounce_one))
                                                   : fp0.device_bytes);
         uint64_t avail = f->device_total > fixed ? f->device_total - fixed : 0;
         budget = avail;
@@ -723,11 +738,6 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
      * misses are read (by the readers at once) into ring slots sized as host
      * slots and published from there; auto: two slots per reader, so one half
      * is read while the other is copied; an explicit size takes at least 2 */
-    f->readers = r->plat->readers;
-    if (!f->readers) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        f->readers = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (uint32_t)ncpu;
-    }
     f->ring_slots = 0;
     if (r->store && !f->host_slots && r->plat->staging_bytes) {
         uint64_t want_ring = r->plat->staging_bytes;
@@ -739,9 +749,10 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
     f->ring_bytes = mul_sat(f->ring_slots, f->host_slot_bytes);
     if (f->unified) f->device_need = add_sat(f->device_need, f->ring_bytes);
     else f->host_need = add_sat(f->host_need, f->ring_bytes);
-    f->bounce_bytes = r->plat->io_direct
-                          ? mul_sat(f->readers, add_sat(f->slot_bytes, 2 * 4096 - 1) / 4096 * 4096)
-                          : 0;
+    /* the streamer's rule: a pool of `readers` with a host tier and more than
+     * one reader, or with the staging ring; else the acquiring thread alone */
+    f->bounce_bytes = mul_sat((f->readers > 1 && f->host_slots) || f->ring_slots ? f->readers : 1,
+                              bounce_one);
     if (f->unified) f->device_need = add_sat(f->device_need, f->bounce_bytes);
     else f->host_need = add_sat(f->host_need, f->bounce_bytes);
     if (f->arena_slots < f->min_slots && f->slot_unit_expert) {

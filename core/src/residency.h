@@ -83,9 +83,11 @@ typedef struct vt_fit {
                                  * host_slot_bytes each, only for a store plugin without a
                                  * host tier; 0: none (the store's own staging slot) */
     uint64_t ring_bytes;        /* ring_slots × host_slot_bytes */
-    uint64_t bounce_bytes;      /* io: direct: one O_DIRECT bounce buffer per reader, each a
-                                 * slot rounded up to 4 KiB plus one block (an upper bound:
-                                 * the streamer sizes them by the largest matrix slice) */
+    uint64_t bounce_bytes;      /* io: direct: one O_DIRECT bounce buffer per reader of the
+                                 * streamer's pool (readers with a host tier and readers > 1,
+                                 * or with a staging ring; else 1), each a slot rounded up to
+                                 * 4 KiB plus one block (an upper bound: the streamer sizes
+                                 * them by the largest matrix slice) */
     uint64_t headroom_bytes;
     /* pools */
     int unified;                /* one pool (see above) */
