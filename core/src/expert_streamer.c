@@ -529,56 +529,94 @@ static vt_status direct_off(vt_expert_streamer *s, const char *why)
     return VT_OK;
 }
 
-/* Read n bytes at off of fd into dst. With O_DIRECT the read covers whole
- * aligned blocks: into dst's own memory when its cap bytes hold them at an
- * aligned address (the slice then starts at dst + *data_off), else through
- * the bounce buffer and a copy to dst (*data_off 0). */
-static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_t n, uint64_t off,
-                            const stack *k, uint32_t expert, uint64_t cap, uint32_t *data_off)
+/* pread into buf until want bytes are in, stopping once `enough` are (under
+ * O_DIRECT the rest of the last block is alignment): the bytes read; a
+ * failure sets j->err (errno), an end of file before `enough` bytes j->eof. */
+static uint64_t job_pread(const vt_expert_streamer *s, read_job *j, int fd, uint8_t *buf,
+                          uint64_t want, uint64_t at, uint64_t enough)
 {
-    uint8_t *buf = dst;
-    uint64_t want = n, at = off, lead = 0;
-    int in_place = 0;
-    *data_off = 0;
-    if (s->direct) {
-        lead = off % DIRECT_ALIGN;
-        at = off - lead;
-        want = (lead + n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-        uint64_t skip = (DIRECT_ALIGN - (uintptr_t)dst % DIRECT_ALIGN) % DIRECT_ALIGN;
-        in_place = skip + want <= cap && skip + lead <= UINT32_MAX;
-        buf = in_place ? dst + skip : s->bounce;
-        if (in_place) *data_off = (uint32_t)(skip + lead);
-    }
     uint64_t done = 0;
-    while (done < want) {
-        if (s->direct && done >= lead + n) break; /* the slice is in; the rest is alignment */
-        ssize_t r = s->read_fn(s->read_ctx, fd, buf + done, (size_t)(want - done), (off_t)(at + done));
+    while (done < want && done < enough) {
+        ssize_t r = s->read_fn(s->read_ctx, fd, buf + done, (size_t)(want - done),
+                               (off_t)(at + done));
         if (r < 0) {
             if (errno == EINTR) continue;
-            if (s->direct && errno == EINVAL && done == 0) {
-                /* the file system took O_DIRECT at open but refuses the read */
-                vt_status st = direct_off(s, strerror(errno));
-                if (st != VT_OK) return st;
-                return read_slice(s, s->fds[k->t->shard], dst, n, off, k, expert, cap, data_off);
-            }
-            vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
-                         PRIu64 " of %s) failed: %s", expert, matrix_label(k), n, off,
-                         vt_gguf_shard_path(s->p.gguf, k->t->shard), strerror(errno));
-            return VT_ERR_IO;
+            j->err = errno ? errno : EIO;
+            break;
         }
         if (r == 0) {
-            /* end of file: with O_DIRECT the rounded-up tail may pass it legitimately */
-            if (s->direct && done >= lead + n) break;
-            vt_set_error("expert streamer: reading expert %u of %s: the file ends after %" PRIu64
-                         " of %" PRIu64 " bytes at offset %" PRIu64 " of %s (truncated?)",
-                         expert, matrix_label(k), done > lead ? done - lead : 0, n, off,
-                         vt_gguf_shard_path(s->p.gguf, k->t->shard));
-            return VT_ERR_IO;
+            j->eof = 1;
+            break;
         }
         done += (uint64_t)r;
     }
-    if (s->direct && !in_place) memcpy(dst, s->bounce + lead, (size_t)n);
+    return done;
+}
+
+/* Read n bytes at file offset off of fd into dst (cap bytes there; 0: exactly
+ * n), on a reader thread or the acquiring one: buffered; under O_DIRECT
+ * (j->direct) in place when dst has room for the aligned blocks (*data_off:
+ * where the bytes start), else through the caller's bounce buffer (then
+ * copied to dst, *data_off 0). j->done: bytes of the n read. */
+static void job_read(const vt_expert_streamer *s, read_job *j, int fd, uint8_t *dst, uint64_t n,
+                     uint64_t off, uint64_t cap, uint8_t *bounce, uint32_t *data_off)
+{
+    *data_off = 0;
+    if (!j->direct) {
+        j->done = job_pread(s, j, fd, dst, n, off, n);
+        return;
+    }
+    const uint64_t lead = off % DIRECT_ALIGN;
+    const uint64_t want = (lead + n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    const uint64_t skip = (DIRECT_ALIGN - (uintptr_t)dst % DIRECT_ALIGN) % DIRECT_ALIGN;
+    const int in_place = skip + want <= cap && skip + lead <= UINT32_MAX;
+    uint8_t *buf = in_place ? dst + skip : bounce;
+    const uint64_t done = job_pread(s, j, fd, buf, want, off - lead, lead + n);
+    j->done = done > lead ? done - lead : 0;
+    if (j->err || j->eof) return;
+    if (in_place) *data_off = (uint32_t)(skip + lead);
+    else memcpy(dst, bounce + lead, (size_t)n);
+}
+
+/* The outcome of read j of n bytes at offset off (key expert of k's
+ * matrix): VT_OK, or VT_ERR_IO with the error naming the key, the file and
+ * what happened (errno, or the file ending first). */
+static vt_status read_outcome(const vt_expert_streamer *s, const read_job *j, const stack *k,
+                              uint32_t expert, uint64_t n, uint64_t off)
+{
+    if (j->err) {
+        vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
+                     PRIu64 " of %s) failed: %s", expert, matrix_label(k), n, off,
+                     vt_gguf_shard_path(s->p.gguf, k->t->shard), strerror(j->err));
+        return VT_ERR_IO;
+    }
+    if (j->eof) {
+        vt_set_error("expert streamer: reading expert %u of %s: the file ends after %" PRIu64
+                     " of %" PRIu64 " bytes at offset %" PRIu64 " of %s (truncated?)", expert,
+                     matrix_label(k), j->done, n, off, vt_gguf_shard_path(s->p.gguf, k->t->shard));
+        return VT_ERR_IO;
+    }
     return VT_OK;
+}
+
+/* Read n bytes at off of fd into dst. With O_DIRECT the read covers whole
+ * aligned blocks: into dst's own memory when its cap bytes hold them at an
+ * aligned address (the slice then starts at dst + *data_off), else through
+ * reader 0's bounce buffer and a copy to dst (*data_off 0), on the acquiring
+ * thread (job_read, as the readers do). An O_DIRECT read the file system
+ * refuses turns O_DIRECT off (direct_off) and is read again. */
+static vt_status read_slice(vt_expert_streamer *s, int fd, uint8_t *dst, uint64_t n, uint64_t off,
+                            const stack *k, uint32_t expert, uint64_t cap, uint32_t *data_off)
+{
+    read_job j = {.direct = s->direct};
+    job_read(s, &j, fd, dst, n, off, cap, s->bounce, data_off);
+    if (j.err == EINVAL && j.direct && j.done == 0) {
+        /* the file system took O_DIRECT at open but refuses the read */
+        vt_status st = direct_off(s, strerror(j.err));
+        if (st != VT_OK) return st;
+        return read_slice(s, s->fds[k->t->shard], dst, n, off, k, expert, cap, data_off);
+    }
+    return read_outcome(s, &j, k, expert, n, off);
 }
 
 /* The file reads of key (layer, matrix, expert): its slice, or, for a
@@ -767,55 +805,6 @@ static vt_status fill(vt_expert_streamer *s, uint32_t layer, uint32_t matrix, ui
 /* ------------------------------------------------------------ batched fills */
 
 #define PENDING_SLOT (NO_SLOT - 1) /* slot_of of a key waiting in fill_batch */
-/* pread into buf until want bytes are in, stopping once `enough` are (under
- * O_DIRECT the rest of the last block is alignment): the bytes read; a
- * failure sets j->err (errno), an end of file before `enough` bytes j->eof. */
-static uint64_t job_pread(const vt_expert_streamer *s, read_job *j, int fd, uint8_t *buf,
-                          uint64_t want, uint64_t at, uint64_t enough)
-{
-    uint64_t done = 0;
-    while (done < want && done < enough) {
-        ssize_t r = s->read_fn(s->read_ctx, fd, buf + done, (size_t)(want - done),
-                               (off_t)(at + done));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            j->err = errno ? errno : EIO;
-            break;
-        }
-        if (r == 0) {
-            j->eof = 1;
-            break;
-        }
-        done += (uint64_t)r;
-    }
-    return done;
-}
-
-/* Read n bytes at file offset off of fd into dst (cap bytes there; 0: exactly
- * n), on a reader thread: buffered; under O_DIRECT in place when dst has room
- * for the aligned blocks (*data_off: where the bytes start), else through the
- * worker's bounce buffer (then copied to dst, *data_off 0). j->done: bytes of
- * the n read. */
-static void job_read(const vt_expert_streamer *s, read_job *j, int fd, uint8_t *dst, uint64_t n,
-                     uint64_t off, uint64_t cap, uint8_t *bounce, uint32_t *data_off)
-{
-    *data_off = 0;
-    if (!j->direct) {
-        j->done = job_pread(s, j, fd, dst, n, off, n);
-        return;
-    }
-    const uint64_t lead = off % DIRECT_ALIGN;
-    const uint64_t want = (lead + n + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-    const uint64_t skip = (DIRECT_ALIGN - (uintptr_t)dst % DIRECT_ALIGN) % DIRECT_ALIGN;
-    const int in_place = skip + want <= cap && skip + lead <= UINT32_MAX;
-    uint8_t *buf = in_place ? dst + skip : bounce;
-    const uint64_t done = job_pread(s, j, fd, buf, want, off - lead, lead + n);
-    j->done = done > lead ? done - lead : 0;
-    if (j->err || j->eof) return;
-    if (in_place) *data_off = (uint32_t)(skip + lead);
-    else memcpy(dst, bounce + lead, (size_t)n);
-}
-
 /* Run the read of pending fill i (on reader thread `worker`): thread-safe, it
  * only reads the streamer (read_fn, direct), uses the worker's own bounce
  * buffer and writes its own job. A whole-expert key reads each part into its
@@ -857,26 +846,10 @@ static vt_status finish_read(vt_expert_streamer *s, uint32_t layer, pend *q)
         if (q->kind == PEND_HOST_READ) s->hstats[layer].read_seconds += now_seconds() - t0;
         return st;
     }
-    const stack *k = stack_at(s, layer, q->matrix);
-    if (j->n_part > 1 && (j->err || j->eof)) { /* name the slice that failed */
-        k = stack_at(s, layer, j->bad);
-        j->n = j->part[j->bad].n;
-        j->off = j->part[j->bad].off;
-    }
-    if (j->err) {
-        vt_set_error("expert streamer: reading expert %u of %s (%" PRIu64 " bytes at offset %"
-                     PRIu64 " of %s) failed: %s", q->expert, matrix_label(k), j->n, j->off,
-                     vt_gguf_shard_path(s->p.gguf, k->t->shard), strerror(j->err));
-        return VT_ERR_IO;
-    }
-    if (j->eof) {
-        vt_set_error("expert streamer: reading expert %u of %s: the file ends after %" PRIu64
-                     " of %" PRIu64 " bytes at offset %" PRIu64 " of %s (truncated?)", q->expert,
-                     matrix_label(k), j->done, j->n, j->off,
-                     vt_gguf_shard_path(s->p.gguf, k->t->shard));
-        return VT_ERR_IO;
-    }
-    return VT_OK;
+    if (j->n_part > 1 && (j->err || j->eof)) /* name the slice that failed */
+        return read_outcome(s, j, stack_at(s, layer, j->bad), q->expert, j->part[j->bad].n,
+                            j->part[j->bad].off);
+    return read_outcome(s, j, stack_at(s, layer, q->matrix), q->expert, j->n, j->off);
 }
 
 /* Drop pending fill q: its device slot (and a host slot taken for it) back
