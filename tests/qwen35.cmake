@@ -17,3 +17,10 @@ add_dependencies(test_qwen35_load model-qwen35 backend-cpu)
 vt_add_test(test_qwen35_hostile SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_hostile.c
             LIBS vtcore LABELS "qwen35;fixtures" TIMEOUT 60)
 add_dependencies(test_qwen35_hostile model-qwen35 backend-cpu)
+
+# The trained model in the low-bit mixes (qwen35moe-trained-lowbit): llama.cpp's
+# logits by the fixture's criterion on the CPU, resident and streamed through
+# the minimum arena (streamed equal to resident bit for bit).
+vt_add_test(test_lowbit_models SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_lowbit_models.c
+            LIBS vtcore PkgConfig::CJSON LABELS "qwen35;fixtures;quant" TIMEOUT 600)
+add_dependencies(test_lowbit_models model-qwen35 backend-cpu)

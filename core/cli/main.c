@@ -951,6 +951,18 @@ static const char *kind_str(uint32_t k)
     return k == VT_PLUGIN_BACKEND ? "backend" : k == VT_PLUGIN_MODEL ? "model" : k == VT_PLUGIN_STORE ? "store" : "?";
 }
 
+/* One line of `vt plugins`: a backend capability and its state (arg: the descriptor). */
+static void print_cap(uint32_t id, void *arg)
+{
+    const vt_plugin_desc *d = arg;
+    const char *reason;
+    char name[64];
+    vt_cap_state s = vt_caps_state(d, id, &reason);
+    printf("    %-34s %s%s%s\n", vt_cap_name(id, name, sizeof name),
+           s == VT_CAP_PRESENT ? "PRESENT" : "ABSENT", reason && *reason ? "  " : "",
+           reason ? reason : "");
+}
+
 static int cmd_plugins(const opts *o)
 {
     const char *dirs[2] = {o->plugin_dir, NULL};
@@ -999,15 +1011,7 @@ static int cmd_plugins(const opts *o)
                     printf("    %d: %s\n", j, dn);
             }
             printf("  capabilities:\n");
-            for (uint32_t id = 0; id < VT_CAP_ID_LIMIT; id++) {
-                if (!vt_cap_known(id, NULL)) continue;
-                const char *reason;
-                char name[64];
-                vt_cap_state s = vt_caps_state(d, id, &reason);
-                printf("    %-34s %s%s%s\n", vt_cap_name(id, name, sizeof name),
-                       s == VT_CAP_PRESENT ? "PRESENT" : "ABSENT",
-                       reason && *reason ? "  " : "", reason ? reason : "");
-            }
+            vt_cap_for_each(print_cap, (void *)d);
         }
     }
     vt_registry_close(r);

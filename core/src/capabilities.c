@@ -52,7 +52,8 @@ size_t vt_abi_table_size(uint32_t kind, uint16_t minor)
 {
     switch (kind) {
     case VT_PLUGIN_BACKEND:
-        return minor >= 5 ? VT_BACKEND_API_SIZE_1_5
+        return minor >= 9 ? VT_BACKEND_API_SIZE_1_9
+               : minor >= 5 ? VT_BACKEND_API_SIZE_1_5
                : minor >= 4 ? VT_BACKEND_API_SIZE_1_4
                : minor >= 3 ? VT_BACKEND_API_SIZE_1_3
                : minor >= 2 ? VT_BACKEND_API_SIZE_1_2
@@ -76,12 +77,22 @@ int vt_cap_known(uint32_t id, uint16_t *minor)
             return 1;
         }
     uint32_t t;
-    if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE) t = id - VT_CAP_MAT_MUL_BASE;
-    else if (id >= VT_CAP_GET_ROWS_BASE && id < VT_CAP_ID_LIMIT) t = id - VT_CAP_GET_ROWS_BASE;
-    else return 0;
+    int gr;
+    if (!vt_cap_weight_type(id, &t, &gr)) return 0;
     if (t >= VT_TYPE_COUNT || vt_type_block_size(t) == 0) return 0;
-    if (minor) *minor = 0;
+    if (minor) *minor = t < VT_TYPE_SLOTS ? 0 : 9;
     return 1;
+}
+
+void vt_cap_for_each(void (*fn)(uint32_t id, void *arg), void *arg)
+{
+    for (uint32_t id = 0; id < VT_CAP_ID_LIMIT; id++)
+        if (vt_cap_known(id, NULL)) fn(id, arg);
+    for (uint32_t t = VT_TYPE_SLOTS; t < VT_TYPE_COUNT; t++) {
+        if (!vt_cap_known(VT_CAP_MAT_MUL(t), NULL)) continue;
+        fn(VT_CAP_MAT_MUL(t), arg);
+        fn(VT_CAP_GET_ROWS(t), arg);
+    }
 }
 
 const char *vt_cap_name(uint32_t id, char *buf, size_t cap)
@@ -91,10 +102,10 @@ const char *vt_cap_name(uint32_t id, char *buf, size_t cap)
             snprintf(buf, cap, "%s", fixed_caps[i].name);
             return buf;
         }
-    if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)
-        snprintf(buf, cap, "mat_mul.%s", vt_type_name(id - VT_CAP_MAT_MUL_BASE));
-    else if (id >= VT_CAP_GET_ROWS_BASE && id < VT_CAP_ID_LIMIT)
-        snprintf(buf, cap, "get_rows.%s", vt_type_name(id - VT_CAP_GET_ROWS_BASE));
+    uint32_t t;
+    int gr;
+    if (vt_cap_weight_type(id, &t, &gr))
+        snprintf(buf, cap, "%s.%s", gr ? "get_rows" : "mat_mul", vt_type_name(t));
     else
         snprintf(buf, cap, "capability#%u", id);
     return buf;
@@ -144,10 +155,15 @@ static const void *cap_function(const vt_backend_api *t, uint32_t id, int *has_f
                 t->rope_neox_dpos || t->attention_dpos || t->copy_rows_dpos) ? (const void *)1 : NULL;
     default: break;
     }
-    if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)
-        return (const void *)t->mat_mul[id - VT_CAP_MAT_MUL_BASE];
-    if (id >= VT_CAP_GET_ROWS_BASE && id < VT_CAP_ID_LIMIT)
-        return (const void *)t->get_rows[id - VT_CAP_GET_ROWS_BASE];
+    uint32_t ty;
+    int gr;
+    if (vt_cap_weight_type(id, &ty, &gr)) {
+        if (ty < VT_TYPE_SLOTS) return gr ? (const void *)t->get_rows[ty] : (const void *)t->mat_mul[ty];
+        /* one function serves every extended type (minor >= 9 only): it must
+         * be set for a PRESENT one, and may be for an ABSENT one */
+        *has_fn = 2;
+        return gr ? (const void *)t->get_rows_ext : (const void *)t->mat_mul_ext;
+    }
     *has_fn = 0;
     return NULL;
 }
@@ -157,6 +173,23 @@ static const vt_capability *find_decl(const vt_backend_api *t, uint32_t id)
     for (uint32_t i = 0; i < t->n_caps; i++)
         if (t->caps[i].id == id) return &t->caps[i];
     return NULL;
+}
+
+struct undeclared {
+    const vt_plugin_desc *d;
+    int found;
+    uint32_t id; /* the first capability of the plugin's minor it does not declare */
+};
+
+static void find_undeclared(uint32_t id, void *arg)
+{
+    struct undeclared *u = arg;
+    uint16_t minor;
+    if (u->found || !vt_cap_known(id, &minor) || minor > u->d->abi_minor) return;
+    if (!find_decl(u->d->table, id)) {
+        u->found = 1;
+        u->id = id;
+    }
 }
 
 vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap)
@@ -195,7 +228,7 @@ vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap)
                 return VT_ERR_ABI;
             }
         } else if (c->state == VT_CAP_ABSENT) {
-            if (has_fn && fn) {
+            if (has_fn == 1 && fn) {
                 snprintf(why, why_cap, "capability '%s' declared ABSENT but its function is set",
                          vt_cap_name(c->id, name, sizeof name));
                 return VT_ERR_ABI;
@@ -212,14 +245,12 @@ vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap)
         }
     }
     /* every capability the plugin's minor knows must be declared */
-    for (uint32_t id = 0; id < VT_CAP_ID_LIMIT; id++) {
-        uint16_t minor;
-        if (!vt_cap_known(id, &minor) || minor > d->abi_minor) continue;
-        if (!find_decl(t, id)) {
-            snprintf(why, why_cap, "capability '%s' is not declared (every capability must be "
-                     "declared PRESENT or ABSENT)", vt_cap_name(id, name, sizeof name));
-            return VT_ERR_ABI;
-        }
+    struct undeclared u = {d, 0, 0};
+    vt_cap_for_each(find_undeclared, &u);
+    if (u.found) {
+        snprintf(why, why_cap, "capability '%s' is not declared (every capability must be "
+                 "declared PRESENT or ABSENT)", vt_cap_name(u.id, name, sizeof name));
+        return VT_ERR_ABI;
     }
     return VT_OK;
 }

@@ -22,6 +22,7 @@
 #define VT_BACKEND_API_SIZE_1_3 (offsetof(vt_backend_api, delta_net_gates) + sizeof(void *))
 #define VT_BACKEND_API_SIZE_1_4 (offsetof(vt_backend_api, copy_h2d_async) + sizeof(void *))
 #define VT_BACKEND_API_SIZE_1_5 (offsetof(vt_backend_api, ahead_join) + sizeof(void *))
+#define VT_BACKEND_API_SIZE_1_9 (offsetof(vt_backend_api, get_rows_ext) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_0 (offsetof(vt_model_api, forward) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_1 (offsetof(vt_model_api, memory_needs) + sizeof(void *))
 #define VT_MODEL_API_SIZE_1_8 (offsetof(vt_model_api, forward_multi) + sizeof(void *))
@@ -38,6 +39,11 @@ size_t vt_abi_table_size(uint32_t kind, uint16_t minor);
 const char *vt_cap_name(uint32_t id, char *buf, size_t cap);
 /* Whether id is a capability of this ABI, and the minor that introduced it. */
 int vt_cap_known(uint32_t id, uint16_t *minor);
+
+/* Calls fn(id, arg) for every capability id this ABI knows, in increasing
+ * order (the fixed ids, the weight-typed ids of every named type, then the
+ * extended weight-typed ids of ABI 1.9). */
+void vt_cap_for_each(void (*fn)(uint32_t id, void *arg), void *arg);
 
 /* Validate a backend descriptor's capability list (registry load check). */
 vt_status vt_caps_validate(const vt_plugin_desc *d, char *why, size_t why_cap);

@@ -99,7 +99,7 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
 
     fputs("-- tensors: name | type | ne | n_elements | n_bytes | shard | offset --\n", f);
     total dense = {0}, routed = {0}, all = {0};
-    total by_type[VT_TYPE_SLOTS] = {{0}};
+    total by_type[VT_TYPE_COUNT] = {{0}};
     for (int64_t i = 0; i < nt; i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         fprintf(f, "%-40s | %-5s | ", t->name, vt_type_name(t->type));
@@ -108,7 +108,7 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
                 t->nbytes, t->shard, t->offset);
         add_total(vt_gguf_is_routed_expert(t) ? &routed : &dense, t);
         add_total(&all, t);
-        if (t->type < VT_TYPE_SLOTS) add_total(&by_type[t->type], t);
+        if (t->type < VT_TYPE_COUNT) add_total(&by_type[t->type], t);
     }
 
     fputs("-- totals --\n", f);
@@ -129,7 +129,7 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
         }
     }
     vt_clear_error();
-    for (uint32_t ty = 0; ty < VT_TYPE_SLOTS; ty++) {
+    for (uint32_t ty = 0; ty < VT_TYPE_COUNT; ty++) {
         if (!by_type[ty].tensors) continue;
         char label[40];
         snprintf(label, sizeof label, "type %s", vt_type_name(ty));

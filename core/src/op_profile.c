@@ -20,8 +20,8 @@ enum {
     K_COPY_H2D_ASYNC, K_COPY_H2D_AHEAD,
     K_FIXED,
     K_GET_ROWS = K_FIXED,                  /* + type */
-    K_MAT_MUL = K_GET_ROWS + VT_TYPE_SLOTS, /* + 2 * type + (routed expert) */
-    K_COUNT = K_MAT_MUL + 2 * VT_TYPE_SLOTS
+    K_MAT_MUL = K_GET_ROWS + VT_TYPE_COUNT, /* + 2 * type + (routed expert) */
+    K_COUNT = K_MAT_MUL + 2 * VT_TYPE_COUNT
 };
 
 static const char *const fixed_names[K_FIXED] = {
@@ -159,6 +159,21 @@ static vt_status w_mat_mul(vt_backend_ctx *ctx, const vt_weight *w, const float 
 {
     int expert = w->name && strstr(w->name, "_exps") != NULL;
     PROFILED(K_MAT_MUL + 2 * (int)w->type + expert, R->mat_mul[w->type](ctx, w, x, ldx, y, ldy, n))
+}
+/* the wrapped table's members are set only where the real ones are, so a
+ * type reaches its wrapper only when it is below VT_TYPE_COUNT */
+static vt_status w_mat_mul_ext(vt_backend_ctx *ctx, const vt_weight *w, const float *x,
+                               int64_t ldx, float *y, int64_t ldy, int64_t n)
+{
+    int expert = w->name && strstr(w->name, "_exps") != NULL;
+    int k = w->type < VT_TYPE_COUNT ? K_MAT_MUL + 2 * (int)w->type + expert : K_MOE_FFN;
+    PROFILED(k, R->mat_mul_ext(ctx, w, x, ldx, y, ldy, n))
+}
+static vt_status w_get_rows_ext(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                                int64_t n, float *out)
+{
+    int k = w->type < VT_TYPE_COUNT ? K_GET_ROWS + (int)w->type : K_GATHER;
+    PROFILED(k, R->get_rows_ext(ctx, w, ids, n, out))
 }
 static vt_status w_get_rows(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
                             int64_t n, float *out)
@@ -350,6 +365,10 @@ vt_op_profile *vt_op_profile_install(vt_backend_api *t, const vt_backend_api *re
     for (int i = 0; i < VT_TYPE_SLOTS; i++) {
         WRAP(mat_mul[i], w_mat_mul);
         WRAP(get_rows[i], w_get_rows);
+    }
+    if (real->struct_size >= VT_BACKEND_API_SIZE_1_9) { /* members of ABI 1.9 */
+        WRAP(mat_mul_ext, w_mat_mul_ext);
+        WRAP(get_rows_ext, w_get_rows_ext);
     }
 #undef WRAP
     return p;

@@ -170,9 +170,9 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
     for (uint32_t i = 0; i < n && i < MAX_REQUIRED; i++) {
         /* a weight-type capability: name the first tensor of that type */
         char why[320] = "";
-        if (ids[i] >= VT_CAP_MAT_MUL_BASE && ids[i] < VT_CAP_ID_LIMIT) {
-            uint32_t type = ids[i] < VT_CAP_GET_ROWS_BASE ? ids[i] - VT_CAP_MAT_MUL_BASE
-                                                          : ids[i] - VT_CAP_GET_ROWS_BASE;
+        uint32_t type;
+        int gr;
+        if (vt_cap_weight_type(ids[i], &type, &gr)) {
             for (int64_t k = 0; k < vt_gguf_n_tensors(g); k++) {
                 const vt_gguf_tensor *t = vt_gguf_tensor_at(g, k);
                 if (t && t->type == type) {

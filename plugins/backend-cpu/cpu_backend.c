@@ -380,6 +380,41 @@ MM_ENTRY(mm_iq4_xs, VT_TYPE_IQ4_XS)
 GR_ENTRY(gr_iq4_xs, VT_TYPE_IQ4_XS)
 MM_ENTRY(mm_mxfp4, VT_TYPE_MXFP4)
 GR_ENTRY(gr_mxfp4, VT_TYPE_MXFP4)
+MM_ENTRY(mm_iq2_xxs, VT_TYPE_IQ2_XXS)
+GR_ENTRY(gr_iq2_xxs, VT_TYPE_IQ2_XXS)
+MM_ENTRY(mm_iq2_xs, VT_TYPE_IQ2_XS)
+GR_ENTRY(gr_iq2_xs, VT_TYPE_IQ2_XS)
+MM_ENTRY(mm_iq3_xxs, VT_TYPE_IQ3_XXS)
+GR_ENTRY(gr_iq3_xxs, VT_TYPE_IQ3_XXS)
+MM_ENTRY(mm_iq1_s, VT_TYPE_IQ1_S)
+GR_ENTRY(gr_iq1_s, VT_TYPE_IQ1_S)
+MM_ENTRY(mm_iq3_s, VT_TYPE_IQ3_S)
+GR_ENTRY(gr_iq3_s, VT_TYPE_IQ3_S)
+MM_ENTRY(mm_iq2_s, VT_TYPE_IQ2_S)
+GR_ENTRY(gr_iq2_s, VT_TYPE_IQ2_S)
+MM_ENTRY(mm_iq1_m, VT_TYPE_IQ1_M)
+GR_ENTRY(gr_iq1_m, VT_TYPE_IQ1_M)
+MM_ENTRY(mm_tq1_0, VT_TYPE_TQ1_0)
+GR_ENTRY(gr_tq1_0, VT_TYPE_TQ1_0)
+MM_ENTRY(mm_tq2_0, VT_TYPE_TQ2_0)
+GR_ENTRY(gr_tq2_0, VT_TYPE_TQ2_0)
+MM_ENTRY(mm_nvfp4, VT_TYPE_NVFP4)
+GR_ENTRY(gr_nvfp4, VT_TYPE_NVFP4)
+MM_ENTRY(mm_q1_0, VT_TYPE_Q1_0)
+GR_ENTRY(gr_q1_0, VT_TYPE_Q1_0)
+MM_ENTRY(mm_q2_0, VT_TYPE_Q2_0)
+GR_ENTRY(gr_q2_0, VT_TYPE_Q2_0)
+/* ids >= VT_TYPE_SLOTS (ABI 1.9): one entry each, the type read from the weight */
+static vt_status mm_ext(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+                        float *y, int64_t ldy, int64_t n_tokens)
+{
+    return vt_cpu_mat_mul(ctx, w ? w->type : 0, w, x, ldx, y, ldy, n_tokens);
+}
+static vt_status gr_ext(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids, int64_t n,
+                        float *out)
+{
+    return vt_cpu_get_rows(ctx, w ? w->type : 0, w, ids, n, out);
+}
 
 /* ======================= capabilities ======================= */
 
@@ -439,27 +474,30 @@ static const vt_capability cpu_caps[] = {
     TYPE_PRESENT(VT_TYPE_Q5_K),
     TYPE_PRESENT(VT_TYPE_Q6_K),
     TYPE_ABSENT(VT_TYPE_Q8_K, "Q8_K"),
-    TYPE_ABSENT(VT_TYPE_IQ2_XXS, "IQ2_XXS"),
-    TYPE_ABSENT(VT_TYPE_IQ2_XS, "IQ2_XS"),
-    TYPE_ABSENT(VT_TYPE_IQ3_XXS, "IQ3_XXS"),
-    TYPE_ABSENT(VT_TYPE_IQ1_S, "IQ1_S"),
+    TYPE_PRESENT(VT_TYPE_IQ2_XXS),
+    TYPE_PRESENT(VT_TYPE_IQ2_XS),
+    TYPE_PRESENT(VT_TYPE_IQ3_XXS),
+    TYPE_PRESENT(VT_TYPE_IQ1_S),
     TYPE_PRESENT(VT_TYPE_IQ4_NL),
-    TYPE_ABSENT(VT_TYPE_IQ3_S, "IQ3_S"),
-    TYPE_ABSENT(VT_TYPE_IQ2_S, "IQ2_S"),
+    TYPE_PRESENT(VT_TYPE_IQ3_S),
+    TYPE_PRESENT(VT_TYPE_IQ2_S),
     TYPE_PRESENT(VT_TYPE_IQ4_XS),
     TYPE_ABSENT(VT_TYPE_I8, "I8"),
     TYPE_ABSENT(VT_TYPE_I16, "I16"),
     TYPE_ABSENT(VT_TYPE_I32, "I32"),
     TYPE_ABSENT(VT_TYPE_I64, "I64"),
     TYPE_ABSENT(VT_TYPE_F64, "F64"),
-    TYPE_ABSENT(VT_TYPE_IQ1_M, "IQ1_M"),
+    TYPE_PRESENT(VT_TYPE_IQ1_M),
     TYPE_PRESENT(VT_TYPE_BF16),
-    TYPE_ABSENT(VT_TYPE_TQ1_0, "TQ1_0"),
-    TYPE_ABSENT(VT_TYPE_TQ2_0, "TQ2_0"),
+    TYPE_PRESENT(VT_TYPE_TQ1_0),
+    TYPE_PRESENT(VT_TYPE_TQ2_0),
     TYPE_PRESENT(VT_TYPE_MXFP4),
-    TYPE_ABSENT(VT_TYPE_NVFP4, "NVFP4"),
-    TYPE_ABSENT(VT_TYPE_Q1_0, "Q1_0"),
-    TYPE_ABSENT(VT_TYPE_Q2_0, "Q2_0"),
+    TYPE_PRESENT(VT_TYPE_NVFP4),
+    TYPE_PRESENT(VT_TYPE_Q1_0),
+    TYPE_PRESENT(VT_TYPE_Q2_0),
+    TYPE_PRESENT(VT_TYPE_IQ1_XS), /* ABI 1.9: mat_mul_ext / get_rows_ext */
+    TYPE_PRESENT(VT_TYPE_IQ1_XXS),
+    TYPE_PRESENT(VT_TYPE_IQ1_XXXS),
 };
 
 /* ======================= the table ======================= */
@@ -483,9 +521,33 @@ static const vt_backend_api cpu_api = {
     .host_free_pinned = NULL,
     .copy_peer = NULL,
     .mat_mul = {[VT_TYPE_F32] = mm_f32, [VT_TYPE_F16] = mm_f16, [VT_TYPE_BF16] = mm_bf16,
-                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1, [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k, [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k, [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl, [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4},
+                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1, [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k, [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k, [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl, [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4,
+                [VT_TYPE_IQ2_XXS] = mm_iq2_xxs,
+                [VT_TYPE_IQ2_XS] = mm_iq2_xs,
+                [VT_TYPE_IQ3_XXS] = mm_iq3_xxs,
+                [VT_TYPE_IQ1_S] = mm_iq1_s,
+                [VT_TYPE_IQ3_S] = mm_iq3_s,
+                [VT_TYPE_IQ2_S] = mm_iq2_s,
+                [VT_TYPE_IQ1_M] = mm_iq1_m,
+                [VT_TYPE_TQ1_0] = mm_tq1_0,
+                [VT_TYPE_TQ2_0] = mm_tq2_0,
+                [VT_TYPE_NVFP4] = mm_nvfp4,
+                [VT_TYPE_Q1_0] = mm_q1_0,
+                [VT_TYPE_Q2_0] = mm_q2_0,},
     .get_rows = {[VT_TYPE_F32] = gr_f32, [VT_TYPE_F16] = gr_f16, [VT_TYPE_BF16] = gr_bf16,
-                 [VT_TYPE_Q8_0] = gr_q8_0, [VT_TYPE_Q4_0] = gr_q4_0, [VT_TYPE_Q4_1] = gr_q4_1, [VT_TYPE_Q5_0] = gr_q5_0, [VT_TYPE_Q5_1] = gr_q5_1, [VT_TYPE_Q2_K] = gr_q2_k, [VT_TYPE_Q3_K] = gr_q3_k, [VT_TYPE_Q4_K] = gr_q4_k, [VT_TYPE_Q5_K] = gr_q5_k, [VT_TYPE_Q6_K] = gr_q6_k, [VT_TYPE_IQ4_NL] = gr_iq4_nl, [VT_TYPE_IQ4_XS] = gr_iq4_xs, [VT_TYPE_MXFP4] = gr_mxfp4},
+                 [VT_TYPE_Q8_0] = gr_q8_0, [VT_TYPE_Q4_0] = gr_q4_0, [VT_TYPE_Q4_1] = gr_q4_1, [VT_TYPE_Q5_0] = gr_q5_0, [VT_TYPE_Q5_1] = gr_q5_1, [VT_TYPE_Q2_K] = gr_q2_k, [VT_TYPE_Q3_K] = gr_q3_k, [VT_TYPE_Q4_K] = gr_q4_k, [VT_TYPE_Q5_K] = gr_q5_k, [VT_TYPE_Q6_K] = gr_q6_k, [VT_TYPE_IQ4_NL] = gr_iq4_nl, [VT_TYPE_IQ4_XS] = gr_iq4_xs, [VT_TYPE_MXFP4] = gr_mxfp4,
+                 [VT_TYPE_IQ2_XXS] = gr_iq2_xxs,
+                 [VT_TYPE_IQ2_XS] = gr_iq2_xs,
+                 [VT_TYPE_IQ3_XXS] = gr_iq3_xxs,
+                 [VT_TYPE_IQ1_S] = gr_iq1_s,
+                 [VT_TYPE_IQ3_S] = gr_iq3_s,
+                 [VT_TYPE_IQ2_S] = gr_iq2_s,
+                 [VT_TYPE_IQ1_M] = gr_iq1_m,
+                 [VT_TYPE_TQ1_0] = gr_tq1_0,
+                 [VT_TYPE_TQ2_0] = gr_tq2_0,
+                 [VT_TYPE_NVFP4] = gr_nvfp4,
+                 [VT_TYPE_Q1_0] = gr_q1_0,
+                 [VT_TYPE_Q2_0] = gr_q2_0,},
     .rms_norm = vt_cpu_rms_norm,
     .l2_norm = vt_cpu_l2_norm,
     .rope_neox = vt_cpu_rope_neox,
@@ -503,6 +565,8 @@ static const vt_backend_api cpu_api = {
     .device_name = cpu_device_name,
     .moe_route = vt_cpu_moe_route,
     .moe_ffn = vt_cpu_moe_ffn,
+    .mat_mul_ext = mm_ext,
+    .get_rows_ext = gr_ext,
 };
 
 static const vt_plugin_desc cpu_desc = {
@@ -512,7 +576,7 @@ static const vt_plugin_desc cpu_desc = {
     .kind = VT_PLUGIN_BACKEND,
     .name = "cpu",
     .version = CPU_PLUGIN_VERSION,
-    .description = "CPU backend: float32 scalar reference, AVX2/AVX-512 kernels for F32/F16/BF16 and every common quantised type (Q4_0..Q8_0, K-quants, IQ4, MXFP4), pthread pool",
+    .description = "CPU backend: float32 scalar reference, AVX2/AVX-512 kernels for F32/F16/BF16 and every common quantised type (Q4_0..Q8_0, K-quants, IQ4, MXFP4) and the low-bit types (IQ1-IQ3, TQ, NVFP4, Q1_0/Q2_0; float path), pthread pool",
     .table = &cpu_api,
 };
 

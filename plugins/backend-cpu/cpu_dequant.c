@@ -2,7 +2,8 @@
  * cpu_dequant.c - scalar reference dequantisation of the GGUF weight types
  * (gguf.md §6): F32, F16, BF16 (§6.1), Q8_0 (§6.2), Q4_0, Q4_1, Q5_0, Q5_1
  * (§6.3-6.6), the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (§6.7-6.12), IQ4_NL,
- * IQ4_XS (§6.14-6.15) and MXFP4 (§6.16).
+ * IQ4_XS (§6.14-6.15) and MXFP4 (§6.16); the low-bit types (IQ1-IQ3, TQ,
+ * NVFP4, Q1_0, Q2_0) are in cpu_lowbit.c.
  *
  * Exactness: integers are decoded exactly; every product (fp16 scale ·
  * integer sub-scale · integer code) fits in float32's 24-bit significand, so
@@ -201,7 +202,7 @@ static void deq_q4_k(const uint8_t *b, float *y) { deq_q45_k(b, NULL, b + 16, y)
 static void deq_q5_k(const uint8_t *b, float *y) { deq_q45_k(b, b + 16, b + 48, y); }
 
 /* One block of `type` at b into y (block_size values); NULL for an unhandled type. */
-typedef void (*deq_block_fn)(const uint8_t *b, float *y);
+typedef vt_cpu_deq_block_fn deq_block_fn;
 
 static deq_block_fn block_fn(uint32_t type)
 {
@@ -219,7 +220,7 @@ static deq_block_fn block_fn(uint32_t type)
     case VT_TYPE_IQ4_NL: return deq_iq4_nl;
     case VT_TYPE_IQ4_XS: return deq_iq4_xs;
     case VT_TYPE_MXFP4: return deq_mxfp4;
-    default: return NULL;
+    default: return vt_cpu_lowbit_block_fn(type);
     }
 }
 

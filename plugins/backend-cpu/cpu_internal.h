@@ -110,6 +110,21 @@ vt_status vt_cpu_dequant_row(uint32_t type, const void *src, int64_t n, float *d
  * where the CPU has it (cpu_dequant_avx2.c); n a whole number of blocks, src
  * and dst valid (no checks: the float path's panels). */
 void vt_cpu_dequant_row_fast(uint32_t type, const void *src, int64_t n, float *dst);
+/* One block of a block type at b into y (block_size values). */
+typedef void (*vt_cpu_deq_block_fn)(const uint8_t *b, float *y);
+/* The low-bit types' block decoders (cpu_lowbit.c): IQ1_S, IQ1_M,
+ * IQ1_XS, IQ1_XXS, IQ1_XXXS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
+ * TQ2_0, NVFP4, Q1_0, Q2_0; NULL for any other type. */
+vt_cpu_deq_block_fn vt_cpu_lowbit_block_fn(uint32_t type);
+/* The codebooks of vt/iq_grids.h expanded to ggml's words, and ggml's
+ * ksigns_iq2xs; filled when the plugin is loaded (a constructor). */
+typedef struct vt_cpu_iq_tables {
+    uint64_t iq2xxs[256], iq2xs[512], iq2s[1024];
+    uint32_t iq3xxs[256], iq3s[512];
+    uint64_t iq1s[2048], iq1xs[1024], iq1xxs[512], iq1xxxs[256];
+    uint8_t signs[128];
+} vt_cpu_iq_tables;
+extern vt_cpu_iq_tables vt_cpu_iq;
 /* 1 when vt_cpu_dequant_row decodes `type` (a superset of vt_cpu_type_supported). */
 int vt_cpu_dequant_handles(uint32_t type);
 /* 1 when the mat_mul/get_rows kernels handle `type` (the backend's capabilities). */
@@ -140,7 +155,7 @@ typedef struct vt_cpu_kernels {
     int lanes;        /* floats per vector (1 for scalar) */
     int (*supported)(void); /* 1 when this CPU can run the set */
 
-    vt_cpu_mm_fn mat_mul[VT_TYPE_SLOTS]; /* NULL: type not handled */
+    vt_cpu_mm_fn mat_mul[VT_TYPE_COUNT]; /* NULL: type not handled */
 
     /* One row: y = x / sqrt(mean(x²) + eps) (· w when w); sum of squares in double. */
     void (*rms_norm_row)(const float *x, const float *w, float *y, int64_t n, float eps);
@@ -227,8 +242,36 @@ typedef struct vt_cpu_qdot_set {
     int (*supported)(void); /* 1 when this CPU can run it */
     /* x (n floats, n a multiple of 32) -> n / 32 blocks */
     void (*quantize)(const float *x, int64_t n, const vt_cpu_xq *xq);
-    vt_cpu_qdot_fn dot[VT_TYPE_SLOTS]; /* block types; NULL: none */
+    vt_cpu_qdot_fn dot[VT_TYPE_COUNT]; /* block types; NULL: none */
 } vt_cpu_qdot_set;
+
+/* The low-bit types' dot products (cpu_lowbit.c: blocks decoded to int8 and
+ * a scale per 16 values, integer sums per 16), in every qdot set. */
+#define VT_CPU_LOWBIT_DOT(n)                                                                   \
+    void vt_cpu_dot_##n(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x, float *y, \
+                        int64_t n_rows);
+VT_CPU_LOWBIT_DOT(iq2_xxs) VT_CPU_LOWBIT_DOT(iq2_xs) VT_CPU_LOWBIT_DOT(iq2_s)
+VT_CPU_LOWBIT_DOT(iq3_xxs) VT_CPU_LOWBIT_DOT(iq3_s) VT_CPU_LOWBIT_DOT(iq1_s)
+VT_CPU_LOWBIT_DOT(iq1_m) VT_CPU_LOWBIT_DOT(iq1_xs) VT_CPU_LOWBIT_DOT(iq1_xxs)
+VT_CPU_LOWBIT_DOT(iq1_xxxs) VT_CPU_LOWBIT_DOT(tq1_0) VT_CPU_LOWBIT_DOT(tq2_0)
+VT_CPU_LOWBIT_DOT(nvfp4) VT_CPU_LOWBIT_DOT(q1_0) VT_CPU_LOWBIT_DOT(q2_0)
+#undef VT_CPU_LOWBIT_DOT
+/* n_tok (<= VT_CPU_MM_TOK_CHUNK) tokens at once, each exactly as its one-token
+ * dot product: y[t * ldy + r] for r < n_rows; x: n_tok views. */
+typedef void (*vt_cpu_lowbit_mm_fn)(const uint8_t *w, size_t rb, int64_t n_in,
+                                    const vt_cpu_xq *x, int64_t n_tok, float *y, int64_t ldy,
+                                    int64_t n_rows);
+/* The low-bit type's several-token kernel, or NULL for any other type. */
+vt_cpu_lowbit_mm_fn vt_cpu_lowbit_mm(uint32_t type);
+#define VT_CPU_LOWBIT_DOTS                                                                     \
+    [VT_TYPE_IQ2_XXS] = vt_cpu_dot_iq2_xxs, [VT_TYPE_IQ2_XS] = vt_cpu_dot_iq2_xs,             \
+    [VT_TYPE_IQ2_S] = vt_cpu_dot_iq2_s, [VT_TYPE_IQ3_XXS] = vt_cpu_dot_iq3_xxs,               \
+    [VT_TYPE_IQ3_S] = vt_cpu_dot_iq3_s, [VT_TYPE_IQ1_S] = vt_cpu_dot_iq1_s,                   \
+    [VT_TYPE_IQ1_M] = vt_cpu_dot_iq1_m, [VT_TYPE_IQ1_XS] = vt_cpu_dot_iq1_xs,                 \
+    [VT_TYPE_IQ1_XXS] = vt_cpu_dot_iq1_xxs, [VT_TYPE_IQ1_XXXS] = vt_cpu_dot_iq1_xxxs,         \
+    [VT_TYPE_TQ1_0] = vt_cpu_dot_tq1_0, [VT_TYPE_TQ2_0] = vt_cpu_dot_tq2_0,                   \
+    [VT_TYPE_NVFP4] = vt_cpu_dot_nvfp4, [VT_TYPE_Q1_0] = vt_cpu_dot_q1_0,                     \
+    [VT_TYPE_Q2_0] = vt_cpu_dot_q2_0
 
 extern const vt_cpu_qdot_set vt_cpu_qdot_avx2;
 extern const vt_cpu_qdot_set vt_cpu_qdot_avx512vnni;

@@ -577,5 +577,5 @@ const vt_cpu_qdot_set QDOT_SET = {
             [VT_TYPE_MXFP4] = QD_FN(mxfp4), [VT_TYPE_Q2_K] = QD_FN(q2_k),
             [VT_TYPE_Q3_K] = QD_FN(q3_k), [VT_TYPE_Q4_K] = QD_FN(q4_k),
             [VT_TYPE_Q5_K] = QD_FN(q5_k), [VT_TYPE_Q6_K] = QD_FN(q6_k),
-            [VT_TYPE_IQ4_XS] = QD_FN(iq4_xs)},
+            [VT_TYPE_IQ4_XS] = QD_FN(iq4_xs), VT_CPU_LOWBIT_DOTS},
 };

@@ -563,6 +563,21 @@ MM_BLOCKS_FN(mm_q6_k, VT_TYPE_Q6_K)
 MM_BLOCKS_FN(mm_iq4_nl, VT_TYPE_IQ4_NL)
 MM_BLOCKS_FN(mm_iq4_xs, VT_TYPE_IQ4_XS)
 MM_BLOCKS_FN(mm_mxfp4, VT_TYPE_MXFP4)
+MM_BLOCKS_FN(mm_iq2_xxs, VT_TYPE_IQ2_XXS)
+MM_BLOCKS_FN(mm_iq2_xs, VT_TYPE_IQ2_XS)
+MM_BLOCKS_FN(mm_iq3_xxs, VT_TYPE_IQ3_XXS)
+MM_BLOCKS_FN(mm_iq1_s, VT_TYPE_IQ1_S)
+MM_BLOCKS_FN(mm_iq3_s, VT_TYPE_IQ3_S)
+MM_BLOCKS_FN(mm_iq2_s, VT_TYPE_IQ2_S)
+MM_BLOCKS_FN(mm_iq1_m, VT_TYPE_IQ1_M)
+MM_BLOCKS_FN(mm_tq1_0, VT_TYPE_TQ1_0)
+MM_BLOCKS_FN(mm_tq2_0, VT_TYPE_TQ2_0)
+MM_BLOCKS_FN(mm_nvfp4, VT_TYPE_NVFP4)
+MM_BLOCKS_FN(mm_q1_0, VT_TYPE_Q1_0)
+MM_BLOCKS_FN(mm_q2_0, VT_TYPE_Q2_0)
+MM_BLOCKS_FN(mm_iq1_xs, VT_TYPE_IQ1_XS)
+MM_BLOCKS_FN(mm_iq1_xxs, VT_TYPE_IQ1_XXS)
+MM_BLOCKS_FN(mm_iq1_xxxs, VT_TYPE_IQ1_XXXS)
 
 /* ---- small vector helpers ---- */
 
@@ -960,7 +975,22 @@ const vt_cpu_kernels KSET = {
                 [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k,
                 [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k,
                 [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl,
-                [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4},
+                [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4,
+                [VT_TYPE_IQ2_XXS] = mm_iq2_xxs,
+                [VT_TYPE_IQ2_XS] = mm_iq2_xs,
+                [VT_TYPE_IQ3_XXS] = mm_iq3_xxs,
+                [VT_TYPE_IQ1_S] = mm_iq1_s,
+                [VT_TYPE_IQ3_S] = mm_iq3_s,
+                [VT_TYPE_IQ2_S] = mm_iq2_s,
+                [VT_TYPE_IQ1_M] = mm_iq1_m,
+                [VT_TYPE_TQ1_0] = mm_tq1_0,
+                [VT_TYPE_TQ2_0] = mm_tq2_0,
+                [VT_TYPE_NVFP4] = mm_nvfp4,
+                [VT_TYPE_Q1_0] = mm_q1_0,
+                [VT_TYPE_Q2_0] = mm_q2_0,
+                [VT_TYPE_IQ1_XS] = mm_iq1_xs,
+                [VT_TYPE_IQ1_XXS] = mm_iq1_xxs,
+                [VT_TYPE_IQ1_XXXS] = mm_iq1_xxxs,},
     .rms_norm_row = rms_norm_row,
     .l2_norm_row = l2_norm_row,
     .attn_head = attn_head,

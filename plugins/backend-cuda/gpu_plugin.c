@@ -125,6 +125,9 @@ static const vt_capability gpu_caps[] = {
     TYPE_ABSENT(VT_TYPE_NVFP4),
     TYPE_ABSENT(VT_TYPE_Q1_0),
     TYPE_ABSENT(VT_TYPE_Q2_0),
+    TYPE_ABSENT(VT_TYPE_IQ1_XS), /* ABI 1.9 ids; mat_mul_ext/get_rows_ext stay NULL */
+    TYPE_ABSENT(VT_TYPE_IQ1_XXS),
+    TYPE_ABSENT(VT_TYPE_IQ1_XXXS),
 };
 
 /* ======================= the table ======================= */

@@ -26,12 +26,13 @@
 static vt_status g4_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
                        int64_t ldy, int64_t T)
 {
-    if (w->type >= VT_TYPE_SLOTS || !m->api->mat_mul[w->type]) {
+    vt_mat_mul_fn mm = vt_backend_mat_mul_fn(m->api, w->type);
+    if (!mm) {
         m->host->set_error("gemma4: backend has no mat_mul for type %s (tensor '%s')",
                            vt_type_name(w->type), w->name ? w->name : "?");
         return VT_ERR_CAPABILITY;
     }
-    return m->api->mat_mul[w->type](m->ctx, w, x, ldx, y, ldy, T);
+    return mm(m->ctx, w, x, ldx, y, ldy, T);
 }
 
 /* Append rows x n floats (device) to the debug dump (VT_GEMMA4_DUMP). */
@@ -478,7 +479,7 @@ static vt_status g4_ple_inputs(vt_model *m, const int32_t *tokens, int64_t T)
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, P = hp->n_per_layer, LP = P * hp->n_layer;
-    TRY(A->get_rows[m->ple_token_embd.type](c, &m->ple_token_embd, tokens, T, m->ple));
+    TRY(vt_backend_get_rows_fn(A, m->ple_token_embd.type)(c, &m->ple_token_embd, tokens, T, m->ple));
     TRY(A->scale(c, m->ple, m->ple, T * LP, sqrtf((float)P)));
     TRY(g4_mm(m, &m->ple_model_proj, m->x, E, m->ple_tmp, LP, T));
     TRY(A->scale(c, m->ple_tmp, m->ple_tmp, T * LP, 1.0f / sqrtf((float)E)));
@@ -838,7 +839,7 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     TRY(g4_swa_shift(m, s, T));
 
     /* §5.1 embeddings times f32 sqrt(D) (pitfall 11: input lookup only) */
-    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(A->scale(c, m->x, m->x, T * E, sqrtf((float)E)));
     TRY(g4_dump(m, m->x, T, E));
     if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
@@ -922,7 +923,7 @@ vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
     for (uint32_t i = 0; i < n_seq; i++) TRY(g4_swa_shift(m, seqs[i], n_tok[i]));
 
     /* §5.1 embeddings times sqrt(D), §5.2 per-layer inputs: per token */
-    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(A->scale(c, m->x, m->x, T * E, sqrtf((float)E)));
     if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
     TRY(g4_layers_multi(m, seqs, n_tok, n_seq, T, 0));

@@ -543,7 +543,7 @@ static vt_status g4_need_typed(g4_loader *L, const char *tname, uint32_t type, i
         return VT_OK;
     }
     const vt_backend_api *api = L->m->api;
-    if (type >= VT_TYPE_SLOTS || (get_rows ? !api->get_rows[type] : !api->mat_mul[type])) {
+    if (get_rows ? !vt_backend_get_rows_fn(api, type) : !vt_backend_mat_mul_fn(api, type)) {
         L->host->set_error("gemma4: tensor '%s' has type %s, but backend '%s' has no %s for it",
                            tname, vt_type_name(type),
                            L->m->backend && L->m->backend->name ? L->m->backend->name : "?",
@@ -953,8 +953,9 @@ vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
         g4_hparams_free(&tmp.hp);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    /* ids are < VT_CAP_ID_LIMIT, so a table that size never overflows and the
-     * count is exact whatever the caller's capacity */
+    /* distinct ids number fewer than VT_CAP_ID_LIMIT (the fixed ids and two per
+     * named type), so a table that size never overflows and the count is
+     * exact whatever the caller's capacity */
     uint32_t all[VT_CAP_ID_LIMIT];
     g4_loader L = {host, g, &tmp, 1, all, 0, VT_CAP_ID_LIMIT};
     g4_op_caps(&tmp, &L);

@@ -25,12 +25,13 @@
 static vt_status q35_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
                         int64_t ldy, int64_t T)
 {
-    if (w->type >= VT_TYPE_SLOTS || !m->api->mat_mul[w->type]) {
+    vt_mat_mul_fn mm = vt_backend_mat_mul_fn(m->api, w->type);
+    if (!mm) {
         m->host->set_error("qwen35: backend has no mat_mul for type %s (tensor '%s')",
                            vt_type_name(w->type), w->name ? w->name : "?");
         return VT_ERR_CAPABILITY;
     }
-    return m->api->mat_mul[w->type](m->ctx, w, x, ldx, y, ldy, T);
+    return mm(m->ctx, w, x, ldx, y, ldy, T);
 }
 
 /* Append T rows of n floats (device) to the debug dump file (VT_QWEN35_DUMP). */
@@ -602,7 +603,7 @@ static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tok
         s->graph = g;
     }
     TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
-    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, 1, m->x));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, 1, m->x));
     TRY(A->graph_launch(c, s->graph));
     s->pos += 1;
     if (!logits) return VT_OK;
@@ -720,7 +721,7 @@ static vt_status q35_step_segments_run(vt_model *m, vt_model_seq *s, const int32
         }
     }
     TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
-    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, 1, m->x));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, 1, m->x));
     m->res_a = NULL;
     uint32_t n_ahead = 0; /* predicted ids of layer i at topk_ids + K (the last acquire's) */
     for (uint32_t i = 0; i <= L; i++) {
@@ -805,7 +806,7 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     if (s->seg) qwen35_free_segments(m, s); /* graphs went off since they were recorded */
 
     /* §5.2 embeddings (no scaling) */
-    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(q35_dump(m, m->x, T, E));
     TRY(q35_layers(m, s, T, 0));
     s->pos += T;
@@ -871,7 +872,7 @@ vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
         }
         m->pos[t] = (int32_t)(seqs[i]->pos + r);
     }
-    TRY(A->get_rows[m->token_embd.type](c, &m->token_embd, tokens, T, m->x));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(q35_layers_multi(m, seqs, n_tok, n_seq, T, 0));
     for (uint32_t i = 0; i < n_seq; i++) seqs[i]->pos += n_tok[i];
     /* the last FFN's addition, then each sequence's last row: final norm into

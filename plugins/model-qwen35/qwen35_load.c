@@ -264,7 +264,7 @@ static vt_status q35_need_typed(q35_loader *L, const char *tname, uint32_t type,
         return VT_OK;
     }
     const vt_backend_api *api = L->m->api;
-    if (type >= VT_TYPE_SLOTS || (get_rows ? !api->get_rows[type] : !api->mat_mul[type])) {
+    if (get_rows ? !vt_backend_get_rows_fn(api, type) : !vt_backend_mat_mul_fn(api, type)) {
         L->host->set_error("qwen35: tensor '%s' has type %s, but backend '%s' has no %s for it",
                            tname, vt_type_name(type), L->m->backend->name,
                            get_rows ? "get_rows" : "mat_mul");

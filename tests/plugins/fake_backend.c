@@ -220,15 +220,23 @@ static void build(void)
 #endif
         /* VT_FAKE_ABSENT_TYPE=<type id>: that weight type stays ABSENT (load-time refusal test) */
         const char *absent = getenv("VT_FAKE_ABSENT_TYPE");
-        if (absent && id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_ID_LIMIT &&
-            (uint32_t)atoi(absent) == (id - VT_CAP_MAT_MUL_BASE) % VT_TYPE_SLOTS)
-            continue;
+        uint32_t wt;
+        int gr;
+        const int typed = vt_cap_weight_type(id, &wt, &gr);
+        if (absent && typed && (uint32_t)atoi(absent) == wt) continue;
+        if (typed && wt >= VT_TYPE_SLOTS && FAKE_ABI_MINOR < 9) continue;
         caps[i].state = VT_CAP_PRESENT;
         caps[i].reason = NULL;
-        if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_GET_ROWS_BASE)
-            table.mat_mul[id - VT_CAP_MAT_MUL_BASE] = stub_mm;
-        else if (id >= VT_CAP_GET_ROWS_BASE && id < VT_CAP_ID_LIMIT)
-            table.get_rows[id - VT_CAP_GET_ROWS_BASE] = stub_gr;
+        if (typed && wt < VT_TYPE_SLOTS) {
+            if (gr) table.get_rows[wt] = stub_gr;
+            else table.mat_mul[wt] = stub_mm;
+        }
+#if FAKE_ABI_MINOR >= 9
+        if (typed && wt >= VT_TYPE_SLOTS) {
+            if (gr) table.get_rows_ext = stub_gr;
+            else table.mat_mul_ext = stub_mm;
+        }
+#endif
     }
     table.rms_norm = fake_rms;
     table.l2_norm = stub_l2;

@@ -47,7 +47,10 @@
  * served by copy_h2d). 1.5 appends a second copy queue beside the ops
  * (ahead_fork, copy_h2d_ahead, ahead_join under VT_CAP_COPY_H2D_AHEAD), on
  * which the expert streamer copies the experts it predicts for the next
- * layer while the current one computes.
+ * layer while the current one computes. 1.9 appends mat_mul_ext and
+ * get_rows_ext, the weight-typed ops of type ids >= VT_TYPE_SLOTS, with
+ * capability ids from VT_CAP_TYPE_EXT_BASE (so a type id of any size can be
+ * declared); the ids below it keep their numbers.
  */
 #ifndef VT_BACKEND_H
 #define VT_BACKEND_H
@@ -100,11 +103,37 @@ typedef enum vt_cap_id {
     /* weight-typed ops: base + ggml type id (vt/types.h), 0 <= id < VT_TYPE_SLOTS */
     VT_CAP_MAT_MUL_BASE = 64,
     VT_CAP_GET_ROWS_BASE = 64 + VT_TYPE_SLOTS,
-    VT_CAP_ID_LIMIT = 64 + 2 * VT_TYPE_SLOTS
+    VT_CAP_ID_LIMIT = 64 + 2 * VT_TYPE_SLOTS,
+    /* ABI 1.9: weight-typed ops of type ids >= VT_TYPE_SLOTS (any size):
+     * mat_mul of type t is VT_CAP_TYPE_EXT_BASE + 2 * (t - VT_TYPE_SLOTS),
+     * get_rows the id after it; their functions are mat_mul_ext/get_rows_ext */
+    VT_CAP_TYPE_EXT_BASE = 1024
 } vt_cap_id;
 
-#define VT_CAP_MAT_MUL(type) ((uint32_t)VT_CAP_MAT_MUL_BASE + (uint32_t)(type))
-#define VT_CAP_GET_ROWS(type) ((uint32_t)VT_CAP_GET_ROWS_BASE + (uint32_t)(type))
+#define VT_CAP_MAT_MUL(type)                                                                   \
+    ((uint32_t)(type) < VT_TYPE_SLOTS                                                          \
+         ? (uint32_t)VT_CAP_MAT_MUL_BASE + (uint32_t)(type)                                    \
+         : (uint32_t)VT_CAP_TYPE_EXT_BASE + 2u * ((uint32_t)(type) - VT_TYPE_SLOTS))
+#define VT_CAP_GET_ROWS(type)                                                                  \
+    ((uint32_t)(type) < VT_TYPE_SLOTS                                                          \
+         ? (uint32_t)VT_CAP_GET_ROWS_BASE + (uint32_t)(type)                                   \
+         : (uint32_t)VT_CAP_TYPE_EXT_BASE + 2u * ((uint32_t)(type) - VT_TYPE_SLOTS) + 1u)
+/* The type a weight-typed capability id stands for, and whether it is get_rows;
+ * 0 when id is not weight-typed. */
+static inline int vt_cap_weight_type(uint32_t id, uint32_t *type, int *get_rows)
+{
+    if (id >= VT_CAP_MAT_MUL_BASE && id < VT_CAP_ID_LIMIT) {
+        *get_rows = id >= VT_CAP_GET_ROWS_BASE;
+        *type = id - (*get_rows ? VT_CAP_GET_ROWS_BASE : VT_CAP_MAT_MUL_BASE);
+        return 1;
+    }
+    if (id >= VT_CAP_TYPE_EXT_BASE && id - VT_CAP_TYPE_EXT_BASE < 0x7fff0000u) {
+        *get_rows = (int)((id - VT_CAP_TYPE_EXT_BASE) & 1u);
+        *type = VT_TYPE_SLOTS + (id - VT_CAP_TYPE_EXT_BASE) / 2u;
+        return 1;
+    }
+    return 0;
+}
 
 typedef enum vt_cap_state { VT_CAP_ABSENT = 0, VT_CAP_PRESENT = 1 } vt_cap_state;
 
@@ -548,7 +577,52 @@ typedef struct vt_backend_api {
     vt_status (*ahead_fork)(vt_backend_ctx *ctx);
     vt_status (*copy_h2d_ahead)(vt_backend_ctx *ctx, const vt_h2d_copy *copies, uint32_t n);
     vt_status (*ahead_join)(vt_backend_ctx *ctx);
+
+    /* ---- ABI 1.9 (read only when the plugin's abi_minor >= 9) ---- */
+    /*
+     * The weight-typed ops of the type ids that do not fit mat_mul[] and
+     * get_rows[] (w->type >= VT_TYPE_SLOTS: IQ1_XS, IQ1_XXS, IQ1_XXXS): the
+     * same contracts, the type read from w->type. Set when the backend
+     * declares VT_CAP_MAT_MUL(t) / VT_CAP_GET_ROWS(t) PRESENT for at least one
+     * such t; a call with a type it declares ABSENT fails with
+     * VT_ERR_UNSUPPORTED. Callers look the function up through
+     * vt_backend_mat_mul_fn / vt_backend_get_rows_fn below.
+     */
+    vt_status (*mat_mul_ext)(vt_backend_ctx *ctx, const vt_weight *w, const float *x,
+                             int64_t ldx, float *y, int64_t ldy, int64_t n_tokens);
+    vt_status (*get_rows_ext)(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                              int64_t n, float *out);
 } vt_backend_api;
+
+typedef vt_status (*vt_mat_mul_fn)(vt_backend_ctx *ctx, const vt_weight *w, const float *x,
+                                   int64_t ldx, float *y, int64_t ldy, int64_t n_tokens);
+typedef vt_status (*vt_get_rows_fn)(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+                                    int64_t n, float *out);
+
+/* 1 when api's capability list declares id PRESENT. A plugin built for an
+ * older minor never lists a newer id, so this is safe on any table. */
+static inline int vt_backend_declares(const vt_backend_api *api, uint32_t id)
+{
+    for (uint32_t i = 0; i < api->n_caps; i++)
+        if (api->caps[i].id == id) return api->caps[i].state == VT_CAP_PRESENT;
+    return 0;
+}
+
+/* mat_mul / get_rows of weight type t on api, or NULL where the backend has
+ * none (an unknown id, a type it declares ABSENT, a plugin older than 1.9 for
+ * t >= VT_TYPE_SLOTS). */
+static inline vt_mat_mul_fn vt_backend_mat_mul_fn(const vt_backend_api *api, uint32_t t)
+{
+    if (t < VT_TYPE_SLOTS) return api->mat_mul[t];
+    if (api->struct_size < offsetof(vt_backend_api, get_rows_ext) + sizeof(void *)) return NULL;
+    return vt_backend_declares(api, VT_CAP_MAT_MUL(t)) ? api->mat_mul_ext : NULL;
+}
+static inline vt_get_rows_fn vt_backend_get_rows_fn(const vt_backend_api *api, uint32_t t)
+{
+    if (t < VT_TYPE_SLOTS) return api->get_rows[t];
+    if (api->struct_size < offsetof(vt_backend_api, get_rows_ext) + sizeof(void *)) return NULL;
+    return vt_backend_declares(api, VT_CAP_GET_ROWS(t)) ? api->get_rows_ext : NULL;
+}
 
 /* A backend instance as the core and models see it. Owned by the core: valid
  * from a model's load() until after its free(). */

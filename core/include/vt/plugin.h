@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 8
+#define VT_ABI_MINOR 9
 
 #define VT_PLUGIN_ENTRY_SYMBOL "vt_plugin_entry"
 

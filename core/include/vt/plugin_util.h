@@ -220,7 +220,7 @@ static inline int vt_util_moe_ffn_check(const vt_moe_ffn_args *a, char *why, siz
     const uint32_t types[3] = {a->type_gate, a->type_up, a->type_down};
     static const char *const which[3] = {"gate", "up", "down"};
     for (int i = 0; i < 3; i++) {
-        if (types[i] >= VT_TYPE_SLOTS || vt_type_block_size(types[i]) == 0) {
+        if (types[i] >= VT_TYPE_COUNT || vt_type_block_size(types[i]) == 0) {
             snprintf(why, cap, "moe_ffn %s: weight type id %u unknown", nm, types[i]);
             return -1;
         }

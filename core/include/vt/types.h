@@ -1,7 +1,9 @@
 /*
  * vt/types.h - GGML tensor type ids and their block geometry.
  *
- * Source: ../shared/spec/gguf.md §4 (ids, elements per block, bytes per block).
+ * Source: ggml's type table (ggml.h / ggml-common.h of llama.cpp d32676d77;
+ * ids 64..66 from unslothai/llama.cpp branch iq1-narrow, 36fe8e1cc): ids,
+ * elements per block, bytes per block.
  * Header-only so plugins share the table without linking the core. A tensor
  * row of n elements of type t occupies (n / vt_type_block_size(t)) *
  * vt_type_size(t) bytes; n must be a multiple of the block size.
@@ -47,10 +49,19 @@ typedef enum vt_type {
     VT_TYPE_NVFP4 = 40,
     VT_TYPE_Q1_0 = 41,
     VT_TYPE_Q2_0 = 42,
-    VT_TYPE_COUNT = 43 /* one past the largest id known to this ABI */
+    /* ids 43..63 are left to upstream ggml; 64..66 are unslothai/llama.cpp's
+     * branch iq1-narrow (commit 36fe8e1cc): IQ1_S's rule with a narrower grid
+     * index (ABI 1.9) */
+    VT_TYPE_IQ1_XS = 64,
+    VT_TYPE_IQ1_XXS = 65,
+    VT_TYPE_IQ1_XXXS = 66,
+    VT_TYPE_COUNT = 67 /* one past the largest id known to this ABI */
 } vt_type;
 
-/* Size of per-type tables in plugin ABIs (room for ids not yet assigned). */
+/* Size of the per-type tables in the backend ABI (vt_backend_api's mat_mul[]
+ * and get_rows[], frozen since ABI 1.0). Ids >= VT_TYPE_SLOTS (the fork
+ * types 64..66) go through the ABI 1.9 members mat_mul_ext/get_rows_ext and
+ * the extended capability ids of vt/backend.h. */
 #define VT_TYPE_SLOTS 64
 
 typedef struct vt_type_traits {
@@ -107,6 +118,13 @@ static inline vt_type_traits vt_type_traits_of(uint32_t t)
         /* 40 */ {"NVFP4", 64, 36},
         /* 41 */ {"Q1_0", 128, 18},
         /* 42 */ {"Q2_0", 64, 18},
+        /* 43..63: not assigned */
+        {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+        {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+        {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+        /* 64 */ {"IQ1_XS", 256, 46},
+        /* 65 */ {"IQ1_XXS", 256, 42},
+        /* 66 */ {"IQ1_XXXS", 256, 38},
     };
     vt_type_traits none = {0, 0, 0};
     return t < VT_TYPE_COUNT ? tab[t] : none;
