@@ -105,10 +105,11 @@ static void run_case(vt_backend_ctx *ctx, const char *what, uint32_t type, int64
         for (int64_t i = 0; i < T * n_in; i++) /* varied block maxima, a few outliers */
             x[i] = tc_unif(&rng, -1.0f, 1.0f) * (i % 97 == 5 ? 8.0f : 1.0f) * (float)(1 + (i / 32) % 3);
     vt_weight w = {type, n_in, n_out, rb, wd, "test.quant_weight"};
-    assert_int_equal(tc_api()->mat_mul[type](ctx, &w, x, n_in, y, n_out, T), VT_OK);
+    assert_int_equal(vt_backend_mat_mul_fn(tc_api(), type)(ctx, &w, x, n_in, y, n_out, T), VT_OK);
     ref_out o = reference(type, wd, rb, n_in, n_out, x, T);
     const vt_cpu_qdot_set *qd = vt_cpu_ctx_kernels(ctx) ? ctx->qd : NULL;
-    int integer = T == 1 && qd && qd->dot[type];
+    /* one token: the qdot set's dot products; several: the low-bit types keep int8 */
+    int integer = qd && (T == 1 ? qd->dot[type] != NULL : vt_cpu_lowbit_mm(type) != NULL);
     for (int64_t t = 0; t < T; t++)
         for (int64_t r = 0; r < n_out; r++) {
             double want = o.y[t * n_out + r], got = y[t * n_out + r];
@@ -129,10 +130,12 @@ static void run_case(vt_backend_ctx *ctx, const char *what, uint32_t type, int64
 
 static void sweep(vt_backend_ctx *ctx, const char *what)
 {
-    for (size_t ti = 0; ti < TQB_N_TYPES; ti++) {
-        uint32_t type = tqb_types[ti];
+    for (size_t ti = 0; ti < TQB_N_TYPES + TQB_N_LOWBIT; ti++) {
+        uint32_t type = ti < TQB_N_TYPES ? tqb_types[ti] : tqb_lowbit_types[ti - TQB_N_TYPES];
         int64_t bs = vt_type_block_size(type);
-        int64_t n_in1 = bs == 256 ? 768 : 96, n_in2 = bs == 256 ? 2560 : 1056;
+        /* an odd number of blocks where it can be: 3 and 10 super-blocks; 3 and 33
+         * 32-blocks; 3 and 17 64-blocks (NVFP4, Q2_0); 3 and 9 128-blocks (Q1_0) */
+        int64_t n_in1 = 3 * bs, n_in2 = bs == 256 ? 2560 : bs == 128 ? 1152 : bs == 64 ? 1088 : 1056;
         static const int64_t toks[] = {1, 2, 3, 17, 64};
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
             int64_t T = toks[k];
@@ -269,8 +272,8 @@ static void test_threads(void **state)
     if (!c1->qd) {
         fprintf(stderr, "[  SKIP    ] no integer dot set on this CPU\n");
     } else {
-        for (size_t ti = 0; ti < TQB_N_TYPES; ti++) {
-            uint32_t type = tqb_types[ti];
+        for (size_t ti = 0; ti < TQB_N_TYPES + TQB_N_LOWBIT; ti++) {
+            uint32_t type = ti < TQB_N_TYPES ? tqb_types[ti] : tqb_lowbit_types[ti - TQB_N_TYPES];
             int64_t n_in = 1024, n_out = 301;
             size_t rb = (size_t)vt_type_row_bytes(type, (uint64_t)n_in);
             uint8_t *wd = malloc(rb * (size_t)n_out);
@@ -280,14 +283,55 @@ static void test_threads(void **state)
             tc_rng rng = {3 + ti};
             tc_fill(&rng, x, n_in, -1.0f, 1.0f);
             vt_weight w = {type, n_in, n_out, rb, wd, "test.threads"};
-            assert_int_equal(tc_api()->mat_mul[type](c1, &w, x, n_in, y1, n_out, 1), VT_OK);
-            assert_int_equal(tc_api()->mat_mul[type](c2, &w, x, n_in, y2, n_out, 1), VT_OK);
+            assert_int_equal(vt_backend_mat_mul_fn(tc_api(), type)(c1, &w, x, n_in, y1, n_out, 1), VT_OK);
+            assert_int_equal(vt_backend_mat_mul_fn(tc_api(), type)(c2, &w, x, n_in, y2, n_out, 1), VT_OK);
             assert_memory_equal(y1, y2, sizeof y1);
             free(wd);
         }
     }
     tc_api()->shutdown(c1);
     tc_api()->shutdown(c2);
+}
+
+/* The low-bit types: each token of a several-token call (int8 activations,
+ * decoded blocks shared) equals that token alone, bit for bit, whatever the
+ * other tokens are (batch invariance), with 1 and 2 threads. */
+static void test_lowbit_batch_invariant(void **state)
+{
+    (void)state;
+    vt_backend_ctx *ctx[2] = {tc_ctx(NULL, 1), tc_ctx(NULL, 2)};
+    if (!ctx[0]->qd) {
+        fprintf(stderr, "[  SKIP    ] no integer dot set on this CPU\n");
+    } else {
+        enum { T = 70, N_OUT = 53 }; /* past one 64-token chunk */
+        for (size_t ti = 0; ti < TQB_N_LOWBIT; ti++) {
+            const uint32_t type = tqb_lowbit_types[ti];
+            const int64_t n_in = 2 * 256;
+            size_t rb = (size_t)vt_type_row_bytes(type, (uint64_t)n_in);
+            uint8_t *wd = malloc(rb * N_OUT);
+            float *x = tc_alloc_f(T * n_in), *yb = tc_alloc_f(T * N_OUT), y1[N_OUT];
+            assert_non_null(wd);
+            tqb_fill(type, wd, N_OUT, n_in, 77 + ti, -8);
+            tc_rng rng = {11 + ti};
+            tc_fill(&rng, x, T * n_in, -2.0f, 2.0f);
+            vt_weight w = {type, n_in, N_OUT, rb, wd, "test.lowbit_batch"};
+            vt_mat_mul_fn mm = vt_backend_mat_mul_fn(tc_api(), type);
+            for (int c = 0; c < 2; c++) {
+                assert_int_equal(mm(ctx[c], &w, x, n_in, yb, N_OUT, T), VT_OK);
+                for (int t = 0; t < T; t += 23) {
+                    assert_int_equal(mm(ctx[c], &w, x + t * n_in, n_in, y1, N_OUT, 1), VT_OK);
+                    if (memcmp(y1, yb + t * N_OUT, sizeof y1))
+                        fail_msg("%s: token %d of %d differs from the same token alone (%d threads)",
+                                 vt_type_name(type), t, T, c + 1);
+                }
+            }
+            free(wd);
+            free(x);
+            free(yb);
+        }
+    }
+    tc_api()->shutdown(ctx[0]);
+    tc_api()->shutdown(ctx[1]);
 }
 
 /* The float path's fast dequantisation equals the reference bit for bit. */
@@ -363,7 +407,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
         cmocka_unit_test(test_partial_blocks), cmocka_unit_test(test_fast_dequant),
-        cmocka_unit_test(test_threads),      cmocka_unit_test(test_scalar),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_lowbit_batch_invariant),      cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx2w16),
     };

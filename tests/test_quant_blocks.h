@@ -21,6 +21,13 @@ static const uint32_t tqb_types[] = {
     VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4};
 #define TQB_N_TYPES (sizeof tqb_types / sizeof tqb_types[0])
 
+/* The low-bit types (so far handled by the CPU backend only). */
+static const uint32_t tqb_lowbit_types[] = {
+    VT_TYPE_IQ2_XXS, VT_TYPE_IQ2_XS, VT_TYPE_IQ2_S, VT_TYPE_IQ3_XXS, VT_TYPE_IQ3_S,
+    VT_TYPE_IQ1_S, VT_TYPE_IQ1_M, VT_TYPE_IQ1_XS, VT_TYPE_IQ1_XXS, VT_TYPE_IQ1_XXXS,
+    VT_TYPE_TQ1_0, VT_TYPE_TQ2_0, VT_TYPE_NVFP4, VT_TYPE_Q1_0, VT_TYPE_Q2_0};
+#define TQB_N_LOWBIT (sizeof tqb_lowbit_types / sizeof tqb_lowbit_types[0])
+
 static inline uint64_t tqb_next(uint64_t *s)
 {
     *s ^= *s >> 12;
@@ -76,6 +83,23 @@ static inline void tqb_fill(uint32_t type, uint8_t *out, int64_t n_rows, int64_t
             case VT_TYPE_Q3_K: tqb_put16(p + 108, tqb_f16(&s, e, 1)); break;
             case VT_TYPE_Q6_K: tqb_put16(p + 208, tqb_f16(&s, e, 1)); break;
             case VT_TYPE_MXFP4: p[0] = (uint8_t)(127 + e_scale + 4 + (int)(tqb_next(&s) >> 62)); break;
+            case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S: case VT_TYPE_IQ3_XXS:
+            case VT_TYPE_IQ3_S: case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_XS: case VT_TYPE_IQ1_XXS:
+            case VT_TYPE_IQ1_XXXS: case VT_TYPE_Q1_0: case VT_TYPE_Q2_0:
+                tqb_put16(p, tqb_f16(&s, e, 1));
+                break;
+            case VT_TYPE_TQ1_0: tqb_put16(p + 52, tqb_f16(&s, e, 1)); break;
+            case VT_TYPE_TQ2_0: tqb_put16(p + 64, tqb_f16(&s, e, 1)); break;
+            case VT_TYPE_IQ1_M: { /* the fp16 scale lives in the top nibbles of 4 u16 at 48 */
+                uint16_t v = tqb_f16(&s, e, 1);
+                for (int k = 0; k < 4; k++)
+                    p[49 + 2 * k] = (uint8_t)((p[49 + 2 * k] & 0x0f) | ((v >> (4 * k)) & 15) << 4);
+                break;
+            }
+            case VT_TYPE_NVFP4: /* 4 UE4M3 scales, exponent field 1..4 */
+                for (int k = 0; k < 4; k++)
+                    p[k] = (uint8_t)((1 + (int)(tqb_next(&s) >> 62)) << 3 | (tqb_next(&s) >> 61));
+                break;
             default: break;
             }
         }
