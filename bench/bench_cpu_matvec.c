@@ -70,7 +70,11 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {VT_TYPE_F32,  VT_TYPE_F16,  VT_TYPE_BF16,   VT_TYPE_Q8_0,
                                      VT_TYPE_Q4_0, VT_TYPE_Q4_1, VT_TYPE_Q5_0,   VT_TYPE_Q5_1,
                                      VT_TYPE_Q2_K, VT_TYPE_Q3_K, VT_TYPE_Q4_K,   VT_TYPE_Q5_K,
-                                     VT_TYPE_Q6_K, VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4};
+                                     VT_TYPE_Q6_K, VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4,
+                                     VT_TYPE_IQ2_XXS, VT_TYPE_IQ2_XS, VT_TYPE_IQ2_S, VT_TYPE_IQ3_XXS,
+                                     VT_TYPE_IQ3_S, VT_TYPE_IQ1_S, VT_TYPE_IQ1_M, VT_TYPE_IQ1_XS,
+                                     VT_TYPE_IQ1_XXS, VT_TYPE_IQ1_XXXS, VT_TYPE_TQ1_0, VT_TYPE_TQ2_0,
+                                     VT_TYPE_NVFP4, VT_TYPE_Q1_0, VT_TYPE_Q2_0};
     const char *only = argc > 6 ? argv[6] : NULL;
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(n_out * n_tok));
@@ -78,7 +82,7 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
     printf("mat_mul [%lld x %lld] x %lld token(s), kernel set auto = %s, median of %d\n",
            (long long)n_out, (long long)n_in, (long long)n_tok, vt_cpu_kernels_best()->name, REPS);
-    printf("%-6s %-7s %3s %9s %8s %8s %8s %8s %8s\n", "type", "kernels", "thr", "us/call", "GB/s",
+    printf("%-8s %-7s %3s %9s %8s %8s %8s %8s %8s\n", "type", "kernels", "thr", "us/call", "GB/s",
            "bestGB/s", "GFLOP/s", "cpuGF/s", "spread%");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t type = types[ti];
@@ -113,13 +117,14 @@ int main(int argc, char **argv)
             vt_backend_params p = {sizeof p, 0, cfg[c].t, cfg[c].k, &host};
             vt_backend_ctx *ctx = NULL;
             if (api->init(&p, &ctx) != VT_OK) return 1;
-            api->mat_mul[type](ctx, &w, x, n_in, y, n_out, n_tok); /* warm up */
+            vt_mat_mul_fn mm = vt_backend_mat_mul_fn(api, type);
+            mm(ctx, &w, x, n_in, y, n_out, n_tok); /* warm up */
             double per[REPS], cpu[REPS], slot = (cfg[c].k[0] == 's' ? secs / 2 : secs) / REPS;
             for (int r = 0; r < REPS; r++) {
                 int64_t iters = 0;
                 double t0 = now_s(), c0 = cpu_s(), t1;
                 do {
-                    api->mat_mul[type](ctx, &w, x, n_in, y, n_out, n_tok);
+                    mm(ctx, &w, x, n_in, y, n_out, n_tok);
                     iters++;
                     t1 = now_s();
                 } while (t1 - t0 < slot);
@@ -129,7 +134,7 @@ int main(int argc, char **argv)
             qsort(per, REPS, sizeof per[0], cmp_d);
             qsort(cpu, REPS, sizeof cpu[0], cmp_d);
             double med = per[REPS / 2], flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
-            printf("%-6s %-7s %3d %9.1f %8.2f %8.2f %8.2f %8.2f %8.1f\n", vt_type_name(type),
+            printf("%-8s %-7s %3d %9.1f %8.2f %8.2f %8.2f %8.2f %8.1f\n", vt_type_name(type),
                    cfg[c].k, cfg[c].t, med * 1e6, (double)bytes / med / 1e9,
                    (double)bytes / per[0] / 1e9, flop / med / 1e9, flop / cpu[REPS / 2] / 1e9,
                    100.0 * (per[REPS - 1] - per[0]) / med);
