@@ -123,6 +123,10 @@ typedef struct vt_cpu_iq_tables {
     uint32_t iq3xxs[256], iq3s[512];
     uint64_t iq1s[2048], iq1xs[1024], iq1xxs[512], iq1xxxs[256];
     uint8_t signs[128];
+    /* decode's forms: IQ1 entries as 8 int8 values 8 c + 1 ([0]) and 8 c - 1
+     * ([1]); the byte mask of each sign byte (0xff where its bit is set) */
+    uint64_t iq1s_q[2][2048], iq1xs_q[2][1024], iq1xxs_q[2][512], iq1xxxs_q[2][256];
+    uint64_t sign_mask[256];
 } vt_cpu_iq_tables;
 extern vt_cpu_iq_tables vt_cpu_iq;
 /* 1 when vt_cpu_dequant_row decodes `type` (a superset of vt_cpu_type_supported). */

@@ -45,6 +45,20 @@ static void expand32(vt_iq_grid_id id, uint32_t *out)
     for (uint32_t i = 0; i < g->n; i++) out[i] = (uint32_t)vt_iq_grid_word(g, i);
 }
 
+/* out[0][i], out[1][i]: entry i's 8 coordinates c (int8) as 8 c + 1 and 8 c - 1 */
+static void iq1_decode_form(const uint64_t *grid, uint32_t n, uint64_t (*out)[n])
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (int s = 0; s < 2; s++) {
+            uint64_t w = 0;
+            for (int j = 0; j < 8; j++) {
+                int c = (int8_t)(uint8_t)(grid[i] >> (8 * j));
+                w |= (uint64_t)(uint8_t)(int8_t)(8 * c + (s ? -1 : 1)) << (8 * j);
+            }
+            out[s][i] = w;
+        }
+}
+
 __attribute__((constructor)) static void iq_tables_init(void)
 {
     expand64(VT_IQ_GRID_IQ2XXS, vt_cpu_iq.iq2xxs);
@@ -57,6 +71,16 @@ __attribute__((constructor)) static void iq_tables_init(void)
     expand64(VT_IQ_GRID_IQ1XXS, vt_cpu_iq.iq1xxs);
     expand64(VT_IQ_GRID_IQ1XXXS, vt_cpu_iq.iq1xxxs);
     for (uint32_t i = 0; i < 128; i++) vt_cpu_iq.signs[i] = vt_iq_sign_byte(i);
+    for (uint32_t m = 0; m < 256; m++) {
+        uint64_t w = 0;
+        for (int j = 0; j < 8; j++)
+            if ((m >> j) & 1u) w |= (uint64_t)0xff << (8 * j);
+        vt_cpu_iq.sign_mask[m] = w;
+    }
+    iq1_decode_form(vt_cpu_iq.iq1s, 2048, vt_cpu_iq.iq1s_q);
+    iq1_decode_form(vt_cpu_iq.iq1xs, 1024, vt_cpu_iq.iq1xs_q);
+    iq1_decode_form(vt_cpu_iq.iq1xxs, 512, vt_cpu_iq.iq1xxs_q);
+    iq1_decode_form(vt_cpu_iq.iq1xxxs, 256, vt_cpu_iq.iq1xxxs_q);
 }
 
 static inline float f16_at(const uint8_t *p) { return vt_cpu_f16_to_f32(vt_cpu_rd16(p)); }
@@ -65,20 +89,18 @@ static inline uint32_t rd32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* 8 values: q[j] = ± coordinate j of g (unsigned magnitudes), minus where bit j of signs */
+/* 8 values: q[j] = ± coordinate j of g (unsigned magnitudes, all >= 1), minus
+ * where bit j of signs: per byte (v ^ 0xff) + 1 = −v, which never carries into
+ * the next byte since v >= 1. */
 static inline void put8_signed(int8_t *q, uint64_t g, uint32_t signs)
 {
-    for (int j = 0; j < 8; j++) {
-        int v = (uint8_t)(g >> (8 * j));
-        q[j] = (int8_t)((signs >> j) & 1u ? -v : v);
-    }
+    const uint64_t m = vt_cpu_iq.sign_mask[signs & 255];
+    const uint64_t w = (g ^ m) + (m & 0x0101010101010101ULL);
+    memcpy(q, &w, 8);
 }
 
-/* 8 values of an IQ1 grid entry (int8 coordinates c): q[j] = 8 c ± 1 (delta's sign) */
-static inline void put8_iq1(int8_t *q, uint64_t g, int neg)
-{
-    for (int j = 0; j < 8; j++) q[j] = (int8_t)(8 * (int8_t)(uint8_t)(g >> (8 * j)) + (neg ? -1 : 1));
-}
+/* 8 values of IQ1 entry idx of table t (vt_cpu_iq's *_q forms): q[j] = 8 c ± 1 */
+#define put8_iq1(q, t, idx, neg) memcpy((q), &(t)[(neg) ? 1 : 0][(idx)], 8)
 
 static inline void sc2(float *sc, float v) { sc[0] = sc[1] = v; }
 
@@ -177,7 +199,7 @@ static void int_iq1_s(const uint8_t *b, int8_t *q, float *sc)
         sc2(sc + 2 * ib, d * (float)(2 * ((qh >> 12) & 7) + 1) * VT_IQ1_DELTA);
         for (int l = 0; l < 4; l++) {
             const uint32_t idx = b[2 + 4 * ib + l] | ((uint32_t)(qh >> (3 * l)) & 7) << 8;
-            put8_iq1(q + 8 * l, vt_cpu_iq.iq1s[idx], qh & 0x8000);
+            put8_iq1(q + 8 * l, vt_cpu_iq.iq1s_q, idx, qh & 0x8000);
         }
     }
 }
@@ -198,7 +220,7 @@ static void int_iq1_m(const uint8_t *b, int8_t *q, float *sc)
                 d * (float)(2 * ((s[ib / 2] >> (6 * (ib % 2) + 3 * h)) & 7) + 1) * VT_IQ1_DELTA;
         for (int l = 0; l < 4; l++) {
             const uint8_t nib = (uint8_t)(b[32 + 2 * ib + l / 2] >> (4 * (l % 2)));
-            put8_iq1(q + 8 * l, vt_cpu_iq.iq1s[b[4 * ib + l] | (uint32_t)(nib & 7) << 8], nib & 8);
+            put8_iq1(q + 8 * l, vt_cpu_iq.iq1s_q, b[4 * ib + l] | (uint32_t)(nib & 7) << 8, nib & 8);
         }
     }
 }
@@ -214,7 +236,7 @@ static void int_iq1_xs(const uint8_t *b, int8_t *q, float *sc)
         sc2(sc + 2 * ib, d * (float)(2 * (nib & 7) + 1) * VT_IQ1_DELTA);
         for (int l = 0; l < 4; l++) {
             const uint32_t idx = b[2 + 4 * ib + l] | (uint32_t)((b[34 + ib] >> (2 * l)) & 3) << 8;
-            put8_iq1(q + 8 * l, vt_cpu_iq.iq1xs[idx], nib & 8);
+            put8_iq1(q + 8 * l, vt_cpu_iq.iq1xs_q, idx, nib & 8);
         }
     }
 }
@@ -228,7 +250,7 @@ static void int_iq1_xxs(const uint8_t *b, int8_t *q, float *sc)
         const uint8_t h = b[34 + ib];
         sc2(sc + 2 * ib, d * (float)(2 * ((h >> 4) & 7) + 1) * VT_IQ1_DELTA);
         for (int l = 0; l < 4; l++)
-            put8_iq1(q + 8 * l, vt_cpu_iq.iq1xxs[b[2 + 4 * ib + l] | (uint32_t)((h >> l) & 1) << 8],
+            put8_iq1(q + 8 * l, vt_cpu_iq.iq1xxs_q, b[2 + 4 * ib + l] | (uint32_t)((h >> l) & 1) << 8,
                      h & 0x80);
     }
 }
@@ -241,7 +263,7 @@ static void int_iq1_xxxs(const uint8_t *b, int8_t *q, float *sc)
     for (int ib = 0; ib < 8; ib++, q += 32) {
         const int nib = (b[34 + ib / 2] >> (4 * (ib & 1))) & 15;
         sc2(sc + 2 * ib, d * (float)(2 * (nib & 7) + 1) * VT_IQ1_DELTA);
-        for (int l = 0; l < 4; l++) put8_iq1(q + 8 * l, vt_cpu_iq.iq1xxxs[b[2 + 4 * ib + l]], nib & 8);
+        for (int l = 0; l < 4; l++) put8_iq1(q + 8 * l, vt_cpu_iq.iq1xxxs_q, b[2 + 4 * ib + l], nib & 8);
     }
 }
 
