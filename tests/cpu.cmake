@@ -23,7 +23,7 @@ target_link_libraries(bench_cpu_ops PRIVATE vt_cpu_kernels)
 # The block-quantised types' mat_mul (integer decode path and float path) on
 # random blocks against the scalar reference, with bounds from the arithmetic.
 vt_add_test(test_cpu_quant_kernels SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant_kernels.c
-            LIBS vt_cpu_kernels LABELS "cpu;quant" TIMEOUT 60)
+            LIBS vt_cpu_kernels LABELS "cpu;quant" TIMEOUT 180)
 # bench/bench_read_bw: the read bandwidth of a large array with N threads (the
 # ceiling bench/quant_decode.sh compares decode with). Built, not run as a test.
 add_executable(bench_read_bw ${CMAKE_SOURCE_DIR}/bench/bench_read_bw.c)
