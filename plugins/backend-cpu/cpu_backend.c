@@ -348,62 +348,10 @@ static vt_status cpu_device_name(int device, char *buf, size_t cap)
     {                                                                                          \
         return vt_cpu_get_rows(ctx, TYPE, w, ids, n, out);                                     \
     }
-MM_ENTRY(mm_f32, VT_TYPE_F32)
-MM_ENTRY(mm_f16, VT_TYPE_F16)
-MM_ENTRY(mm_bf16, VT_TYPE_BF16)
-MM_ENTRY(mm_q8_0, VT_TYPE_Q8_0)
-GR_ENTRY(gr_f32, VT_TYPE_F32)
-GR_ENTRY(gr_f16, VT_TYPE_F16)
-GR_ENTRY(gr_bf16, VT_TYPE_BF16)
-GR_ENTRY(gr_q8_0, VT_TYPE_Q8_0)
-MM_ENTRY(mm_q4_0, VT_TYPE_Q4_0)
-GR_ENTRY(gr_q4_0, VT_TYPE_Q4_0)
-MM_ENTRY(mm_q4_1, VT_TYPE_Q4_1)
-GR_ENTRY(gr_q4_1, VT_TYPE_Q4_1)
-MM_ENTRY(mm_q5_0, VT_TYPE_Q5_0)
-GR_ENTRY(gr_q5_0, VT_TYPE_Q5_0)
-MM_ENTRY(mm_q5_1, VT_TYPE_Q5_1)
-GR_ENTRY(gr_q5_1, VT_TYPE_Q5_1)
-MM_ENTRY(mm_q2_k, VT_TYPE_Q2_K)
-GR_ENTRY(gr_q2_k, VT_TYPE_Q2_K)
-MM_ENTRY(mm_q3_k, VT_TYPE_Q3_K)
-GR_ENTRY(gr_q3_k, VT_TYPE_Q3_K)
-MM_ENTRY(mm_q4_k, VT_TYPE_Q4_K)
-GR_ENTRY(gr_q4_k, VT_TYPE_Q4_K)
-MM_ENTRY(mm_q5_k, VT_TYPE_Q5_K)
-GR_ENTRY(gr_q5_k, VT_TYPE_Q5_K)
-MM_ENTRY(mm_q6_k, VT_TYPE_Q6_K)
-GR_ENTRY(gr_q6_k, VT_TYPE_Q6_K)
-MM_ENTRY(mm_iq4_nl, VT_TYPE_IQ4_NL)
-GR_ENTRY(gr_iq4_nl, VT_TYPE_IQ4_NL)
-MM_ENTRY(mm_iq4_xs, VT_TYPE_IQ4_XS)
-GR_ENTRY(gr_iq4_xs, VT_TYPE_IQ4_XS)
-MM_ENTRY(mm_mxfp4, VT_TYPE_MXFP4)
-GR_ENTRY(gr_mxfp4, VT_TYPE_MXFP4)
-MM_ENTRY(mm_iq2_xxs, VT_TYPE_IQ2_XXS)
-GR_ENTRY(gr_iq2_xxs, VT_TYPE_IQ2_XXS)
-MM_ENTRY(mm_iq2_xs, VT_TYPE_IQ2_XS)
-GR_ENTRY(gr_iq2_xs, VT_TYPE_IQ2_XS)
-MM_ENTRY(mm_iq3_xxs, VT_TYPE_IQ3_XXS)
-GR_ENTRY(gr_iq3_xxs, VT_TYPE_IQ3_XXS)
-MM_ENTRY(mm_iq1_s, VT_TYPE_IQ1_S)
-GR_ENTRY(gr_iq1_s, VT_TYPE_IQ1_S)
-MM_ENTRY(mm_iq3_s, VT_TYPE_IQ3_S)
-GR_ENTRY(gr_iq3_s, VT_TYPE_IQ3_S)
-MM_ENTRY(mm_iq2_s, VT_TYPE_IQ2_S)
-GR_ENTRY(gr_iq2_s, VT_TYPE_IQ2_S)
-MM_ENTRY(mm_iq1_m, VT_TYPE_IQ1_M)
-GR_ENTRY(gr_iq1_m, VT_TYPE_IQ1_M)
-MM_ENTRY(mm_tq1_0, VT_TYPE_TQ1_0)
-GR_ENTRY(gr_tq1_0, VT_TYPE_TQ1_0)
-MM_ENTRY(mm_tq2_0, VT_TYPE_TQ2_0)
-GR_ENTRY(gr_tq2_0, VT_TYPE_TQ2_0)
-MM_ENTRY(mm_nvfp4, VT_TYPE_NVFP4)
-GR_ENTRY(gr_nvfp4, VT_TYPE_NVFP4)
-MM_ENTRY(mm_q1_0, VT_TYPE_Q1_0)
-GR_ENTRY(gr_q1_0, VT_TYPE_Q1_0)
-MM_ENTRY(mm_q2_0, VT_TYPE_Q2_0)
-GR_ENTRY(gr_q2_0, VT_TYPE_Q2_0)
+#define OP_ENTRIES(T, n) MM_ENTRY(mm_##n, VT_TYPE_##T) GR_ENTRY(gr_##n, VT_TYPE_##T)
+VT_CPU_DIRECT_TYPES(OP_ENTRIES)
+VT_CPU_PANEL_TYPES(OP_ENTRIES)
+#undef OP_ENTRIES
 /* ids >= VT_TYPE_SLOTS (ABI 1.9): one entry each, the type read from the weight */
 static vt_status mm_ext(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
                         float *y, int64_t ldy, int64_t n_tokens)
@@ -520,34 +468,8 @@ static const vt_backend_api cpu_api = {
     .host_alloc_pinned = NULL,
     .host_free_pinned = NULL,
     .copy_peer = NULL,
-    .mat_mul = {[VT_TYPE_F32] = mm_f32, [VT_TYPE_F16] = mm_f16, [VT_TYPE_BF16] = mm_bf16,
-                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1, [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k, [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k, [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl, [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4,
-                [VT_TYPE_IQ2_XXS] = mm_iq2_xxs,
-                [VT_TYPE_IQ2_XS] = mm_iq2_xs,
-                [VT_TYPE_IQ3_XXS] = mm_iq3_xxs,
-                [VT_TYPE_IQ1_S] = mm_iq1_s,
-                [VT_TYPE_IQ3_S] = mm_iq3_s,
-                [VT_TYPE_IQ2_S] = mm_iq2_s,
-                [VT_TYPE_IQ1_M] = mm_iq1_m,
-                [VT_TYPE_TQ1_0] = mm_tq1_0,
-                [VT_TYPE_TQ2_0] = mm_tq2_0,
-                [VT_TYPE_NVFP4] = mm_nvfp4,
-                [VT_TYPE_Q1_0] = mm_q1_0,
-                [VT_TYPE_Q2_0] = mm_q2_0,},
-    .get_rows = {[VT_TYPE_F32] = gr_f32, [VT_TYPE_F16] = gr_f16, [VT_TYPE_BF16] = gr_bf16,
-                 [VT_TYPE_Q8_0] = gr_q8_0, [VT_TYPE_Q4_0] = gr_q4_0, [VT_TYPE_Q4_1] = gr_q4_1, [VT_TYPE_Q5_0] = gr_q5_0, [VT_TYPE_Q5_1] = gr_q5_1, [VT_TYPE_Q2_K] = gr_q2_k, [VT_TYPE_Q3_K] = gr_q3_k, [VT_TYPE_Q4_K] = gr_q4_k, [VT_TYPE_Q5_K] = gr_q5_k, [VT_TYPE_Q6_K] = gr_q6_k, [VT_TYPE_IQ4_NL] = gr_iq4_nl, [VT_TYPE_IQ4_XS] = gr_iq4_xs, [VT_TYPE_MXFP4] = gr_mxfp4,
-                 [VT_TYPE_IQ2_XXS] = gr_iq2_xxs,
-                 [VT_TYPE_IQ2_XS] = gr_iq2_xs,
-                 [VT_TYPE_IQ3_XXS] = gr_iq3_xxs,
-                 [VT_TYPE_IQ1_S] = gr_iq1_s,
-                 [VT_TYPE_IQ3_S] = gr_iq3_s,
-                 [VT_TYPE_IQ2_S] = gr_iq2_s,
-                 [VT_TYPE_IQ1_M] = gr_iq1_m,
-                 [VT_TYPE_TQ1_0] = gr_tq1_0,
-                 [VT_TYPE_TQ2_0] = gr_tq2_0,
-                 [VT_TYPE_NVFP4] = gr_nvfp4,
-                 [VT_TYPE_Q1_0] = gr_q1_0,
-                 [VT_TYPE_Q2_0] = gr_q2_0,},
+    .mat_mul = {VT_CPU_DIRECT_TYPES(VT_CPU_MM_INIT) VT_CPU_PANEL_TYPES(VT_CPU_MM_INIT)},
+    .get_rows = {VT_CPU_DIRECT_TYPES(VT_CPU_GR_INIT) VT_CPU_PANEL_TYPES(VT_CPU_GR_INIT)},
     .rms_norm = vt_cpu_rms_norm,
     .l2_norm = vt_cpu_l2_norm,
     .rope_neox = vt_cpu_rope_neox,

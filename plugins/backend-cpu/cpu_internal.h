@@ -153,6 +153,26 @@ typedef void (*vt_cpu_mm_fn)(const uint8_t *w, size_t row_bytes, int64_t n_in, c
                              int64_t ldx, float *y, int64_t ldy, int64_t n_rows, int64_t n_tok,
                              float *scratch);
 
+/*
+ * The weight types backend-cpu computes, as X(TYPE, name) for VT_TYPE_<TYPE>
+ * and the kernels' names mm_<name> / gr_<name>: the types the float kernels
+ * read directly (F32, F16, BF16, and Q8_0 from its codes), the block types
+ * they dequantise into a panel (ids below VT_TYPE_SLOTS), and the block
+ * types past the ABI's per-type tables (ABI 1.9: mat_mul_ext/get_rows_ext).
+ * Every table of kernels is built from these lists.
+ */
+#define VT_CPU_DIRECT_TYPES(X) X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0)
+#define VT_CPU_PANEL_TYPES(X)                                                                  \
+    X(Q4_0, q4_0) X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(Q2_K, q2_k) X(Q3_K, q3_k)         \
+    X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) X(IQ4_NL, iq4_nl) X(IQ4_XS, iq4_xs)              \
+    X(MXFP4, mxfp4) X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ3_XXS, iq3_xxs) X(IQ1_S, iq1_s)  \
+    X(IQ3_S, iq3_s) X(IQ2_S, iq2_s) X(IQ1_M, iq1_m) X(TQ1_0, tq1_0) X(TQ2_0, tq2_0)            \
+    X(NVFP4, nvfp4) X(Q1_0, q1_0) X(Q2_0, q2_0)
+#define VT_CPU_EXT_TYPES(X) X(IQ1_XS, iq1_xs) X(IQ1_XXS, iq1_xxs) X(IQ1_XXXS, iq1_xxxs)
+/* designated initialisers of a table of mm_<name> / gr_<name> */
+#define VT_CPU_MM_INIT(T, n) [VT_TYPE_##T] = mm_##n,
+#define VT_CPU_GR_INIT(T, n) [VT_TYPE_##T] = gr_##n,
+
 typedef struct vt_cpu_kernels {
     const char *name; /* "scalar", "avx2", "avx512", "avx2w16" */
     const char *isa;  /* for the INFO log line */
@@ -334,8 +354,8 @@ struct vt_backend_ctx {
     const vt_host_api *host;
     const vt_cpu_kernels *k;
     const vt_cpu_qdot_set *qd; /* decode's integer dot products, or NULL */
-    void *xq;                  /* one token's quantised activations (vt_cpu_xq_view) */
-    int64_t xq_cap;            /* blocks xq holds */
+    void *xq;                  /* tokens' quantised activations (vt_cpu_xq_view each) */
+    size_t xq_bytes;           /* bytes xq holds */
     vt_cpu_pool *pool;
     int n_threads;
     void **scratch;       /* per thread, 64-byte aligned */

@@ -66,37 +66,11 @@ static void mm_scalar(uint32_t type, const uint8_t *w, size_t row_bytes, int64_t
     {                                                                                          \
         mm_scalar(TYPE, w, rb, n_in, x, ldx, y, ldy, n_rows, n_tok, scratch);                  \
     }
-MM_SCALAR(mm_f32, VT_TYPE_F32)
-MM_SCALAR(mm_f16, VT_TYPE_F16)
-MM_SCALAR(mm_bf16, VT_TYPE_BF16)
-MM_SCALAR(mm_q8_0, VT_TYPE_Q8_0)
-MM_SCALAR(mm_q4_0, VT_TYPE_Q4_0)
-MM_SCALAR(mm_q4_1, VT_TYPE_Q4_1)
-MM_SCALAR(mm_q5_0, VT_TYPE_Q5_0)
-MM_SCALAR(mm_q5_1, VT_TYPE_Q5_1)
-MM_SCALAR(mm_q2_k, VT_TYPE_Q2_K)
-MM_SCALAR(mm_q3_k, VT_TYPE_Q3_K)
-MM_SCALAR(mm_q4_k, VT_TYPE_Q4_K)
-MM_SCALAR(mm_q5_k, VT_TYPE_Q5_K)
-MM_SCALAR(mm_q6_k, VT_TYPE_Q6_K)
-MM_SCALAR(mm_iq4_nl, VT_TYPE_IQ4_NL)
-MM_SCALAR(mm_iq4_xs, VT_TYPE_IQ4_XS)
-MM_SCALAR(mm_mxfp4, VT_TYPE_MXFP4)
-MM_SCALAR(mm_iq2_xxs, VT_TYPE_IQ2_XXS)
-MM_SCALAR(mm_iq2_xs, VT_TYPE_IQ2_XS)
-MM_SCALAR(mm_iq3_xxs, VT_TYPE_IQ3_XXS)
-MM_SCALAR(mm_iq1_s, VT_TYPE_IQ1_S)
-MM_SCALAR(mm_iq3_s, VT_TYPE_IQ3_S)
-MM_SCALAR(mm_iq2_s, VT_TYPE_IQ2_S)
-MM_SCALAR(mm_iq1_m, VT_TYPE_IQ1_M)
-MM_SCALAR(mm_tq1_0, VT_TYPE_TQ1_0)
-MM_SCALAR(mm_tq2_0, VT_TYPE_TQ2_0)
-MM_SCALAR(mm_nvfp4, VT_TYPE_NVFP4)
-MM_SCALAR(mm_q1_0, VT_TYPE_Q1_0)
-MM_SCALAR(mm_q2_0, VT_TYPE_Q2_0)
-MM_SCALAR(mm_iq1_xs, VT_TYPE_IQ1_XS)
-MM_SCALAR(mm_iq1_xxs, VT_TYPE_IQ1_XXS)
-MM_SCALAR(mm_iq1_xxxs, VT_TYPE_IQ1_XXXS)
+#define MM_SCALAR_DEF(T, n) MM_SCALAR(mm_##n, VT_TYPE_##T)
+VT_CPU_DIRECT_TYPES(MM_SCALAR_DEF)
+VT_CPU_PANEL_TYPES(MM_SCALAR_DEF)
+VT_CPU_EXT_TYPES(MM_SCALAR_DEF)
+#undef MM_SCALAR_DEF
 
 /* ---- norms ---- */
 
@@ -247,27 +221,8 @@ const vt_cpu_kernels vt_cpu_kernels_scalar = {
     .isa = "plain C reference, float32 with double accumulation",
     .lanes = 1,
     .supported = always,
-    .mat_mul = {[VT_TYPE_F32] = mm_f32, [VT_TYPE_F16] = mm_f16, [VT_TYPE_BF16] = mm_bf16,
-                [VT_TYPE_Q8_0] = mm_q8_0, [VT_TYPE_Q4_0] = mm_q4_0, [VT_TYPE_Q4_1] = mm_q4_1,
-                [VT_TYPE_Q5_0] = mm_q5_0, [VT_TYPE_Q5_1] = mm_q5_1, [VT_TYPE_Q2_K] = mm_q2_k,
-                [VT_TYPE_Q3_K] = mm_q3_k, [VT_TYPE_Q4_K] = mm_q4_k, [VT_TYPE_Q5_K] = mm_q5_k,
-                [VT_TYPE_Q6_K] = mm_q6_k, [VT_TYPE_IQ4_NL] = mm_iq4_nl,
-                [VT_TYPE_IQ4_XS] = mm_iq4_xs, [VT_TYPE_MXFP4] = mm_mxfp4,
-                [VT_TYPE_IQ2_XXS] = mm_iq2_xxs,
-                [VT_TYPE_IQ2_XS] = mm_iq2_xs,
-                [VT_TYPE_IQ3_XXS] = mm_iq3_xxs,
-                [VT_TYPE_IQ1_S] = mm_iq1_s,
-                [VT_TYPE_IQ3_S] = mm_iq3_s,
-                [VT_TYPE_IQ2_S] = mm_iq2_s,
-                [VT_TYPE_IQ1_M] = mm_iq1_m,
-                [VT_TYPE_TQ1_0] = mm_tq1_0,
-                [VT_TYPE_TQ2_0] = mm_tq2_0,
-                [VT_TYPE_NVFP4] = mm_nvfp4,
-                [VT_TYPE_Q1_0] = mm_q1_0,
-                [VT_TYPE_Q2_0] = mm_q2_0,
-                [VT_TYPE_IQ1_XS] = mm_iq1_xs,
-                [VT_TYPE_IQ1_XXS] = mm_iq1_xxs,
-                [VT_TYPE_IQ1_XXXS] = mm_iq1_xxxs,},
+    .mat_mul = {VT_CPU_DIRECT_TYPES(VT_CPU_MM_INIT) VT_CPU_PANEL_TYPES(VT_CPU_MM_INIT)
+                    VT_CPU_EXT_TYPES(VT_CPU_MM_INIT)},
     .rms_norm_row = rms_norm_row,
     .l2_norm_row = l2_norm_row,
     .attn_head = attn_head,

@@ -90,58 +90,17 @@ static vt_status check_weight(const vt_backend_ctx *ctx, const char *op, uint32_
     return VT_OK;
 }
 
-/* Decode of a quantised type: the token's activations quantised once
- * (ctx->xq), then the integer dot products over slices of rows. */
-struct qdot_job {
-    vt_cpu_qdot_fn fn;
-    const uint8_t *w;
-    size_t rb;
-    int64_t n_in, n_out, rows_per;
-    vt_cpu_xq xq;
-    float *y;
-};
-
-static void qdot_task(void *arg, int64_t task, int thread)
-{
-    (void)thread;
-    const struct qdot_job *j = arg;
-    int64_t r0 = task * j->rows_per, r1 = min64(r0 + j->rows_per, j->n_out);
-    j->fn(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, &j->xq, j->y + r0, r1 - r0);
-}
-
-static vt_status qdot_mat_vec(vt_backend_ctx *ctx, vt_cpu_qdot_fn fn, const vt_weight *w,
-                              const float *x, float *y)
-{
-    int64_t nb = w->n_in / 32;
-    if (nb > ctx->xq_cap) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, vt_cpu_xq_bytes(nb)) != 0)
-            return vt_cpu_fail_oom(ctx, vt_cpu_xq_bytes(nb), "the quantised activations of %s",
-                                   w->name ? w->name : "(unnamed)");
-        free(ctx->xq);
-        ctx->xq = p;
-        ctx->xq_cap = nb;
-    }
-    vt_cpu_xq xq = vt_cpu_xq_view(ctx->xq, ctx->xq_cap);
-    ctx->qd->quantize(x, w->n_in, &xq);
-    struct qdot_job j = {fn, w->data, (size_t)w->row_bytes, w->n_in, w->n_out, w->n_out, xq, y};
-    double work = (double)w->n_in * (double)w->n_out;
-    if (ctx->n_threads > 1 && work >= VT_CPU_INLINE_WORK) {
-        int64_t rp = ceil_div(w->n_out, 4 * (int64_t)ctx->n_threads);
-        while (rp < w->n_out && (double)rp * (double)w->n_in < MIN_TASK_WORK) rp *= 2;
-        j.rows_per = min64(rp, w->n_out);
-        vt_cpu_pool_run(ctx->pool, qdot_task, &j, ceil_div(w->n_out, j.rows_per));
-    } else {
-        qdot_task(&j, 0, 0);
-    }
-    return VT_OK;
-}
-
-/* Several tokens of a low-bit type: like decode, int8 activations and integer
- * dot products (each token's output as its one-token call gives it), in
- * chunks of VT_CPU_MM_TOK_CHUNK tokens whose activations are quantised once. */
-struct lowbit_job {
-    vt_cpu_lowbit_mm_fn fn;
+/*
+ * The integer path: each token's activations quantised once into int8
+ * blocks (ctx->xq, one 64-byte-aligned view per token), then the integer dot
+ * products over slices of rows. One token (decode of every block type with a
+ * qdot kernel) calls dot; several tokens of a low-bit type call mm, in chunks
+ * of VT_CPU_MM_TOK_CHUNK tokens, each token's output as its one-token call
+ * gives it.
+ */
+struct int8_job {
+    vt_cpu_qdot_fn dot;       /* one token, or NULL */
+    vt_cpu_lowbit_mm_fn mm;   /* several tokens (low-bit types), or NULL */
     const uint8_t *w;
     size_t rb;
     int64_t n_in, n_out, rows_per, n_tok, ldy;
@@ -149,45 +108,52 @@ struct lowbit_job {
     float *y;
 };
 
-static void lowbit_task(void *arg, int64_t task, int thread)
+static void int8_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
-    const struct lowbit_job *j = arg;
+    const struct int8_job *j = arg;
     int64_t r0 = task * j->rows_per, r1 = min64(r0 + j->rows_per, j->n_out);
-    j->fn(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, j->xq, j->n_tok, j->y + r0, j->ldy, r1 - r0);
+    if (j->mm)
+        j->mm(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, j->xq, j->n_tok, j->y + r0, j->ldy, r1 - r0);
+    else
+        j->dot(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, j->xq, j->y + r0, r1 - r0);
 }
 
-static vt_status lowbit_mat_mul(vt_backend_ctx *ctx, vt_cpu_lowbit_mm_fn fn, const vt_weight *w,
-                                const float *x, int64_t ldx, float *y, int64_t ldy,
-                                int64_t n_tokens)
+static vt_status int8_mat_mul(vt_backend_ctx *ctx, vt_cpu_qdot_fn dot, vt_cpu_lowbit_mm_fn mm,
+                              const vt_weight *w, const float *x, int64_t ldx, float *y,
+                              int64_t ldy, int64_t n_tokens)
 {
     const int64_t nb = w->n_in / 32, chunk = min64(n_tokens, VT_CPU_MM_TOK_CHUNK);
-    const size_t stride = (vt_cpu_xq_bytes(nb) + 63) / 64 * 64;
-    uint8_t *buf = NULL;
-    if (posix_memalign((void **)&buf, 64, stride * (size_t)chunk) != 0)
-        return vt_cpu_fail_oom(ctx, stride * (size_t)chunk, "the quantised activations of %s",
-                               w->name ? w->name : "(unnamed)");
+    const size_t stride = (vt_cpu_xq_bytes(nb) + 63) / 64 * 64, need = stride * (size_t)chunk;
+    if (need > ctx->xq_bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, need) != 0)
+            return vt_cpu_fail_oom(ctx, need, "the quantised activations of %s",
+                                   w->name ? w->name : "(unnamed)");
+        free(ctx->xq);
+        ctx->xq = p;
+        ctx->xq_bytes = need;
+    }
     vt_cpu_xq xq[VT_CPU_MM_TOK_CHUNK];
     for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
         const int64_t nt = min64(chunk, n_tokens - t0);
         for (int64_t t = 0; t < nt; t++) {
-            xq[t] = vt_cpu_xq_view(buf + (size_t)t * stride, nb);
+            xq[t] = vt_cpu_xq_view((uint8_t *)ctx->xq + (size_t)t * stride, nb);
             ctx->qd->quantize(x + (t0 + t) * ldx, w->n_in, &xq[t]);
         }
-        struct lowbit_job j = {fn, w->data, (size_t)w->row_bytes, w->n_in, w->n_out, w->n_out,
-                               nt, ldy, xq, y + t0 * ldy};
+        struct int8_job j = {dot, mm, w->data, (size_t)w->row_bytes, w->n_in, w->n_out, w->n_out,
+                             nt, ldy, xq, y + t0 * ldy};
         double work = (double)w->n_in * (double)w->n_out * (double)nt;
         if (ctx->n_threads > 1 && work >= VT_CPU_INLINE_WORK) {
             int64_t rp = ceil_div(w->n_out, 4 * (int64_t)ctx->n_threads);
             while (rp < w->n_out && (double)rp * (double)w->n_in * (double)nt < MIN_TASK_WORK)
                 rp *= 2;
             j.rows_per = min64(rp, w->n_out);
-            vt_cpu_pool_run(ctx->pool, lowbit_task, &j, ceil_div(w->n_out, j.rows_per));
+            vt_cpu_pool_run(ctx->pool, int8_task, &j, ceil_div(w->n_out, j.rows_per));
         } else {
-            lowbit_task(&j, 0, 0);
+            int8_task(&j, 0, 0);
         }
     }
-    free(buf);
     return VT_OK;
 }
 
@@ -208,13 +174,13 @@ vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w,
         return vt_cpu_fail(ctx, VT_ERR_UNSUPPORTED, "mat_mul %s: weight type %s not implemented", nm,
                            vt_type_name(type));
     if (n_tokens == 1 && ctx->qd && ctx->qd->dot[type] && w->n_in % 32 == 0)
-        return qdot_mat_vec(ctx, ctx->qd->dot[type], w, x, y);
+        return int8_mat_mul(ctx, ctx->qd->dot[type], NULL, w, x, ldx, y, ldy, 1);
     /* the low-bit types take int8 activations at every batch size, as llama.cpp
      * does: their float path's exact products part from its answers on the
      * qwen35moe-trained-lowbit fixture; the float path stays for the scalar
      * kernels (ctx->qd NULL) and VT_CPU_INT8_DOT=0 */
     if (ctx->qd && vt_cpu_lowbit_mm(type) && w->n_in % 32 == 0)
-        return lowbit_mat_mul(ctx, vt_cpu_lowbit_mm(type), w, x, ldx, y, ldy, n_tokens);
+        return int8_mat_mul(ctx, NULL, vt_cpu_lowbit_mm(type), w, x, ldx, y, ldy, n_tokens);
     st = vt_cpu_scratch_reserve(ctx, (size_t)VT_CPU_MM_SCRATCH(w->n_in) * sizeof(float));
     if (st) return st;
 
