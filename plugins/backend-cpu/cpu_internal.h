@@ -269,17 +269,19 @@ typedef struct vt_cpu_qdot_set {
     vt_cpu_qdot_fn dot[VT_TYPE_COUNT]; /* block types; NULL: none */
 } vt_cpu_qdot_set;
 
-/* The low-bit types' dot products (cpu_lowbit.c: blocks decoded to int8 and
- * a scale per 16 values, integer sums per 16), in every qdot set. */
-#define VT_CPU_LOWBIT_DOT(n)                                                                   \
+/* The low-bit types (cpu_lowbit.c: blocks decoded to int8 and a scale per 16
+ * values), as X(TYPE, name): their one-token dot products vt_cpu_dot_<name>
+ * are in every qdot set. */
+#define VT_CPU_LOWBIT_TYPES(X)                                                                 \
+    X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s)  \
+    X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(IQ1_XS, iq1_xs) X(IQ1_XXS, iq1_xxs)                      \
+    X(IQ1_XXXS, iq1_xxxs) X(TQ1_0, tq1_0) X(TQ2_0, tq2_0) X(NVFP4, nvfp4) X(Q1_0, q1_0)        \
+    X(Q2_0, q2_0)
+#define VT_CPU_LOWBIT_DOT_DECL(T, n)                                                           \
     void vt_cpu_dot_##n(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x, float *y, \
                         int64_t n_rows);
-VT_CPU_LOWBIT_DOT(iq2_xxs) VT_CPU_LOWBIT_DOT(iq2_xs) VT_CPU_LOWBIT_DOT(iq2_s)
-VT_CPU_LOWBIT_DOT(iq3_xxs) VT_CPU_LOWBIT_DOT(iq3_s) VT_CPU_LOWBIT_DOT(iq1_s)
-VT_CPU_LOWBIT_DOT(iq1_m) VT_CPU_LOWBIT_DOT(iq1_xs) VT_CPU_LOWBIT_DOT(iq1_xxs)
-VT_CPU_LOWBIT_DOT(iq1_xxxs) VT_CPU_LOWBIT_DOT(tq1_0) VT_CPU_LOWBIT_DOT(tq2_0)
-VT_CPU_LOWBIT_DOT(nvfp4) VT_CPU_LOWBIT_DOT(q1_0) VT_CPU_LOWBIT_DOT(q2_0)
-#undef VT_CPU_LOWBIT_DOT
+VT_CPU_LOWBIT_TYPES(VT_CPU_LOWBIT_DOT_DECL)
+#undef VT_CPU_LOWBIT_DOT_DECL
 /* n_tok (<= VT_CPU_MM_TOK_CHUNK) tokens at once, each exactly as its one-token
  * dot product: y[t * ldy + r] for r < n_rows; x: n_tok views. */
 typedef void (*vt_cpu_lowbit_mm_fn)(const uint8_t *w, size_t rb, int64_t n_in,
@@ -287,15 +289,8 @@ typedef void (*vt_cpu_lowbit_mm_fn)(const uint8_t *w, size_t rb, int64_t n_in,
                                     int64_t n_rows);
 /* The low-bit type's several-token kernel, or NULL for any other type. */
 vt_cpu_lowbit_mm_fn vt_cpu_lowbit_mm(uint32_t type);
-#define VT_CPU_LOWBIT_DOTS                                                                     \
-    [VT_TYPE_IQ2_XXS] = vt_cpu_dot_iq2_xxs, [VT_TYPE_IQ2_XS] = vt_cpu_dot_iq2_xs,             \
-    [VT_TYPE_IQ2_S] = vt_cpu_dot_iq2_s, [VT_TYPE_IQ3_XXS] = vt_cpu_dot_iq3_xxs,               \
-    [VT_TYPE_IQ3_S] = vt_cpu_dot_iq3_s, [VT_TYPE_IQ1_S] = vt_cpu_dot_iq1_s,                   \
-    [VT_TYPE_IQ1_M] = vt_cpu_dot_iq1_m, [VT_TYPE_IQ1_XS] = vt_cpu_dot_iq1_xs,                 \
-    [VT_TYPE_IQ1_XXS] = vt_cpu_dot_iq1_xxs, [VT_TYPE_IQ1_XXXS] = vt_cpu_dot_iq1_xxxs,         \
-    [VT_TYPE_TQ1_0] = vt_cpu_dot_tq1_0, [VT_TYPE_TQ2_0] = vt_cpu_dot_tq2_0,                   \
-    [VT_TYPE_NVFP4] = vt_cpu_dot_nvfp4, [VT_TYPE_Q1_0] = vt_cpu_dot_q1_0,                     \
-    [VT_TYPE_Q2_0] = vt_cpu_dot_q2_0
+#define VT_CPU_LOWBIT_DOT_INIT(T, n) [VT_TYPE_##T] = vt_cpu_dot_##n,
+#define VT_CPU_LOWBIT_DOTS VT_CPU_LOWBIT_TYPES(VT_CPU_LOWBIT_DOT_INIT)
 
 extern const vt_cpu_qdot_set vt_cpu_qdot_avx2;
 extern const vt_cpu_qdot_set vt_cpu_qdot_avx512vnni;

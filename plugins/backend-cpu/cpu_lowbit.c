@@ -394,46 +394,34 @@ static inline void mm_from_int(int_block_fn f, int bs, int ts, const uint8_t *w,
     }
 }
 
-#define LOWBIT_TYPE(NAME, BS, TS)                                                              \
-    static void deq_##NAME(const uint8_t *b, float *y) { deq_from_int(int_##NAME, BS, b, y); }  \
+/* A type's three kernels from its decoder (block geometry from vt/types.h) */
+#define LOWBIT_BS(T) ((int)vt_type_block_size(VT_TYPE_##T))
+#define LOWBIT_TS(T) ((int)vt_type_size(VT_TYPE_##T))
+#define LOWBIT_TYPE(T, NAME)                                                                   \
+    static void deq_##NAME(const uint8_t *b, float *y)                                         \
+    {                                                                                          \
+        deq_from_int(int_##NAME, LOWBIT_BS(T), b, y);                                          \
+    }                                                                                          \
     void vt_cpu_dot_##NAME(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,     \
                            float *y, int64_t n_rows)                                           \
     {                                                                                          \
-        mm_from_int(int_##NAME, BS, TS, w, rb, n_in, x, 1, y, 1, n_rows);                      \
+        mm_from_int(int_##NAME, LOWBIT_BS(T), LOWBIT_TS(T), w, rb, n_in, x, 1, y, 1, n_rows);  \
     }                                                                                          \
     static void mm_##NAME(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,      \
                           int64_t n_tok, float *y, int64_t ldy, int64_t n_rows)                \
     {                                                                                          \
-        mm_from_int(int_##NAME, BS, TS, w, rb, n_in, x, n_tok, y, ldy, n_rows);                \
+        mm_from_int(int_##NAME, LOWBIT_BS(T), LOWBIT_TS(T), w, rb, n_in, x, n_tok, y, ldy,     \
+                    n_rows);                                                                   \
     }
-LOWBIT_TYPE(iq2_xxs, 256, 66)
-LOWBIT_TYPE(iq2_xs, 256, 74)
-LOWBIT_TYPE(iq2_s, 256, 82)
-LOWBIT_TYPE(iq3_xxs, 256, 98)
-LOWBIT_TYPE(iq3_s, 256, 110)
-LOWBIT_TYPE(iq1_s, 256, 50)
-LOWBIT_TYPE(iq1_m, 256, 56)
-LOWBIT_TYPE(iq1_xs, 256, 46)
-LOWBIT_TYPE(iq1_xxs, 256, 42)
-LOWBIT_TYPE(iq1_xxxs, 256, 38)
-LOWBIT_TYPE(tq1_0, 256, 54)
-LOWBIT_TYPE(tq2_0, 256, 66)
-LOWBIT_TYPE(nvfp4, 64, 36)
-LOWBIT_TYPE(q1_0, 128, 18)
-LOWBIT_TYPE(q2_0, 64, 18)
-
-#define LOWBIT_CASES(X)                                                                        \
-    X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s)  \
-    X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(IQ1_XS, iq1_xs) X(IQ1_XXS, iq1_xxs)                      \
-    X(IQ1_XXXS, iq1_xxxs) X(TQ1_0, tq1_0) X(TQ2_0, tq2_0) X(NVFP4, nvfp4) X(Q1_0, q1_0)        \
-    X(Q2_0, q2_0)
+VT_CPU_LOWBIT_TYPES(LOWBIT_TYPE)
+#undef LOWBIT_TYPE
 
 vt_cpu_deq_block_fn vt_cpu_lowbit_block_fn(uint32_t type)
 {
     switch (type) {
 #define DEQ_CASE(T, n)                                                                         \
     case VT_TYPE_##T: return deq_##n;
-        LOWBIT_CASES(DEQ_CASE)
+        VT_CPU_LOWBIT_TYPES(DEQ_CASE)
 #undef DEQ_CASE
     default: return NULL;
     }
@@ -444,7 +432,7 @@ vt_cpu_lowbit_mm_fn vt_cpu_lowbit_mm(uint32_t type)
     switch (type) {
 #define MM_CASE(T, n)                                                                          \
     case VT_TYPE_##T: return mm_##n;
-        LOWBIT_CASES(MM_CASE)
+        VT_CPU_LOWBIT_TYPES(MM_CASE)
 #undef MM_CASE
     default: return NULL;
     }
