@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "mkmodel.h"
 #include "expert_streamer.h"
 #include "sampler.h"
 #include "vt/status.h"
@@ -43,6 +44,22 @@ int cli_parse_long(const char *s, long lo, long hi, const char *what, long *out)
 double cli_peak_rss_mib(void);
 /* Write the streamer's routing trace to path (vt bench --trace). */
 vt_status cli_write_trace(const char *path, const vt_expert_streamer *s);
+
+/* The residency config: the file found (or --config), then every --set; with
+ * warn_unselected, a WARN naming each --set of a platform this run does not use. */
+vt_status cli_load_config(const opts *o, vt_config *cfg, int warn_unselected);
+
+/* Copy the mkmodel shape options given (--n-embd, ...) into p. */
+void cli_mk_apply_shape(const opts *o, vt_mkmodel_params *p);
+
+/* vt logits, tokenize, info, plugins, config, fit, mkmodel (cmd_inspect.c). */
+int cli_cmd_logits(const opts *o);
+int cli_cmd_tokenize(const opts *o);
+int cli_cmd_info(const opts *o);
+int cli_cmd_plugins(const opts *o);
+int cli_cmd_config(const opts *o);
+int cli_cmd_fit(const opts *o);
+int cli_cmd_mkmodel(const opts *o);
 
 /* vt bench (bench.c). */
 int cli_cmd_bench(const opts *o);
