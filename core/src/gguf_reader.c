@@ -12,11 +12,13 @@
  * tensor 'name'). After parsing, each shard is mmap-ed read-only
  * (PROT_READ, MAP_PRIVATE) unless VT_GGUF_NO_MMAP is given.
  *
- * Not here: the writer (gguf_writer.c), `vt info` printing (gguf_info.c) and
- * the SIGBUS report over the mappings (gguf_guard.c).
+ * Not here: the accessors of an open file (gguf_access.c), the writer
+ * (gguf_writer.c), `vt info` printing (gguf_info.c) and the SIGBUS report over
+ * the mappings (gguf_guard.c).
  */
 #include "vt/gguf.h"
 #include "gguf_guard.h"
+#include "gguf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,130 +44,6 @@
 #define GGUF_MAX_DIMS 4u
 #define GGUF_MAX_SHARDS 99999u         /* the 5-digit split file naming (§5) */
 #define RD_BUF_SIZE (256u * 1024u)
-
-/* ------------------------------------------------------------------------ */
-/* Objects                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* One metadata entry. Scalars live in v; strings in str; arrays in arr_*. */
-typedef struct gguf_kv {
-    char *key;
-    vt_gguf_type type;
-    union {
-        uint64_t u;
-        int64_t i;
-        double f;
-    } v;
-    vt_gguf_str str;
-    vt_gguf_type arr_type;
-    uint64_t arr_n;
-    void *arr_data;       /* numeric elements, packed, count * size bytes */
-    vt_gguf_str *arr_str; /* string elements (pointers into arr_chars) */
-    char *arr_chars;      /* the NUL-terminated bytes of all string elements */
-} gguf_kv;
-
-/* Open-addressing name -> index table (keys of one shard, tensors of all). */
-typedef struct name_index {
-    const char **names;
-    int64_t *idx;
-    uint64_t cap; /* power of two, 0 = empty */
-} name_index;
-
-typedef struct gguf_shard {
-    char *path;
-    int fd;
-    uint64_t size;       /* bytes of the file */
-    uint64_t data_start; /* absolute offset of the data section */
-    uint32_t version;
-    uint32_t alignment;
-    void *map; /* whole-file mapping or NULL */
-    gguf_kv *kv;
-    int64_t n_kv;
-    name_index kv_index;
-} gguf_shard;
-
-struct vt_gguf {
-    gguf_shard *shards;
-    uint32_t n_shards;
-    vt_gguf_tensor *tensors;
-    char **tensor_names; /* owned names (tensors[i].name points at them) */
-    int64_t n_tensors;
-    int64_t cap_tensors;
-    name_index tensor_index;
-};
-
-/* ------------------------------------------------------------------------ */
-/* Name index                                                                */
-/* ------------------------------------------------------------------------ */
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void name_index_free(name_index *ix)
-{
-    free(ix->names);
-    free(ix->idx);
-    memset(ix, 0, sizeof *ix);
-}
-
-/* Make room for n entries (load <= 1/2). Returns false on allocation failure. */
-static bool name_index_reserve(name_index *ix, uint64_t n)
-{
-    uint64_t cap = 16;
-    while (cap < 2 * n + 2) cap *= 2;
-    if (cap <= ix->cap) return true;
-    const char **names = calloc(cap, sizeof *names);
-    int64_t *idx = calloc(cap, sizeof *idx);
-    if (!names || !idx) {
-        free(names);
-        free(idx);
-        vt_set_error_oom(cap * (sizeof *names + sizeof *idx), "name index of %" PRIu64 " slots",
-                         cap);
-        return false;
-    }
-    for (uint64_t i = 0; i < ix->cap; i++) {
-        if (!ix->names[i]) continue;
-        uint64_t h = name_hash(ix->names[i]) & (cap - 1);
-        while (names[h]) h = (h + 1) & (cap - 1);
-        names[h] = ix->names[i];
-        idx[h] = ix->idx[i];
-    }
-    free(ix->names);
-    free(ix->idx);
-    ix->names = names;
-    ix->idx = idx;
-    ix->cap = cap;
-    return true;
-}
-
-static int64_t name_index_find(const name_index *ix, const char *name)
-{
-    if (!ix->cap || !name) return -1;
-    uint64_t h = name_hash(name) & (ix->cap - 1);
-    while (ix->names[h]) {
-        if (!strcmp(ix->names[h], name)) return ix->idx[h];
-        h = (h + 1) & (ix->cap - 1);
-    }
-    return -1;
-}
-
-/* Insert; returns the index already stored under name, or -1 when inserted.
- * The table must have been reserved for the final count. */
-static int64_t name_index_insert(name_index *ix, const char *name, int64_t i)
-{
-    uint64_t h = name_hash(name) & (ix->cap - 1);
-    while (ix->names[h]) {
-        if (!strcmp(ix->names[h], name)) return ix->idx[h];
-        h = (h + 1) & (ix->cap - 1);
-    }
-    ix->names[h] = name;
-    ix->idx[h] = i;
-    return -1;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Buffered pread reader with field context for error messages               */
@@ -347,7 +225,7 @@ const char *vt_gguf_type_name(vt_gguf_type t)
 }
 
 /* Bytes of one scalar of type t; 0 for STRING/ARRAY/unknown. */
-static uint32_t scalar_size(vt_gguf_type t)
+uint32_t gguf_scalar_size(vt_gguf_type t)
 {
     switch (t) {
     case VT_GGUF_UINT8: case VT_GGUF_INT8: case VT_GGUF_BOOL: return 1;
@@ -359,10 +237,10 @@ static uint32_t scalar_size(vt_gguf_type t)
 }
 
 /* Decode one little-endian scalar of type t from b into kv->v. */
-static void decode_scalar(vt_gguf_type t, const uint8_t *b, gguf_kv *kv)
+void gguf_decode_scalar(vt_gguf_type t, const uint8_t *b, gguf_kv *kv)
 {
     uint64_t x = 0;
-    uint32_t n = scalar_size(t);
+    uint32_t n = gguf_scalar_size(t);
     for (int i = (int)n - 1; i >= 0; i--) x = x << 8 | b[i];
     switch (t) {
     case VT_GGUF_INT8: kv->v.i = (int8_t)x; break;
@@ -461,7 +339,7 @@ static vt_status read_array(reader *r, gguf_kv *kv)
         free(chars);
         return st;
     }
-    uint32_t es = scalar_size((vt_gguf_type)et);
+    uint32_t es = gguf_scalar_size((vt_gguf_type)et);
     if (n > rd_left(r) / es)
         return rd_fail(r, "array count %" PRIu64 " of %s elements (%" PRIu64
                           " bytes) exceeds file size (%" PRIu64 " bytes left)",
@@ -498,80 +376,24 @@ static vt_status read_kv(reader *r, gguf_kv *kv)
     }
     if (t == VT_GGUF_ARRAY) return read_array(r, kv);
     uint8_t b[8];
-    st = rd_bytes(r, b, scalar_size(kv->type), "value");
+    st = rd_bytes(r, b, gguf_scalar_size(kv->type), "value");
     if (st) return st;
-    decode_scalar(kv->type, b, kv);
+    gguf_decode_scalar(kv->type, b, kv);
     return VT_OK;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Typed access to a shard's metadata                                        */
+/* Typed metadata during open                                                */
 /* ------------------------------------------------------------------------ */
-
-static bool is_int_type(vt_gguf_type t)
-{
-    switch (t) {
-    case VT_GGUF_UINT8: case VT_GGUF_UINT16: case VT_GGUF_UINT32: case VT_GGUF_UINT64:
-    case VT_GGUF_INT8: case VT_GGUF_INT16: case VT_GGUF_INT32: case VT_GGUF_INT64:
-    case VT_GGUF_BOOL:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool is_signed_type(vt_gguf_type t)
-{
-    return t == VT_GGUF_INT8 || t == VT_GGUF_INT16 || t == VT_GGUF_INT32 || t == VT_GGUF_INT64;
-}
-
-/* Integer value of kv in [lo, hi]; VT_ERR_FORMAT naming the key otherwise. */
-static vt_status kv_int(const char *file, const gguf_kv *kv, int64_t lo, uint64_t hi,
-                        int64_t *si, uint64_t *ui)
-{
-    if (!is_int_type(kv->type)) {
-        vt_set_error("%s: metadata key '%s' has type %s, expected an integer", file, kv->key,
-                     vt_gguf_type_name(kv->type));
-        return VT_ERR_FORMAT;
-    }
-    if (is_signed_type(kv->type)) {
-        int64_t v = kv->v.i;
-        if (v < lo || (v >= 0 && (uint64_t)v > hi)) {
-            vt_set_error("%s: metadata key '%s' = %" PRId64 " is out of range [%" PRId64
-                         ", %" PRIu64 "]",
-                         file, kv->key, v, lo, hi);
-            return VT_ERR_FORMAT;
-        }
-        if (si) *si = v;
-        if (ui) *ui = (uint64_t)v;
-    } else {
-        uint64_t v = kv->v.u;
-        if (v > hi) {
-            vt_set_error("%s: metadata key '%s' = %" PRIu64 " is out of range [%" PRId64
-                         ", %" PRIu64 "]",
-                         file, kv->key, v, lo, hi);
-            return VT_ERR_FORMAT;
-        }
-        if (si) *si = (int64_t)v;
-        if (ui) *ui = v;
-    }
-    return VT_OK;
-}
-
-static const gguf_kv *shard_kv(const gguf_shard *s, const char *key)
-{
-    int64_t i = name_index_find(&s->kv_index, key);
-    return i < 0 ? NULL : &s->kv[i];
-}
 
 /* Optional unsigned integer key of a shard (during open). *found = 0 if absent. */
 static vt_status shard_get_uint(const gguf_shard *s, const char *key, uint64_t hi, uint64_t *v,
                                 int *found)
 {
-    const gguf_kv *kv = shard_kv(s, key);
+    const gguf_kv *kv = gguf_shard_kv(s, key);
     *found = kv != NULL;
     if (!kv) return VT_OK;
-    return kv_int(s->path, kv, 0, hi, NULL, v);
+    return gguf_kv_int(s->path, kv, 0, hi, NULL, v);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -730,7 +552,7 @@ static void shard_free(gguf_shard *s)
     if (s->fd >= 0) close(s->fd);
     for (int64_t i = 0; i < s->n_kv; i++) kv_free(&s->kv[i]);
     free(s->kv);
-    name_index_free(&s->kv_index);
+    gguf_name_index_free(&s->kv_index);
     free(s->path);
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -810,7 +632,7 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     s->kv = calloc(kv_cap, sizeof *s->kv);
     if (!s->kv)
         vt_set_error_oom(kv_cap * sizeof *s->kv, "table of %" PRIu64 " metadata entries", kv_cap);
-    if (!s->kv || !name_index_reserve(&s->kv_index, kv_cap)) { /* the latter sets its message */
+    if (!s->kv || !gguf_name_index_reserve(&s->kv_index, kv_cap)) { /* the latter sets its message */
         vt_error_prefix("%s", s->path);
         st = VT_ERR_OUT_OF_MEMORY;
         goto out;
@@ -822,7 +644,7 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         if (i == kv_cap) {
             uint64_t nc = kv_cap * 2 < n_kv ? kv_cap * 2 : n_kv;
             gguf_kv *nk = realloc(s->kv, nc * sizeof *s->kv);
-            if (!nk || !name_index_reserve(&s->kv_index, nc)) {
+            if (!nk || !gguf_name_index_reserve(&s->kv_index, nc)) {
                 if (nk) s->kv = nk;
                 else vt_set_error_oom(nc * sizeof *s->kv, "table of %" PRIu64 " metadata entries", nc);
                 vt_error_prefix("%s", s->path);
@@ -835,7 +657,7 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
         }
         s->n_kv = (int64_t)i + 1; /* entry i is freed by shard_free even if half read */
         if ((st = read_kv(&r, &s->kv[i]))) goto out;
-        int64_t dup = name_index_insert(&s->kv_index, s->kv[i].key, (int64_t)i);
+        int64_t dup = gguf_name_index_insert(&s->kv_index, s->kv[i].key, (int64_t)i);
         if (dup >= 0) {
             st = rd_fail(&r, "duplicate key (first at #%" PRId64 ")", dup);
             goto out;
@@ -844,18 +666,18 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     /* alignment (§1) */
     r.ctx = CTX_HEADER;
     s->alignment = GGUF_DEFAULT_ALIGNMENT;
-    const gguf_kv *akv = shard_kv(s, "general.alignment");
+    const gguf_kv *akv = gguf_shard_kv(s, "general.alignment");
     if (akv) {
         uint64_t a;
         r.ctx = CTX_KV;
         r.ctx_i = akv - s->kv;
         r.ctx_name = akv->key;
-        if (!is_int_type(akv->type) || akv->type == VT_GGUF_BOOL) {
+        if (!gguf_is_int_type(akv->type) || akv->type == VT_GGUF_BOOL) {
             st = rd_fail(&r, "alignment has type %s, expected UINT32",
                          vt_gguf_type_name(akv->type));
             goto out;
         }
-        if (kv_int(s->path, akv, 0, UINT32_MAX, NULL, &a)) {
+        if (gguf_kv_int(s->path, akv, 0, UINT32_MAX, NULL, &a)) {
             st = rd_fail(&r, "alignment is out of range (must be a power of two < 2^32)");
             goto out;
         }
@@ -1047,12 +869,12 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
 
 static vt_status build_tensor_index(vt_gguf *g)
 {
-    if (!name_index_reserve(&g->tensor_index, (uint64_t)g->n_tensors)) {
+    if (!gguf_name_index_reserve(&g->tensor_index, (uint64_t)g->n_tensors)) {
         vt_error_prefix("tensor index of %s", g->shards[0].path);
         return VT_ERR_OUT_OF_MEMORY;
     }
     for (int64_t i = 0; i < g->n_tensors; i++) {
-        int64_t dup = name_index_insert(&g->tensor_index, g->tensors[i].name, i);
+        int64_t dup = gguf_name_index_insert(&g->tensor_index, g->tensors[i].name, i);
         if (dup >= 0) {
             const vt_gguf_tensor *a = &g->tensors[dup], *b = &g->tensors[i];
             if (a->shard == b->shard)
@@ -1155,262 +977,7 @@ void vt_gguf_close(vt_gguf *g)
     for (int64_t i = 0; i < g->n_tensors; i++) free(g->tensor_names[i]);
     free(g->tensor_names);
     free(g->tensors);
-    name_index_free(&g->tensor_index);
+    gguf_name_index_free(&g->tensor_index);
     free(g);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Model-level facts                                                         */
-/* ------------------------------------------------------------------------ */
-
-uint32_t vt_gguf_version(const vt_gguf *g) { return g->shards[0].version; }
-uint32_t vt_gguf_alignment(const vt_gguf *g) { return g->shards[0].alignment; }
-uint32_t vt_gguf_n_shards(const vt_gguf *g) { return g->n_shards; }
-
-const char *vt_gguf_shard_path(const vt_gguf *g, uint32_t shard)
-{
-    return shard < g->n_shards ? g->shards[shard].path : NULL;
-}
-
-int vt_gguf_shard_fd(const vt_gguf *g, uint32_t shard)
-{
-    return shard < g->n_shards ? g->shards[shard].fd : -1;
-}
-
-uint64_t vt_gguf_shard_data_start(const vt_gguf *g, uint32_t shard)
-{
-    return shard < g->n_shards ? g->shards[shard].data_start : 0;
-}
-
-uint64_t vt_gguf_shard_size(const vt_gguf *g, uint32_t shard)
-{
-    return shard < g->n_shards ? g->shards[shard].size : 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Metadata getters                                                          */
-/* ------------------------------------------------------------------------ */
-
-int64_t vt_gguf_n_kv(const vt_gguf *g) { return g->shards[0].n_kv; }
-
-const char *vt_gguf_kv_key(const vt_gguf *g, int64_t i)
-{
-    return i >= 0 && i < g->shards[0].n_kv ? g->shards[0].kv[i].key : NULL;
-}
-
-vt_gguf_type vt_gguf_kv_type(const vt_gguf *g, int64_t i)
-{
-    return i >= 0 && i < g->shards[0].n_kv ? g->shards[0].kv[i].type : VT_GGUF_TYPE_COUNT;
-}
-
-int64_t vt_gguf_find_key(const vt_gguf *g, const char *key)
-{
-    return name_index_find(&g->shards[0].kv_index, key);
-}
-
-static const gguf_kv *find_kv(const vt_gguf *g, const char *key) { return shard_kv(&g->shards[0], key); }
-
-static vt_status wrong_type(const vt_gguf *g, const gguf_kv *kv, const char *expected)
-{
-    vt_set_error("%s: metadata key '%s' has type %s, expected %s", g->shards[0].path, kv->key,
-                 vt_gguf_type_name(kv->type), expected);
-    return VT_ERR_FORMAT;
-}
-
-vt_status vt_gguf_get_u32(const vt_gguf *g, const char *key, uint32_t *out)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    uint64_t v;
-    vt_status st = kv_int(g->shards[0].path, kv, 0, UINT32_MAX, NULL, &v);
-    if (st) return st;
-    *out = (uint32_t)v;
-    return VT_OK;
-}
-
-vt_status vt_gguf_get_i64(const vt_gguf *g, const char *key, int64_t *out)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    return kv_int(g->shards[0].path, kv, INT64_MIN, INT64_MAX, out, NULL);
-}
-
-vt_status vt_gguf_get_f32(const vt_gguf *g, const char *key, float *out)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    if (kv->type != VT_GGUF_FLOAT32 && kv->type != VT_GGUF_FLOAT64)
-        return wrong_type(g, kv, "FLOAT32 or FLOAT64");
-    *out = (float)kv->v.f;
-    return VT_OK;
-}
-
-vt_status vt_gguf_get_bool(const vt_gguf *g, const char *key, int *out)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    if (!is_int_type(kv->type)) return wrong_type(g, kv, "BOOL");
-    *out = kv->v.u != 0;
-    return VT_OK;
-}
-
-vt_status vt_gguf_get_str(const vt_gguf *g, const char *key, vt_gguf_str *out)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    if (kv->type != VT_GGUF_STRING) return wrong_type(g, kv, "STRING");
-    *out = kv->str;
-    return VT_OK;
-}
-
-vt_status vt_gguf_get_arr(const vt_gguf *g, const char *key, vt_gguf_type *elem_type,
-                          uint64_t *count, const void **data)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    if (kv->type != VT_GGUF_ARRAY) return wrong_type(g, kv, "ARRAY");
-    if (elem_type) *elem_type = kv->arr_type;
-    if (count) *count = kv->arr_n;
-    if (data) *data = kv->arr_type == VT_GGUF_STRING ? NULL : kv->arr_data;
-    return VT_OK;
-}
-
-/* The array kv of key with element i present, or an error. */
-static vt_status arr_elem(const vt_gguf *g, const char *key, uint64_t i, const gguf_kv **out)
-{
-    const gguf_kv *kv = find_kv(g, key);
-    if (!kv) return VT_ERR_NOT_FOUND;
-    if (kv->type != VT_GGUF_ARRAY) return wrong_type(g, kv, "ARRAY");
-    if (i >= kv->arr_n) {
-        vt_set_error("%s: metadata key '%s': index %" PRIu64 " is past the array's %" PRIu64
-                     " elements",
-                     g->shards[0].path, kv->key, i, kv->arr_n);
-        return VT_ERR_RANGE;
-    }
-    *out = kv;
-    return VT_OK;
-}
-
-vt_status vt_gguf_get_arr_str(const vt_gguf *g, const char *key, uint64_t i, vt_gguf_str *out)
-{
-    const gguf_kv *kv;
-    vt_status st = arr_elem(g, key, i, &kv);
-    if (st) return st;
-    if (kv->arr_type != VT_GGUF_STRING) {
-        vt_set_error("%s: metadata key '%s' is an array of %s, expected STRING",
-                     g->shards[0].path, kv->key, vt_gguf_type_name(kv->arr_type));
-        return VT_ERR_FORMAT;
-    }
-    *out = kv->arr_str[i];
-    return VT_OK;
-}
-
-vt_status vt_gguf_get_arr_i64(const vt_gguf *g, const char *key, uint64_t i, int64_t *out)
-{
-    const gguf_kv *kv;
-    vt_status st = arr_elem(g, key, i, &kv);
-    if (st) return st;
-    if (!is_int_type(kv->arr_type)) {
-        vt_set_error("%s: metadata key '%s' is an array of %s, expected integers",
-                     g->shards[0].path, kv->key, vt_gguf_type_name(kv->arr_type));
-        return VT_ERR_FORMAT;
-    }
-    gguf_kv tmp = {.key = kv->key, .type = kv->arr_type};
-    uint32_t es = scalar_size(kv->arr_type);
-    decode_scalar(kv->arr_type, (const uint8_t *)kv->arr_data + i * es, &tmp);
-    if (!is_signed_type(tmp.type) && tmp.v.u > (uint64_t)INT64_MAX) {
-        vt_set_error("%s: metadata key '%s': element %" PRIu64 " = %" PRIu64
-                     " does not fit int64",
-                     g->shards[0].path, kv->key, i, tmp.v.u);
-        return VT_ERR_FORMAT;
-    }
-    *out = tmp.v.i;
-    return VT_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Printing one value                                                        */
-/* ------------------------------------------------------------------------ */
-
-#define PRINT_STR_MAX 160  /* bytes of a string value shown before "..." */
-#define PRINT_ARR_MAX 12   /* leading array elements shown */
-
-static void print_str(FILE *f, const char *s, uint64_t len, uint64_t max)
-{
-    fputc('\'', f);
-    uint64_t n = len < max ? len : max;
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\'': fputs("\\'", f); break;
-        default:
-            if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-            else fputc(c, f);
-        }
-    }
-    fputc('\'', f);
-    if (len > n) fprintf(f, "... (%" PRIu64 " bytes)", len);
-}
-
-static void print_scalar(FILE *f, const gguf_kv *kv)
-{
-    switch (kv->type) {
-    case VT_GGUF_INT8: case VT_GGUF_INT16: case VT_GGUF_INT32: case VT_GGUF_INT64:
-        fprintf(f, "%" PRId64, kv->v.i);
-        break;
-    case VT_GGUF_BOOL: fputs(kv->v.u ? "true" : "false", f); break;
-    case VT_GGUF_FLOAT32: fprintf(f, "%.9g", kv->v.f); break;
-    case VT_GGUF_FLOAT64: fprintf(f, "%.17g", kv->v.f); break;
-    default: fprintf(f, "%" PRIu64, kv->v.u); break;
-    }
-}
-
-void vt_gguf_kv_print(const vt_gguf *g, int64_t i, FILE *f)
-{
-    if (!g || i < 0 || i >= g->shards[0].n_kv) return;
-    const gguf_kv *kv = &g->shards[0].kv[i];
-    if (kv->type == VT_GGUF_STRING) {
-        print_str(f, kv->str.ptr, kv->str.len, PRINT_STR_MAX);
-        return;
-    }
-    if (kv->type != VT_GGUF_ARRAY) {
-        print_scalar(f, kv);
-        return;
-    }
-    fprintf(f, "ARRAY[%s] len=%" PRIu64 " : [", vt_gguf_type_name(kv->arr_type), kv->arr_n);
-    uint64_t n = kv->arr_n < PRINT_ARR_MAX ? kv->arr_n : PRINT_ARR_MAX;
-    for (uint64_t k = 0; k < n; k++) {
-        if (k) fputs(", ", f);
-        if (kv->arr_type == VT_GGUF_STRING) {
-            print_str(f, kv->arr_str[k].ptr, kv->arr_str[k].len, 48);
-        } else {
-            gguf_kv tmp = {.type = kv->arr_type};
-            decode_scalar(kv->arr_type,
-                          (const uint8_t *)kv->arr_data + k * scalar_size(kv->arr_type), &tmp);
-            print_scalar(f, &tmp);
-        }
-    }
-    if (kv->arr_n > n) fprintf(f, ", ... (%" PRIu64 " more)", kv->arr_n - n);
-    fputc(']', f);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Tensors                                                                   */
-/* ------------------------------------------------------------------------ */
-
-int64_t vt_gguf_n_tensors(const vt_gguf *g) { return g->n_tensors; }
-
-const vt_gguf_tensor *vt_gguf_tensor_at(const vt_gguf *g, int64_t i)
-{
-    return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;
-}
-
-const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name)
-{
-    int64_t i = name_index_find(&g->tensor_index, name);
-    return i < 0 ? NULL : &g->tensors[i];
-}

@@ -1,0 +1,330 @@
+/*
+ * gguf_access.c - the accessors of an open GGUF file (vt/gguf.h): model-level
+ * facts and shards, metadata getters with their type and range checks, the
+ * metadata printer of `vt info`, and tensor lookup. Parsing and opening are
+ * in gguf_reader.c; the objects in gguf_internal.h.
+ */
+#include "vt/gguf.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "gguf_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/* Typed access to a shard's metadata                                        */
+/* ------------------------------------------------------------------------ */
+
+bool gguf_is_int_type(vt_gguf_type t)
+{
+    switch (t) {
+    case VT_GGUF_UINT8: case VT_GGUF_UINT16: case VT_GGUF_UINT32: case VT_GGUF_UINT64:
+    case VT_GGUF_INT8: case VT_GGUF_INT16: case VT_GGUF_INT32: case VT_GGUF_INT64:
+    case VT_GGUF_BOOL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool gguf_is_signed_type(vt_gguf_type t)
+{
+    return t == VT_GGUF_INT8 || t == VT_GGUF_INT16 || t == VT_GGUF_INT32 || t == VT_GGUF_INT64;
+}
+
+/* Integer value of kv in [lo, hi]; VT_ERR_FORMAT naming the key otherwise. */
+vt_status gguf_kv_int(const char *file, const gguf_kv *kv, int64_t lo, uint64_t hi,
+                        int64_t *si, uint64_t *ui)
+{
+    if (!gguf_is_int_type(kv->type)) {
+        vt_set_error("%s: metadata key '%s' has type %s, expected an integer", file, kv->key,
+                     vt_gguf_type_name(kv->type));
+        return VT_ERR_FORMAT;
+    }
+    if (gguf_is_signed_type(kv->type)) {
+        int64_t v = kv->v.i;
+        if (v < lo || (v >= 0 && (uint64_t)v > hi)) {
+            vt_set_error("%s: metadata key '%s' = %" PRId64 " is out of range [%" PRId64
+                         ", %" PRIu64 "]",
+                         file, kv->key, v, lo, hi);
+            return VT_ERR_FORMAT;
+        }
+        if (si) *si = v;
+        if (ui) *ui = (uint64_t)v;
+    } else {
+        uint64_t v = kv->v.u;
+        if (v > hi) {
+            vt_set_error("%s: metadata key '%s' = %" PRIu64 " is out of range [%" PRId64
+                         ", %" PRIu64 "]",
+                         file, kv->key, v, lo, hi);
+            return VT_ERR_FORMAT;
+        }
+        if (si) *si = (int64_t)v;
+        if (ui) *ui = v;
+    }
+    return VT_OK;
+}
+
+const gguf_kv *gguf_shard_kv(const gguf_shard *s, const char *key)
+{
+    int64_t i = gguf_name_index_find(&s->kv_index, key);
+    return i < 0 ? NULL : &s->kv[i];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model-level facts                                                         */
+/* ------------------------------------------------------------------------ */
+
+uint32_t vt_gguf_version(const vt_gguf *g) { return g->shards[0].version; }
+uint32_t vt_gguf_alignment(const vt_gguf *g) { return g->shards[0].alignment; }
+uint32_t vt_gguf_n_shards(const vt_gguf *g) { return g->n_shards; }
+
+const char *vt_gguf_shard_path(const vt_gguf *g, uint32_t shard)
+{
+    return shard < g->n_shards ? g->shards[shard].path : NULL;
+}
+
+int vt_gguf_shard_fd(const vt_gguf *g, uint32_t shard)
+{
+    return shard < g->n_shards ? g->shards[shard].fd : -1;
+}
+
+uint64_t vt_gguf_shard_data_start(const vt_gguf *g, uint32_t shard)
+{
+    return shard < g->n_shards ? g->shards[shard].data_start : 0;
+}
+
+uint64_t vt_gguf_shard_size(const vt_gguf *g, uint32_t shard)
+{
+    return shard < g->n_shards ? g->shards[shard].size : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metadata getters                                                          */
+/* ------------------------------------------------------------------------ */
+
+int64_t vt_gguf_n_kv(const vt_gguf *g) { return g->shards[0].n_kv; }
+
+const char *vt_gguf_kv_key(const vt_gguf *g, int64_t i)
+{
+    return i >= 0 && i < g->shards[0].n_kv ? g->shards[0].kv[i].key : NULL;
+}
+
+vt_gguf_type vt_gguf_kv_type(const vt_gguf *g, int64_t i)
+{
+    return i >= 0 && i < g->shards[0].n_kv ? g->shards[0].kv[i].type : VT_GGUF_TYPE_COUNT;
+}
+
+int64_t vt_gguf_find_key(const vt_gguf *g, const char *key)
+{
+    return gguf_name_index_find(&g->shards[0].kv_index, key);
+}
+
+static const gguf_kv *find_kv(const vt_gguf *g, const char *key) { return gguf_shard_kv(&g->shards[0], key); }
+
+static vt_status wrong_type(const vt_gguf *g, const gguf_kv *kv, const char *expected)
+{
+    vt_set_error("%s: metadata key '%s' has type %s, expected %s", g->shards[0].path, kv->key,
+                 vt_gguf_type_name(kv->type), expected);
+    return VT_ERR_FORMAT;
+}
+
+vt_status vt_gguf_get_u32(const vt_gguf *g, const char *key, uint32_t *out)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    uint64_t v;
+    vt_status st = gguf_kv_int(g->shards[0].path, kv, 0, UINT32_MAX, NULL, &v);
+    if (st) return st;
+    *out = (uint32_t)v;
+    return VT_OK;
+}
+
+vt_status vt_gguf_get_i64(const vt_gguf *g, const char *key, int64_t *out)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    return gguf_kv_int(g->shards[0].path, kv, INT64_MIN, INT64_MAX, out, NULL);
+}
+
+vt_status vt_gguf_get_f32(const vt_gguf *g, const char *key, float *out)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    if (kv->type != VT_GGUF_FLOAT32 && kv->type != VT_GGUF_FLOAT64)
+        return wrong_type(g, kv, "FLOAT32 or FLOAT64");
+    *out = (float)kv->v.f;
+    return VT_OK;
+}
+
+vt_status vt_gguf_get_bool(const vt_gguf *g, const char *key, int *out)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    if (!gguf_is_int_type(kv->type)) return wrong_type(g, kv, "BOOL");
+    *out = kv->v.u != 0;
+    return VT_OK;
+}
+
+vt_status vt_gguf_get_str(const vt_gguf *g, const char *key, vt_gguf_str *out)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    if (kv->type != VT_GGUF_STRING) return wrong_type(g, kv, "STRING");
+    *out = kv->str;
+    return VT_OK;
+}
+
+vt_status vt_gguf_get_arr(const vt_gguf *g, const char *key, vt_gguf_type *elem_type,
+                          uint64_t *count, const void **data)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    if (kv->type != VT_GGUF_ARRAY) return wrong_type(g, kv, "ARRAY");
+    if (elem_type) *elem_type = kv->arr_type;
+    if (count) *count = kv->arr_n;
+    if (data) *data = kv->arr_type == VT_GGUF_STRING ? NULL : kv->arr_data;
+    return VT_OK;
+}
+
+/* The array kv of key with element i present, or an error. */
+static vt_status arr_elem(const vt_gguf *g, const char *key, uint64_t i, const gguf_kv **out)
+{
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv) return VT_ERR_NOT_FOUND;
+    if (kv->type != VT_GGUF_ARRAY) return wrong_type(g, kv, "ARRAY");
+    if (i >= kv->arr_n) {
+        vt_set_error("%s: metadata key '%s': index %" PRIu64 " is past the array's %" PRIu64
+                     " elements",
+                     g->shards[0].path, kv->key, i, kv->arr_n);
+        return VT_ERR_RANGE;
+    }
+    *out = kv;
+    return VT_OK;
+}
+
+vt_status vt_gguf_get_arr_str(const vt_gguf *g, const char *key, uint64_t i, vt_gguf_str *out)
+{
+    const gguf_kv *kv;
+    vt_status st = arr_elem(g, key, i, &kv);
+    if (st) return st;
+    if (kv->arr_type != VT_GGUF_STRING) {
+        vt_set_error("%s: metadata key '%s' is an array of %s, expected STRING",
+                     g->shards[0].path, kv->key, vt_gguf_type_name(kv->arr_type));
+        return VT_ERR_FORMAT;
+    }
+    *out = kv->arr_str[i];
+    return VT_OK;
+}
+
+vt_status vt_gguf_get_arr_i64(const vt_gguf *g, const char *key, uint64_t i, int64_t *out)
+{
+    const gguf_kv *kv;
+    vt_status st = arr_elem(g, key, i, &kv);
+    if (st) return st;
+    if (!gguf_is_int_type(kv->arr_type)) {
+        vt_set_error("%s: metadata key '%s' is an array of %s, expected integers",
+                     g->shards[0].path, kv->key, vt_gguf_type_name(kv->arr_type));
+        return VT_ERR_FORMAT;
+    }
+    gguf_kv tmp = {.key = kv->key, .type = kv->arr_type};
+    uint32_t es = gguf_scalar_size(kv->arr_type);
+    gguf_decode_scalar(kv->arr_type, (const uint8_t *)kv->arr_data + i * es, &tmp);
+    if (!gguf_is_signed_type(tmp.type) && tmp.v.u > (uint64_t)INT64_MAX) {
+        vt_set_error("%s: metadata key '%s': element %" PRIu64 " = %" PRIu64
+                     " does not fit int64",
+                     g->shards[0].path, kv->key, i, tmp.v.u);
+        return VT_ERR_FORMAT;
+    }
+    *out = tmp.v.i;
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Printing one value                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define PRINT_STR_MAX 160  /* bytes of a string value shown before "..." */
+#define PRINT_ARR_MAX 12   /* leading array elements shown */
+
+static void print_str(FILE *f, const char *s, uint64_t len, uint64_t max)
+{
+    fputc('\'', f);
+    uint64_t n = len < max ? len : max;
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\'': fputs("\\'", f); break;
+        default:
+            if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+            else fputc(c, f);
+        }
+    }
+    fputc('\'', f);
+    if (len > n) fprintf(f, "... (%" PRIu64 " bytes)", len);
+}
+
+static void print_scalar(FILE *f, const gguf_kv *kv)
+{
+    switch (kv->type) {
+    case VT_GGUF_INT8: case VT_GGUF_INT16: case VT_GGUF_INT32: case VT_GGUF_INT64:
+        fprintf(f, "%" PRId64, kv->v.i);
+        break;
+    case VT_GGUF_BOOL: fputs(kv->v.u ? "true" : "false", f); break;
+    case VT_GGUF_FLOAT32: fprintf(f, "%.9g", kv->v.f); break;
+    case VT_GGUF_FLOAT64: fprintf(f, "%.17g", kv->v.f); break;
+    default: fprintf(f, "%" PRIu64, kv->v.u); break;
+    }
+}
+
+void vt_gguf_kv_print(const vt_gguf *g, int64_t i, FILE *f)
+{
+    if (!g || i < 0 || i >= g->shards[0].n_kv) return;
+    const gguf_kv *kv = &g->shards[0].kv[i];
+    if (kv->type == VT_GGUF_STRING) {
+        print_str(f, kv->str.ptr, kv->str.len, PRINT_STR_MAX);
+        return;
+    }
+    if (kv->type != VT_GGUF_ARRAY) {
+        print_scalar(f, kv);
+        return;
+    }
+    fprintf(f, "ARRAY[%s] len=%" PRIu64 " : [", vt_gguf_type_name(kv->arr_type), kv->arr_n);
+    uint64_t n = kv->arr_n < PRINT_ARR_MAX ? kv->arr_n : PRINT_ARR_MAX;
+    for (uint64_t k = 0; k < n; k++) {
+        if (k) fputs(", ", f);
+        if (kv->arr_type == VT_GGUF_STRING) {
+            print_str(f, kv->arr_str[k].ptr, kv->arr_str[k].len, 48);
+        } else {
+            gguf_kv tmp = {.type = kv->arr_type};
+            gguf_decode_scalar(kv->arr_type,
+                          (const uint8_t *)kv->arr_data + k * gguf_scalar_size(kv->arr_type), &tmp);
+            print_scalar(f, &tmp);
+        }
+    }
+    if (kv->arr_n > n) fprintf(f, ", ... (%" PRIu64 " more)", kv->arr_n - n);
+    fputc(']', f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int64_t vt_gguf_n_tensors(const vt_gguf *g) { return g->n_tensors; }
+
+const vt_gguf_tensor *vt_gguf_tensor_at(const vt_gguf *g, int64_t i)
+{
+    return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;
+}
+
+const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name)
+{
+    int64_t i = gguf_name_index_find(&g->tensor_index, name);
+    return i < 0 ? NULL : &g->tensors[i];
+}
