@@ -1,6 +1,6 @@
 # Registry tests: fake backend plugins built with different defects, each
 # into its own directory under the build tree (not the real plugin folder).
-set(VT_FAKE_VARIANTS good abi2 small undeclared present_null absent_set minor0 noprobe allops
+set(VT_FAKE_VARIANTS good abi2 small undeclared present_null absent_set minor0 noprobe allops ext_null
     discrete ctor7)
 set(VT_FAKE_DEFS_good "")
 set(VT_FAKE_DEFS_abi2 "FAKE_ABI_MAJOR=2")
@@ -11,6 +11,7 @@ set(VT_FAKE_DEFS_absent_set "FAKE_ABSENT_SET=1")
 set(VT_FAKE_DEFS_minor0 "FAKE_ABI_MINOR=0")
 set(VT_FAKE_DEFS_noprobe "FAKE_NO_PROBE=1;FAKE_ALL_OPS=1")
 set(VT_FAKE_DEFS_allops "FAKE_ALL_OPS=1")
+set(VT_FAKE_DEFS_ext_null "FAKE_ALL_OPS=1;FAKE_EXT_NULL=1")
 set(VT_FAKE_DEFS_discrete "FAKE_ALL_OPS=1;FAKE_DISCRETE=1")
 set(VT_FAKE_DEFS_ctor7 "FAKE_CTOR=1;FAKE_ABI_MAJOR=7")
 set(VT_FAKE_TARGETS "")

@@ -76,6 +76,40 @@ static void test_absent_with_function(void **s)
     expect_refused("absent_set", "'op.rms_norm' declared ABSENT but its function is set");
 }
 
+/* ABI 1.9's weight types past the per-type tables: PRESENT needs mat_mul_ext. */
+static void test_ext_type_present_with_null(void **s)
+{
+    (void)s;
+    expect_refused("ext_null", "'mat_mul.IQ1_XS' declared PRESENT but its function is NULL");
+}
+
+/* The same types on a plugin that declares them PRESENT with the function:
+ * found through vt_backend_mat_mul_fn, named by their capability ids. */
+static void test_ext_type_lookup(void **s)
+{
+    (void)s;
+    vt_registry *r = empty_registry();
+    if (vt_registry_load_file(r, fake_path("allops")) != VT_OK)
+        fail_msg("allops plugin refused: %s", vt_last_error());
+    const vt_plugin_entry *e = vt_registry_find(r, VT_PLUGIN_BACKEND, "fake");
+    assert_non_null(e);
+    const vt_backend_api *api = e->desc->table;
+    const char *reason;
+    for (uint32_t t = VT_TYPE_IQ1_XS; t <= VT_TYPE_IQ1_XXXS; t++) {
+        assert_true(VT_CAP_MAT_MUL(t) >= VT_CAP_TYPE_EXT_BASE);
+        assert_int_equal(VT_CAP_GET_ROWS(t), VT_CAP_MAT_MUL(t) + 1);
+        assert_int_equal(vt_caps_state(e->desc, VT_CAP_MAT_MUL(t), &reason), VT_CAP_PRESENT);
+        assert_ptr_equal(vt_backend_mat_mul_fn(api, t), api->mat_mul_ext);
+        assert_ptr_equal(vt_backend_get_rows_fn(api, t), api->get_rows_ext);
+    }
+    assert_null(vt_backend_mat_mul_fn(api, VT_TYPE_COUNT)); /* an id no one declares */
+    char name[64];
+    assert_string_equal(vt_cap_name(VT_CAP_GET_ROWS(VT_TYPE_IQ1_XXXS), name, sizeof name),
+                        "get_rows.IQ1_XXXS");
+    assert_false(vt_cap_known(VT_CAP_MAT_MUL(VT_TYPE_COUNT), NULL));
+    vt_registry_close(r);
+}
+
 /* A plugin built for ABI 1.0 loads on this 1.1 core; the capability 1.1 added
  * (device_name) reads ABSENT with the reason the design fixes, and the 1.0
  * ones read as declared. */
@@ -101,6 +135,11 @@ static void test_older_minor_loads(void **s)
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_MEMORY_PROBE, &reason), VT_CAP_PRESENT);
     assert_int_equal(vt_caps_state(e->desc, VT_CAP_OP_RMS_NORM, &reason), VT_CAP_ABSENT);
     assert_string_equal(reason, "fake backend computes nothing");
+    /* the 1.9 weight types read ABSENT, and the model-side lookup finds none */
+    assert_int_equal(vt_caps_state(e->desc, VT_CAP_MAT_MUL(VT_TYPE_IQ1_XXXS), &reason),
+                     VT_CAP_ABSENT);
+    assert_string_equal(reason, "plugin built for ABI 1.0");
+    assert_null(vt_backend_mat_mul_fn(e->desc->table, VT_TYPE_IQ1_XXXS));
     vt_registry_close(r);
     /* the same table claiming minor 1 is too small for it */
     assert_true(vt_abi_table_size(VT_PLUGIN_BACKEND, 1) > vt_abi_table_size(VT_PLUGIN_BACKEND, 0));
@@ -483,6 +522,8 @@ int main(void)
         cmocka_unit_test(test_undeclared_capability),
         cmocka_unit_test(test_present_with_null),
         cmocka_unit_test(test_absent_with_function),
+        cmocka_unit_test(test_ext_type_present_with_null),
+        cmocka_unit_test(test_ext_type_lookup),
         cmocka_unit_test(test_good_plugin_and_caps),
         cmocka_unit_test(test_older_minor_loads),
         cmocka_unit_test(test_store_plugins),

@@ -231,7 +231,7 @@ static void build(void)
             if (gr) table.get_rows[wt] = stub_gr;
             else table.mat_mul[wt] = stub_mm;
         }
-#if FAKE_ABI_MINOR >= 9
+#if FAKE_ABI_MINOR >= 9 && !defined(FAKE_EXT_NULL) /* FAKE_EXT_NULL: PRESENT without it */
         if (typed && wt >= VT_TYPE_SLOTS) {
             if (gr) table.get_rows_ext = stub_gr;
             else table.mat_mul_ext = stub_mm;

@@ -139,9 +139,7 @@ static inline void vt_util_softmax_topk_row(const float *l, int64_t n, int64_t k
 static inline int vt_util_backend_has(const vt_backend_api *api, uint32_t id, size_t member_end)
 {
     if (!api || api->struct_size < member_end) return 0;
-    for (uint32_t i = 0; i < api->n_caps; i++)
-        if (api->caps[i].id == id) return api->caps[i].state == VT_CAP_PRESENT;
-    return 0;
+    return vt_backend_declares(api, id);
 }
 
 /*
