@@ -334,6 +334,36 @@ static void test_lowbit_batch_invariant(void **state)
     tc_api()->shutdown(ctx[1]);
 }
 
+/* The low-bit kernels' per-16 integer sums: the AVX2 version equals the plain
+ * loop on random codes, on the extremes (|q| = 127, x = ±127) and at every
+ * block size (64, 128, 256). */
+static void test_group_sums(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx2")) {
+        fprintf(stderr, "[  SKIP    ] group sums: this CPU lacks AVX2\n");
+        return;
+    }
+    tc_rng rng = {99};
+    int8_t q[256], x[256];
+    int32_t a[16], b[16];
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 256; i++) {
+            int lim = round % 3 == 0 ? 127 : round % 3 == 1 ? 62 : 9;
+            q[i] = (int8_t)(round == 0 ? (i & 1 ? 127 : -127) : (int)(tc_unif(&rng, 0, 1) * (2 * lim + 1)) - lim);
+            x[i] = (int8_t)(round == 0 ? (i & 2 ? 127 : -127) : (int)(tc_unif(&rng, 0, 1) * 255) - 127);
+        }
+        for (int n = 64; n <= 256; n *= 2) {
+            vt_cpu_group_sums_c(q, x, n, a);
+            vt_cpu_group_sums_avx2(q, x, n, b);
+            if (memcmp(a, b, sizeof(int32_t) * (size_t)(n / 16)))
+                fail_msg("group sums of %d values differ from the plain loop (round %d)", n, round);
+        }
+    }
+#endif
+}
+
 /* The float path's fast dequantisation equals the reference bit for bit. */
 static void test_fast_dequant(void **state)
 {
@@ -408,7 +438,7 @@ int main(void)
         cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
         cmocka_unit_test(test_partial_blocks), cmocka_unit_test(test_fast_dequant),
         cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_lowbit_batch_invariant),      cmocka_unit_test(test_scalar),
+        cmocka_unit_test(test_lowbit_batch_invariant), cmocka_unit_test(test_group_sums),      cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx2w16),
     };

@@ -282,6 +282,14 @@ typedef struct vt_cpu_qdot_set {
                         int64_t n_rows);
 VT_CPU_LOWBIT_TYPES(VT_CPU_LOWBIT_DOT_DECL)
 #undef VT_CPU_LOWBIT_DOT_DECL
+/* s[g] = Σ_{i<16} q[16 g + i] · x[16 g + i] for g < n / 16 (n a multiple of
+ * 64, |q| <= 127 and never -128): exact integer sums, so both versions give
+ * the same s; the low-bit kernels take the AVX2 one where the CPU has it. */
+typedef void (*vt_cpu_group_sums_fn)(const int8_t *q, const int8_t *x, int n, int32_t *s);
+void vt_cpu_group_sums_c(const int8_t *q, const int8_t *x, int n, int32_t *s);
+#if defined(__x86_64__)
+void vt_cpu_group_sums_avx2(const int8_t *q, const int8_t *x, int n, int32_t *s);
+#endif
 /* n_tok (<= VT_CPU_MM_TOK_CHUNK) tokens at once, each exactly as its one-token
  * dot product: y[t * ldy + r] for r < n_rows; x: n_tok views. */
 typedef void (*vt_cpu_lowbit_mm_fn)(const uint8_t *w, size_t rb, int64_t n_in,

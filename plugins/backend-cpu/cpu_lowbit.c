@@ -367,11 +367,7 @@ static inline void deq_from_int(int_block_fn f, int bs, const uint8_t *b, float 
  * which tokens share the call (batch invariance). x: n_tok views of n_in / 32
  * blocks; y[t * ldy + r]. n_tok <= VT_CPU_MM_TOK_CHUNK.
  */
-/* s[g] = Σ_{i<16} q[16 g + i] · x[16 g + i] for g < n / 16 (n a multiple of 64):
- * exact integer sums, so every implementation gives the same s. */
-typedef void (*group_sums_fn)(const int8_t *q, const int8_t *x, int n, int32_t *s);
-
-static void group_sums_c(const int8_t *q, const int8_t *x, int n, int32_t *s)
+void vt_cpu_group_sums_c(const int8_t *q, const int8_t *x, int n, int32_t *s)
 {
     for (int g = 0; g < n / 16; g++) {
         int32_t a = 0;
@@ -385,7 +381,7 @@ static void group_sums_c(const int8_t *q, const int8_t *x, int n, int32_t *s)
 /* The same with AVX2, 64 values (4 groups) per step: vpmaddubsw on |q| and
  * x·sign(q) (|q| <= 62 and |x| <= 127, so a pair sum fits int16), vpmaddwd to
  * int32, then two horizontal adds leave each group's sum in one lane. */
-__attribute__((target("avx2"))) static void group_sums_avx2(const int8_t *q, const int8_t *x,
+__attribute__((target("avx2"))) void vt_cpu_group_sums_avx2(const int8_t *q, const int8_t *x,
                                                              int n, int32_t *s)
 {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -408,12 +404,12 @@ __attribute__((target("avx2"))) static void group_sums_avx2(const int8_t *q, con
 }
 #endif
 
-static group_sums_fn group_sums = group_sums_c;
+static vt_cpu_group_sums_fn group_sums = vt_cpu_group_sums_c;
 
 __attribute__((constructor)) static void group_sums_init(void)
 {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2")) group_sums = group_sums_avx2;
+    if (__builtin_cpu_supports("avx2")) group_sums = vt_cpu_group_sums_avx2;
 #endif
 }
 
