@@ -644,16 +644,15 @@ static void test_errors(void **state)
     assert_int_equal(vt_quantize_row(VT_TYPE_F16, x, 32, NULL), VT_ERR_INVALID_ARG);
     assert_int_equal(vt_quantize_row(VT_TYPE_Q6_K, x, 0, NULL), VT_OK); /* nothing to do */
     assert_int_equal(out[0], 0x77);
-    static const uint32_t unsupported[] = {VT_TYPE_Q8_1, VT_TYPE_Q8_K, VT_TYPE_IQ2_XXS, VT_TYPE_IQ3_S,
-                                           VT_TYPE_I8, VT_TYPE_F64, VT_TYPE_TQ1_0, VT_TYPE_NVFP4,
-                                           4, 31, 999};
+    static const uint32_t unsupported[] = {VT_TYPE_Q8_1, VT_TYPE_Q8_K, VT_TYPE_I8, VT_TYPE_F64,
+                                           4, 31, 43, 67, 999};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         assert_false(vt_quantize_handles(unsupported[i]));
         assert_int_equal(vt_quantize_row(unsupported[i], x, 256, out), VT_ERR_UNSUPPORTED);
         assert_non_null(strstr(vt_last_error(), "256"));
     }
-    assert_int_equal(vt_quantize_row(VT_TYPE_IQ2_XXS, x, 256, out), VT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(vt_last_error(), "IQ2_XXS"));
+    assert_int_equal(vt_quantize_row(VT_TYPE_Q8_K, x, 256, out), VT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(vt_last_error(), "Q8_K"));
     for (int t = 0; t < N_TYPES; t++) assert_true(vt_quantize_handles(TYPES[t]));
     /* a non-finite value in a block type is refused, naming its index */
     x[77] = NAN;
@@ -670,18 +669,23 @@ static void test_errors(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* llama.cpp's fallback for a row that is not whole blocks (llama-quant.cpp:
- * Q2_K, Q3_K, IQ4_XS -> IQ4_NL; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0;
- * then F16 if the row is not whole 32-blocks either). */
+ * the IQ1-IQ3 types and IQ4_XS -> IQ4_NL; Q2_0, Q2_K, Q3_K, TQ1_0, TQ2_0 ->
+ * Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0; then F16 if the row is not
+ * whole 32-blocks either). */
 static uint32_t ref_fallback(uint32_t t)
 {
-    switch (t) {
-    case VT_TYPE_Q2_K:
-    case VT_TYPE_Q3_K:
+    switch (t) { /* src/llama-quant.cpp, tensor_type_fallback (d32676d77; the iq1-narrow
+                    branch adds IQ1_XS/XXS/XXXS to the IQ4_NL group) */
+    case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_M: case VT_TYPE_IQ1_XS: case VT_TYPE_IQ1_XXS:
+    case VT_TYPE_IQ1_XXXS: case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S:
+    case VT_TYPE_IQ3_XXS: case VT_TYPE_IQ3_S:
     case VT_TYPE_IQ4_XS: return VT_TYPE_IQ4_NL;
+    case VT_TYPE_Q2_0: case VT_TYPE_Q2_K: case VT_TYPE_Q3_K: case VT_TYPE_TQ1_0:
+    case VT_TYPE_TQ2_0: return VT_TYPE_Q4_0;
     case VT_TYPE_Q4_K: return VT_TYPE_Q5_0;
     case VT_TYPE_Q5_K: return VT_TYPE_Q5_1;
     case VT_TYPE_Q6_K: return VT_TYPE_Q8_0;
-    default: return VT_TYPE_F16;
+    default: return VT_TYPE_F16; /* llama.cpp throws; F16 fits every row */
     }
 }
 
@@ -858,8 +862,114 @@ static const struct {
     {"q3_k", VT_TYPE_Q3_K, 11},  {"q4_k", VT_TYPE_Q4_K, 14},    {"q5_k", VT_TYPE_Q5_K, 16},
     {"q6_k", VT_TYPE_Q6_K, 18},  {"iq4_nl", VT_TYPE_IQ4_NL, 25}, {"iq4_xs", VT_TYPE_IQ4_XS, 30},
     {"mxfp4", VT_TYPE_MXFP4, 38},
+    /* the low-bit types (valid blocks, no quantiser); file types: llama.h's
+     * LLAMA_FTYPE_MOSTLY_* of d32676d77 and the iq1-narrow branch */
+    {"iq2_xxs", VT_TYPE_IQ2_XXS, 19}, {"iq2_xs", VT_TYPE_IQ2_XS, 20}, {"iq2_s", VT_TYPE_IQ2_S, 28},
+    {"iq3_xxs", VT_TYPE_IQ3_XXS, 23}, {"iq3_s", VT_TYPE_IQ3_S, 26},   {"iq1_s", VT_TYPE_IQ1_S, 24},
+    {"iq1_m", VT_TYPE_IQ1_M, 31},     {"tq1_0", VT_TYPE_TQ1_0, 36},   {"tq2_0", VT_TYPE_TQ2_0, 37},
+    {"nvfp4", VT_TYPE_NVFP4, 39},     {"q1_0", VT_TYPE_Q1_0, 40},     {"q2_0", VT_TYPE_Q2_0, 41},
+    {"iq1_xs", VT_TYPE_IQ1_XS, 64},   {"iq1_xxs", VT_TYPE_IQ1_XXS, 65},
+    {"iq1_xxxs", VT_TYPE_IQ1_XXXS, 66},
 };
 #define N_SINGLE ((int)(sizeof SINGLE / sizeof SINGLE[0]))
+
+/* The low-bit types' blocks from vt_quantize_row: valid (they decode, to finite
+ * values), of the row's magnitude (decoded max |y| within 1/64 .. 8 times the
+ * source's max |x| in every block), the same for the same values and
+ * different for different ones. They are not an approximation of x. */
+static void test_lowbit_blocks(void **state)
+{
+    (void)state;
+    float x[512], y[512];
+    uint8_t a[512], b[512];
+    for (int i = 0; i < 512; i++) x[i] = 0.37f * sinf(0.61f * (float)i) * (1.0f + (float)(i / 256));
+    for (int k = 0; k < N_SINGLE; k++) {
+        const uint32_t t = SINGLE[k].type;
+        if (vt_type_block_size(t) < 64) continue; /* the quantised types: test_round_trip */
+        const int64_t bs = vt_type_block_size(t);
+        assert_int_equal(vt_quantize_row(t, x, 512, a), VT_OK);
+        assert_int_equal(vt_quantize_row(t, x, 512, b), VT_OK);
+        const size_t bytes = (size_t)vt_type_row_bytes(t, 512);
+        assert_memory_equal(a, b, bytes);
+        assert_int_equal(vt_cpu_dequant_row(t, a, 512, y), VT_OK);
+        for (int64_t b0 = 0; b0 < 512; b0 += bs) {
+            float mx = 0, my = 0;
+            for (int64_t i = b0; i < b0 + bs; i++) {
+                if (!isfinite(y[i])) fail_msg("%s: value %lld decodes to %g", SINGLE[k].name, (long long)i, (double)y[i]);
+                mx = fmaxf(mx, fabsf(x[i]));
+                my = fmaxf(my, fabsf(y[i]));
+            }
+            if (!(my >= mx / 64 && my <= 8 * mx))
+                fail_msg("%s block at %lld: decoded max %g for a source max %g", SINGLE[k].name,
+                         (long long)b0, (double)my, (double)mx);
+        }
+        x[3] += 0.25f; /* another value: another block */
+        assert_int_equal(vt_quantize_row(t, x, 512, b), VT_OK);
+        if (!memcmp(a, b, (size_t)vt_type_size(t)))
+            fail_msg("%s: a changed value left its block unchanged", SINGLE[k].name);
+        x[3] -= 0.25f;
+    }
+}
+
+/* The ud-* mixes, tensor by tensor, as the issue describes the real files:
+ * routed experts in the named type (ud-iq1_s: IQ2_XXS down projections),
+ * attention Q5_K, DeltaNet Q4_K, shared experts Q5_K, output Q6_K, the
+ * embedding Q4_K; norms, routers, ssm_a/dt/conv1d F32; a row that is not
+ * whole blocks llama.cpp's fallback. */
+static uint32_t ud_expect(const vt_gguf_tensor *t, uint32_t exps, uint32_t down)
+{
+    const char *n = t->name;
+    if (t->n_dims == 1 || strstr(n, "ffn_gate_inp") || strstr(n, "ssm_conv1d")) return VT_TYPE_F32;
+    uint32_t want = strstr(n, "ffn_down_exps")             ? down
+                    : strstr(n, "_exps.")                  ? exps
+                    : !strcmp(n, "output.weight")          ? VT_TYPE_Q6_K
+                    : !strcmp(n, "token_embd.weight")      ? VT_TYPE_Q4_K
+                    : strstr(n, ".ssm_") || strstr(n, ".attn_qkv") || strstr(n, ".attn_gate")
+                        ? VT_TYPE_Q4_K
+                        : VT_TYPE_Q5_K;
+    while (t->ne[0] % vt_type_block_size(want)) want = ref_fallback(want);
+    return want;
+}
+
+static int runs(const char *what, const char *path); /* vt run on the model (below) */
+
+static void test_mkmodel_ud_mixes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        uint32_t exps, down, file_type;
+    } mixes[] = {{"ud-iq1_xxxs", VT_TYPE_IQ1_XXXS, VT_TYPE_IQ1_XXXS, 66},
+                 {"ud-iq2_xs", VT_TYPE_IQ2_XS, VT_TYPE_IQ2_XS, 20},
+                 {"ud-iq1_s", VT_TYPE_IQ1_S, VT_TYPE_IQ2_XXS, 24}};
+    for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++) {
+        vt_mkmodel_params p;
+        small_qwen(&p);
+        assert_int_equal(vt_mkmodel_set_type(&p, mixes[m].name), VT_OK);
+        char file[64];
+        snprintf(file, sizeof file, "qwen-%s.gguf", mixes[m].name);
+        char *path = make_model(file, &p, 0);
+        vt_gguf *g = open_path(path);
+        uint32_t ft = 0;
+        assert_int_equal(vt_gguf_get_u32(g, "general.file_type", &ft), VT_OK);
+        assert_int_equal(ft, mixes[m].file_type);
+        int n_exps = 0;
+        for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+            const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+            const uint32_t want = ud_expect(t, mixes[m].exps, mixes[m].down);
+            if (t->type != want)
+                fail_msg("%s: tensor %s is %s, want %s", mixes[m].name, t->name,
+                         vt_type_name(t->type), vt_type_name(want));
+            n_exps += strstr(t->name, "_exps.") != NULL;
+        }
+        assert_int_equal(n_exps, 3 * (int)p.n_layer);
+        vt_gguf_close(g);
+        int failed = runs(mixes[m].name, path);
+        unlink(path);
+        free(path);
+        if (failed) fail_msg("vt run failed on the %s model", mixes[m].name);
+    }
+}
 
 static void test_fallback(void **state)
 {
@@ -1038,7 +1148,8 @@ int main(void)
         cmocka_unit_test(test_exact_formats),   cmocka_unit_test(test_errors),
         cmocka_unit_test(test_mkmodel_q4_k_m),  cmocka_unit_test(test_mkmodel_gemma4_mix),
         cmocka_unit_test(test_fallback),        cmocka_unit_test(test_run_q4_k_m),
-        cmocka_unit_test(test_run_each_type),
+        cmocka_unit_test(test_run_each_type),   cmocka_unit_test(test_lowbit_blocks),
+        cmocka_unit_test(test_mkmodel_ud_mixes),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -64,23 +64,38 @@ void vt_mkmodel_defaults(vt_mkmodel_params *p)
  * with the fewest exceptions); mxfp4 is MXFP4_MOE. */
 static const struct {
     const char *name;
-    uint32_t type, mix, file_type;
+    uint32_t type, mix, file_type, down; /* down: MIX_UD's ffn_down_exps type */
 } mk_types[] = {
-    {"f32", VT_TYPE_F32, 0, 0},       {"f16", VT_TYPE_F16, 0, 1},
-    {"bf16", VT_TYPE_BF16, 0, 32},    {"q8_0", VT_TYPE_Q8_0, 0, 7},
-    {"q4_0", VT_TYPE_Q4_0, 0, 2},     {"q4_1", VT_TYPE_Q4_1, 0, 3},
-    {"q5_0", VT_TYPE_Q5_0, 0, 8},     {"q5_1", VT_TYPE_Q5_1, 0, 9},
-    {"q2_k", VT_TYPE_Q2_K, 0, 10},    {"q3_k", VT_TYPE_Q3_K, 0, 11},
-    {"q4_k", VT_TYPE_Q4_K, 0, 14},    {"q5_k", VT_TYPE_Q5_K, 0, 16},
-    {"q6_k", VT_TYPE_Q6_K, 0, 18},    {"iq4_nl", VT_TYPE_IQ4_NL, 0, 25},
-    {"iq4_xs", VT_TYPE_IQ4_XS, 0, 30}, {"mxfp4", VT_TYPE_MXFP4, 0, 38},
-    {"q4_k_m", VT_TYPE_Q4_K, VT_MKMODEL_MIX_K_M, 15},
-    {"q5_k_m", VT_TYPE_Q5_K, VT_MKMODEL_MIX_K_M, 17},
+    {"f32", VT_TYPE_F32, 0, 0, 0},       {"f16", VT_TYPE_F16, 0, 1, 0},
+    {"bf16", VT_TYPE_BF16, 0, 32, 0},    {"q8_0", VT_TYPE_Q8_0, 0, 7, 0},
+    {"q4_0", VT_TYPE_Q4_0, 0, 2, 0},     {"q4_1", VT_TYPE_Q4_1, 0, 3, 0},
+    {"q5_0", VT_TYPE_Q5_0, 0, 8, 0},     {"q5_1", VT_TYPE_Q5_1, 0, 9, 0},
+    {"q2_k", VT_TYPE_Q2_K, 0, 10, 0},    {"q3_k", VT_TYPE_Q3_K, 0, 11, 0},
+    {"q4_k", VT_TYPE_Q4_K, 0, 14, 0},    {"q5_k", VT_TYPE_Q5_K, 0, 16, 0},
+    {"q6_k", VT_TYPE_Q6_K, 0, 18, 0},    {"iq4_nl", VT_TYPE_IQ4_NL, 0, 25, 0},
+    {"iq4_xs", VT_TYPE_IQ4_XS, 0, 30, 0}, {"mxfp4", VT_TYPE_MXFP4, 0, 38, 0},
+    {"q4_k_m", VT_TYPE_Q4_K, VT_MKMODEL_MIX_K_M, 15, 0},
+    {"q5_k_m", VT_TYPE_Q5_K, VT_MKMODEL_MIX_K_M, 17, 0},
+    /* the low-bit types: valid blocks of real magnitude, not quantised (quantize.h) */
+    {"iq2_xxs", VT_TYPE_IQ2_XXS, 0, 19, 0}, {"iq2_xs", VT_TYPE_IQ2_XS, 0, 20, 0},
+    {"iq2_s", VT_TYPE_IQ2_S, 0, 28, 0},     {"iq3_xxs", VT_TYPE_IQ3_XXS, 0, 23, 0},
+    {"iq3_s", VT_TYPE_IQ3_S, 0, 26, 0},     {"iq1_s", VT_TYPE_IQ1_S, 0, 24, 0},
+    {"iq1_m", VT_TYPE_IQ1_M, 0, 31, 0},     {"tq1_0", VT_TYPE_TQ1_0, 0, 36, 0},
+    {"tq2_0", VT_TYPE_TQ2_0, 0, 37, 0},     {"nvfp4", VT_TYPE_NVFP4, 0, 39, 0},
+    {"q1_0", VT_TYPE_Q1_0, 0, 40, 0},       {"q2_0", VT_TYPE_Q2_0, 0, 41, 0},
+    {"iq1_xs", VT_TYPE_IQ1_XS, 0, 64, 0},   {"iq1_xxs", VT_TYPE_IQ1_XXS, 0, 65, 0},
+    {"iq1_xxxs", VT_TYPE_IQ1_XXXS, 0, 66, 0},
+    /* mixes shaped like the real "UD" files' tensor tables */
+    {"ud-iq1_xxxs", VT_TYPE_IQ1_XXXS, VT_MKMODEL_MIX_UD, 66, VT_TYPE_IQ1_XXXS},
+    {"ud-iq2_xs", VT_TYPE_IQ2_XS, VT_MKMODEL_MIX_UD, 20, VT_TYPE_IQ2_XS},
+    {"ud-iq1_s", VT_TYPE_IQ1_S, VT_MKMODEL_MIX_UD, 24, VT_TYPE_IQ2_XXS},
 };
 #define MK_N_TYPES (sizeof mk_types / sizeof mk_types[0])
 #define MK_TYPE_NAMES                                                                              \
     "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "         \
-    "iq4_xs, mxfp4, q4_k_m or q5_k_m"
+    "iq4_xs, mxfp4, q4_k_m, q5_k_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, "     \
+    "tq1_0, tq2_0, nvfp4, q1_0, q2_0, iq1_xs, iq1_xxs, iq1_xxxs, ud-iq1_xxxs, ud-iq2_xs or "    \
+    "ud-iq1_s"
 
 vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name)
 {
@@ -88,6 +103,8 @@ vt_status vt_mkmodel_set_type(vt_mkmodel_params *p, const char *name)
         if (!strcasecmp(name, mk_types[i].name)) {
             p->weight_type = mk_types[i].type;
             p->weight_mix = mk_types[i].mix;
+            p->exps_down_type = mk_types[i].mix == VT_MKMODEL_MIX_UD ? mk_types[i].down
+                                                                      : mk_types[i].type;
             return VT_OK;
         }
     }
@@ -272,6 +289,17 @@ static uint32_t mk_matrix_type(const vt_mkmodel_params *p, const char *name, int
     if (p->weight_mix == VT_MKMODEL_MIX_K_M &&
         (!strcmp(name, "output.weight") || strstr(name, ".ffn_down")))
         want = VT_TYPE_Q6_K;
+    if (p->weight_mix == VT_MKMODEL_MIX_UD) {
+        if (strstr(name, "_exps."))
+            want = strstr(name, "ffn_down_exps") ? p->exps_down_type : p->weight_type;
+        else if (!strcmp(name, "output.weight"))
+            want = VT_TYPE_Q6_K;
+        else if (!strcmp(name, "token_embd.weight") || strstr(name, ".ssm_") ||
+                 strstr(name, ".attn_qkv") || strstr(name, ".attn_gate"))
+            want = VT_TYPE_Q4_K; /* the embedding and DeltaNet */
+        else
+            want = VT_TYPE_Q5_K; /* attention, shared experts, dense FFNs, per-layer inputs */
+    }
     uint32_t t = want;
     while (ne0 % (int64_t)vt_type_block_size(t)) t = vt_quantize_fallback(t);
     if (t != want)

@@ -28,9 +28,13 @@
 /* vt_mkmodel_params.weight_mix */
 enum {
     VT_MKMODEL_MIX_NONE = 0, /* every matrix weight_type */
-    VT_MKMODEL_MIX_K_M = 1   /* llama.cpp's "_M" recipe, simplified: Q6_K for output.weight
+    VT_MKMODEL_MIX_K_M = 1,  /* llama.cpp's "_M" recipe, simplified: Q6_K for output.weight
                                 and every ffn_down matrix (ffn_down_exps, ffn_down_shexp,
                                 gemma4's ffn_down), weight_type (Q4_K or Q5_K) elsewhere */
+    VT_MKMODEL_MIX_UD = 2    /* shaped like unsloth's "dynamic" files: routed experts'
+                                gate/up weight_type and down exps_down_type, attention
+                                Q5_K, DeltaNet (attn_qkv, attn_gate, ssm_*) Q4_K, shared
+                                experts and dense FFNs Q5_K, output Q6_K, token_embd Q4_K */
 };
 
 typedef struct vt_mkmodel_params {
@@ -92,8 +96,11 @@ typedef struct vt_mkmodel_params {
     uint32_t k_eq_v;             /* 1: F layers have no attn_v (V = K, 26B-A4B / 31B) (1) */
     uint32_t double_wide_mlp;    /* 1: feed_forward_length is an array with 2 x n_ff on the
                                     shared-KV layers (E2B) (0) */
-    uint32_t weight_mix;         /* VT_MKMODEL_MIX_NONE, or VT_MKMODEL_MIX_K_M with
-                                    weight_type Q4_K (Q4_K_M) or Q5_K (Q5_K_M) (NONE) */
+    uint32_t weight_mix;         /* VT_MKMODEL_MIX_NONE, VT_MKMODEL_MIX_K_M with
+                                    weight_type Q4_K (Q4_K_M) or Q5_K (Q5_K_M), or
+                                    VT_MKMODEL_MIX_UD (the ud-* names) (NONE) */
+    uint32_t exps_down_type;     /* VT_MKMODEL_MIX_UD: ffn_down_exps' type (set with the mix
+                                    by vt_mkmodel_set_type) */
 } vt_mkmodel_params;
 
 /* Fill p with the defaults above (the qwen35moe-tiny fixture's shape). */

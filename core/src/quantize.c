@@ -475,6 +475,107 @@ static void iq4_xs_block(const float *x, uint8_t *blk)
 /* Rows                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* The low-bit types: valid blocks, not a quantiser                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * vt has no quantiser for the IQ1-IQ3, TQ, NVFP4, Q1_0 and Q2_0 types. A block
+ * of them gets codes that are a hash of its values (the same values give the
+ * same block) and scale fields set so that its decoded values span about the
+ * block's max |x|: real files' magnitudes and valid bytes, for benchmarks and
+ * streaming tests (vt mkmodel), not an approximation of x.
+ */
+static uint64_t lowbit_hash(const float *x, int n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        h = (h ^ u) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    return h | 1;
+}
+
+static float lowbit_amax(const float *x, int n)
+{
+    float m = 0.0f;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : -x[i] > m ? -x[i] : m;
+    return m;
+}
+
+/* UE4M3 (NVFP4's sub-block scale, exponent bias 7, no sign) nearest below 2·v, v > 0:
+ * decoded as that value times ½. */
+static uint8_t lowbit_ue4m3_half(float v)
+{
+    float t = 2.0f * v;
+    if (!(t > 0x1p-6f)) return 0x08; /* the smallest normal, 2^-6 */
+    int e = 7;
+    float p = 1.0f;                  /* 2^(e - 7) */
+    while (t >= 2.0f * p && e < 15) { p *= 2.0f; e++; }
+    while (t < p && e > 1) { p *= 0.5f; e--; }
+    int m = (int)((t / p - 1.0f) * 8.0f);
+    m = m < 0 ? 0 : m > 7 ? 7 : m;
+    if (e == 15 && m == 7) m = 6; /* 0x7f reads as zero */
+    return (uint8_t)(e << 3 | m);
+}
+
+static void lowbit_block(uint32_t type, const float *x, uint8_t *b)
+{
+    const int bs = (int)vt_type_block_size(type), ts = (int)vt_type_size(type);
+    uint64_t h = lowbit_hash(x, bs);
+    for (int i = 0; i < ts; i++) { /* xorshift64 stream seeded by the values */
+        h ^= h << 13;
+        h ^= h >> 7;
+        h ^= h << 17;
+        b[i] = (uint8_t)(h >> 32);
+    }
+    const float amax = lowbit_amax(x, bs);
+    switch (type) { /* largest decoded magnitude per unit of d, roughly halved: the codes are random */
+    case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S:
+        put16(b, f32_to_f16(amax / 100.0f));
+        break;
+    case VT_TYPE_IQ3_XXS: case VT_TYPE_IQ3_S: put16(b, f32_to_f16(amax / 250.0f)); break;
+    case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_XS: case VT_TYPE_IQ1_XXS: case VT_TYPE_IQ1_XXXS:
+        put16(b, f32_to_f16(amax / 8.0f));
+        break;
+    case VT_TYPE_IQ1_M: { /* the fp16 scale lives in the top nibbles of the 4 u16 at 48 */
+        const uint16_t d = f32_to_f16(amax / 8.0f);
+        for (int k = 0; k < 4; k++)
+            b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+        break;
+    }
+    case VT_TYPE_TQ1_0: put16(b + 52, f32_to_f16(amax)); break;
+    case VT_TYPE_TQ2_0: put16(b + 64, f32_to_f16(amax / 2.0f)); break;
+    case VT_TYPE_Q1_0: put16(b, f32_to_f16(amax)); break;
+    case VT_TYPE_Q2_0: put16(b, f32_to_f16(amax / 2.0f)); break;
+    case VT_TYPE_NVFP4: /* one scale per 16 values: e2m1 codes up to 6 */
+        for (int s = 0; s < 4; s++) b[s] = lowbit_ue4m3_half(lowbit_amax(x + 16 * s, 16) / 6.0f);
+        break;
+    default: break;
+    }
+}
+
+#define LOWBIT_QUANT(NAME, T)                                                                  \
+    static void NAME(const float *x, uint8_t *blk) { lowbit_block(T, x, blk); }
+LOWBIT_QUANT(iq2_xxs_block, VT_TYPE_IQ2_XXS)
+LOWBIT_QUANT(iq2_xs_block, VT_TYPE_IQ2_XS)
+LOWBIT_QUANT(iq2_s_block, VT_TYPE_IQ2_S)
+LOWBIT_QUANT(iq3_xxs_block, VT_TYPE_IQ3_XXS)
+LOWBIT_QUANT(iq3_s_block, VT_TYPE_IQ3_S)
+LOWBIT_QUANT(iq1_s_block, VT_TYPE_IQ1_S)
+LOWBIT_QUANT(iq1_m_block, VT_TYPE_IQ1_M)
+LOWBIT_QUANT(iq1_xs_block, VT_TYPE_IQ1_XS)
+LOWBIT_QUANT(iq1_xxs_block, VT_TYPE_IQ1_XXS)
+LOWBIT_QUANT(iq1_xxxs_block, VT_TYPE_IQ1_XXXS)
+LOWBIT_QUANT(tq1_0_block, VT_TYPE_TQ1_0)
+LOWBIT_QUANT(tq2_0_block, VT_TYPE_TQ2_0)
+LOWBIT_QUANT(nvfp4_block, VT_TYPE_NVFP4)
+LOWBIT_QUANT(q1_0_block, VT_TYPE_Q1_0)
+LOWBIT_QUANT(q2_0_block, VT_TYPE_Q2_0)
+#undef LOWBIT_QUANT
+
 typedef void (*quant_block_fn)(const float *x, uint8_t *blk);
 
 static quant_block_fn block_fn(uint32_t type)
@@ -493,6 +594,21 @@ static quant_block_fn block_fn(uint32_t type)
     case VT_TYPE_IQ4_NL: return iq4_nl_block;
     case VT_TYPE_IQ4_XS: return iq4_xs_block;
     case VT_TYPE_MXFP4: return mxfp4_block;
+    case VT_TYPE_IQ2_XXS: return iq2_xxs_block;
+    case VT_TYPE_IQ2_XS: return iq2_xs_block;
+    case VT_TYPE_IQ2_S: return iq2_s_block;
+    case VT_TYPE_IQ3_XXS: return iq3_xxs_block;
+    case VT_TYPE_IQ3_S: return iq3_s_block;
+    case VT_TYPE_IQ1_S: return iq1_s_block;
+    case VT_TYPE_IQ1_M: return iq1_m_block;
+    case VT_TYPE_IQ1_XS: return iq1_xs_block;
+    case VT_TYPE_IQ1_XXS: return iq1_xxs_block;
+    case VT_TYPE_IQ1_XXXS: return iq1_xxxs_block;
+    case VT_TYPE_TQ1_0: return tq1_0_block;
+    case VT_TYPE_TQ2_0: return tq2_0_block;
+    case VT_TYPE_NVFP4: return nvfp4_block;
+    case VT_TYPE_Q1_0: return q1_0_block;
+    case VT_TYPE_Q2_0: return q2_0_block;
     default: return NULL;
     }
 }
@@ -506,9 +622,12 @@ int vt_quantize_handles(uint32_t type)
 uint32_t vt_quantize_fallback(uint32_t type)
 {
     switch (type) {
-    case VT_TYPE_Q2_K:
-    case VT_TYPE_Q3_K:
+    case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_M: case VT_TYPE_IQ1_XS: case VT_TYPE_IQ1_XXS:
+    case VT_TYPE_IQ1_XXXS: case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S:
+    case VT_TYPE_IQ3_XXS: case VT_TYPE_IQ3_S:
     case VT_TYPE_IQ4_XS: return VT_TYPE_IQ4_NL;
+    case VT_TYPE_Q2_0: case VT_TYPE_Q2_K: case VT_TYPE_Q3_K: case VT_TYPE_TQ1_0:
+    case VT_TYPE_TQ2_0: return VT_TYPE_Q4_0;
     case VT_TYPE_Q4_K: return VT_TYPE_Q5_0;
     case VT_TYPE_Q5_K: return VT_TYPE_Q5_1;
     case VT_TYPE_Q6_K: return VT_TYPE_Q8_0;

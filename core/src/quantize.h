@@ -39,6 +39,12 @@
  *                   3, 4, 6) times 2^(e-127) (§6.16).
  * Ties between two codes go to the lower code (the nearest-codebook types)
  * or away from zero (the uniform grids).
+ *  low-bit types    IQ1_S, IQ1_M, IQ1_XS, IQ1_XXS, IQ1_XXXS, IQ2_XXS, IQ2_XS,
+ *                   IQ2_S, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0, NVFP4, Q1_0, Q2_0:
+ *                   no quantiser. A block's codes are a hash of its values and
+ *                   its scales are set so the decoded values span about its
+ *                   max |x|: valid blocks of real magnitude for benchmarks,
+ *                   not an approximation of x.
  */
 #ifndef VT_QUANTIZE_H
 #define VT_QUANTIZE_H
@@ -51,12 +57,12 @@
  * Quantise the row x[0..n) to `type` into dst: n / vt_type_block_size(type)
  * blocks of vt_type_size(type) bytes (gguf.md §6 layouts). Types: F32, F16,
  * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
- * IQ4_XS, MXFP4. x must be finite for the block types (F32/F16/BF16 take
+ * IQ4_XS, MXFP4, and the low-bit types above. x must be finite for the block types (F32/F16/BF16 take
  * inf/NaN), and a block's scale must fit f16 (|x| up to about 65504 times the
  * type's largest code). n = 0 writes nothing.
  * Errors (message names the type and n): VT_ERR_UNSUPPORTED for any other
  * type; VT_ERR_INVALID_ARG for n < 0, n not a multiple of the block size
- * (32, or 256 for the K-quants and IQ4_XS), NULL x/dst with n > 0, or a
+ * (vt_type_block_size), NULL x/dst with n > 0, or a
  * non-finite value in a block type (nothing is promised about dst then).
  * Thread-safe (no state).
  */
@@ -68,9 +74,10 @@ int vt_quantize_handles(uint32_t type);
 /*
  * The type to use instead of `type` for a row whose length is not a multiple
  * of type's block size, as llama.cpp's quantiser does ("using fallback
- * quantization"): Q2_K, Q3_K, IQ4_XS -> IQ4_NL; Q4_K -> Q5_0; Q5_K -> Q5_1;
- * Q6_K -> Q8_0; any 32-value block type (and anything else) -> F16, which
- * fits every row. Apply repeatedly until the row fits: Q4_K on a row of 48
+ * quantization", llama.cpp d32676d77 and iq1-narrow 36fe8e1cc): the IQ1, IQ2,
+ * IQ3 types and IQ4_XS -> IQ4_NL; Q2_0, Q2_K, Q3_K, TQ1_0, TQ2_0 -> Q4_0;
+ * Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0; any other type (32-value blocks,
+ * NVFP4, Q1_0) -> F16, which fits every row. Apply repeatedly until the row fits: Q4_K on a row of 48
  * values gives Q5_0, on a row of 40 values Q5_0 and then F16.
  */
 uint32_t vt_quantize_fallback(uint32_t type);
