@@ -418,22 +418,25 @@ static inline void mm_from_int(int_block_fn f, int bs, int ts, const uint8_t *w,
                                int64_t ldy, int64_t n_rows)
 {
     int8_t q[256];
-    float sc[16], acc[VT_CPU_MM_TOK_CHUNK];
+    float sc[16], acc[VT_CPU_MM_TOK_CHUNK][4];
     for (int64_t r = 0; r < n_rows; r++) {
         const uint8_t *row = w + (size_t)r * rb;
-        for (int64_t t = 0; t < n_tok; t++) acc[t] = 0.0f;
+        memset(acc, 0, sizeof(acc[0]) * (size_t)n_tok);
         for (int64_t k = 0; k < n_in; k += bs, row += ts) {
             f(row, q, sc);
             for (int64_t t = 0; t < n_tok; t++) {
                 const float *xd = x[t].d + k / 32;
                 int32_t s[16];
                 group_sums(q, x[t].q + k, bs, s);
-                float a = acc[t];
-                for (int g = 0; g < bs / 16; g++) a += sc[g] * xd[g / 2] * (float)s[g];
-                acc[t] = a;
+                /* four running sums (group g into sum g % 4), so the additions
+                 * do not wait on each other; the same order for every n_tok */
+                for (int g = 0; g < bs / 16; g += 4)
+                    for (int j = 0; j < 4; j++)
+                        acc[t][j] += sc[g + j] * xd[(g + j) / 2] * (float)s[g + j];
             }
         }
-        for (int64_t t = 0; t < n_tok; t++) y[t * ldy + r] = acc[t];
+        for (int64_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = (acc[t][0] + acc[t][1]) + (acc[t][2] + acc[t][3]);
     }
 }
 
