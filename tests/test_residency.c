@@ -63,6 +63,49 @@ static void assert_contains(const char *hay, const char *needle)
     if (!strstr(hay, needle)) fail_msg("expected '%s' in: %s", needle, hay);
 }
 
+/* A model plugin built before ABI 1.9 is refused a file with a type id past
+ * VT_TYPE_SLOTS (IQ1_XXXS, 66), naming plugin, tensor and type: its ids for
+ * such a type would read as others' capabilities (64 + t = get_rows.F32) and
+ * it may index the backend's 64-entry tables with it. The same plugin at its
+ * real minor (1.9) gets past that check (to the fake backend's ops). */
+static void test_old_model_plugin_refuses_new_types(void **s)
+{
+    (void)s;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vt-test-iq1xxxs-%d.gguf", P_tmpdir, (int)getpid());
+    vt_mkmodel_params p;
+    vt_mkmodel_defaults(&p);
+    assert_int_equal(vt_mkmodel_set_type(&p, "iq1_xxxs"), VT_OK);
+    assert_int_equal(vt_mkmodel_qwen35moe(path, &p), VT_OK);
+    vt_gguf *g;
+    assert_int_equal(vt_gguf_open(path, VT_GGUF_NO_MMAP, &g), VT_OK);
+    vt_registry *reg = registry_with("allops");
+    vt_plugin_entry *e = (vt_plugin_entry *)vt_registry_find(reg, VT_PLUGIN_MODEL, "qwen35");
+    const vt_plugin_desc *real = e->desc;
+    vt_plugin_desc old = *real;
+    old.abi_minor = 8;
+    e->desc = &old;
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "resident");
+    vt_residency *r = calloc(1, sizeof *r);
+    assert_int_equal(vt_residency_select(&cfg, reg, g, "fake", r), VT_ERR_CAPABILITY);
+    const char *msg = vt_last_error();
+    assert_contains(msg, "model plugin 'qwen35'");
+    assert_contains(msg, "ABI 1.8");
+    assert_contains(msg, " is IQ1_XXXS");
+    assert_contains(msg, "(id 66");
+    e->desc = real;
+    memset(r, 0, sizeof *r);
+    vt_status st = vt_residency_select(&cfg, reg, g, "fake", r);
+    if (st != VT_OK && strstr(vt_last_error(), "is built for ABI"))
+        fail_msg("a 1.9 model plugin was refused as an old one: %s", vt_last_error());
+    free(r);
+    vt_registry_close(reg);
+    vt_gguf_close(g);
+    unlink(path);
+}
+
 /* ---------------------------------------------------------------------------- */
 
 static void test_store_needs_probe(void **s)
@@ -673,6 +716,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_needs_probe),
         cmocka_unit_test(test_model_needs_ops), cmocka_unit_test(test_weight_type_refused),
+        cmocka_unit_test(test_old_model_plugin_refuses_new_types),
         cmocka_unit_test(test_gemma_device_store_needs_probe),
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_fit_370gib),

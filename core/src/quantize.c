@@ -511,6 +511,7 @@ static uint8_t lowbit_ue4m3_half(float v)
 {
     float t = 2.0f * v;
     if (!(t > 0x1p-6f)) return 0x08; /* the smallest normal, 2^-6 */
+    if (!(t < 448.0f)) return 0x7e;  /* the largest finite, 448 */
     int e = 7;
     float p = 1.0f;                  /* 2^(e - 7) */
     while (t >= 2.0f * p && e < 15) { p *= 2.0f; e++; }

@@ -160,6 +160,23 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
         bapi->device_name(r->device, r->device_name, sizeof r->device_name) != VT_OK)
         r->device_name[0] = 0;
 
+    /* a model plugin built before ABI 1.9 knows no type id past VT_TYPE_SLOTS:
+     * its capability ids for them read as others' (64 + t) and it may index
+     * the backend's per-type tables with them, so such a file is refused here */
+    if (r->model->desc->abi_minor < 9) {
+        for (int64_t k = 0; k < vt_gguf_n_tensors(g); k++) {
+            const vt_gguf_tensor *t = vt_gguf_tensor_at(g, k);
+            if (t && t->type >= VT_TYPE_SLOTS) {
+                vt_set_error("model plugin '%s' (%s) is built for ABI %u.%u, which has no weight "
+                             "type id past %d: tensor '%s' is %s (id %u, ABI 1.9); rebuild the "
+                             "plugin against this vt's SDK", r->model->desc->name, r->model->path,
+                             r->model->desc->abi_major, r->model->desc->abi_minor,
+                             VT_TYPE_SLOTS - 1, t->name, vt_type_name(t->type), t->type);
+                return VT_ERR_CAPABILITY;
+            }
+        }
+    }
+
     /* what the model needs of the backend, for this file's weight types */
     const vt_model_api *mapi = r->model->desc->table;
     uint32_t ids[MAX_REQUIRED], n = 0;

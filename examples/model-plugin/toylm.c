@@ -249,10 +249,19 @@ static vt_status toylm_forward(vt_model *m, vt_model_seq *s, const int32_t *toke
         }
     const vt_backend_api *b = m->api;
     const int64_t E = m->n_embd, V = m->n_vocab;
+    /* any type id, those past the per-type tables (ABI 1.9) too */
+    vt_get_rows_fn get_rows = vt_backend_get_rows_fn(b, m->tok_embd.type);
+    vt_mat_mul_fn mat_mul = vt_backend_mat_mul_fn(b, m->output.type);
+    if (!get_rows || !mat_mul) {
+        m->host->set_error("toylm: the backend has no %s for type %s",
+                           !get_rows ? "get_rows" : "mat_mul",
+                           vt_type_name(!get_rows ? m->tok_embd.type : m->output.type));
+        return VT_ERR_CAPABILITY;
+    }
     vt_status st;
-    if ((st = b->get_rows[m->tok_embd.type](m->ctx, &m->tok_embd, tokens, n_tokens, m->x)) != VT_OK ||
+    if ((st = get_rows(m->ctx, &m->tok_embd, tokens, n_tokens, m->x)) != VT_OK ||
         (st = b->rms_norm(m->ctx, m->x, E, m->norm, m->x, E, n_tokens, E, m->eps)) != VT_OK ||
-        (st = b->mat_mul[m->output.type](m->ctx, &m->output, m->x, E, m->y, V, n_tokens)) != VT_OK)
+        (st = mat_mul(m->ctx, &m->output, m->x, E, m->y, V, n_tokens)) != VT_OK)
         return st;
     if (logits) {
         const float *src = all_logits ? m->y : m->y + (n_tokens - 1) * V;

@@ -409,6 +409,7 @@ static vt_cpu_group_sums_fn group_sums = vt_cpu_group_sums_c;
 __attribute__((constructor)) static void group_sums_init(void)
 {
 #if defined(__x86_64__)
+    __builtin_cpu_init(); /* a constructor may run before libgcc's own */
     if (__builtin_cpu_supports("avx2")) group_sums = vt_cpu_group_sums_avx2;
 #endif
 }
