@@ -75,3 +75,15 @@ vt_add_test(test_moe_ops_cuda SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_moe_ops.c
 target_compile_definitions(test_moe_ops_cuda PRIVATE VT_MOE_TEST_BACKEND="cuda")
 vt_cuda_test_definitions(test_moe_ops_cuda)
 add_dependencies(test_moe_ops_cuda backend-cpu)
+
+# test_lowbit_models_cuda: the trained model's low-bit mixes on backend-cuda
+# against llama.cpp's logits (tests/test_lowbit_models.c), resident and
+# streamed; needs a CUDA device, skips loudly (77) without one.
+vt_add_test(test_lowbit_models_cuda SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_lowbit_models.c
+            LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "gpu;fixtures;quant" TIMEOUT 600)
+target_compile_definitions(test_lowbit_models_cuda PRIVATE VT_LOWBIT_DEVICE="cuda")
+vt_cuda_test_definitions(test_lowbit_models_cuda)
+add_dependencies(test_lowbit_models_cuda model-qwen35 backend-cpu)
+if(TARGET store-device)
+  add_dependencies(test_lowbit_models_cuda store-device)
+endif()

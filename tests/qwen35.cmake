@@ -22,5 +22,5 @@ add_dependencies(test_qwen35_hostile model-qwen35 backend-cpu)
 # logits by the fixture's criterion on the CPU, resident and streamed through
 # the minimum arena (streamed equal to resident bit for bit).
 vt_add_test(test_lowbit_models SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_lowbit_models.c
-            LIBS vtcore PkgConfig::CJSON LABELS "qwen35;fixtures;quant" TIMEOUT 600)
+            LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "qwen35;fixtures;quant" TIMEOUT 600)
 add_dependencies(test_lowbit_models model-qwen35 backend-cpu)

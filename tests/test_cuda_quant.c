@@ -1,16 +1,19 @@
 /*
  * test_cuda_quant.c - backend-cuda's weight kernels for every block type it
  * declares (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
- * IQ4_NL, IQ4_XS, MXFP4; gguf.md §6) against backend-cpu's scalar reference
+ * IQ4_NL, IQ4_XS, MXFP4; gguf.md §6; and the 15 low-bit types IQ2_XXS ..
+ * Q2_0 with ids 64-66, reached through vt_backend_mat_mul_fn/get_rows_fn)
+ * against backend-cpu's scalar reference
  * dequantiser vt_cpu_dequant_row (plugins/backend-cpu/cpu_dequant.c, itself
  * bit-exact against llama.cpp on the quant-zoo fixture, test_quant_zoo),
  * through the plugin API: backend-cuda is dlopen-ed from the build's plugin
  * folder and called through its vt_backend_api table.
  *
  *  1. Capabilities (no device needed): mat_mul and get_rows PRESENT with a
- *     function for the 13 block types and F32/F16/BF16; other type ids
- *     ABSENT with the reason naming the supported list, and no function.
- *  2. quant-zoo (fixtures/quant-zoo/README.md), every one of its 15 tensors:
+ *     function for the 28 block types and F32/F16/BF16; the integer, F64,
+ *     Q8_1 and Q8_K ids ABSENT with the reason, and no function.
+ *  2. quant-zoo (fixtures/quant-zoo/README.md), every one of its 15 tensors,
+ *     and quant-zoo-2 (the 15 low-bit types, quantised by ggml), likewise:
  *     get_rows of all 64 rows (in a permuted order) on the device equals
  *     dequant-<TYPE>.f32.bin bit for bit; and mat_mul with one-hot
  *     activations (token t has a single 1.0 at column c_t, zeros elsewhere)
@@ -95,7 +98,8 @@ static int g_state;                 /* 0 not tried, 1 ready, -1 skip */
 
 /* A block type: id, name, values and bytes per block, offsets of its fp16
  * scale fields (d, and m/dmin where there is one; -1 none), and whether its
- * scale is MXFP4's E8M0 byte at offset 0. */
+ * scale is MXFP4's E8M0 byte at offset 0 (e8m0 = 1) or IQ1_M's fp16 spread
+ * over the top nibbles of the 4 u16 at byte 48 (e8m0 = 2). */
 typedef struct qtype {
     uint32_t id;
     const char *name;
@@ -103,6 +107,10 @@ typedef struct qtype {
     int f16_at[2];
     int e8m0;
 } qtype;
+
+/* The op of type t (ids past VT_TYPE_SLOTS through ABI 1.9's _ext members) */
+#define MM(t) vt_backend_mat_mul_fn(G, (t))
+#define GR(t) vt_backend_get_rows_fn(G, (t))
 
 static const qtype QTYPES[] = {
     {VT_TYPE_Q4_0, "Q4_0", 32, 18, {0, -1}, 0},     {VT_TYPE_Q4_1, "Q4_1", 32, 20, {0, 2}, 0},
@@ -112,6 +120,15 @@ static const qtype QTYPES[] = {
     {VT_TYPE_Q5_K, "Q5_K", 256, 176, {0, 2}, 0},    {VT_TYPE_Q6_K, "Q6_K", 256, 210, {208, -1}, 0},
     {VT_TYPE_IQ4_NL, "IQ4_NL", 32, 18, {0, -1}, 0}, {VT_TYPE_IQ4_XS, "IQ4_XS", 256, 136, {0, -1}, 0},
     {VT_TYPE_MXFP4, "MXFP4", 32, 17, {-1, -1}, 1},
+    /* the low-bit types (gpu_lowbit.cuh); random bytes are valid blocks */
+    {VT_TYPE_IQ2_XXS, "IQ2_XXS", 256, 66, {0, -1}, 0}, {VT_TYPE_IQ2_XS, "IQ2_XS", 256, 74, {0, -1}, 0},
+    {VT_TYPE_IQ2_S, "IQ2_S", 256, 82, {0, -1}, 0},     {VT_TYPE_IQ3_XXS, "IQ3_XXS", 256, 98, {0, -1}, 0},
+    {VT_TYPE_IQ3_S, "IQ3_S", 256, 110, {0, -1}, 0},    {VT_TYPE_IQ1_S, "IQ1_S", 256, 50, {0, -1}, 0},
+    {VT_TYPE_IQ1_M, "IQ1_M", 256, 56, {-1, -1}, 2},    {VT_TYPE_IQ1_XS, "IQ1_XS", 256, 46, {0, -1}, 0},
+    {VT_TYPE_IQ1_XXS, "IQ1_XXS", 256, 42, {0, -1}, 0}, {VT_TYPE_IQ1_XXXS, "IQ1_XXXS", 256, 38, {0, -1}, 0},
+    {VT_TYPE_TQ1_0, "TQ1_0", 256, 54, {52, -1}, 0},    {VT_TYPE_TQ2_0, "TQ2_0", 256, 66, {64, -1}, 0},
+    {VT_TYPE_NVFP4, "NVFP4", 64, 36, {-1, -1}, 0},     {VT_TYPE_Q1_0, "Q1_0", 128, 18, {0, -1}, 0},
+    {VT_TYPE_Q2_0, "Q2_0", 64, 18, {0, -1}, 0},
 };
 #define N_QTYPES ((int)(sizeof QTYPES / sizeof QTYPES[0]))
 
@@ -119,6 +136,11 @@ static const qtype QTYPES[] = {
 static const char *const ZOO[] = {"F16",  "Q4_0", "Q4_1", "Q5_0",   "Q5_1",   "Q8_0", "Q2_K", "Q3_K",
                                   "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "BF16", "MXFP4"};
 #define N_ZOO ((int)(sizeof ZOO / sizeof ZOO[0]))
+/* quant-zoo-2.gguf's tensors (fixtures/quant-zoo-2/README.md): the low-bit types */
+static const char *const ZOO2[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S",    "IQ3_XXS", "IQ3_S",
+                                   "IQ1_S",   "IQ1_M",  "IQ1_XS",   "IQ1_XXS", "IQ1_XXXS",
+                                   "TQ1_0",   "TQ2_0",  "NVFP4",    "Q1_0",    "Q2_0"};
+#define N_ZOO2 ((int)(sizeof ZOO2 / sizeof ZOO2[0]))
 #define ZOO_ROWS 64
 #define ZOO_COLS 256
 
@@ -291,7 +313,11 @@ static uint8_t *make_weight(const qtype *q, int64_t n_in, int64_t n_out, int hos
             blk[q->f16_at[f]] = (uint8_t)h;
             blk[q->f16_at[f] + 1] = (uint8_t)(h >> 8);
         }
-        if (q->e8m0) blk[0] = (uint8_t)(120 + rnd32() % 7);
+        if (q->e8m0 == 1) blk[0] = (uint8_t)(120 + rnd32() % 7);
+        if (q->e8m0 == 2) { /* IQ1_M: nibble k of the fp16 in the top nibble of u16 k at 48 */
+            uint16_t h = (uint16_t)(f16_bits(urand(0.01f, 0.1f)) | ((rnd32() & 1u) << 15));
+            for (int k = 0; k < 4; k++) blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0F) | ((h >> (4 * k)) & 15) << 4);
+        }
     }
     return w;
 }
@@ -318,7 +344,7 @@ static void check_get_rows(const char *what, const vt_weight *wg, const float *r
     int32_t *idc = malloc(sizeof(int32_t) * (size_t)n);
     assert_non_null(idc);
     memcpy(idc, ids, sizeof(int32_t) * (size_t)n);
-    OKC(G->get_rows[wg->type](gctx, wg, idc, n, od));
+    OKC(GR(wg->type)(gctx, wg, idc, n, od));
     memset(idc, 0xff, sizeof(int32_t) * (size_t)n); /* host ids may be reused once the op returns */
     dget(og, od, no * sizeof(float));
     int64_t bad = 0, first = -1, n_nan = 0;
@@ -388,7 +414,7 @@ static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight
         if (G->copy_h2d(gctx, xd, x, sizeof(float) * (size_t)(nt * ldx)) != VT_OK ||
             G->copy_h2d(gctx, yd, y, sizeof(float) * (size_t)(nt * ldy)) != VT_OK)
             fail_msg("h2d: %s", vt_last_error());
-        OKC(G->mat_mul[wg->type](ctx, wg, xd, ldx, yd, ldy, nt));
+        OKC(MM(wg->type)(ctx, wg, xd, ldx, yd, ldy, nt));
         dget(y, yd, sizeof(float) * (size_t)(nt * ldy));
         for (int64_t t = 0; t < nt; t++)
             for (int64_t o = 0; o < ldy; o++) {
@@ -461,21 +487,19 @@ static void test_capabilities(void **s)
         const vt_capability *m = find_cap(api, VT_CAP_MAT_MUL(t)), *g = find_cap(api, VT_CAP_GET_ROWS(t));
         if (!m || m->state != VT_CAP_PRESENT || !g || g->state != VT_CAP_PRESENT)
             fail_msg("%s: mat_mul / get_rows not declared PRESENT", vt_type_name(t));
-        if (!api->mat_mul[t] || !api->get_rows[t])
+        if (!vt_backend_mat_mul_fn(api, t) || !vt_backend_get_rows_fn(api, t))
             fail_msg("%s: mat_mul / get_rows function missing from the table", vt_type_name(t));
     }
-    static const uint32_t absent[] = {VT_TYPE_Q8_1,  VT_TYPE_Q8_K,  VT_TYPE_IQ2_XXS, VT_TYPE_IQ2_XS,
-                                      VT_TYPE_IQ3_XXS, VT_TYPE_IQ1_S, VT_TYPE_IQ3_S, VT_TYPE_IQ2_S,
-                                      VT_TYPE_I8,    VT_TYPE_I32,   VT_TYPE_F64,     VT_TYPE_IQ1_M,
-                                      VT_TYPE_TQ1_0, VT_TYPE_TQ2_0, VT_TYPE_NVFP4};
+    static const uint32_t absent[] = {VT_TYPE_Q8_1, VT_TYPE_Q8_K, VT_TYPE_I8, VT_TYPE_I16,
+                                      VT_TYPE_I32,  VT_TYPE_I64,  VT_TYPE_F64};
     for (size_t k = 0; k < sizeof absent / sizeof absent[0]; k++) {
         uint32_t t = absent[k];
         const vt_capability *m = find_cap(api, VT_CAP_MAT_MUL(t)), *g = find_cap(api, VT_CAP_GET_ROWS(t));
         if (!m || m->state != VT_CAP_ABSENT || !g || g->state != VT_CAP_ABSENT)
             fail_msg("%s: mat_mul / get_rows not declared ABSENT", vt_type_name(t));
-        if (!m->reason || !strstr(m->reason, "Q6_K, IQ4_NL, IQ4_XS and MXFP4 only") || !g->reason ||
-            !strstr(g->reason, "Q6_K, IQ4_NL, IQ4_XS and MXFP4 only"))
-            fail_msg("%s: ABSENT reason '%s' does not list the supported types", vt_type_name(t),
+        if (!m->reason || !strstr(m->reason, "no kernels for integer, F64, Q8_1 or Q8_K") ||
+            !g->reason || !strstr(g->reason, "no kernels for integer, F64, Q8_1 or Q8_K"))
+            fail_msg("%s: ABSENT reason '%s' does not say which types have no kernels", vt_type_name(t),
                      m->reason ? m->reason : "(null)");
         assert_null(api->mat_mul[t]);
         assert_null(api->get_rows[t]);
@@ -486,26 +510,26 @@ static void test_capabilities(void **s)
 
 /* ---------------------------------------------------------------- 2. quant-zoo */
 
-static void test_zoo(void **s)
+/* Every tensor of fixture dir (quant-zoo or quant-zoo-2): get_rows and the
+ * one-hot products on every path against dequant-<TYPE>.f32.bin. */
+static void zoo_check(const char *fx, const char *dir, const char *const *names, int n_names)
 {
-    (void)s;
-    if (!ready()) return;
-    const char *fx = vt_test_fixtures();
-    if (!fx) return;
-    char *path = vt_test_path(fx, "quant-zoo/quant-zoo.gguf");
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/%s.gguf", dir, dir);
+    char *path = vt_test_path(fx, rel);
     vt_gguf *g = NULL;
     if (vt_gguf_open(path, 0, &g) != VT_OK) fail_msg("vt_gguf_open %s: %s", path, vt_last_error());
     int32_t ids[ZOO_ROWS];
     for (int j = 0; j < ZOO_ROWS; j++) ids[j] = (int32_t)((j * 37 + 11) % ZOO_ROWS); /* a permutation */
-    for (int k = 0; k < N_ZOO; k++) {
-        char name[64], rel[96];
-        snprintf(name, sizeof name, "%s.weight", ZOO[k]);
-        snprintf(rel, sizeof rel, "quant-zoo/dequant-%s.f32.bin", ZOO[k]);
+    for (int k = 0; k < n_names; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.weight", names[k]);
+        snprintf(rel, sizeof rel, "%s/dequant-%s.f32.bin", dir, names[k]);
         const vt_gguf_tensor *t = vt_gguf_find_tensor(g, name);
-        if (!t || !t->data) fail_msg("quant-zoo.gguf: no tensor %s (or no data)", name);
+        if (!t || !t->data) fail_msg("%s.gguf: no tensor %s (or no data)", dir, name);
         assert_int_equal(t->ne[0], ZOO_COLS);
         assert_int_equal(t->ne[1], ZOO_ROWS);
-        assert_string_equal(vt_type_name(t->type), ZOO[k]);
+        assert_string_equal(vt_type_name(t->type), names[k]);
         size_t rb = (size_t)vt_type_row_bytes(t->type, ZOO_COLS);
         assert_int_equal(t->nbytes, rb * ZOO_ROWS);
         char *rp = vt_test_path(fx, rel);
@@ -517,15 +541,27 @@ static void test_zoo(void **s)
         void *wd = dput(t->data, (size_t)t->nbytes);
         vt_weight wg = {t->type, ZOO_COLS, ZOO_ROWS, rb, wd, name};
         char what[128];
-        snprintf(what, sizeof what, "quant-zoo %s get_rows (64 rows, permuted)", ZOO[k]);
+        snprintf(what, sizeof what, "%s %s get_rows (64 rows, permuted)", dir, names[k]);
         check_get_rows(what, &wg, want, ZOO_COLS, ids, ZOO_ROWS, 0);
-        snprintf(what, sizeof what, "quant-zoo %s", ZOO[k]);
+        snprintf(what, sizeof what, "%s %s", dir, names[k]);
         one_hot_all(what, &wg, want);
         dfree(wd);
         free(want);
     }
     vt_gguf_close(g);
     free(path);
+    fprintf(stderr, "  %s: %d types bit-exact (get_rows, one-hot products on every path)\n", dir,
+            n_names);
+}
+
+static void test_zoo(void **s)
+{
+    (void)s;
+    if (!ready()) return;
+    const char *fx = vt_test_fixtures();
+    if (!fx) return;
+    zoo_check(fx, "quant-zoo", ZOO, N_ZOO);
+    zoo_check(fx, "quant-zoo-2", ZOO2, N_ZOO2);
 }
 
 /* ---------------------------------------------------------------- 3. random weights */
@@ -557,7 +593,7 @@ static void test_get_rows_random(void **s)
                 int32_t bad = (int32_t)n_out;
                 vt_clear_error();
                 float *od = dput(NULL, sizeof(float) * (size_t)n_in);
-                assert_int_equal(G->get_rows[q->id](gctx, &wg, &bad, 1, od), VT_ERR_RANGE);
+                assert_int_equal(GR(q->id)(gctx, &wg, &bad, 1, od), VT_ERR_RANGE);
                 assert_non_null(strstr(vt_last_error(), "get_rows"));
                 dfree(od);
                 snprintf(what, sizeof what, "%s (%lld x %lld, sane scales)", q->name,
@@ -635,7 +671,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
         const double *tl = tc ? tol_tc : tol;
         for (size_t k = 0; k < ny; k++) yg[k] = 1234.5f;
         float *yd = dput(yg, sizeof(float) * ny);
-        OKC(G->mat_mul[q->id](ctx, &wg, xd, ldx, yd, ldy, T));
+        OKC(MM(q->id)(ctx, &wg, xd, ldx, yd, ldy, T));
         dget(yg, yd, sizeof(float) * ny);
         dfree(yd);
         double max_abs = 0, worst = 0;
@@ -778,7 +814,7 @@ static void mm_int8_case(const qtype *q, int64_t n_in, int64_t n_out, int nan_at
     void *wd = dput(wh, rb * (size_t)n_out);
     float *xd = dput(x, sizeof(float) * (size_t)n_in), *yd = dput(yg, sizeof(float) * (size_t)ny);
     vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
-    OKC(G->mat_mul[q->id](qctx, &wg, xd, n_in, yd, ny, 1));
+    OKC(MM(q->id)(qctx, &wg, xd, n_in, yd, ny, 1));
     dget(yg, yd, sizeof(float) * (size_t)ny);
     char what[160];
     snprintf(what, sizeof what, "%s one token, n_in %lld n_out %lld%s %s", q->name,
@@ -855,7 +891,7 @@ static void check_one(const char *what, const qtype *q, const uint8_t *wh, void 
      * must see the rounding state the caller left */
     float *yd = g_ydev;
     vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
-    OKC(G->mat_mul[q->id](qctx, &wg, xdev, n_in, yd, n_out, 1));
+    OKC(MM(q->id)(qctx, &wg, xdev, n_in, yd, n_out, 1));
     dget(x, xdev, sizeof(float) * (size_t)n_in);
     float *wf = ref_rows(q->id, wh, rb, n_in, n_out);
     double *xh = calloc((size_t)n_in, sizeof(double));
@@ -916,11 +952,11 @@ static void test_int8_rounding_reuse(void **s)
     void *dwf = dput(wf, sizeof(float) * (size_t)(n * n));
     vt_weight wg = {VT_TYPE_F32, n, n, sizeof(float) * (size_t)n, dwf, "test.f32"};
     check_one("Q6_K on x again", q6, w6, d6, rb6, n, n_out, buf);
-    OKC(G->mat_mul[VT_TYPE_F32](qctx, &wg, buf + n, n, buf, n, 1));
+    OKC(MM(VT_TYPE_F32)(qctx, &wg, buf + n, n, buf, n, 1));
     check_one("Q6_K after a matmul wrote x", q6, w6, d6, rb6, n, n_out, buf);
     /* a matmul of x into another buffer keeps x's rounding, and x is unchanged */
     float *other = dput(NULL, sizeof(float) * (size_t)n);
-    OKC(G->mat_mul[VT_TYPE_F32](qctx, &wg, buf, n, other, n, 1));
+    OKC(MM(VT_TYPE_F32)(qctx, &wg, buf, n, other, n, 1));
     check_one("Q8_0 on x after a matmul read it", q8, w8, d8, rb8, n, n_out, buf);
     dfree(other);
     /* a one-row rms_norm rounds its output as it stores it (gpu_norm.cu,
@@ -1018,16 +1054,16 @@ static void test_refusals(void **s)
     int32_t id = 1;
     vt_weight wg = {q->id, 256, 3, rb, wd + 2, "test.misaligned"};
     vt_clear_error();
-    assert_int_equal(G->mat_mul[q->id](gctx, &wg, xd, 256, yd, 3, 1), VT_ERR_INVALID_ARG);
+    assert_int_equal(MM(q->id)(gctx, &wg, xd, 256, yd, 3, 1), VT_ERR_INVALID_ARG);
     assert_non_null(strstr(vt_last_error(), "test.misaligned"));
     assert_non_null(strstr(vt_last_error(), "aligned"));
     vt_clear_error();
-    assert_int_equal(G->get_rows[q->id](gctx, &wg, &id, 1, yd), VT_ERR_INVALID_ARG);
+    assert_int_equal(GR(q->id)(gctx, &wg, &id, 1, yd), VT_ERR_INVALID_ARG);
     assert_non_null(strstr(vt_last_error(), "aligned"));
     /* n_in not a whole number of 256-value blocks, even with row_bytes 0 */
     vt_weight wb = {q->id, 128, 3, 0, wd, "test.partial"};
     vt_clear_error();
-    assert_int_equal(G->mat_mul[q->id](gctx, &wb, xd, 256, yd, 3, 1), VT_ERR_INVALID_ARG);
+    assert_int_equal(MM(q->id)(gctx, &wb, xd, 256, yd, 3, 1), VT_ERR_INVALID_ARG);
     assert_non_null(strstr(vt_last_error(), "test.partial"));
     fprintf(stderr, "  refusals: misaligned Q4_K data and a partial block are refused by name\n");
     dfree(wd);

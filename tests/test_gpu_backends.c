@@ -188,8 +188,7 @@ static void test_registry_accepts(void **s)
     (void)s;
     if (!plugin_built()) return;
     load_plugin();
-    const char *no_type = "weight kernels for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, "
-                          "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 only";
+    const char *no_type = "no kernels for integer, F64, Q8_1 or Q8_K weights";
 
     expect_state(VT_CAP_MEMORY_PROBE, VT_CAP_PRESENT, NULL);
     expect_state(VT_CAP_DEVICE_NAME, VT_CAP_PRESENT, NULL);
@@ -223,28 +222,28 @@ static void test_registry_accepts(void **s)
     assert_non_null(api->gather_rows);
     assert_non_null(api->scatter_add);
     assert_non_null(api->softmax_topk);
-    /* weight types: F32, F16, BF16 and the 13 block types Q4_0 .. MXFP4 PRESENT;
-     * every other id ABSENT, NULL */
+    /* weight types: every float and block type vt/types.h names PRESENT (the
+     * low-bit ones and ids 64-66 included, the latter through
+     * mat_mul_ext/get_rows_ext); the integer, F64 and activation-format ids
+     * (Q8_1, Q8_K) and unnamed ids ABSENT, NULL */
     int n_types = 0;
-    for (uint32_t t = 0; t < VT_TYPE_SLOTS; t++) {
-        int have = t == VT_TYPE_F32 || t == VT_TYPE_F16 || t == VT_TYPE_BF16 || t == VT_TYPE_Q4_0 ||
-                   t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q5_1 || t == VT_TYPE_Q8_0 ||
-                   t == VT_TYPE_Q2_K || t == VT_TYPE_Q3_K || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
-                   t == VT_TYPE_Q6_K || t == VT_TYPE_IQ4_NL || t == VT_TYPE_IQ4_XS ||
-                   t == VT_TYPE_MXFP4;
+    for (uint32_t t = 0; t < VT_TYPE_COUNT; t++) {
+        int named = vt_cap_known(VT_CAP_MAT_MUL(t), NULL);
+        int have = named && t != VT_TYPE_Q8_1 && t != VT_TYPE_Q8_K && t != VT_TYPE_I8 &&
+                   t != VT_TYPE_I16 && t != VT_TYPE_I32 && t != VT_TYPE_I64 && t != VT_TYPE_F64;
         if (have) {
-            assert_non_null(api->mat_mul[t]);
-            assert_non_null(api->get_rows[t]);
+            assert_non_null(vt_backend_mat_mul_fn(api, t));
+            assert_non_null(vt_backend_get_rows_fn(api, t));
         } else {
-            assert_null(api->mat_mul[t]);
-            assert_null(api->get_rows[t]);
+            assert_null(vt_backend_mat_mul_fn(api, t));
+            assert_null(vt_backend_get_rows_fn(api, t));
         }
-        if (!vt_cap_known(VT_CAP_MAT_MUL(t), NULL)) continue;
+        if (!named) continue;
         expect_state(VT_CAP_MAT_MUL(t), have ? VT_CAP_PRESENT : VT_CAP_ABSENT, have ? NULL : no_type);
         expect_state(VT_CAP_GET_ROWS(t), have ? VT_CAP_PRESENT : VT_CAP_ABSENT, have ? NULL : no_type);
         n_types++;
     }
-    assert_true(n_types >= 30); /* every id vt/types.h names */
+    assert_true(n_types >= 38); /* every id vt/types.h names, 64-66 included */
 }
 
 static void test_device_count(void **s)

@@ -13,8 +13,15 @@
  * slots), which must equal resident bit for bit (with fills and evictions
  * counted, so a bypassed streamer fails). One prefill position is a known,
  * listed miss (known_miss below).
+ *
+ * Built twice: test_lowbit_models on device "cpu", and (VT_LOWBIT_DEVICE
+ * "cuda") test_lowbit_models_cuda on backend-cuda's kernels, where decode
+ * and prefill take the float kernels for the low-bit types (the int8 ones
+ * only for Q8_0/Q5_0/Q4_K/Q6_K). Without a CUDA device that one skips
+ * loudly (77); a plugin that should have been built under CI=true fails.
  */
 #include "test_util.h"
+#include "test_backend_load.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -24,6 +31,14 @@
 #include "error.h"
 #include "expert_streamer.h"
 #include "residency.h"
+
+#ifndef VT_LOWBIT_DEVICE
+#define VT_LOWBIT_DEVICE "cpu"
+#define VT_GPU_TEST_BUILT 1
+#define VT_GPU_TEST_REQUIRED 0
+#define VT_GPU_TEST_WHY ""
+#endif
+#define DEV VT_LOWBIT_DEVICE
 
 #define SEQ 54
 #define VOCAB 4096
@@ -64,7 +79,7 @@ static vt_engine *open_file(const char *name, const char *const *sets)
     vt_config_defaults(&cfg);
     for (int i = 0; sets && sets[i]; i++)
         if (vt_config_set_arg(&cfg, sets[i]) != VT_OK) fail_msg("%s", vt_last_error());
-    vt_engine_params p = {.model_path = path, .plugin_dir = vt_test_plugin_dir(), .device = "cpu",
+    vt_engine_params p = {.model_path = path, .plugin_dir = vt_test_plugin_dir(), .device = DEV,
                           .n_threads = 2, .n_ctx = 128, .n_batch = 64, .config = &cfg};
     vt_engine *e = NULL;
     if (vt_engine_open(&p, &e) != VT_OK) fail_msg("%s: %s", path, vt_last_error());
@@ -170,28 +185,52 @@ static float *read_ref(const char *name)
     return r;
 }
 
+/* 1 when the device's backend is there and has a device; else skipped (0) */
+static int device_ready(void)
+{
+    if (!strcmp(DEV, "cpu")) return 1;
+    if (!VT_GPU_TEST_BUILT) {
+        if (VT_GPU_TEST_REQUIRED)
+            fail_msg("backend-" DEV " was not built although CMake ran with CI=true and found its "
+                     "toolchain: %s", VT_GPU_TEST_WHY);
+        fprintf(stderr, "\n*** SKIPPING: backend-" DEV " was not built: %s\n\n", VT_GPU_TEST_WHY);
+        vt_test_fixtures_skipped = 1;
+        skip();
+        return 0;
+    }
+    const vt_backend_api *api = (const vt_backend_api *)vt_test_load_backend(DEV)->table;
+    if (api->device_count() == 0) {
+        fprintf(stderr, "\n*** SKIPPING: backend-" DEV " reports no device on this machine (the "
+                "low-bit files run there on the GPU machine)\n\n");
+        vt_test_fixtures_skipped = 1;
+        skip();
+        return 0;
+    }
+    return 1;
+}
+
 static void test_resident_and_streamed(void **state)
 {
     (void)state;
-    if (!load_index()) return;
+    if (!device_ready() || !load_index()) return;
     int n_fail = 0;
     for (size_t f = 0; f < N_FILES; f++) {
         float *ref = read_ref(files[f]);
-        const char *resident[] = {"cpu.experts=resident", NULL};
+        const char *resident[] = {DEV ".experts=resident", NULL};
         vt_engine *e = open_file(files[f], resident);
         const uint64_t min_slots = vt_engine_fit(e)->min_slots;
         float *lr = eval_seq(e);
         float *dr = eval_decode(e);
         vt_engine_close(e);
         char what[96];
-        snprintf(what, sizeof what, "%s prefill", files[f]);
+        snprintf(what, sizeof what, "%s prefill%s", files[f], strcmp(DEV, "cpu") ? " " DEV : "");
         n_fail += !judge(what, lr, ref);
-        snprintf(what, sizeof what, "%s decode", files[f]);
+        snprintf(what, sizeof what, "%s decode%s", files[f], strcmp(DEV, "cpu") ? " " DEV : "");
         n_fail += !judge(what, dr, ref);
 
         char slots[64];
-        snprintf(slots, sizeof slots, "cpu.expert_cache.slots=%llu", (unsigned long long)min_slots);
-        const char *streamed[] = {"cpu.experts=streamed", slots, NULL};
+        snprintf(slots, sizeof slots, DEV ".expert_cache.slots=%llu", (unsigned long long)min_slots);
+        const char *streamed[] = {DEV ".experts=streamed", slots, NULL};
         e = open_file(files[f], streamed);
         const vt_expert_streamer *s = vt_engine_streamer(e);
         if (!s) fail_msg("%s: experts not streamed", files[f]);

@@ -207,7 +207,7 @@ static float *decode_rows(uint32_t type, const uint8_t *w, int64_t n_rows, int64
     int32_t *ids = xmalloc((size_t)n_rows * sizeof *ids);
     for (int64_t i = 0; i < n_rows; i++) ids[i] = (int32_t)i;
     float *out = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
-    if (C->get_rows[type](cctx, &v, ids, n_rows, out) != VT_OK) fail_msg("get_rows: %s", vt_last_error());
+    if (vt_backend_get_rows_fn(C, type)(cctx, &v, ids, n_rows, out) != VT_OK) fail_msg("get_rows: %s", vt_last_error());
     free(ids);
     return out;
 }
@@ -645,7 +645,13 @@ static void ffn_run(const ffn_case *c)
 static const uint32_t ALL_TYPES[] = {VT_TYPE_F32, VT_TYPE_F16, VT_TYPE_BF16, VT_TYPE_Q8_0,
                                      VT_TYPE_Q4_0, VT_TYPE_Q4_1, VT_TYPE_Q5_0, VT_TYPE_Q5_1,
                                      VT_TYPE_Q2_K, VT_TYPE_Q3_K, VT_TYPE_Q4_K, VT_TYPE_Q5_K,
-                                     VT_TYPE_Q6_K, VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4};
+                                     VT_TYPE_Q6_K, VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4,
+                                     /* the low-bit types (test_quant_blocks.h) */
+                                     VT_TYPE_IQ2_XXS, VT_TYPE_IQ2_XS, VT_TYPE_IQ2_S,
+                                     VT_TYPE_IQ3_XXS, VT_TYPE_IQ3_S, VT_TYPE_IQ1_S, VT_TYPE_IQ1_M,
+                                     VT_TYPE_IQ1_XS, VT_TYPE_IQ1_XXS, VT_TYPE_IQ1_XXXS,
+                                     VT_TYPE_TQ1_0, VT_TYPE_TQ2_0, VT_TYPE_NVFP4, VT_TYPE_Q1_0,
+                                     VT_TYPE_Q2_0};
 #define N_ALL (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 /* every token count 1..18 and three larger ones, the Q4_K_M mix (Q4_K gate/up, Q6_K down) */
@@ -673,7 +679,7 @@ static void test_moe_ffn_types(void **s)
     for (size_t i = 0; i < N_ALL; i++) {
         uint32_t t = ALL_TYPES[i], td = ALL_TYPES[(i + 5) % N_ALL];
         int64_t bs = vt_type_block_size(t) > vt_type_block_size(td) ? vt_type_block_size(t) : vt_type_block_size(td);
-        int64_t E = bs == 256 ? 256 : 96, F = bs == 256 ? 512 : 160;
+        int64_t E = bs > 32 ? 256 : 96, F = bs > 32 ? 512 : 160;
         const int64_t Ts[] = {1, 3, 8, 9, 21};
         for (size_t k = 0; k < 5; k++) {
             ffn_case c = {t, t, td, E, F, 6, k == 4 ? 8 : 2, Ts[k], (uint32_t)(k & 1), (int)(k == 2)};

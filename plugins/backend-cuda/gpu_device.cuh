@@ -97,9 +97,10 @@ static inline vt_status launched_into(vt_backend_ctx *ctx, const char *op, const
  *     whose bytes are adjacent: in the 32-value nibble formats (Q4_0, Q4_1,
  *     Q5_0, Q5_1, IQ4_NL, MXFP4, and IQ4_XS's sub-blocks) byte j holds
  *     elements j and j+16, so group g is bytes 4g..4g+3 = elements
- *     4g..4g+3 and 16+4g..16+4g+3; in Q8_0 and the K-quants Q2_K..Q6_K it is
- *     elements 8g..8g+7. Consecutive lanes decode consecutive groups, so a
- *     warp reads each block's bytes together.
+ *     4g..4g+3 and 16+4g..16+4g+3; in Q8_0, the K-quants Q2_K..Q6_K and the
+ *     low-bit types (gpu_lowbit.cuh) it is elements 8g..8g+7. Consecutive
+ *     lanes decode consecutive groups, so a warp reads each block's bytes
+ *     together.
  *   elem(b, i): element i (0 .. QK-1) of the block alone (the tiled GEMM
  *     loads single elements).
  */
@@ -556,6 +557,10 @@ template <> struct QT<VT_TYPE_IQ4_XS> {
         return q_mul(sub_scale(b, s), (float)iq4_value(j < 16 ? x & 0x0F : x >> 4));
     }
 };
+
+/* The low-bit types (IQ1-IQ3, TQ1_0, TQ2_0, NVFP4, Q1_0, Q2_0): group g is
+ * elements 8g .. 8g+7 of the block, as in the K-quants. */
+#include "gpu_lowbit.cuh"
 
 /* Element i of a weight row of type T, exact in float32 (the tiled GEMM's
  * loads): F32, F16 and BF16 directly (§6.1), block types through QT<T>::elem. */

@@ -220,84 +220,48 @@ void vt_gpu_ops_release(vt_backend_ctx *ctx);
 
 /* mat_mul / get_rows per weight type: F32, F16, BF16 (gguf.md §6.1), Q4_0,
  * Q4_1, Q5_0, Q5_1, Q8_0 (§6.2-6.6), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
- * (§6.7-6.12), IQ4_NL, IQ4_XS (§6.14-6.15) and MXFP4 (§6.16). Weights are
- * decoded exactly to float32 with backend-cpu's reference arithmetic
- * (vt_cpu_dequant_row), so get_rows equals it bit for bit. mat_mul with at
- * most VT_GPU_MM_VEC_MAX tokens runs the dequantise-on-the-fly kernel (one
- * warp per output row), larger batches dequantise rows in chunks of at most
- * VT_GPU_WBUF_MAX bytes and run cuBLAS SGEMM (CUDA) or the tiled kernel.
- * Besides the shape checks, weight data must be aligned to 4 bytes (F32,
- * Q4_1, Q5_1, Q2_K, Q4_K, Q5_K, IQ4_XS: blocks of a multiple of 4 bytes, read
- * in 32-bit words), 2 bytes (F16, BF16, Q4_0, Q5_0, Q8_0, Q3_K, Q6_K, IQ4_NL)
- * or 1 (MXFP4); a misaligned weight is refused with VT_ERR_INVALID_ARG.
+ * (§6.7-6.12), IQ4_NL, IQ4_XS (§6.14-6.15), MXFP4 (§6.16) and the low-bit
+ * types of gpu_lowbit.cuh (IQ1-IQ3, TQ1_0, TQ2_0, NVFP4, Q1_0, Q2_0; ids 64-66
+ * of the iq1-narrow fork). Weights are decoded exactly to float32 with
+ * backend-cpu's reference arithmetic (vt_cpu_dequant_row), so get_rows
+ * equals it bit for bit. mat_mul with at most VT_GPU_MM_VEC_MAX tokens runs
+ * the dequantise-on-the-fly kernel (one warp per output row), larger batches
+ * dequantise rows in chunks of at most VT_GPU_WBUF_MAX bytes and run cuBLAS
+ * SGEMM (CUDA) or the tiled kernel. Besides the shape checks, weight data
+ * must be aligned to 4 bytes (F32, Q4_1, Q5_1, Q2_K, Q4_K, Q5_K, IQ4_XS:
+ * blocks of a multiple of 4 bytes, read in 32-bit words), 2 bytes (F16, BF16,
+ * Q4_0, Q5_0, Q8_0, Q3_K, Q6_K, IQ4_NL and the low-bit types but NVFP4) or 1
+ * (MXFP4, NVFP4); a misaligned weight is refused with VT_ERR_INVALID_ARG.
  * (Device allocations are 256-byte aligned and GGUF tensor offsets
  * general.alignment-aligned, so only an odd alignment below 4 meets this.) */
 #define VT_GPU_MM_VEC_MAX 8
 #define VT_GPU_WBUF_MAX ((size_t)64 << 20)
-vt_status vt_gpu_mat_mul_f32(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
+/* The weight types with kernels, X(T, name) for VT_TYPE_<T>: plain, block
+ * types below VT_TYPE_SLOTS (the mat_mul/get_rows tables), and the ids past
+ * them (ABI 1.9's mat_mul_ext/get_rows_ext). Each has the entry points
+ * vt_gpu_mat_mul_<name> and vt_gpu_get_rows_<name> (gpu_ops.cu). */
+#define VT_GPU_PLAIN_TYPES(X) X(F32, f32) X(F16, f16) X(BF16, bf16)
+#define VT_GPU_BLOCK_TYPES(X)                                                                  \
+    X(Q4_0, q4_0) X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(Q8_0, q8_0) X(Q2_K, q2_k)        \
+    X(Q3_K, q3_k) X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) X(IQ4_NL, iq4_nl)                 \
+    X(IQ4_XS, iq4_xs) X(MXFP4, mxfp4) X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s)   \
+    X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(TQ1_0, tq1_0)       \
+    X(TQ2_0, tq2_0) X(NVFP4, nvfp4) X(Q1_0, q1_0) X(Q2_0, q2_0)
+#define VT_GPU_EXT_TYPES(X) X(IQ1_XS, iq1_xs) X(IQ1_XXS, iq1_xxs) X(IQ1_XXXS, iq1_xxxs)
+#define VT_GPU_WEIGHT_TYPES(X) VT_GPU_PLAIN_TYPES(X) VT_GPU_BLOCK_TYPES(X) VT_GPU_EXT_TYPES(X)
+#define VT_GPU_OP_DECL(T, n)                                                                   \
+    vt_status vt_gpu_mat_mul_##n(vt_backend_ctx *ctx, const vt_weight *w, const float *x,      \
+                                 int64_t ldx, float *y, int64_t ldy, int64_t n_tokens);        \
+    vt_status vt_gpu_get_rows_##n(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids, \
+                                  int64_t n, float *out);
+VT_GPU_WEIGHT_TYPES(VT_GPU_OP_DECL)
+#undef VT_GPU_OP_DECL
+/* mat_mul_ext / get_rows_ext: the entry of VT_GPU_EXT_TYPES named by
+ * w->type; another type is refused with VT_ERR_CAPABILITY. */
+vt_status vt_gpu_mat_mul_ext(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_f16(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                             float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_bf16(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q4_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q4_1(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q5_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q5_1(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q8_0(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q2_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q3_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q4_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q5_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_q6_k(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_iq4_nl(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                                float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_iq4_xs(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                                float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_mat_mul_mxfp4(vt_backend_ctx *ctx, const vt_weight *w, const float *x, int64_t ldx,
-                               float *y, int64_t ldy, int64_t n_tokens);
-vt_status vt_gpu_get_rows_f32(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
+vt_status vt_gpu_get_rows_ext(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_f16(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                              int64_t n, float *out);
-vt_status vt_gpu_get_rows_bf16(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q4_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q4_1(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q5_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q5_1(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q8_0(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q2_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q3_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q4_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q5_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_q6_k(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                               int64_t n, float *out);
-vt_status vt_gpu_get_rows_iq4_nl(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                                 int64_t n, float *out);
-vt_status vt_gpu_get_rows_iq4_xs(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                                 int64_t n, float *out);
-vt_status vt_gpu_get_rows_mxfp4(vt_backend_ctx *ctx, const vt_weight *w, const int32_t *ids,
-                                int64_t n, float *out);
 
 vt_status vt_gpu_rms_norm(vt_backend_ctx *ctx, const float *x, int64_t ldx, const float *w,
                           float *y, int64_t ldy, int64_t n_rows, int64_t n, float eps);

@@ -227,10 +227,7 @@ static __global__ void __launch_bounds__(TC_THREADS) k_tc_gemm(tc_params p)
 }
 
 /* The block types with kernels here. */
-#define TC_TYPES(X)                                                                                \
-    X(VT_TYPE_Q4_0) X(VT_TYPE_Q4_1) X(VT_TYPE_Q5_0) X(VT_TYPE_Q5_1) X(VT_TYPE_Q8_0) X(VT_TYPE_Q2_K) \
-    X(VT_TYPE_Q3_K) X(VT_TYPE_Q4_K) X(VT_TYPE_Q5_K) X(VT_TYPE_Q6_K) X(VT_TYPE_IQ4_NL)             \
-    X(VT_TYPE_IQ4_XS) X(VT_TYPE_MXFP4)
+#define TC_TYPES(X) VT_GPU_BLOCK_TYPES(X) VT_GPU_EXT_TYPES(X)
 
 template <int T>
 static void tc_launch(const vt_gpu_tc_args *a, vt_gpu_stream st)
@@ -259,7 +256,7 @@ static void tc_launch(const vt_gpu_tc_args *a, vt_gpu_stream st)
 
 static int tc_type(uint32_t t)
 {
-#define TC_KNOWN(T_) if (t == (uint32_t)(T_)) return 1;
+#define TC_KNOWN(T_, n) if (t == (uint32_t)VT_TYPE_##T_) return 1;
     TC_TYPES(TC_KNOWN)
 #undef TC_KNOWN
     return 0;
@@ -307,9 +304,9 @@ extern "C" vt_status vt_gpu_tc_run(vt_backend_ctx *ctx, const vt_gpu_tc_args *a,
                            "the tensor-core kernels' grid", op, (long long)a->n_rows,
                            (long long)a->n_out);
     int done = 0;
-#define TC_RUN(T_)                                                                                 \
-    if (a->type == (uint32_t)(T_)) {                                                               \
-        tc_launch<(T_)>(a, VT_ST);                                                                 \
+#define TC_RUN(T_, n)                                                                              \
+    if (a->type == (uint32_t)VT_TYPE_##T_) {                                                       \
+        tc_launch<VT_TYPE_##T_>(a, VT_ST);                                                         \
         done = 1;                                                                                  \
     }
     TC_TYPES(TC_RUN)

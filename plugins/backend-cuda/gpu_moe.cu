@@ -677,14 +677,11 @@ static vt_status moe_down(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const m
 }
 
 /* The types with kernels (every type backend-cuda's mat_mul has). */
-#define MOE_TYPES(X)                                                                              \
-    X(VT_TYPE_F32) X(VT_TYPE_F16) X(VT_TYPE_BF16) X(VT_TYPE_Q4_0) X(VT_TYPE_Q4_1) X(VT_TYPE_Q5_0) \
-    X(VT_TYPE_Q5_1) X(VT_TYPE_Q8_0) X(VT_TYPE_Q2_K) X(VT_TYPE_Q3_K) X(VT_TYPE_Q4_K)               \
-    X(VT_TYPE_Q5_K) X(VT_TYPE_Q6_K) X(VT_TYPE_IQ4_NL) X(VT_TYPE_IQ4_XS) X(VT_TYPE_MXFP4)
+#define MOE_TYPES(X) VT_GPU_WEIGHT_TYPES(X)
 
 static int moe_type_known(uint32_t t)
 {
-#define KNOWN(T) if (t == (uint32_t)(T)) return 1;
+#define KNOWN(T, n) if (t == (uint32_t)VT_TYPE_##T) return 1;
     MOE_TYPES(KNOWN)
 #undef KNOWN
     return 0;
@@ -710,12 +707,14 @@ static vt_status moe_run(vt_backend_ctx *ctx, const vt_moe_ffn_args *a)
             vt_gpu_xq_keep(ctx, a->x, a->n_embd); /* x stays rounded for its next matmuls */
         return VT_OK;
     }
-#define GATE_UP(T_) if (a->type_gate == (uint32_t)(T_)) st = moe_gate_up<(T_)>(ctx, a, &b);
+#define GATE_UP(T_, n)                                                                             \
+    if (a->type_gate == (uint32_t)VT_TYPE_##T_) st = moe_gate_up<VT_TYPE_##T_>(ctx, a, &b);
     MOE_TYPES(GATE_UP)
 #undef GATE_UP
     TRY(st);
     st = VT_ERR_INTERNAL;
-#define DOWN(T_) if (a->type_down == (uint32_t)(T_)) st = moe_down<(T_)>(ctx, a, &b);
+#define DOWN(T_, n)                                                                                \
+    if (a->type_down == (uint32_t)VT_TYPE_##T_) st = moe_down<VT_TYPE_##T_>(ctx, a, &b);
     MOE_TYPES(DOWN)
 #undef DOWN
     TRY(st);

@@ -893,22 +893,35 @@ static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32
     {                                                                                          \
         return get_rows_t<TYPE>(ctx, w, ids, n, out);                                          \
     }
-MM_ENTRY(f32, VT_TYPE_F32)
-MM_ENTRY(f16, VT_TYPE_F16)
-MM_ENTRY(bf16, VT_TYPE_BF16)
-MM_ENTRY(q4_0, VT_TYPE_Q4_0)
-MM_ENTRY(q4_1, VT_TYPE_Q4_1)
-MM_ENTRY(q5_0, VT_TYPE_Q5_0)
-MM_ENTRY(q5_1, VT_TYPE_Q5_1)
-MM_ENTRY(q8_0, VT_TYPE_Q8_0)
-MM_ENTRY(q2_k, VT_TYPE_Q2_K)
-MM_ENTRY(q3_k, VT_TYPE_Q3_K)
-MM_ENTRY(q4_k, VT_TYPE_Q4_K)
-MM_ENTRY(q5_k, VT_TYPE_Q5_K)
-MM_ENTRY(q6_k, VT_TYPE_Q6_K)
-MM_ENTRY(iq4_nl, VT_TYPE_IQ4_NL)
-MM_ENTRY(iq4_xs, VT_TYPE_IQ4_XS)
-MM_ENTRY(mxfp4, VT_TYPE_MXFP4)
+#define MM_ENTRY_OF(T, n) MM_ENTRY(n, VT_TYPE_##T)
+VT_GPU_WEIGHT_TYPES(MM_ENTRY_OF)
+#undef MM_ENTRY_OF
+
+extern "C" vt_status vt_gpu_mat_mul_ext(vt_backend_ctx *ctx, const vt_weight *w, const float *x,
+                                        int64_t ldx, float *y, int64_t ldy, int64_t n_tokens)
+{
+    NEED_CTX("mat_mul");
+    CHECK(w, "mat_mul: weight is NULL");
+#define MM_EXT(T, n)                                                                           \
+    if (w->type == VT_TYPE_##T) return mat_mul_t<VT_TYPE_##T>(ctx, w, x, ldx, y, ldy, n_tokens);
+    VT_GPU_EXT_TYPES(MM_EXT)
+#undef MM_EXT
+    return vt_gpu_fail(ctx->host, VT_ERR_CAPABILITY, "mat_mul %s: no kernel for weight type %s "
+                       "(id %u)", w->name ? w->name : "(unnamed)", vt_type_name(w->type), w->type);
+}
+
+extern "C" vt_status vt_gpu_get_rows_ext(vt_backend_ctx *ctx, const vt_weight *w,
+                                         const int32_t *ids, int64_t n, float *out)
+{
+    NEED_CTX("get_rows");
+    CHECK(w, "get_rows: weight is NULL");
+#define GR_EXT(T, n_)                                                                          \
+    if (w->type == VT_TYPE_##T) return get_rows_t<VT_TYPE_##T>(ctx, w, ids, n, out);
+    VT_GPU_EXT_TYPES(GR_EXT)
+#undef GR_EXT
+    return vt_gpu_fail(ctx->host, VT_ERR_CAPABILITY, "get_rows %s: no kernel for weight type %s "
+                       "(id %u)", w->name ? w->name : "(unnamed)", vt_type_name(w->type), w->type);
+}
 
 /* ======================= RoPE (NeoX pairing) ======================= */
 

@@ -6,14 +6,17 @@
  * What the plugin does: the required memory functions, the live memory
  * probe, pinned host memory and device names, all through the vendor runtime
  * (gpu_backend.cu), and every compute op of vt/backend.h as kernels
- * (gpu_ops.cu, gpu_elementwise.cu, gpu_norm.cu, ...): mat_mul and get_rows for the common GGUF weight types F32,
- * F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
- * IQ4_NL, IQ4_XS and MXFP4 (gguf.md §6), decoded exactly as backend-cpu's
- * reference does. Other weight types (the IQ1/IQ2/IQ3 lattice codes, the
- * ternary TQ types, NVFP4, Q1_0/Q2_0, integer and F64 tensors, and the
- * activation formats Q8_1/Q8_K) are declared ABSENT with the reason, so a
- * model that needs them is refused by name when the configuration is
- * resolved, before any weight is read.
+ * (gpu_ops.cu, gpu_elementwise.cu, gpu_norm.cu, ...): mat_mul and get_rows
+ * for the GGUF weight types F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (gguf.md §6) and the
+ * low-bit types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0,
+ * TQ2_0, NVFP4, Q1_0, Q2_0 and IQ1_XS, IQ1_XXS, IQ1_XXXS (ids 64-66, through
+ * ABI 1.9's mat_mul_ext/get_rows_ext), decoded exactly as backend-cpu's
+ * reference does (the list is gpu_internal.h's VT_GPU_WEIGHT_TYPES). Other
+ * weight types (integer and F64 tensors, and the activation formats
+ * Q8_1/Q8_K) are declared ABSENT with the reason, so a model that needs them
+ * is refused by name when the configuration is resolved, before any weight
+ * is read.
  *
  * async_queue is ABSENT: ops run in issue order on the device's legacy
  * default stream and each returns once its kernels are enqueued; the result
@@ -51,8 +54,8 @@ static vt_status gpu_init(const vt_backend_params *p, vt_backend_ctx **out)
 #define PRESENT(id) {(uint32_t)(id), VT_CAP_PRESENT, NULL}
 #define ABSENT(id, why) {(uint32_t)(id), VT_CAP_ABSENT, why}
 
-#define NO_TYPE "backend-" VT_GPU_PLUGIN_NAME " has weight kernels for F32, F16, BF16, Q4_0, Q4_1, " \
-                "Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 only"
+#define NO_TYPE "backend-" VT_GPU_PLUGIN_NAME " has no kernels for integer, F64, Q8_1 or Q8_K " \
+                "weights (activation formats and non-float tensors)"
 /* a weight type id that vt/types.h names: no mat_mul, no get_rows */
 #define TYPE_ABSENT(t) ABSENT(VT_CAP_MAT_MUL(t), NO_TYPE), ABSENT(VT_CAP_GET_ROWS(t), NO_TYPE)
 #define TYPE_PRESENT(t) PRESENT(VT_CAP_MAT_MUL(t)), PRESENT(VT_CAP_GET_ROWS(t))
@@ -104,33 +107,36 @@ static const vt_capability gpu_caps[] = {
     TYPE_PRESENT(VT_TYPE_Q5_K),
     TYPE_PRESENT(VT_TYPE_Q6_K),
     TYPE_ABSENT(VT_TYPE_Q8_K),
-    TYPE_ABSENT(VT_TYPE_IQ2_XXS),
-    TYPE_ABSENT(VT_TYPE_IQ2_XS),
-    TYPE_ABSENT(VT_TYPE_IQ3_XXS),
-    TYPE_ABSENT(VT_TYPE_IQ1_S),
+    TYPE_PRESENT(VT_TYPE_IQ2_XXS),
+    TYPE_PRESENT(VT_TYPE_IQ2_XS),
+    TYPE_PRESENT(VT_TYPE_IQ3_XXS),
+    TYPE_PRESENT(VT_TYPE_IQ1_S),
     TYPE_PRESENT(VT_TYPE_IQ4_NL),
-    TYPE_ABSENT(VT_TYPE_IQ3_S),
-    TYPE_ABSENT(VT_TYPE_IQ2_S),
+    TYPE_PRESENT(VT_TYPE_IQ3_S),
+    TYPE_PRESENT(VT_TYPE_IQ2_S),
     TYPE_PRESENT(VT_TYPE_IQ4_XS),
     TYPE_ABSENT(VT_TYPE_I8),
     TYPE_ABSENT(VT_TYPE_I16),
     TYPE_ABSENT(VT_TYPE_I32),
     TYPE_ABSENT(VT_TYPE_I64),
     TYPE_ABSENT(VT_TYPE_F64),
-    TYPE_ABSENT(VT_TYPE_IQ1_M),
+    TYPE_PRESENT(VT_TYPE_IQ1_M),
     TYPE_PRESENT(VT_TYPE_BF16),
-    TYPE_ABSENT(VT_TYPE_TQ1_0),
-    TYPE_ABSENT(VT_TYPE_TQ2_0),
+    TYPE_PRESENT(VT_TYPE_TQ1_0),
+    TYPE_PRESENT(VT_TYPE_TQ2_0),
     TYPE_PRESENT(VT_TYPE_MXFP4),
-    TYPE_ABSENT(VT_TYPE_NVFP4),
-    TYPE_ABSENT(VT_TYPE_Q1_0),
-    TYPE_ABSENT(VT_TYPE_Q2_0),
-    TYPE_ABSENT(VT_TYPE_IQ1_XS), /* ABI 1.9 ids; mat_mul_ext/get_rows_ext stay NULL */
-    TYPE_ABSENT(VT_TYPE_IQ1_XXS),
-    TYPE_ABSENT(VT_TYPE_IQ1_XXXS),
+    TYPE_PRESENT(VT_TYPE_NVFP4),
+    TYPE_PRESENT(VT_TYPE_Q1_0),
+    TYPE_PRESENT(VT_TYPE_Q2_0),
+    TYPE_PRESENT(VT_TYPE_IQ1_XS), /* ABI 1.9: mat_mul_ext / get_rows_ext */
+    TYPE_PRESENT(VT_TYPE_IQ1_XXS),
+    TYPE_PRESENT(VT_TYPE_IQ1_XXXS),
 };
 
 /* ======================= the table ======================= */
+
+#define MM_INIT(T, n) [VT_TYPE_##T] = vt_gpu_mat_mul_##n,
+#define GR_INIT(T, n) [VT_TYPE_##T] = vt_gpu_get_rows_##n,
 
 static const vt_backend_api gpu_api = {
     .struct_size = sizeof(vt_backend_api),
@@ -154,44 +160,8 @@ static const vt_backend_api gpu_api = {
     .host_alloc_pinned = vt_gpu_host_alloc_pinned,
     .host_free_pinned = vt_gpu_host_free_pinned,
     .copy_peer = NULL,
-    .mat_mul =
-        {
-            [VT_TYPE_F32] = vt_gpu_mat_mul_f32,
-            [VT_TYPE_F16] = vt_gpu_mat_mul_f16,
-            [VT_TYPE_BF16] = vt_gpu_mat_mul_bf16,
-            [VT_TYPE_Q4_0] = vt_gpu_mat_mul_q4_0,
-            [VT_TYPE_Q4_1] = vt_gpu_mat_mul_q4_1,
-            [VT_TYPE_Q5_0] = vt_gpu_mat_mul_q5_0,
-            [VT_TYPE_Q5_1] = vt_gpu_mat_mul_q5_1,
-            [VT_TYPE_Q8_0] = vt_gpu_mat_mul_q8_0,
-            [VT_TYPE_Q2_K] = vt_gpu_mat_mul_q2_k,
-            [VT_TYPE_Q3_K] = vt_gpu_mat_mul_q3_k,
-            [VT_TYPE_Q4_K] = vt_gpu_mat_mul_q4_k,
-            [VT_TYPE_Q5_K] = vt_gpu_mat_mul_q5_k,
-            [VT_TYPE_Q6_K] = vt_gpu_mat_mul_q6_k,
-            [VT_TYPE_IQ4_NL] = vt_gpu_mat_mul_iq4_nl,
-            [VT_TYPE_IQ4_XS] = vt_gpu_mat_mul_iq4_xs,
-            [VT_TYPE_MXFP4] = vt_gpu_mat_mul_mxfp4,
-        },
-    .get_rows =
-        {
-            [VT_TYPE_F32] = vt_gpu_get_rows_f32,
-            [VT_TYPE_F16] = vt_gpu_get_rows_f16,
-            [VT_TYPE_BF16] = vt_gpu_get_rows_bf16,
-            [VT_TYPE_Q4_0] = vt_gpu_get_rows_q4_0,
-            [VT_TYPE_Q4_1] = vt_gpu_get_rows_q4_1,
-            [VT_TYPE_Q5_0] = vt_gpu_get_rows_q5_0,
-            [VT_TYPE_Q5_1] = vt_gpu_get_rows_q5_1,
-            [VT_TYPE_Q8_0] = vt_gpu_get_rows_q8_0,
-            [VT_TYPE_Q2_K] = vt_gpu_get_rows_q2_k,
-            [VT_TYPE_Q3_K] = vt_gpu_get_rows_q3_k,
-            [VT_TYPE_Q4_K] = vt_gpu_get_rows_q4_k,
-            [VT_TYPE_Q5_K] = vt_gpu_get_rows_q5_k,
-            [VT_TYPE_Q6_K] = vt_gpu_get_rows_q6_k,
-            [VT_TYPE_IQ4_NL] = vt_gpu_get_rows_iq4_nl,
-            [VT_TYPE_IQ4_XS] = vt_gpu_get_rows_iq4_xs,
-            [VT_TYPE_MXFP4] = vt_gpu_get_rows_mxfp4,
-        },
+    .mat_mul = {VT_GPU_PLAIN_TYPES(MM_INIT) VT_GPU_BLOCK_TYPES(MM_INIT)},
+    .get_rows = {VT_GPU_PLAIN_TYPES(GR_INIT) VT_GPU_BLOCK_TYPES(GR_INIT)},
     .rms_norm = vt_gpu_rms_norm,
     .l2_norm = vt_gpu_l2_norm,
     .rope_neox = vt_gpu_rope_neox,
@@ -219,6 +189,8 @@ static const vt_backend_api gpu_api = {
     .mul_act = vt_gpu_mul_act,
     .add_rms_norm = vt_gpu_add_rms_norm,
     .delta_net_gates = vt_gpu_delta_net_gates,
+    .mat_mul_ext = vt_gpu_mat_mul_ext,
+    .get_rows_ext = vt_gpu_get_rows_ext,
 };
 
 static const vt_plugin_desc gpu_desc = {
@@ -230,10 +202,12 @@ static const vt_plugin_desc gpu_desc = {
     .version = GPU_PLUGIN_VERSION,
 #ifdef VT_GPU_HIP
     .description = "ROCm/HIP backend: HIP kernels for every op; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/"
-                   "Q8_0, Q2_K..Q6_K, IQ4_NL/IQ4_XS and MXFP4 weights",
+                   "Q8_0, Q2_K..Q6_K, IQ4_NL/IQ4_XS, MXFP4 and the low-bit IQ1-IQ3/TQ/NVFP4/"
+                   "Q1_0/Q2_0 weights",
 #else
     .description = "CUDA backend: CUDA kernels for every op; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, "
-                   "Q2_K..Q6_K, IQ4_NL/IQ4_XS and MXFP4 weights; cuBLAS prefill",
+                   "Q2_K..Q6_K, IQ4_NL/IQ4_XS, MXFP4 and the low-bit IQ1-IQ3/TQ/NVFP4/Q1_0/Q2_0 "
+                   "weights; cuBLAS prefill",
 #endif
     .table = &gpu_api,
 };
