@@ -765,11 +765,24 @@ static void round_int8(const float *x, int64_t n, double *xh)
     }
 }
 
+/* the low-bit types (IQ1-IQ3, TQ, NVFP4, Q1_0/Q2_0; gpu_lowbit.cuh) */
+static int is_lowbit(uint32_t t)
+{
+    switch (t) {
+    case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S: case VT_TYPE_IQ3_XXS:
+    case VT_TYPE_IQ3_S: case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_M: case VT_TYPE_IQ1_XS:
+    case VT_TYPE_IQ1_XXS: case VT_TYPE_IQ1_XXXS: case VT_TYPE_TQ1_0: case VT_TYPE_TQ2_0:
+    case VT_TYPE_NVFP4: case VT_TYPE_Q1_0: case VT_TYPE_Q2_0: return 1;
+    default: return 0;
+    }
+}
+
 /* The types with int8 kernels (gpu_matvec.cu); every other type takes the
  * float kernel on qctx too. */
 static int has_int8(uint32_t t)
 {
-    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K;
+    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
+           t == VT_TYPE_Q6_K || is_lowbit(t);
 }
 
 /* One token through qctx: against Σ w_i·x̂_i in double (x̂ the rounded
@@ -777,7 +790,7 @@ static int has_int8(uint32_t t)
  * Σ w_i·x_i for the others. The integer sums are exact; the block scales are
  * applied in float32 and the units summed in float32 (lanes, then a shuffle
  * tree), so as in mm_case |Δ| <= 8·sqrt(n_in)·u·(||w_o|| + ||m_o||)·||x̂||,
- * where m is Q4_K's min term (−dmin·m per element, the row decoded with its
+ * where m is Q4_K's and Q5_K's min term (−dmin·m per element, the row decoded with its
  * codes zeroed), which the kernel scales separately and which may cancel
  * against the code term. nan_at >= 0 puts a NaN at that column: every output
  * must be NaN. */
@@ -787,11 +800,12 @@ static void mm_int8_case(const qtype *q, int64_t n_in, int64_t n_out, int nan_at
     uint8_t *wh = make_weight(q, n_in, n_out, 0, &rb);
     float *wf = ref_rows(q->id, wh, rb, n_in, n_out);
     float *wm = NULL;
-    if (q->id == VT_TYPE_Q4_K) { /* the min terms alone: codes zeroed */
+    if (q->id == VT_TYPE_Q4_K || q->id == VT_TYPE_Q5_K) { /* the min terms alone: codes zeroed */
         uint8_t *w0 = malloc(rb * (size_t)n_out);
         assert_non_null(w0);
         memcpy(w0, wh, rb * (size_t)n_out);
-        for (size_t b = 0; b < rb * (size_t)n_out / 144; b++) memset(w0 + 144 * b + 16, 0, 128);
+        for (size_t b = 0; b < rb * (size_t)n_out / (size_t)q->bytes; b++)
+            memset(w0 + (size_t)q->bytes * b + 16, 0, (size_t)q->bytes - 16);
         wm = ref_rows(q->id, w0, rb, n_in, n_out);
         free(w0);
     }

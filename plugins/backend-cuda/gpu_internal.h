@@ -241,13 +241,18 @@ void vt_gpu_ops_release(vt_backend_ctx *ctx);
  * them (ABI 1.9's mat_mul_ext/get_rows_ext). Each has the entry points
  * vt_gpu_mat_mul_<name> and vt_gpu_get_rows_<name> (gpu_ops.cu). */
 #define VT_GPU_PLAIN_TYPES(X) X(F32, f32) X(F16, f16) X(BF16, bf16)
-#define VT_GPU_BLOCK_TYPES(X)                                                                  \
+#define VT_GPU_KQUANT_TYPES(X)                                                                 \
     X(Q4_0, q4_0) X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(Q8_0, q8_0) X(Q2_K, q2_k)        \
     X(Q3_K, q3_k) X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) X(IQ4_NL, iq4_nl)                 \
-    X(IQ4_XS, iq4_xs) X(MXFP4, mxfp4) X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s)   \
-    X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(TQ1_0, tq1_0)       \
-    X(TQ2_0, tq2_0) X(NVFP4, nvfp4) X(Q1_0, q1_0) X(Q2_0, q2_0)
+    X(IQ4_XS, iq4_xs) X(MXFP4, mxfp4)
+#define VT_GPU_LOWBIT_SLOT_TYPES(X)                                                            \
+    X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s)  \
+    X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(TQ1_0, tq1_0) X(TQ2_0, tq2_0) X(NVFP4, nvfp4)            \
+    X(Q1_0, q1_0) X(Q2_0, q2_0)
 #define VT_GPU_EXT_TYPES(X) X(IQ1_XS, iq1_xs) X(IQ1_XXS, iq1_xxs) X(IQ1_XXXS, iq1_xxxs)
+/* the block types with a mat_mul/get_rows table slot; the low-bit ones (gpu_lowbit.cuh) */
+#define VT_GPU_BLOCK_TYPES(X) VT_GPU_KQUANT_TYPES(X) VT_GPU_LOWBIT_SLOT_TYPES(X)
+#define VT_GPU_LOWBIT_TYPES(X) VT_GPU_LOWBIT_SLOT_TYPES(X) VT_GPU_EXT_TYPES(X)
 #define VT_GPU_WEIGHT_TYPES(X) VT_GPU_PLAIN_TYPES(X) VT_GPU_BLOCK_TYPES(X) VT_GPU_EXT_TYPES(X)
 #define VT_GPU_OP_DECL(T, n)                                                                   \
     vt_status vt_gpu_mat_mul_##n(vt_backend_ctx *ctx, const vt_weight *w, const float *x,      \
@@ -323,8 +328,9 @@ vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 /* ---- gpu_matvec.cu: one-token matvecs on int8 activations (gpu_qdot.cuh) ---- */
 
 /* y[n_out] = W · x for one token x [n_in] when ctx->int8_dot, w's type is
- * Q8_0, Q5_0, Q4_K or Q6_K and n_in fits the shared memory (~39k values):
- * returns 1 with *st the launch status; 0 (nothing launched) otherwise. */
+ * Q8_0, Q5_0, Q4_K, Q5_K, Q6_K or a low-bit type (gpu_matvec.cu's MQ_TYPES)
+ * and n_in fits the shared memory (~39k values): returns 1 with *st the
+ * launch status; 0 (nothing launched) otherwise. */
 int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const float *x, float *y,
                    vt_status *st);
 /* moe_ffn's decode (n_tokens <= VT_GPU_MM_VEC_MAX, top-k <= 8) on int8

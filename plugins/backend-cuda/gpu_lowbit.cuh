@@ -66,24 +66,31 @@ LB uint32_t lb_sign7(uint32_t s)
     return s | ((uint32_t)__popc(s) & 1u) << 7;
 }
 
-/* v[j] = sc · (± coordinate j of grid word w), minus where bit j of s */
-LB void lb_signed(float v[8], float sc, uint64_t w, uint32_t s)
+/* bytes a + b, each byte on its own (no carry into the next) */
+LB uint32_t lb_vadd4(uint32_t a, uint32_t b)
 {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        int m = (int)((w >> (8 * j)) & 0xFFu);
-        v[j] = q_mul(sc, (float)((s >> j) & 1u ? -m : m));
-    }
+    return ((a & 0x7F7F7F7Fu) + (b & 0x7F7F7F7Fu)) ^ ((a ^ b) & 0x80808080u);
 }
 
-/* IQ1: v[j] = sc · (8 c_j ± 1), c_j the signed coordinate j of w, sc = dl / 8 */
-LB void lb_iq1(float v[8], float sc, uint64_t w, bool neg)
+/* bit k of n (k < 4) as byte k: 0x01 or 0x00 */
+LB uint32_t lb_bits4(uint32_t n) { return ((n & 15u) * 0x00204081u) & 0x01010101u; }
+
+/* q = ± the coordinates of grid word w (unsigned magnitudes, all >= 1), minus
+ * where bit j of s: per byte (v ^ 0xff) + 1 = −v, which never carries */
+LB void lb_signed(uint32_t q[2], uint64_t w, uint32_t s)
 {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        int c = (int)(signed char)(uint8_t)(w >> (8 * j));
-        v[j] = q_mul(sc, (float)(8 * c + (neg ? -1 : 1)));
-    }
+    const uint32_t m0 = lb_bits4(s) * 0xFFu, m1 = lb_bits4(s >> 4) * 0xFFu;
+    q[0] = ((uint32_t)w ^ m0) + (m0 & 0x01010101u);
+    q[1] = ((uint32_t)(w >> 32) ^ m1) + (m1 & 0x01010101u);
+}
+
+/* IQ1: q_j = 8 c_j ± 1, c_j the signed coordinate j of w (bytes 0xff, 0, 1):
+ * 8 c per byte is the word shifted left by 3 with each byte's low 3 bits cleared */
+LB void lb_iq1(uint32_t q[2], uint64_t w, bool neg)
+{
+    const uint32_t k = neg ? 0xFFFFFFFFu : 0x01010101u;
+    q[0] = lb_vadd4(((uint32_t)w << 3) & 0xF8F8F8F8u, k);
+    q[1] = lb_vadd4(((uint32_t)(w >> 32) << 3) & 0xF8F8F8F8u, k);
 }
 
 /* (d · (½ + s)) · f: the IQ2/IQ3_XXS sub-block scale */
@@ -94,114 +101,118 @@ LB float lb_iq1_scale(float d, uint32_t s)
     return q_mul(q_mul(d, (float)(2 * (int)s + 1)), VT_IQ1_DELTA);
 }
 
-/* Common tail of every type: e0, e1 of group g, and elem() through group(). */
-#define LB_GROUP_END(g)                                                                            \
-    e0 = 8 * (g);                                                                                  \
-    e1 = 8 * (g) + 4
-#define LB_ELEM                                                                                    \
+/*
+ * Each type below defines igroup(b, g, q, sc): group g as 8 int8 codes q
+ * (bytes of q[0], q[1]: elements 8g .. 8g+7) and a scale, value = sc · q
+ * exactly. LB_FROM_INT derives QT's float entry points from it: group()
+ * (e0 = 8g, e1 = 8g + 4) and elem(); gpu_qdot.cuh's Qi takes the codes to
+ * dp4a with the int8 activations.
+ */
+LB int lb_byte(const uint32_t q[2], int j) { return (int)(signed char)(uint8_t)(q[j >> 2] >> (8 * (j & 3))); }
+#define LB_FROM_INT                                                                                \
+    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)                           \
+    {                                                                                              \
+        uint32_t q[2];                                                                             \
+        float sc;                                                                                  \
+        igroup(b, g, q, sc);                                                                       \
+        _Pragma("unroll") for (int j = 0; j < 8; j++) v[j] = q_mul(sc, (float)lb_byte(q, j));      \
+        e0 = 8 * g;                                                                                \
+        e1 = 8 * g + 4;                                                                            \
+    }                                                                                              \
     LB float elem(const uint8_t *b, int i)                                                         \
     {                                                                                              \
-        float v[8];                                                                                \
-        int e0, e1;                                                                                \
-        group(b, i >> 3, v, e0, e1);                                                               \
-        return v[i & 7];                                                                           \
+        uint32_t q[2];                                                                             \
+        float sc;                                                                                  \
+        igroup(b, i >> 3, q, sc);                                                                  \
+        return q_mul(sc, (float)lb_byte(q, i & 7));                                                \
     }
 
 /* IQ2_XXS (66 B): d @0; per 32 values 8 B @2 + 8 ib: 4 grid indices, then a
  * u32 of 4 × 7 sign bits and a 4-bit scale; db = d (½ + s) / 4. */
 template <> struct QT<VT_TYPE_IQ2_XXS> {
     enum { quant = 1, QK = 256, BYTES = 66, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2, l = g & 3;
         const uint8_t *q8 = b + 2 + 8 * ib;
         const uint32_t aux = ld32_2(q8 + 4);
-        lb_signed(v, lb_half_scale(f16_to_f32(ld16(b)), aux >> 28, 0.25f), lb_iq2xxs[q8[l]],
-                  lb_sign7(aux >> (7 * l)));
-        LB_GROUP_END(g);
+        sc = lb_half_scale(f16_to_f32(ld16(b)), aux >> 28, 0.25f);
+        lb_signed(q, lb_iq2xxs[q8[l]], lb_sign7(aux >> (7 * l)));
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ2_XS (74 B): d @0; 32 u16 @2 (9-bit index | 7 sign bits << 9); 8 scale
  * bytes @66 (low nibble: first 16 values of a 32). */
 template <> struct QT<VT_TYPE_IQ2_XS> {
     enum { quant = 1, QK = 256, BYTES = 74, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const int ib = g >> 2, l = g & 3;
-        const uint32_t s = b[66 + ib], q = ld16(b + 2 + 2 * g);
-        lb_signed(v, lb_half_scale(f16_to_f32(ld16(b)), l < 2 ? s & 15u : s >> 4, 0.25f),
-                  lb_iq2xs[q & 511u], lb_sign7(q >> 9));
-        LB_GROUP_END(g);
+        const uint32_t s = b[66 + (g >> 2)], v = ld16(b + 2 + 2 * g);
+        sc = lb_half_scale(f16_to_f32(ld16(b)), (g & 3) < 2 ? s & 15u : s >> 4, 0.25f);
+        lb_signed(q, lb_iq2xs[v & 511u], lb_sign7(v >> 9));
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ2_S (82 B): d @0; 32 index bytes @2, 32 sign bytes @34, 8 bytes @66 of
  * 4 × 2 index high bits, 8 scale bytes @74 (as IQ2_XS). */
 template <> struct QT<VT_TYPE_IQ2_S> {
     enum { quant = 1, QK = 256, BYTES = 82, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2, l = g & 3;
         const uint32_t s = b[74 + ib];
         const uint32_t idx = b[2 + g] | ((uint32_t)b[66 + ib] << (8 - 2 * l) & 0x300u);
-        lb_signed(v, lb_half_scale(f16_to_f32(ld16(b)), l < 2 ? s & 15u : s >> 4, 0.25f),
-                  lb_iq2s[idx], b[34 + g]);
-        LB_GROUP_END(g);
+        sc = lb_half_scale(f16_to_f32(ld16(b)), l < 2 ? s & 15u : s >> 4, 0.25f);
+        lb_signed(q, lb_iq2s[idx], b[34 + g]);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ3_XXS (98 B): d @0; 64 index bytes @2 (two 4-value entries per 8
  * values); 8 u32 @66 of 4 × 7 sign bits and a 4-bit scale; db = d (½ + s) / 2. */
 template <> struct QT<VT_TYPE_IQ3_XXS> {
     enum { quant = 1, QK = 256, BYTES = 98, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2, l = g & 3;
         const uint32_t aux = ld32_2(b + 66 + 4 * ib);
-        const uint8_t *q = b + 2 + 8 * ib + 2 * l;
-        const uint64_t w = lb_iq3xxs[q[0]] | (uint64_t)lb_iq3xxs[q[1]] << 32;
-        lb_signed(v, lb_half_scale(f16_to_f32(ld16(b)), aux >> 28, 0.5f), w,
-                  lb_sign7(aux >> (7 * l)));
-        LB_GROUP_END(g);
+        const uint8_t *i8 = b + 2 + 8 * ib + 2 * l;
+        sc = lb_half_scale(f16_to_f32(ld16(b)), aux >> 28, 0.5f);
+        lb_signed(q, lb_iq3xxs[i8[0]] | (uint64_t)lb_iq3xxs[i8[1]] << 32, lb_sign7(aux >> (7 * l)));
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ3_S (110 B): d @0; 64 index bytes @2, 8 bytes @66 of index bit 8, 32
  * sign bytes @74, 4 scale bytes @106 (a nibble per 32 values); db = d (1 + 2 s). */
 template <> struct QT<VT_TYPE_IQ3_S> {
     enum { quant = 1, QK = 256, BYTES = 110, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2, l = g & 3;
         const uint32_t qh = b[66 + ib];
         const uint32_t i1 = b[2 + 8 * ib + 2 * l] | (qh << (8 - 2 * l) & 256u);
         const uint32_t i2 = b[3 + 8 * ib + 2 * l] | (qh << (7 - 2 * l) & 256u);
         const uint32_t s = (b[106 + (ib >> 1)] >> (4 * (ib & 1))) & 15u;
-        lb_signed(v, q_mul(f16_to_f32(ld16(b)), (float)(1 + 2 * (int)s)),
-                  lb_iq3s[i1] | (uint64_t)lb_iq3s[i2] << 32, b[74 + g]);
-        LB_GROUP_END(g);
+        sc = q_mul(f16_to_f32(ld16(b)), (float)(1 + 2 * (int)s));
+        lb_signed(q, lb_iq3s[i1] | (uint64_t)lb_iq3s[i2] << 32, b[74 + g]);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ1_S (50 B): d @0; 32 index low bytes @2; 8 u16 @34: 4 × 3 index high
  * bits, a 3-bit scale (bits 12-14), the delta's sign (bit 15). */
 template <> struct QT<VT_TYPE_IQ1_S> {
     enum { quant = 1, QK = 256, BYTES = 50, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const int ib = g >> 2, l = g & 3;
-        const uint32_t qh = ld16(b + 34 + 2 * ib);
-        const uint32_t idx = b[2 + g] | ((qh >> (3 * l)) & 7u) << 8;
-        lb_iq1(v, lb_iq1_scale(f16_to_f32(ld16(b)), (qh >> 12) & 7u), lb_iq1s[idx], qh & 0x8000u);
-        LB_GROUP_END(g);
+        const uint32_t qh = ld16(b + 34 + 2 * (g >> 2));
+        sc = lb_iq1_scale(f16_to_f32(ld16(b)), (qh >> 12) & 7u);
+        lb_iq1(q, lb_iq1s[b[2 + g] | ((qh >> (3 * (g & 3))) & 7u) << 8], qh & 0x8000u);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ1_M (56 B): 32 index low bytes @0; 16 bytes @32 (per 8 values a nibble:
@@ -209,63 +220,59 @@ template <> struct QT<VT_TYPE_IQ1_S> {
  * values in bits 0-11, the fp16 d spread over their top nibbles. */
 template <> struct QT<VT_TYPE_IQ1_M> {
     enum { quant = 1, QK = 256, BYTES = 56, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2, l = g & 3;
         const uint32_t s0 = ld16(b + 48), s1 = ld16(b + 50), s2 = ld16(b + 52), s3 = ld16(b + 54);
         const float d = f16_to_f32((s0 >> 12) | ((s1 >> 8) & 0x00F0u) | ((s2 >> 4) & 0x0F00u) |
                                    (s3 & 0xF000u));
         const uint32_t sw = ld16(b + 48 + 2 * (ib >> 1));
-        const uint32_t s = (sw >> (6 * (ib & 1) + 3 * (l >> 1))) & 7u;
         const uint32_t nib = (uint32_t)b[32 + 2 * ib + (l >> 1)] >> (4 * (l & 1));
-        lb_iq1(v, lb_iq1_scale(d, s), lb_iq1s[b[g] | (nib & 7u) << 8], nib & 8u);
-        LB_GROUP_END(g);
+        sc = lb_iq1_scale(d, (sw >> (6 * (ib & 1) + 3 * (l >> 1))) & 7u);
+        lb_iq1(q, lb_iq1s[b[g] | (nib & 7u) << 8], nib & 8u);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ1_XS (46 B): d @0; 32 index low bytes @2; 8 bytes @34 of 4 × 2 index
  * high bits; 4 bytes @42 of a nibble per 32 values (scale, delta sign). */
 template <> struct QT<VT_TYPE_IQ1_XS> {
     enum { quant = 1, QK = 256, BYTES = 46, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2, l = g & 3;
         const uint32_t nib = (b[42 + (ib >> 1)] >> (4 * (ib & 1))) & 15u;
-        const uint32_t idx = b[2 + g] | ((uint32_t)(b[34 + ib] >> (2 * l)) & 3u) << 8;
-        lb_iq1(v, lb_iq1_scale(f16_to_f32(ld16(b)), nib & 7u), lb_iq1xs[idx], nib & 8u);
-        LB_GROUP_END(g);
+        sc = lb_iq1_scale(f16_to_f32(ld16(b)), nib & 7u);
+        lb_iq1(q, lb_iq1xs[b[2 + g] | ((uint32_t)(b[34 + ib] >> (2 * l)) & 3u) << 8], nib & 8u);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ1_XXS (42 B): d @0; 32 index low bytes @2; 8 bytes @34: bits 0-3 index
  * bit 8 of the 4 entries, bits 4-6 scale, bit 7 delta sign. */
 template <> struct QT<VT_TYPE_IQ1_XXS> {
     enum { quant = 1, QK = 256, BYTES = 42, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const int ib = g >> 2, l = g & 3;
-        const uint32_t h = b[34 + ib];
-        lb_iq1(v, lb_iq1_scale(f16_to_f32(ld16(b)), (h >> 4) & 7u),
-               lb_iq1xxs[b[2 + g] | ((h >> l) & 1u) << 8], h & 0x80u);
-        LB_GROUP_END(g);
+        const uint32_t h = b[34 + (g >> 2)];
+        sc = lb_iq1_scale(f16_to_f32(ld16(b)), (h >> 4) & 7u);
+        lb_iq1(q, lb_iq1xxs[b[2 + g] | ((h >> (g & 3)) & 1u) << 8], h & 0x80u);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* IQ1_XXXS (38 B): d @0; 32 index bytes @2; 4 bytes @34 of a nibble per 32
  * values (as IQ1_XS). */
 template <> struct QT<VT_TYPE_IQ1_XXXS> {
     enum { quant = 1, QK = 256, BYTES = 38, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int ib = g >> 2;
         const uint32_t nib = (b[34 + (ib >> 1)] >> (4 * (ib & 1))) & 15u;
-        lb_iq1(v, lb_iq1_scale(f16_to_f32(ld16(b)), nib & 7u), lb_iq1xxxs[b[2 + g]], nib & 8u);
-        LB_GROUP_END(g);
+        sc = lb_iq1_scale(f16_to_f32(ld16(b)), nib & 7u);
+        lb_iq1(q, lb_iq1xxxs[b[2 + g]], nib & 8u);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* Trit n (0..4) of a TQ1_0 byte q (a fixed-point fraction of 3^5):
@@ -281,9 +288,10 @@ LB int lb_trit(uint32_t q, int n)
  * 32..47 (160 + 16 n + m); 240..255: trit n of bytes 48..51 (240 + 4 n + m). */
 template <> struct QT<VT_TYPE_TQ1_0> {
     enum { quant = 1, QK = 256, BYTES = 54, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const float d = f16_to_f32(ld16(b + 52));
+        sc = f16_to_f32(ld16(b + 52));
+        q[0] = q[1] = 0;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             int n, m;
@@ -295,27 +303,25 @@ template <> struct QT<VT_TYPE_TQ1_0> {
                 const int i = 8 * (g - 30) + j;
                 n = i >> 2, m = 48 + (i & 3);
             }
-            v[j] = q_mul(d, (float)lb_trit(b[m], n));
+            q[j >> 2] |= ((uint32_t)lb_trit(b[m], n) & 0xFFu) << (8 * (j & 3));
         }
-        LB_GROUP_END(g);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* TQ2_0 (66 B): 64 bytes @0 of 4 crumbs, d @64; value 128 h + 32 l + m is
  * crumb l of byte 32 h + m, as crumb − 1. */
 template <> struct QT<VT_TYPE_TQ2_0> {
     enum { quant = 1, QK = 256, BYTES = 66, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const float d = f16_to_f32(ld16(b + 64));
         const uint8_t *p = b + 32 * (g >> 4) + 8 * (g & 3);
         const int sh = 2 * ((g >> 2) & 3);
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = q_mul(d, (float)((int)((p[j] >> sh) & 3u) - 1));
-        LB_GROUP_END(g);
+        sc = f16_to_f32(ld16(b + 64));
+        q[0] = lb_vadd4((ld32_2(p) >> sh) & 0x03030303u, 0xFFFFFFFFu);
+        q[1] = lb_vadd4((ld32_2(p + 4) >> sh) & 0x03030303u, 0xFFFFFFFFu);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* NVFP4 (36 B per 64): 4 UE4M3 scales @0, one per 16 values; 32 bytes @4:
@@ -330,47 +336,48 @@ LB float lb_ue4m3_half(uint32_t x)
 }
 template <> struct QT<VT_TYPE_NVFP4> {
     enum { quant = 1, QK = 64, BYTES = 36, ALIGN = 1 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
         const int s = g >> 1, sh = 4 * (g & 1);
-        const float sc = lb_ue4m3_half(b[s]);
+        sc = lb_ue4m3_half(b[s]);
+        q[0] = q[1] = 0;
 #pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = q_mul(sc, (float)mxfp4_value((b[4 + 8 * s + j] >> sh) & 15u));
-        LB_GROUP_END(g);
+        for (int j = 0; j < 8; j++)
+            q[j >> 2] |= ((uint32_t)mxfp4_value((b[4 + 8 * s + j] >> sh) & 15u) & 0xFFu) << (8 * (j & 3));
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
 /* Q1_0 (18 B per 128): d @0; bit j % 8 of byte 2 + j / 8: +1 set, −1 not. */
 template <> struct QT<VT_TYPE_Q1_0> {
     enum { quant = 1, QK = 128, BYTES = 18, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const float d = f16_to_f32(ld16(b));
-        const uint32_t q = b[2 + g];
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = q_mul(d, (q >> j) & 1u ? 1.0f : -1.0f);
-        LB_GROUP_END(g);
+        const uint32_t x = b[2 + g];
+        sc = f16_to_f32(ld16(b));
+        q[0] = lb_vadd4(lb_bits4(x) << 1, 0xFFFFFFFFu); /* 2·bit − 1 */
+        q[1] = lb_vadd4(lb_bits4(x >> 4) << 1, 0xFFFFFFFFu);
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
-/* Q2_0 (18 B per 64): d @0; crumb j % 4 of byte 2 + j / 4, as crumb − 1. */
+/* Q2_0 (18 B per 64): d @0; crumb j % 4 of byte 2 + j / 4, as crumb − 1:
+ * byte k of x | x << 6 | x << 12 | x << 18 holds crumb k in its low bits. */
 template <> struct QT<VT_TYPE_Q2_0> {
     enum { quant = 1, QK = 64, BYTES = 18, ALIGN = 2 };
-    LB void group(const uint8_t *b, int g, float v[8], int &e0, int &e1)
+    LB void igroup(const uint8_t *b, int g, uint32_t q[2], float &sc)
     {
-        const float d = f16_to_f32(ld16(b));
+        sc = f16_to_f32(ld16(b));
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-            v[j] = q_mul(d, (float)((int)((b[2 + 2 * g + (j >> 2)] >> (2 * (j & 3))) & 3u) - 1));
-        LB_GROUP_END(g);
+        for (int h = 0; h < 2; h++) {
+            const uint32_t x = b[2 + 2 * g + h];
+            q[h] = lb_vadd4((x | x << 6 | x << 12 | x << 18) & 0x03030303u, 0xFFFFFFFFu);
+        }
     }
-    LB_ELEM
+    LB_FROM_INT
 };
 
-#undef LB_ELEM
-#undef LB_GROUP_END
+#undef LB_FROM_INT
 #undef LB
 
 #endif

@@ -2,7 +2,8 @@
  * gpu_matvec.cu - backend-cuda's (and backend-rocm's) one-token matvecs on
  * int8 activations (gpu_qdot.cuh: the scheme, the per-type block dots):
  * mat_mul with one token, and moe_ffn's decode kernels, for the weight types
- * Q8_0, Q5_0, Q4_K and Q6_K. Other types, and contexts made with
+ * Q8_0, Q5_0, Q4_K, Q5_K, Q6_K and the low-bit types (MQ_TYPES). Other types,
+ * and contexts made with
  * VT_GPU_INT8_DOT=0, take the float kernels (exact dequantisation, float
  * activations) of gpu_ops.cu / gpu_moe.cu.
  *
@@ -85,17 +86,29 @@ k_mmq_vec(const uint8_t *__restrict__ w, size_t rb, int n_in, int64_t n_out,
     }
 }
 
+/* The types with int8 kernels (a Qi<T> in gpu_qdot.cuh) */
+#define MQ_TYPES(X)                                                                                \
+    X(Q8_0, q8_0) X(Q5_0, q5_0) X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) VT_GPU_LOWBIT_TYPES(X)
+
 static int mq_type_ok(uint32_t t)
 {
-    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K;
+#define MQ_OK(T, n) if (t == VT_TYPE_##T) return 1;
+    MQ_TYPES(MQ_OK)
+#undef MQ_OK
+    return 0;
 }
 
-static int mq_unit(uint32_t t) { return t == VT_TYPE_Q4_K || t == VT_TYPE_Q6_K ? 64 : 32; }
+static int mq_unit(uint32_t t)
+{
+    return t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K || t == VT_TYPE_Q6_K ? 64 : 32;
+}
 
-/* The data the kernels of type t can read: Q4_K as 32-bit words. */
+/* The data the kernels of type t can read: Q4_K and Q5_K as 32-bit words,
+ * NVFP4 (36-byte blocks, no 16-bit field) as bytes, the rest as 16-bit words. */
 static int mq_aligned(uint32_t t, const void *data, size_t rb)
 {
-    if (t == VT_TYPE_Q4_K) return (uintptr_t)data % 4 == 0 && rb % 4 == 0;
+    if (t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K) return (uintptr_t)data % 4 == 0 && rb % 4 == 0;
+    if (t == VT_TYPE_NVFP4) return 1;
     return (uintptr_t)data % 2 == 0 && rb % 2 == 0;
 }
 
@@ -203,12 +216,13 @@ extern "C" int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const flo
     else                                                                                           \
         k_mmq_vec<T_, false><<<grid, MQ_THREADS, smem, VT_ST>>>(wd, rb, (int)n_in, w->n_out, x,    \
                                                                 NULL, NULL, NULL, y, l2)
+#define MQ_CASE(T, n)                                                                              \
+    case VT_TYPE_##T: MQ_LAUNCH(VT_TYPE_##T); break;
     switch (t) {
-    case VT_TYPE_Q8_0: MQ_LAUNCH(VT_TYPE_Q8_0); break;
-    case VT_TYPE_Q5_0: MQ_LAUNCH(VT_TYPE_Q5_0); break;
-    case VT_TYPE_Q4_K: MQ_LAUNCH(VT_TYPE_Q4_K); break;
-    default: MQ_LAUNCH(VT_TYPE_Q6_K); break;
+        MQ_TYPES(MQ_CASE)
+    default: break; /* mq_type_ok */
     }
+#undef MQ_CASE
 #undef MQ_LAUNCH
     *st = launched(ctx, "mat_mul");
     if (*st == VT_OK && pre && !vt_gpu_overlap(y, w->n_out, x, n_in)) { /* x stays rounded */
@@ -471,12 +485,13 @@ extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args
 #define MQ_GR(T_)                                                                                  \
     k_moe_q_gu_rows<T_><<<gr, MQ_THREADS, 0, VT_ST>>>(v.q, v.d, v.s, a->ids, P, eb, ee, a->w_gate, \
                                                       a->w_up, rbg, E, F, (int)a->act, l2g, a_f)
+#define MQ_CASE(T, n)                                                                              \
+    case VT_TYPE_##T: MQ_GR(VT_TYPE_##T); break;
         switch (a->type_gate) {
-        case VT_TYPE_Q8_0: MQ_GR(VT_TYPE_Q8_0); break;
-        case VT_TYPE_Q5_0: MQ_GR(VT_TYPE_Q5_0); break;
-        case VT_TYPE_Q4_K: MQ_GR(VT_TYPE_Q4_K); break;
-        default: MQ_GR(VT_TYPE_Q6_K); break;
+            MQ_TYPES(MQ_CASE)
+        default: break; /* vt_gpu_moe_q_usable */
         }
+#undef MQ_CASE
 #undef MQ_GR
         TRY(launched(ctx, "moe_ffn (gate/up)"));
         TRY(mq_quantize(ctx, a_f, (int64_t)P * F, aq, ad, as, "moe_ffn (act rounding)"));
@@ -490,24 +505,26 @@ extern "C" vt_status vt_gpu_moe_q_run(vt_backend_ctx *ctx, const vt_moe_ffn_args
         k_moe_q_gate_up<T_, false><<<gg, 32 * GU_WARPS, sg, VT_ST>>>(                              \
             a->x, a->ldx, nt, NULL, NULL, NULL, a->ids, K, P, eb, ee, a->w_gate, a->w_up, rbg, E,  \
             F, (int)a->act, l2g, aq, ad, as)
+#define MQ_CASE(T, n)                                                                              \
+    case VT_TYPE_##T: MQ_GU(VT_TYPE_##T); break;
         switch (a->type_gate) {
-        case VT_TYPE_Q8_0: MQ_GU(VT_TYPE_Q8_0); break;
-        case VT_TYPE_Q5_0: MQ_GU(VT_TYPE_Q5_0); break;
-        case VT_TYPE_Q4_K: MQ_GU(VT_TYPE_Q4_K); break;
-        default: MQ_GU(VT_TYPE_Q6_K); break;
+            MQ_TYPES(MQ_CASE)
+        default: break; /* vt_gpu_moe_q_usable */
         }
+#undef MQ_CASE
 #undef MQ_GU
         TRY(launched(ctx, "moe_ffn (gate/up)"));
     }
 #define MQ_D(T_)                                                                                   \
     k_moe_q_down<T_><<<gd, MQ_THREADS, 0, VT_ST>>>(aq, ad, as, a->ids, a->weights, K, nt, eb, ee,  \
                                                    a->w_down, rbd, E, F, l2d, a->out, a->ldo)
+#define MQ_CASE(T, n)                                                                              \
+    case VT_TYPE_##T: MQ_D(VT_TYPE_##T); break;
     switch (a->type_down) {
-    case VT_TYPE_Q8_0: MQ_D(VT_TYPE_Q8_0); break;
-    case VT_TYPE_Q5_0: MQ_D(VT_TYPE_Q5_0); break;
-    case VT_TYPE_Q4_K: MQ_D(VT_TYPE_Q4_K); break;
-    default: MQ_D(VT_TYPE_Q6_K); break;
+        MQ_TYPES(MQ_CASE)
+    default: break; /* vt_gpu_moe_q_usable */
     }
+#undef MQ_CASE
 #undef MQ_D
     *rounded = pre;
     return launched(ctx, "moe_ffn (down)");

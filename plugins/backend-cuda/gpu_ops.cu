@@ -703,7 +703,7 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t rb = (size_t)w->row_bytes;
 
-    if (n_tokens == 1) { /* Q8_0, Q5_0, Q4_K, Q6_K: int8 activations (gpu_matvec.cu) */
+    if (n_tokens == 1) { /* int8 activations for the types of gpu_matvec.cu */
         vt_status st;
         if (vt_gpu_mmq_vec(ctx, w, x, y, &st)) return st;
     }

@@ -15,8 +15,8 @@
  *    products per instruction), and the block's scales are applied once in
  *    float32.
  * One "unit" is what one thread reads in one step: 64 values (a quarter of a
- * 256-value super-block) for Q4_K and Q6_K, one 32-value block for Q8_0 and
- * Q5_0. Qi<T>::dot(row, u, xq, xd, xs) returns unit u's Σ w·x̂ in float.
+ * 256-value super-block) for Q4_K, Q5_K and Q6_K, one 32-value block for Q8_0,
+ * Q5_0 and the low-bit types (gpu_lowbit.cuh; four 8-value groups). Qi<T>::dot(row, u, xq, xd, xs) returns unit u's Σ w·x̂ in float.
  *
  * Layouts (gguf.md §6): Q8_0 d f16 | qs int8[32]; Q5_0 d f16 | qh u32 |
  * qs u8[16] (byte j: element j low nibble, j+16 high, fifth bits in qh);
@@ -298,6 +298,77 @@ template <> struct Qi<VT_TYPE_Q6_K> {
                     (float)sc[4] * xd[ab + 2] * (float)s2 + (float)sc[6] * xd[ab + 3] * (float)s3);
     }
 };
+
+/* Q5_K: as Q4_K (d, dmin f16 | scales u8[12] | qh u8[32] | qs u8[128], 176
+ * bytes, read as 32-bit words), the fifth bit of sub-block s's value l being
+ * bit s of qh[l]: unit u = quarter j of super-block u/4, sub-blocks 2j and 2j+1 */
+template <> struct Qi<VT_TYPE_Q5_K> {
+    enum { ok = 1, UNIT = 64 };
+    static __device__ __forceinline__ float dot(const uint8_t *row, int u, const int8_t *xq,
+                                                const float *xd, const float *xs)
+    {
+        const int sb = u >> 2, j = u & 3;
+        const uint32_t *bw = (const uint32_t *)(row + 176 * (size_t)sb); /* 4-byte aligned */
+        const uint4 h = make_uint4(bw[0], bw[1], bw[2], bw[3]); /* d, dmin | scales[0..11] */
+        int sc0, m0, sc1, m1;
+        if (j < 2) {
+            sc0 = (int)byte_of(h.y, 2 * j) & 63, m0 = (int)byte_of(h.z, 2 * j) & 63;
+            sc1 = (int)byte_of(h.y, 2 * j + 1) & 63, m1 = (int)byte_of(h.z, 2 * j + 1) & 63;
+        } else {
+            const int k0 = 2 * j - 4, k1 = 2 * j - 3;
+            sc0 = (int)((byte_of(h.w, k0) & 15u) | (byte_of(h.y, k0) >> 6) << 4);
+            m0 = (int)((byte_of(h.w, k0) >> 4) | (byte_of(h.z, k0) >> 6) << 4);
+            sc1 = (int)((byte_of(h.w, k1) & 15u) | (byte_of(h.y, k1) >> 6) << 4);
+            m1 = (int)((byte_of(h.w, k1) >> 4) | (byte_of(h.z, k1) >> 6) << 4);
+        }
+        const int ab = 8 * sb + 2 * j; /* activation blocks ab (low) and ab + 1 (high) */
+        const int *X0 = (const int *)(xq + 32 * ab), *X1 = X0 + 8;
+        const uint32_t M = 0x0F0F0F0Fu, B = 0x01010101u;
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t qs = bw[12 + 8 * j + i], qh = bw[4 + i];
+            const uint32_t lo = (qs & M) | ((qh >> (2 * j)) & B) << 4;
+            const uint32_t hi = ((qs >> 4) & M) | ((qh >> (2 * j + 1)) & B) << 4;
+            s0 = qd_dp4a((int)lo, X0[i], s0);
+            s1 = qd_dp4a((int)hi, X1[i], s1);
+        }
+        const float d = f16_to_f32(h.x & 0xFFFFu), dm = f16_to_f32(h.x >> 16);
+        return d * ((float)sc0 * xd[ab] * (float)s0 + (float)sc1 * xd[ab + 1] * (float)s1) -
+               dm * ((float)m0 * xs[ab] + (float)m1 * xs[ab + 1]);
+    }
+};
+
+/* The low-bit types (gpu_lowbit.cuh): unit u = 32 values (activation block
+ * u), its four 8-value groups' int8 codes from QT<T>::igroup, each group's
+ * integer sum scaled by the group's own scale. */
+template <int T> struct QiLow {
+    enum { ok = 1, UNIT = 32 };
+    static __device__ __forceinline__ float dot(const uint8_t *row, int u, const int8_t *xq,
+                                                const float *xd, const float *xs)
+    {
+        (void)xs;
+        constexpr int UPB = QT<T>::QK / 32;
+        const uint8_t *b = row + (size_t)(u / UPB) * QT<T>::BYTES;
+        const int g0 = 4 * (u % UPB);
+        const int4 *X = (const int4 *)(xq + 32 * u);
+        const int4 x0 = X[0], x1 = X[1];
+        const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        float acc = 0.0f;
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            uint32_t q[2];
+            float sc;
+            QT<T>::igroup(b, g0 + l, q, sc);
+            acc += sc * (float)qd_dp4a((int)q[1], xw[2 * l + 1], qd_dp4a((int)q[0], xw[2 * l], 0));
+        }
+        return xd[u] * acc;
+    }
+};
+#define QD_LOWBIT(T, n)                                                                        \
+    template <> struct Qi<VT_TYPE_##T> : QiLow<VT_TYPE_##T> {};
+VT_GPU_LOWBIT_TYPES(QD_LOWBIT)
+#undef QD_LOWBIT
 
 /* Lanes per row for n_in / UNIT units (a power of two, at most 32): log2. */
 static inline int qd_lanes_log2(int64_t units)
