@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # seed_scale.sh - issue 15's full-scale case on the H200: a
-# Qwen3.8-2.4T-A95B-shaped model written sparse (1.25 TiB of holes: no disk,
-# and reads of it cost no storage time, so this measures vt's fill path),
+# Qwen3.8-2.4T-A95B-shaped model written sparse (holes: no disk, and reads of
+# it cost no storage time, so this measures vt's fill path) with the types of
+# the seeds' real 370 GiB "UD-Q1_0" file (issue 42): the ud-iq1_xxxs mix
+# (IQ1_XXXS routed experts, Q5_K attention and shared experts, Q4_K DeltaNet,
+# Q6_K output) over 92 blocks and a 93rd MTP block (nextn_predict_layers 1,
+# Q2_K experts), which vt skips,
 # run with --device cuda --ctx 512 through an 8 GiB device arena, where every
 # token misses (2,790 slices, about 25 GB per token). Prints the load time,
 # prefill and decode tok/s, the fill rate (file -> device, as the streamer
@@ -9,7 +13,8 @@
 # file-only path (host_arena 0: the issue's baseline; HOSTS="0 auto" adds the
 # host tier, which at this size takes most of the host's RAM).
 #   bench/seed_scale.sh [BUILD_DIR]
-# Environment: MODEL_DIR (/tmp), GEN (4), KEEP (0: delete the model), HOSTS (0),
+# Environment: TYPE (ud-iq1_xxxs; q4_k with NEXTN=0 is issue 15's 93-block
+# Q4_K file), NEXTN (1), MODEL_DIR (/tmp), GEN (4), KEEP (0: delete the model), HOSTS (0),
 # STAGINGS (auto: the staging ring; "0 auto" adds the one-slot path before it),
 # READERS (auto), IO (direct: a file 10x the host's RAM gains nothing from the
 # page cache, and O_DIRECT reads of holes fill no page-cache pages; pread).
@@ -19,12 +24,16 @@
 set -euo pipefail
 build=${1:-build}
 vt=$build/bin/vt
-model=${MODEL_DIR:-/tmp}/vt-seed-2.4t-q4_k.gguf
+type=${TYPE:-ud-iq1_xxxs}
+nextn=${NEXTN:-1}
+model=${MODEL_DIR:-/tmp}/vt-seed-2.4t-$type-nextn$nextn.gguf
 t0=$(date +%s.%N)
-[ -f "$model" ] || $vt mkmodel -o "$model" --sparse --type q4_k --n-layer 93 --n-embd 8192 \
+[ -f "$model" ] || $vt mkmodel -o "$model" --sparse --type "$type" --n-layer $((93 - nextn)) --nextn "$nextn" --n-embd 8192 \
   --n-expert 512 --n-expert-used 10 --n-ff-exp 2048 --n-ff-shexp 2048 --n-head 64 --n-head-kv 4 \
   --head-dim 256 --n-rot 64 --ssm-d-k 128 --ssm-n-k 16 --ssm-n-v 64 --n-vocab 248320 > /dev/null
-echo "mkmodel --sparse: $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s; $(du -h --apparent-size "$model" | cut -f1) apparent, $(du -h "$model" | cut -f1) on disk"
+echo "mkmodel --sparse ($type, $nextn MTP block(s)): $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s; $(du -h --apparent-size "$model" | cut -f1) apparent, $(du -h "$model" | cut -f1) on disk"
+$vt fit -m "$model" --device cuda --set cuda.experts=streamed --set cuda.expert_cache.arena=8GiB |
+  grep -E "dense weights|MTP blocks|routed experts|one slot|expert arena|host tier|verdict" || true
 for host in ${HOSTS:-0}; do
  for staging in ${STAGINGS:-auto}; do
   echo "== host tier: $host, staging ring: $staging, readers: ${READERS:-auto}, io: ${IO:-direct}"

@@ -10,7 +10,9 @@
  *  - a synthetic ~375 GiB qwen35moe tensor table (a sparse file written by
  *    mkmodel) against a fake device of 119.6 GiB: resident is refused with the
  *    numbers, streamed fits, auto picks streamed, an arena below one layer's
- *    top-k is refused naming the minimum; `vt fit` prints the same verdicts.
+ *    top-k is refused naming the minimum; `vt fit` prints the same verdicts;
+ *  - the trailing MTP block of a nextn_predict_layers file counts in neither
+ *    the dense nor the expert bytes and sizes no slot.
  * Expected byte counts are computed here from the generator's shape
  * parameters, not read back from the code under test.
  */
@@ -23,6 +25,7 @@
 #include "config.h"
 #include "engine.h"
 #include "error.h"
+#include "expert_streamer.h"
 #include "gguf_info.h"
 #include "mkmodel.h"
 #include "registry.h"
@@ -494,6 +497,84 @@ static void test_fit_370gib(void **s)
  * ffn_down slices are Q6_K in some layers and Q4_K in the others. The
  * expected classes are counted here from the tensor table (each routed
  * stack's slice size and layer), not from the fit. */
+/* A file with an MTP block (nextn_predict_layers 1, the ud-iq1_xxxs mix:
+ * IQ1_XXXS experts, the MTP block's Q2_K, as in the published UD files): no
+ * model runs that block, so its tensors are neither dense weights nor
+ * experts, and its larger Q2_K experts size no slot. Failed before: one slot
+ * was the Q2_K expert, twice the size of a real one. */
+static void test_fit_skips_mtp_block(void **s)
+{
+    (void)s;
+    big_model *b = calloc(1, sizeof *b);
+    vt_mkmodel_defaults(&b->p);
+    b->p.n_embd = 1024;
+    b->p.n_layer = 4;
+    b->p.n_expert = 32;
+    b->p.n_expert_used = 4;
+    b->p.n_ff_exp = 512;
+    b->p.n_ff_shexp = 512;
+    b->p.n_merges = 50;
+    b->p.sparse = 1;
+    b->p.n_nextn = 1;
+    assert_int_equal(vt_mkmodel_set_type(&b->p, "ud-iq1_xxxs"), VT_OK);
+    snprintf(b->path, sizeof b->path, "%s/vt-fit-mtp-%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    if (vt_mkmodel_qwen35moe(b->path, &b->p) != VT_OK) fail_msg("mkmodel: %s", vt_last_error());
+    vt_gguf *g;
+    if (vt_gguf_open(b->path, VT_GGUF_NO_MMAP, &g) != VT_OK) fail_msg("%s", vt_last_error());
+    uint32_t blocks = 0, nextn = 0;
+    assert_int_equal(vt_gguf_get_u32(g, "qwen35moe.block_count", &blocks), VT_OK);
+    assert_int_equal(vt_gguf_get_u32(g, "qwen35moe.nextn_predict_layers", &nextn), VT_OK);
+    assert_int_equal(blocks, 5);
+    assert_int_equal(nextn, 1);
+    /* expected figures from the tensor table: blk.4 is the MTP block */
+    uint64_t mtp = 0, dense = 0, experts = 0, unit = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!strncmp(t->name, "blk.4.", 6)) {
+            mtp += t->nbytes;
+            if (vt_gguf_is_routed_expert(t)) assert_int_equal(t->type, VT_TYPE_Q2_K);
+        } else if (vt_gguf_is_routed_expert(t)) {
+            assert_int_equal(t->type, VT_TYPE_IQ1_XXXS);
+            experts += t->nbytes;
+            if (!strncmp(t->name, "blk.0.", 6)) unit += t->nbytes / (uint64_t)t->ne[2];
+        } else {
+            dense += t->nbytes;
+        }
+    }
+    assert_non_null(vt_gguf_find_tensor(g, "blk.4.nextn.eh_proj.weight"));
+    vt_registry *reg = registry_with("allops");
+    setenv("VT_FAKE_TOTAL_BYTES", "128419522150", 1);
+    vt_config cfg;
+    vt_config_defaults(&cfg);
+    set(&cfg, "fake.experts", "streamed");
+    set(&cfg, "fake.expert_cache.arena", "64MiB");
+    vt_residency *r = calloc(1, sizeof *r);
+    if (vt_residency_select(&cfg, reg, g, "fake", r) != VT_OK) fail_msg("%s", vt_last_error());
+    int ok;
+    uint64_t fr, tot;
+    assert_int_equal(vt_residency_probe(r, &ok, &fr, &tot), VT_OK);
+    if (vt_residency_fit(r, g, ok, fr, tot, 256, 32) != VT_OK) fail_msg("%s", r->fit.verdict);
+    const vt_fit *f = &r->fit;
+    assert_int_equal(f->unrun_bytes, mtp);
+    assert_int_equal(f->dense_bytes, dense);
+    assert_int_equal(f->expert_bytes, experts);
+    assert_true(f->slot_unit_expert);
+    assert_true(f->slot_bytes >= unit && f->slot_bytes < unit + 3 * VT_STREAMER_UNIT_ALIGN);
+    assert_int_equal(f->n_expert_slices, 4ull * 32);
+    char out[8192];
+    FILE *mf = fmemopen(out, sizeof out, "w");
+    vt_residency_print(r, b->path, 256, mf);
+    fclose(mf);
+    assert_contains(out, "MTP blocks (nextn, not loaded)");
+    vt_gguf_close(g);
+    vt_registry_close(reg);
+    unsetenv("VT_FAKE_TOTAL_BYTES");
+    unlink(b->path);
+    free(r);
+    free(b);
+}
+
 static void test_fit_slot_classes(void **s)
 {
     (void)s;
@@ -721,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_fit_370gib),
         cmocka_unit_test(test_fit_slot_classes),
+        cmocka_unit_test(test_fit_skips_mtp_block),
         cmocka_unit_test(test_equal_priority_conflict_named),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

@@ -59,11 +59,15 @@ static const char *usage_text =
     "                                              it fits the device (exit 1 when not)\n"
     "  mkmodel   -o FILE [--type T] [--seed S] [--shards N] [--sparse]\n"
     "            T: f32 f16 bf16 (default) q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
-    "            iq4_nl iq4_xs mxfp4, or the mixes q4_k_m q5_k_m (Q6_K output and ffn_down)\n"
+    "            iq4_nl iq4_xs mxfp4, or the mixes q4_k_m q5_k_m (Q6_K output and ffn_down);\n"
+    "            the low-bit iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m iq1_xs iq1_xxs\n"
+    "            iq1_xxxs tq1_0 tq2_0 nvfp4 q1_0 q2_0 (random valid blocks) and the UD mixes\n"
+    "            ud-iq1_xxxs ud-iq2_xs ud-iq1_s\n"
     "            [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
     "            [--n-rot N] [--n-expert N] [--n-expert-used K] [--n-ff-exp N] [--n-ff-shexp N]\n"
     "            [--ssm-d-k N] [--ssm-n-k N] [--ssm-n-v N] [--n-merges N] [--context-length N]\n"
     "            [--n-vocab N] (pad the vocabulary to N tokens) [--arch qwen35moe|gemma4]\n"
+    "            qwen35moe: [--nextn N] (N MTP blocks after the main ones, never run)\n"
     "            gemma4: [--n-ff N] [--head-dim-swa N] [--n-head-kv-full N]\n"
     "            [--sliding-window N] [--shared-kv-layers N] [--n-per-layer P] [--k-eq-v 0|1]\n"
     "            [--double-wide-mlp 0|1] (--n-expert 0: dense; --head-dim, --n-rot: full layers)\n"
@@ -138,6 +142,7 @@ static const struct {
     {"shards", offsetof(vt_mkmodel_params, n_shards), 1, 9999},
     {"mk-threads", offsetof(vt_mkmodel_params, n_threads), 0, 16},
     {"n-vocab", offsetof(vt_mkmodel_params, n_vocab), 0, 1u << 22},
+    {"nextn", offsetof(vt_mkmodel_params, n_nextn), 0, 16}, /* qwen35moe only */
     /* gemma4 only */
     {"head-dim-swa", offsetof(vt_mkmodel_params, head_dim_swa), 2, 4096},
     {"n-head-kv-full", offsetof(vt_mkmodel_params, n_head_kv_full), 0, 4096},

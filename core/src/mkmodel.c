@@ -289,9 +289,12 @@ static uint32_t mk_matrix_type(const vt_mkmodel_params *p, const char *name, int
     if (p->weight_mix == VT_MKMODEL_MIX_K_M &&
         (!strcmp(name, "output.weight") || strstr(name, ".ffn_down")))
         want = VT_TYPE_Q6_K;
+    unsigned il = 0;
+    const int mtp = sscanf(name, "blk.%u.", &il) == 1 && il >= p->n_layer; /* an MTP block */
     if (p->weight_mix == VT_MKMODEL_MIX_UD) {
         if (strstr(name, "_exps."))
-            want = strstr(name, "ffn_down_exps") ? p->exps_down_type : p->weight_type;
+            want = mtp ? VT_TYPE_Q2_K /* the UD files' MTP experts */
+                       : strstr(name, "ffn_down_exps") ? p->exps_down_type : p->weight_type;
         else if (!strcmp(name, "output.weight"))
             want = VT_TYPE_Q6_K;
         else if (!strcmp(name, "token_embd.weight") || strstr(name, ".ssm_") ||
@@ -380,10 +383,19 @@ static void add_tensors(mk *m, uint32_t n_vocab)
     /* §4.1 (the converter writes output first, then token_embd) */
     add(m, "output.weight", wt, 2, E, n_vocab, 1, matrix(E));
     add(m, "token_embd.weight", wt, 2, E, n_vocab, 1, normal(0.0, 1.0));
-    for (uint32_t il = 0; il < p->n_layer && !m->st; il++) {
-        bool full = (il + 1) % p->full_attention_interval == 0;
+    /* the main blocks, then p->n_nextn MTP blocks (full attention, experts and
+     * the nextn.* tensors of llama.cpp's qwen35moe loader) */
+    for (uint32_t il = 0; il < p->n_layer + p->n_nextn && !m->st; il++) {
+        const bool mtp = il >= p->n_layer;
+        bool full = mtp || (il + 1) % p->full_attention_interval == 0;
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%" PRIu32 ".%s", il, suffix), nm)
         add(m, NAME("attn_norm.weight"), F, 1, E, 1, 1, norm_w());
+        if (mtp) {
+            add(m, NAME("nextn.eh_proj.weight"), wt, 2, 2 * E, E, 1, matrix(2 * E));
+            add(m, NAME("nextn.enorm.weight"), F, 1, E, 1, 1, norm_w());
+            add(m, NAME("nextn.hnorm.weight"), F, 1, E, 1, 1, norm_w());
+            add(m, NAME("nextn.shared_head_norm.weight"), F, 1, E, 1, 1, norm_w());
+        }
         if (!full) { /* §4.4 Gated DeltaNet */
             add(m, NAME("ssm_a"), F, 1, nv, 1, 1, (gen){GEN_NEG_UNIFORM, 1.0, 16.0});
             add(m, NAME("ssm_conv1d.weight"), F, 2, p->ssm_d_conv, conv_dim, 1, normal(0.0, 0.3));
@@ -499,6 +511,7 @@ static vt_status check_params(const vt_mkmodel_params *p)
                 p->n_expert <= INT32_MAX,
             "n_embd, n_ff_exp, n_ff_shexp and n_expert must be below 2^31");
     REQUIRE(p->n_layer <= (1u << 20), "n_layer %" PRIu32 " exceeds 2^20", p->n_layer);
+    REQUIRE(p->n_nextn <= 16, "nextn %" PRIu32 " exceeds 16 MTP blocks", p->n_nextn);
     const mk_row rows[] = {
         {"n_embd", p->n_embd},
         {"n_ff_exp (ffn_down_exps rows)", p->n_ff_exp},
@@ -555,7 +568,7 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
     if ((st = vt_gguf_writer_set_str(w, "general.architecture", A)) ||
         (st = vt_gguf_writer_set_str(w, "general.type", "model")) ||
         (st = vt_gguf_writer_set_str(w, "general.name", p->name ? p->name : "vt demo")) ||
-        (st = vt_gguf_writer_set_u32(w, K("block_count"), p->n_layer)) ||
+        (st = vt_gguf_writer_set_u32(w, K("block_count"), p->n_layer + p->n_nextn)) ||
         (st = vt_gguf_writer_set_u32(w, K("context_length"), p->context_length)) ||
         (st = vt_gguf_writer_set_u32(w, K("embedding_length"), p->n_embd)) ||
         (st = vt_gguf_writer_set_u32(w, K("attention.head_count"), p->n_head)) ||
@@ -578,12 +591,13 @@ vt_status vt_mkmodel_qwen35moe(const char *path, const vt_mkmodel_params *params
         (st = vt_gguf_writer_set_u32(w, K("ssm.inner_size"), p->ssm_n_v * p->ssm_d_k)) ||
         (st = vt_gguf_writer_set_u32(w, K("full_attention_interval"), p->full_attention_interval)) ||
         (st = vt_gguf_writer_set_u32(w, K("rope.dimension_count"), p->n_rot)) ||
-        (st = vt_gguf_writer_set_u32(w, "general.quantization_version", 2)))
+        (st = vt_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+        (p->n_nextn && (st = vt_gguf_writer_set_u32(w, K("nextn_predict_layers"), p->n_nextn))))
         goto out;
 #undef K
     uint32_t n_vocab = 0;
     if ((st = mk_bpe_train(&b, p->n_merges, 0)) || (st = mk_add_tokenizer(w, &b, p->n_vocab, &n_vocab))) goto out;
-    st = mk_write(w, p, path, 20 * (size_t)p->n_layer + 3, n_vocab, add_tensors);
+    st = mk_write(w, p, path, 24 * (size_t)(p->n_layer + p->n_nextn) + 3, n_vocab, add_tensors);
 out:
     mk_bpe_free(&b);
     vt_gguf_writer_free(w);
@@ -710,6 +724,7 @@ static vt_status check_params_gemma4(const vt_mkmodel_params *p)
             "n_embd, n_layer, n_head, n_head_kv, head_dim, head_dim_swa, n_ff, "
             "full_attention_interval, context_length and sliding_window must be positive");
     REQUIRE(p->n_layer <= (1u << 20), "n_layer %" PRIu32 " exceeds 2^20", p->n_layer);
+    REQUIRE(p->n_nextn == 0, "nextn (MTP blocks) is a qwen35moe option; gemma4 has none");
     REQUIRE(p->n_embd <= (1u << 20) && p->head_dim <= (1u << 20) && p->head_dim_swa <= (1u << 20) &&
                 p->n_ff <= (1u << 19) && p->n_ff_exp <= (1u << 19) && p->n_per_layer <= (1u << 20) &&
                 p->n_expert <= (1u << 16) && p->n_head <= (1u << 20),

@@ -74,6 +74,12 @@ typedef struct vt_mkmodel_params {
                                     "X.gguf" -> "X-00001-of-0000N.gguf" ..., whole tensors
                                     spread by bytes; open the first. 0 counts as 1 (1) */
     uint32_t n_threads;          /* generator threads, 0 = every online CPU (at most 16) (0) */
+    uint32_t n_nextn;            /* qwen35moe: MTP blocks after the n_layer main ones
+                                    (nextn_predict_layers; block_count n_layer + n_nextn):
+                                    full attention, routed and shared experts and the
+                                    nextn.* tensors, which vt loads but never runs; their
+                                    routed experts are Q2_K under the ud-* mixes, as in the
+                                    published UD files (0) */
     uint32_t n_vocab;            /* vocabulary padded to this many tokens with UNUSED
                                     "<|pad_N|>" tokens (gemma4: "<unusedN>"; real model
                                     sizes: 248320 for Qwen3.5, 262144 for Gemma 4); 0 or

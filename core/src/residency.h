@@ -50,6 +50,8 @@ typedef struct vt_fit {
     /* from the tensor table */
     uint64_t dense_bytes;       /* every tensor that is not a routed-expert stack */
     uint64_t expert_bytes;      /* routed-expert stacks (name contains "_exps") */
+    uint64_t unrun_bytes;       /* the trailing nextn_predict_layers (MTP) blocks, which no
+                                   model runs: in neither figure above, never loaded */
     uint64_t n_expert_tensors;  /* routed-expert stacks */
     uint64_t n_expert_slices;   /* expert slices in all stacks (one slot each) */
     uint64_t slot_bytes;        /* the largest expert slice: one slot */
