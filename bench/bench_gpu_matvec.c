@@ -87,10 +87,17 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {VT_TYPE_BF16, VT_TYPE_F16,  VT_TYPE_Q8_0, VT_TYPE_Q4_0,
                                      VT_TYPE_Q4_1, VT_TYPE_Q5_0, VT_TYPE_Q5_1, VT_TYPE_Q2_K,
                                      VT_TYPE_Q3_K, VT_TYPE_Q4_K, VT_TYPE_Q5_K, VT_TYPE_Q6_K,
-                                     VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4};
+                                     VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4,
+                                     /* the low-bit types (ids 64-66 through mat_mul_ext) */
+                                     VT_TYPE_IQ2_XXS, VT_TYPE_IQ2_XS, VT_TYPE_IQ2_S,
+                                     VT_TYPE_IQ3_XXS, VT_TYPE_IQ3_S, VT_TYPE_IQ1_S, VT_TYPE_IQ1_M,
+                                     VT_TYPE_IQ1_XS, VT_TYPE_IQ1_XXS, VT_TYPE_IQ1_XXXS,
+                                     VT_TYPE_TQ1_0, VT_TYPE_TQ2_0, VT_TYPE_NVFP4, VT_TYPE_Q1_0,
+                                     VT_TYPE_Q2_0};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         uint32_t t = types[k];
-        if (!G->mat_mul[t] || n_in % vt_type_block_size(t)) continue;
+        vt_mat_mul_fn mm = vt_backend_mat_mul_fn(G, t);
+        if (!mm || n_in % vt_type_block_size(t)) continue;
         size_t rb = (size_t)vt_type_row_bytes(t, (uint64_t)n_in), nb = rb * (size_t)n_out;
         uint8_t *hw = malloc(nb);
         if (!hw) return 1;
@@ -106,11 +113,11 @@ int main(int argc, char **argv)
         double us = 0, ms = 0;
         for (int pass = 0; pass < 2; pass++) {
             int T = pass ? 512 : 1, reps = pass ? 3 : 50;
-            G->mat_mul[t](ctx, &wg, x, n_in, y, n_out, T); /* warm */
+            mm(ctx, &wg, x, n_in, y, n_out, T); /* warm */
             G->synchronize(ctx);
             double s0 = now();
             for (int r = 0; r < reps; r++)
-                if (G->mat_mul[t](ctx, &wg, x, n_in, y, n_out, T) != VT_OK) {
+                if (mm(ctx, &wg, x, n_in, y, n_out, T) != VT_OK) {
                     fprintf(stderr, "mat_mul %s: %s\n", vt_type_name(t), err);
                     return 1;
                 }

@@ -781,7 +781,8 @@ static int is_lowbit(uint32_t t)
  * float kernel on qctx too. */
 static int has_int8(uint32_t t)
 {
-    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
+    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q4_0 || t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_0 ||
+           t == VT_TYPE_Q5_1 || t == VT_TYPE_IQ4_NL || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
            t == VT_TYPE_Q6_K || is_lowbit(t);
 }
 
@@ -790,7 +791,7 @@ static int has_int8(uint32_t t)
  * Σ w_i·x_i for the others. The integer sums are exact; the block scales are
  * applied in float32 and the units summed in float32 (lanes, then a shuffle
  * tree), so as in mm_case |Δ| <= 8·sqrt(n_in)·u·(||w_o|| + ||m_o||)·||x̂||,
- * where m is Q4_K's and Q5_K's min term (−dmin·m per element, the row decoded with its
+ * where m is the min term of Q4_1, Q5_1, Q4_K and Q5_K (−dmin·m per element, the row decoded with its
  * codes zeroed), which the kernel scales separately and which may cancel
  * against the code term. nan_at >= 0 puts a NaN at that column: every output
  * must be NaN. */
@@ -800,12 +801,16 @@ static void mm_int8_case(const qtype *q, int64_t n_in, int64_t n_out, int nan_at
     uint8_t *wh = make_weight(q, n_in, n_out, 0, &rb);
     float *wf = ref_rows(q->id, wh, rb, n_in, n_out);
     float *wm = NULL;
-    if (q->id == VT_TYPE_Q4_K || q->id == VT_TYPE_Q5_K) { /* the min terms alone: codes zeroed */
+    /* the min terms alone (codes zeroed from byte `cz` of each block on) */
+    const size_t cz = q->id == VT_TYPE_Q4_K || q->id == VT_TYPE_Q5_K   ? 16
+                      : q->id == VT_TYPE_Q4_1 || q->id == VT_TYPE_Q5_1 ? 4
+                                                                       : 0;
+    if (cz) {
         uint8_t *w0 = malloc(rb * (size_t)n_out);
         assert_non_null(w0);
         memcpy(w0, wh, rb * (size_t)n_out);
         for (size_t b = 0; b < rb * (size_t)n_out / (size_t)q->bytes; b++)
-            memset(w0 + (size_t)q->bytes * b + 16, 0, (size_t)q->bytes - 16);
+            memset(w0 + (size_t)q->bytes * b + cz, 0, (size_t)q->bytes - cz);
         wm = ref_rows(q->id, w0, rb, n_in, n_out);
         free(w0);
     }

@@ -553,7 +553,8 @@ static int is_lowbit(uint32_t t)
 /* The types whose one-token products backend-cuda takes on int8 activations */
 static int int8_type(uint32_t t)
 {
-    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q5_0 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
+    return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q4_0 || t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_0 ||
+           t == VT_TYPE_Q5_1 || t == VT_TYPE_IQ4_NL || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
            t == VT_TYPE_Q6_K || is_lowbit(t);
 }
 
@@ -583,7 +584,7 @@ static void ffn_run(const ffn_case *c)
     side_run(&sb, c, &d, out0, whole, 2, gb);
     /* backend-cpu's fast kernels quantise activations to 8-bit blocks for the
      * block types (their own bound is test_cpu_quant_kernels'), and so does
-     * cuda's decode for Q8_0/Q5_0/Q4_K/Q6_K (test_cuda_quant bounds its
+     * cuda's decode for the types of int8_type (test_cuda_quant bounds its
      * block dots): a loose check here; the GPU's float32 kernels (fctx)
      * get the float32 bound */
     const int rounds = is_cpu || (c->T <= 8 && int8_type(c->tg) && c->tu == c->tg && int8_type(c->td));

@@ -94,7 +94,7 @@ struct vt_backend_ctx {
     void *ahead_stream, *ev_fork, *ev_join;
     int capturing;        /* between graph_begin and graph_end (ops are recorded) */
     int n_sm;             /* the device's multiprocessors (grid sizes of the matvecs) */
-    int int8_dot;         /* one-token matvecs of Q8_0/Q5_0/Q4_K/Q6_K on int8 activations
+    int int8_dot;         /* one-token matvecs of gpu_matvec.cu's types on int8 activations
                              (gpu_matvec.cu); 0 with env VT_GPU_INT8_DOT=0 */
     /* one token's activations rounded to int8 blocks (gpu_qdot.cuh) in xq_dev
      * (VT_GPU_XQ_MAX values), and which activation row they are: xq_src (NULL:
@@ -328,7 +328,7 @@ vt_status vt_gpu_moe_ffn(vt_backend_ctx *ctx, const vt_moe_ffn_args *args);
 /* ---- gpu_matvec.cu: one-token matvecs on int8 activations (gpu_qdot.cuh) ---- */
 
 /* y[n_out] = W · x for one token x [n_in] when ctx->int8_dot, w's type is
- * Q8_0, Q5_0, Q4_K, Q5_K, Q6_K or a low-bit type (gpu_matvec.cu's MQ_TYPES)
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K or a low-bit type (MQ_TYPES)
  * and n_in fits the shared memory (~39k values): returns 1 with *st the
  * launch status; 0 (nothing launched) otherwise. */
 int vt_gpu_mmq_vec(vt_backend_ctx *ctx, const vt_weight *w, const float *x, float *y,

@@ -2,7 +2,8 @@
  * gpu_matvec.cu - backend-cuda's (and backend-rocm's) one-token matvecs on
  * int8 activations (gpu_qdot.cuh: the scheme, the per-type block dots):
  * mat_mul with one token, and moe_ffn's decode kernels, for the weight types
- * Q8_0, Q5_0, Q4_K, Q5_K, Q6_K and the low-bit types (MQ_TYPES). Other types,
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K and the low-bit types
+ * (MQ_TYPES). Other types,
  * and contexts made with
  * VT_GPU_INT8_DOT=0, take the float kernels (exact dequantisation, float
  * activations) of gpu_ops.cu / gpu_moe.cu.
@@ -88,7 +89,8 @@ k_mmq_vec(const uint8_t *__restrict__ w, size_t rb, int n_in, int64_t n_out,
 
 /* The types with int8 kernels (a Qi<T> in gpu_qdot.cuh) */
 #define MQ_TYPES(X)                                                                                \
-    X(Q8_0, q8_0) X(Q5_0, q5_0) X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) VT_GPU_LOWBIT_TYPES(X)
+    X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(IQ4_NL, iq4_nl)      \
+    X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) VT_GPU_LOWBIT_TYPES(X)
 
 static int mq_type_ok(uint32_t t)
 {
@@ -103,11 +105,13 @@ static int mq_unit(uint32_t t)
     return t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K || t == VT_TYPE_Q6_K ? 64 : 32;
 }
 
-/* The data the kernels of type t can read: Q4_K and Q5_K as 32-bit words,
- * NVFP4 (36-byte blocks, no 16-bit field) as bytes, the rest as 16-bit words. */
+/* The data the kernels of type t can read: Q4_1, Q5_1, Q4_K and Q5_K as
+ * 32-bit words, NVFP4 (36-byte blocks, no 16-bit field) as bytes, the rest as
+ * 16-bit words. */
 static int mq_aligned(uint32_t t, const void *data, size_t rb)
 {
-    if (t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K) return (uintptr_t)data % 4 == 0 && rb % 4 == 0;
+    if (t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_1 || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K)
+        return (uintptr_t)data % 4 == 0 && rb % 4 == 0;
     if (t == VT_TYPE_NVFP4) return 1;
     return (uintptr_t)data % 2 == 0 && rb % 2 == 0;
 }

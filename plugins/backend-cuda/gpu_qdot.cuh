@@ -16,7 +16,8 @@
  *    float32.
  * One "unit" is what one thread reads in one step: 64 values (a quarter of a
  * 256-value super-block) for Q4_K, Q5_K and Q6_K, one 32-value block for Q8_0,
- * Q5_0 and the low-bit types (gpu_lowbit.cuh; four 8-value groups). Qi<T>::dot(row, u, xq, xd, xs) returns unit u's Σ w·x̂ in float.
+ * Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and the low-bit types (gpu_lowbit.cuh; four
+ * 8-value groups). Qi<T>::dot(row, u, xq, xd, xs) returns unit u's Σ w·x̂ in float.
  *
  * Layouts (gguf.md §6): Q8_0 d f16 | qs int8[32]; Q5_0 d f16 | qh u32 |
  * qs u8[16] (byte j: element j low nibble, j+16 high, fifth bits in qh);
@@ -214,6 +215,85 @@ template <> struct Qi<VT_TYPE_Q5_0> {
             acc = qd_dp4a((int)qd_sub_bytes(hi, 0x10101010u), X[4 + i], acc);
         }
         return d * xd[u] * (float)acc;
+    }
+};
+
+/* Q4_0: unit = block u, 32 values, codes q − 8 (byte j: element j low
+ * nibble, j+16 high) */
+template <> struct Qi<VT_TYPE_Q4_0> {
+    enum { ok = 1, UNIT = 32 };
+    static __device__ __forceinline__ float dot(const uint8_t *row, int u, const int8_t *xq,
+                                                const float *xd, const float *xs)
+    {
+        (void)xs;
+        const uint8_t *b = row + 18 * (size_t)u;
+        uint32_t w[4];
+        qd_words<4>(b + 2, w);
+        const int *X = (const int *)(xq + 32 * u);
+        int acc = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            acc = qd_dp4a((int)qd_sub_bytes(w[i] & 0x0F0F0F0Fu, 0x08080808u), X[i], acc);
+            acc = qd_dp4a((int)qd_sub_bytes((w[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u), X[4 + i], acc);
+        }
+        return f16_to_f32(ld16(b)) * xd[u] * (float)acc;
+    }
+};
+
+/* Q4_1 (d, m f16 | qs u8[16], 20 bytes) and Q5_1 (d, m | qh u32 | qs, 24
+ * bytes), read as 32-bit words (4-byte aligned): d·q + m, so Σ w·x̂ =
+ * d·d_x·Σ q·q_x + m·s_x */
+template <int QH> struct QiQ1 {
+    enum { ok = 1, UNIT = 32 };
+    static __device__ __forceinline__ float dot(const uint8_t *row, int u, const int8_t *xq,
+                                                const float *xd, const float *xs)
+    {
+        const uint32_t *bw = (const uint32_t *)(row + (QH ? 24 : 20) * (size_t)u);
+        const uint32_t dm = bw[0], qh = QH ? bw[1] : 0u;
+        const uint32_t *qs = bw + (QH ? 2 : 1);
+        const int *X = (const int *)(xq + 32 * u);
+        int acc = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t q = qs[i];
+            const uint32_t lo = (q & 0x0F0F0F0Fu) | (QH ? qd_bit4(qh >> (4 * i)) : 0u);
+            const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | (QH ? qd_bit4(qh >> (16 + 4 * i)) : 0u);
+            acc = qd_dp4a((int)lo, X[i], acc);
+            acc = qd_dp4a((int)hi, X[4 + i], acc);
+        }
+        return f16_to_f32(dm & 0xFFFFu) * xd[u] * (float)acc + f16_to_f32(dm >> 16) * xs[u];
+    }
+};
+template <> struct Qi<VT_TYPE_Q4_1> : QiQ1<0> {};
+template <> struct Qi<VT_TYPE_Q5_1> : QiQ1<1> {};
+
+/* IQ4_NL: unit = block u, codes K[q] (iq4_value's table), four at a time:
+ * two byte permutes over the table's halves, chosen per byte by bit 3 */
+static __device__ __forceinline__ uint32_t qd_iq4_lookup(uint32_t v) /* 4 bytes, each 0..15 */
+{
+    const uint32_t sel = (v & 0x7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
+    const uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, sel); /* K[0..7] */
+    const uint32_t hi = __byte_perm(0x26190D01u, 0x71594535u, sel); /* K[8..15] */
+    const uint32_t m = ((v >> 3) & 0x01010101u) * 0xFFu;
+    return (lo & ~m) | (hi & m);
+}
+template <> struct Qi<VT_TYPE_IQ4_NL> {
+    enum { ok = 1, UNIT = 32 };
+    static __device__ __forceinline__ float dot(const uint8_t *row, int u, const int8_t *xq,
+                                                const float *xd, const float *xs)
+    {
+        (void)xs;
+        const uint8_t *b = row + 18 * (size_t)u;
+        uint32_t w[4];
+        qd_words<4>(b + 2, w);
+        const int *X = (const int *)(xq + 32 * u);
+        int acc = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            acc = qd_dp4a((int)qd_iq4_lookup(w[i] & 0x0F0F0F0Fu), X[i], acc);
+            acc = qd_dp4a((int)qd_iq4_lookup((w[i] >> 4) & 0x0F0F0F0Fu), X[4 + i], acc);
+        }
+        return f16_to_f32(ld16(b)) * xd[u] * (float)acc;
     }
 };
 
