@@ -493,10 +493,6 @@ static void test_fit_370gib(void **s)
     unsetenv("VT_FAKE_TOTAL_BYTES");
 }
 
-/* Slot classes (expert_cache.slot_classes: auto): a Q4_K_M tensor table whose
- * ffn_down slices are Q6_K in some layers and Q4_K in the others. The
- * expected classes are counted here from the tensor table (each routed
- * stack's slice size and layer), not from the fit. */
 /* A file with an MTP block (nextn_predict_layers 1, the ud-iq1_xxxs mix:
  * IQ1_XXXS experts, the MTP block's Q2_K, as in the published UD files): no
  * model runs that block, so its tensors are neither dense weights nor
@@ -567,6 +563,17 @@ static void test_fit_skips_mtp_block(void **s)
     vt_residency_print(r, b->path, 256, mf);
     fclose(mf);
     assert_contains(out, "MTP blocks (nextn, not loaded)");
+    /* matrix slots with classes: every class is a main block's IQ1_XXXS
+     * slice (gate/up and down have one size here), none the MTP's Q2_K */
+    set(&cfg, "fake.expert_cache.slot_unit", "matrix");
+    set(&cfg, "fake.expert_cache.slot_classes", "auto");
+    if (vt_residency_select(&cfg, reg, g, "fake", r) != VT_OK) fail_msg("%s", vt_last_error());
+    if (vt_residency_fit(r, g, ok, fr, tot, 256, 32) != VT_OK) fail_msg("%s", r->fit.verdict);
+    const vt_gguf_tensor *main_gate = vt_gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight");
+    const uint64_t slice = main_gate->nbytes / (uint64_t)main_gate->ne[2];
+    assert_int_equal(f->slot_bytes, slice);
+    assert_int_equal(f->n_classes, 0); /* one slice size: no classes */
+    assert_int_equal(f->n_expert_slices, 4ull * 3 * 32);
     vt_gguf_close(g);
     vt_registry_close(reg);
     unsetenv("VT_FAKE_TOTAL_BYTES");
@@ -575,6 +582,10 @@ static void test_fit_skips_mtp_block(void **s)
     free(b);
 }
 
+/* Slot classes (expert_cache.slot_classes: auto): a Q4_K_M tensor table whose
+ * ffn_down slices are Q6_K in some layers and Q4_K in the others. The
+ * expected classes are counted here from the tensor table (each routed
+ * stack's slice size and layer), not from the fit. */
 static void test_fit_slot_classes(void **s)
 {
     (void)s;

@@ -37,6 +37,7 @@ static int cmp_double(const void *a, const void *b)
  * token embedding (one row, unless it doubles as the LM head). Decode of a
  * memory-bound engine is this many bytes per token, so bytes × tokens/s is
  * the bandwidth the decode reached, to compare with what the memory gives.
+ * The MTP blocks no model runs (vt_gguf_first_unrun_block) are left out.
  */
 static double decode_bytes_per_token(const vt_gguf *g)
 {
@@ -48,10 +49,11 @@ static double decode_bytes_per_token(const vt_gguf *g)
         if (vt_gguf_get_u32(g, key, &used) != VT_OK) used = 0;
     }
     int tied = vt_gguf_find_tensor(g, "output.weight") == NULL;
+    const long run_end = vt_gguf_first_unrun_block(g);
     double sum = 0.0;
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
-        if (!t) continue;
+        if (!t || vt_gguf_block_of(t->name) >= run_end) continue;
         double b = (double)t->nbytes;
         if (vt_gguf_is_routed_expert(t) && t->ne[2] > 0)
             b = b * (double)used / (double)t->ne[2];

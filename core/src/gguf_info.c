@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -20,6 +22,27 @@
 int vt_gguf_is_routed_expert(const vt_gguf_tensor *t)
 {
     return t && t->name && strstr(t->name, "_exps") != NULL && t->n_dims >= 3;
+}
+
+long vt_gguf_block_of(const char *name)
+{
+    if (!name || strncmp(name, "blk.", 4)) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    return (end != name + 4 && *end == '.' && l >= 0) ? l : -1;
+}
+
+long vt_gguf_first_unrun_block(const vt_gguf *g)
+{
+    vt_gguf_str arch;
+    uint32_t n_block = 0, n_nextn = 0;
+    char key[160];
+    if (vt_gguf_get_str(g, "general.architecture", &arch) != VT_OK) return LONG_MAX;
+    snprintf(key, sizeof key, "%s.nextn_predict_layers", arch.ptr);
+    if (vt_gguf_get_u32(g, key, &n_nextn) != VT_OK || n_nextn == 0) return LONG_MAX;
+    snprintf(key, sizeof key, "%s.block_count", arch.ptr);
+    if (vt_gguf_get_u32(g, key, &n_block) != VT_OK || n_nextn >= n_block) return LONG_MAX;
+    return (long)(n_block - n_nextn);
 }
 
 static uint64_t n_elements(const vt_gguf_tensor *t)

@@ -36,4 +36,18 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f);
  */
 int vt_gguf_is_routed_expert(const vt_gguf_tensor *t);
 
+/* The block index N of a tensor named "blk.N....", or -1 for another name. */
+long vt_gguf_block_of(const char *name);
+
+/*
+ * The first block no model runs: block_count − nextn_predict_layers of
+ * general.architecture, the multi-token-prediction blocks at the end of
+ * Qwen3.5/3.6 (and DeepSeek-style) files, which the qwen35 plugin skips
+ * without loading anything of them; LONG_MAX when the file has none (no such
+ * key, 0, or not below block_count). The fit check and `vt bench`'s bytes
+ * per token leave tensors of blocks >= it out. A model plugin that ran MTP
+ * blocks would need the fit to count them again.
+ */
+long vt_gguf_first_unrun_block(const vt_gguf *g);
+
 #endif

@@ -304,37 +304,10 @@ static vt_status slot_cost(const vt_residency *r, uint64_t bytes, int unified, u
     return VT_OK;
 }
 
-/* The layer number of "blk.N.…", or -1. */
-static long layer_of(const char *name)
-{
-    if (strncmp(name, "blk.", 4)) return -1;
-    char *end;
-    long l = strtol(name + 4, &end, 10);
-    return (end != name + 4 && *end == '.' && l >= 0) ? l : -1;
-}
-
-/* The first block no model plugin runs: block_count − nextn_predict_layers
- * of general.architecture (the multi-token-prediction blocks at the end of
- * Qwen3.5/3.6 and DeepSeek-style files, which vt loads nothing of: the
- * model plugins skip them), LONG_MAX when the file has none. Their tensors
- * count neither as dense weights nor as experts (no slot is sized by them). */
-static long first_unrun_block(const vt_gguf *g)
-{
-    vt_gguf_str arch;
-    uint32_t n_block = 0, n_nextn = 0;
-    char key[160];
-    if (vt_gguf_get_str(g, "general.architecture", &arch) != VT_OK) return LONG_MAX;
-    snprintf(key, sizeof key, "%s.nextn_predict_layers", arch.ptr);
-    if (vt_gguf_get_u32(g, key, &n_nextn) != VT_OK || n_nextn == 0) return LONG_MAX;
-    snprintf(key, sizeof key, "%s.block_count", arch.ptr);
-    if (vt_gguf_get_u32(g, key, &n_block) != VT_OK || n_nextn >= n_block) return LONG_MAX;
-    return (long)(n_block - n_nextn);
-}
-
 /* a routed-expert stack of a block that runs */
 static int is_run_expert(const vt_gguf_tensor *t, long run_end)
 {
-    return vt_gguf_is_routed_expert(t) && layer_of(t->name) < run_end;
+    return vt_gguf_is_routed_expert(t) && vt_gguf_block_of(t->name) < run_end;
 }
 
 /*
@@ -359,11 +332,11 @@ static int is_run_expert(const vt_gguf_tensor *t, long run_end)
 static int layer_units(const vt_gguf *g, uint64_t *unit, uint64_t *n_exp)
 {
     int mixed = 0;
-    const long run_end = first_unrun_block(g);
+    const long run_end = vt_gguf_first_unrun_block(g);
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         if (!is_run_expert(t, run_end)) continue;
-        long l = layer_of(t->name);
+        long l = vt_gguf_block_of(t->name);
         if (l < 0 || l >= 65536) l = 65535;
         uint64_t ne = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
         unit[l] = add_sat(unit[l], UNIT_ALIGN(t->nbytes / ne));
@@ -380,7 +353,7 @@ int vt_residency_slot_unit_expert(const vt_config_platform *plat)
 
 void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
 {
-    const long run_end = first_unrun_block(g);
+    const long run_end = vt_gguf_first_unrun_block(g);
     uint64_t size[MAX_SLICE_SIZES], count[MAX_SLICE_SIZES];
     uint32_t n = 0;
     f->n_classes = 0;
@@ -469,17 +442,17 @@ void vt_residency_slot_classes(vt_fit *f, const vt_gguf *g)
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         if (!is_run_expert(t, run_end)) continue;
-        long l = layer_of(t->name);
+        long l = vt_gguf_block_of(t->name);
         int first = 1;
         for (int64_t k = 0; k < i && first; k++) {
             const vt_gguf_tensor *u = vt_gguf_tensor_at(g, k);
-            first = !(is_run_expert(u, run_end) && layer_of(u->name) == l);
+            first = !(is_run_expert(u, run_end) && vt_gguf_block_of(u->name) == l);
         }
         if (!first) continue; /* the layer was counted at its first stack */
         uint64_t per[VT_STORE_MAX_CLASSES] = {0};
         for (int64_t k = i; k < vt_gguf_n_tensors(g); k++) {
             const vt_gguf_tensor *u = vt_gguf_tensor_at(g, k);
-            if (!is_run_expert(u, run_end) || layer_of(u->name) != l) continue;
+            if (!is_run_expert(u, run_end) || vt_gguf_block_of(u->name) != l) continue;
             uint64_t n_exp = u->n_dims >= 3 && u->ne[2] > 0 ? (uint64_t)u->ne[2] : 1;
             uint32_t c = 0;
             while (c + 1 < n && f->class_bytes[c] < u->nbytes / n_exp) c++;
@@ -510,10 +483,10 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         vt_set_error("out of memory: fit check layer table (65536 bytes)");
         return VT_ERR_OUT_OF_MEMORY;
     }
-    const long run_end = first_unrun_block(g);
+    const long run_end = vt_gguf_first_unrun_block(g);
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
-        if (layer_of(t->name) >= run_end) { /* an MTP block: never loaded */
+        if (vt_gguf_block_of(t->name) >= run_end) { /* an MTP block: never loaded */
             f->unrun_bytes = add_sat(f->unrun_bytes, t->nbytes);
             continue;
         }
@@ -526,7 +499,7 @@ vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint
         uint64_t n_exp = t->n_dims >= 3 && t->ne[2] > 0 ? (uint64_t)t->ne[2] : 1;
         f->n_expert_slices = add_sat(f->n_expert_slices, n_exp);
         if (t->nbytes / n_exp > f->slot_bytes) f->slot_bytes = t->nbytes / n_exp;
-        long l = layer_of(t->name);
+        long l = vt_gguf_block_of(t->name);
         if (l >= 0 && l < 65536 && !seen[l]) {
             seen[l] = 1;
             n_layers_exp++;

@@ -81,9 +81,10 @@ static inline vt_status launched_into(vt_backend_ctx *ctx, const char *op, const
  * therefore equal vt_cpu_dequant_row's bit for bit (tests/test_cuda_quant.c
  * checks the quant-zoo fixture on the device).
  *
- * The decoders are __host__ __device__, so that a host program can compare
- * them with the reference; on the host the same expressions are plain float
- * operations.
+ * The decoders here are __host__ __device__, so that a host program can
+ * compare them with the reference; on the host the same expressions are
+ * plain float operations. (gpu_lowbit.cuh's are device-only: they read the
+ * grids from device memory.)
  *
  * A quantised type T is described by QT<T>: QK values in BYTES bytes per
  * block, and the alignment ALIGN of the weight data it needs (the decoders

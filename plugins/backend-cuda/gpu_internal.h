@@ -360,7 +360,8 @@ void vt_gpu_attn_reserve(vt_backend_ctx *ctx);
 
 /* ---- gpu_mma.cu: moe_ffn's prefill GEMMs of block-type weights on tensor cores ---- */
 
-/* y = A · Wᵀ with W of a block type (Q4_0 .. MXFP4, not F32/F16/BF16), TF32
+/* y = A · Wᵀ with W of a block type (VT_GPU_BLOCK_TYPES and VT_GPU_EXT_TYPES,
+ * not F32/F16/BF16), TF32
  * inputs and float32 accumulation (gpu_mma.cu states the error bound), over
  * moe_ffn's pairs sorted by expert (sorted, off, tiles from k_moe_sort over
  * tiles of VT_GPU_TC_BM_MOE pairs; max_tiles bounds tiles[n_expert]; n_rows

@@ -14,7 +14,7 @@
  * step: every value is sc · q with sc a float computed in the same order and
  * q a small integer, each product exact in float32 (cpu_lowbit.c's header
  * says why), so the values equal vt_cpu_dequant_row's and ggml's bit for bit
- * (tests/test_cuda_lowbit.c checks the quant-zoo-2 fixture on the device).
+ * (tests/test_cuda_quant.c checks the quant-zoo-2 fixture on the device).
  *
  * Groups: for every type here group g of a block is its elements 8g .. 8g+7
  * (e0 = 8g, e1 = 8g + 4), so elem(b, i) is value i & 7 of group i / 8. Within

@@ -9,8 +9,8 @@
  * Arithmetic, op by op, against backend-cpu's scalar reference
  * (plugins/backend-cpu/cpu_kernels_scalar.c):
  *  - weights: F32, F16, BF16 and the block types Q4_0, Q4_1, Q5_0, Q5_1,
- *    Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 are decoded
- *    exactly to float32, bit for bit as backend-cpu's reference dequantiser
+ *    Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and the
+ *    low-bit types of gpu_lowbit.cuh are decoded exactly to float32, bit for bit as backend-cpu's reference dequantiser
  *    (plugins/backend-cpu/cpu_dequant.c) does: see "weight decoding" below.
  *  - mat_mul: float32 products, float32 accumulation. Up to
  *    VT_GPU_MM_VEC_MAX tokens (decode): one warp per output row (block

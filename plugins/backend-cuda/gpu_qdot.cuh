@@ -22,10 +22,12 @@
  * Layouts (gguf.md §6): Q8_0 d f16 | qs int8[32]; Q5_0 d f16 | qh u32 |
  * qs u8[16] (byte j: element j low nibble, j+16 high, fifth bits in qh);
  * Q4_K d, dmin f16 | scales u8[12] | qs u8[128]; Q6_K ql u8[128] | qh u8[64] |
- * scales int8[16] | d f16. Q4_K blocks (144 bytes) are read as 32-bit
- * words (4-byte aligned data, as every Q4_K kernel needs); Q8_0, Q5_0 and
- * Q6_K blocks sit at 2-byte boundaries and are read as aligned 32-bit words joined by a funnel
- * shift, never past their block.
+ * scales int8[16] | d f16; the others beside their Qi below. Q4_1, Q5_1,
+ * Q4_K and Q5_K blocks (20, 24, 144, 176 bytes) are read as 32-bit words
+ * (4-byte aligned data, as every kernel of those types needs); Q8_0, Q4_0,
+ * Q5_0, IQ4_NL and Q6_K blocks sit at 2-byte boundaries and are read as
+ * aligned 32-bit words joined by a funnel shift (qd_words), never past their
+ * block; the low-bit types through their QT<T>::igroup byte and 16-bit loads.
  */
 #ifndef VT_GPU_QDOT_CUH
 #define VT_GPU_QDOT_CUH
