@@ -364,6 +364,46 @@ static void test_group_sums(void **state)
 #endif
 }
 
+/* The kernels' low-bit decoders (cpu_lowbit_avx2.c's where the CPU has AVX2)
+ * give the plain decoders' integers and scales bit for bit, on valid blocks
+ * of three scale ranges and on fully random bytes. */
+static void test_lowbit_decoders(void **state)
+{
+    (void)state;
+    tc_rng rng = {4711};
+    int n_fast = 0;
+    for (size_t ti = 0; ti < TQB_N_LOWBIT; ti++) {
+        const uint32_t type = tqb_lowbit_types[ti];
+        vt_cpu_lowbit_int_fn plain = vt_cpu_lowbit_int(type, 0), fast = vt_cpu_lowbit_int(type, 1);
+        assert_non_null(plain);
+        assert_non_null(fast);
+        n_fast += fast != plain;
+        const int bs = (int)vt_type_block_size(type), ts = (int)vt_type_size(type);
+        enum { ROWS = 64 };
+        uint8_t *w = malloc((size_t)ts * ROWS);
+        assert_non_null(w);
+        for (int pass = 0; pass < 4; pass++) {
+            if (pass < 3) {
+                tqb_fill(type, w, ROWS, bs, 100 + ti * 4 + (uint64_t)pass, -14 + 8 * pass);
+            } else {
+                for (int i = 0; i < ts * ROWS; i++) w[i] = (uint8_t)(tc_unif(&rng, 0, 1) * 256);
+            }
+            for (int r = 0; r < ROWS; r++) {
+                int8_t qa[256], qb[256];
+                float sa[16], sb[16];
+                plain(w + (size_t)r * ts, qa, sa);
+                fast(w + (size_t)r * ts, qb, sb);
+                if (memcmp(qa, qb, (size_t)bs) || memcmp(sa, sb, sizeof(float) * (size_t)(bs / 16)))
+                    fail_msg("%s: the kernels' decoder differs from the plain one (pass %d, block %d)",
+                             vt_type_name(type), pass, r);
+            }
+        }
+        free(w);
+    }
+    fprintf(stderr, "  low-bit decoders: %d types with their own kernel decoder, equal to the plain "
+            "ones\n", n_fast);
+}
+
 /* The float path's fast dequantisation equals the reference bit for bit. */
 static void test_fast_dequant(void **state)
 {
@@ -438,7 +478,8 @@ int main(void)
         cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
         cmocka_unit_test(test_partial_blocks), cmocka_unit_test(test_fast_dequant),
         cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_lowbit_batch_invariant), cmocka_unit_test(test_group_sums),      cmocka_unit_test(test_scalar),
+        cmocka_unit_test(test_lowbit_batch_invariant), cmocka_unit_test(test_group_sums),
+        cmocka_unit_test(test_lowbit_decoders),       cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx2w16),
     };

@@ -297,6 +297,17 @@ typedef void (*vt_cpu_lowbit_mm_fn)(const uint8_t *w, size_t rb, int64_t n_in,
                                     int64_t n_rows);
 /* The low-bit type's several-token kernel, or NULL for any other type. */
 vt_cpu_lowbit_mm_fn vt_cpu_lowbit_mm(uint32_t type);
+/* A low-bit decoder: one block of the type at b into q[block size] integers
+ * and sc[block size / 16] scales, value i = sc[i / 16] · q[i] exactly. */
+typedef void (*vt_cpu_lowbit_int_fn)(const uint8_t *b, int8_t *q, float *sc);
+/* The type's plain C decoder (fast 0: the reference's), or the one its
+ * kernels use (fast 1: cpu_lowbit_avx2.c's where the CPU has AVX2 and the
+ * type has one, else the plain one); NULL for a type that is not low-bit. */
+vt_cpu_lowbit_int_fn vt_cpu_lowbit_int(uint32_t type, int fast);
+/* cpu_lowbit_avx2.c: the AVX2 decoder of IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS or
+ * IQ3_S (same q and sc as the plain one), NULL for another type or without
+ * x86-64; the caller checks the CPU for AVX2. */
+vt_cpu_lowbit_int_fn vt_cpu_lowbit_int_avx2(uint32_t type);
 #define VT_CPU_LOWBIT_DOT_INIT(T, n) [VT_TYPE_##T] = vt_cpu_dot_##n,
 #define VT_CPU_LOWBIT_DOTS VT_CPU_LOWBIT_TYPES(VT_CPU_LOWBIT_DOT_INIT)
 

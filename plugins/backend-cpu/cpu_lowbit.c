@@ -347,11 +347,9 @@ static void int_q2_0(const uint8_t *b, int8_t *q, float *sc)
 
 /* ---- per type: the decoder, and from it dequantisation and the int8 dot ---- */
 
-/* One block of type at b: q[block_size] integers, sc[block_size / 16] scales. */
-typedef void (*int_block_fn)(const uint8_t *b, int8_t *q, float *sc);
 
 /* y = sc · q for one block of bs values */
-static inline void deq_from_int(int_block_fn f, int bs, const uint8_t *b, float *y)
+static inline void deq_from_int(vt_cpu_lowbit_int_fn f, int bs, const uint8_t *b, float *y)
 {
     int8_t q[256];
     float sc[16];
@@ -406,15 +404,7 @@ __attribute__((target("avx2"))) void vt_cpu_group_sums_avx2(const int8_t *q, con
 
 static vt_cpu_group_sums_fn group_sums = vt_cpu_group_sums_c;
 
-__attribute__((constructor)) static void group_sums_init(void)
-{
-#if defined(__x86_64__)
-    __builtin_cpu_init(); /* a constructor may run before libgcc's own */
-    if (__builtin_cpu_supports("avx2")) group_sums = vt_cpu_group_sums_avx2;
-#endif
-}
-
-static inline void mm_from_int(int_block_fn f, int bs, int ts, const uint8_t *w, size_t rb,
+static inline void mm_from_int(vt_cpu_lowbit_int_fn f, int bs, int ts, const uint8_t *w, size_t rb,
                                int64_t n_in, const vt_cpu_xq *x, int64_t n_tok, float *y,
                                int64_t ldy, int64_t n_rows)
 {
@@ -441,7 +431,13 @@ static inline void mm_from_int(int_block_fn f, int bs, int ts, const uint8_t *w,
     }
 }
 
-/* A type's three kernels from its decoder (block geometry from vt/types.h) */
+/* The decoder each type's kernels use: the plain one, or (lowbit_init) an
+ * AVX2 one of cpu_lowbit_avx2.c where the CPU has AVX2 */
+static vt_cpu_lowbit_int_fn kernel_dec[VT_TYPE_COUNT];
+
+/* A type's three kernels from its decoder (block geometry from vt/types.h):
+ * the dequantisation (the reference) with the plain decoder, the dot
+ * products with kernel_dec's */
 #define LOWBIT_BS(T) ((int)vt_type_block_size(VT_TYPE_##T))
 #define LOWBIT_TS(T) ((int)vt_type_size(VT_TYPE_##T))
 #define LOWBIT_TYPE(T, NAME)                                                                   \
@@ -452,13 +448,14 @@ static inline void mm_from_int(int_block_fn f, int bs, int ts, const uint8_t *w,
     void vt_cpu_dot_##NAME(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,     \
                            float *y, int64_t n_rows)                                           \
     {                                                                                          \
-        mm_from_int(int_##NAME, LOWBIT_BS(T), LOWBIT_TS(T), w, rb, n_in, x, 1, y, 1, n_rows);  \
+        mm_from_int(kernel_dec[VT_TYPE_##T], LOWBIT_BS(T), LOWBIT_TS(T), w, rb, n_in, x, 1, y, \
+                    1, n_rows);                                                                \
     }                                                                                          \
     static void mm_##NAME(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,      \
                           int64_t n_tok, float *y, int64_t ldy, int64_t n_rows)                \
     {                                                                                          \
-        mm_from_int(int_##NAME, LOWBIT_BS(T), LOWBIT_TS(T), w, rb, n_in, x, n_tok, y, ldy,     \
-                    n_rows);                                                                   \
+        mm_from_int(kernel_dec[VT_TYPE_##T], LOWBIT_BS(T), LOWBIT_TS(T), w, rb, n_in, x,       \
+                    n_tok, y, ldy, n_rows);                                                    \
     }
 VT_CPU_LOWBIT_TYPES(LOWBIT_TYPE)
 #undef LOWBIT_TYPE
@@ -472,6 +469,33 @@ vt_cpu_deq_block_fn vt_cpu_lowbit_block_fn(uint32_t type)
 #undef DEQ_CASE
     default: return NULL;
     }
+}
+
+vt_cpu_lowbit_int_fn vt_cpu_lowbit_int(uint32_t type, int fast)
+{
+    switch (type) {
+#define INT_CASE(T, n)                                                                         \
+    case VT_TYPE_##T: return fast ? kernel_dec[VT_TYPE_##T] : int_##n;
+        VT_CPU_LOWBIT_TYPES(INT_CASE)
+#undef INT_CASE
+    default: return NULL;
+    }
+}
+
+/* the integer sums and the kernels' decoders, by what the CPU has */
+__attribute__((constructor)) static void lowbit_init(void)
+{
+#define DEC_INIT(T, n) kernel_dec[VT_TYPE_##T] = int_##n;
+    VT_CPU_LOWBIT_TYPES(DEC_INIT)
+#undef DEC_INIT
+#if defined(__x86_64__)
+    __builtin_cpu_init(); /* a constructor may run before libgcc's own */
+    if (__builtin_cpu_supports("avx2")) {
+        group_sums = vt_cpu_group_sums_avx2;
+        for (uint32_t t = 0; t < VT_TYPE_COUNT; t++)
+            if (vt_cpu_lowbit_int_avx2(t)) kernel_dec[t] = vt_cpu_lowbit_int_avx2(t);
+    }
+#endif
 }
 
 vt_cpu_lowbit_mm_fn vt_cpu_lowbit_mm(uint32_t type)
