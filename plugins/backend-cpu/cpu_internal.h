@@ -308,6 +308,15 @@ vt_cpu_lowbit_int_fn vt_cpu_lowbit_int(uint32_t type, int fast);
  * IQ3_S (same q and sc as the plain one), NULL for another type or without
  * x86-64; the caller checks the CPU for AVX2. */
 vt_cpu_lowbit_int_fn vt_cpu_lowbit_int_avx2(uint32_t type);
+#if defined(__x86_64__)
+/* cpu_lowbit_avx2.c: the several-token product of a 256-value low-bit type
+ * (blocks of ts bytes decoded by dec) with AVX2 + FMA, the caller having
+ * checked for both: vt_cpu_lowbit_mm_fn's contract, each token's result
+ * independent of n_tok (<= VT_CPU_MM_TOK_CHUNK). */
+void vt_cpu_lowbit_mm256_avx2(vt_cpu_lowbit_int_fn dec, int ts, const uint8_t *w, size_t rb,
+                              int64_t n_in, const vt_cpu_xq *x, int64_t n_tok, float *y,
+                              int64_t ldy, int64_t n_rows);
+#endif
 #define VT_CPU_LOWBIT_DOT_INIT(T, n) [VT_TYPE_##T] = vt_cpu_dot_##n,
 #define VT_CPU_LOWBIT_DOTS VT_CPU_LOWBIT_TYPES(VT_CPU_LOWBIT_DOT_INIT)
 

@@ -404,10 +404,21 @@ __attribute__((target("avx2"))) void vt_cpu_group_sums_avx2(const int8_t *q, con
 
 static vt_cpu_group_sums_fn group_sums = vt_cpu_group_sums_c;
 
+#if defined(__x86_64__)
+/* 1 when the 256-value types take vt_cpu_lowbit_mm256_avx2 (AVX2 and FMA) */
+static int mm256_avx2;
+#endif
+
 static inline void mm_from_int(vt_cpu_lowbit_int_fn f, int bs, int ts, const uint8_t *w, size_t rb,
                                int64_t n_in, const vt_cpu_xq *x, int64_t n_tok, float *y,
                                int64_t ldy, int64_t n_rows)
 {
+#if defined(__x86_64__)
+    if (bs == 256 && mm256_avx2) {
+        vt_cpu_lowbit_mm256_avx2(f, ts, w, rb, n_in, x, n_tok, y, ldy, n_rows);
+        return;
+    }
+#endif
     int8_t q[256];
     float sc[16], acc[VT_CPU_MM_TOK_CHUNK][4];
     for (int64_t r = 0; r < n_rows; r++) {
@@ -492,6 +503,7 @@ __attribute__((constructor)) static void lowbit_init(void)
     __builtin_cpu_init(); /* a constructor may run before libgcc's own */
     if (__builtin_cpu_supports("avx2")) {
         group_sums = vt_cpu_group_sums_avx2;
+        mm256_avx2 = __builtin_cpu_supports("fma");
         for (uint32_t t = 0; t < VT_TYPE_COUNT; t++)
             if (vt_cpu_lowbit_int_avx2(t)) kernel_dec[t] = vt_cpu_lowbit_int_avx2(t);
     }

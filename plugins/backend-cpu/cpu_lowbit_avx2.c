@@ -7,7 +7,8 @@
  * over its 8 values as a byte mask (0xff where the bit is set) and negates
  * those bytes: (g ^ m) − m. The scales are the plain decoders' expressions,
  * so sc is the same bits. tests/test_cpu_quant_kernels.c compares both
- * decoders on random blocks.
+ * decoders on random blocks. Also the AVX2 + FMA several-token product of
+ * the 256-value low-bit types (vt_cpu_lowbit_mm256_avx2).
  */
 #include "cpu_internal.h"
 
@@ -119,6 +120,70 @@ AVX2 static void int_iq3_s(const uint8_t *b, int8_t *q, float *sc)
             w[l] = G[qs[2 * l] | (h << (8 - 2 * l) & 256)] |
                    (uint64_t)G[qs[2 * l + 1] | (h << (7 - 2 * l) & 256)] << 32;
         put32(q, w[0], w[1], w[2], w[3], rd32(b + 74 + 4 * ib));
+    }
+}
+
+/*
+ * The several-token product of a 256-value low-bit type (AVX2 + FMA):
+ * mm_from_int's contract (cpu_lowbit.c) with the per-token work in vectors.
+ * Each block is decoded once (dec); per token, chunk i (32 values) gives
+ * eight int32 sums of 4 products (vpmaddubsw on |q| and x·sign(q), then
+ * vpmaddwd), and two rounds of horizontal adds leave the 16 per-16 sums,
+ * exact, as h0 = groups 0,2,4,6 | 1,3,5,7 and h1 = groups 8,10,..,14 |
+ * 9,11,..,15. Those are scaled by sc · d_x of their group (in the same
+ * order) and added into 16 float lanes, lane g collecting group g of every
+ * block; a row's lanes are summed at the end in a fixed order. The same code
+ * runs for every n_tok, so each token's result does not depend on the batch.
+ */
+#define AVX2FMA __attribute__((target("avx2,fma")))
+AVX2FMA void vt_cpu_lowbit_mm256_avx2(vt_cpu_lowbit_int_fn dec, int ts, const uint8_t *w,
+                                      size_t rb, int64_t n_in, const vt_cpu_xq *x,
+                                      int64_t n_tok, float *y, int64_t ldy, int64_t n_rows)
+{
+    _Alignas(32) int8_t q[256];
+    _Alignas(32) float sc[16];
+    __m256 acc[VT_CPU_MM_TOK_CHUNK][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i dup4 = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        for (int64_t t = 0; t < n_tok; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < n_in; k += 256, row += ts) {
+            dec(row, q, sc);
+            /* the scales in h0's and h1's group order */
+            const __m256 S0 = _mm256_permutevar8x32_ps(_mm256_load_ps(sc), even_odd);
+            const __m256 S1 = _mm256_permutevar8x32_ps(_mm256_load_ps(sc + 8), even_odd);
+            for (int64_t t = 0; t < n_tok; t++) {
+                const int8_t *xq = x[t].q + k;
+                /* chunk i: eight sums of 4 products (codes from the L1-resident q) */
+#define CHUNK(i)                                                                               \
+    _mm256_madd_epi16(                                                                         \
+        _mm256_maddubs_epi16(                                                                  \
+            _mm256_sign_epi8(_mm256_load_si256((const __m256i *)(const void *)(q + 32 * (i))),  \
+                             _mm256_load_si256((const __m256i *)(const void *)(q + 32 * (i)))), \
+            _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(xq + 32 * (i))), \
+                             _mm256_load_si256((const __m256i *)(const void *)(q + 32 * (i))))), \
+        ones)
+                const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(CHUNK(0), CHUNK(1)),
+                                                     _mm256_hadd_epi32(CHUNK(2), CHUNK(3)));
+                const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(CHUNK(4), CHUNK(5)),
+                                                     _mm256_hadd_epi32(CHUNK(6), CHUNK(7)));
+#undef CHUNK
+                /* d_x of chunk c for groups 2c and 2c+1: [d0..d3 | d0..d3], [d4..d7 | d4..d7] */
+                const __m256 xd = _mm256_loadu_ps(x[t].d + k / 32);
+                const __m256 D0 = _mm256_permutevar8x32_ps(xd, dup4);
+                const __m256 D1 = _mm256_permutevar8x32_ps(xd, _mm256_add_epi32(dup4, _mm256_set1_epi32(4)));
+                acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0), _mm256_mul_ps(S0, D0), acc[t][0]);
+                acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1), _mm256_mul_ps(S1, D1), acc[t][1]);
+            }
+        }
+        for (int64_t t = 0; t < n_tok; t++) {
+            const __m256 a = _mm256_add_ps(acc[t][0], acc[t][1]);
+            const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+            const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+            y[t * ldy + r] = _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+        }
     }
 }
 
