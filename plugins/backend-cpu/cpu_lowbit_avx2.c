@@ -115,11 +115,11 @@ AVX2 static void int_iq3_s(const uint8_t *b, int8_t *q, float *sc)
             d * (float)(1 + 2 * ((scales[ib / 2] >> (4 * (ib & 1))) & 15));
         const uint8_t *qs = b + 2 + 8 * ib;
         const uint32_t h = qh[ib];
-        uint64_t w[4];
-        for (int l = 0; l < 4; l++)
-            w[l] = G[qs[2 * l] | (h << (8 - 2 * l) & 256)] |
-                   (uint64_t)G[qs[2 * l + 1] | (h << (7 - 2 * l) & 256)] << 32;
-        put32(q, w[0], w[1], w[2], w[3], rd32(b + 74 + 4 * ib));
+#define IQ3S_W(l)                                                                              \
+    (G[qs[2 * (l)] | (h << (8 - 2 * (l)) & 256)] |                                             \
+     (uint64_t)G[qs[2 * (l) + 1] | (h << (7 - 2 * (l)) & 256)] << 32)
+        put32(q, IQ3S_W(0), IQ3S_W(1), IQ3S_W(2), IQ3S_W(3), rd32(b + 74 + 4 * ib));
+#undef IQ3S_W
     }
 }
 
