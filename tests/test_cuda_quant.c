@@ -78,6 +78,7 @@
 #include <math.h>
 
 #include "test_util.h"
+#include "test_quant_blocks.h"
 
 #include "cpu_internal.h"
 #include "error.h"
@@ -765,25 +766,13 @@ static void round_int8(const float *x, int64_t n, double *xh)
     }
 }
 
-/* the low-bit types (IQ1-IQ3, TQ, NVFP4, Q1_0/Q2_0; gpu_lowbit.cuh) */
-static int is_lowbit(uint32_t t)
-{
-    switch (t) {
-    case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S: case VT_TYPE_IQ3_XXS:
-    case VT_TYPE_IQ3_S: case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_M: case VT_TYPE_IQ1_XS:
-    case VT_TYPE_IQ1_XXS: case VT_TYPE_IQ1_XXXS: case VT_TYPE_TQ1_0: case VT_TYPE_TQ2_0:
-    case VT_TYPE_NVFP4: case VT_TYPE_Q1_0: case VT_TYPE_Q2_0: return 1;
-    default: return 0;
-    }
-}
-
 /* The types with int8 kernels (gpu_matvec.cu); every other type takes the
  * float kernel on qctx too. */
 static int has_int8(uint32_t t)
 {
     return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q4_0 || t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_0 ||
            t == VT_TYPE_Q5_1 || t == VT_TYPE_IQ4_NL || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
-           t == VT_TYPE_Q6_K || is_lowbit(t);
+           t == VT_TYPE_Q6_K || tqb_is_lowbit(t);
 }
 
 /* One token through qctx: against Σ w_i·x̂_i in double (x̂ the rounded

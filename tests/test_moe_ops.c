@@ -538,24 +538,12 @@ static double check(const char *what, const ffn_case *c, const ffn_data *d, cons
     return worst;
 }
 
-/* the low-bit types (IQ1-IQ3, TQ, NVFP4, Q1_0/Q2_0; gpu_lowbit.cuh) */
-static int is_lowbit(uint32_t t)
-{
-    switch (t) {
-    case VT_TYPE_IQ2_XXS: case VT_TYPE_IQ2_XS: case VT_TYPE_IQ2_S: case VT_TYPE_IQ3_XXS:
-    case VT_TYPE_IQ3_S: case VT_TYPE_IQ1_S: case VT_TYPE_IQ1_M: case VT_TYPE_IQ1_XS:
-    case VT_TYPE_IQ1_XXS: case VT_TYPE_IQ1_XXXS: case VT_TYPE_TQ1_0: case VT_TYPE_TQ2_0:
-    case VT_TYPE_NVFP4: case VT_TYPE_Q1_0: case VT_TYPE_Q2_0: return 1;
-    default: return 0;
-    }
-}
-
 /* The types whose one-token products backend-cuda takes on int8 activations */
 static int int8_type(uint32_t t)
 {
     return t == VT_TYPE_Q8_0 || t == VT_TYPE_Q4_0 || t == VT_TYPE_Q4_1 || t == VT_TYPE_Q5_0 ||
            t == VT_TYPE_Q5_1 || t == VT_TYPE_IQ4_NL || t == VT_TYPE_Q4_K || t == VT_TYPE_Q5_K ||
-           t == VT_TYPE_Q6_K || is_lowbit(t);
+           t == VT_TYPE_Q6_K || tqb_is_lowbit(t);
 }
 
 /* One case: the scalar CPU and the backend under test against the double

@@ -21,12 +21,18 @@ static const uint32_t tqb_types[] = {
     VT_TYPE_IQ4_NL, VT_TYPE_IQ4_XS, VT_TYPE_MXFP4};
 #define TQB_N_TYPES (sizeof tqb_types / sizeof tqb_types[0])
 
-/* The low-bit types (so far handled by the CPU backend only). */
+/* The low-bit types (gpu_lowbit.cuh, cpu_lowbit.c). */
 static const uint32_t tqb_lowbit_types[] = {
     VT_TYPE_IQ2_XXS, VT_TYPE_IQ2_XS, VT_TYPE_IQ2_S, VT_TYPE_IQ3_XXS, VT_TYPE_IQ3_S,
     VT_TYPE_IQ1_S, VT_TYPE_IQ1_M, VT_TYPE_IQ1_XS, VT_TYPE_IQ1_XXS, VT_TYPE_IQ1_XXXS,
     VT_TYPE_TQ1_0, VT_TYPE_TQ2_0, VT_TYPE_NVFP4, VT_TYPE_Q1_0, VT_TYPE_Q2_0};
 #define TQB_N_LOWBIT (sizeof tqb_lowbit_types / sizeof tqb_lowbit_types[0])
+static inline int tqb_is_lowbit(uint32_t t)
+{
+    for (size_t i = 0; i < TQB_N_LOWBIT; i++)
+        if (tqb_lowbit_types[i] == t) return 1;
+    return 0;
+}
 
 static inline uint64_t tqb_next(uint64_t *s)
 {

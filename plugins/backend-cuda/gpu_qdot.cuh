@@ -299,6 +299,24 @@ template <> struct Qi<VT_TYPE_IQ4_NL> {
     }
 };
 
+/* 6-bit scales and mins of sub-blocks 2j and 2j+1 of a Q4_K/Q5_K super-block
+ * (§6.9), from its header words h: d, dmin | scales bytes 0..3 (h.y), 4..7
+ * (h.z), 8..11 (h.w) */
+static __device__ __forceinline__ void qd_k4_scales(uint4 h, int j, int &sc0, int &m0, int &sc1,
+                                                    int &m1)
+{
+    if (j < 2) {
+        sc0 = (int)byte_of(h.y, 2 * j) & 63, m0 = (int)byte_of(h.z, 2 * j) & 63;
+        sc1 = (int)byte_of(h.y, 2 * j + 1) & 63, m1 = (int)byte_of(h.z, 2 * j + 1) & 63;
+    } else {
+        const int k0 = 2 * j - 4, k1 = 2 * j - 3;
+        sc0 = (int)((byte_of(h.w, k0) & 15u) | (byte_of(h.y, k0) >> 6) << 4);
+        m0 = (int)((byte_of(h.w, k0) >> 4) | (byte_of(h.z, k0) >> 6) << 4);
+        sc1 = (int)((byte_of(h.w, k1) & 15u) | (byte_of(h.y, k1) >> 6) << 4);
+        m1 = (int)((byte_of(h.w, k1) >> 4) | (byte_of(h.z, k1) >> 6) << 4);
+    }
+}
+
 /* Q4_K: unit u = quarter j = u%4 of super-block u/4: sub-blocks 2j (low
  * nibbles of qs[32j..32j+31]) and 2j+1 (high nibbles) */
 template <> struct Qi<VT_TYPE_Q4_K> {
@@ -312,19 +330,8 @@ template <> struct Qi<VT_TYPE_Q4_K> {
         const uint4 h = make_uint4(bw[0], bw[1], bw[2], bw[3]); /* d, dmin | scales[0..11] */
         const uint32_t *pa = bw + 4 + 8 * j, *pb = bw + 8 + 8 * j;
         const uint4 qa = make_uint4(pa[0], pa[1], pa[2], pa[3]), qb = make_uint4(pb[0], pb[1], pb[2], pb[3]);
-        /* 6-bit scale and min of sub-blocks 2j and 2j+1 (§6.9) from the
-         * scale words h.y (bytes 0..3), h.z (4..7), h.w (8..11) */
         int sc0, m0, sc1, m1;
-        if (j < 2) {
-            sc0 = (int)byte_of(h.y, 2 * j) & 63, m0 = (int)byte_of(h.z, 2 * j) & 63;
-            sc1 = (int)byte_of(h.y, 2 * j + 1) & 63, m1 = (int)byte_of(h.z, 2 * j + 1) & 63;
-        } else {
-            const int k0 = 2 * j - 4, k1 = 2 * j - 3;
-            sc0 = (int)((byte_of(h.w, k0) & 15u) | (byte_of(h.y, k0) >> 6) << 4);
-            m0 = (int)((byte_of(h.w, k0) >> 4) | (byte_of(h.z, k0) >> 6) << 4);
-            sc1 = (int)((byte_of(h.w, k1) & 15u) | (byte_of(h.y, k1) >> 6) << 4);
-            m1 = (int)((byte_of(h.w, k1) >> 4) | (byte_of(h.z, k1) >> 6) << 4);
-        }
+        qd_k4_scales(h, j, sc0, m0, sc1, m1);
         const int ab = 8 * sb + 2 * j; /* activation blocks ab (low) and ab + 1 (high) */
         const int4 *X = (const int4 *)(xq + 32 * ab);
         const int4 a0 = X[0], a1 = X[1], c0 = X[2], c1 = X[3];
@@ -393,16 +400,7 @@ template <> struct Qi<VT_TYPE_Q5_K> {
         const uint32_t *bw = (const uint32_t *)(row + 176 * (size_t)sb); /* 4-byte aligned */
         const uint4 h = make_uint4(bw[0], bw[1], bw[2], bw[3]); /* d, dmin | scales[0..11] */
         int sc0, m0, sc1, m1;
-        if (j < 2) {
-            sc0 = (int)byte_of(h.y, 2 * j) & 63, m0 = (int)byte_of(h.z, 2 * j) & 63;
-            sc1 = (int)byte_of(h.y, 2 * j + 1) & 63, m1 = (int)byte_of(h.z, 2 * j + 1) & 63;
-        } else {
-            const int k0 = 2 * j - 4, k1 = 2 * j - 3;
-            sc0 = (int)((byte_of(h.w, k0) & 15u) | (byte_of(h.y, k0) >> 6) << 4);
-            m0 = (int)((byte_of(h.w, k0) >> 4) | (byte_of(h.z, k0) >> 6) << 4);
-            sc1 = (int)((byte_of(h.w, k1) & 15u) | (byte_of(h.y, k1) >> 6) << 4);
-            m1 = (int)((byte_of(h.w, k1) >> 4) | (byte_of(h.z, k1) >> 6) << 4);
-        }
+        qd_k4_scales(h, j, sc0, m0, sc1, m1);
         const int ab = 8 * sb + 2 * j; /* activation blocks ab (low) and ab + 1 (high) */
         const int *X0 = (const int *)(xq + 32 * ab), *X1 = X0 + 8;
         const uint32_t M = 0x0F0F0F0Fu, B = 0x01010101u;
