@@ -3,8 +3,9 @@
  * types (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS, MXFP4, and Q8_0's decode path)
  * against the scalar reference (exact dequantisation, cpu_dequant.c, then a
  * double-precision dot), for every kernel set this CPU runs, odd row
- * counts, batch 1 (decode: the integer dot products of cpu_qdot_body.h, or
- * the float path when they are off) and 2, 3, 17, 64 (the float GEMM path).
+ * counts, batch 1, 2, 3, 17 and 64 (the integer dot products of
+ * cpu_qdot_body.h and cpu_lowbit.c at every batch size, or the float GEMM
+ * path of cpu_simd_body.h when they are off).
  *
  * Tolerances, from the arithmetic (u = 2^-24):
  *  - float path: weights dequantised exactly, products and sums in float32
@@ -108,8 +109,8 @@ static void run_case(vt_backend_ctx *ctx, const char *what, uint32_t type, int64
     assert_int_equal(vt_backend_mat_mul_fn(tc_api(), type)(ctx, &w, x, n_in, y, n_out, T), VT_OK);
     ref_out o = reference(type, wd, rb, n_in, n_out, x, T);
     const vt_cpu_qdot_set *qd = vt_cpu_ctx_kernels(ctx) ? ctx->qd : NULL;
-    /* one token: the qdot set's dot products; several: the low-bit types keep int8 */
-    int integer = qd && (T == 1 ? qd->dot[type] != NULL : vt_cpu_lowbit_mm(type) != NULL);
+    /* the qdot set's integer products at every batch size */
+    int integer = qd && qd->dot[type] != NULL;
     for (int64_t t = 0; t < T; t++)
         for (int64_t r = 0; r < n_out; r++) {
             double want = o.y[t * n_out + r], got = y[t * n_out + r];
@@ -141,9 +142,9 @@ static void sweep(vt_backend_ctx *ctx, const char *what)
             int64_t T = toks[k];
             run_case(ctx, what, type, n_in1, 37, T, 0, 100 + ti * 10 + k);
             if (T <= 3) run_case(ctx, what, type, n_in2, T == 1 ? 75 : 13, T, 0, 200 + ti * 10 + k);
-            if (T == 1) {
-                run_case(ctx, what, type, n_in1, 41, 1, 1, 300 + ti);
-                run_case(ctx, what, type, n_in2, 9, 1, 1, 400 + ti);
+            if (T <= 3) {
+                run_case(ctx, what, type, n_in1, 41, T, 1, 300 + ti * 10 + k);
+                run_case(ctx, what, type, n_in2, 9, T, 1, 400 + ti * 10 + k);
             }
         }
     }
@@ -293,10 +294,12 @@ static void test_threads(void **state)
     tc_api()->shutdown(c2);
 }
 
-/* The low-bit types: each token of a several-token call (int8 activations,
- * decoded blocks shared) equals that token alone, bit for bit, whatever the
- * other tokens are (batch invariance), with 1 and 2 threads. */
-static void test_lowbit_batch_invariant(void **state)
+/* Every type with integer dot products: each token of a several-token call
+ * (int8 activations; a low-bit type's decoded blocks shared) equals that
+ * token alone, bit for bit, whatever the other tokens are (batch invariance:
+ * prefill, an expert several tokens picked, serve's batches), with 1 and 2
+ * threads. */
+static void test_batch_invariant(void **state)
 {
     (void)state;
     vt_backend_ctx *ctx[2] = {tc_ctx(NULL, 1), tc_ctx(NULL, 2)};
@@ -304,8 +307,10 @@ static void test_lowbit_batch_invariant(void **state)
         fprintf(stderr, "[  SKIP    ] no integer dot set on this CPU\n");
     } else {
         enum { T = 70, N_OUT = 53 }; /* past one 64-token chunk */
-        for (size_t ti = 0; ti < TQB_N_LOWBIT; ti++) {
-            const uint32_t type = tqb_lowbit_types[ti];
+        for (size_t ti = 0; ti < TQB_N_TYPES + TQB_N_LOWBIT; ti++) {
+            const uint32_t type =
+                ti < TQB_N_TYPES ? tqb_types[ti] : tqb_lowbit_types[ti - TQB_N_TYPES];
+            if (!ctx[0]->qd->dot[type]) continue;
             const int64_t n_in = 2 * 256;
             size_t rb = (size_t)vt_type_row_bytes(type, (uint64_t)n_in);
             uint8_t *wd = malloc(rb * N_OUT);
@@ -314,7 +319,7 @@ static void test_lowbit_batch_invariant(void **state)
             tqb_fill(type, wd, N_OUT, n_in, 77 + ti, -8);
             tc_rng rng = {11 + ti};
             tc_fill(&rng, x, T * n_in, -2.0f, 2.0f);
-            vt_weight w = {type, n_in, N_OUT, rb, wd, "test.lowbit_batch"};
+            vt_weight w = {type, n_in, N_OUT, rb, wd, "test.batch_invariant"};
             vt_mat_mul_fn mm = vt_backend_mat_mul_fn(tc_api(), type);
             for (int c = 0; c < 2; c++) {
                 assert_int_equal(mm(ctx[c], &w, x, n_in, yb, N_OUT, T), VT_OK);
@@ -478,7 +483,7 @@ int main(void)
         cmocka_unit_test(test_capabilities), cmocka_unit_test(test_quantize_x),
         cmocka_unit_test(test_partial_blocks), cmocka_unit_test(test_fast_dequant),
         cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_lowbit_batch_invariant), cmocka_unit_test(test_group_sums),
+        cmocka_unit_test(test_batch_invariant), cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_lowbit_decoders),       cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx2w16),

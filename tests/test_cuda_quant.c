@@ -50,10 +50,12 @@
  *       each decoder on every path. One case has more
  *       rows than one 64 MiB dequantisation chunk of the SGEMM path.
  *       The tensor-core path (qctx, more than 8 tokens; also 9, 65 and 130
- *       tokens against 65, 129 and 64 rows) rounds weights and activations
+ *       tokens against 65, 129 and 64 rows) rounds the activations to int8
+ *       blocks as decode does (x̂ = d·q, round_int8), then weights and x̂
  *       to bfloat16 (8 significant bits: each rounding within 2^-8), so each
- *       term w_i·x_i is within (2^-7 + 2^-16)·|w_i·x_i| of its value: it is
- *       held to that bound, summed (Σ|w_i x_i|), on top of the float32 one;
+ *       term w_i·x̂_i is within (2^-7 + 2^-16)·|w_i·x̂_i| of its value: it
+ *       is held to that bound, summed, on top of the float32 one, against
+ *       the reference on x̂;
  *       one case has more rows than one bfloat16 chunk (4096 rows of 8192).
  *       The tensor-core expectations assume what the H200 has (sm_80+ and
  *       cublasGemmEx); qctx is made with VT_GPU_GEMM and VT_GPU_INT8_DOT
@@ -617,6 +619,30 @@ static float *strided(int64_t rows, int64_t cols, int64_t ld, float lo, float hi
     return p;
 }
 
+/* The activation rounding of backend-cuda's one-token matvecs
+ * (gpu_qdot.cuh, the same as backend-cpu's vt_cpu_xq): per 32 values d =
+ * max|x| / 127, q = round-to-nearest-even(x · (1/d)) in [-127, 127]; xh gets
+ * d·q (NaN for a block with a NaN or infinity). */
+static void round_int8(const float *x, int64_t n, double *xh)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float m = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < 32; i++) {
+            float a = fabsf(x[32 * b + i]);
+            if (!(a <= FLT_MAX)) bad = 1;
+            else if (a > m) m = a;
+        }
+        float d = m >= 127.0f * FLT_MIN ? m / 127.0f : 0.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float q = nearbyintf(x[32 * b + i] * id);
+            if (q > 127.0f) q = 127.0f;
+            if (q < -127.0f) q = -127.0f;
+            xh[32 * b + i] = bad ? NAN : (double)d * (double)q;
+        }
+    }
+}
+
 static double g_worst;    /* largest |Δ| / tol over all random mat_mul cases (float paths) */
 static double g_worst_tc; /* the same for the tensor-core path and its bound */
 
@@ -634,28 +660,37 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
     /* reference in double and the tolerance; padding: the sentinel, exactly */
     double *yr = calloc(ny, sizeof(double)), *tol = calloc(ny, sizeof(double));
     double *wn = calloc((size_t)n_out, sizeof(double)), *tol_tc = calloc(ny, sizeof(double));
-    assert_true(yr && tol && wn && tol_tc);
+    double *yr_tc = calloc(ny, sizeof(double)), *xh = calloc((size_t)n_in, sizeof(double));
+    assert_true(yr && tol && wn && tol_tc && yr_tc && xh);
+    /* the tensor-core path rounds the activations of a block type to int8
+     * blocks first (x̂ = d·q, as decode does), then to bfloat16 */
+    const int tc_xq = vt_type_block_size(q->id) > 1 && n_in % 32 == 0;
     for (int64_t o = 0; o < n_out; o++)
         for (int64_t i = 0; i < n_in; i++) wn[o] += (double)wf[o * n_in + i] * wf[o * n_in + i];
     for (int64_t t = 0; t < T; t++) {
         const float *xt = x + t * ldx;
         double xn = 0;
         for (int64_t i = 0; i < n_in; i++) xn += (double)xt[i] * xt[i];
+        if (tc_xq) round_int8(xt, n_in, xh);
+        else
+            for (int64_t i = 0; i < n_in; i++) xh[i] = xt[i];
         for (int64_t o = 0; o < ldy; o++) {
             if (o >= n_out) {
                 yr[t * ldy + o] = 1234.5;
                 continue;
             }
             const float *wr = wf + o * n_in;
-            double acc = 0, sabs = 0;
+            double acc = 0, acc_h = 0, sabs = 0;
             for (int64_t i = 0; i < n_in; i++) {
                 acc += (double)wr[i] * xt[i];
-                sabs += fabs((double)wr[i] * xt[i]);
+                acc_h += (double)wr[i] * xh[i];
+                sabs += fabs((double)wr[i] * xh[i]);
             }
             yr[t * ldy + o] = acc;
+            yr_tc[t * ldy + o] = acc_h;
             tol[t * ldy + o] = 4.0 * sqrt((double)n_in) * U32 * sqrt(wn[o]) * sqrt(xn);
             /* bfloat16 inputs (gpu_ops.cu; 8 significant bits, unit roundoff
-             * 2^-8 each): each term within (2^-7 + 2^-16)·|w x| */
+             * 2^-8 each): each term within (2^-7 + 2^-16)·|w x̂| */
             tol_tc[t * ldy + o] = tol[t * ldy + o] + (0x1p-7 + 0x1p-16) * sabs;
         }
     }
@@ -669,7 +704,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
         /* path 2: qctx, the tensor cores (cuBLAS in bfloat16) */
         vt_backend_ctx *ctx = path == 2 ? qctx : path ? tctx : gctx;
         const int tc = path == 2;
-        const double *tl = tc ? tol_tc : tol;
+        const double *tl = tc ? tol_tc : tol, *yw = tc ? yr_tc : yr;
         for (size_t k = 0; k < ny; k++) yg[k] = 1234.5f;
         float *yd = dput(yg, sizeof(float) * ny);
         OKC(MM(q->id)(ctx, &wg, xd, ldx, yd, ldy, T));
@@ -678,7 +713,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
         double max_abs = 0, worst = 0;
         int64_t bad = -1;
         for (size_t k = 0; k < ny; k++) {
-            double d = fabs((double)yg[k] - yr[k]);
+            double d = fabs((double)yg[k] - yw[k]);
             if (!(d <= tl[k])) { /* NaN fails too */
                 if (bad < 0) bad = (int64_t)k;
             }
@@ -695,10 +730,12 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
         fprintf(stderr, "  %-52s max|d| %.3g  worst d/tol %.3g\n", what, max_abs, worst);
         if (bad >= 0)
             fail_msg("%s: token %lld row %lld: cuda %.9g, reference %.9g (|d| %.3g > tol %.3g)",
-                     what, (long long)(bad / ldy), (long long)(bad % ldy), (double)yg[bad], yr[bad],
-                     fabs((double)yg[bad] - yr[bad]), tl[bad]);
+                     what, (long long)(bad / ldy), (long long)(bad % ldy), (double)yg[bad], yw[bad],
+                     fabs((double)yg[bad] - yw[bad]), tl[bad]);
     }
     free(tol_tc);
+    free(yr_tc);
+    free(xh);
     dfree(wd);
     dfree(xd);
     free(yg);
@@ -741,30 +778,6 @@ static void test_mat_mul_random(void **s)
 
 
 /* ------------------------------------------------- 3b. int8 activations */
-
-/* The activation rounding of backend-cuda's one-token matvecs
- * (gpu_qdot.cuh, the same as backend-cpu's vt_cpu_xq): per 32 values d =
- * max|x| / 127, q = round-to-nearest-even(x · (1/d)) in [-127, 127]; xh gets
- * d·q (NaN for a block with a NaN or infinity). */
-static void round_int8(const float *x, int64_t n, double *xh)
-{
-    for (int64_t b = 0; b < n / 32; b++) {
-        float m = 0.0f;
-        int bad = 0;
-        for (int i = 0; i < 32; i++) {
-            float a = fabsf(x[32 * b + i]);
-            if (!(a <= FLT_MAX)) bad = 1;
-            else if (a > m) m = a;
-        }
-        float d = m >= 127.0f * FLT_MIN ? m / 127.0f : 0.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
-        for (int i = 0; i < 32; i++) {
-            float q = nearbyintf(x[32 * b + i] * id);
-            if (q > 127.0f) q = 127.0f;
-            if (q < -127.0f) q = -127.0f;
-            xh[32 * b + i] = bad ? NAN : (double)d * (double)q;
-        }
-    }
-}
 
 /* The types with int8 kernels (gpu_matvec.cu); every other type takes the
  * float kernel on qctx too. */

@@ -31,6 +31,7 @@
  * Without a CUDA device (CI) the cuda variant skips loudly (77).
  */
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 
 #include "test_util.h"
@@ -362,16 +363,40 @@ static float tf32_of(float v)
     return v;
 }
 
+/* x (n values, n a multiple of 32) rounded to int8 blocks as cuda's prefill
+ * products round their activations (gpu_device.cuh, xq_round; the one-token
+ * kernels' rounding): per 32 values d = max|x| / 127, q = x·(1/d) to nearest
+ * even in [-127, 127], x̂ = d·q, all in float (finite x). */
+static void xq_round_row(const float *x, int64_t n, float *out)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float m = 0.0f;
+        for (int i = 0; i < 32; i++) m = fmaxf(m, fabsf(x[32 * b + i]));
+        float dq = m >= 127.0f * FLT_MIN ? m / 127.0f : 0.0f, id = dq > 0.0f ? 1.0f / dq : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float q = nearbyintf(x[32 * b + i] * id);
+            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+            out[32 * b + i] = dq * q;
+        }
+    }
+}
+
 /* The contract in double: out0 + Σ over in-range pairs in increasing expert
  * id (ties in order of j) of w·y, and S = the per-token sum of |terms|.
  * tc_gu / tc_dn: the inputs of the gate/up (x and the decoded weights) / of
  * the down product (the activation, rounded to float as the kernels store
  * it, and the decoded weights) rounded to TF32 first, as the tensor-core
- * kernels do; the rest of the arithmetic is the same, so the kernels then
- * differ from this by float32 rounding only. */
+ * kernels do, after rounding the activations to int8 blocks (xq_round_row):
+ * x exactly as the kernel does; the down product's input is the kernels' own
+ * float result, whose int8 rounding a reference in double cannot repeat
+ * code for code, so there Q (when not NULL) gets the rounding's bound
+ * Σ |w·d_b|/2 per output instead. The rest of the arithmetic is the same, so
+ * the kernels then differ from this by float32 rounding only (and Q). */
 static void reference_r(const ffn_case *c, const ffn_data *d, const float *out0, int64_t b,
-                        int64_t e_end, double *ref, double *S, int tc_gu, int tc_dn)
+                        int64_t e_end, double *ref, double *S, int tc_gu, int tc_dn, double *Q)
 {
+    float *xh = xmalloc((size_t)c->E * sizeof(float)), *gf = xmalloc((size_t)c->F * sizeof(float));
+    double *db = xmalloc((size_t)(c->F / 32 + 1) * sizeof(double));
     const int64_t E = c->E, F = c->F;
     float *G = c->fused ? decode_rows(c->tg, d->gate_up, c->NX * 2 * F, E) : decode_rows(c->tg, d->gate, c->NX * F, E);
     float *Uw = c->fused ? NULL : decode_rows(c->tu, d->up, c->NX * F, E);
@@ -381,11 +406,13 @@ static void reference_r(const ffn_case *c, const ffn_data *d, const float *out0,
         for (int64_t o = 0; o < E; o++) {
             ref[t * E + o] = out0[t * d->ldo + o];
             S[t * E + o] = fabs(out0[t * d->ldo + o]);
+            if (Q) Q[t * E + o] = 0;
         }
+        if (tc_gu) xq_round_row(d->x + t * d->ldx, E, xh);
         for (int64_t e = b; e < e_end; e++)
             for (int64_t j = 0; j < c->K; j++) {
                 if (d->ids[t * c->K + j] != e) continue;
-                const float *xr = d->x + t * d->ldx;
+                const float *xr = tc_gu ? xh : d->x + t * d->ldx;
                 for (int64_t f = 0; f < F; f++) {
                     const float *gr = c->fused ? G + ((e * 2 * F) + f) * E : G + (e * F + f) * E;
                     const float *ur = c->fused ? G + ((e * 2 * F) + F + f) * E : Uw + (e * F + f) * E;
@@ -401,30 +428,39 @@ static void reference_r(const ffn_case *c, const ffn_data *d, const float *out0,
                     double a = act_d(c->act, sg);
                     g[f] = a * su;
                     if (tc_dn) g[f] = tf32_of((float)g[f]);
+                    gf[f] = (float)(a * su);
                     /* |d act/dx| <= 1.2 for both: the error of g from the dot products' */
                     ga[f] = fabs(a) * au + 1.2 * fabs(su) * ag + fabs(g[f]);
                 }
                 double wj = d->w[t * c->K + j];
+                if (tc_dn && Q)
+                    for (int64_t k = 0; k < F / 32; k++) {
+                        float m = 0.0f;
+                        for (int i = 0; i < 32; i++) m = fmaxf(m, fabsf(gf[32 * k + i]));
+                        db[k] = 0.5005 * (1 + 0x1p-10) * m / 127.0;
+                    }
                 for (int64_t o = 0; o < E; o++) {
                     const float *dr = D + (e * E + o) * F;
-                    double y = 0, ay = 0;
+                    double y = 0, ay = 0, aq = 0;
                     for (int64_t f = 0; f < F; f++) {
                         double dv = tc_dn ? tf32_of(dr[f]) : dr[f];
                         y += dv * g[f];
                         ay += fabs(dv) * ga[f];
+                        if (tc_dn && Q) aq += fabs(dv) * db[f / 32];
                     }
                     ref[t * E + o] += wj * y;
                     S[t * E + o] += fabs(wj) * ay + fabs(ref[t * E + o]);
+                    if (Q) Q[t * E + o] += fabs(wj) * aq;
                 }
             }
     }
-    free(G); free(Uw); free(D); free(g); free(ga);
+    free(G); free(Uw); free(D); free(g); free(ga); free(xh); free(gf); free(db);
 }
 
 static void reference(const ffn_case *c, const ffn_data *d, const float *out0, int64_t b,
                       int64_t e_end, double *ref, double *S)
 {
-    reference_r(c, d, out0, b, e_end, ref, S, 0, 0);
+    reference_r(c, d, out0, b, e_end, ref, S, 0, 0, NULL);
 }
 
 /* Run one moe_ffn on `api`/`ctx` (the caller's device memory) for experts [b, e). */
@@ -505,6 +541,9 @@ static void side_run(dev_side *s, const ffn_case *c, const ffn_data *d, const fl
         fail_msg("d2h: %s", vt_last_error());
 }
 
+static double check(const char *what, const ffn_case *c, const ffn_data *d, const float *got,
+                    const double *ref, const double *S, double tol_scale, const float *out0);
+
 static const char *case_name(const ffn_case *c, char *buf, size_t cap)
 {
     snprintf(buf, cap, "moe_ffn %s/%s/%s%s E %lld F %lld NX %lld K %lld T %lld %s",
@@ -514,9 +553,11 @@ static const char *case_name(const ffn_case *c, char *buf, size_t cap)
     return buf;
 }
 
-/* |got - ref| <= tol_scale · S over the real columns; padding keeps out0's bits. */
-static double check(const char *what, const ffn_case *c, const ffn_data *d, const float *got,
-                    const double *ref, const double *S, double tol_scale, const float *out0)
+/* |got - ref| <= tol_scale · S (+ Q when not NULL) over the real columns;
+ * padding keeps out0's bits. */
+static double check_q(const char *what, const ffn_case *c, const ffn_data *d, const float *got,
+                      const double *ref, const double *S, double tol_scale, const double *Q,
+                      const float *out0)
 {
     double worst = 0;
     for (int64_t t = 0; t < c->T; t++)
@@ -528,7 +569,8 @@ static double check(const char *what, const ffn_case *c, const ffn_data *d, cons
                              (long long)t);
                 continue;
             }
-            double r = ref[t * c->E + o], tol = tol_scale * S[t * c->E + o] + 1e-30;
+            double r = ref[t * c->E + o],
+                   tol = tol_scale * S[t * c->E + o] + (Q ? Q[t * c->E + o] : 0) + 1e-30;
             double err = fabs((double)gv - r);
             if (!(err <= tol))
                 fail_msg("%s: token %lld column %lld = %.9g, reference %.9g (|d| %.3g > %.3g)", what,
@@ -536,6 +578,12 @@ static double check(const char *what, const ffn_case *c, const ffn_data *d, cons
             if (err / tol > worst) worst = err / tol;
         }
     return worst;
+}
+
+static double check(const char *what, const ffn_case *c, const ffn_data *d, const float *got,
+                    const double *ref, const double *S, double tol_scale, const float *out0)
+{
+    return check_q(what, c, d, got, ref, S, tol_scale, NULL, out0);
 }
 
 /* The types whose one-token products backend-cuda takes on int8 activations */
@@ -586,11 +634,12 @@ static void ffn_run(const ffn_case *c)
                       d.ldx % 4 == 0;
     const int tc_dn = !is_cpu && c->T > 8 && vt_type_block_size(c->td) > 1 && c->F % 32 == 0;
     const double *rb = ref, *Sb = S;
-    double *ref_t = NULL, *S_t = NULL;
+    double *ref_t = NULL, *S_t = NULL, *Q_t = NULL;
     if (tc_gu || tc_dn) {
         ref_t = xmalloc((size_t)(c->T * c->E) * sizeof(double));
         S_t = xmalloc((size_t)(c->T * c->E) * sizeof(double));
-        reference_r(c, &d, out0, 0, c->NX, ref_t, S_t, tc_gu, tc_dn);
+        Q_t = xmalloc((size_t)(c->T * c->E) * sizeof(double));
+        reference_r(c, &d, out0, 0, c->NX, ref_t, S_t, tc_gu, tc_dn, Q_t);
         rb = ref_t;
         Sb = S_t;
     }
@@ -598,12 +647,14 @@ static void ffn_run(const ffn_case *c)
              tc_gu || tc_dn ? tc_gu && tc_dn ? ", TF32 inputs" : tc_gu ? ", TF32 gate/up" : ", TF32 down" : "");
     /* the tensor cores' float32 accumulation order and rounding are not
      * specified: the linear (worst-case) bound n·u for them */
-    double wtc = check(what, c, &d, gb, rb, Sb,
-                       rounds ? 1.0 / 64 : tc_gu || tc_dn ? 4 * n * U32 : 16 * sqrt(n) * U32, out0);
+    double wtc = check_q(what, c, &d, gb, rb, Sb,
+                         rounds ? 1.0 / 64 : tc_gu || tc_dn ? 4 * n * U32 : 16 * sqrt(n) * U32,
+                         rounds ? NULL : Q_t, out0);
     if ((tc_gu || tc_dn) && wtc > g_worst_tc) g_worst_tc = wtc;
     if (tc_gu && tc_dn) g_n_tc++;
     free(ref_t);
     free(S_t);
+    free(Q_t);
     if (!is_cpu) {
         dev_side sf;
         side_setup(&sf, B, fctx, c, &d);

@@ -91,16 +91,21 @@ static vt_status check_weight(const vt_backend_ctx *ctx, const char *op, uint32_
 }
 
 /*
- * The integer path: each token's activations quantised once into int8
- * blocks (ctx->xq, one 64-byte-aligned view per token), then the integer dot
- * products over slices of rows. One token (decode of every block type with a
- * qdot kernel) calls dot; several tokens of a low-bit type call mm, in chunks
- * of VT_CPU_MM_TOK_CHUNK tokens, each token's output as its one-token call
- * gives it.
+ * The integer path of every block type with a qdot kernel, at every batch
+ * size: each token's activations quantised once into int8 blocks (ctx->xq,
+ * one 64-byte-aligned view per token), then the integer dot products over
+ * slices of rows, in chunks of VT_CPU_MM_TOK_CHUNK tokens. A low-bit type's
+ * several tokens go to its mm kernel; another type's go through its one-token
+ * dot, token by token over sub-blocks of QD_SUB_BYTES of rows that stay in
+ * the cache. Either way each token's output is what its one-token call gives,
+ * bit for bit, so a row's result never depends on the rest of the batch
+ * (batch invariance; issue 43 item 5), and the activations are rounded as
+ * llama.cpp's CPU kernels round them in prefill too.
  */
+#define QD_SUB_BYTES 16384
 struct int8_job {
-    vt_cpu_qdot_fn dot;       /* one token, or NULL */
-    vt_cpu_lowbit_mm_fn mm;   /* several tokens (low-bit types), or NULL */
+    vt_cpu_qdot_fn dot;       /* the one-token kernel */
+    vt_cpu_lowbit_mm_fn mm;   /* several tokens of a low-bit type, or NULL */
     const uint8_t *w;
     size_t rb;
     int64_t n_in, n_out, rows_per, n_tok, ldy;
@@ -113,10 +118,16 @@ static void int8_task(void *arg, int64_t task, int thread)
     (void)thread;
     const struct int8_job *j = arg;
     int64_t r0 = task * j->rows_per, r1 = min64(r0 + j->rows_per, j->n_out);
-    if (j->mm)
+    if (j->mm && j->n_tok > 1) {
         j->mm(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, j->xq, j->n_tok, j->y + r0, j->ldy, r1 - r0);
-    else
-        j->dot(j->w + (size_t)r0 * j->rb, j->rb, j->n_in, j->xq, j->y + r0, r1 - r0);
+        return;
+    }
+    const int64_t sub = j->n_tok > 1 ? max64(1, QD_SUB_BYTES / (int64_t)j->rb) : r1 - r0;
+    for (int64_t r = r0; r < r1; r += sub) {
+        const int64_t n = min64(sub, r1 - r);
+        for (int64_t t = 0; t < j->n_tok; t++)
+            j->dot(j->w + (size_t)r * j->rb, j->rb, j->n_in, &j->xq[t], j->y + t * j->ldy + r, n);
+    }
 }
 
 static vt_status int8_mat_mul(vt_backend_ctx *ctx, vt_cpu_qdot_fn dot, vt_cpu_lowbit_mm_fn mm,
@@ -173,14 +184,12 @@ vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w,
     if (!fn)
         return vt_cpu_fail(ctx, VT_ERR_UNSUPPORTED, "mat_mul %s: weight type %s not implemented", nm,
                            vt_type_name(type));
-    if (n_tokens == 1 && ctx->qd && ctx->qd->dot[type] && w->n_in % 32 == 0)
-        return int8_mat_mul(ctx, ctx->qd->dot[type], NULL, w, x, ldx, y, ldy, 1);
-    /* the low-bit types take int8 activations at every batch size, as llama.cpp
-     * does: their float path's exact products part from its answers on the
-     * qwen35moe-trained-lowbit fixture; the float path stays for the scalar
-     * kernels (ctx->qd NULL) and VT_CPU_INT8_DOT=0 */
-    if (ctx->qd && vt_cpu_lowbit_mm(type) && w->n_in % 32 == 0)
-        return int8_mat_mul(ctx, NULL, vt_cpu_lowbit_mm(type), w, x, ldx, y, ldy, n_tokens);
+    /* int8 activations at every batch size, as llama.cpp's CPU kernels take
+     * them; the float path stays for the types without a qdot kernel, the
+     * scalar kernels (ctx->qd NULL) and VT_CPU_INT8_DOT=0 */
+    if (ctx->qd && ctx->qd->dot[type] && w->n_in % 32 == 0)
+        return int8_mat_mul(ctx, ctx->qd->dot[type], vt_cpu_lowbit_mm(type), w, x, ldx, y, ldy,
+                            n_tokens);
     st = vt_cpu_scratch_reserve(ctx, (size_t)VT_CPU_MM_SCRATCH(w->n_in) * sizeof(float));
     if (st) return st;
 

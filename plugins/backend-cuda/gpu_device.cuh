@@ -559,6 +559,37 @@ template <> struct QT<VT_TYPE_IQ4_XS> {
     }
 };
 
+/*
+ * The int8 rounding of activations in blocks of 32 values, as backend-cpu's
+ * quantize and llama.cpp's q8_0/q8_1 do it: d = max|x| / 127 (0 for a block
+ * whose max is below 127·FLT_MIN), q = x·(1/d) rounded to nearest even and
+ * clamped to ±127. xq_scale takes the bits of the block's max |x| (the order
+ * of non-negative floats; a NaN or an infinity is above every finite value)
+ * and gives d and 1/d; a non-finite block gets d = NaN and 1/d = 0, so its
+ * products come out NaN. The one-token kernels (gpu_qdot.cuh) take q and d;
+ * the prefill GEMMs take x̂ = d·q (xq_round), the same rounded activations.
+ */
+static __device__ __forceinline__ void xq_scale(uint32_t max_bits, float &d, float &id)
+{
+    const float m = __uint_as_float(max_bits);
+    d = m >= 127.0f * 1.17549435e-38f ? m / 127.0f : 0.0f;
+    id = d > 0.0f ? 1.0f / d : 0.0f;
+    if (max_bits > 0x7f7fffffu) { /* above FLT_MAX: NaN or infinite */
+        d = __int_as_float(0x7fc00000);
+        id = 0.0f;
+    }
+}
+static __device__ __forceinline__ int xq_code(float v, float id)
+{
+    int q = __float2int_rn(v * id);
+    if (!(id > 0.0f)) q = 0; /* a zero or non-finite block (v·0 is NaN for an infinite v) */
+    return q > 127 ? 127 : q < -127 ? -127 : q;
+}
+static __device__ __forceinline__ float xq_round(float v, float d, float id)
+{
+    return d * (float)xq_code(v, id);
+}
+
 /* The low-bit types (IQ1-IQ3, TQ1_0, TQ2_0, NVFP4, Q1_0, Q2_0): group g is
  * elements 8g .. 8g+7 of the block, as in the K-quants. */
 #include "gpu_lowbit.cuh"

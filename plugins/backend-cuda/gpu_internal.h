@@ -94,6 +94,12 @@ struct vt_backend_ctx {
     void *ahead_stream, *ev_fork, *ev_join;
     int capturing;        /* between graph_begin and graph_end (ops are recorded) */
     int n_sm;             /* the device's multiprocessors (grid sizes of the matvecs) */
+    int prefill_xq;       /* prefill products of block-type weights take the activations
+                             rounded to int8 blocks as the one-token kernels do (x̂ = d·q,
+                             then to the tensor cores' format); 0 with env
+                             VT_GPU_PREFILL_XQ=0 */
+    int dense_tf32;       /* the dense tensor-core matmul in TF32 (float32 buffers) instead
+                             of bfloat16: env VT_GPU_TC_DENSE=tf32 */
     int int8_dot;         /* one-token matvecs of gpu_matvec.cu's types on int8 activations
                              (gpu_matvec.cu); 0 with env VT_GPU_INT8_DOT=0 */
     /* one token's activations rounded to int8 blocks (gpu_qdot.cuh) in xq_dev
@@ -384,6 +390,7 @@ typedef struct vt_gpu_tc_args {
     int n_expert, k, act;
     int64_t max_tiles;
     float *y;
+    int xq; /* 1: A's rows rounded to int8 blocks of 32 first (ctx->prefill_xq) */
 } vt_gpu_tc_args;
 /* 1 when the plugin's kernels were compiled for a device with TF32 MMA and
  * the current device runs them (vt_gpu_ops_init asks once per context) */

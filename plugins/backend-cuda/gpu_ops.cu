@@ -306,6 +306,9 @@ extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
     if (!known) g = NULL;
     ctx->gemm_blas = GPU_HAVE_BLAS && !(g && !strcmp(g, "tiled"));
     ctx->gemm_tc = !(g && strcmp(g, "tc")) && vt_gpu_tc_probe();
+    const char *xq = getenv("VT_GPU_PREFILL_XQ"), *dn = getenv("VT_GPU_TC_DENSE");
+    ctx->prefill_xq = !(xq && !strcmp(xq, "0"));
+    ctx->dense_tf32 = dn && !strcmp(dn, "tf32");
     const char *q = getenv("VT_GPU_INT8_DOT");
     ctx->int8_dot = 1;
     if (q && !strcmp(q, "0")) {
@@ -566,14 +569,28 @@ static __global__ void k_dequant_rows(const uint8_t *w, size_t rb, int64_t n_in,
 }
 
 #if GPU_HAVE_BLAS
-/* xb[t][i] (packed, n_in per row) = bfloat16 of x[t·ldx + i] (grid-stride) */
-static __global__ void k_rows_bf16(const float *x, int64_t ldx, int64_t n_in, int64_t n,
-                                   uint16_t *xb)
+/* xb[t][i] (packed, n_in per row) = x[t·ldx + i] as OUT (bfloat16, or float
+ * for TF32), grid-stride; with xq, rounded to int8 blocks of 32 first
+ * (xq_round): n_in is then a multiple of 32 and blocks of 256 threads, so the
+ * 32 elements of a warp are one block of one row and every lane takes each
+ * step of the loop. */
+template <typename OUT>
+static __global__ void k_rows_act(const float *x, int64_t ldx, int64_t n_in, int64_t n, int xq,
+                                  OUT *xb)
 {
     const int64_t tot = n_in * n, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
         int64_t t = e / n_in, i = e - t * n_in;
-        put_val(xb + e, x[t * ldx + i]);
+        float v = x[t * ldx + i];
+        if (xq) {
+            uint32_t mb = __float_as_uint(fabsf(v));
+            for (int o = 16; o > 0; o >>= 1)
+                mb = max(mb, (uint32_t)VT_GPU_SHFL_XOR((int)mb, o));
+            float d, id;
+            xq_scale(mb, d, id);
+            v = xq_round(v, d, id);
+        }
+        put_val(xb + e, v);
     }
 }
 #endif
@@ -778,28 +795,40 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
     const float one = 1.0f, zero = 0.0f;
     if (QT<T>::quant && ctx->gemm_tc && blas.gemm_ex) {
         /* tensor cores: the chunk decoded exactly, then rounded to bfloat16
-         * (to nearest even), the activations rounded the same way once, and
+         * (to nearest even; TF32 with dense_tf32), the activations rounded to
+         * int8 blocks (prefill_xq) and then the same way once, and
          * cublasGemmEx with float32 accumulation and output */
-        size_t row_h = (size_t)w->n_in * 2;
+        const int tf32 = ctx->dense_tf32, xq = ctx->prefill_xq && w->n_in % 32 == 0;
+        size_t row_h = (size_t)w->n_in * (tf32 ? 4 : 2);
         int64_t hc = (int64_t)(VT_GPU_WBUF_MAX / row_h);
         if (hc < 1) hc = 1;
         if (hc > w->n_out) hc = w->n_out;
         if (hc > INT_MAX) hc = INT_MAX;
         TRY(reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)hc * row_h, 0));
         TRY(reserve(ctx, "mat_mul", &ctx->abuf, &ctx->abuf_bytes, (size_t)n_tokens * row_h, 0));
-        k_rows_bf16<<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
-            x, ldx, w->n_in, n_tokens, (uint16_t *)ctx->abuf);
+        if (tf32)
+            k_rows_act<float><<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
+                x, ldx, w->n_in, n_tokens, xq, (float *)ctx->abuf);
+        else
+            k_rows_act<uint16_t><<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
+                x, ldx, w->n_in, n_tokens, xq, (uint16_t *)ctx->abuf);
         TRY(launched(ctx, "mat_mul"));
+        const cudaDataType_t dt = tf32 ? CUDA_R_32F : CUDA_R_16BF;
+        const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         for (int64_t r0 = 0; r0 < w->n_out; r0 += hc) {
             int64_t nr = w->n_out - r0 < hc ? w->n_out - r0 : hc;
-            k_dequant_rows<T, uint16_t><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
-                wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (uint16_t *)ctx->wbuf);
+            if (tf32)
+                k_dequant_rows<T, float><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
+                    wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (float *)ctx->wbuf);
+            else
+                k_dequant_rows<T, uint16_t><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
+                    wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (uint16_t *)ctx->wbuf);
             TRY(launched(ctx, "mat_mul"));
             cublasStatus_t s = blas.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n_tokens,
-                                            (int)w->n_in, &one, ctx->wbuf, CUDA_R_16BF,
-                                            (int)w->n_in, ctx->abuf, CUDA_R_16BF, (int)w->n_in,
+                                            (int)w->n_in, &one, ctx->wbuf, dt,
+                                            (int)w->n_in, ctx->abuf, dt, (int)w->n_in,
                                             &zero, y + r0, CUDA_R_32F, (int)ldy,
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                            ct, CUBLAS_GEMM_DEFAULT);
             if (s != CUBLAS_STATUS_SUCCESS)
                 return vt_gpu_fail(ctx->host, VT_ERR_IO, "mat_mul %s: cublasGemmEx bf16 (%lld x "
                                    "%lld x %lld) on device %d failed: %s", nm, (long long)nr,

@@ -116,17 +116,9 @@ static __device__ __forceinline__ int qd_warp_sum_i(int v)
 static __device__ __forceinline__ void qd_quantize32(float v, int8_t *q, float *d, float *s)
 {
     const int lane = threadIdx.x & 31;
-    const uint32_t mb = qd_warp_max_bits(__float_as_uint(fabsf(v)));
-    const int bad = mb > 0x7f7fffffu; /* above FLT_MAX: NaN or infinite */
-    const float m = __uint_as_float(mb);
-    float db = m >= 127.0f * FLT_MIN ? m / 127.0f : 0.0f;
-    float id = db > 0.0f ? 1.0f / db : 0.0f;
-    if (bad) {
-        db = __int_as_float(0x7fc00000); /* NaN: the block's products come out NaN */
-        id = 0.0f;
-    }
-    int qi = bad ? 0 : __float2int_rn(v * id);
-    qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+    float db, id;
+    xq_scale(qd_warp_max_bits(__float_as_uint(fabsf(v))), db, id);
+    const int qi = xq_code(v, id);
     q[lane] = (int8_t)qi;
     const int sum = qd_warp_sum_i(qi);
     if (lane == 0) {
