@@ -24,7 +24,7 @@
  *     256 columns: this checks each path's decoding and element mapping bit
  *     for bit; and on the tensor-core path (64 and 17 tokens, the context as
  *     users get it) every output equals the reference element rounded to
- *     bfloat16 (nearest even), the rounding that path applies to weights.
+ *     TF32 (to nearest, ties away), the rounding that path applies to weights.
  *  3. Random weights: random block bytes whose fp16 scale fields (and MXFP4's
  *     E8M0 exponent) are overwritten with sane values (|d| in 0.01 .. 0.1,
  *     2^-8 .. 2^-2), rows of several blocks, odd row counts:
@@ -52,11 +52,11 @@
  *       The tensor-core path (qctx, more than 8 tokens; also 9, 65 and 130
  *       tokens against 65, 129 and 64 rows) rounds the activations to int8
  *       blocks as decode does (x̂ = d·q, round_int8), then weights and x̂
- *       to bfloat16 (8 significant bits: each rounding within 2^-8), so each
- *       term w_i·x̂_i is within (2^-7 + 2^-16)·|w_i·x̂_i| of its value: it
+ *       to TF32 (11 significant bits: each rounding within 2^-11), so each
+ *       term w_i·x̂_i is within (2^-10 + 2^-22)·|w_i·x̂_i| of its value: it
  *       is held to that bound, summed, on top of the float32 one, against
  *       the reference on x̂;
- *       one case has more rows than one bfloat16 chunk (4096 rows of 8192).
+ *       one case has more rows than one TF32 chunk (2048 rows of 8192).
  *       The tensor-core expectations assume what the H200 has (sm_80+ and
  *       cublasGemmEx); qctx is made with VT_GPU_GEMM and VT_GPU_INT8_DOT
  *       unset, whatever the caller's environment. The contexts of 2. and 3. other than qctx run
@@ -93,7 +93,7 @@
 static const vt_backend_api *G;
 /* cuda (cuBLAS prefill, VT_GPU_GEMM=cublas), cuda (tiled GEMM): both with
  * VT_GPU_INT8_DOT=0, the float kernels; qctx: as a user gets it, int8
- * activations for one token, tensor cores for block types in prefill (cuBLAS bfloat16) */
+ * activations for one token, tensor cores for block types in prefill (cuBLAS TF32) */
 static vt_backend_ctx *gctx, *tctx, *qctx;
 static int g_state;                 /* 0 not tried, 1 ready, -1 skip */
 
@@ -201,6 +201,8 @@ static int ready(void)
                                         .host = vt_host_table()};
                 unsetenv("VT_GPU_GEMM");
                 unsetenv("VT_GPU_INT8_DOT");
+                unsetenv("VT_GPU_TC_DENSE");
+                unsetenv("VT_GPU_PREFILL_XQ");
                 if (G->init(&bp, &qctx) != VT_OK) fail_msg("cuda init: %s", vt_last_error());
                 setenv("VT_GPU_INT8_DOT", "0", 1);
                 setenv("VT_GPU_GEMM", "cublas", 1);
@@ -384,24 +386,25 @@ static void check_get_rows(const char *what, const vt_weight *wg, const float *r
  * and zeros elsewhere (padding of the ldx stride NaN), so y[t][o] must be
  * ref[o][c_t] exactly (every other product is ±0); padding of the ldy
  * stride must keep its sentinel. ctx: gctx or tctx. */
-/* f rounded to bfloat16, to nearest even (finite values): the tensor-core
- * path's rounding of weights and activations (gpu_ops.cu) */
-static float bf16_of(float f)
+/* f rounded to TF32, to nearest with ties away from zero (finite values):
+ * the dense tensor-core path's rounding of weights and activations
+ * (gpu_ops.cu, put_val of tf32_val) */
+static float tf32_of(float f)
 {
     uint32_t u = bits_of(f);
     if ((u & 0x7F800000u) == 0x7F800000u) return f;
-    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    u = (u + 0x1000u) & 0xFFFFE000u;
     float r;
     memcpy(&r, &u, 4);
     return r;
 }
 
-/* One-hot mat_mul on ctx: every output equals the reference element (bf16:
- * the element rounded to bfloat16, the tensor-core path's weight rounding;
+/* One-hot mat_mul on ctx: every output equals the reference element (tc:
+ * the element rounded to TF32, the tensor-core path's weight rounding;
  * the 1.0 and the zeros are exact). A last chunk of 8 tokens or fewer takes
- * the decode kernels: checked only when bf16 is 0. */
+ * the decode kernels: checked only when tc is 0. */
 static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight *wg,
-                          const float *ref, int64_t T, int64_t ldx_pad, int bf16)
+                          const float *ref, int64_t T, int64_t ldx_pad, int tc)
 {
     const int64_t n_in = wg->n_in, n_out = wg->n_out, ldx = n_in + ldx_pad, ldy = n_out + 1;
     float *x = fbuf((size_t)(T * ldx)), *y = fbuf((size_t)(T * ldy));
@@ -410,7 +413,7 @@ static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight
     int64_t checked = 0;
     for (int64_t c0 = 0; c0 < n_in; c0 += T) {
         int64_t nt = n_in - c0 < T ? n_in - c0 : T;
-        if (bf16 && nt <= 8) break;
+        if (tc && nt <= 8) break;
         for (int64_t t = 0; t < nt; t++)
             for (int64_t i = 0; i < ldx; i++) x[t * ldx + i] = i >= n_in ? NAN : i == c0 + t ? 1.0f : 0.0f;
         for (int64_t k = 0; k < nt * ldy; k++) y[k] = 1234.5f;
@@ -422,7 +425,7 @@ static void check_one_hot(const char *what, vt_backend_ctx *ctx, const vt_weight
         for (int64_t t = 0; t < nt; t++)
             for (int64_t o = 0; o < ldy; o++) {
                 float g = y[t * ldy + o], r = o < n_out ? ref[o * n_in + c0 + t] : 1234.5f;
-                if (bf16 && o < n_out) r = bf16_of(r);
+                if (tc && o < n_out) r = tf32_of(r);
                 if (!(g == r)) /* equal values (the sign of a zero may differ) */
                     fail_msg("%s: token %lld (1.0 at column %lld, block %lld), row %lld: cuda %.9g "
                              "(0x%08x), want %.9g (0x%08x)%s",
@@ -663,7 +666,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
     double *yr_tc = calloc(ny, sizeof(double)), *xh = calloc((size_t)n_in, sizeof(double));
     assert_true(yr && tol && wn && tol_tc && yr_tc && xh);
     /* the tensor-core path rounds the activations of a block type to int8
-     * blocks first (x̂ = d·q, as decode does), then to bfloat16 */
+     * blocks first (x̂ = d·q, as decode does), then to TF32 */
     const int tc_xq = vt_type_block_size(q->id) > 1 && n_in % 32 == 0;
     for (int64_t o = 0; o < n_out; o++)
         for (int64_t i = 0; i < n_in; i++) wn[o] += (double)wf[o * n_in + i] * wf[o * n_in + i];
@@ -676,7 +679,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
             for (int64_t i = 0; i < n_in; i++) xh[i] = xt[i];
         for (int64_t o = 0; o < ldy; o++) {
             if (o >= n_out) {
-                yr[t * ldy + o] = 1234.5;
+                yr[t * ldy + o] = yr_tc[t * ldy + o] = 1234.5;
                 continue;
             }
             const float *wr = wf + o * n_in;
@@ -689,9 +692,9 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
             yr[t * ldy + o] = acc;
             yr_tc[t * ldy + o] = acc_h;
             tol[t * ldy + o] = 4.0 * sqrt((double)n_in) * U32 * sqrt(wn[o]) * sqrt(xn);
-            /* bfloat16 inputs (gpu_ops.cu; 8 significant bits, unit roundoff
-             * 2^-8 each): each term within (2^-7 + 2^-16)·|w x̂| */
-            tol_tc[t * ldy + o] = tol[t * ldy + o] + (0x1p-7 + 0x1p-16) * sabs;
+            /* TF32 inputs (gpu_ops.cu; 11 significant bits, unit roundoff
+             * 2^-11 each): each term within (2^-10 + 2^-22)·|w x̂| */
+            tol_tc[t * ldy + o] = tol[t * ldy + o] + (0x1p-10 + 0x1p-22) * sabs;
         }
     }
 
@@ -701,7 +704,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
     vt_weight wg = {q->id, n_in, n_out, rb, wd, "test.w"};
     for (int path = 0; path < 3; path++) {
         if (path >= 1 && T <= 8) break; /* decode kernel: the same for every context */
-        /* path 2: qctx, the tensor cores (cuBLAS in bfloat16) */
+        /* path 2: qctx, the tensor cores (cuBLAS in TF32) */
         vt_backend_ctx *ctx = path == 2 ? qctx : path ? tctx : gctx;
         const int tc = path == 2;
         const double *tl = tc ? tol_tc : tol, *yw = tc ? yr_tc : yr;
@@ -725,7 +728,7 @@ static void mm_case(const qtype *q, int64_t n_in, int64_t n_out, int64_t T)
         char what[160];
         snprintf(what, sizeof what, "%s mat_mul n_in %lld n_out %lld T %lld %s", q->name,
                  (long long)n_in, (long long)n_out, (long long)T,
-                 T > 8 ? (path == 2 ? "[tc bf16]" : path ? "[tiled]" : "[gemm]")
+                 T > 8 ? (path == 2 ? "[tc tf32]" : path ? "[tiled]" : "[gemm]")
                        : ldx % 4 ? "[vec]" : "[vec x4]");
         fprintf(stderr, "  %-52s max|d| %.3g  worst d/tol %.3g\n", what, max_abs, worst);
         if (bad >= 0)
@@ -764,7 +767,7 @@ static void test_mat_mul_random(void **s)
     /* more rows than one 64 MiB dequantisation chunk (3855 rows of 4352) */
     mm_case(&QTYPES[7], 4352, 4100, 17);  /* Q4_K */
     mm_case(&QTYPES[12], 4352, 3857, 64); /* MXFP4 */
-    /* more rows than one 64 MiB bfloat16 chunk of the tensor-core path (4096 rows of 8192) */
+    /* more rows than one 64 MiB TF32 chunk of the tensor-core path (2048 rows of 8192) */
     mm_case(&QTYPES[9], 8192, 4100, 17); /* Q6_K */
     /* odd token counts on both sides of the 64-token tile, one that fills it twice */
     for (int k = 0; k < N_QTYPES; k++) {
@@ -773,7 +776,7 @@ static void test_mat_mul_random(void **s)
         mm_case(&QTYPES[k], QTYPES[k].qk == 32 ? 160 : 512, 64, 130);
     }
     fprintf(stderr, "  random mat_mul: worst |d|/tol over all cases %.3g (float paths), %.3g "
-            "(tensor cores, bfloat16 bound)\n", g_worst, g_worst_tc);
+            "(tensor cores, TF32 bound)\n", g_worst, g_worst_tc);
 }
 
 

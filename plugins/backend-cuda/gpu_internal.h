@@ -68,14 +68,14 @@ struct vt_backend_ctx {
     char name[256];       /* device name, for messages */
     int gemm_blas;        /* prefill matmul through cuBLAS (1) or the tiled kernel (0) */
     int gemm_tc;          /* prefill products of block-type weights on tensor cores: mat_mul
-                             through cuBLAS in bfloat16 (gpu_ops.cu), moe_ffn TF32 MMA
+                             through cuBLAS in TF32 (gpu_ops.cu), moe_ffn TF32 MMA
                              (gpu_mma.cu); CUDA on sm_80+, unless VT_GPU_GEMM=cublas|tiled */
     void *blas;           /* cublasHandle_t, created by the first prefill matmul */
     void *scratch;        /* device: host arguments of an op (ids, idx, wt, pos) */
     size_t scratch_bytes;
     void *wbuf;           /* device: weight rows dequantised to float32 (or bfloat16) for cuBLAS */
     size_t wbuf_bytes;
-    void *abuf;           /* device: a prefill matmul's activations as bfloat16 (gemm_tc) */
+    void *abuf;           /* device: a prefill matmul's activations as TF32 or bfloat16 (gemm_tc) */
     size_t abuf_bytes;
     void *hbuf;           /* host: logits of softmax_topk */
     size_t hbuf_bytes;
@@ -98,8 +98,8 @@ struct vt_backend_ctx {
                              rounded to int8 blocks as the one-token kernels do (x̂ = d·q,
                              then to the tensor cores' format); 0 with env
                              VT_GPU_PREFILL_XQ=0 */
-    int dense_tf32;       /* the dense tensor-core matmul in TF32 (float32 buffers) instead
-                             of bfloat16: env VT_GPU_TC_DENSE=tf32 */
+    int dense_tf32;       /* the dense tensor-core matmul in TF32 (float32 buffers, the
+                             default) or in bfloat16 (env VT_GPU_TC_DENSE=bf16) */
     int int8_dot;         /* one-token matvecs of gpu_matvec.cu's types on int8 activations
                              (gpu_matvec.cu); 0 with env VT_GPU_INT8_DOT=0 */
     /* one token's activations rounded to int8 blocks (gpu_qdot.cuh) in xq_dev

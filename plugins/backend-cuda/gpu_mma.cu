@@ -9,7 +9,10 @@
  * BM pairs of one expert × TC_BN output rows, TC_BK input columns at a time:
  *  - the weight tile is decoded exactly to float32 (dec8<T>, the decoders of
  *    gpu_device.cuh that get_rows and the float kernels use) and the
- *    activation tile read as float32, both rounded to TF32 (cvt.rna: to
+ *    activation tile read as float32 and (p.xq, the default) rounded to
+ *    int8 blocks as the one-token kernels round it (x̂ = d·q, xq_round: a
+ *    row's 32 columns of the tile are exactly one block, held by 8 adjacent
+ *    lanes), both rounded to TF32 (cvt.rna: to
  *    nearest, ties away from zero; 10 fraction bits, float32's exponent
  *    range, so nothing overflows that float32 holds) into shared memory;
  *  - warps in 2 × 2, each (BM/2) × 32 outputs as m16n8k8 TF32 MMAs with
@@ -18,7 +21,7 @@
  *  - epilogue: gate/up act(g)·u (moe_act, the float kernels' activation)
  *    into row s of the pairs' scratch; down: row s of y.
  *
- * Error against the float32 product: each input is rounded once to 11
+ * Error against the float32 product of w and x̂: each input is rounded once to 11
  * significant bits (relative error <= 2^-11), so a product term is within
  * 2^-10 (plus 2^-22) of its exact value and a dot product within about
  * 2^-10·Σ|x_i·w_i| plus float32 summation rounding. Block-type weights are

@@ -16,12 +16,18 @@
  *    VT_GPU_MM_VEC_MAX tokens (decode): one warp per output row (block
  *    types: per MM_VEC_ROWS rows) dequantises the row on the fly and keeps
  *    one accumulator per token. More tokens (prefill), block types on a
- *    device with tensor cores (ctx->gemm_tc, the default on sm_80+): rows are
- *    dequantised exactly, rounded to bfloat16 (nearest even) into a bounded
- *    device buffer, the activations rounded the same way once, and
- *    cublasGemmEx multiplies them with float32 accumulation and output: each
- *    input within 2^-8 (8 significant bits), so each term within
- *    2^-7 + 2^-16 of its float32 value (tests/test_cuda_quant.c's bound). F32/F16/BF16 weights, and every type with VT_GPU_GEMM=cublas:
+ *    device with tensor cores (ctx->gemm_tc, the default on sm_80+): the
+ *    activations are rounded to int8 blocks of 32 as decode rounds them
+ *    (x̂ = d·q, xq_round; llama.cpp's rounding, so prefill and decode
+ *    answer alike), rows are dequantised exactly, both rounded to TF32 (to
+ *    nearest, ties away) into bounded device buffers, and cublasGemmEx
+ *    multiplies them with float32 accumulation and output: each input
+ *    within 2^-11, so each term within 2^-10 + 2^-22 of w·x̂
+ *    (tests/test_cuda_quant.c's bound). VT_GPU_TC_DENSE=bf16 rounds to
+ *    bfloat16 instead (about 9% faster prefill on an H100, but 2^-8 per
+ *    input: the trained-lowbit fixture then misses llama.cpp's top token at
+ *    one position); VT_GPU_PREFILL_XQ=0 keeps the activations unrounded.
+ *    F32/F16/BF16 weights, and every type with VT_GPU_GEMM=cublas:
  *    rows dequantised exactly to float32 and cuBLAS SGEMM with the default
  *    (not TF32) math mode (F32 weights directly). Under HIP (no hipBLAS on
  *    Debian 12), or with env VT_GPU_GEMM=tiled, a 64x64 tiled kernel that
@@ -306,9 +312,12 @@ extern "C" void vt_gpu_ops_init(vt_backend_ctx *ctx)
     if (!known) g = NULL;
     ctx->gemm_blas = GPU_HAVE_BLAS && !(g && !strcmp(g, "tiled"));
     ctx->gemm_tc = !(g && strcmp(g, "tc")) && vt_gpu_tc_probe();
+    /* VT_GPU_PREFILL_XQ=0: prefill products on unrounded activations;
+     * VT_GPU_TC_DENSE=bf16: the dense tensor-core matmul in bfloat16 (faster,
+     * coarser: the trained-lowbit fixture then misses llama.cpp's answer) */
     const char *xq = getenv("VT_GPU_PREFILL_XQ"), *dn = getenv("VT_GPU_TC_DENSE");
     ctx->prefill_xq = !(xq && !strcmp(xq, "0"));
-    ctx->dense_tf32 = dn && !strcmp(dn, "tf32");
+    ctx->dense_tf32 = !(dn && !strcmp(dn, "bf16"));
     const char *q = getenv("VT_GPU_INT8_DOT");
     ctx->int8_dot = 1;
     if (q && !strcmp(q, "0")) {
@@ -536,6 +545,20 @@ static __device__ __forceinline__ __attribute__((unused)) void put_val(uint16_t 
     uint32_t u = __float_as_uint(v);
     *o = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)((u >> 16) | 0x40u)
                                           : (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* float32 storage of v rounded to TF32 (10 fraction bits; to nearest, ties
+ * away from zero, as cvt.rna.tf32.f32; a NaN or infinity kept): the dense
+ * TF32 path rounds its inputs itself, so what cuBLAS's tensor cores take is
+ * specified whatever their own conversion does */
+struct tf32_val {
+    float v;
+};
+static __device__ __forceinline__ __attribute__((unused)) void put_val(tf32_val *o, float v)
+{
+    uint32_t u = __float_as_uint(v);
+    if ((u & 0x7F800000u) != 0x7F800000u) u = (u + 0x1000u) & 0xFFFFE000u;
+    o->v = __uint_as_float(u);
 }
 
 template <int T, typename OutT = float>
@@ -807,8 +830,8 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
         TRY(reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)hc * row_h, 0));
         TRY(reserve(ctx, "mat_mul", &ctx->abuf, &ctx->abuf_bytes, (size_t)n_tokens * row_h, 0));
         if (tf32)
-            k_rows_act<float><<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
-                x, ldx, w->n_in, n_tokens, xq, (float *)ctx->abuf);
+            k_rows_act<tf32_val><<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
+                x, ldx, w->n_in, n_tokens, xq, (tf32_val *)ctx->abuf);
         else
             k_rows_act<uint16_t><<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
                 x, ldx, w->n_in, n_tokens, xq, (uint16_t *)ctx->abuf);
@@ -818,8 +841,8 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
         for (int64_t r0 = 0; r0 < w->n_out; r0 += hc) {
             int64_t nr = w->n_out - r0 < hc ? w->n_out - r0 : hc;
             if (tf32)
-                k_dequant_rows<T, float><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
-                    wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (float *)ctx->wbuf);
+                k_dequant_rows<T, tf32_val><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
+                    wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (tf32_val *)ctx->wbuf);
             else
                 k_dequant_rows<T, uint16_t><<<grid_for(dequant_items<T>(w->n_in, nr), 256), 256, 0, VT_ST>>>(
                     wd + (size_t)r0 * rb, rb, w->n_in, NULL, nr, (uint16_t *)ctx->wbuf);
