@@ -12,3 +12,10 @@ vt_add_test(test_tokenizer SOURCES test_tokenizer.c
 vt_add_test(test_tokenizer_gemma4 SOURCES test_tokenizer_gemma4.c
             LIBS vtcore PkgConfig::CJSON
             LABELS tokenizer TIMEOUT 120)
+
+# NFC normalization (issue 43 item 1): the same result as utf8proc_map on
+# random text, and 200 KB of alternating combining marks normalized and
+# tokenized in bounded time (linear, not utf8proc's quadratic ordering).
+vt_add_test(test_unicode_nfc SOURCES test_unicode_nfc.c
+            LIBS vtcore PkgConfig::UTF8PROC
+            LABELS tokenizer TIMEOUT 120)

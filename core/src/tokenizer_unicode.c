@@ -145,6 +145,46 @@ vt_status vt_utf8_decode(const char *s, size_t n, uint32_t **out, size_t *n_out)
 
 /* ---- NFC ---- */
 
+/*
+ * NFC in time linear in the input (issue 43: utf8proc_map's canonical
+ * ordering is a bubble sort, quadratic over a long run of combining marks in
+ * alternating order). The three steps of UAX #15, each linear:
+ *  1. canonical decomposition of each code point (utf8proc_decompose_char,
+ *     Hangul included), at most 4 code points each (UAX #15: the longest
+ *     canonical decomposition is 4);
+ *  2. canonical ordering: every maximal run of code points with a nonzero
+ *     combining class stably sorted by class (insertion sort for short runs,
+ *     a counting sort over the 255 classes for long ones);
+ *  3. canonical composition (utf8proc_normalize_utf32 with COMPOSE, one pass).
+ * The options are those of the utf8proc_map call this replaces (STABLE |
+ * COMPOSE), so the result is the same; tests/test_tokenizer_unicode.c holds
+ * it to utf8proc_map on mixed text.
+ */
+#define NFC_SHORT_RUN 16
+
+static void nfc_order_run(utf8proc_int32_t *c, size_t n, utf8proc_int32_t *tmp)
+{
+    if (n < 2) return;
+    if (n <= NFC_SHORT_RUN) {
+        for (size_t i = 1; i < n; i++) {
+            utf8proc_int32_t x = c[i];
+            int cx = utf8proc_get_property(x)->combining_class;
+            size_t j = i;
+            while (j > 0 && utf8proc_get_property(c[j - 1])->combining_class > cx) {
+                c[j] = c[j - 1];
+                j--;
+            }
+            c[j] = x;
+        }
+        return;
+    }
+    size_t start[257] = {0};
+    for (size_t i = 0; i < n; i++) start[utf8proc_get_property(c[i])->combining_class + 1]++;
+    for (int k = 0; k < 256; k++) start[k + 1] += start[k];
+    for (size_t i = 0; i < n; i++) tmp[start[utf8proc_get_property(c[i])->combining_class]++] = c[i];
+    memcpy(c, tmp, n * sizeof *c);
+}
+
 vt_status vt_unicode_nfc(uint32_t **cps, size_t *n)
 {
     /* Every code point below U+0300 has canonical combining class 0 and is its
@@ -154,36 +194,60 @@ vt_status vt_unicode_nfc(uint32_t **cps, size_t *n)
         if ((*cps)[i] >= 0x300) break;
     if (i == *n) return VT_OK;
 
-    size_t nb = *n * 4;
-    char *utf8 = malloc(nb ? nb : 1);
-    if (!utf8) {
-        vt_set_error_oom(nb ? nb : 1, "tokenizer: NFC input");
+    const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    size_t cap = *n + 16, len = 0;
+    utf8proc_int32_t *d = malloc(cap * sizeof *d);
+    if (!d) {
+        vt_set_error_oom(cap * sizeof *d, "tokenizer: NFC of %zu code points", *n);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    size_t len = 0;
-    for (i = 0; i < *n; i++) len += (size_t)vt_utf8_encode((*cps)[i], utf8 + len);
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)utf8, (utf8proc_ssize_t)len, &dst,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    free(utf8);
-    if (r < 0) {
-        free(dst);
-        if (r == UTF8PROC_ERROR_NOMEM) /* utf8proc does not say how much it asked for */
-            vt_set_error("out of memory: tokenizer: NFC normalization of %zu bytes of text "
-                         "(utf8proc: %s)",
-                         len, utf8proc_errmsg(r));
-        else
-            vt_set_error("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(r));
-        return r == UTF8PROC_ERROR_NOMEM ? VT_ERR_OUT_OF_MEMORY : VT_ERR_INTERNAL;
+    for (i = 0; i < *n; i++) {
+        if (cap - len < 4) {
+            size_t nc = cap + cap / 2 + 16;
+            utf8proc_int32_t *g = realloc(d, nc * sizeof *d);
+            if (!g) {
+                free(d);
+                vt_set_error_oom(nc * sizeof *d, "tokenizer: NFC of %zu code points", *n);
+                return VT_ERR_OUT_OF_MEMORY;
+            }
+            d = g;
+            cap = nc;
+        }
+        utf8proc_ssize_t r = utf8proc_decompose_char((utf8proc_int32_t)(*cps)[i], d + len, 4, opt, NULL);
+        if (r < 0 || r > 4) {
+            free(d);
+            vt_set_error("tokenizer: NFC normalization of U+%04X failed: %s", (unsigned)(*cps)[i],
+                         r < 0 ? utf8proc_errmsg(r) : "decomposition longer than 4");
+            return VT_ERR_INTERNAL;
+        }
+        len += (size_t)r;
     }
-    uint32_t *out = NULL;
-    size_t n_out = 0;
-    vt_status st = vt_utf8_decode((const char *)dst, (size_t)r, &out, &n_out);
-    free(dst);
-    if (st != VT_OK) return st;
+    utf8proc_int32_t *tmp = malloc((len ? len : 1) * sizeof *tmp);
+    if (!tmp) {
+        free(d);
+        vt_set_error_oom((len ? len : 1) * sizeof *tmp, "tokenizer: NFC of %zu code points", *n);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t a = 0; a < len;) {
+        if (!utf8proc_get_property(d[a])->combining_class) {
+            a++;
+            continue;
+        }
+        size_t b = a + 1;
+        while (b < len && utf8proc_get_property(d[b])->combining_class) b++;
+        nfc_order_run(d + a, b - a, tmp);
+        a = b;
+    }
+    free(tmp);
+    utf8proc_ssize_t r = utf8proc_normalize_utf32(d, (utf8proc_ssize_t)len, opt);
+    if (r < 0) {
+        free(d);
+        vt_set_error("tokenizer: NFC normalization failed: %s", utf8proc_errmsg(r));
+        return VT_ERR_INTERNAL;
+    }
     free(*cps);
-    *cps = out;
-    *n = n_out;
+    *cps = (uint32_t *)d;
+    *n = (size_t)r;
     return VT_OK;
 }
 
