@@ -109,10 +109,20 @@ static void mm_case(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, uint
  * every remainder of 4- and 6-token tiles (4..17); n_in with and without
  * column tails (float types); x and y strided.
  */
+/* A context of kernel set `set` with its integer dot products off: this file
+ * tests the float kernels, which Q8_0 takes only then (with them on, Q8_0 runs
+ * on int8 activations at every batch size: test_cpu_quant_kernels.c). */
+static vt_backend_ctx *float_ctx(const char *set, int n_threads)
+{
+    vt_backend_ctx *c = tc_simd_ctx(set, n_threads);
+    if (c) vt_cpu_ctx_set_qdot(c, NULL);
+    return c;
+}
+
 static void test_mat_mul(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 3);
+    vt_backend_ctx *simd = float_ctx(set, 3);
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     tc_rng rng = {0x5eed0001};
@@ -151,9 +161,9 @@ static void test_mat_mul_splits(void **state)
 {
     const char *set = set_of(state);
     const vt_cpu_kernels *k = vt_cpu_kernels_find(set);
-    vt_backend_ctx *c1 = tc_simd_ctx(set, 1);
+    vt_backend_ctx *c1 = float_ctx(set, 1);
     if (!c1) skip();
-    vt_backend_ctx *c2 = tc_simd_ctx(set, 2), *c3 = tc_simd_ctx(set, 3);
+    vt_backend_ctx *c2 = float_ctx(set, 2), *c3 = float_ctx(set, 3);
     const vt_backend_api *api = tc_api();
     tc_rng rng = {0x5eed0008};
     static const int64_t toks[] = {2, 5, 17, 65, 130};
@@ -210,7 +220,7 @@ static void test_mat_mul_splits(void **state)
 static void test_dequant_exact(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 2);
+    vt_backend_ctx *simd = float_ctx(set, 2);
     if (!simd) skip();
     const vt_backend_api *api = tc_api();
     const int64_t n_in = 64, n_out = 1024;
@@ -263,7 +273,7 @@ static void test_dequant_exact(void **state)
 static void test_norms(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 3);
+    vt_backend_ctx *simd = float_ctx(set, 3);
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     const vt_backend_api *api = tc_api();
@@ -360,7 +370,7 @@ static void attn_case(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, in
 static void test_attention(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 3);
+    vt_backend_ctx *simd = float_ctx(set, 3);
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     tc_rng rng = {0x5eed0004};
@@ -479,7 +489,7 @@ static void delta_case(vt_backend_ctx *ref, vt_backend_ctx *simd, tc_rng *rng, i
 static void test_delta_net(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 3);
+    vt_backend_ctx *simd = float_ctx(set, 3);
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     tc_rng rng = {0x5eed0005};
@@ -503,7 +513,7 @@ static void test_delta_net(void **state)
 static void test_ssm_conv(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 3);
+    vt_backend_ctx *simd = float_ctx(set, 3);
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     const vt_backend_api *api = tc_api();
@@ -549,7 +559,7 @@ static void test_ssm_conv(void **state)
 static void test_elementwise(void **state)
 {
     const char *set = set_of(state);
-    vt_backend_ctx *simd = tc_simd_ctx(set, 3);
+    vt_backend_ctx *simd = float_ctx(set, 3);
     if (!simd) skip();
     vt_backend_ctx *ref = tc_ctx("scalar", 1);
     const vt_backend_api *api = tc_api();

@@ -11,9 +11,10 @@
  *                 equals the same position of the full N-token chunk bit for
  *                 bit (a causal model's position t does not depend on L);
  *   chunk sweep   for every chunk size c in 1..N (n_batch = c), the whole
- *                 prompt equals one chunk: bit for bit with the reference
- *                 kernels, within 1e-4 of max |logit| per position otherwise
- *                 (qwen35moe.md §6);
+ *                 prompt equals one chunk: bit for bit on the CPU (reference
+ *                 and fast kernels: each row is computed as it is alone,
+ *                 whatever the batch), within 1e-4 of max |logit| per
+ *                 position on a GPU (qwen35moe.md §6);
  *   greedy        the trained model's refs/greedy.json (4 prompts x 48
  *                 tokens, made without stopping at end-of-generation)
  *                 reproduced token for token on the bf16 file in one chunk and
@@ -24,8 +25,12 @@
  *   f32-exact files (bf16 / f16 GGUF, weights equal to f32): max |Δ| <= 1e-2 at
  *     every position and the same argmax wherever the reference top-1/top-2
  *     gap exceeds 1e-3;
- *   q8_0 (lossy): a smoke test, mean |Δ| <= 0.5 over the positions of the
- *     prefix (the logit std is 1.6);
+ *   q8_0 (lossy): a smoke test, mean |Δ| over the positions of the prefix
+ *     <= 0.5 on the float path, <= 0.8 on the integer path (int8
+ *     activations, as llama.cpp's CPU computes; the README measures
+ *     llama.cpp's per-prompt mean at up to 0.36 over whole prompts, and a
+ *     short prefix averages fewer positions: 0.57 at 9 tokens); both well
+ *     below the logit std of 1.6;
  *   qwen35moe-trained (no logit file): the reference sequence is the prompt
  *     followed by its 48 greedy tokens, so the argmax at every position from
  *     the last prompt token on must be the next token of that sequence.
@@ -288,7 +293,7 @@ static int argmax_row(const float *row, int64_t n)
 /* Positions 0..L-1 of got against the reference by the file's criterion;
  * returns the largest |Δ| (logit files) and fails with the position. */
 static double check_ref(const sweep_file *f, const sweep_ref *r, const float *got, int L,
-                        const char *what, int exact)
+                        const char *what, int exact, int rounds)
 {
     double worst = 0, sum = 0;
     for (int t = 0; t < L; t++) {
@@ -321,7 +326,7 @@ static double check_ref(const sweep_file *f, const sweep_ref *r, const float *go
     }
     if (f->crit == CRIT_Q8 || (f->crit == CRIT_F32 && !exact)) {
         double mean = sum / ((double)L * (double)r->n_vocab);
-        double lim = f->crit == CRIT_Q8 ? 0.5 : 0.1;
+        double lim = f->crit == CRIT_Q8 ? (rounds ? 0.8 : 0.5) : 0.1;
         if (!(mean <= lim))
             fail_msg("%s: prefix of %d tokens: mean |d| %.4g vs the reference > %.2g", what, L,
                      mean, lim);
@@ -393,21 +398,19 @@ static int file_selected(size_t i)
 static int kernels_selected(int k) { (void)k; return 1; }
 #endif
 
-/* Fast kernels round differently with the number of tokens (a matvec for one,
- * GEMM tiles for more; on quantized weights integer dot products for one
- * token): the bit-exact checks are the reference kernels', the fast ones are
- * held to 1e-4 of max |logit|, except on lossy q8_0 files whose one-token
+/* The CPU's fast kernels compute each row the same way whatever the batch
+ * (batch invariance, issue 43 item 5): their chunks and prefixes are held to
+ * one chunk bit for bit, like the reference kernels'. A GPU's kernels round
+ * differently with the number of tokens (a matvec for few, tensor-core GEMMs
+ * for more): held to 1e-4 of max |logit|, except on lossy q8_0 files whose
  * integer path moves the router (test_quant_models bounds that path). */
 static int fast_comparable(const sweep_file *f) { return f->fast_exact || f->crit == CRIT_Q8; }
 
-/* On the CPU's fast kernels a q8_0 matmul of ONE row takes the integer path
- * (int8 activations), and a routed expert that got one token of a chunk is
- * such a matmul whatever the chunk length; on a GPU so do one-token matmuls
- * and the experts of chunks of up to 8 tokens (unless VT_GPU_INT8_DOT=0),
- * and longer chunks round activations to bfloat16 (dense matmuls) and TF32
- * (experts) on tensor cores (unless VT_GPU_GEMM is cublas or tiled):
- * those runs are held to the reference criterion, at every prefix and every
- * chunk size, not to each other. */
+/* On a GPU one-token matmuls and the experts of chunks of up to 8 tokens
+ * take int8 activations (unless VT_GPU_INT8_DOT=0), and longer chunks round
+ * them to int8 blocks and then TF32 on tensor cores (unless VT_GPU_GEMM is
+ * cublas or tiled): on a q8_0 file those runs are held to the reference
+ * criterion, at every prefix and every chunk size, not to each other. */
 static int gpu_int8(void)
 {
     /* and prefill chunks of more than 8 tokens on TF32 tensor cores
@@ -416,10 +419,20 @@ static int gpu_int8(void)
     int int8 = !(q && !strcmp(q, "0")), tc = !(g && (!strcmp(g, "cublas") || !strcmp(g, "tiled")));
     return !g_cpu && (int8 || tc);
 }
-static int int8_path(const sweep_file *f, int exact_kernels)
+/* The kernels round a q8_0 file's activations to int8: the CPU's fast
+ * kernels (at every batch size) and a GPU's int8 / tensor-core paths. */
+static int rounds_int8(const sweep_file *f, int exact_kernels)
 {
     if (f->crit != CRIT_Q8 || exact_kernels) return 0;
     return g_cpu || gpu_int8();
+}
+/* Held to the reference instead of to one chunk: a GPU whose rounding
+ * depends on the chunk (the CPU's does not: each row is computed as it is
+ * alone, whatever the batch, so its chunks and prefixes equal one chunk bit
+ * for bit). */
+static int int8_path(const sweep_file *f, int exact_kernels)
+{
+    return !g_cpu && rounds_int8(f, exact_kernels);
 }
 
 /* One sweep case: file f with its reference r on one kernel set ("scalar",
@@ -444,7 +457,7 @@ static void for_each_case(sweep_case_fn fn)
              * rounded activations to (its q8_0 products are swept with the
              * reference kernels, and on a GPU with VT_GPU_INT8_DOT=0
              * VT_GPU_GEMM=cublas) */
-            if ((g_cpu || gpu_int8()) && !exact_kernels && !fast_comparable(f)) continue;
+            if (!g_cpu && gpu_int8() && !exact_kernels && !fast_comparable(f)) continue;
             char what[256];
             snprintf(what, sizeof what, "%s, device %s, kernels %s", f->label, VT_SWEEP_DEVICE,
                      ks[k] ? ks[k] : "default");
@@ -480,10 +493,10 @@ static void prefix_case(const sweep_file *f, sweep_ref *r, const char *kernels,
     double worst_ref = 0, worst_full = 0;
     for (int L = 1; L <= r->n; L++) {
         float *got = eval_all(e, r->ids, L, r->n_vocab);
-        double w = check_ref(f, r, got, L, what, exact_crit);
+        double w = check_ref(f, r, got, L, what, exact_crit, rounds_int8(f, exact_kernels));
         if (w > worst_ref) worst_ref = w;
         if (!int8_path(f, exact_kernels)) {
-            w = check_same(full, got, L, r->n_vocab, exact_kernels, what, "prefix of", L);
+            w = check_same(full, got, L, r->n_vocab, exact_kernels || g_cpu, what, "prefix of", L);
             if (w > worst_full) worst_full = w;
         }
         free(got);
@@ -511,9 +524,9 @@ static void chunk_case(const sweep_file *f, sweep_ref *r, const char *kernels, i
         if (int8_path(f, exact_kernels)) {
             char w1[300];
             snprintf(w1, sizeof w1, "%s, chunks of %d (integer path)", what, c);
-            w = check_ref(f, r, got, r->n, w1, 1);
+            w = check_ref(f, r, got, r->n, w1, 1, 1);
         } else {
-            w = check_same(one, got, r->n, r->n_vocab, exact_kernels, what, "chunks of", c);
+            w = check_same(one, got, r->n, r->n_vocab, exact_kernels || g_cpu, what, "chunks of", c);
         }
         if (w > worst) worst = w;
         free(got);

@@ -15,16 +15,19 @@
  *    max |logit| at every position, same argmax wherever the margin exceeds
  *    that.
  *  - fast kernels as they run by default (int8 activations for every
- *    single-token matmul: decode, and experts that get one prompt token):
- *    each such matmul input is rounded to int8 per 32 values (|Δx| <= 1/254
- *    of the block max, ~0.5% rms), which is not a summation-order effect:
- *    in an MoE it can flip a near-tie in the router's top-k, which moves
- *    that token's logits by far more than the rounding (measured: up to 19%
- *    of max |logit| at one position for Q5_0/Q5_1, 2-5% otherwise). The
- *    criterion is therefore the one used for activation-rounding kernels
- *    (../shared/fixtures/README.md): pooled mean |Δ| <= 1% of max |logit|
- *    (measured 0.2-0.6%) and the same argmax wherever the reference's
- *    margin exceeds 10% of max |logit|.
+ *    matmul of a quantised type, prompt positions included, as llama.cpp's
+ *    CPU kernels do): each matmul input is rounded to int8 per 32 values
+ *    (|Δx| <= 1/254 of the block max, ~0.5% rms), which is not a
+ *    summation-order effect: in an MoE it can flip a near-tie in the
+ *    router's top-k, which moves that token's logits by far more than the
+ *    rounding, and these random-weight routers are full of near-ties
+ *    (measured: up to 61% of max |logit| at one position, pooled means
+ *    0.4-4.4%; 0.2-0.6% when only decode rounded). The rounding itself is
+ *    bounded kernel by kernel (test_cpu_quant_kernels.c, every batch size)
+ *    and judged against llama.cpp on a trained model with real routing
+ *    (test_lowbit_models.c); here the criterion is that no routing flip
+ *    hides a wrong answer: the same argmax wherever the reference's margin
+ *    exceeds 10% of max |logit|, and pooled mean |Δ| <= 5% of max |logit|.
  * Measured deviations are printed for the record.
  */
 #include "test_util.h"
@@ -86,7 +89,7 @@ static float *run(vt_engine *e, int64_t n_vocab, const int32_t *prompt, int32_t 
 
 /* Compare b with the reference a at every position. tight: max |Δ| <= 1e-3 of
  * max |logit| and the same argmax wherever the margin exceeds it; else the
- * int8-activation criterion (pooled mean |Δ| <= 1% of max |logit|, argmax
+ * int8-activation criterion (pooled mean |Δ| <= 5% of max |logit|, argmax
  * kept where the margin exceeds 10%). Returns the worst max |Δ| / max |logit|.
  * judge = 0: the int8-activation figures are measured and returned only (the
  * low-bit models: see one_type). */
@@ -121,8 +124,8 @@ static double compare(const char *tname, const char *what, const float *a, const
                      pos, bm, am, (double)ra[am] - second, bound);
     }
     *mean_rel = sum_rel / (N_PROMPT + N_DECODE);
-    if (judge && !tight && !(*mean_rel <= 1e-2))
-        fail_msg("%s %s: mean |Δ| / max |logit| %.4g > 1%%", tname, what, *mean_rel);
+    if (judge && !tight && !(*mean_rel <= 5e-2))
+        fail_msg("%s %s: mean |Δ| / max |logit| %.4g > 5%%", tname, what, *mean_rel);
     return worst;
 }
 

@@ -66,50 +66,50 @@ BODY_INLINE vf w_vec(uint32_t type, const uint8_t *row, int64_t i)
     }
 }
 
-/* One token (decode): each row is one sequential stream through memory (the
- * hardware prefetcher's best case; short rows of many interleaved streams are
- * not), with four independent accumulators to cover the FMA latency. */
+/* One token (decode): each output summed exactly as mm_tile sums it in a
+ * batch (per column block of MM_KB, one vector accumulator over the block's
+ * whole vectors in order, v_hsum4, the tail columns by scalar FMA, y = s or
+ * y += s in block order), so a token's result is the same alone and in any
+ * batch (batch invariance: issue 43 item 5; it had four accumulators per
+ * row, whose sums parted from the batch's in the last bits). Four rows at a
+ * time give four independent FMA chains. */
 BODY_INLINE void mm_rows_1tok(uint32_t type, const uint8_t *w, size_t rb, int64_t n_in,
                               const float *x, float *y, int64_t n_rows)
 {
-    const int64_t nv = n_in - n_in % VW;
-    for (int64_t r = 0; r < n_rows; r++) {
-        const uint8_t *row = w + (size_t)r * rb;
-        vf a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero();
-        float s;
-        if (type == VT_TYPE_Q8_0) {
-            const int64_t nb = n_in / 32;
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + (size_t)b * VT_CPU_Q8_0_BYTES;
-                vf d = v_set1(f16_scalar(vt_cpu_rd16(blk)));
-                const float *xb = x + b * 32;
-                if (VW == 8) {
-                    a0 = v_fma(v_mul(v_load_i8(blk + 2), d), v_load(xb), a0);
-                    a1 = v_fma(v_mul(v_load_i8(blk + 2 + VW), d), v_load(xb + VW), a1);
-                    a2 = v_fma(v_mul(v_load_i8(blk + 2 + 2 * VW), d), v_load(xb + 2 * VW), a2);
-                    a3 = v_fma(v_mul(v_load_i8(blk + 2 + 3 * VW), d), v_load(xb + 3 * VW), a3);
-                } else if (b & 1) {
-                    a2 = v_fma(v_mul(v_load_i8(blk + 2), d), v_load(xb), a2);
-                    a3 = v_fma(v_mul(v_load_i8(blk + 2 + VW), d), v_load(xb + VW), a3);
-                } else {
-                    a0 = v_fma(v_mul(v_load_i8(blk + 2), d), v_load(xb), a0);
-                    a1 = v_fma(v_mul(v_load_i8(blk + 2 + VW), d), v_load(xb + VW), a1);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        const int nr = n_rows - r0 < 4 ? (int)(n_rows - r0) : 4;
+        const uint8_t *row[4];
+        for (int g = 0; g < 4; g++) row[g] = w + (size_t)(r0 + (g < nr ? g : 0)) * rb;
+        for (int64_t k0 = 0; k0 < n_in; k0 += VT_CPU_MM_KB) {
+            const int64_t n = n_in - k0 < VT_CPU_MM_KB ? n_in - k0 : VT_CPU_MM_KB, nv = n - n % VW;
+            vf acc[4] = {v_zero(), v_zero(), v_zero(), v_zero()};
+            if (type == VT_TYPE_Q8_0) { /* n a multiple of 32: no tail */
+                for (int64_t b = k0 / 32; b < (k0 + n) / 32; b++) {
+                    vf d[4];
+                    for (int g = 0; g < 4; g++)
+                        d[g] = v_set1(f16_scalar(vt_cpu_rd16(row[g] + (size_t)b * VT_CPU_Q8_0_BYTES)));
+                    for (int u = 0; u < 32 / VW; u++) {
+                        vf xv = v_load(x + b * 32 + u * VW);
+                        for (int g = 0; g < 4; g++) {
+                            const uint8_t *q = row[g] + (size_t)b * VT_CPU_Q8_0_BYTES + 2 + u * VW;
+                            acc[g] = v_fma(v_mul(v_load_i8(q), d[g]), xv, acc[g]);
+                        }
+                    }
+                }
+            } else {
+                for (int64_t i = k0; i < k0 + nv; i += VW) {
+                    vf xv = v_load(x + i);
+                    for (int g = 0; g < 4; g++) acc[g] = v_fma(w_vec(type, row[g], i), xv, acc[g]);
                 }
             }
-            s = v_hsum(v_add(v_add(a0, a1), v_add(a2, a3)));
-        } else {
-            int64_t i = 0;
-            for (; i + 4 * VW <= nv; i += 4 * VW) {
-                a0 = v_fma(w_vec(type, row, i), v_load(x + i), a0);
-                a1 = v_fma(w_vec(type, row, i + VW), v_load(x + i + VW), a1);
-                a2 = v_fma(w_vec(type, row, i + 2 * VW), v_load(x + i + 2 * VW), a2);
-                a3 = v_fma(w_vec(type, row, i + 3 * VW), v_load(x + i + 3 * VW), a3);
+            float s[4];
+            v_hsum4(acc[0], acc[1], acc[2], acc[3], s);
+            for (int g = 0; g < nr; g++) {
+                for (int64_t i = k0 + nv; i < k0 + n; i++) s[g] = fmaf(w_elem(type, row[g], i), x[i], s[g]);
+                if (k0 == 0) y[r0 + g] = s[g];
+                else y[r0 + g] += s[g];
             }
-            for (; i < nv; i += VW) a0 = v_fma(w_vec(type, row, i), v_load(x + i), a0);
-            s = v_hsum(v_add(v_add(a0, a1), v_add(a2, a3)));
-            for (; i < n_in; i++) s = fmaf(w_elem(type, row, i), x[i], s);
         }
-        y[r] = s;
     }
 }
 
@@ -830,6 +830,24 @@ BODY_INLINE vf v_silu(vf x)
     return v_div(x, v_add(one, v_exp(v_sub(v_zero(), x))));
 }
 
+/* The vector function of op on one vector (softplus has none: -1). */
+BODY_INLINE int unary_vec(vt_unary_op op, vf x, vf *y)
+{
+    switch (op) {
+    case VT_UNARY_SILU: *y = v_silu(x); return 0;
+    case VT_UNARY_SIGMOID: *y = v_sigmoid(x); return 0;
+    case VT_UNARY_GELU_TANH: *y = v_gelu_tanh(x); return 0;
+    case VT_UNARY_EXP: *y = v_exp(x); return 0;
+    case VT_UNARY_TANH: *y = v_tanh(x); return 0;
+    default: return -1;
+    }
+}
+
+/* Every element through the same vector function, the last n % VW too (in a
+ * zero-padded vector), so an element's result does not depend on where it
+ * lies in the array: a token's activations come out the same alone and in a
+ * batch (batch invariance: issue 43 item 5; the tail took the scalar
+ * reference, whose rounding differs). Softplus: the reference throughout. */
 static void unary(vt_unary_op op, const float *x, float *y, int64_t n)
 {
     int64_t i = 0;
@@ -851,6 +869,17 @@ static void unary(vt_unary_op op, const float *x, float *y, int64_t n)
         break;
     case VT_UNARY_SOFTPLUS: /* needs log1p: the reference, element by element */
         break;
+    }
+    if (i < n && op != VT_UNARY_SOFTPLUS) {
+        float buf[VW] __attribute__((aligned(64)));
+        memset(buf, 0, sizeof buf);
+        memcpy(buf, x + i, (size_t)(n - i) * sizeof(float));
+        vf r;
+        if (unary_vec(op, v_load(buf), &r) == 0) {
+            v_store(buf, r);
+            memcpy(y + i, buf, (size_t)(n - i) * sizeof(float));
+            return;
+        }
     }
     for (; i < n; i++) y[i] = vt_cpu_unary_ref(op, x[i]);
 }
