@@ -5,7 +5,7 @@
 # scripts/deps.sh).
 vt_add_test(test_serve_request SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_request.c
             LIBS vtserve PkgConfig::CJSON LABELS "serve" TIMEOUT 60)
-vt_add_test(test_serve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.c
+vt_add_test(test_serve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.c ${CMAKE_CURRENT_SOURCE_DIR}/serve_harness.c
             LIBS vtserve PkgConfig::CJSON Threads::Threads LABELS "serve;fixtures" TIMEOUT 300)
 add_dependencies(test_serve vt backend-cpu model-qwen35)
 add_test(NAME serve_openai_node
@@ -19,3 +19,9 @@ set_tests_properties(serve_openai_node PROPERTIES LABELS "serve;fixtures" TIMEOU
 vt_add_test(test_serve_oom SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_oom.c
             LIBS vtserve PkgConfig::CJSON LABELS "serve;fixtures" TIMEOUT 300)
 add_dependencies(test_serve_oom backend-cpu model-qwen35)
+# What vt serve refuses at the door (issue 43): a port in use, a missing API
+# key before the body, ambiguous framing, a key given twice, raw-byte methods.
+vt_add_test(test_serve_guard SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_guard.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/serve_harness.c
+            LIBS vtserve PkgConfig::CJSON LABELS "serve;fixtures" TIMEOUT 300)
+add_dependencies(test_serve_guard vt backend-cpu model-qwen35)

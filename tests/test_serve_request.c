@@ -185,9 +185,9 @@ static void test_bad_fields(void **state)
     refused(C, "{" MSG ",\"model\":5}", 400, "'model' must be a string");
     refused(C, "{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}", 400,
             "enable_thinking");
-    refused(P, "{\"prompt\":\"of\",\"prompt\":\"of\"}", 400, "'prompt' is given twice");
-    refused(C, "{" MSG "," MSG "}", 400, "'messages' is given twice");
-    refused(C, "{" MSG ",\"stop\":\"a\",\"stop\":[\"b\"]}", 400, "'stop' is given twice");
+    refused(P, "{\"prompt\":\"of\",\"prompt\":\"of\"}", 400, "the key 'prompt' appears twice");
+    refused(C, "{" MSG "," MSG "}", 400, "the key 'messages' appears twice");
+    refused(C, "{" MSG ",\"stop\":\"a\",\"stop\":[\"b\"]}", 400, "the key 'stop' appears twice");
     refused(P, "{\"prompt\":\"a\\u0000b\"}", 400, "\\u0000");
     { /* an escaped backslash, then "u0000": text, no NUL */
         vt_serve_request r;
@@ -273,6 +273,59 @@ static void test_error_json(void **state)
     free(s);
 }
 
+/* issue 43 item 8: a key twice in one object (any depth) is refused, naming
+ * it; a hostile object of many distinct keys is accepted quickly. */
+static void test_duplicate_keys(void **state)
+{
+    (void)state;
+    const vt_serve_kind C = VT_SERVE_CHAT;
+    refused(C, "{\"messages\":[{\"role\":\"user\",\"role\":\"system\",\"content\":\"hi\"}]}",
+            400, "the key 'role' appears twice");
+    refused(C, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5,"
+               "\"max_tokens\":9}", 400, "the key 'max_tokens' appears twice");
+    refused(C, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"x\":{\"a\":1,\"b\":{\"c\":1,"
+               "\"c\":2}}}", 400, "the key 'c' appears twice");
+    /* 20000 distinct keys: unknown fields are refused, but by name, after the check */
+    size_t cap = 20000 * 16 + 64, k = 0;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    k += (size_t)snprintf(b, cap, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",");
+    for (int i = 0; i < 20000; i++) k += (size_t)snprintf(b + k, cap - k, "\"k%d\":1,", i);
+    b[k - 1] = '}';
+    k += (size_t)snprintf(b + k, cap - k, "]}");
+    vt_serve_request r;
+    vt_serve_error err;
+    memset(&err, 0, sizeof err);
+    if (vt_serve_parse_request(C, b, strlen(b), &r, &err) == 0) vt_serve_request_free(&r);
+    else assert_null(strstr(err.message, "appears twice"));
+    free(b);
+}
+
+/* issue 43 item 9: a message cut to the buffer ends on a character
+ * boundary, so the JSON error body is valid UTF-8. */
+static void test_error_cut_utf8(void **state)
+{
+    (void)state;
+    char text[2000];
+    size_t k = 0;
+    for (int lead = 0; lead < 4; lead++) { /* every alignment of the cut */
+        k = 0;
+        for (int i = 0; i < lead; i++) text[k++] = 'x';
+        while (k + 4 < sizeof text) {
+            memcpy(text + k, "\xe2\x82\xac", 3); /* U+20AC, 3 bytes */
+            k += 3;
+        }
+        text[k] = 0;
+        vt_serve_error e;
+        vt_serve_error_set(&e, 400, NULL, "%s", text);
+        assert_int_equal(vt_serve_utf8_invalid_at(e.message, strlen(e.message)), -1);
+        char *s = vt_serve_error_json(&e);
+        assert_non_null(s);
+        assert_int_equal(vt_serve_utf8_invalid_at(s, strlen(s)), -1);
+        free(s);
+    }
+}
+
 static void test_key_equal(void **state)
 {
     (void)state;
@@ -291,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_bad_json),        cmocka_unit_test(test_bad_utf8),
         cmocka_unit_test(test_bad_fields),      cmocka_unit_test(test_tokenize_bodies),
         cmocka_unit_test(test_error_json),      cmocka_unit_test(test_key_equal),
+        cmocka_unit_test(test_duplicate_keys),  cmocka_unit_test(test_error_cut_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@
 #include "serve_json.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
@@ -54,6 +56,51 @@ int vt_serve_key_equal(const char *a, const char *b)
     /* compare over b's length (the secret's), a's bytes wrapped */
     for (size_t i = 0; i < nb; i++) diff |= (unsigned char)(b[i] ^ (na ? a[i % na] : 0));
     return diff == 0;
+}
+
+/* The request's Authorization header carries the key: the scheme "Bearer"
+ * in any case (RFC 7235: case-insensitive), one or more spaces, the key. */
+static int key_ok(struct MHD_Connection *c, const char *key)
+{
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!auth || strncasecmp(auth, "Bearer", 6) || auth[6] != ' ') return 0;
+    const char *k = auth + 6;
+    while (*k == ' ') k++;
+    return vt_serve_key_equal(k, key);
+}
+
+/* Header counts a request is refused for (ambiguous framing: request
+ * smuggling through a proxy that reads it the other way). */
+typedef struct hdr_scan {
+    int n_length;     /* Content-Length headers */
+    int length_differ; /* two of them with different values */
+    const char *length;
+    int chunked;      /* a Transfer-Encoding header */
+} hdr_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    hdr_scan *h = cls;
+    if (!strcasecmp(key, "Content-Length")) {
+        if (h->n_length++ && (!h->length || !value || strcmp(h->length, value))) h->length_differ = 1;
+        h->length = value;
+    } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        h->chunked = 1;
+    }
+    return MHD_YES;
+}
+
+/* The method as ASCII for a message (a raw byte sequence would make the
+ * JSON error body invalid): printable ASCII kept, anything else '?', at most
+ * 31 characters. */
+static void safe_ascii(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const unsigned char *u = (const unsigned char *)in; *u && o + 1 < cap; u++)
+        out[o++] = *u >= 0x20 && *u < 0x7f ? (char)*u : '?';
+    out[o] = 0;
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
@@ -372,13 +419,12 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
         cJSON_AddStringToObject(o, "status", "ok");
         return send_json(c, 200, o, mark);
     }
-    if (h->api_key) {
-        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        if (!auth || strncmp(auth, "Bearer ", 7) || !vt_serve_key_equal(auth + 7, h->api_key)) {
-            vt_serve_error_set(&err, 401, NULL, auth ? "invalid API key" :
-                               "an API key is required (Authorization: Bearer KEY)");
-            return send_error(c, &err);
-        }
+    if (h->api_key && !key_ok(c, h->api_key)) {
+        vt_serve_error_set(&err, 401, NULL,
+                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")
+                               ? "invalid API key"
+                               : "an API key is required (Authorization: Bearer KEY)");
+        return send_error(c, &err);
     }
     int known = !strcmp(url, "/v1/models") || !strcmp(url, "/models") ||
                 !strcmp(url, "/metrics") || !strcmp(url, "/v1/chat/completions") ||
@@ -386,12 +432,10 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
                 !strcmp(url, "/completions") || !strcmp(url, "/tokenize") ||
                 !strcmp(url, "/detokenize");
     if (!known) {
-        char safe[256];
-        size_t o = 0;
-        for (const unsigned char *u = (const unsigned char *)url; *u && o + 1 < sizeof safe; u++)
-            safe[o++] = *u >= 0x20 && *u < 0x7f ? (char)*u : '?'; /* ASCII only: the JSON stays UTF-8 */
-        safe[o] = 0;
-        vt_serve_error_set(&err, 404, NULL, "no endpoint %s %s", method, safe);
+        char safe[256], m[32];
+        safe_ascii(url, safe, sizeof safe); /* ASCII only: the JSON stays UTF-8 */
+        safe_ascii(method, m, sizeof m);
+        vt_serve_error_set(&err, 404, NULL, "no endpoint %s %s", m, safe);
         return send_error(c, &err);
     }
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
@@ -428,9 +472,12 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
     if (!strcmp(url, "/detokenize")) return do_detokenize(s, c, rc);
     return do_completion(h, s, c,
                          strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION, rc);
-bad_method:
-    vt_serve_error_set(&err, 405, NULL, "%s does not take %s", url, method);
+bad_method: {
+    char m[32];
+    safe_ascii(method, m, sizeof m);
+    vt_serve_error_set(&err, 405, NULL, "%s does not take %s", url, m);
     return send_error(c, &err);
+}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -443,6 +490,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!rc) {
         if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
         *con_cls = rc;
+        /* answered from the headers, before any of the body is read (the
+         * connection closes after): ambiguous framing, an encoded NUL in the
+         * path, a missing or wrong API key */
+        vt_serve_error early;
+        early.http = 0;
+        hdr_scan hs = {0};
+        MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
+        if (hs.length_differ)
+            vt_serve_error_set(&early, 400, NULL, "the request has two different Content-Length "
+                               "headers: refused");
+        else if (hs.n_length && hs.chunked)
+            vt_serve_error_set(&early, 400, NULL, "the request has both Content-Length and "
+                               "Transfer-Encoding: refused");
+        else if (strstr(url, "%00"))
+            vt_serve_error_set(&early, 400, NULL, "the path holds an encoded NUL byte (%%00)");
+        else if (h->api_key && strcmp(url, "/health") && strcmp(url, "/v1/health") &&
+                 !key_ok(c, h->api_key))
+            vt_serve_error_set(&early, 401, NULL,
+                               MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")
+                                   ? "invalid API key"
+                                   : "an API key is required (Authorization: Bearer KEY)");
+        if (early.http) {
+            rc->too_large = 2;
+            return send_error(c, &early);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;
@@ -500,6 +572,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* The path's %XX escapes decoded in place, except %00, which stays as the
+ * three characters (a decoded NUL would cut the path short: /metrics%00.txt
+ * read as /metrics); the request is then refused naming it. Returns the new
+ * length. */
+static size_t unescape_path(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls, (void)c;
+    char *w = uri;
+    for (const char *r = uri; *r;) {
+        if (r[0] == '%' && isxdigit((unsigned char)r[1]) && isxdigit((unsigned char)r[2])) {
+            char hex[3] = {r[1], r[2], 0};
+            unsigned v = (unsigned)strtoul(hex, NULL, 16);
+            if (v) {
+                *w++ = (char)v;
+                r += 3;
+                continue;
+            }
+        }
+        *w++ = *r++;
+    }
+    *w = 0;
+    return (size_t)(w - uri);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -548,11 +644,29 @@ vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *boun
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)p->max_conns,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape_path, h,
                             MHD_OPTION_END);
+    /* no SO_REUSEPORT (MHD_OPTION_LISTENING_ADDRESS_REUSE): with it a second
+     * server bound the same port and the kernel split the requests between
+     * two models; MHD's default SO_REUSEADDR only lets a restart take a port
+     * whose old connections linger */
     if (!h->d) {
-        vt_set_error("cannot listen on %s port %u (in use, or not an address of this machine)",
-                     host, p->port);
+        int in_use = 0;
+        int fd = socket(h->addr.ss_family, SOCK_STREAM, 0);
+        if (fd >= 0) {
+            int one = 1;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            socklen_t al = h->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                         : sizeof(struct sockaddr_in);
+            in_use = bind(fd, (struct sockaddr *)&h->addr, al) != 0 && errno == EADDRINUSE;
+            close(fd);
+        }
+        if (in_use)
+            vt_set_error("port %u on %s is already in use (another vt serve, or another program, "
+                         "listens there): choose another --port", p->port, host);
+        else
+            vt_set_error("cannot listen on %s port %u (not an address of this machine, or no "
+                         "permission)", host, p->port);
         free(h->api_key);
         free(h);
         return NULL;

@@ -20,8 +20,56 @@ void vt_serve_error_set(vt_serve_error *err, int http, const char *param, const 
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    int n = vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    /* cut short: end on a character boundary, so the JSON body stays UTF-8 */
+    if (n >= (int)sizeof err->message) {
+        size_t k = strlen(err->message);
+        size_t start = k;
+        while (start > 0 && ((unsigned char)err->message[start - 1] & 0xC0) == 0x80) start--;
+        if (start > 0 && (unsigned char)err->message[start - 1] >= 0xC0) {
+            unsigned lead = (unsigned char)err->message[start - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            if (k - (start - 1) < need) err->message[start - 1] = 0;
+        }
+    }
+}
+
+/* strcmp for qsort over an array of key pointers */
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first key that appears twice in one object anywhere in j (depth
+ * bounded by depth_ok), or NULL; *oom set when the check could not allocate.
+ * Sorting the keys keeps a hostile object of many keys at n log n. */
+static const char *duplicate_key(const cJSON *j, int *oom)
+{
+    if (cJSON_IsObject(j)) {
+        size_t n = 0;
+        for (const cJSON *c = j->child; c; c = c->next) n++;
+        if (n > 1) {
+            const char **k = malloc(n * sizeof *k);
+            if (!k) {
+                *oom = 1;
+                return NULL;
+            }
+            size_t i = 0;
+            for (const cJSON *c = j->child; c; c = c->next) k[i++] = c->string ? c->string : "";
+            qsort(k, n, sizeof *k, key_cmp);
+            const char *dup = NULL;
+            for (i = 1; i < n && !dup; i++)
+                if (!strcmp(k[i - 1], k[i])) dup = k[i];
+            free(k);
+            if (dup) return dup;
+        }
+    }
+    for (const cJSON *c = j->child; c; c = c->next) {
+        const char *d = duplicate_key(c, oom);
+        if (d || *oom) return d;
+    }
+    return NULL;
 }
 
 char *vt_serve_error_json(const vt_serve_error *err)
@@ -142,6 +190,17 @@ static cJSON *parse_object(const char *body, size_t len, vt_serve_error *err)
     }
     if (!cJSON_IsObject(j) || !depth_ok(j, 0)) {
         vt_serve_error_set(err, 400, NULL, "the request body must be a JSON object");
+        cJSON_Delete(j);
+        return NULL;
+    }
+    /* a key twice in one object is ambiguous (parsers keep the first or the
+     * last: a proxy and vt would read two different requests): refused */
+    int oom = 0;
+    const char *dup = duplicate_key(j, &oom);
+    if (dup || oom) {
+        if (oom) vt_serve_error_set(err, 500, NULL, "out of memory parsing the request");
+        else vt_serve_error_set(err, 400, NULL, "the key '%s' appears twice in one object: "
+                                "ambiguous, refused", dup);
         cJSON_Delete(j);
         return NULL;
     }
@@ -373,17 +432,9 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
 {
     const int chat = kind == VT_SERVE_CHAT;
     int64_t x;
-    const char *seen[64];
-    size_t n_seen = 0;
+    /* a key given twice was refused by parse_object (duplicate_key) */
     for (const cJSON *f = j->child; f; f = f->next) {
         const char *k = f->string;
-        /* every key but the known ones is refused below, so this list stays short */
-        for (size_t i = 0; i < n_seen; i++)
-            if (!strcmp(seen[i], k)) {
-                vt_serve_error_set(err, 400, k, "'%s' is given twice", k);
-                return -1;
-            }
-        if (n_seen < sizeof seen / sizeof seen[0]) seen[n_seen++] = k;
         if (!strcmp(k, "model")) {
             if (!cJSON_IsString(f)) {
                 vt_serve_error_set(err, 400, k, "'model' must be a string");

@@ -1,0 +1,194 @@
+/*
+ * test_serve_guard.c - what vt serve refuses at the door (issue 43), over
+ * real HTTP on the trained qwen35moe fixture:
+ *  - a port in use is a startup error naming it (item 7: with SO_REUSEPORT a
+ *    second server shared the port and requests split between two models);
+ *  - with --api-key the key is checked on the headers: a request without it
+ *    is answered 401 before its body is read (item 2: 4 MiB bodies were
+ *    buffered first); "bearer", "BEARER" and several spaces are the scheme
+ *    too (item 10: RFC 7235);
+ *  - ambiguous framing is refused with 400: two different Content-Length
+ *    headers, Content-Length with Transfer-Encoding, an encoded NUL in the
+ *    path (item 8: /metrics%00.txt served /metrics);
+ *  - a key given twice in a message is refused (item 8);
+ *  - a 405 for a method of raw bytes answers valid UTF-8 JSON (item 9).
+ */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "serve_harness.h"
+#include "serve_request.h" /* vt_serve_utf8_invalid_at */
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *fx = vt_test_fixtures();
+    if (fx) g_model = vt_test_path(fx, "qwen35moe-trained/gguf/qwen35moe-trained-q8_0.gguf");
+    return 0;
+}
+
+/* Raw bytes on a new connection, the response within timeout_s. */
+static int raw(int port, const char *req, double timeout_s, response *r)
+{
+    int fd = connect_port(port);
+    if (fd < 0) return -1;
+    int rc = send_all(fd, req, strlen(req));
+    if (rc == 0) rc = read_response(fd, timeout_s, r);
+    close(fd);
+    return rc;
+}
+
+static void expect_status(int port, const char *req, int status, const char *needle)
+{
+    response r;
+    if (raw(port, req, 10, &r) != 0) fail_msg("no answer within 10 s to:\n%s", req);
+    if (r.status != status || (needle && !strstr(r.body, needle)))
+        fail_msg("answered %d '%s' (wanted %d%s%s) to:\n%s", r.status, r.body, status,
+                 needle ? " and " : "", needle ? needle : "", req);
+    assert_int_equal(vt_serve_utf8_invalid_at(r.body, r.len), -1);
+    cJSON *j = cJSON_Parse(r.body);
+    if (!j) fail_msg("the body is not JSON: '%s'", r.body);
+    cJSON_Delete(j);
+    free(r.body);
+}
+
+static void test_port_in_use(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server a;
+    server_start(&a, NULL);
+    char port[16], log[] = "/tmp/vt-test-guard-XXXXXX";
+    snprintf(port, sizeof port, "%d", a.port);
+    int lfd = mkstemp(log);
+    assert_true(lfd >= 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(lfd, 2);
+        int dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        execl(vt_test_vt_bin(), vt_test_vt_bin(), "serve", "-m", g_model, "--plugin-dir",
+              vt_test_plugin_dir(), "--device", device(), "--port", port, "-t", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(lfd);
+    int st = 0, done = 0, listening = 0;
+    for (double t_end = now_s() + 60; now_s() < t_end && !done && !listening;) {
+        done = waitpid(pid, &st, WNOHANG) == pid;
+        FILE *f = fopen(log, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f)) listening |= strstr(line, "listening on") != NULL;
+        if (f) fclose(f);
+        usleep(20000);
+    }
+    if (!done) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    char text[4096] = "";
+    FILE *f = fopen(log, "r");
+    if (f) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = 0;
+        fclose(f);
+    }
+    unlink(log);
+    assert_int_equal(server_stop(&a), 0);
+    if (listening || !done)
+        fail_msg("a second vt serve on port %s %s:\n%s", port,
+                 listening ? "listened too (the port is shared)" : "did not exit in 60 s", text);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    if (!strstr(text, "already in use") || !strstr(text, port))
+        fail_msg("the error does not name port %s as in use:\n%s", port, text);
+}
+
+static void test_api_key_on_headers(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server s;
+    server_start(&s, (const char *const[]){"--api-key", "sesame", NULL});
+    /* the headers promise a 1 MB body that never comes: 401 at once */
+    expect_status(s.port,
+                  "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                  "application/json\r\nContent-Length: 1000000\r\n\r\n",
+                  401, "API key is required");
+    expect_status(s.port,
+                  "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                  "wrong\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+                  401, "invalid API key");
+    static const char *const schemes[] = {"Bearer sesame", "bearer sesame", "BEARER sesame",
+                                          "Bearer   sesame"};
+    for (int i = 0; i < 4; i++) {
+        char h[128];
+        snprintf(h, sizeof h, "Authorization: %s\r\n", schemes[i]);
+        response r;
+        assert_int_equal(http(s.port, "GET", "/v1/models", h, NULL, &r), 0);
+        if (r.status != 200) fail_msg("'%s': %d %s", schemes[i], r.status, r.body);
+        free(r.body);
+    }
+    assert_int_equal(server_stop(&s), 0);
+}
+
+static void test_framing_and_keys(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server s;
+    server_start(&s, NULL);
+    const char *body = "{\"prompt\":\"The\",\"max_tokens\":1}";
+    char req[1024];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+             "Content-Type: application/json\r\nContent-Length: %zu\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), strlen(body) + 7, body);
+    expect_status(s.port, req, 400, "two different Content-Length");
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+             "Content-Type: application/json\r\nContent-Length: %zu\r\nTransfer-Encoding: "
+             "chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+             strlen(body), strlen(body), body);
+    expect_status(s.port, req, 400, NULL);
+    expect_status(s.port,
+                  "GET /metrics%00.txt HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                  400, "encoded NUL");
+    /* a role given twice: a proxy reading the last and vt the first would differ */
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/chat/completions", NULL,
+                          "{\"messages\":[{\"role\":\"user\",\"role\":\"system\",\"content\":\"hi\"}],"
+                          "\"max_tokens\":1}",
+                          &r),
+                     0);
+    if (r.status != 400 || !strstr(r.body, "'role' appears twice"))
+        fail_msg("duplicate role: %d %s", r.status, r.body);
+    free(r.body);
+    /* a method of raw bytes: the answer is still UTF-8 JSON */
+    assert_int_equal(raw(s.port, "P\xff\xfeST /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Connection: close\r\n\r\n", 10, &r), 0);
+    assert_true(r.status >= 400 && r.status < 500);
+    if (r.len) {
+        assert_int_equal(vt_serve_utf8_invalid_at(r.body, r.len), -1);
+        cJSON *j = cJSON_Parse(r.body);
+        if (!j) fail_msg("%d: the body is not JSON: '%s'", r.status, r.body);
+        cJSON_Delete(j);
+    }
+    free(r.body);
+    assert_true(server_up(&s));
+    assert_int_equal(server_stop(&s), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_port_in_use, reap_servers),
+        cmocka_unit_test_teardown(test_api_key_on_headers, reap_servers),
+        cmocka_unit_test_teardown(test_framing_and_keys, reap_servers),
+    };
+    return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
+}
