@@ -11,7 +11,9 @@
  *    headers, Content-Length with Transfer-Encoding, an encoded NUL in the
  *    path (item 8: /metrics%00.txt served /metrics);
  *  - a key given twice in a message is refused (item 8);
- *  - a 405 for a method of raw bytes answers valid UTF-8 JSON (item 9).
+ *  - a 405 for a method of raw bytes answers valid UTF-8 JSON (item 9);
+ *  - settings (item 10): --api-key-file naming a directory says so; --batch
+ *    below --parallel is raised with a WARN naming both.
  */
 #include "test_util.h"
 
@@ -183,12 +185,78 @@ static void test_framing_and_keys(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* vt serve with args, its stderr; the exit status in *status (60 s at most). */
+static char *run_vt(const char *const *args, int *status)
+{
+    char log[] = "/tmp/vt-test-guard-run-XXXXXX";
+    int lfd = mkstemp(log);
+    assert_true(lfd >= 0);
+    const char *argv[32];
+    int a = 0;
+    argv[a++] = vt_test_vt_bin();
+    for (int i = 0; args[i]; i++) argv[a++] = args[i];
+    argv[a] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(lfd, 2);
+        int dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(lfd);
+    int st = 0;
+    double t_end = now_s() + 60;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (now_s() > t_end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char *text = calloc(1, 8192);
+    assert_non_null(text);
+    FILE *f = fopen(log, "r");
+    if (f) {
+        size_t n = fread(text, 1, 8191, f);
+        text[n] = 0;
+        fclose(f);
+    }
+    unlink(log);
+    return text;
+}
+
+static void test_settings(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    int st = 0;
+    char *t = run_vt((const char *const[]){"serve", "-m", g_model, "--api-key-file", "/tmp", NULL}, &st);
+    if (st != 2 || !strstr(t, "is a directory")) fail_msg("--api-key-file /tmp: status %d:\n%s", st, t);
+    free(t);
+    server s;
+    server_start(&s, (const char *const[]){"--parallel", "4", "--batch", "2", NULL});
+    FILE *f = fopen(s.log, "r");
+    char line[1024];
+    int warned = 0;
+    while (f && fgets(line, sizeof line, f))
+        warned |= strstr(line, "--batch 2 is below --parallel 4: raised to 4") != NULL;
+    if (f) fclose(f);
+    assert_true(warned);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_port_in_use, reap_servers),
         cmocka_unit_test_teardown(test_api_key_on_headers, reap_servers),
         cmocka_unit_test_teardown(test_framing_and_keys, reap_servers),
+        cmocka_unit_test_teardown(test_settings, reap_servers),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

@@ -4,7 +4,9 @@
  * Order: listen first (GET /health answers 503 while the model loads), open
  * the engine with --parallel sequences, start the scheduler, answer 200.
  * SIGTERM or SIGINT: stop accepting connections, end every open stream with
- * an error event, wait for the connections to finish, exit 0.
+ * an error event, wait for the connections to finish, exit 0. A second
+ * signal exits at once (status 1), and so does a shutdown still running
+ * after SHUTDOWN_DEADLINE_S seconds.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -12,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "error.h"
@@ -26,11 +31,22 @@ static char *read_key_file(const char *path)
         fprintf(stderr, "vt serve: --api-key-file %s: %s\n", path, strerror(errno));
         return NULL;
     }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        fprintf(stderr, "vt serve: --api-key-file %s is a directory, not a file\n", path);
+        return NULL;
+    }
     char buf[4096];
+    errno = 0;
     char *line = fgets(buf, sizeof buf, f);
+    int read_error = ferror(f) ? errno : 0;
     fclose(f);
     if (!line) {
-        fprintf(stderr, "vt serve: --api-key-file %s is empty\n", path);
+        if (read_error)
+            fprintf(stderr, "vt serve: --api-key-file %s: %s\n", path, strerror(read_error));
+        else
+            fprintf(stderr, "vt serve: --api-key-file %s is empty\n", path);
         return NULL;
     }
     size_t n = strlen(buf);
@@ -42,11 +58,37 @@ static char *read_key_file(const char *path)
     return strdup(buf);
 }
 
+#define SHUTDOWN_DEADLINE_S 20
+
+/* After the first signal: a second one, or the deadline, ends the process
+ * at once (a handler stuck in a long step must not hold the exit forever). */
+static void *shutdown_watch(void *arg)
+{
+    const sigset_t *sigs = arg;
+    struct timespec until = {SHUTDOWN_DEADLINE_S, 0};
+    int sig = sigtimedwait(sigs, NULL, &until);
+    if (sig > 0)
+        fprintf(stderr, "vt serve: a second %s: exiting now\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    else
+        fprintf(stderr, "vt serve: shutdown still running after %d s: exiting now\n",
+                SHUTDOWN_DEADLINE_S);
+    _exit(1);
+    return NULL;
+}
+
 int cli_cmd_serve(const opts *o_in)
 {
     opts local = *o_in;
     const opts *o = &local;
     if (!local.parallel) local.parallel = 1; /* the engine then holds exactly the slots' sequences */
+    if (local.batch && local.batch < (uint32_t)local.parallel) {
+        /* a step holds every running slot's decode token first: fewer than
+         * --parallel tokens a step would leave no room for a new prompt */
+        fprintf(stderr, "vt: WARN: vt serve: --batch %u is below --parallel %d: raised to %d, so "
+                "that a step has room for every slot\n", local.batch, local.parallel,
+                local.parallel);
+        local.batch = (uint32_t)local.parallel;
+    }
     if (!o->model) {
         fprintf(stderr, "vt serve: -m MODEL is required\n");
         return 2;
@@ -99,8 +141,10 @@ int cli_cmd_serve(const opts *o_in)
 
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {}
-    fprintf(stderr, "vt serve: %s: stopping (open streams end with an error event)\n",
-            sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    fprintf(stderr, "vt serve: %s: stopping (open streams end with an error event; a second "
+            "signal exits at once)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    pthread_t watch;
+    if (pthread_create(&watch, NULL, shutdown_watch, &sigs) == 0) pthread_detach(watch);
     rc = 0;
 out:
     if (rc) cli_fail("serve");
