@@ -257,6 +257,11 @@ void server_start(server *s, const char *const *extra)
 int server_stop(server *s)
 {
     kill(s->pid, SIGTERM);
+    return server_wait(s);
+}
+
+int server_wait(server *s)
+{
     int st = 0;
     char cmd[300];
     double t_end = now_s() + 30;

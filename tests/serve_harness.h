@@ -50,6 +50,8 @@ int http(int port, const char *method, const char *path, const char *headers, co
 void server_start(server *s, const char *const *extra);
 /* SIGTERM and wait (30 s, then SIGKILL and fail); the exit status or 128 + signal. */
 int server_stop(server *s);
+/* Wait for it to exit by itself (after a signal already sent), as server_stop. */
+int server_wait(server *s);
 /* /health answers 200. */
 int server_up(const server *s);
 /* cmocka teardown: kill and reap any server a failed test left running. */

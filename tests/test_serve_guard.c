@@ -13,13 +13,19 @@
  *  - a key given twice in a message is refused (item 8);
  *  - a 405 for a method of raw bytes answers valid UTF-8 JSON (item 9);
  *  - settings (item 10): --api-key-file naming a directory says so; --batch
- *    below --parallel is raised with a WARN naming both.
+ *    below --parallel is raised with a WARN naming both;
+ *  - web pages (item 6): without --api-key a Host that names another server
+ *    (DNS rebinding) is 403, a POST that is not application/json is 415
+ *    (a cross-site text/plain form), a request with an Origin is 403 unless
+ *    --cors-origin allows it, which then answers with CORS headers and
+ *    preflights.
  */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "serve_harness.h"
@@ -250,6 +256,69 @@ static void test_settings(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+static void test_web_pages(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server s;
+    server_start(&s, NULL);
+    const char *body = "{\"prompt\":\"The\",\"max_tokens\":1}";
+    char req[1024];
+    /* DNS rebinding: the page's own name in Host */
+    expect_status(s.port,
+                  "GET /v1/models HTTP/1.1\r\nHost: attacker.example:8080\r\nConnection: close\r\n\r\n",
+                  403, "Host header");
+    expect_status(s.port, "GET /v1/models HTTP/1.1\r\nHost: localhost:1\r\nConnection: close\r\n\r\n",
+                  200, NULL);
+    expect_status(s.port, "GET /v1/models HTTP/1.1\r\nHost: [::1]:1\r\nConnection: close\r\n\r\n",
+                  200, NULL);
+    /* a cross-site form post (text/plain needs no preflight) */
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+             "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+    expect_status(s.port, req, 415, "application/json");
+    /* any Origin: refused without --cors-origin */
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+             "Origin: https://page.example\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+    expect_status(s.port, req, 403, "--cors-origin");
+    assert_int_equal(server_stop(&s), 0);
+
+    server_start(&s, (const char *const[]){"--cors-origin", "https://app.example", NULL});
+    expect_status(s.port, req, 403, "--cors-origin"); /* another origin */
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+             "Origin: https://app.example\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+    int fd = connect_port(s.port);
+    assert_true(fd >= 0);
+    assert_int_equal(send_all(fd, req, strlen(req)), 0);
+    char raw_resp[8192];
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < sizeof raw_resp && (k = recv(fd, raw_resp + n, sizeof raw_resp - 1 - n, 0)) > 0)
+        n += (size_t)k;
+    raw_resp[n] = 0;
+    close(fd);
+    if (!strstr(raw_resp, " 200 ") || !strcasestr(raw_resp, "Access-Control-Allow-Origin: https://app.example"))
+        fail_msg("the allowed origin's request:\n%s", raw_resp);
+    fd = connect_port(s.port);
+    const char *pre = "OPTIONS /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                      "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n"
+                      "Access-Control-Request-Headers: content-type, authorization\r\n\r\n";
+    assert_int_equal(send_all(fd, pre, strlen(pre)), 0);
+    n = 0;
+    while (n + 1 < sizeof raw_resp && (k = recv(fd, raw_resp + n, sizeof raw_resp - 1 - n, 0)) > 0)
+        n += (size_t)k;
+    raw_resp[n] = 0;
+    close(fd);
+    if (!strstr(raw_resp, " 204 ") || !strcasestr(raw_resp, "Access-Control-Allow-Methods:") ||
+        !strcasestr(raw_resp, "Access-Control-Allow-Headers: Authorization, Content-Type"))
+        fail_msg("the preflight:\n%s", raw_resp);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +326,7 @@ int main(void)
         cmocka_unit_test_teardown(test_api_key_on_headers, reap_servers),
         cmocka_unit_test_teardown(test_framing_and_keys, reap_servers),
         cmocka_unit_test_teardown(test_settings, reap_servers),
+        cmocka_unit_test_teardown(test_web_pages, reap_servers),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

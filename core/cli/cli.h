@@ -26,7 +26,7 @@ typedef struct opts {
     int mk_sparse;
     const char *mk_arch;   /* mkmodel --arch: qwen35moe (default) or gemma4 */
     /* vt serve */
-    const char *host, *api_key, *api_key_file, *alias;
+    const char *host, *api_key, *api_key_file, *alias, *cors_origin;
     int port, parallel, queue, timeout;
     int seen[96];          /* the getopt codes of the options given, in order (options_apply) */
     int n_seen;

@@ -84,11 +84,15 @@ static const char *usage_text =
     "            rounds): aggregate tok/s next to one sequence after another\n"
     "  serve     -m MODEL [--host ADDR] [--port N] [--parallel N] [--ctx N] [--queue N]\n"
     "            [--api-key KEY | --api-key-file F] [--timeout S] [--alias NAME]\n"
+    "            [--cors-origin ORIGIN|*]\n"
     "            an OpenAI-compatible HTTP server (POST /v1/chat/completions,\n"
     "            /v1/completions, /tokenize, /detokenize; GET /v1/models, /health,\n"
     "            /metrics); binds 127.0.0.1:8080 unless told; --parallel N slots\n"
     "            (each its own KV cache of --ctx tokens), --queue N waiting (default\n"
-    "            64; more: 503), --timeout S closes idle connections (default 600)\n"
+    "            64; more: 503), --timeout S closes idle connections (default 600);\n"
+    "            without an API key only Host names of the bind address and\n"
+    "            application/json bodies are taken; a request from a web page\n"
+    "            (Origin) only where --cors-origin allows it\n"
     "\n"
     "common options:\n"
     "  -m, --model FILE      GGUF file (a split model: its first shard)\n"
@@ -163,7 +167,7 @@ void cli_mk_apply_shape(const opts *o, vt_mkmodel_params *p)
 
 enum {
     O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
-    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_TRACE, O_HOST, O_PORT, O_PARALLEL, O_API_KEY, O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, O_MK_BASE = 1200
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS, O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE, O_NO_SPECIAL, O_TRACE, O_HOST, O_PORT, O_PARALLEL, O_API_KEY, O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN, O_MK_BASE = 1200
 };
 
 static struct option long_opts[] = {
@@ -188,6 +192,7 @@ static struct option long_opts[] = {
     {"parallel", required_argument, 0, O_PARALLEL}, {"api-key", required_argument, 0, O_API_KEY},
     {"api-key-file", required_argument, 0, O_API_KEY_FILE}, {"queue", required_argument, 0, O_QUEUE},
     {"timeout", required_argument, 0, O_TIMEOUT}, {"alias", required_argument, 0, O_ALIAS},
+    {"cors-origin", required_argument, 0, O_CORS_ORIGIN},
     {"config", required_argument, 0, O_CONFIG}, {"verbose-prompt", no_argument, 0, O_VERBOSE_PROMPT}, {"n-prompt", required_argument, 0, O_NPROMPT}, {"reps", required_argument, 0, O_REPS},
     /* room for the mkmodel shape options (mk_fields), filled in by add_mk_options() */
     {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0},
@@ -274,6 +279,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_QUEUE: if (cli_parse_long(optarg, 0, 100000, "--queue", &v)) return -1; o->queue = (int)v; break;
         case O_TIMEOUT: if (cli_parse_long(optarg, 1, 86400, "--timeout", &v)) return -1; o->timeout = (int)v; break;
         case O_ALIAS: o->alias = optarg; break;
+        case O_CORS_ORIGIN: o->cors_origin = optarg; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case O_TEMP:
             if (parse_float(optarg, "--temp", &o->sp.temperature)) return -1;
@@ -388,7 +394,7 @@ static const int opts_config[] = {O_CONFIG, O_SET, O_DEVICE, O_SHOW, 0};
 static const int opts_fit[] = {'m', O_DEVICE, O_CTX, O_BATCH, O_PARALLEL, O_PLUGIN_DIR, O_CONFIG, O_SET, 0};
 static const int opts_mkmodel[] = {'o', O_TYPE, O_SEED, O_SPARSE, O_ARCH, -1 /* + the shape options */, 0};
 static const int opts_serve[] = {ENGINE_OPTS, O_HOST, O_PORT, O_PARALLEL, O_API_KEY,
-                                 O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, 0};
+                                 O_API_KEY_FILE, O_QUEUE, O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN, 0};
 static const int opts_bench[] = {ENGINE_OPTS, 'p', 'n', O_REPS, O_JSON, O_PROFILE, O_TRACE, O_NPROMPT,
                                  O_PARALLEL, 0};
 

@@ -118,7 +118,8 @@ int cli_cmd_serve(const opts *o_in)
     const char *host = o->host ? o->host : "127.0.0.1";
     vt_serve_http_params hp = {.host = host, .port = (uint16_t)o->port, .api_key = key,
                                .max_body = 4u << 20, .timeout_s = (unsigned)o->timeout,
-                               .max_conns = 1024, .model_id = model_id};
+                               .max_conns = 1024, .model_id = model_id,
+                               .cors_origin = o->cors_origin};
     uint16_t port = 0;
     vt_serve_http *http = vt_serve_http_start(&hp, &port);
     free(key);

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +29,8 @@ struct vt_serve_http {
     struct MHD_Daemon *d;
     vt_serve_http_params p;
     char *api_key;
+    char *cors_origin; /* --cors-origin (NULL: none) */
+    char *host;        /* the bind address as given (a Host name it answers to) */
     char model_id[256];
     _Atomic(vt_serve_sched *) sched;
     atomic_int stopping;
@@ -103,6 +107,20 @@ static void safe_ascii(const char *in, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* The Access-Control-Allow-Origin value for the request this thread is
+ * answering (MHD runs one thread per connection; set by on_request), or NULL. */
+static __thread const char *tls_cors;
+
+/* r queued with the request's CORS headers (an allowed Origin). */
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
+{
+    if (tls_cors) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", tls_cors);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    return MHD_queue_response(c, status, r);
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
                                  char *text /* malloc-ed, taken */)
 {
@@ -113,7 +131,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
                                                                  MHD_RESPMEM_PERSISTENT);
         if (!r) return MHD_NO;
         MHD_add_response_header(r, "Content-Type", "application/json");
-        enum MHD_Result ok = MHD_queue_response(c, 500, r);
+        enum MHD_Result ok = queue(c, 500, r);
         MHD_destroy_response(r);
         return ok;
     }
@@ -123,7 +141,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    enum MHD_Result ok = queue(c, status, r);
     MHD_destroy_response(r);
     return ok;
 }
@@ -162,7 +180,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, const vt_serve_error
         }
         MHD_add_response_header(r, "Content-Type", "application/json");
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-        enum MHD_Result ok = MHD_queue_response(c, 401, r);
+        enum MHD_Result ok = queue(c, 401, r);
         MHD_destroy_response(r);
         return ok;
     }
@@ -253,7 +271,7 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
         }
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
-        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        enum MHD_Result ok = queue(c, 200, r);
         MHD_destroy_response(r);
         return ok;
     }
@@ -480,6 +498,41 @@ bad_method: {
 }
 }
 
+/* Whether a Host header names this server: an IP literal (v4, or v6 in
+ * brackets), "localhost", or the --host value, each with an optional port.
+ * Any other name is what a DNS-rebinding page sends (its own domain, now
+ * resolving here). */
+static int host_ok(const vt_serve_http *h, const char *host)
+{
+    if (!host || !*host) return 0;
+    char name[256];
+    size_t n = strlen(host);
+    if (n >= sizeof name) return 0;
+    memcpy(name, host, n + 1);
+    if (name[0] == '[') { /* [v6]:port */
+        char *e = strchr(name, ']');
+        if (!e || (e[1] && e[1] != ':')) return 0;
+        *e = 0;
+        struct in6_addr a6;
+        return inet_pton(AF_INET6, name + 1, &a6) == 1 ||
+               (h->host && !strcasecmp(name + 1, h->host));
+    }
+    char *colon = strrchr(name, ':');
+    if (colon) *colon = 0;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, name, &a4) == 1 || !strcasecmp(name, "localhost")) return 1;
+    return h->host && !strcasecmp(name, h->host);
+}
+
+/* The Content-Type is JSON: application/json, parameters allowed. */
+static int json_type(const char *ct)
+{
+    if (!ct) return 0;
+    while (*ct == ' ') ct++;
+    if (strncasecmp(ct, "application/json", 16)) return 0;
+    return !ct[16] || ct[16] == ';' || ct[16] == ' ';
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -487,6 +540,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     vt_serve_http *h = cls;
     req_ctx *rc = *con_cls;
+    /* an Origin header (a web page's request) is answered only where
+     * --cors-origin allows it, with the CORS headers */
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    tls_cors = origin && h->cors_origin && (!strcmp(h->cors_origin, "*") || !strcmp(h->cors_origin, origin))
+                   ? h->cors_origin
+                   : NULL;
+    if (!rc && tls_cors && !strcmp(method, "OPTIONS")) { /* a preflight */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        enum MHD_Result ok = queue(c, 204, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
     if (!rc) {
         if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
         *con_cls = rc;
@@ -505,6 +574,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                "Transfer-Encoding: refused");
         else if (strstr(url, "%00"))
             vt_serve_error_set(&early, 400, NULL, "the path holds an encoded NUL byte (%%00)");
+        else if (origin && !tls_cors)
+            vt_serve_error_set(&early, 403, NULL, "a request from a web page (Origin) is refused: "
+                               "start the server with --cors-origin to allow one");
+        else if (!h->api_key && strcmp(url, "/health") && strcmp(url, "/v1/health") &&
+                 !host_ok(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host")))
+            vt_serve_error_set(&early, 403, NULL, "the Host header does not name this server: "
+                               "without --api-key only its address, localhost or the --host "
+                               "name are answered");
+        else if (!h->api_key && !strcmp(method, "POST") &&
+                 !json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
+            vt_serve_error_set(&early, 415, NULL, "the body must be sent as Content-Type: "
+                               "application/json");
         else if (h->api_key && strcmp(url, "/health") && strcmp(url, "/v1/health") &&
                  !key_ok(c, h->api_key))
             vt_serve_error_set(&early, 401, NULL,
@@ -622,6 +703,13 @@ vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *boun
     }
     snprintf(h->model_id, sizeof h->model_id, "%s", p->model_id ? p->model_id : "vt");
     const char *host = p->host ? p->host : "127.0.0.1";
+    if ((p->cors_origin && !(h->cors_origin = strdup(p->cors_origin))) || !(h->host = strdup(host))) {
+        free(h->cors_origin);
+        free(h->api_key);
+        free(h);
+        vt_set_error("out of memory for the HTTP server");
+        return NULL;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
     char port[16];
@@ -630,6 +718,8 @@ vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *boun
     if (gai != 0 || !ai) {
         vt_set_error("--host %s: %s", host, gai_strerror(gai));
         free(h->api_key);
+        free(h->cors_origin);
+        free(h->host);
         free(h);
         return NULL;
     }
@@ -668,6 +758,8 @@ vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *boun
             vt_set_error("cannot listen on %s port %u (not an address of this machine, or no "
                          "permission)", host, p->port);
         free(h->api_key);
+        free(h->cors_origin);
+        free(h->host);
         free(h);
         return NULL;
     }
@@ -695,5 +787,7 @@ void vt_serve_http_stop(vt_serve_http *h)
     }
     MHD_stop_daemon(h->d);
     free(h->api_key);
+    free(h->cors_origin);
+    free(h->host);
     free(h);
 }

@@ -25,6 +25,9 @@ typedef struct vt_serve_http_params {
     unsigned timeout_s;     /* an idle connection (headers or body not arriving) is closed */
     unsigned max_conns;     /* connections at once */
     const char *model_id;   /* for /v1/models while loading */
+    const char *cors_origin; /* NULL: every request with an Origin header is refused (403);
+                                "*" or an origin ("https://app.example"): that one is
+                                allowed, answered with CORS headers, preflights included */
 } vt_serve_http_params;
 
 /* Listen. NULL on error (vt_last_error: the address and why). */
