@@ -14,6 +14,9 @@
  *  - a 405 for a method of raw bytes answers valid UTF-8 JSON (item 9);
  *  - settings (item 10): --api-key-file naming a directory says so; --batch
  *    below --parallel is raised with a WARN naming both;
+ *  - memory (item 2): request bodies held by stalled connections stay under
+ *    the server's bound (64 MiB, all connections together; beyond it new
+ *    bodies are 503), measured as the server's RSS;
  *  - web pages (item 6): without --api-key a Host that names another server
  *    (DNS rebinding) is 403, a POST that is not application/json is 415
  *    (a cross-site text/plain form), a request with an Origin is 403 unless
@@ -319,6 +322,62 @@ static void test_web_pages(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) v = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return v;
+}
+
+static void test_buffered_bound(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server s;
+    server_start(&s, NULL);
+    long base = rss_kib(s.pid);
+    enum { N = 40, BODY = 4000000, SENT = 3500000 };
+    int fds[N];
+    char *junk = malloc(SENT);
+    assert_non_null(junk);
+    memset(junk, ' ', SENT);
+    junk[0] = '{';
+    for (int i = 0; i < N; i++) {
+        fds[i] = connect_port(s.port);
+        assert_true(fds[i] >= 0);
+        char head[256];
+        snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", BODY);
+        assert_int_equal(send_all(fds[i], head, strlen(head)), 0);
+        assert_int_equal(send_all(fds[i], junk, SENT), 0);
+    }
+    usleep(500000); /* the server has read what was sent */
+    long held = rss_kib(s.pid) - base;
+    fprintf(stderr, "[  NOTE    ] %d stalled bodies of %d of %d bytes: RSS +%ld KiB\n", N, SENT, BODY,
+            held);
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The\",\"max_tokens\":1}", &r), 0);
+    if (r.status != 503 || !strstr(r.body, "request bodies"))
+        fail_msg("with %d stalled bodies: %d %s", N, r.status, r.body);
+    free(r.body);
+    for (int i = 0; i < N; i++) close(fds[i]);
+    free(junk);
+    if (held > (64 + 32) * 1024)
+        fail_msg("stalled bodies took %ld KiB of RSS (bound 64 MiB + 32 MiB slack)", held);
+    usleep(300000);
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The\",\"max_tokens\":1}", &r), 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +386,7 @@ int main(void)
         cmocka_unit_test_teardown(test_framing_and_keys, reap_servers),
         cmocka_unit_test_teardown(test_settings, reap_servers),
         cmocka_unit_test_teardown(test_web_pages, reap_servers),
+        cmocka_unit_test_teardown(test_buffered_bound, reap_servers),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

@@ -35,8 +35,12 @@ struct vt_serve_http {
     _Atomic(vt_serve_sched *) sched;
     atomic_int stopping;
     atomic_int in_flight; /* completions not yet answered in full (streams until freed) */
+    atomic_size_t buffered; /* bytes of request bodies held, all connections together */
     struct sockaddr_storage addr;
 };
+
+/* Request bodies held in memory, every connection together (beyond: 503). */
+#define VT_SERVE_BUFFERED_MAX ((size_t)64 << 20)
 
 /* What one request accumulates across the access handler's calls. */
 typedef struct req_ctx {
@@ -482,6 +486,12 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
         return send_text(c, 200, "text/plain; version=0.0.4", vt_serve_metrics_text(s));
     }
     if (!post) goto bad_method;
+    if (rc->too_large == 3) {
+        vt_serve_error_set(&err, 503, NULL, "the server holds %u MiB of request bodies already "
+                           "(every connection together): try again later",
+                           (unsigned)(VT_SERVE_BUFFERED_MAX >> 20));
+        return send_error(c, &err);
+    }
     if (rc->too_large) {
         vt_serve_error_set(&err, 413, NULL, "the request body is larger than %zu bytes", h->p.max_body);
         return send_error(c, &err);
@@ -619,6 +629,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rc->too_large) {
             if (rc->n + *upload_size > h->p.max_body) {
                 rc->too_large = 1;
+                atomic_fetch_sub(&h->buffered, rc->cap);
                 free(rc->body);
                 rc->body = NULL;
                 rc->n = rc->cap = 0;
@@ -626,8 +637,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 if (rc->n + *upload_size + 1 > rc->cap) {
                     size_t nc = rc->cap ? rc->cap : 4096;
                     while (nc < rc->n + *upload_size + 1) nc *= 2;
+                    /* every connection's bodies together stay under the bound:
+                     * slow bodies cannot take the memory */
+                    size_t held = atomic_fetch_add(&h->buffered, nc - rc->cap) + (nc - rc->cap);
+                    if (held > VT_SERVE_BUFFERED_MAX) {
+                        atomic_fetch_sub(&h->buffered, nc);
+                        free(rc->body);
+                        rc->body = NULL;
+                        rc->n = rc->cap = 0;
+                        rc->too_large = 3;
+                        *upload_size = 0;
+                        return MHD_YES;
+                    }
                     char *q = realloc(rc->body, nc);
-                    if (!q) return MHD_NO;
+                    if (!q) {
+                        atomic_fetch_sub(&h->buffered, nc - rc->cap);
+                        return MHD_NO;
+                    }
                     rc->body = q;
                     rc->cap = nc;
                 }
@@ -645,9 +671,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
     req_ctx *rc = *con_cls;
     if (!rc) return;
+    vt_serve_http *h = cls;
+    atomic_fetch_sub(&h->buffered, rc->cap);
     free(rc->body);
     free(rc);
     *con_cls = NULL;
@@ -732,6 +760,8 @@ vt_serve_http *vt_serve_http_start(const vt_serve_http_params *p, uint16_t *boun
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&h->addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p->timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)p->max_conns,
+                            /* one client address cannot take every connection */
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)(p->max_conns / 4 ? p->max_conns / 4 : 1),
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape_path, h,
