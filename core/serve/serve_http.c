@@ -36,6 +36,7 @@ struct vt_serve_http {
     atomic_int stopping;
     atomic_int in_flight; /* completions not yet answered in full (streams until freed) */
     atomic_size_t buffered; /* bytes of request bodies held, all connections together */
+    atomic_int tokenizing;  /* /tokenize answers being made or sent */
     struct sockaddr_storage addr;
 };
 
@@ -148,13 +149,6 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     enum MHD_Result ok = queue(c, status, r);
     MHD_destroy_response(r);
     return ok;
-}
-
-/* cJSON_AddItemToArray that frees the item when it cannot be added (a NULL
- * array after a failed allocation), so nothing leaks. */
-static void arr_add(cJSON *arr, cJSON *item)
-{
-    if (!cJSON_AddItemToArray(arr, item)) cJSON_Delete(item);
 }
 
 /* o as the body, built since `mark` (vt_serve_json_failures): an object that
@@ -321,46 +315,138 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
     return ok;
 }
 
-static enum MHD_Result do_tokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
+/* /tokenize's answer written as it is sent, a token at a time, from the ids
+ * (4 bytes a token): a cJSON tree of a 4 MiB text's millions of tokens took
+ * ~180x its input (issue 43 item 3). At most VT_SERVE_TOKENIZE_MAX run at once. */
+#define VT_SERVE_TOKENIZE_MAX 2
+typedef struct tok_out {
+    vt_serve_http *h;
+    const vt_tokenizer *tok;
+    int32_t *ids;
+    int64_t n, i;
+    int with_pieces;
+    char buf[2048]; /* the JSON of the current token (or the head / tail) */
+    size_t len, off;
+    int stage; /* 0 head, 1 tokens, 2 tail, 3 done */
+} tok_out;
+
+/* One token's JSON into t->buf (with a leading comma after the first). */
+static void tok_out_token(tok_out *t)
+{
+    int32_t id = t->ids[t->i];
+    const char *sep = t->i ? "," : "";
+    if (!t->with_pieces) {
+        t->len = (size_t)snprintf(t->buf, sizeof t->buf, "%s%d", sep, id);
+        return;
+    }
+    char piece[256];
+    int64_t k = vt_token_to_piece(t->tok, id, 1, piece, sizeof piece - 1);
+    if (k < 0) k = 0;
+    if (k > (int64_t)sizeof piece - 1) k = sizeof piece - 1;
+    piece[k] = 0;
+    size_t o = (size_t)snprintf(t->buf, sizeof t->buf, "%s{\"id\":%d,\"piece\":", sep, id);
+    if (vt_serve_utf8_invalid_at(piece, (size_t)k) < 0) { /* a JSON string */
+        t->buf[o++] = '"';
+        for (int64_t q = 0; q < k; q++) {
+            unsigned char ch = (unsigned char)piece[q];
+            if (ch == '"' || ch == '\\') {
+                t->buf[o++] = '\\';
+                t->buf[o++] = (char)ch;
+            } else if (ch < 0x20) {
+                o += (size_t)snprintf(t->buf + o, sizeof t->buf - o, "\\u%04x", ch);
+            } else {
+                t->buf[o++] = (char)ch;
+            }
+        }
+        t->buf[o++] = '"';
+    } else { /* a partial UTF-8 character: its bytes */
+        t->buf[o++] = '[';
+        for (int64_t q = 0; q < k; q++)
+            o += (size_t)snprintf(t->buf + o, sizeof t->buf - o, "%s%u", q ? "," : "",
+                                  (unsigned)(unsigned char)piece[q]);
+        t->buf[o++] = ']';
+    }
+    t->buf[o++] = '}';
+    t->len = o;
+}
+
+static ssize_t tok_out_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    tok_out *t = cls;
+    size_t w = 0;
+    while (w < max) {
+        if (t->off == t->len) {
+            t->off = t->len = 0;
+            if (t->stage == 0) {
+                t->len = (size_t)snprintf(t->buf, sizeof t->buf, "{\"tokens\":[");
+                t->stage = 1;
+            } else if (t->stage == 1 && t->i < t->n) {
+                tok_out_token(t);
+                t->i++;
+            } else if (t->stage == 1) {
+                t->len = (size_t)snprintf(t->buf, sizeof t->buf, "]}");
+                t->stage = 2;
+            } else {
+                break;
+            }
+        }
+        size_t k = t->len - t->off < max - w ? t->len - t->off : max - w;
+        memcpy(out + w, t->buf + t->off, k);
+        t->off += k;
+        w += k;
+    }
+    return w ? (ssize_t)w : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void tok_out_free(void *cls)
+{
+    tok_out *t = cls;
+    atomic_fetch_sub(&t->h->tokenizing, 1);
+    free(t->ids);
+    free(t);
+}
+
+static enum MHD_Result do_tokenize(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
+                                   const req_ctx *rc)
 {
     vt_serve_tokenize_req tr;
     vt_serve_error err;
     if (vt_serve_parse_tokenize(rc->body, rc->n, &tr, &err) != 0) return send_error(c, &err);
-    int32_t *ids = NULL;
-    int64_t n = 0;
+    if (atomic_fetch_add(&h->tokenizing, 1) >= VT_SERVE_TOKENIZE_MAX) {
+        atomic_fetch_sub(&h->tokenizing, 1);
+        free(tr.content);
+        vt_serve_error_set(&err, 503, NULL, "%d /tokenize requests are running: try again later",
+                           VT_SERVE_TOKENIZE_MAX);
+        return send_error(c, &err);
+    }
+    tok_out *t = calloc(1, sizeof *t);
     const vt_tokenizer *tok = vt_serve_tokenizer(s);
-    vt_status st = vt_tokenize(tok, tr.content, strlen(tr.content), tr.add_special, tr.parse_special,
-                               &ids, &n);
+    vt_status st = t ? vt_tokenize(tok, tr.content, strlen(tr.content), tr.add_special,
+                                   tr.parse_special, &t->ids, &t->n)
+                     : VT_ERR_OUT_OF_MEMORY;
     free(tr.content);
     if (st != VT_OK) {
         vt_serve_error_set(&err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "content", "%s",
-                           vt_last_error());
+                           t ? vt_last_error() : "out of memory");
+        if (t) free(t->ids);
+        free(t);
+        atomic_fetch_sub(&h->tokenizing, 1);
         return send_error(c, &err);
     }
-    const unsigned long mark = vt_serve_json_failures();
-    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
-    for (int64_t i = 0; i < n; i++) {
-        if (!tr.with_pieces) {
-            arr_add(a, cJSON_CreateNumber(ids[i]));
-            continue;
-        }
-        char piece[256];
-        int64_t k = vt_token_to_piece(tok, ids[i], 1, piece, sizeof piece - 1);
-        if (k < 0) k = 0;
-        if (k > (int64_t)sizeof piece - 1) k = sizeof piece - 1;
-        piece[k] = 0;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "id", ids[i]);
-        if (vt_serve_utf8_invalid_at(piece, (size_t)k) < 0) {
-            cJSON_AddStringToObject(e, "piece", piece);
-        } else { /* a partial UTF-8 character: its bytes */
-            cJSON *b = cJSON_AddArrayToObject(e, "piece");
-            for (int64_t q = 0; q < k; q++) arr_add(b, cJSON_CreateNumber((unsigned char)piece[q]));
-        }
-        arr_add(a, e);
+    t->h = h;
+    t->tok = tok;
+    t->with_pieces = tr.with_pieces;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, tok_out_read,
+                                                               t, tok_out_free);
+    if (!r) {
+        tok_out_free(t);
+        return MHD_NO;
     }
-    free(ids);
-    return send_json(c, 200, o, mark);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ok = queue(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
 }
 
 static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
@@ -496,7 +582,7 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
         vt_serve_error_set(&err, 413, NULL, "the request body is larger than %zu bytes", h->p.max_body);
         return send_error(c, &err);
     }
-    if (!strcmp(url, "/tokenize")) return do_tokenize(s, c, rc);
+    if (!strcmp(url, "/tokenize")) return do_tokenize(h, s, c, rc);
     if (!strcmp(url, "/detokenize")) return do_detokenize(s, c, rc);
     return do_completion(h, s, c,
                          strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION, rc);
