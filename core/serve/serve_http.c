@@ -353,7 +353,14 @@ static void tok_out_token(tok_out *t)
                 t->buf[o++] = '\\';
                 t->buf[o++] = (char)ch;
             } else if (ch < 0x20) {
-                o += (size_t)snprintf(t->buf + o, sizeof t->buf - o, "\\u%04x", ch);
+                const char *sh = ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : ch == '\r' ? "\\r"
+                               : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
+                if (sh) {
+                    memcpy(t->buf + o, sh, 2);
+                    o += 2;
+                } else {
+                    o += (size_t)snprintf(t->buf + o, sizeof t->buf - o, "\\u%04x", ch);
+                }
             } else {
                 t->buf[o++] = (char)ch;
             }
