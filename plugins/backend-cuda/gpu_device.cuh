@@ -589,30 +589,6 @@ static __device__ __forceinline__ float xq_round(float v, float d, float id)
 {
     return d * (float)xq_code(v, id);
 }
-/* v rounded as one lane of a warp whose 32 lanes hold one block (all lanes
- * call it together). */
-static __device__ __forceinline__ float xq_round_warp(float v)
-{
-    uint32_t mb = __float_as_uint(fabsf(v));
-    for (int o = 16; o > 0; o >>= 1) mb = max(mb, (uint32_t)VT_GPU_SHFL_XOR((int)mb, o));
-    float d, id;
-    xq_scale(mb, d, id);
-    return xq_round(v, d, id);
-}
-/* out[t][i] (packed, n_in per row; out may be x when ldx == n_in) = x[t·ldx
- * + i] rounded to int8 blocks of 32 (xq_round_warp), grid-stride over
- * n_in·n values with n_in a multiple of 32 and blocks of 256 threads: the 32
- * values of a warp are one block of one row and every lane takes each step.
- * The prefill products' activations (moe_ffn's grouped GEMMs). */
-static __global__ __attribute__((unused)) void k_xq_rows(const float *x, int64_t ldx, int64_t n_in,
-                                                         int64_t n, float *out)
-{
-    const int64_t tot = n_in * n, stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
-        int64_t t = e / n_in, i = e - t * n_in;
-        out[e] = xq_round_warp(x[t * ldx + i]);
-    }
-}
 
 /* The low-bit types (IQ1-IQ3, TQ1_0, TQ2_0, NVFP4, Q1_0, Q2_0): group g is
  * elements 8g .. 8g+7 of the block, as in the K-quants. */

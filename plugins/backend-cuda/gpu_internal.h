@@ -390,6 +390,7 @@ typedef struct vt_gpu_tc_args {
     int n_expert, k, act;
     int64_t max_tiles;
     float *y;
+    int xq; /* 1: A's rows rounded to int8 blocks of 32 first (ctx->prefill_xq) */
 } vt_gpu_tc_args;
 /* 1 when the plugin's kernels were compiled for a device with TF32 MMA and
  * the current device runs them (vt_gpu_ops_init asks once per context) */

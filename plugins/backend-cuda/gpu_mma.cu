@@ -9,9 +9,10 @@
  * BM pairs of one expert × TC_BN output rows, TC_BK input columns at a time:
  *  - the weight tile is decoded exactly to float32 (dec8<T>, the decoders of
  *    gpu_device.cuh that get_rows and the float kernels use) and the
- *    activation tile read as float32 (moe_ffn has rounded the activations
- *    to int8 blocks first, x̂ = d·q, k_xq_rows, unless VT_GPU_PREFILL_XQ=0),
- *    both rounded to TF32 (cvt.rna: to
+ *    activation tile read as float32 and (p.xq, the default) rounded to
+ *    int8 blocks as the one-token kernels round it (x̂ = d·q, xq_round: a
+ *    row's 32 columns of the tile are exactly one block, held by 8 adjacent
+ *    lanes), both rounded to TF32 (cvt.rna: to
  *    nearest, ties away from zero; 10 fraction bits, float32's exponent
  *    range, so nothing overflows that float32 holds) into shared memory;
  *  - warps in 2 × 2, each (BM/2) × 32 outputs as m16n8k8 TF32 MMAs with
@@ -57,6 +58,7 @@ struct tc_params {
     int64_t n_out;
     const int32_t *sorted, *off, *tiles;
     int nx, k, act;
+    int xq; /* activations rounded to int8 blocks first (xq_round) */
     float *y;
 };
 
@@ -171,6 +173,17 @@ static __global__ void __launch_bounds__(TC_THREADS) k_tc_gemm(tc_params p)
 #pragma unroll
         for (int q = 0; q < AQ; q++) {
             const int idx = tid + TC_THREADS * q, r = idx >> 3, c = (idx & 7) * 4;
+            if (p.xq) { /* row r's 32 columns (one int8 block) are 8 adjacent lanes' float4s */
+                float4 &v = va[q];
+                uint32_t mb = max(max(__float_as_uint(fabsf(v.x)), __float_as_uint(fabsf(v.y))),
+                                  max(__float_as_uint(fabsf(v.z)), __float_as_uint(fabsf(v.w))));
+#pragma unroll
+                for (int o = 1; o < 8; o <<= 1) mb = max(mb, (uint32_t)__shfl_xor_sync(0xffffffffu, (int)mb, o));
+                float d, id;
+                xq_scale(mb, d, id);
+                v = make_float4(xq_round(v.x, d, id), xq_round(v.y, d, id), xq_round(v.z, d, id),
+                                xq_round(v.w, d, id));
+            }
             *(uint4 *)&as[r][c] = make_uint4(to_tf32(va[q].x), to_tf32(va[q].y),
                                              to_tf32(va[q].z), to_tf32(va[q].w));
         }
@@ -248,6 +261,7 @@ static void tc_launch(const vt_gpu_tc_args *a, vt_gpu_stream st)
     p.nx = a->n_expert;
     p.k = a->k;
     p.act = a->act;
+    p.xq = a->xq;
     p.y = a->y;
     dim3 g((unsigned)a->max_tiles, (unsigned)ceil_div(a->n_out, TC_BN));
     if (a->mode == VT_GPU_TC_GATE_UP)

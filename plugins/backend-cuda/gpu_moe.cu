@@ -599,8 +599,9 @@ static moe_bufs moe_carve(const vt_moe_ffn_args *a)
 }
 
 /* The grouping part of a tensor-core product over the sorted pairs (gpu_mma.cu) */
-static vt_gpu_tc_args moe_tc_args(const vt_moe_ffn_args *a, const moe_bufs *b, uint32_t type,
-                                  int mode, size_t rb, int64_t n_in, int64_t n_out)
+static vt_gpu_tc_args moe_tc_args(const vt_backend_ctx *ctx, const vt_moe_ffn_args *a,
+                                  const moe_bufs *b, uint32_t type, int mode, size_t rb,
+                                  int64_t n_in, int64_t n_out)
 {
     vt_gpu_tc_args t;
     memset(&t, 0, sizeof t);
@@ -617,6 +618,7 @@ static vt_gpu_tc_args moe_tc_args(const vt_moe_ffn_args *a, const moe_bufs *b, u
     t.k = (int)a->k;
     t.act = (int)a->act;
     t.max_tiles = b->max_tiles;
+    t.xq = ctx->prefill_xq;
     return t;
 }
 
@@ -633,18 +635,9 @@ static vt_status moe_gate_up(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, cons
                                                            a->w_gate, a->w_up, rb, rb, E, F,
                                                            (int)a->act, b->act_buf);
     } else if (vt_gpu_tc_usable(ctx, (uint32_t)T, a->x, a->ldx, E)) {
-        vt_gpu_tc_args ta = moe_tc_args(a, b, (uint32_t)T, VT_GPU_TC_GATE_UP, rb, E, F);
+        vt_gpu_tc_args ta = moe_tc_args(ctx, a, b, (uint32_t)T, VT_GPU_TC_GATE_UP, rb, E, F);
         ta.a = a->x;
         ta.lda = a->ldx;
-        if (ctx->prefill_xq) {
-            /* the tokens' rows rounded to int8 blocks once, into y (which the
-             * down product fills only later; P >= T rows of E) */
-            k_xq_rows<<<grid_for(E * a->n_tokens, 256), 256, 0, VT_ST>>>(a->x, a->ldx, E,
-                                                                        a->n_tokens, b->y);
-            TRY(launched(ctx, "moe_ffn (rounding)"));
-            ta.a = b->y;
-            ta.lda = E;
-        }
         ta.w0 = a->w_gate;
         ta.w1 = a->w_up;
         ta.y = b->act_buf;
@@ -670,11 +663,7 @@ static vt_status moe_down(vt_backend_ctx *ctx, const vt_moe_ffn_args *a, const m
         k_moe_vec_down<T><<<g, 32 * MOE_VEC_WARPS, 0, VT_ST>>>(b->act_buf, a->ids, eb, ee, a->w_down, rb, E,
                                                      F, b->y);
     } else if (vt_gpu_tc_usable(ctx, (uint32_t)T, b->act_buf, F, F)) {
-        if (ctx->prefill_xq) { /* the pairs' activations rounded in place */
-            k_xq_rows<<<grid_for(F * P, 256), 256, 0, VT_ST>>>(b->act_buf, F, F, P, b->act_buf);
-            TRY(launched(ctx, "moe_ffn (rounding)"));
-        }
-        vt_gpu_tc_args ta = moe_tc_args(a, b, (uint32_t)T, VT_GPU_TC_DOWN, rb, F, E);
+        vt_gpu_tc_args ta = moe_tc_args(ctx, a, b, (uint32_t)T, VT_GPU_TC_DOWN, rb, F, E);
         ta.a = b->act_buf;
         ta.lda = F;
         ta.w0 = a->w_down;

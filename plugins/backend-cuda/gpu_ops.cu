@@ -605,7 +605,14 @@ static __global__ void k_rows_act(const float *x, int64_t ldx, int64_t n_in, int
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < tot; e += stride) {
         int64_t t = e / n_in, i = e - t * n_in;
         float v = x[t * ldx + i];
-        if (xq) v = xq_round_warp(v);
+        if (xq) {
+            uint32_t mb = __float_as_uint(fabsf(v));
+            for (int o = 16; o > 0; o >>= 1)
+                mb = max(mb, (uint32_t)VT_GPU_SHFL_XOR((int)mb, o));
+            float d, id;
+            xq_scale(mb, d, id);
+            v = xq_round(v, d, id);
+        }
         put_val(xb + e, v);
     }
 }
