@@ -65,8 +65,18 @@ static char *read_key_file(const char *path)
 static void *shutdown_watch(void *arg)
 {
     const sigset_t *sigs = arg;
-    struct timespec until = {SHUTDOWN_DEADLINE_S, 0};
-    int sig = sigtimedwait(sigs, NULL, &until);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int sig = -1;
+    for (;;) { /* interrupted waits (EINTR) wait again for the time left */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double left = SHUTDOWN_DEADLINE_S - ((double)(now.tv_sec - t0.tv_sec) +
+                                              1e-9 * (double)(now.tv_nsec - t0.tv_nsec));
+        if (left <= 0) break;
+        struct timespec until = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        sig = sigtimedwait(sigs, NULL, &until);
+        if (sig > 0 || errno == EAGAIN) break;
+    }
     if (sig > 0)
         fprintf(stderr, "vt serve: a second %s: exiting now\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     else
