@@ -327,6 +327,20 @@ static void test_web_pages(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* The RSS bounds hold for the release build; under AddressSanitizer freed
+ * blocks sit in its quarantine and count as resident, so only the answers
+ * are checked there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_CHECKED 0
+#endif
+#endif
+#ifndef RSS_CHECKED
+#define RSS_CHECKED 1
+#endif
+
 static long rss_kib(pid_t pid)
 {
     char path[64], line[256];
@@ -373,7 +387,7 @@ static void test_buffered_bound(void **state)
     free(r.body);
     for (int i = 0; i < N; i++) close(fds[i]);
     free(junk);
-    if (held > (64 + 32) * 1024)
+    if (RSS_CHECKED && held > (64 + 32) * 1024)
         fail_msg("stalled bodies took %ld KiB of RSS (bound 64 MiB + 32 MiB slack)", held);
     usleep(300000);
     assert_int_equal(http(s.port, "POST", "/v1/completions", NULL,
@@ -443,7 +457,7 @@ static void test_tokenize_bounded(void **state)
     fprintf(stderr, "[  NOTE    ] /tokenize of %zu bytes with pieces: %zu bytes answered, RSS +%ld KiB\n",
             k, total, peak - base);
     assert_true(total > n);
-    if (peak - base > 64 * 1024) fail_msg("RSS grew %ld KiB (bound 64 MiB)", peak - base);
+    if (RSS_CHECKED && peak - base > 64 * 1024) fail_msg("RSS grew %ld KiB (bound 64 MiB)", peak - base);
     assert_true(server_up(&s));
     assert_int_equal(server_stop(&s), 0);
 }
