@@ -267,6 +267,10 @@ typedef struct vt_cpu_qdot_set {
     /* x (n floats, n a multiple of 32) -> n / 32 blocks */
     void (*quantize)(const float *x, int64_t n, const vt_cpu_xq *xq);
     vt_cpu_qdot_fn dot[VT_TYPE_COUNT]; /* block types; NULL: none */
+    /* several tokens at once, each as its dot gives it (vt_cpu_lowbit_mm_fn's
+     * contract); NULL: dot token by token (the low-bit types: vt_cpu_lowbit_mm) */
+    void (*mm[VT_TYPE_COUNT])(const uint8_t *w, size_t rb, int64_t n_in, const struct vt_cpu_xq *x,
+                              int64_t n_tok, float *y, int64_t ldy, int64_t n_rows);
 } vt_cpu_qdot_set;
 
 /* The low-bit types (cpu_lowbit.c: blocks decoded to int8 and a scale per 16

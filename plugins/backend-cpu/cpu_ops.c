@@ -94,10 +94,11 @@ static vt_status check_weight(const vt_backend_ctx *ctx, const char *op, uint32_
  * The integer path of every block type with a qdot kernel, at every batch
  * size: each token's activations quantised once into int8 blocks (ctx->xq,
  * one 64-byte-aligned view per token), then the integer dot products over
- * slices of rows, in chunks of VT_CPU_MM_TOK_CHUNK tokens. A low-bit type's
- * several tokens go to its mm kernel; another type's go through its one-token
- * dot, token by token over sub-blocks of QD_SUB_BYTES of rows that stay in
- * the cache. Either way each token's output is what its one-token call gives,
+ * slices of rows, in chunks of VT_CPU_MM_TOK_CHUNK tokens. Several tokens go
+ * to the type's mm kernel where it has one (the low-bit types, Q4_K, Q5_K:
+ * each block decoded once for several tokens); another type's go through its
+ * one-token dot, token by token over sub-blocks of QD_SUB_BYTES of rows that
+ * stay in the cache. Either way each token's output is what its one-token call gives,
  * bit for bit, so a row's result never depends on the rest of the batch
  * (batch invariance; issue 43 item 5), and the activations are rounded as
  * llama.cpp's CPU kernels round them in prefill too.
@@ -105,7 +106,7 @@ static vt_status check_weight(const vt_backend_ctx *ctx, const char *op, uint32_
 #define QD_SUB_BYTES 16384
 struct int8_job {
     vt_cpu_qdot_fn dot;       /* the one-token kernel */
-    vt_cpu_lowbit_mm_fn mm;   /* several tokens of a low-bit type, or NULL */
+    vt_cpu_lowbit_mm_fn mm;   /* several tokens at once, or NULL */
     const uint8_t *w;
     size_t rb;
     int64_t n_in, n_out, rows_per, n_tok, ldy;
@@ -188,8 +189,9 @@ vt_status vt_cpu_mat_mul(vt_backend_ctx *ctx, uint32_t type, const vt_weight *w,
      * them; the float path stays for the types without a qdot kernel, the
      * scalar kernels (ctx->qd NULL) and VT_CPU_INT8_DOT=0 */
     if (ctx->qd && ctx->qd->dot[type] && w->n_in % 32 == 0)
-        return int8_mat_mul(ctx, ctx->qd->dot[type], vt_cpu_lowbit_mm(type), w, x, ldx, y, ldy,
-                            n_tokens);
+        return int8_mat_mul(ctx, ctx->qd->dot[type],
+                            ctx->qd->mm[type] ? ctx->qd->mm[type] : vt_cpu_lowbit_mm(type), w, x,
+                            ldx, y, ldy, n_tokens);
     st = vt_cpu_scratch_reserve(ctx, (size_t)VT_CPU_MM_SCRATCH(w->n_in) * sizeof(float));
     if (st) return st;
 

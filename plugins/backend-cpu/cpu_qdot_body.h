@@ -289,50 +289,103 @@ QD_INLINE float qd_row_mxfp4(const uint8_t *row, int64_t nb, const vt_cpu_xq *x)
 /* Q4_K / Q5_K (§6.10, §6.11): sub-block s of 32: d·sc_s · q − dmin·m_s. The
  * 8 sub-block scales d·sc_s·dx_s and min terms dmin·m_s·ds_s are formed as
  * one vector each. */
+/* One super-block of Q4_K / Q5_K decoded: the weight half of the dot
+ * product, shared by the one-token and several-token kernels so that both
+ * do the same float operations. dsc = d·scale (8 lanes, one per 32 values),
+ * dm = dmin·min, lo/hi[j]: the codes of values 64j..64j+31 / 64j+32..64j+63. */
+typedef struct qd_k45 {
+    __m256 dsc, dm;
+    __m256i lo[4], hi[4];
+} qd_k45;
+
+QD_INLINE void qd_k45_decode(const uint8_t *p, const int Q5, qd_k45 *o)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const uint8_t *sc = p + 4;
+    const uint8_t *qs = p + (Q5 ? 48 : 16);
+    /* 6-bit scales and mins (§6.9), as 8 bytes each */
+    uint32_t a, b2, c;
+    memcpy(&a, sc, 4);
+    memcpy(&b2, sc + 4, 4);
+    memcpy(&c, sc + 8, 4);
+    uint64_t sc8 = (uint64_t)(a & 0x3f3f3f3fu) |
+                   (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
+    uint64_t m8 = (uint64_t)(b2 & 0x3f3f3f3fu) |
+                  (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b2 >> 2) & 0x30303030u)) << 32;
+    __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)));
+    __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
+    o->dsc = _mm256_mul_ps(_mm256_set1_ps(qd_f16(p)), scv);
+    o->dm = _mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 2)), mv);
+    __m256i qh = Q5 ? qd_load256(p + 16) : _mm256_setzero_si256();
+QD_UNROLL(4)
+    for (int j = 0; j < 4; j++) {
+        __m256i v = qd_load256(qs + 32 * j);
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (Q5) {
+            const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * j)));
+            const __m256i bh = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
+            const __m256i h16 = _mm256_set1_epi8(0x10);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), h16));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), h16));
+        }
+        o->lo[j] = lo;
+        o->hi[j] = hi;
+    }
+}
+
+/* One token's part of super-block sb: a0/a1 take the even/odd 32-value
+ * blocks' scaled integer sums, am the min term. */
+QD_INLINE void qd_k45_token(const qd_k45 *k, int64_t sb, const vt_cpu_xq *x, __m256 *a0,
+                            __m256 *a1, __m256 *am)
+{
+    __m256 sv = _mm256_mul_ps(k->dsc, _mm256_loadu_ps(x->d + 8 * sb));
+    *am = _mm256_fmadd_ps(k->dm, _mm256_loadu_ps(x->ds + 8 * sb), *am);
+QD_UNROLL(4)
+    for (int j = 0; j < 4; j++) {
+        __m256i il = dot4(_mm256_setzero_si256(), k->lo[j], QX(8 * sb + 2 * j));
+        __m256i ih = dot4(_mm256_setzero_si256(), k->hi[j], QX(8 * sb + 2 * j + 1));
+        *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), qd_lane(sv, 2 * j), *a0);
+        *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), qd_lane(sv, 2 * j + 1), *a1);
+    }
+}
+
 QD_INLINE float qd_row_q45_k(const uint8_t *row, int64_t nsb, const vt_cpu_xq *x, const int Q5)
 {
     const size_t bs = Q5 ? 176 : 144;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), am = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *p = row + (size_t)sb * bs;
-        const uint8_t *sc = p + 4;
-        const uint8_t *qs = p + (Q5 ? 48 : 16);
-        /* 6-bit scales and mins (§6.9), as 8 bytes each */
-        uint32_t a, b2, c;
-        memcpy(&a, sc, 4);
-        memcpy(&b2, sc + 4, 4);
-        memcpy(&c, sc + 8, 4);
-        uint64_t sc8 = (uint64_t)(a & 0x3f3f3f3fu) |
-                       (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
-        uint64_t m8 = (uint64_t)(b2 & 0x3f3f3f3fu) |
-                      (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b2 >> 2) & 0x30303030u)) << 32;
-        __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)));
-        __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
-        __m256 sv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p)), scv),
-                                  _mm256_loadu_ps(x->d + 8 * sb));
-        am = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(qd_f16(p + 2)), mv),
-                             _mm256_loadu_ps(x->ds + 8 * sb), am);
-        __m256i qh = Q5 ? qd_load256(p + 16) : _mm256_setzero_si256();
-QD_UNROLL(8)
-        for (int j = 0; j < 4; j++) {
-            __m256i v = qd_load256(qs + 32 * j);
-            __m256i lo = _mm256_and_si256(v, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (Q5) {
-                const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * j)));
-                const __m256i bh = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
-                const __m256i h16 = _mm256_set1_epi8(0x10);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), h16));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), h16));
-            }
-            __m256i il = dot4(_mm256_setzero_si256(), lo, QX(8 * sb + 2 * j));
-            __m256i ih = dot4(_mm256_setzero_si256(), hi, QX(8 * sb + 2 * j + 1));
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), qd_lane(sv, 2 * j), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), qd_lane(sv, 2 * j + 1), a1);
-        }
+        qd_k45 k;
+        qd_k45_decode(row + (size_t)sb * bs, Q5, &k);
+        qd_k45_token(&k, sb, x, &a0, &a1, &am);
     }
     return qd_hsum(_mm256_add_ps(a0, a1)) - qd_hsum(am);
+}
+
+/* Several tokens (<= VT_CPU_MM_TOK_CHUNK) of Q4_K / Q5_K: each super-block
+ * decoded once for up to QD_MM_T tokens, each token's arithmetic that of
+ * qd_row_q45_k, so every output equals its one-token call bit for bit. */
+#define QD_MM_T 4
+QD_INLINE void qd_mm_q45_k(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,
+                           int64_t n_tok, float *y, int64_t ldy, int64_t n_rows, const int Q5)
+{
+    const size_t bs = Q5 ? 176 : 144;
+    const int64_t nsb = n_in / 256;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += QD_MM_T) {
+            const int nt = n_tok - t0 < QD_MM_T ? (int)(n_tok - t0) : QD_MM_T;
+            __m256 a0[QD_MM_T], a1[QD_MM_T], am[QD_MM_T];
+            for (int t = 0; t < QD_MM_T; t++) a0[t] = a1[t] = am[t] = _mm256_setzero_ps();
+            for (int64_t sb = 0; sb < nsb; sb++) {
+                qd_k45 k;
+                qd_k45_decode(row + (size_t)sb * bs, Q5, &k);
+                for (int t = 0; t < nt; t++) qd_k45_token(&k, sb, &x[t0 + t], &a0[t], &a1[t], &am[t]);
+            }
+            for (int t = 0; t < nt; t++)
+                y[(t0 + t) * ldy + r] = qd_hsum(_mm256_add_ps(a0[t], a1[t])) - qd_hsum(am[t]);
+        }
+    }
 }
 
 /*
@@ -570,6 +623,17 @@ QD_ROWS(q6_k, 256, qd_row_q6_k(row, nb, x))
 QD_ROWS(iq4_xs, 256, qd_row_iq4_xs(row, nb, x))
 #undef QD_ROWS
 
+static void QD_FN(mm_q4_k)(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,
+                           int64_t n_tok, float *y, int64_t ldy, int64_t n_rows)
+{
+    qd_mm_q45_k(w, rb, n_in, x, n_tok, y, ldy, n_rows, 0);
+}
+static void QD_FN(mm_q5_k)(const uint8_t *w, size_t rb, int64_t n_in, const vt_cpu_xq *x,
+                           int64_t n_tok, float *y, int64_t ldy, int64_t n_rows)
+{
+    qd_mm_q45_k(w, rb, n_in, x, n_tok, y, ldy, n_rows, 1);
+}
+
 
 const vt_cpu_qdot_set QDOT_SET = {
     .name = QDOT_NAME,
@@ -582,4 +646,5 @@ const vt_cpu_qdot_set QDOT_SET = {
             [VT_TYPE_Q3_K] = QD_FN(q3_k), [VT_TYPE_Q4_K] = QD_FN(q4_k),
             [VT_TYPE_Q5_K] = QD_FN(q5_k), [VT_TYPE_Q6_K] = QD_FN(q6_k),
             [VT_TYPE_IQ4_XS] = QD_FN(iq4_xs), VT_CPU_LOWBIT_DOTS},
+    .mm = {[VT_TYPE_Q4_K] = QD_FN(mm_q4_k), [VT_TYPE_Q5_K] = QD_FN(mm_q5_k)},
 };
