@@ -295,6 +295,12 @@ static void test_web_pages(void **state)
 
     server_start(&s, (const char *const[]){"--cors-origin", "https://app.example", NULL});
     expect_status(s.port, req, 403, "--cors-origin"); /* another origin */
+    /* a preflight is checked for ambiguous framing too */
+    expect_status(s.port,
+                  "OPTIONS /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                  "Origin: https://app.example\r\nContent-Length: 5\r\nTransfer-Encoding: "
+                  "chunked\r\n\r\n0\r\n\r\n",
+                  400, NULL);
     snprintf(req, sizeof req,
              "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
              "Origin: https://app.example\r\nContent-Type: application/json\r\n"
@@ -458,6 +464,25 @@ static void test_tokenize_bounded(void **state)
             k, total, peak - base);
     assert_true(total > n);
     if (RSS_CHECKED && peak - base > 64 * 1024) fail_msg("RSS grew %ld KiB (bound 64 MiB)", peak - base);
+    /* two clients that never read their large answers do not hold /tokenize:
+     * its slots bound the tokenizing, not the sending */
+    big = malloc(n + 64);
+    assert_non_null(big);
+    k = (size_t)snprintf(big, 64, "{\"with_pieces\":true,\"content\":\"");
+    for (size_t i = 0; i < n / 4; i++) big[k++] = i % 2 ? ' ' : 'a';
+    k += (size_t)snprintf(big + k, 8, "\"}");
+    int slow[2];
+    for (int i = 0; i < 2; i++) {
+        slow[i] = connect_port(s.port);
+        assert_int_equal(send_request(slow[i], "POST", "/tokenize", NULL, big, k), 0);
+    }
+    free(big);
+    usleep(500000);
+    assert_int_equal(http(s.port, "POST", "/tokenize", NULL, "{\"content\":\"hello\"}", &r), 0);
+    if (r.status != 200) fail_msg("with two unread answers: %d %s", r.status, r.body);
+    free(r.body);
+    close(slow[0]);
+    close(slow[1]);
     assert_true(server_up(&s));
     assert_int_equal(server_stop(&s), 0);
 }

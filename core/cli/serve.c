@@ -116,7 +116,7 @@ int cli_cmd_serve(const opts *o_in)
     if (o->api_key && !(key = strdup(o->api_key))) return 1;
 
     /* every thread started from here inherits the mask: the signals come to sigwait */
-    sigset_t sigs;
+    static sigset_t sigs; /* static: the detached shutdown watch reads it after we return */
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);

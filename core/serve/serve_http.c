@@ -50,6 +50,18 @@ typedef struct req_ctx {
     int too_large;
 } req_ctx;
 
+static void body_release(vt_serve_http *h, req_ctx *rc);
+
+/* The body is parsed: its bytes leave the bound of held bodies now, not when
+ * the (possibly long) answer ends. */
+static void body_release(vt_serve_http *h, req_ctx *rc)
+{
+    atomic_fetch_sub(&h->buffered, rc->cap);
+    free(rc->body);
+    rc->body = NULL;
+    rc->n = rc->cap = 0;
+}
+
 /* A streaming response's state (the content reader's). */
 typedef struct stream_ctx {
     vt_serve_http *h;
@@ -240,11 +252,13 @@ static void stream_free(void *cls)
 }
 
 static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
-                                     vt_serve_kind kind, const req_ctx *rc)
+                                     vt_serve_kind kind, req_ctx *rc)
 {
     vt_serve_request req;
     vt_serve_error err;
-    if (vt_serve_parse_request(kind, rc->body, rc->n, &req, &err) != 0) return send_error(c, &err);
+    int parsed = vt_serve_parse_request(kind, rc->body, rc->n, &req, &err);
+    body_release(h, rc);
+    if (parsed != 0) return send_error(c, &err);
     vt_serve_job *job;
     if (vt_serve_submit(s, &req, &job, &err) != 0) {
         vt_serve_request_free(&req);
@@ -316,8 +330,9 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
 }
 
 /* /tokenize's answer written as it is sent, a token at a time, from the ids
- * (4 bytes a token): a cJSON tree of a 4 MiB text's millions of tokens took
- * ~180x its input (issue 43 item 3). At most VT_SERVE_TOKENIZE_MAX run at once. */
+ * (4 bytes a token, counted among the held bodies until sent): a cJSON tree
+ * of a 4 MiB text's millions of tokens took ~180x its input (issue 43 item
+ * 3). At most VT_SERVE_TOKENIZE_MAX tokenize at once. */
 #define VT_SERVE_TOKENIZE_MAX 2
 typedef struct tok_out {
     vt_serve_http *h;
@@ -409,17 +424,19 @@ static ssize_t tok_out_read(void *cls, uint64_t pos, char *out, size_t max)
 static void tok_out_free(void *cls)
 {
     tok_out *t = cls;
-    atomic_fetch_sub(&t->h->tokenizing, 1);
+    atomic_fetch_sub(&t->h->buffered, (size_t)t->n * sizeof *t->ids);
     free(t->ids);
     free(t);
 }
 
 static enum MHD_Result do_tokenize(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
-                                   const req_ctx *rc)
+                                   req_ctx *rc)
 {
     vt_serve_tokenize_req tr;
     vt_serve_error err;
-    if (vt_serve_parse_tokenize(rc->body, rc->n, &tr, &err) != 0) return send_error(c, &err);
+    int parsed = vt_serve_parse_tokenize(rc->body, rc->n, &tr, &err);
+    body_release(h, rc);
+    if (parsed != 0) return send_error(c, &err);
     if (atomic_fetch_add(&h->tokenizing, 1) >= VT_SERVE_TOKENIZE_MAX) {
         atomic_fetch_sub(&h->tokenizing, 1);
         free(tr.content);
@@ -433,12 +450,26 @@ static enum MHD_Result do_tokenize(vt_serve_http *h, vt_serve_sched *s, struct M
                                    tr.parse_special, &t->ids, &t->n)
                      : VT_ERR_OUT_OF_MEMORY;
     free(tr.content);
+    /* the slot bounds the tokenizing; while the answer is sent (as slowly as
+     * the client reads) the ids count among the bodies held instead */
+    atomic_fetch_sub(&h->tokenizing, 1);
+    if (st == VT_OK) {
+        size_t held = atomic_fetch_add(&h->buffered, (size_t)t->n * sizeof *t->ids) +
+                      (size_t)t->n * sizeof *t->ids;
+        if (held > VT_SERVE_BUFFERED_MAX) {
+            atomic_fetch_sub(&h->buffered, (size_t)t->n * sizeof *t->ids);
+            free(t->ids);
+            free(t);
+            vt_serve_error_set(&err, 503, NULL, "the server holds %u MiB of requests already: "
+                               "try again later", (unsigned)(VT_SERVE_BUFFERED_MAX >> 20));
+            return send_error(c, &err);
+        }
+    }
     if (st != VT_OK) {
         vt_serve_error_set(&err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "content", "%s",
                            t ? vt_last_error() : "out of memory");
         if (t) free(t->ids);
         free(t);
-        atomic_fetch_sub(&h->tokenizing, 1);
         return send_error(c, &err);
     }
     t->h = h;
@@ -456,12 +487,15 @@ static enum MHD_Result do_tokenize(vt_serve_http *h, vt_serve_sched *s, struct M
     return ok;
 }
 
-static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c, const req_ctx *rc)
+static enum MHD_Result do_detokenize(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
+                                     req_ctx *rc)
 {
     int32_t *ids;
     size_t n;
     vt_serve_error err;
-    if (vt_serve_parse_detokenize(rc->body, rc->n, vt_serve_n_vocab(s), &ids, &n, &err) != 0)
+    int parsed = vt_serve_parse_detokenize(rc->body, rc->n, vt_serve_n_vocab(s), &ids, &n, &err);
+    body_release(h, rc);
+    if (parsed != 0)
         return send_error(c, &err);
     vt_detok_stream *ds = vt_detok_stream_new(vt_serve_tokenizer(s), 1);
     char *text = NULL;
@@ -518,7 +552,7 @@ static enum MHD_Result do_detokenize(vt_serve_sched *s, struct MHD_Connection *c
 }
 
 static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const char *url,
-                             const char *method, const req_ctx *rc)
+                             const char *method, req_ctx *rc)
 {
     vt_serve_error err;
     const int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
@@ -590,7 +624,7 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
         return send_error(c, &err);
     }
     if (!strcmp(url, "/tokenize")) return do_tokenize(h, s, c, rc);
-    if (!strcmp(url, "/detokenize")) return do_detokenize(s, c, rc);
+    if (!strcmp(url, "/detokenize")) return do_detokenize(h, s, c, rc);
     return do_completion(h, s, c,
                          strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION, rc);
 bad_method: {
@@ -649,16 +683,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     tls_cors = origin && h->cors_origin && (!strcmp(h->cors_origin, "*") || !strcmp(h->cors_origin, origin))
                    ? h->cors_origin
                    : NULL;
-    if (!rc && tls_cors && !strcmp(method, "OPTIONS")) { /* a preflight */
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-        if (!r) return MHD_NO;
-        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
-        enum MHD_Result ok = queue(c, 204, r);
-        MHD_destroy_response(r);
-        return ok;
-    }
     if (!rc) {
         if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
         *con_cls = rc;
@@ -690,11 +714,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             vt_serve_error_set(&early, 415, NULL, "the body must be sent as Content-Type: "
                                "application/json");
         else if (h->api_key && strcmp(url, "/health") && strcmp(url, "/v1/health") &&
+                 !(tls_cors && !strcmp(method, "OPTIONS")) /* a preflight carries no key */ &&
                  !key_ok(c, h->api_key))
             vt_serve_error_set(&early, 401, NULL,
                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")
                                    ? "invalid API key"
                                    : "an API key is required (Authorization: Bearer KEY)");
+        if (!early.http && tls_cors && !strcmp(method, "OPTIONS")) { /* a preflight */
+            rc->too_large = 2;
+            struct MHD_Response *r =
+                MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+            enum MHD_Result ok = queue(c, 204, r);
+            MHD_destroy_response(r);
+            return ok;
+        }
         if (early.http) {
             rc->too_large = 2;
             return send_error(c, &early);
@@ -730,6 +767,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 if (rc->n + *upload_size + 1 > rc->cap) {
                     size_t nc = rc->cap ? rc->cap : 4096;
                     while (nc < rc->n + *upload_size + 1) nc *= 2;
+                    if (nc > h->p.max_body + 1) nc = h->p.max_body + 1; /* n + upload fits */
                     /* every connection's bodies together stay under the bound:
                      * slow bodies cannot take the memory */
                     size_t held = atomic_fetch_add(&h->buffered, nc - rc->cap) + (nc - rc->cap);
