@@ -17,6 +17,8 @@
  *  - memory (item 2): request bodies held by stalled connections stay under
  *    the server's bound (64 MiB, all connections together; beyond it new
  *    bodies are 503), measured as the server's RSS;
+ *  - a prompt longer in bytes than the context can hold in any tokenization
+ *    (3 · longest piece · n_ctx) is refused before it is tokenized (item 1);
  *  - /tokenize (item 3): with_pieces answers valid JSON whose pieces put
  *    together are the text (quotes, backslashes, control characters,
  *    partial UTF-8 as byte arrays), and a 4 MB text of one-byte tokens with
@@ -487,6 +489,32 @@ static void test_tokenize_bounded(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+static void test_prompt_bytes(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server s;
+    server_start(&s, (const char *const[]){"--ctx", "64", NULL});
+    size_t n = 200000;
+    char *body = malloc(n + 64);
+    assert_non_null(body);
+    size_t k = (size_t)snprintf(body, 64, "{\"max_tokens\":1,\"prompt\":\"");
+    for (size_t i = 0; i < n; i++) body[k++] = "ab "[i % 3];
+    k += (size_t)snprintf(body + k, 8, "\"}");
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, body, &r), 0);
+    if (r.status != 400 || !strstr(r.body, "bytes of text"))
+        fail_msg("a 200 KB prompt against --ctx 64: %d %s", r.status, r.body);
+    free(r.body);
+    /* a prompt that fits is still served */
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The\",\"max_tokens\":1}", &r), 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    free(body);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +525,7 @@ int main(void)
         cmocka_unit_test_teardown(test_web_pages, reap_servers),
         cmocka_unit_test_teardown(test_buffered_bound, reap_servers),
         cmocka_unit_test_teardown(test_tokenize_bounded, reap_servers),
+        cmocka_unit_test_teardown(test_prompt_bytes, reap_servers),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

@@ -362,6 +362,16 @@ vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
         vt_set_error("out of memory for the scheduler's %u slots", s->n_parallel);
         goto fail;
     }
+    /* A token stands for at most max_piece bytes of normalized text, and NFC
+     * shrinks text at most 3x (Hangul jamo L V T, 9 bytes, compose to one
+     * 3-byte syllable): a prompt of more than 3 · max_piece · n_ctx bytes
+     * needs more than n_ctx tokens and is refused before any work on it. */
+    int64_t max_piece = 1;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        int64_t k = vt_token_to_piece(s->tok, (int32_t)i, 1, NULL, 0);
+        if (k > max_piece) max_piece = k;
+    }
+    s->max_text = 3 * (uint64_t)max_piece * s->n_ctx;
     int64_t n_banned = 0;
     for (int64_t i = 0; i < s->n_vocab; i++)
         n_banned += s->banned[i] = vt_tokenizer_token_type(s->tok, (int32_t)i) == VT_TOKEN_UNUSED ||
@@ -492,6 +502,12 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
                                vt_last_error());
             goto fail;
         }
+        if (strlen(text) > s->max_text) {
+            vt_serve_error_set(err, 400, "messages", "the messages are %zu bytes of text: more "
+                               "than the context's %u tokens can hold (start the server with a "
+                               "larger --ctx)", strlen(text), s->n_ctx);
+            goto fail;
+        }
         /* the messages' text stays text: control tokens spelled in it are not parsed */
         if (vt_tokenize_plain(s->tok, text, strlen(text), 1, plain, n_plain, &j->ids, &j->n_ids) != VT_OK) {
             vt_serve_error_set(err, 400, "messages", "%s", vt_last_error());
@@ -502,6 +518,12 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
         if (!strcmp(s->family, "qwen35") && tl >= 8 && !strcmp(text + tl - 8, "<think>\n"))
             j->in_think = 1;
     } else if (j->req.prompt) {
+        if (strlen(j->req.prompt) > s->max_text) {
+            vt_serve_error_set(err, 400, "prompt", "the prompt is %zu bytes of text: more than the "
+                               "context's %u tokens can hold (start the server with a larger "
+                               "--ctx)", strlen(j->req.prompt), s->n_ctx);
+            goto fail;
+        }
         if (vt_tokenize(s->tok, j->req.prompt, strlen(j->req.prompt), 1, 0, &j->ids, &j->n_ids) != VT_OK) {
             vt_serve_error_set(err, 400, "prompt", "%s", vt_last_error());
             goto fail;

@@ -72,6 +72,7 @@ struct vt_serve_sched {
     const vt_tokenizer *tok;
     int64_t n_vocab;
     uint32_t n_ctx, n_parallel, queue_max, chunk;
+    uint64_t max_text;       /* prompt text bytes beyond which it cannot fit n_ctx tokens */
     char model_id[256];
     const char *family;      /* chat template family, NULL: none */
     unsigned chat_flags;
