@@ -660,9 +660,12 @@ static void test_queue_full(void **state)
     (void)state;
     if (!have_model()) return;
     server s;
-    server_start(&s, (const char *const[]){"--parallel", "1", "--queue", "0", "--ctx", "4096", NULL});
+    /* a generation far longer than the checks below take, even on a loaded
+     * machine (4000 tokens once finished before the client closed, and the
+     * request counted as completed, not cancelled) */
+    server_start(&s, (const char *const[]){"--parallel", "1", "--queue", "0", "--ctx", "65536", NULL});
     int fd = connect_port(s.port);
-    const char *long_req = "{\"prompt\":\"The history of\",\"max_tokens\":4000,\"stream\":true,"
+    const char *long_req = "{\"prompt\":\"The history of\",\"max_tokens\":65000,\"stream\":true,"
                            "\"ignore_eos\":true}";
     assert_int_equal(send_request(fd, "POST", "/v1/completions", NULL, long_req, strlen(long_req)), 0);
     char buf[4096];
