@@ -296,3 +296,39 @@ int server_up(const server *s)
     return ok;
 }
 
+
+long metric(int port, const char *name)
+{
+    response r;
+    assert_int_equal(http(port, "GET", "/metrics", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(r.body, key);
+    if (!p) fail_msg("/metrics has no %s", name);
+    long v = atol(p + strlen(key));
+    free(r.body);
+    return v;
+}
+
+int read_until(int fd, const char *needle, double timeout_s)
+{
+    char buf[8192];
+    size_t n = 0;
+    const double t0 = now_s();
+    while (now_s() - t0 < timeout_s) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        if (n == sizeof buf - 1) { /* keep the tail: the needle may straddle */
+            const size_t keep = strlen(needle);
+            memmove(buf, buf + n - keep, keep);
+            n = keep;
+        }
+        ssize_t k = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (k <= 0) return -1;
+        n += (size_t)k;
+        buf[n] = 0;
+        if (strstr(buf, needle)) return 0;
+    }
+    return -1;
+}

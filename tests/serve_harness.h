@@ -45,6 +45,13 @@ int read_response(int fd, double timeout_s, response *r);
 int http(int port, const char *method, const char *path, const char *headers, const char *body,
          response *r);
 
+/* The value of counter or gauge `name` in /metrics (the test fails when
+ * /metrics does not answer or lacks it). */
+long metric(int port, const char *name);
+/* Read from fd until what came holds needle (0), or EOF, an error or
+ * timeout_s (-1). What was read is dropped. */
+int read_until(int fd, const char *needle, double timeout_s);
+
 /* vt serve -m g_model --plugin-dir ... --device device() --port 0 -t 2
  * extra..., ready (/health 200) within 120 s, or the test fails with its log. */
 void server_start(server *s, const char *const *extra);

@@ -28,7 +28,9 @@
  *    (DNS rebinding) is 403, a POST that is not application/json is 415
  *    (a cross-site text/plain form), a request with an Origin is 403 unless
  *    --cors-origin allows it, which then answers with CORS headers and
- *    preflights.
+ *    preflights;
+ *  - a streaming client that closes cleanly is cancelled while queued and
+ *    in prefill (item 4).
  */
 #include "test_util.h"
 
@@ -515,6 +517,79 @@ static void test_prompt_bytes(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* Item 4: a streaming client that closes cleanly (FIN, no reset) is
+ * cancelled while its request waits in the queue and while it is in
+ * prefill, not only when a token write fails (the server saw the close only
+ * then: a queued request ran its whole prompt first). */
+static void test_cancel_clean_close(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    server s;
+    server_start(&s, (const char *const[]){"--parallel", "1", "--queue", "4", "--batch", "32",
+                                           "--ctx", "65536", NULL});
+    /* A holds the only slot */
+    const char *run = "{\"prompt\":\"The history of\",\"max_tokens\":65000,\"stream\":true,"
+                      "\"ignore_eos\":true}";
+    int a = connect_port(s.port);
+    assert_int_equal(send_request(a, "POST", "/v1/completions", NULL, run, strlen(run)), 0);
+    assert_int_equal(read_until(a, "data: ", 30), 0);
+    /* B waits in the queue; its client reads the headers and closes */
+    const char *small = "{\"prompt\":\"x\",\"max_tokens\":4,\"stream\":true}";
+    int b = connect_port(s.port);
+    assert_int_equal(send_request(b, "POST", "/v1/completions", NULL, small, strlen(small)), 0);
+    double t0 = now_s();
+    while (metric(s.port, "vt_requests_waiting") != 1 && now_s() - t0 < 10) usleep(10000);
+    assert_int_equal(metric(s.port, "vt_requests_waiting"), 1);
+    (void)read_until(b, "\r\n\r\n", 2);
+    close(b);
+    t0 = now_s();
+    while (metric(s.port, "vt_requests_waiting") != 0 && now_s() - t0 < 2) usleep(10000);
+    if (metric(s.port, "vt_requests_waiting") != 0)
+        fail_msg("a queued stream whose client closed was still queued 2 s later");
+    assert_int_equal(metric(s.port, "vt_requests_cancelled_total"), 1);
+    close(a);
+    t0 = now_s();
+    while (metric(s.port, "vt_requests_running") != 0 && now_s() - t0 < 2) usleep(10000);
+    assert_int_equal(metric(s.port, "vt_requests_running"), 0);
+    assert_int_equal(metric(s.port, "vt_requests_cancelled_total"), 2);
+
+    /* C: a prompt of ~30,000 tokens in rounds of 32; its client closes
+     * during prefill */
+    const size_t words = 30000;
+    char *body = malloc(words * 8 + 64);
+    assert_non_null(body);
+    size_t k = (size_t)snprintf(body, 64, "{\"stream\":true,\"max_tokens\":4,\"prompt\":\"");
+    for (size_t i = 0; i < words; i++) k += (size_t)sprintf(body + k, "%s", i % 2 ? "sea " : "ship ");
+    k += (size_t)sprintf(body + k, "\"}");
+    const long p0 = metric(s.port, "vt_prompt_tokens_total");
+    int c = connect_port(s.port);
+    assert_int_equal(send_request(c, "POST", "/v1/completions", NULL, body, k), 0);
+    t0 = now_s();
+    while (metric(s.port, "vt_prompt_tokens_total") == p0 && now_s() - t0 < 30) usleep(5000);
+    assert_true(metric(s.port, "vt_prompt_tokens_total") > p0); /* in prefill */
+    (void)read_until(c, "\r\n\r\n", 0.2);
+    close(c);
+    t0 = now_s();
+    while (metric(s.port, "vt_requests_running") != 0 && now_s() - t0 < 2) usleep(10000);
+    const long p1 = metric(s.port, "vt_prompt_tokens_total");
+    if (metric(s.port, "vt_requests_running") != 0)
+        fail_msg("a stream in prefill whose client closed still ran 2 s later (%ld prompt "
+                 "tokens evaluated)", p1 - p0);
+    assert_int_equal(metric(s.port, "vt_requests_cancelled_total"), 3);
+    printf("clean close in prefill: %ld of ~%zu prompt tokens evaluated\n", p1 - p0, words);
+    if (p1 - p0 >= (long)words) fail_msg("the whole prompt (%ld tokens) was evaluated", p1 - p0);
+    usleep(300000);
+    assert_int_equal(metric(s.port, "vt_prompt_tokens_total"), p1); /* nothing more */
+    free(body);
+    /* the slot serves again */
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":2}", &r), 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -526,6 +601,7 @@ int main(void)
         cmocka_unit_test_teardown(test_buffered_bound, reap_servers),
         cmocka_unit_test_teardown(test_tokenize_bounded, reap_servers),
         cmocka_unit_test_teardown(test_prompt_bytes, reap_servers),
+        cmocka_unit_test_teardown(test_cancel_clean_close, reap_servers),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

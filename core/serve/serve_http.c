@@ -197,18 +197,18 @@ static enum MHD_Result send_error(struct MHD_Connection *c, const vt_serve_error
     return send_text(c, (unsigned)err->http, "application/json", s);
 }
 
-/* Whether the client went away. eof_counts: a read side at end of file
- * counts (a non-streaming answer writes nothing until the end, so EOF is all
- * there is to see; a client that half-closes after its request is then
- * taken as gone). Streams pass 0: a closed client fails the next write. */
-static int client_gone(int fd, int eof_counts)
+/* Whether the client went away: the connection reset or closed, or its read
+ * side at end of file. A client that half-closes after its request is taken
+ * as gone too: a stream has nothing to write while its request waits in the
+ * queue or in prefill, so a clean close (FIN) is all there is to see then
+ * (issue 43 item 4), and no HTTP client keeps reading after shutting down its
+ * write side. */
+static int client_gone(int fd)
 {
     if (fd < 0) return 0;
     struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
     if (poll(&pfd, 1, 0) <= 0) return 0;
-    if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)) return 1;
-    if (!eof_counts) return 0;
-    if (pfd.revents & POLLRDHUP) return 1;
+    if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL | POLLRDHUP)) return 1;
     if (pfd.revents & POLLIN) {
         char b;
         ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -234,7 +234,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             sc->ended = 1;
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        if (client_gone(sc->fd, 0)) {
+        if (client_gone(sc->fd)) {
             vt_serve_job_cancel(sc->job);
             sc->ended = 1;
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -296,7 +296,7 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
         long r = vt_serve_job_read(job, buf, sizeof buf, 100, &http);
         if (r < 0) break;
         if (r == 0) {
-            if (client_gone(fd, 1)) {
+            if (client_gone(fd)) {
                 vt_serve_job_cancel(job);
                 vt_serve_job_release(job);
                 atomic_fetch_sub(&h->in_flight, 1);
