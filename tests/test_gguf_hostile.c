@@ -9,6 +9,8 @@
  * message; truncations of the real q8_0 fixture at 20 points; 200 random byte
  * overwrites (fixed seed) of its header/metadata/tensor-info region; and every
  * header byte of a small writer-made file flipped three ways.
+ * Terminal escapes (issue 43 item 9): keys, values and tensor names with
+ * ESC, BEL and CSI print escaped in vt info and in error messages.
  * Scratch files live in a mkdtemp directory under /tmp, removed at the end.
  */
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include "test_util.h"
 
 #include "error.h"
+#include "gguf_info.h"
 #include "vt/gguf.h"
 #include "vt/types.h"
 
@@ -652,6 +655,89 @@ static void test_sparse_huge_tables(void **state)
     }
 }
 
+/* No byte of s[0..n) starts a terminal control sequence: ESC, BEL, CSI as
+ * a raw byte (0x9b) or in UTF-8 (c2 9b), other C0 controls but newline. */
+static void assert_no_controls(const char *what, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\n') || c == 0x7f || c == 0x9b ||
+            (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+             (unsigned char)s[i + 1] <= 0x9f))
+            fail_msg("%s: control byte 0x%02x at %zu", what, c, i);
+    }
+}
+
+/* Item 9 of issue 43: keys, tensor names and values from a file reach the
+ * terminal (vt info, error messages, the log) with their control characters
+ * escaped. */
+static void test_terminal_escapes(void **state)
+{
+    (void)state;
+    char out[64];
+    /* the escaper itself: controls, C1 in UTF-8, invalid bytes; text kept */
+    assert_int_equal(vt_text_escape(out, sizeof out, "a\x1b[31mb", 7), 10);
+    assert_string_equal(out, "a\\x1b[31mb");
+    vt_text_escape(out, sizeof out, "\xc2\x9b" "1\x9b\n\t\x7f", 7);
+    assert_string_equal(out, "\\xc2\\x9b1\\x9b\\x0a\\x09\\x7f");
+    vt_text_escape(out, sizeof out, "caf\xc3\xa9 \xf0\x9f\x99\x82 \xe2\x80\xae", 14);
+    assert_string_equal(out, "caf\xc3\xa9 \xf0\x9f\x99\x82 \xe2\x80\xae");
+    vt_text_escape(out, sizeof out, "\xed\xa0\x80\xc0\xaf", 5); /* surrogate, overlong */
+    assert_string_equal(out, "\\xed\\xa0\\x80\\xc0\\xaf");
+    /* cut before a whole character or escape, never inside one */
+    assert_int_equal(vt_text_escape(out, 5, "ab\xc3\xa9z", 5), 4);
+    assert_string_equal(out, "ab\xc3\xa9");
+    assert_int_equal(vt_text_escape(out, 4, "ab\xc3\xa9z", 5), 2);
+    assert_int_equal(vt_text_escape(out, 6, "a\x1b", 2), 5);
+    assert_int_equal(vt_text_escape(out, 5, "a\x1b", 2), 1);
+    /* escaping twice changes nothing more */
+    char twice[64];
+    vt_text_escape(out, sizeof out, "x\x1b]0;t\x07y", 8);
+    vt_text_escape(twice, sizeof twice, out, strlen(out));
+    assert_string_equal(out, twice);
+
+    /* vt info of a file whose key, value and tensor name carry escapes */
+    bb b = {0};
+    header(&b, 3, 1, 2);
+    kv_str(&b, "general.architecture", "hostile");
+    kv_str(&b, "evil\x1b]0;title\x07.key", "\x1b[2J\xc2\x9b" "31m\x9b\n");
+    const uint64_t ne4[2] = {4, 1};
+    tinfo(&b, "blk.0.\x1b[31mred", 2, ne4, VT_TYPE_F32, 0);
+    pad(&b, 32, 16);
+    char *path = write_file("escapes.gguf", b.p, b.n);
+    vt_gguf *g = NULL;
+    assert_int_equal(vt_gguf_open(path, 0, &g), VT_OK);
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    assert_non_null(f);
+    vt_gguf_print_info(g, f);
+    fclose(f);
+    assert_no_controls("vt info", txt, len);
+    assert_non_null(strstr(txt, "evil\\x1b]0;title\\x07.key"));
+    assert_non_null(strstr(txt, "blk.0.\\x1b[31mred"));
+    assert_non_null(strstr(txt, "'\\x1b[2J\\xc2\\x9b31m\\x9b\\n'"));
+    free(txt);
+    vt_gguf_close(g);
+    free(path);
+    free(b.p);
+    memset(&b, 0, sizeof b);
+
+    /* an error naming the tensor: its message (what vt prints) is escaped */
+    const uint64_t huge[2] = {4, UINT64_MAX};
+    one_tensor(&b, "blk.1.\x1b[31mred\x9b", 2, huge, VT_TYPE_F32, 0, 16);
+    path = write_file("escapes2.gguf", b.p, b.n);
+    assert_int_equal(vt_gguf_open(path, 0, &g), VT_ERR_FORMAT);
+    const char *m = vt_last_error();
+    assert_no_controls("error message", m, strlen(m));
+    if (!strstr(m, "blk.1.\\x1b[31mred\\x9b")) fail_msg("message: %s", m);
+    vt_error_prefix("loading %s", "\x1b[1mx");
+    m = vt_last_error();
+    assert_no_controls("prefixed message", m, strlen(m));
+    free(path);
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_random_overwrites),
         cmocka_unit_test(test_small_file_every_byte),
         cmocka_unit_test(test_sparse_huge_tables),
+        cmocka_unit_test(test_terminal_escapes),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -16,9 +16,72 @@
 
 static _Thread_local char tl_error[VT_ERROR_MAX];
 
+/* Length of the valid UTF-8 sequence at s[0..n) (RFC 3629: no overlongs, no
+ * surrogates, at most U+10FFFF), 0 when there is none. *cp gets its value. */
+static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    const unsigned char c = s[0];
+    size_t len;
+    uint32_t v, min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+        len = 2, v = c & 0x1f, min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3, v = c & 0x0f, min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4, v = c & 0x07, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return len;
+}
+
+size_t vt_text_escape(char *dst, size_t cap, const char *src, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)src;
+    size_t o = 0, i = 0;
+    if (!cap) return 0;
+    while (i < n) {
+        uint32_t cp = 0;
+        size_t len = utf8_seq(s + i, n - i, &cp);
+        const int control = len == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
+        if (!control) {
+            if (o + len >= cap) break;
+            memcpy(dst + o, s + i, len);
+            o += len;
+            i += len;
+            continue;
+        }
+        /* a control character: each of its bytes as \xNN; an invalid byte alone */
+        if (!len) len = 1;
+        if (o + 4 * len >= cap) break;
+        for (size_t k = 0; k < len; k++) {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[s[i + k] >> 4];
+            dst[o++] = hex[s[i + k] & 15];
+        }
+        i += len;
+    }
+    dst[o] = '\0';
+    return o;
+}
+
 void vt_set_error_v(const char *fmt, va_list ap)
 {
-    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
+    char raw[VT_ERROR_MAX];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    vt_text_escape(tl_error, sizeof tl_error, raw, strlen(raw));
 }
 
 void vt_set_error(const char *fmt, ...)
@@ -37,7 +100,10 @@ void vt_error_prefix(const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, tl_error, sizeof old);
-    snprintf(tl_error, sizeof tl_error, "%s: %s", prefix, old);
+    /* the old message is escaped already; escaping is idempotent */
+    char raw[2 * VT_ERROR_MAX + 2];
+    snprintf(raw, sizeof raw, "%s: %s", prefix, old);
+    vt_text_escape(tl_error, sizeof tl_error, raw, strlen(raw));
 }
 
 const char *vt_last_error(void) { return tl_error; }
@@ -157,11 +223,12 @@ void vt_log(vt_log_level level, const char *fmt, ...)
     static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
     pthread_once(&log_once, log_init);
     if ((int)level > log_level) return;
-    char buf[2048];
+    char raw[2048], buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    vt_text_escape(buf, sizeof buf, raw, strlen(raw));
     fprintf(stderr, "vt: %s: %s\n", names[level < 4 ? level : 3], buf);
 }
 

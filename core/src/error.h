@@ -22,7 +22,19 @@
 #define VT_PRINTF(a, b)
 #endif
 
-/* Set the thread's last error (printf-style); returns nothing. */
+/* Text from outside (GGUF keys, tensor names, metadata strings, request
+ * fields) can hold terminal control sequences; every message that vt sets or
+ * logs, and vt info's listing, goes through this first (issue 43 item 9).
+ * Copies src[0..n) into dst (cap bytes, NUL-terminated, cap >= 1) with every
+ * C0 control byte (newline and tab too), DEL, the UTF-8 encoding of a C1
+ * control (U+0080..U+009F, among them CSI U+009B) and every byte that is not
+ * part of valid UTF-8 written as \xNN; all else is copied. What does not fit
+ * is cut before a whole character or escape, never inside one. Returns the
+ * length written. */
+size_t vt_text_escape(char *dst, size_t cap, const char *src, size_t n);
+
+/* Set the thread's last error (printf-style, escaped as vt_text_escape);
+ * returns nothing. */
 void vt_set_error(const char *fmt, ...) VT_PRINTF(1, 2);
 void vt_set_error_v(const char *fmt, va_list ap);
 /* Prefix the current message with "<prefix>: " (adds context while unwinding). */
@@ -51,7 +63,8 @@ void *vt_realloc_named(void *p, size_t bytes, const char *what);
 void *vt_reallocarray_named(void *p, size_t n, size_t size, const char *what);
 char *vt_strdup_named(const char *s, const char *what);
 
-/* Logging: messages at or below the current level go to stderr. Default WARN;
+/* Logging: messages at or below the current level go to stderr (escaped as
+ * vt_text_escape). Default WARN;
  * env VT_LOG_LEVEL=error|warn|info|debug overrides at first use. */
 void vt_log(vt_log_level level, const char *fmt, ...) VT_PRINTF(2, 3);
 void vt_log_set_level(vt_log_level level);

@@ -249,22 +249,45 @@ vt_status vt_gguf_get_arr_i64(const vt_gguf *g, const char *key, uint64_t i, int
 #define PRINT_STR_MAX 160  /* bytes of a string value shown before "..." */
 #define PRINT_ARR_MAX 12   /* leading array elements shown */
 
+/* A string value between quotes: quote, backslash, newline, return and tab as
+ * C escapes, everything else as vt_text_escape (control characters and bytes
+ * of invalid UTF-8 as \xNN), at most max bytes of it. */
 static void print_str(FILE *f, const char *s, uint64_t len, uint64_t max)
 {
     fputc('\'', f);
     uint64_t n = len < max ? len : max;
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\'': fputs("\\'", f); break;
-        default:
-            if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-            else fputc(c, f);
+    for (int k = 0; k < 3 && n < len && n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80; k++)
+        n--; /* whole characters */
+    char run[4 * 64 + 1];
+    uint64_t i = 0;
+    while (i < n) {
+        const char *esc = NULL;
+        switch (s[i]) {
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\\': esc = "\\\\"; break;
+        case '\'': esc = "\\'"; break;
+        default: break;
         }
+        if (esc) {
+            fputs(esc, f);
+            i++;
+            continue;
+        }
+        /* a run up to the next of those (all ASCII, never inside a UTF-8
+         * sequence), 64 bytes at most, not cut inside a UTF-8 sequence */
+        uint64_t j = i + 1;
+        while (j < n && j - i < 64 && !strchr("\n\r\t\\'", s[j] ? s[j] : '\n')) j++;
+        if (j < n && j - i == 64)
+            for (uint64_t b = j; b > i + 1 && b + 4 > j; b--)
+                if (((unsigned char)s[b] & 0xc0) != 0x80) {
+                    j = b;
+                    break;
+                }
+        vt_text_escape(run, sizeof run, s + i, (size_t)(j - i));
+        fputs(run, f);
+        i = j;
     }
     fputc('\'', f);
     if (len > n) fprintf(f, "... (%" PRIu64 " bytes)", len);

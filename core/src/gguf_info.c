@@ -111,10 +111,14 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
                 vt_gguf_shard_data_start(g, s), cnt);
     }
 
+    /* keys and names come from the file: control characters escaped */
+    char text[1024];
     fputs("-- metadata (key : type : value) --\n", f);
     for (int64_t i = 0; i < vt_gguf_n_kv(g); i++) {
         vt_gguf_type t = vt_gguf_kv_type(g, i);
-        fprintf(f, "%s : ", vt_gguf_kv_key(g, i));
+        const char *key = vt_gguf_kv_key(g, i);
+        vt_text_escape(text, sizeof text, key, strlen(key));
+        fprintf(f, "%s : ", text);
         if (t != VT_GGUF_ARRAY) fprintf(f, "%s : ", vt_gguf_type_name(t));
         vt_gguf_kv_print(g, i, f); /* arrays print "ARRAY[T] len=N : [...]" themselves */
         fputc('\n', f);
@@ -125,7 +129,8 @@ vt_status vt_gguf_print_info(const vt_gguf *g, FILE *f)
     total by_type[VT_TYPE_COUNT] = {{0}};
     for (int64_t i = 0; i < nt; i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
-        fprintf(f, "%-40s | %-5s | ", t->name, vt_type_name(t->type));
+        vt_text_escape(text, sizeof text, t->name, strlen(t->name));
+        fprintf(f, "%-40s | %-5s | ", text, vt_type_name(t->type));
         print_ne(f, t);
         fprintf(f, " | %" PRIu64 " | %" PRIu64 " | %" PRIu32 " | %" PRIu64 "\n", n_elements(t),
                 t->nbytes, t->shard, t->offset);
