@@ -30,7 +30,9 @@
  *    --cors-origin allows it, which then answers with CORS headers and
  *    preflights;
  *  - a streaming client that closes cleanly is cancelled while queued and
- *    in prefill (item 4).
+ *    in prefill (item 4);
+ *  - the model file written in place while serving ends open streams with
+ *    an error event naming it (item 10).
  */
 #include "test_util.h"
 
@@ -590,6 +592,55 @@ static void test_cancel_clean_close(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* Item 10: the model file written in place while serving (here: bytes
+ * appended) ends the open stream with an error event naming the file, and a
+ * new request is answered with that error, not with numbers from a file vt
+ * no longer knows. */
+static void test_model_changed(void **state)
+{
+    (void)state;
+    if (!g_model) return;
+    char dir[] = "/tmp/vt-changed-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *copy = vt_test_path(dir, "model.gguf");
+    {
+        FILE *in = fopen(g_model, "rb"), *out = fopen(copy, "wb");
+        assert_non_null(in);
+        assert_non_null(out);
+        char buf[65536];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, in)) > 0) assert_int_equal(fwrite(buf, 1, k, out), k);
+        fclose(in);
+        assert_int_equal(fclose(out), 0);
+    }
+    char *orig = g_model;
+    g_model = copy;
+    server s;
+    server_start(&s, (const char *const[]){"--ctx", "65536", NULL});
+    g_model = orig;
+    const char *run = "{\"prompt\":\"The history of\",\"max_tokens\":65000,\"stream\":true,"
+                      "\"ignore_eos\":true}";
+    int a = connect_port(s.port);
+    assert_int_equal(send_request(a, "POST", "/v1/completions", NULL, run, strlen(run)), 0);
+    assert_int_equal(read_until(a, "data: ", 30), 0);
+    int fd = open(copy, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "appended", 8), 8);
+    close(fd);
+    if (read_until(a, "changed on disk", 10) != 0)
+        fail_msg("the stream did not end with an error event naming the change");
+    close(a);
+    response r;
+    assert_int_equal(http(s.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":2}", &r), 0);
+    if (r.status != 500 || !strstr(r.body, "model.gguf") || !strstr(r.body, "changed on disk"))
+        fail_msg("after the change: %d %s", r.status, r.body);
+    free(r.body);
+    assert_int_equal(server_stop(&s), 0);
+    unlink(copy);
+    rmdir(dir);
+    free(copy);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -602,6 +653,7 @@ int main(void)
         cmocka_unit_test_teardown(test_tokenize_bounded, reap_servers),
         cmocka_unit_test_teardown(test_prompt_bytes, reap_servers),
         cmocka_unit_test_teardown(test_cancel_clean_close, reap_servers),
+        cmocka_unit_test_teardown(test_model_changed, reap_servers),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

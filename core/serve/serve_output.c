@@ -367,6 +367,9 @@ void sv_finish_error(vt_serve_job *j, int http, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err.message, sizeof err.message, fmt, ap);
     va_end(ap);
+    /* a server fault is worth a line in the log; a refusal (503 at shutdown) is not */
+    vt_log(http >= 500 && http != 503 ? VT_LOG_WARN : VT_LOG_INFO, "vt serve: request %s failed (%d): %s",
+           j->id, http, err.message);
     const unsigned long mark = vt_serve_json_failures();
     char *js = vt_serve_error_json(&err);
     if (js && vt_serve_json_failures() != mark) {

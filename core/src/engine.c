@@ -478,6 +478,8 @@ static vt_status eval_seq(vt_engine *e, vt_model_seq *seq, const int32_t *tokens
                          (long long)n, (long long)pos, e->info.n_ctx);
         return VT_ERR_RANGE;
     }
+    vt_status cst = vt_gguf_check_unchanged(e->gguf);
+    if (cst != VT_OK) return cst;
     for (int64_t off = 0; off < n; off += e->n_batch) {
         int64_t m = n - off < e->n_batch ? n - off : e->n_batch;
         int last = off + m == n;
@@ -552,7 +554,8 @@ vt_status vt_engine_seqs_eval(vt_engine *e, vt_engine_seq *const *seqs, const in
                          (long long)t, (long long)V);
             return VT_ERR_RANGE;
         }
-    vt_status st;
+    vt_status st = vt_gguf_check_unchanged(e->gguf);
+    if (st != VT_OK) return st;
     if (n > 1 && T <= (int64_t)e->n_batch && vt_engine_batches_sequences(e)) {
         st = e->mapi->forward_multi(e->model, (vt_model_seq *const *)seqs, n_tok, n, tokens,
                                     e->last_logits);

@@ -6,7 +6,9 @@
  */
 #include "vt/gguf.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,6 +101,27 @@ uint64_t vt_gguf_shard_data_start(const vt_gguf *g, uint32_t shard)
 uint64_t vt_gguf_shard_size(const vt_gguf *g, uint32_t shard)
 {
     return shard < g->n_shards ? g->shards[shard].size : 0;
+}
+
+vt_status vt_gguf_check_unchanged(const vt_gguf *g)
+{
+    for (uint32_t k = 0; k < g->n_shards; k++) {
+        const gguf_shard *s = &g->shards[k];
+        struct stat sb;
+        if (s->fd < 0) continue;
+        if (fstat(s->fd, &sb) != 0) {
+            vt_set_error("%s: fstat failed: %s", s->path, strerror(errno));
+            return VT_ERR_IO;
+        }
+        const int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+        if ((uint64_t)sb.st_size != s->size || mt != s->mtime_ns) {
+            vt_set_error("%s: the model file changed on disk while in use (%s); its weights are "
+                         "read from it: restart with the new file", s->path,
+                         (uint64_t)sb.st_size != s->size ? "its size changed" : "it was written to");
+            return VT_ERR_IO;
+        }
+    }
+    return VT_OK;
 }
 
 /* ------------------------------------------------------------------------ */

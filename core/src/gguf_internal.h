@@ -45,6 +45,7 @@ typedef struct gguf_shard {
     char *path;
     int fd;
     uint64_t size;       /* bytes of the file */
+    int64_t mtime_ns;    /* its modification time at open (vt_gguf_check_unchanged) */
     uint64_t data_start; /* absolute offset of the data section */
     uint32_t version;
     uint32_t alignment;

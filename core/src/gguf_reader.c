@@ -581,6 +581,7 @@ static vt_status parse_file(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     int fl = fcntl(s->fd, F_GETFL);
     if (fl != -1) (void)fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK);
     s->size = (uint64_t)sb.st_size;
+    s->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
     r.fd = s->fd;
     r.size = s->size;
     r.buf = malloc(RD_BUF_SIZE);

@@ -105,6 +105,12 @@ int vt_gguf_shard_fd(const vt_gguf *g, uint32_t shard);
 uint64_t vt_gguf_shard_data_start(const vt_gguf *g, uint32_t shard);
 /* Size of the shard file in bytes (0 when out of range). */
 uint64_t vt_gguf_shard_size(const vt_gguf *g, uint32_t shard);
+/* Whether every shard file is as it was opened: same size and modification
+ * time of the open descriptor (one fstat per shard). A file written in place
+ * while its weights are mapped or read gives wrong numbers or SIGBUS; a file
+ * replaced by rename is not a change (the open descriptor keeps the old one).
+ * VT_OK, or VT_ERR_IO with a message naming the file and what changed. */
+vt_status vt_gguf_check_unchanged(const vt_gguf *g);
 
 /* ---- metadata (shard 0) ---- */
 int64_t vt_gguf_n_kv(const vt_gguf *g); /* number of metadata entries */
