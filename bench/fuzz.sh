@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets of tests/fuzz/ (GGUF reader, tokenizer on the
 # fixture's vocabulary, tokenizer on hostile vocabularies, vt serve's request
-# parser) with
+# parser, the tokenizer's NFC with a time budget per input) with
 # clang + ASan/UBSan and run each one for a given time. Long fuzzing belongs
 # here, not in CI (CI never configures VT_FUZZ=ON).
 #
@@ -10,8 +10,11 @@
 #   env:   VT_FIXTURES_DIR  fixture folder (default ../shared/fixtures): seeds
 #                           and the tokenizer fuzz_tokenize loads
 #          FUZZ_TARGETS     targets to run (default "fuzz_gguf fuzz_tokenize
-#                           fuzz_vocab fuzz_serve_request"), all at once, one
-#                           process each
+#                           fuzz_vocab fuzz_serve_request fuzz_nfc"), all at
+#                           once, one process each
+#          VT_FUZZ_NFC_BUDGET_US, VT_FUZZ_NFC_US_PER_CP  fuzz_nfc's time
+#                           budget per input: base + per code point (default
+#                           2000 + 2 x n us; over it is a finding)
 #          FUZZ_TIMEOUT     seconds one input may take before it counts as a
 #                           finding (default 1)
 #          FUZZ_ARGS        extra libFuzzer flags (e.g. -len_control=20 lets the
@@ -29,7 +32,7 @@ secs=${1:-300}
 build=${2:-build-fuzz}
 work=${3:-/tmp/vt-fuzz}
 fx=${VT_FIXTURES_DIR:-$(cd .. && pwd)/shared/fixtures}
-targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_serve_request}
+targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_serve_request fuzz_nfc}
 timeout=${FUZZ_TIMEOUT:-1}
 
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -1,10 +1,11 @@
 # libFuzzer targets for the GGUF reader and the tokenizer (tests/fuzz/):
 # fuzz_gguf (whole files), fuzz_tokenize (text through the fixture's
 # tokenizer), fuzz_vocab (hostile vocabularies and merges), fuzz_serve_request
-# (vt serve's JSON request bodies).
+# (vt serve's JSON request bodies), fuzz_nfc (the tokenizer's NFC, with a
+# time budget per input: a slow input is a finding).
 # The libFuzzer binaries are built only with -DVT_FUZZ=ON, with clang:
 #   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON
-#   cmake --build build-fuzz --target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_seeds
+#   cmake --build build-fuzz --target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc fuzz_seeds
 # CI never sets VT_FUZZ; bench/fuzz.sh builds and runs the targets for a
 # given time. The parser and tokenizer sources are compiled a second time,
 # into a static library instrumented for coverage and ASan+UBSan; the shared
@@ -19,7 +20,7 @@ set(VT_FUZZ_MODEL_DEFAULT ${VT_FIXTURES_DIR}/qwen35moe-tiny/gguf/qwen35moe-tiny-
 add_executable(fuzz_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_seeds.c)
 target_include_directories(fuzz_seeds PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
 target_link_libraries(fuzz_seeds PRIVATE vtcore PkgConfig::CJSON)
-foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
+foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc)
   add_executable(fuzz_replay_${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c
                  ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_replay.c)
   target_include_directories(fuzz_replay_${target} PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
@@ -65,7 +66,7 @@ target_compile_options(fuzz_serve_request PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fu
 target_link_options(fuzz_serve_request PRIVATE -fsanitize=fuzzer,address,undefined)
 target_link_libraries(fuzz_serve_request PRIVATE vtserve_fuzz)
 
-foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab)
+foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c)
   target_compile_options(${target} PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer)
   target_compile_definitions(${target} PRIVATE VT_FUZZ_DEFAULT_MODEL="${VT_FUZZ_MODEL_DEFAULT}")

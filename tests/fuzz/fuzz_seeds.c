@@ -14,6 +14,9 @@
  * header region) of three other fixture files, and the texts of the
  * qwen35-tiny tokenizer cases. OUT_DIR/tokenize/: short texts for
  * fuzz_tokenize. OUT_DIR/vocab/: small vocabulary descriptions for fuzz_vocab.
+ * OUT_DIR/nfc/: fuzz_nfc inputs (see fuzz_nfc.c): the texts of
+ * OUT_DIR/tokenize/ as UTF-8 inputs, and palette runs (a run of 4,096 marks
+ * in alternating canonical order, the input class that was quadratic).
  * The whole fixture models are too big to be seeds.
  */
 #include <errno.h>
@@ -441,20 +444,50 @@ static void seed_vocabs(const char *dir)
     write_bytes(dir, "many_merges", big, n);
 }
 
+/* fuzz_nfc inputs: the tokenizer texts behind a 0 byte (UTF-8 mode), and
+ * palette-index runs behind a 1 byte (fuzz_nfc.c: index 0 is U+0301 and 1 is
+ * U+0316, classes 230 and 220; 22 is 'e', 40 and 41 Hangul L and V jamo). */
+static void seed_nfc(const char *dir, const char *tdir)
+{
+    static const char *const texts[] = {"hello", "marks", "nfc", "cjk", "invalid", "controls"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        char path[1100], name[64];
+        snprintf(path, sizeof path, "%s/%s", tdir, texts[i]);
+        size_t n;
+        char *t = read_bytes(path, &n);
+        char *p = malloc(n + 1);
+        if (!p) die("out of memory");
+        p[0] = 0;
+        memcpy(p + 1, t, n);
+        snprintf(name, sizeof name, "utf8-%s", texts[i]);
+        write_bytes(dir, name, p, n + 1);
+        free(p);
+        free(t);
+    }
+    static uint8_t run[1 + 2 * 4096];
+    run[0] = 1;
+    for (size_t i = 0; i < 4096; i++) run[1 + 2 * i] = (uint8_t)(i & 1), run[2 + 2 * i] = 0;
+    write_bytes(dir, "alternating-marks", run, sizeof run);
+    static const uint8_t mixed[] = {1, 22, 0, 0, 0, 1, 0, 40, 0, 41, 0, 0, 0, 22, 0, 1, 0, 3, 0};
+    write_bytes(dir, "mixed", mixed, sizeof mixed);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: fuzz_seeds OUT_DIR [FIXTURES_DIR]\n");
         return 2;
     }
-    char gdir[1024], tdir[1024], vdir[1024];
+    char gdir[1024], tdir[1024], vdir[1024], ndir[1024];
     snprintf(gdir, sizeof gdir, "%s/gguf", argv[1]);
     snprintf(tdir, sizeof tdir, "%s/tokenize", argv[1]);
     snprintf(vdir, sizeof vdir, "%s/vocab", argv[1]);
+    snprintf(ndir, sizeof ndir, "%s/nfc", argv[1]);
     mkdir_p(argv[1]);
     mkdir_p(gdir);
     mkdir_p(tdir);
     mkdir_p(vdir);
+    mkdir_p(ndir);
     seed_types(gdir);
     seed_vocab(gdir);
     seed_split(gdir);
@@ -466,5 +499,6 @@ int main(int argc, char **argv)
     }
     seed_texts(tdir);
     seed_vocabs(vdir);
+    seed_nfc(ndir, tdir);
     return 0;
 }
