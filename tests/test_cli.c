@@ -736,10 +736,46 @@ static void test_help_lists_each_command_once(void **s)
     free(err);
 }
 
+/* vt <cmd> --help prints that command's usage and options only (issue 44:
+ * every command printed the same 70-line global help) */
+static void test_command_help(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *cmd, *has[3], *lacks[3];
+    } c[] = {
+        {"run", {"--temp", "--chat", "--ctx"}, {"--port", "--tokens", "--n-embd"}},
+        {"info", {"--model", "usage: vt info -m MODEL", NULL}, {"--temp", "--ctx", "--port"}},
+        {"serve", {"--port", "--api-key", "--cors-origin"}, {"--temp", "--tokens", "--n-embd"}},
+        {"mkmodel", {"--n-embd", "--type", "--nextn"}, {"--port", "--temp", "--model"}},
+        {"bench", {"--reps", "--profile", "--trace"}, {"--port", "--chat", "--n-embd"}},
+        {"fit", {"--parallel", "--device", NULL}, {"--temp", "--port", "--reps"}},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const char *args[] = {c[i].cmd, "--help", NULL};
+        char *out, *err;
+        int rc = run_vt(args, &out, &err);
+        if (rc != 0) fail_msg("vt %s --help exited %d: %s", c[i].cmd, rc, err);
+        char usage[64];
+        snprintf(usage, sizeof usage, "usage: vt %s ", c[i].cmd);
+        if (!strstr(out, usage)) fail_msg("vt %s --help: no '%s' line:\n%s", c[i].cmd, usage, out);
+        if (strstr(out, "commands:")) fail_msg("vt %s --help prints the global help", c[i].cmd);
+        for (int k = 0; k < 3; k++) {
+            if (c[i].has[k] && !strstr(out, c[i].has[k]))
+                fail_msg("vt %s --help lacks %s", c[i].cmd, c[i].has[k]);
+            if (c[i].lacks[k] && strstr(out, c[i].lacks[k]))
+                fail_msg("vt %s --help lists %s, which it does not read", c[i].cmd, c[i].lacks[k]);
+        }
+        free(out);
+        free(err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_lists_each_command_once),
+        cmocka_unit_test(test_command_help),
         cmocka_unit_test(test_greedy_ids),
         cmocka_unit_test(test_trained_history_batches),
         cmocka_unit_test(test_progress_bar),

@@ -1,17 +1,40 @@
 /*
- * cli.h - what the vt command's subcommand files share: the parsed options
- * and the helpers main.c defines for every subcommand.
+ * cli.h - what the files of the vt command share (git's builtin/ layout):
+ *   vt.c           main: the command table, vt --help, vt --version
+ *   cli_options.c  every option once (name, argument, help), parsing into
+ *                  `opts`, the per-command check, vt <cmd> --help
+ *   cli_common.c   what commands share: failing, the config, opening an
+ *                  engine with its progress bar, clocks, peak RSS
+ *   cmd_<name>.c   one command each: its options, its help, its work
+ * Each command parses the options it lists (any other is a usage error naming
+ * it) and reports failures as "vt <cmd>: <message>", exit status 1 (2 for
+ * usage errors).
  */
 #ifndef VT_CLI_H
 #define VT_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine.h"
-#include "mkmodel.h"
 #include "expert_streamer.h"
+#include "mkmodel.h"
 #include "sampler.h"
 #include "vt/status.h"
+
+#define VT_VERSION_STRING "0.1.0"
+
+/* getopt codes of the options without a short letter (cli_options.c names
+ * them all); the short ones are their letter: 'm' 'p' 'n' 't' 'o' 'v' 'q' 'h'. */
+enum {
+    O_TEMP = 1000, O_TOPK, O_TOPP, O_MINP, O_SEED, O_CHAT, O_SYSTEM, O_STATS, O_IDS, O_TOKENS,
+    O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS,
+    O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE,
+    O_NO_SPECIAL, O_TRACE, O_HOST, O_PORT, O_PARALLEL, O_API_KEY, O_API_KEY_FILE, O_QUEUE,
+    O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN,
+    O_MK_SHAPE = 1199, /* in a command's list: every mkmodel shape option */
+    O_MK_BASE = 1200   /* + index into the shape table */
+};
 
 typedef struct opts {
     const char *model, *prompt, *system, *tokens, *output, *device, *plugin_dir, *kernels, *type, *config;
@@ -21,16 +44,58 @@ typedef struct opts {
     const char *sets[64];
     int n_sets, show, json, no_progress, quiet, profile, no_special;
     const char *trace;
-    uint32_t mk_val[32];   /* mkmodel shape options, by index into mk_fields */
+    uint32_t mk_val[32];   /* mkmodel shape options, by index into the shape table */
     uint8_t mk_set[32];
     int mk_sparse;
     const char *mk_arch;   /* mkmodel --arch: qwen35moe (default) or gemma4 */
     /* vt serve */
     const char *host, *api_key, *api_key_file, *alias, *cors_origin;
     int port, parallel, queue, timeout;
-    int seen[96];          /* the getopt codes of the options given, in order (options_apply) */
+    int help;              /* -h/--help was given */
+    int seen[96];          /* the getopt codes of the options given, in order */
     int n_seen;
 } opts;
+
+/* One option as a command uses it: its code, and the argument name and help
+ * text where the command's differ from the shared ones (NULL: shared). */
+typedef struct cli_opt_use {
+    int id;
+    const char *arg;
+    const char *help;
+} cli_opt_use;
+
+/* A command: cmd_<name>.c defines one. */
+typedef struct cli_command {
+    const char *name;
+    int (*run)(const opts *o);
+    const char *synopsis;   /* what follows "vt <name>" on the usage line */
+    const char *summary;    /* one line in vt --help */
+    const char *help;       /* the paragraph of vt <name> --help (lines end in \n) */
+    const cli_opt_use *options; /* what it reads, {0} ends the list; -v -q -h always */
+} cli_command;
+
+extern const cli_command cli_cmd_run, cli_cmd_logits, cli_cmd_tokenize, cli_cmd_info,
+    cli_cmd_plugins, cli_cmd_config, cli_cmd_fit, cli_cmd_mkmodel, cli_cmd_bench, cli_cmd_serve;
+
+/* the options every command that opens an engine reads */
+#define CLI_ENGINE_OPTIONS                                                                    \
+    {'m', NULL, NULL}, {'t', NULL, NULL}, {O_DEVICE, NULL, NULL}, {O_PLUGIN_DIR, NULL, NULL}, \
+        {O_KERNELS, NULL, NULL}, {O_CTX, NULL, NULL}, {O_BATCH, NULL, NULL},                  \
+        {O_CONFIG, NULL, NULL}, {O_SET, NULL, NULL}, {O_NO_PROGRESS, NULL, NULL}
+
+/* cli_options.c */
+/* Parse argv (argv[0] is "vt <cmd>") into o with the defaults; then check
+ * that cmd lists every option given. 0, or a message on stderr and -1. With
+ * -h/--help, o->help is set and the check is skipped. */
+int cli_parse_options(const cli_command *cmd, int argc, char **argv, opts *o);
+/* vt <cmd> --help: usage line, help paragraph, the command's options only. */
+void cli_print_command_help(const cli_command *cmd, FILE *f);
+/* Parse an integer option in [lo, hi]; 0 on success, else a message naming what. */
+int cli_parse_long(const char *s, long lo, long hi, const char *what, long *out);
+/* Copy the mkmodel shape options given (--n-embd, ...) into p. */
+void cli_mk_apply_shape(const opts *o, vt_mkmodel_params *p);
+
+/* cli_common.c */
 /* Print "vt CMD: <last error>" to stderr; returns the exit status 1. */
 int cli_fail(const char *cmd);
 /* CLOCK_MONOTONIC in seconds. */
@@ -38,32 +103,10 @@ double cli_now_seconds(void);
 /* Open the engine the options describe (model, device, config, --set, ...),
  * with the load progress bar when stderr is a terminal. */
 vt_status cli_open_engine(const opts *o, vt_engine **e);
-/* Parse an integer option in [lo, hi]; 0 on success, else a message naming what. */
-int cli_parse_long(const char *s, long lo, long hi, const char *what, long *out);
 /* The process's peak resident set (getrusage ru_maxrss), in MiB. */
 double cli_peak_rss_mib(void);
-/* Write the streamer's routing trace to path (vt bench --trace). */
-vt_status cli_write_trace(const char *path, const vt_expert_streamer *s);
-
 /* The residency config: the file found (or --config), then every --set; with
  * warn_unselected, a WARN naming each --set of a platform this run does not use. */
 vt_status cli_load_config(const opts *o, vt_config *cfg, int warn_unselected);
-
-/* Copy the mkmodel shape options given (--n-embd, ...) into p. */
-void cli_mk_apply_shape(const opts *o, vt_mkmodel_params *p);
-
-/* vt logits, tokenize, info, plugins, config, fit, mkmodel (cmd_inspect.c). */
-int cli_cmd_logits(const opts *o);
-int cli_cmd_tokenize(const opts *o);
-int cli_cmd_info(const opts *o);
-int cli_cmd_plugins(const opts *o);
-int cli_cmd_config(const opts *o);
-int cli_cmd_fit(const opts *o);
-int cli_cmd_mkmodel(const opts *o);
-
-/* vt bench (bench.c). */
-int cli_cmd_bench(const opts *o);
-/* vt serve (serve.c). */
-int cli_cmd_serve(const opts *o);
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * bench.c - vt bench: prefill and decode tokens/s over repetitions (medians),
+ * cmd_bench.c - vt bench: prefill and decode tokens/s over repetitions (medians),
  * the expert cache's hit rates against Belady's optimum on the same routing,
  * fill and H2D rates, the per-op profile, the routing trace, --json.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,7 +67,38 @@ static double decode_bytes_per_token(const vt_gguf *g)
 }
 
 /* Prefill of n_prompt random tokens and decode of n tokens, repeated; medians. */
-int cli_cmd_bench(const opts *o)
+/* --trace FILE: "# vt routing trace" header, then one line per acquire:
+ * step phase layer id id ... (phase 0 warm-up, 1 prefill, 2 decode). */
+static vt_status write_trace(const char *path, const vt_expert_streamer *s)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        vt_set_error("--trace %s: cannot create it: %s", path, strerror(errno));
+        return VT_ERR_IO;
+    }
+    const vt_streamer_trace *t = vt_streamer_get_trace(s);
+    fprintf(f, "# vt routing trace v1: step phase(0 warm-up, 1 prefill, 2 decode) layer expert-ids...\n");
+    uint32_t l0 = 0;
+    while (l0 < vt_streamer_n_layers(s) && !vt_streamer_n_matrices(s, l0)) l0++;
+    fprintf(f, "# layers %u matrices %u experts %llu slots %llu host_slots %llu\n",
+            vt_streamer_n_layers(s), l0 < vt_streamer_n_layers(s) ? vt_streamer_n_matrices(s, l0) : 0,
+            (unsigned long long)(l0 < vt_streamer_n_layers(s) ? vt_streamer_n_experts(s, l0) : 0),
+            (unsigned long long)vt_streamer_n_slots(s),
+            (unsigned long long)vt_streamer_n_host_slots(s));
+    for (size_t a = 0; a < t->n_acquires; a++) {
+        fprintf(f, "%zu %u %u", a, t->phase[a], t->layer[a]);
+        for (uint64_t i = t->off[a]; i < t->off[a + 1]; i++) fprintf(f, " %d", t->ids[i]);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0 || t->truncated) {
+        vt_set_error("--trace %s: %s", path, t->truncated ? "the trace ran out of memory"
+                                                          : strerror(errno));
+        return VT_ERR_IO;
+    }
+    return VT_OK;
+}
+
+static int bench_main(const opts *o)
 {
     if (!o->model) {
         fprintf(stderr, "vt bench: -m MODEL is required\n");
@@ -176,7 +208,7 @@ int cli_cmd_bench(const opts *o)
         } else {
             vt_log(VT_LOG_WARN, "bench: cache simulation: %s", vt_last_error());
         }
-        if (o->trace && cli_write_trace(o->trace, est) != VT_OK) goto out;
+        if (o->trace && write_trace(o->trace, est) != VT_OK) goto out;
     } else if (o->trace) {
         vt_set_error("--trace %s: the experts are resident, there is no routing trace of the "
                      "expert cache (stream them: --set <platform>.experts=streamed)", o->trace);
@@ -354,3 +386,20 @@ out:
     return rc;
 }
 
+static const cli_opt_use bench_options[] = {
+    CLI_ENGINE_OPTIONS,
+    {'p', "N", "prompt tokens (default 128; random ids)"},
+    {'n', NULL, "tokens to decode (default 64)"},
+    {O_NPROMPT, NULL, NULL}, {O_REPS, NULL, NULL}, {O_JSON, NULL, NULL}, {O_PROFILE, NULL, NULL},
+    {O_TRACE, NULL, NULL},
+    {O_PARALLEL, NULL, "then 1, 2, 4 .. N sequences decoding together (vt serve's rounds):\n"
+                       "aggregate tok/s next to one sequence after another"},
+    {0, NULL, NULL}};
+
+const cli_command cli_cmd_bench = {
+    "bench", bench_main, "-m MODEL [-p N] [-n N] [options]",
+    "prefill and decode tokens/s, expert hit rates, fill GB/s, peak RSS",
+    "Prefill and decode tokens/s (the median of --reps after a warm-up), the weight bytes one\n"
+    "decode step reads and the GB/s reached with them, the expert cache's hit rate (with\n"
+    "Belady's optimum on the same routing), fill and commit GB/s, peak RSS.\n",
+    bench_options};

@@ -1,5 +1,5 @@
 /*
- * serve.c - vt serve: the OpenAI-compatible HTTP server (core/serve/).
+ * cmd_serve.c - vt serve: the OpenAI-compatible HTTP server (core/serve/).
  *
  * Order: listen first (GET /health answers 503 while the model loads), open
  * the engine with --parallel sequences, start the scheduler, answer 200.
@@ -86,7 +86,7 @@ static void *shutdown_watch(void *arg)
     return NULL;
 }
 
-int cli_cmd_serve(const opts *o_in)
+static int serve_main(const opts *o_in)
 {
     opts local = *o_in;
     const opts *o = &local;
@@ -169,3 +169,20 @@ out:
     vt_engine_close(e);
     return rc;
 }
+
+static const cli_opt_use serve_options[] = {
+    CLI_ENGINE_OPTIONS,
+    {O_HOST, NULL, NULL}, {O_PORT, NULL, NULL},
+    {O_PARALLEL, NULL, "requests served at once (slots), each its own KV cache of --ctx tokens"},
+    {O_QUEUE, NULL, NULL}, {O_API_KEY, NULL, NULL}, {O_API_KEY_FILE, NULL, NULL},
+    {O_TIMEOUT, NULL, NULL}, {O_ALIAS, NULL, NULL}, {O_CORS_ORIGIN, NULL, NULL},
+    {0, NULL, NULL}};
+
+const cli_command cli_cmd_serve = {
+    "serve", serve_main, "-m MODEL [options]",
+    "an OpenAI-compatible HTTP server",
+    "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions, /tokenize,\n"
+    "/detokenize; GET /v1/models, /health, /metrics. Binds 127.0.0.1:8080 unless told.\n"
+    "Without an API key only Host names of the bind address and application/json bodies are\n"
+    "taken; a request from a web page (Origin) only where --cors-origin allows it.\n",
+    serve_options};
