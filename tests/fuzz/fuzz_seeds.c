@@ -446,7 +446,8 @@ static void seed_vocabs(const char *dir)
 
 /* fuzz_nfc inputs: the tokenizer texts behind a 0 byte (UTF-8 mode), and
  * palette-index runs behind a 1 byte (fuzz_nfc.c: index 0 is U+0301 and 1 is
- * U+0316, classes 230 and 220; 22 is 'e', 40 and 41 Hangul L and V jamo). */
+ * U+0316, classes 230 and 220; 20 is U+0344, 22 'e', 40 and 41 Hangul L and
+ * V jamo). */
 static void seed_nfc(const char *dir, const char *tdir)
 {
     static const char *const texts[] = {"hello", "marks", "nfc", "cjk", "invalid", "controls"};
@@ -470,6 +471,10 @@ static void seed_nfc(const char *dir, const char *tdir)
     write_bytes(dir, "alternating-marks", run, sizeof run);
     static const uint8_t mixed[] = {1, 22, 0, 0, 0, 1, 0, 40, 0, 41, 0, 0, 0, 22, 0, 1, 0, 3, 0};
     write_bytes(dir, "mixed", mixed, sizeof mixed);
+    /* U+0344 decomposes and stays so: NFC is longer than its input (the
+     * harness once took that for a bug) */
+    static const uint8_t longer[] = {1, 20, 0, 22, 0, 20, 0};
+    write_bytes(dir, "longer", longer, sizeof longer);
 }
 
 int main(int argc, char **argv)
