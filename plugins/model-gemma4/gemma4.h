@@ -39,6 +39,7 @@
 #include "vt/backend.h"
 #include "vt/gguf.h"
 #include "vt/model.h"
+#include "vt/model_common.h"
 #include "vt/plugin.h"
 #include "vt/status.h"
 #include "vt/types.h"
@@ -75,16 +76,8 @@ typedef struct gemma4_hparams {
 
 /* ---- weights ---- */
 
-/* A stacked expert tensor [n_in, n_out, n_expert]; slice e is bytes
- * [e*n_out*row_bytes, (e+1)*...). */
-typedef struct gemma4_stack {
-    uint32_t type;
-    int64_t n_in, n_out, n_expert;
-    uint64_t row_bytes;
-    const uint8_t *data;          /* device memory of the whole stack (NULL when streamed) */
-    const char *name;
-    const vt_gguf_tensor *tensor; /* the GGUF tensor (registered with the streamer) */
-} gemma4_stack;
+/* A stacked expert tensor (vt/model_common.h). */
+typedef vt_mc_stack gemma4_stack;
 
 typedef enum gemma4_expert_matrix {
     GEMMA4_EXP_GATE = 0,
@@ -134,13 +127,9 @@ typedef struct gemma4_layer {
 /* ---- the model ---- */
 
 struct vt_model {
-    const vt_host_api *host;
-    const vt_backend *backend;
-    const vt_backend_api *api;
-    vt_backend_ctx *ctx;
+    /* host, backend, api, ctx, family, zero_copy, experts, dev_allocs (vt/model_common.h) */
+    VT_MC_MODEL_HEAD;
     gemma4_hparams hp;
-    int zero_copy;               /* weights used straight from the GGUF mmap */
-    vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */
     const void **exp_slots;      /* [n_expert_used * 3] slot pointers of one acquire */
     int32_t *exp_ids;            /* [n_expert_used] experts of one acquire */
     /* fused routed experts (backend declares op.moe_route and op.moe_ffn, env
@@ -176,8 +165,6 @@ struct vt_model {
     const float *ple_proj_norm;  /* per_layer_proj_norm [P] */
     gemma4_layer *layers;        /* n_layer */
 
-    void **dev_allocs;           /* device allocations owned by the model */
-    size_t n_dev_allocs, cap_dev_allocs;
 
     uint32_t n_ctx;              /* positions per sequence (F layers' cache length) */
     uint32_t n_batch;            /* most tokens per forward() */

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "gemma4.h"
+#include "vt/model_common.h"
 #include "vt/plugin_util.h"
 
 #define G4_HEAD_ROWS 16 /* LM-head rows computed per chunk (bounds the logits scratch) */
@@ -42,7 +43,7 @@ const char *gemma4_fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 
 vt_status gemma4_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out)
 {
-    return vt_util_alloc_named(m->host, m->api, m->ctx, "gemma4", bytes, what, out);
+    return vt_mc_dev_alloc(&m->mc, bytes, what, out);
 }
 
 void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
@@ -357,107 +358,6 @@ static vt_status g4_read_hparams(const vt_host_api *host, const vt_gguf *g, gemm
 /* tensor mapping (spec §3)                                           */
 /* ================================================================ */
 
-typedef struct g4_loader {
-    const vt_host_api *host;
-    const vt_gguf *g;
-    vt_model *m;
-    int dry;              /* record types only; place nothing */
-    uint32_t *caps;       /* dry: capability ids collected */
-    uint32_t n_caps, cap_caps;
-} g4_loader;
-
-static void g4_add_cap(g4_loader *L, uint32_t id)
-{
-    for (uint32_t i = 0; i < L->n_caps && i < L->cap_caps; i++)
-        if (L->caps[i] == id) return; /* exact while n_caps <= cap_caps */
-    if (L->n_caps < L->cap_caps) L->caps[L->n_caps] = id;
-    L->n_caps++; /* counts past the capacity so the caller can report it */
-}
-
-static void g4_fmt_shape(const int64_t *ne, int n, int min_n, char *buf, size_t cap)
-{
-    while (n > min_n && n > 1 && ne[n - 1] == 1) n--;
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, cap - o, "[");
-    for (int i = 0; i < n && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", ne[i]);
-    if (o < cap) snprintf(buf + o, cap - o, "]");
-}
-
-static vt_status g4_check_shape(g4_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want,
-                                const char *from)
-{
-    int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        int64_t e = i < n ? want[i] : 1;
-        if (t->ne[i] != e) ok = 0;
-    }
-    if (ok) return VT_OK;
-    char have[96], wants[96];
-    g4_fmt_shape(t->ne, 4, n, have, sizeof have);
-    g4_fmt_shape(want, n, n, wants, sizeof wants);
-    L->host->set_error("gemma4: tensor '%s' has shape %s, expected %s = %s from the metadata",
-                       t->name, have, wants, from);
-    return VT_ERR_FORMAT;
-}
-
-static vt_status g4_track(vt_model *m, void *p)
-{
-    if (m->n_dev_allocs == m->cap_dev_allocs) {
-        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
-        void **na = realloc(m->dev_allocs, nc * sizeof *na);
-        if (!na) {
-            m->api->free(m->ctx, p);
-            m->host->set_error("gemma4: allocation of %zu bytes for the list of device "
-                               "allocations failed: out of memory", nc * sizeof *na);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        m->dev_allocs = na;
-        m->cap_dev_allocs = nc;
-    }
-    m->dev_allocs[m->n_dev_allocs++] = p;
-    return VT_OK;
-}
-
-/* Give back the model's weight allocation p (one of m->dev_allocs). */
-static void g4_untrack(vt_model *m, const void *p)
-{
-    for (size_t i = 0; i < m->n_dev_allocs; i++)
-        if (m->dev_allocs[i] == p) {
-            m->api->free(m->ctx, m->dev_allocs[i]);
-            m->dev_allocs[i] = m->dev_allocs[--m->n_dev_allocs];
-            return;
-        }
-}
-
-/* Merge the n (<= 3) weights parts[] that read one input into one
- * allocation (vt_util_merge_weights; each part was its own allocation,
- * given back after the copy). Zero copy, or parts that cannot be merged:
- * nothing changes and *out stays empty (data NULL). */
-static vt_status g4_merge(vt_model *m, vt_weight *const *parts, int n, vt_weight *out)
-{
-    memset(out, 0, sizeof *out);
-    const size_t bytes = m->zero_copy ? 0 : vt_util_merge_bytes(parts, n);
-    if (!bytes) return VT_OK;
-    void *p = NULL;
-    const void *old[3];
-    vt_status st = gemma4_dev_alloc(m, bytes, parts[0]->name, &p);
-    if (st == VT_ERR_OUT_OF_MEMORY) { /* an optimisation after the fit check: run the parts */
-        m->host->log(VT_LOG_INFO, "gemma4: %s and the matrices after it stay separate: no room "
-                     "for their merged copy (%s)", parts[0]->name, m->host->last_error());
-        return VT_OK;
-    }
-    if (st == VT_OK && (st = g4_track(m, p)) != VT_OK) return st; /* g4_track freed p */
-    if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
-    if (st != VT_OK) { /* the parts are untouched until the copies are done */
-        g4_untrack(m, p);
-        memset(out, 0, sizeof *out);
-        return st;
-    }
-    for (int i = 0; i < n; i++) g4_untrack(m, old[i]);
-    return VT_OK;
-}
-
 /* The merged matrices of every layer (m->fuse): gemma4.h gemma4_layer. */
 static vt_status g4_merge_layers(vt_model *m)
 {
@@ -468,161 +368,43 @@ static vt_status g4_merge_layers(vt_model *m)
         gemma4_layer *ly = &m->layers[il];
         if (ly->has_kv) {
             vt_weight *qkv[] = {&ly->wq, &ly->wk, &ly->wv};
-            st = g4_merge(m, qkv, ly->has_v ? 3 : 2, &ly->w_qkv);
+            st = vt_mc_merge(&m->mc, qkv, ly->has_v ? 3 : 2, &ly->w_qkv);
         }
         /* the merged output [T][2 n_ff] lives in f_g: T x k x max_ff floats */
         size_t max_ff = 1;
         for (uint32_t j = 0; j < hp->n_layer; j++) max_ff = max_ff > hp->n_ff[j] ? max_ff : hp->n_ff[j];
         if (st == VT_OK && 2 * (uint64_t)ly->n_ff <= k * max_ff) {
             vt_weight *gu[] = {&ly->ffn_gate, &ly->ffn_up};
-            st = g4_merge(m, gu, 2, &ly->w_gu);
+            st = vt_mc_merge(&m->mc, gu, 2, &ly->w_gu);
         }
     }
     return st;
 }
 
-/* The tensor's bytes where the backend's ops read them: the mmap pointer when
- * device memory is host-addressable, else a named allocation + copy_h2d. */
-static vt_status g4_place(g4_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
-{
-    *out = NULL;
-    if (L->dry) return VT_OK;
-    vt_model *m = L->m;
-    if (bytes > t->nbytes) {
-        L->host->set_error("gemma4: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
-                           t->name, t->nbytes, bytes);
-        return VT_ERR_FORMAT;
-    }
-    if (!t->data) {
-        L->host->set_error("gemma4: tensor '%s' has no mapped data (GGUF opened without mmap)",
-                           t->name);
-        return VT_ERR_INVALID_ARG;
-    }
-    if (m->zero_copy) {
-        *out = t->data;
-        return VT_OK;
-    }
-    void *p = NULL;
-    vt_status st = gemma4_dev_alloc(m, (size_t)bytes, t->name, &p);
-    if (st != VT_OK) return st;
-    if ((st = g4_track(m, p)) != VT_OK) return st;
-    st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
-    if (st != VT_OK) return st;
-    vt_util_release_pages(L->host, L->g, t); /* read from the device from now on */
-    *out = p;
-    return VT_OK;
-}
-
-static const vt_gguf_tensor *g4_find(g4_loader *L, const char *name)
-{
-    return L->host->gguf_find_tensor(L->g, name);
-}
-
-static vt_status g4_missing(g4_loader *L, const char *name, const char *why)
-{
-    L->host->set_error("gemma4: required tensor '%s' is missing%s%s", name, why ? ": " : "",
-                       why ? why : "");
-    return VT_ERR_NOT_FOUND;
-}
-
-static int g4_is_weight_type(uint32_t type)
-{
-    if (vt_type_block_size(type) == 0) return 0;
-    switch (type) {
-    case VT_TYPE_I8: case VT_TYPE_I16: case VT_TYPE_I32: case VT_TYPE_I64: case VT_TYPE_F64:
-        return 0;
-    default:
-        return 1;
-    }
-}
-
-static vt_status g4_need_typed(g4_loader *L, const char *tname, uint32_t type, int get_rows)
-{
-    if (L->dry) {
-        g4_add_cap(L, get_rows ? VT_CAP_GET_ROWS(type) : VT_CAP_MAT_MUL(type));
-        return VT_OK;
-    }
-    const vt_backend_api *api = L->m->api;
-    if (get_rows ? !vt_backend_get_rows_fn(api, type) : !vt_backend_mat_mul_fn(api, type)) {
-        L->host->set_error("gemma4: tensor '%s' has type %s, but backend '%s' has no %s for it",
-                           tname, vt_type_name(type),
-                           L->m->backend && L->m->backend->name ? L->m->backend->name : "?",
-                           get_rows ? "get_rows" : "mat_mul");
-        return VT_ERR_CAPABILITY;
-    }
-    return VT_OK;
-}
-
-#define G4_USE_MAT_MUL 1
-#define G4_USE_GET_ROWS 2
-
-/* A 2-D weight [n_in, n_out]; found NULL: required. */
-static vt_status g4_weight(g4_loader *L, const char *name, const char *from, int64_t n_in,
-                           int64_t n_out, int uses, vt_weight *w, int *found)
-{
-    memset(w, 0, sizeof *w);
-    const vt_gguf_tensor *t = g4_find(L, name);
-    if (found) *found = t != NULL;
-    if (!t) return found ? VT_OK : g4_missing(L, name, NULL);
-    int64_t want[2] = {n_in, n_out};
-    vt_status st = g4_check_shape(L, t, 2, want, from);
-    if (st != VT_OK) return st;
-    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
-    if (!g4_is_weight_type(t->type) || rb == 0) {
-        L->host->set_error("gemma4: tensor '%s' has unsupported type %s (id %u) for a weight with "
-                           "rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
-        return VT_ERR_UNSUPPORTED;
-    }
-    if ((uses & G4_USE_MAT_MUL) && (st = g4_need_typed(L, t->name, t->type, 0)) != VT_OK)
-        return st;
-    if ((uses & G4_USE_GET_ROWS) && (st = g4_need_typed(L, t->name, t->type, 1)) != VT_OK)
-        return st;
-    w->type = t->type;
-    w->n_in = n_in;
-    w->n_out = n_out;
-    w->row_bytes = rb;
-    w->name = t->name;
-    return g4_place(L, t, rb * (uint64_t)n_out, &w->data);
-}
-
-static vt_status g4_matrix(g4_loader *L, const char *name, const char *from, int64_t n_in,
+static vt_status g4_matrix(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
                            int64_t n_out, vt_weight *w, int *found)
 {
-    return g4_weight(L, name, from, n_in, n_out, G4_USE_MAT_MUL, w, found);
+    return vt_mc_weight(L, name, from, n_in, n_out, VT_MC_USE_MAT_MUL, w, found);
 }
 
 /* An F32 vector [n] read by ops (norm weights, scales, rope_freqs). found
- * NULL: required. host_copy (optional): the values, read from the mapping. */
-static vt_status g4_vec(g4_loader *L, const char *name, const char *from, int64_t n,
+ * NULL: required. */
+static vt_status g4_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
                         const float **out, int *found)
 {
-    *out = NULL;
-    const vt_gguf_tensor *t = g4_find(L, name);
-    if (found) *found = t != NULL;
-    if (!t) return found ? VT_OK : g4_missing(L, name, NULL);
-    vt_status st = g4_check_shape(L, t, 1, &n, from);
-    if (st != VT_OK) return st;
-    if (t->type != VT_TYPE_F32) {
-        L->host->set_error("gemma4: tensor '%s' has type %s; expected F32", name,
-                           vt_type_name(t->type));
-        return VT_ERR_UNSUPPORTED;
-    }
-    const void *p;
-    st = g4_place(L, t, (uint64_t)n * 4, &p);
-    *out = p;
-    return st;
+    return vt_mc_f32(L, name, from, 1, &n, out, found);
 }
 
 /* An F32 vector [n] read on the host (per-expert scale, layer output scale):
  * copied from the mapping into host memory. */
-static vt_status g4_host_vec(g4_loader *L, const char *name, const char *from, int64_t n,
+static vt_status g4_host_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
                              float **out, int *found)
 {
     *out = NULL;
-    const vt_gguf_tensor *t = g4_find(L, name);
+    const vt_gguf_tensor *t = vt_mc_find(L, name);
     *found = t != NULL;
     if (!t) return VT_OK;
-    vt_status st = g4_check_shape(L, t, 1, &n, from);
+    vt_status st = vt_mc_check_shape(L, t, 1, &n, from);
     if (st != VT_OK) return st;
     if (t->type != VT_TYPE_F32) {
         L->host->set_error("gemma4: tensor '%s' has type %s; expected F32", name,
@@ -649,51 +431,11 @@ static vt_status g4_host_vec(g4_loader *L, const char *name, const char *from, i
     return VT_OK;
 }
 
-static vt_status g4_stack_map(g4_loader *L, const char *name, const char *from, int64_t n_in,
-                              int64_t n_out, int64_t n_expert, gemma4_stack *s)
-{
-    memset(s, 0, sizeof *s);
-    const vt_gguf_tensor *t = g4_find(L, name);
-    if (!t) return g4_missing(L, name, NULL);
-    int64_t want[3] = {n_in, n_out, n_expert};
-    vt_status st = g4_check_shape(L, t, 3, want, from);
-    if (st != VT_OK) return st;
-    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
-    if (!g4_is_weight_type(t->type) || rb == 0) {
-        L->host->set_error("gemma4: tensor '%s' has unsupported type %s (id %u) for an expert "
-                           "stack with rows of %" PRId64, name, vt_type_name(t->type), t->type,
-                           n_in);
-        return VT_ERR_UNSUPPORTED;
-    }
-    if ((st = g4_need_typed(L, t->name, t->type, 0)) != VT_OK) return st;
-    s->type = t->type;
-    s->n_in = n_in;
-    s->n_out = n_out;
-    s->n_expert = n_expert;
-    s->row_bytes = rb;
-    s->name = t->name;
-    s->tensor = t;
-    uint64_t bytes = rb * (uint64_t)n_out * (uint64_t)n_expert;
-    if (L->m->experts && !L->dry) {
-        /* streamed: registered after mapping; its bytes are never touched here */
-        if (t->nbytes < bytes) {
-            L->host->set_error("gemma4: tensor '%s' holds %" PRIu64 " bytes, its shape needs %"
-                               PRIu64, t->name, t->nbytes, bytes);
-            return VT_ERR_FORMAT;
-        }
-        return VT_OK;
-    }
-    const void *p;
-    st = g4_place(L, t, bytes, &p);
-    s->data = p;
-    return st;
-}
-
 #define G4_F_E "[embedding_length]"
 
-static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
+static vt_status g4_map_layer(vt_mc_loader *L, uint32_t il, gemma4_layer *ly)
 {
-    vt_model *m = L->m;
+    vt_model *m = L->fm;
     const gemma4_hparams *hp = &m->hp;
     char nm[96], from[192];
     vt_status st;
@@ -724,7 +466,7 @@ static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
         TRY(g4_matrix(L, NAME("attn_v.weight"), from, E, nkv * hd, &ly->wv, &ly->has_v));
         snprintf(from, sizeof from, "[%s]", kl);
         TRY(g4_vec(L, NAME("attn_k_norm.weight"), from, hd, &ly->k_norm, NULL));
-    } else if (g4_find(L, NAME("attn_k.weight"))) {
+    } else if (vt_mc_find(L, NAME("attn_k.weight"))) {
         L->host->log(VT_LOG_WARN, "gemma4: blk.%u has attn_k.weight but is a shared-KV layer "
                      "(shared_kv_layers = %u); it reads layer %d's cache", il, hp->n_shared_kv,
                      ly->kv_src);
@@ -750,7 +492,7 @@ static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
     TRY(g4_vec(L, NAME("post_ffw_norm.weight"), G4_F_E, E, &ly->post_ffw_norm, NULL));
 
     /* MoE: ffn_gate_inp defines an MoE layer (§3.2) */
-    ly->moe = g4_find(L, NAME("ffn_gate_inp.weight")) != NULL;
+    ly->moe = vt_mc_find(L, NAME("ffn_gate_inp.weight")) != NULL;
     if (ly->moe) {
         if (!hp->n_expert) {
             L->host->set_error("gemma4: blk.%u has ffn_gate_inp.weight (an MoE layer) but "
@@ -764,20 +506,20 @@ static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
         TRY(g4_vec(L, NAME("pre_ffw_norm_2.weight"), G4_F_E, E, &ly->pre_ffw_norm_2, NULL));
         TRY(g4_vec(L, NAME("post_ffw_norm_1.weight"), G4_F_E, E, &ly->post_ffw_norm_1, NULL));
         TRY(g4_vec(L, NAME("post_ffw_norm_2.weight"), G4_F_E, E, &ly->post_ffw_norm_2, NULL));
-        ly->fused_gate_up = g4_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
+        ly->fused_gate_up = vt_mc_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
         if (ly->fused_gate_up) { /* pitfall 16: rows [0, F) gate, [F, 2F) up */
-            TRY(g4_stack_map(L, NAME("ffn_gate_up_exps.weight"),
+            TRY(vt_mc_stack_map(L, NAME("ffn_gate_up_exps.weight"),
                              "[embedding_length, 2 x expert_feed_forward_length, expert_count]",
                              E, 2 * FX, X, &ly->gate_up_exps));
         } else {
             const char *f = "[embedding_length, expert_feed_forward_length, expert_count]";
-            if (!g4_find(L, NAME("ffn_gate_exps.weight")))
-                return g4_missing(L, NAME("ffn_gate_up_exps.weight"),
+            if (!vt_mc_find(L, NAME("ffn_gate_exps.weight")))
+                return vt_mc_missing(L, NAME("ffn_gate_up_exps.weight"),
                                   "neither the fused nor the split (ffn_gate_exps) expert form");
-            TRY(g4_stack_map(L, NAME("ffn_gate_exps.weight"), f, E, FX, X, &ly->gate_exps));
-            TRY(g4_stack_map(L, NAME("ffn_up_exps.weight"), f, E, FX, X, &ly->up_exps));
+            TRY(vt_mc_stack_map(L, NAME("ffn_gate_exps.weight"), f, E, FX, X, &ly->gate_exps));
+            TRY(vt_mc_stack_map(L, NAME("ffn_up_exps.weight"), f, E, FX, X, &ly->up_exps));
         }
-        TRY(g4_stack_map(L, NAME("ffn_down_exps.weight"),
+        TRY(vt_mc_stack_map(L, NAME("ffn_down_exps.weight"),
                          "[expert_feed_forward_length, embedding_length, expert_count]", FX, E, X,
                          &ly->down_exps));
         int found;
@@ -812,7 +554,7 @@ static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
                                      "ffn_gate_exps.scale", "ffn_up_exps.scale"};
     for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++) {
         snprintf(nm, sizeof nm, "blk.%u.%s", il, nv[i]);
-        if (g4_find(L, nm)) {
+        if (vt_mc_find(L, nm)) {
             L->host->set_error("gemma4: tensor '%s' is present: per-matrix output scales (NVFP4 "
                                "files) are not implemented", nm);
             return VT_ERR_UNSUPPORTED;
@@ -823,22 +565,22 @@ static vt_status g4_map_layer(g4_loader *L, uint32_t il, gemma4_layer *ly)
     return VT_OK;
 }
 
-static vt_status g4_map_model(g4_loader *L)
+static vt_status g4_map_model(vt_mc_loader *L)
 {
-    vt_model *m = L->m;
+    vt_model *m = L->fm;
     gemma4_hparams *hp = &m->hp;
     vt_status st;
-    const vt_gguf_tensor *te = g4_find(L, "token_embd.weight");
-    if (!te) return g4_missing(L, "token_embd.weight", NULL);
+    const vt_gguf_tensor *te = vt_mc_find(L, "token_embd.weight");
+    if (!te) return vt_mc_missing(L, "token_embd.weight", NULL);
     if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
         L->host->set_error("gemma4: tensor 'token_embd.weight' has %" PRId64 " rows (n_vocab)",
                            te->ne[1]);
         return VT_ERR_FORMAT;
     }
     hp->n_vocab = te->ne[1];
-    const int tied = g4_find(L, "output.weight") == NULL;
-    st = g4_weight(L, "token_embd.weight", "[embedding_length, n_vocab]", hp->n_embd, hp->n_vocab,
-                   G4_USE_GET_ROWS | (tied ? G4_USE_MAT_MUL : 0), &m->token_embd, NULL);
+    const int tied = vt_mc_find(L, "output.weight") == NULL;
+    st = vt_mc_weight(L, "token_embd.weight", "[embedding_length, n_vocab]", hp->n_embd, hp->n_vocab,
+                   VT_MC_USE_GET_ROWS | (tied ? VT_MC_USE_MAT_MUL : 0), &m->token_embd, NULL);
     if (st != VT_OK) return st;
     if (tied) {
         m->output = m->token_embd;
@@ -858,9 +600,9 @@ static vt_status g4_map_model(g4_loader *L)
     }
     if (hp->n_per_layer) {
         const int64_t LP = (int64_t)hp->n_per_layer * hp->n_layer;
-        st = g4_weight(L, "per_layer_token_embd.weight",
+        st = vt_mc_weight(L, "per_layer_token_embd.weight",
                        "[embedding_length_per_layer_input x block_count, n_vocab]", LP,
-                       hp->n_vocab, G4_USE_GET_ROWS, &m->ple_token_embd, NULL);
+                       hp->n_vocab, VT_MC_USE_GET_ROWS, &m->ple_token_embd, NULL);
         if (st != VT_OK) return st;
         st = g4_matrix(L, "per_layer_model_proj.weight",
                        "[embedding_length, embedding_length_per_layer_input x block_count]",
@@ -885,38 +627,21 @@ static vt_status g4_map_model(g4_loader *L)
 }
 
 /* Op capabilities the forward pass calls for this configuration. */
-static void g4_op_caps(const vt_model *m, g4_loader *L)
+static void g4_op_caps(const vt_model *m, vt_mc_loader *L)
 {
-    g4_add_cap(L, VT_CAP_OP_RMS_NORM);
-    g4_add_cap(L, VT_CAP_OP_ROPE_NEOX);
-    g4_add_cap(L, VT_CAP_OP_ATTENTION);
-    g4_add_cap(L, VT_CAP_OP_UNARY);
-    g4_add_cap(L, VT_CAP_OP_BINARY);
-    g4_add_cap(L, VT_CAP_OP_SCALE);
+    vt_mc_add_cap(L, VT_CAP_OP_RMS_NORM);
+    vt_mc_add_cap(L, VT_CAP_OP_ROPE_NEOX);
+    vt_mc_add_cap(L, VT_CAP_OP_ATTENTION);
+    vt_mc_add_cap(L, VT_CAP_OP_UNARY);
+    vt_mc_add_cap(L, VT_CAP_OP_BINARY);
+    vt_mc_add_cap(L, VT_CAP_OP_SCALE);
     int any_swa = 0;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) any_swa |= m->hp.is_swa[il];
-    if (any_swa || m->hp.n_per_layer) g4_add_cap(L, VT_CAP_OP_COPY_2D);
+    if (any_swa || m->hp.n_per_layer) vt_mc_add_cap(L, VT_CAP_OP_COPY_2D);
     if (m->hp.n_expert) {
-        g4_add_cap(L, VT_CAP_OP_SOFTMAX_TOPK);
-        g4_add_cap(L, VT_CAP_OP_GATHER_ROWS);
-        g4_add_cap(L, VT_CAP_OP_SCATTER_ADD);
-    }
-}
-
-static int g4_op_present(const vt_backend_api *a, uint32_t id, const char **name)
-{
-    switch (id) {
-    case VT_CAP_OP_RMS_NORM: *name = "rms_norm"; return a->rms_norm != NULL;
-    case VT_CAP_OP_ROPE_NEOX: *name = "rope_neox"; return a->rope_neox != NULL;
-    case VT_CAP_OP_ATTENTION: *name = "attention"; return a->attention != NULL;
-    case VT_CAP_OP_UNARY: *name = "unary"; return a->unary != NULL;
-    case VT_CAP_OP_BINARY: *name = "binary"; return a->binary != NULL;
-    case VT_CAP_OP_SCALE: *name = "scale"; return a->scale != NULL;
-    case VT_CAP_OP_COPY_2D: *name = "copy_2d"; return a->copy_2d != NULL;
-    case VT_CAP_OP_GATHER_ROWS: *name = "gather_rows"; return a->gather_rows != NULL;
-    case VT_CAP_OP_SCATTER_ADD: *name = "scatter_add"; return a->scatter_add != NULL;
-    case VT_CAP_OP_SOFTMAX_TOPK: *name = "softmax_topk"; return a->softmax_topk != NULL;
-    default: *name = "?"; return 0;
+        vt_mc_add_cap(L, VT_CAP_OP_SOFTMAX_TOPK);
+        vt_mc_add_cap(L, VT_CAP_OP_GATHER_ROWS);
+        vt_mc_add_cap(L, VT_CAP_OP_SCATTER_ADD);
     }
 }
 
@@ -943,6 +668,7 @@ vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
     vt_model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.host = host;
+    tmp.family = "gemma4";
     vt_status st = g4_read_hparams(host, g, &tmp.hp);
     if (st != VT_OK) {
         g4_hparams_free(&tmp.hp);
@@ -957,7 +683,7 @@ vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
      * named type), so a table that size never overflows and the count is
      * exact whatever the caller's capacity */
     uint32_t all[VT_CAP_ID_LIMIT];
-    g4_loader L = {host, g, &tmp, 1, all, 0, VT_CAP_ID_LIMIT};
+    vt_mc_loader L = {host, g, &tmp.mc, &tmp, "gemma4", 1, all, 0, VT_CAP_ID_LIMIT};
     g4_op_caps(&tmp, &L);
     st = g4_map_model(&L);
     g4_layers_free(&tmp);
@@ -1098,6 +824,7 @@ vt_status gemma4_memory_needs(const vt_host_api *host, const vt_gguf *g,
     vt_model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.host = host;
+    tmp.family = "gemma4";
     vt_status st = g4_read_hparams(host, g, &tmp.hp);
     if (st != VT_OK) {
         g4_hparams_free(&tmp.hp);
@@ -1129,14 +856,6 @@ vt_status gemma4_memory_needs(const vt_host_api *host, const vt_gguf *g,
 /* ================================================================ */
 /* load / free                                                        */
 /* ================================================================ */
-
-static int g4_host_addressable(const vt_backend_api *a)
-{
-    for (uint32_t i = 0; i < a->n_caps; i++)
-        if (a->caps[i].id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY)
-            return a->caps[i].state == VT_CAP_PRESENT;
-    return 0;
-}
 
 /* The fused-experts path (op.moe_route + op.moe_ffn PRESENT, VT_MOE_FFN not
  * "0"): per MoE layer a device table of expert pointers (written now for
@@ -1233,7 +952,7 @@ void gemma4_free(vt_model *m)
     if (m->api) {
         if (m->exp_tab_dev) m->api->free(m->ctx, m->exp_tab_dev);
         if (m->exp_scale_dev) m->api->free(m->ctx, m->exp_scale_dev);
-        for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
+        vt_mc_free_weights(&m->mc);
         if (m->scratch) m->api->free(m->ctx, m->scratch);
     }
     free(m->dev_allocs);
@@ -1301,6 +1020,7 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     vt_model *m = gemma4_calloc(host, 1, sizeof *m, "the model object");
     if (!m) return VT_ERR_OUT_OF_MEMORY;
     m->host = host;
+    m->family = "gemma4";
     m->backend = backend;
     m->api = backend->api;
     m->ctx = backend->ctx;
@@ -1309,11 +1029,11 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     const gemma4_hparams *hp = &m->hp;
     {
         uint32_t ids[32];
-        g4_loader C = {host, g, m, 1, ids, 0, 32};
+        vt_mc_loader C = {host, g, &m->mc, m, "gemma4", 1, ids, 0, 32};
         g4_op_caps(m, &C);
         for (uint32_t i = 0; i < C.n_caps && i < 32; i++) {
             const char *nm;
-            if (!g4_op_present(m->api, ids[i], &nm)) {
+            if (!vt_mc_op_present(m->api, ids[i], &nm)) {
                 host->set_error("gemma4: backend '%s' has no '%s' op, which this model needs",
                                 backend->name ? backend->name : "?", nm);
                 st = VT_ERR_CAPABILITY;
@@ -1321,7 +1041,7 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
             }
         }
     }
-    m->zero_copy = g4_host_addressable(m->api);
+    m->zero_copy = vt_mc_host_addressable(m->api);
     m->layers = gemma4_calloc(host, hp->n_layer, sizeof *m->layers, "the layer table");
     if (!m->layers) {
         st = VT_ERR_OUT_OF_MEMORY;
@@ -1339,7 +1059,7 @@ vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     if (params && params->struct_size >= offsetof(vt_model_params, experts) + sizeof params->experts &&
         params->experts && hp->n_expert)
         m->experts = params->experts;
-    g4_loader L = {host, g, m, 0, NULL, 0, 0};
+    vt_mc_loader L = {host, g, &m->mc, m, "gemma4", 0, NULL, 0, 0};
     st = g4_map_model(&L);
     if (st != VT_OK) goto fail;
     if (m->experts && (st = g4_register_experts(m)) != VT_OK) goto fail;

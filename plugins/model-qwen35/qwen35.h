@@ -32,6 +32,7 @@
 #include "vt/backend.h"
 #include "vt/gguf.h"
 #include "vt/model.h"
+#include "vt/model_common.h"
 #include "vt/plugin.h"
 #include "vt/status.h"
 #include "vt/types.h"
@@ -74,16 +75,8 @@ typedef struct qwen35_hparams {
 
 /* ---- weights ---- */
 
-/* A stacked expert tensor [n_in, n_out, n_expert] (or a fused gate_up one with
- * n_out = 2 * n_ff_exp); slice e is bytes [e*n_out*row_bytes, (e+1)*...). */
-typedef struct qwen35_stack {
-    uint32_t type;
-    int64_t n_in, n_out, n_expert;
-    uint64_t row_bytes;
-    const uint8_t *data; /* device memory of the whole stack (NULL when streamed) */
-    const char *name;
-    const vt_gguf_tensor *tensor; /* the GGUF tensor (registered with the streamer) */
-} qwen35_stack;
+/* A stacked expert tensor (vt/model_common.h). */
+typedef vt_mc_stack qwen35_stack;
 
 /* Matrices of one routed expert, as qwen35_expert_weight() hands them out. */
 typedef enum qwen35_expert_matrix {
@@ -142,13 +135,9 @@ typedef struct qwen35_layer {
 /* ---- the model ---- */
 
 struct vt_model {
-    const vt_host_api *host;
-    const vt_backend *backend;
-    const vt_backend_api *api;
-    vt_backend_ctx *ctx;
+    /* host, backend, api, ctx, family, zero_copy, experts, dev_allocs (vt/model_common.h) */
+    VT_MC_MODEL_HEAD;
     qwen35_hparams hp;
-    int zero_copy;            /* weights used straight from the GGUF mmap */
-    vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */
     const void **exp_slots;   /* [n_expert_used * 3] slot pointers of one acquire */
     /* fused routed experts (backend declares op.moe_route and op.moe_ffn, env
      * VT_MOE_FFN=0 not set): routing and the expert FFN as two ops */
@@ -178,9 +167,6 @@ struct vt_model {
     vt_weight output;         /* LM head (token_embd when tied) */
     const float *output_norm;
     qwen35_layer *layers;     /* n_layer */
-
-    void **dev_allocs;        /* device allocations owned by the model */
-    size_t n_dev_allocs, cap_dev_allocs;
 
     uint32_t n_ctx;           /* KV cache positions per sequence */
     uint32_t n_batch;         /* most tokens per forward() */

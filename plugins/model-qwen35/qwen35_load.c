@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "qwen35.h"
+#include "vt/model_common.h"
 #include "vt/plugin_util.h"
 
 #define Q35_HEAD_ROWS 16 /* LM-head rows computed per chunk (bounds the logits scratch) */
@@ -40,7 +41,7 @@ const char *qwen35_fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 
 vt_status qwen35_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out)
 {
-    return vt_util_alloc_named(m->host, m->api, m->ctx, "qwen35", bytes, what, out);
+    return vt_mc_dev_alloc(&m->mc, bytes, what, out);
 }
 
 void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
@@ -52,125 +53,7 @@ void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *
 /* tensor mapping (spec §4)                                           */
 /* ================================================================ */
 
-typedef struct q35_loader {
-    const vt_host_api *host;
-    const vt_gguf *g;
-    vt_model *m;
-    int dry;              /* record types only; place nothing */
-    uint32_t *caps;       /* dry: capability ids collected */
-    uint32_t n_caps, cap_caps;
-} q35_loader;
-
-static void q35_add_cap(q35_loader *L, uint32_t id)
-{
-    /* only the ids stored can be compared: past the caller's capacity the count
-     * may include repeats, which only makes the "needs room for" figure larger */
-    for (uint32_t i = 0; i < L->n_caps && i < L->cap_caps; i++)
-        if (L->caps[i] == id) return;
-    if (L->n_caps < L->cap_caps) L->caps[L->n_caps] = id;
-    L->n_caps++; /* counts past the capacity so the caller can report it */
-}
-
-/* "[256, 512]" with trailing 1s dropped, keeping at least min_n dims. */
-static void q35_fmt_shape(const int64_t *ne, int n, int min_n, char *buf, size_t cap)
-{
-    while (n > min_n && n > 1 && ne[n - 1] == 1) n--;
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, cap - o, "[");
-    for (int i = 0; i < n && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", ne[i]);
-    if (o < cap) snprintf(buf + o, cap - o, "]");
-}
-
-/* Shape check, trailing 1s treated as absent ([n, 1] == [n]). `from` names
- * the metadata keys the expected shape comes from, for the message (a
- * hostile or mis-converted file is most often wrong in its metadata). */
-static vt_status q35_check_shape(q35_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want,
-                                 const char *from)
-{
-    int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        int64_t e = i < n ? want[i] : 1;
-        if (t->ne[i] != e) ok = 0;
-    }
-    if (ok) return VT_OK;
-    char have[96], wants[96];
-    q35_fmt_shape(t->ne, 4, n, have, sizeof have);
-    q35_fmt_shape(want, n, n, wants, sizeof wants);
-    L->host->set_error("qwen35: tensor '%s' has shape %s, expected %s = %s from the metadata",
-                       t->name, have, wants, from);
-    return VT_ERR_FORMAT;
-}
-
 static size_t q35_max3(size_t a, size_t b, size_t c);
-
-/* A device allocation of the weights, owned by the model (m->dev_allocs,
- * freed with it). */
-static vt_status q35_weight_alloc(vt_model *m, size_t bytes, const char *what, void **out)
-{
-    *out = NULL;
-    if (m->n_dev_allocs == m->cap_dev_allocs) {
-        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
-        void **na = realloc(m->dev_allocs, nc * sizeof *na);
-        if (!na) {
-            char human[32];
-            m->host->set_error("qwen35: allocation of %s (%zu bytes) for the list of %zu device "
-                               "allocations failed: out of memory",
-                               qwen35_fmt_bytes(nc * sizeof *na, human, sizeof human),
-                               nc * sizeof *na, nc);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-        m->dev_allocs = na;
-        m->cap_dev_allocs = nc;
-    }
-    vt_status st = qwen35_dev_alloc(m, bytes, what, out);
-    if (st == VT_OK) m->dev_allocs[m->n_dev_allocs++] = *out;
-    return st;
-}
-
-/* Give back the model's weight allocation p (one of m->dev_allocs). */
-static void q35_weight_free(vt_model *m, const void *p)
-{
-    for (size_t i = 0; i < m->n_dev_allocs; i++)
-        if (m->dev_allocs[i] == p) {
-            m->api->free(m->ctx, m->dev_allocs[i]);
-            m->dev_allocs[i] = m->dev_allocs[--m->n_dev_allocs];
-            return;
-        }
-}
-
-/*
- * Merge the n weights parts[] that read one input (one type, one n_in, each
- * in its own allocation) into one allocation, their rows in the order given,
- * as *out: one matmul then computes every part's outputs (one launch for a
- * one-token step instead of n, qwen35_forward.c). The parts' allocations
- * are given back and each part's data points at its rows in the merged one
- * (the bytes are the same). Weights used from the mmap (zero copy), or parts
- * of different types or n_in, are left as they are and *out stays empty
- * (data NULL): the forward pass then runs the parts. n <= 4.
- */
-static vt_status q35_merge(vt_model *m, vt_weight *const *parts, int n, vt_weight *out)
-{
-    memset(out, 0, sizeof *out);
-    const size_t bytes = m->zero_copy ? 0 : vt_util_merge_bytes(parts, n);
-    if (!bytes) return VT_OK;
-    void *p = NULL;
-    const void *old[4];
-    vt_status st = q35_weight_alloc(m, bytes, parts[0]->name, &p);
-    if (st == VT_ERR_OUT_OF_MEMORY) { /* an optimisation after the fit check: run the parts */
-        m->host->log(VT_LOG_INFO, "qwen35: %s and the matrices after it stay separate: no room "
-                     "for their merged copy (%s)", parts[0]->name, m->host->last_error());
-        return VT_OK;
-    }
-    if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
-    if (st != VT_OK) { /* the parts are untouched until the copies are done */
-        if (p) q35_weight_free(m, p);
-        memset(out, 0, sizeof *out);
-        return st;
-    }
-    for (int i = 0; i < n; i++) q35_weight_free(m, old[i]);
-    return VT_OK;
-}
 
 /* The merged matrices of every layer (m->fuse): qwen35.h qwen35_layer. */
 static vt_status q35_merge_layers(vt_model *m)
@@ -181,10 +64,10 @@ static vt_status q35_merge_layers(vt_model *m)
         qwen35_layer *ly = &m->layers[il];
         if (ly->linear) {
             vt_weight *in[] = {&ly->wqkv, &ly->wz, &ly->wbeta, &ly->walpha};
-            st = q35_merge(m, in, 4, &ly->w_in);
+            st = vt_mc_merge(&m->mc, in, 4, &ly->w_in);
         } else {
             vt_weight *in[] = {&ly->wq, &ly->wk, &ly->wv};
-            st = q35_merge(m, in, 3, &ly->w_in);
+            st = vt_mc_merge(&m->mc, in, 3, &ly->w_in);
         }
         if (st != VT_OK || !hp->is_moe) continue;
         /* the merged shared-expert output [T][2 n_ff_shexp] lives in f_g, which
@@ -192,200 +75,26 @@ static vt_status q35_merge_layers(vt_model *m)
         if (2 * (uint64_t)hp->n_ff_shexp <= (uint64_t)hp->n_expert_used * q35_max3(hp->n_ff_exp,
                                                                                 hp->n_ff_shexp, hp->n_ff)) {
             vt_weight *sh[] = {&ly->gate_shexp, &ly->up_shexp};
-            st = q35_merge(m, sh, 2, &ly->w_sh_gu);
+            st = vt_mc_merge(&m->mc, sh, 2, &ly->w_sh_gu);
         }
         if (st != VT_OK) continue;
         vt_weight *rg[] = {&ly->router, &ly->shexp_gate};
-        st = q35_merge(m, rg, 2, &ly->w_rg);
+        st = vt_mc_merge(&m->mc, rg, 2, &ly->w_rg);
     }
     return st;
-}
-
-/* Make a tensor's bytes usable by the backend: the mmap pointer itself when
- * device memory is host-addressable, else a named allocation + copy_h2d. */
-static vt_status q35_place(q35_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
-{
-    *out = NULL;
-    if (L->dry) return VT_OK;
-    vt_model *m = L->m;
-    if (bytes > t->nbytes) {
-        L->host->set_error("qwen35: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
-                           t->name, t->nbytes, bytes);
-        return VT_ERR_FORMAT;
-    }
-    if (!t->data) {
-        L->host->set_error("qwen35: tensor '%s' has no mapped data (GGUF opened without mmap)",
-                           t->name);
-        return VT_ERR_INVALID_ARG;
-    }
-    if (m->zero_copy) {
-        *out = t->data;
-        return VT_OK;
-    }
-    void *p = NULL;
-    vt_status st = q35_weight_alloc(m, (size_t)bytes, t->name, &p);
-    if (st != VT_OK) return st;
-    st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
-    if (st != VT_OK) return st;
-    vt_util_release_pages(L->host, L->g, t); /* read from the device from now on */
-    *out = p;
-    return VT_OK;
-}
-
-static const vt_gguf_tensor *q35_find(q35_loader *L, const char *name)
-{
-    return L->host->gguf_find_tensor(L->g, name);
-}
-
-static vt_status q35_missing(q35_loader *L, const char *name)
-{
-    L->host->set_error("qwen35: required tensor '%s' is missing", name);
-    return VT_ERR_NOT_FOUND;
-}
-
-/* A weight type the matmul ops can take: a known block type that is not an
- * integer type. */
-static int q35_is_weight_type(uint32_t type)
-{
-    if (vt_type_block_size(type) == 0) return 0;
-    switch (type) {
-    case VT_TYPE_I8: case VT_TYPE_I16: case VT_TYPE_I32: case VT_TYPE_I64: case VT_TYPE_F64:
-        return 0;
-    default:
-        return 1;
-    }
-}
-
-/* Weight-typed capability bookkeeping: dry mode records it, load checks the op. */
-static vt_status q35_need_typed(q35_loader *L, const char *tname, uint32_t type, int get_rows)
-{
-    if (L->dry) {
-        q35_add_cap(L, get_rows ? VT_CAP_GET_ROWS(type) : VT_CAP_MAT_MUL(type));
-        return VT_OK;
-    }
-    const vt_backend_api *api = L->m->api;
-    if (get_rows ? !vt_backend_get_rows_fn(api, type) : !vt_backend_mat_mul_fn(api, type)) {
-        L->host->set_error("qwen35: tensor '%s' has type %s, but backend '%s' has no %s for it",
-                           tname, vt_type_name(type), L->m->backend->name,
-                           get_rows ? "get_rows" : "mat_mul");
-        return VT_ERR_CAPABILITY;
-    }
-    return VT_OK;
-}
-
-/* How a 2-D weight is used by the forward pass (bit mask): through mat_mul
- * (a projection, the LM head) and/or get_rows (the embedding lookup). */
-#define Q35_USE_MAT_MUL 1
-#define Q35_USE_GET_ROWS 2
-
-/* A 2-D weight [n_in, n_out] (ne order) used as `uses` says. *found tells an
- * optional one's presence (found NULL: required). */
-static vt_status q35_weight(q35_loader *L, const char *name, const char *from, int64_t n_in,
-                            int64_t n_out, int uses, vt_weight *w, int *found)
-{
-    memset(w, 0, sizeof *w);
-    const vt_gguf_tensor *t = q35_find(L, name);
-    if (found) *found = t != NULL;
-    if (!t) return found ? VT_OK : q35_missing(L, name);
-    int64_t want[2] = {n_in, n_out};
-    vt_status st = q35_check_shape(L, t, 2, want, from);
-    if (st != VT_OK) return st;
-    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
-    if (!q35_is_weight_type(t->type) || rb == 0) {
-        L->host->set_error("qwen35: tensor '%s' has unsupported type %s (id %u) for a weight with "
-                           "rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
-        return VT_ERR_UNSUPPORTED;
-    }
-    if (uses & Q35_USE_MAT_MUL) {
-        st = q35_need_typed(L, t->name, t->type, 0);
-        if (st != VT_OK) return st;
-    }
-    if (uses & Q35_USE_GET_ROWS) {
-        st = q35_need_typed(L, t->name, t->type, 1);
-        if (st != VT_OK) return st;
-    }
-    w->type = t->type;
-    w->n_in = n_in;
-    w->n_out = n_out;
-    w->row_bytes = rb;
-    w->name = t->name;
-    return q35_place(L, t, rb * (uint64_t)n_out, &w->data);
 }
 
 /* A 2-D weight used through mat_mul. */
-static vt_status q35_matrix(q35_loader *L, const char *name, const char *from, int64_t n_in,
+static vt_status q35_matrix(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
                             int64_t n_out, vt_weight *w, int *found)
 {
-    return q35_weight(L, name, from, n_in, n_out, Q35_USE_MAT_MUL, w, found);
+    return vt_mc_weight(L, name, from, n_in, n_out, VT_MC_USE_MAT_MUL, w, found);
 }
 
-/* An F32 tensor read straight from memory by ops (norm weights, ssm_a,
- * ssm_dt.bias, ssm_conv1d): type must be F32. */
-static vt_status q35_f32_tensor(q35_loader *L, const char *name, const char *from, int n,
-                                const int64_t *want, const float **out)
-{
-    *out = NULL;
-    const vt_gguf_tensor *t = q35_find(L, name);
-    if (!t) return q35_missing(L, name);
-    vt_status st = q35_check_shape(L, t, n, want, from);
-    if (st != VT_OK) return st;
-    if (t->type != VT_TYPE_F32) {
-        L->host->set_error("qwen35: tensor '%s' has type %s; expected F32", name,
-                           vt_type_name(t->type));
-        return VT_ERR_UNSUPPORTED;
-    }
-    uint64_t count = 1;
-    for (int i = 0; i < n; i++) count *= (uint64_t)want[i];
-    const void *p;
-    st = q35_place(L, t, count * 4, &p);
-    *out = p;
-    return st;
-}
-
-static vt_status q35_vec(q35_loader *L, const char *name, const char *from, int64_t n,
+static vt_status q35_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
                          const float **out)
 {
-    return q35_f32_tensor(L, name, from, 1, &n, out);
-}
-
-/* A stacked expert tensor [n_in, n_out, n_expert]. */
-static vt_status q35_stack_map(q35_loader *L, const char *name, const char *from, int64_t n_in,
-                               int64_t n_out, int64_t n_expert, qwen35_stack *s)
-{
-    memset(s, 0, sizeof *s);
-    const vt_gguf_tensor *t = q35_find(L, name);
-    if (!t) return q35_missing(L, name);
-    int64_t want[3] = {n_in, n_out, n_expert};
-    vt_status st = q35_check_shape(L, t, 3, want, from);
-    if (st != VT_OK) return st;
-    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
-    if (!q35_is_weight_type(t->type) || rb == 0) {
-        L->host->set_error("qwen35: tensor '%s' has unsupported type %s (id %u) for an expert "
-                           "stack with rows of %" PRId64, name, vt_type_name(t->type), t->type, n_in);
-        return VT_ERR_UNSUPPORTED;
-    }
-    st = q35_need_typed(L, t->name, t->type, 0);
-    if (st != VT_OK) return st;
-    s->type = t->type;
-    s->n_in = n_in;
-    s->n_out = n_out;
-    s->n_expert = n_expert;
-    s->row_bytes = rb;
-    s->name = t->name;
-    s->tensor = t;
-    if (L->m && L->m->experts && !L->dry) {
-        /* streamed: registered after mapping; its bytes are never touched here */
-        if (t->nbytes < rb * (uint64_t)n_out * (uint64_t)n_expert) {
-            L->host->set_error("qwen35: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
-                               t->name, t->nbytes, rb * (uint64_t)n_out * (uint64_t)n_expert);
-            return VT_ERR_FORMAT;
-        }
-        return VT_OK;
-    }
-    const void *p;
-    st = q35_place(L, t, rb * (uint64_t)n_out * (uint64_t)n_expert, &p);
-    s->data = p;
-    return st;
+    return vt_mc_f32(L, name, from, 1, &n, out, NULL);
 }
 
 /* Register every layer's expert stacks with the streamer, in the order the
@@ -421,16 +130,6 @@ static vt_status q35_register_experts(vt_model *m)
     return VT_OK;
 }
 
-/* A tensor this plugin does not implement must not be silently ignored. */
-static vt_status q35_refuse_if_present(q35_loader *L, const char *name, const char *why)
-{
-    if (q35_find(L, name)) {
-        L->host->set_error("qwen35: tensor '%s' is present: %s", name, why);
-        return VT_ERR_UNSUPPORTED;
-    }
-    return VT_OK;
-}
-
 /* Expected shapes in metadata terms (§3, §4), for shape-mismatch messages. */
 #define Q35_CONV_DIM "2 x ssm.group_count x ssm.state_size + ssm.inner_size"
 #define Q35_F_E "[embedding_length]"
@@ -449,9 +148,9 @@ static vt_status q35_refuse_if_present(q35_loader *L, const char *name, const ch
 #define Q35_F_FF "[embedding_length, feed_forward_length]"
 #define Q35_F_FF_D "[feed_forward_length, embedding_length]"
 
-static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
+static vt_status q35_map_layer(vt_mc_loader *L, uint32_t il, qwen35_layer *ly)
 {
-    const qwen35_hparams *hp = &L->m->hp;
+    const qwen35_hparams *hp = &L->fm->hp;
     char nm[96];
     vt_status st;
     const int64_t E = hp->n_embd;
@@ -477,12 +176,12 @@ static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
         TRY(q35_matrix(L, NAME("ssm_out.weight"), "[ssm.inner_size, embedding_length]", VD, E,
                        &ly->wssm_out, NULL));
         int64_t conv_ne[2] = {hp->d_conv, CD}; /* pitfall 10 */
-        TRY(q35_f32_tensor(L, NAME("ssm_conv1d.weight"), Q35_F_CONV, 2, conv_ne, &ly->conv1d));
+        TRY(vt_mc_f32(L, NAME("ssm_conv1d.weight"), Q35_F_CONV, 2, conv_ne, &ly->conv1d, NULL));
         TRY(q35_vec(L, NAME("ssm_dt.bias"), Q35_F_NV, NV, &ly->dt_bias));
         TRY(q35_vec(L, NAME("ssm_a"), Q35_F_NV, NV, &ly->ssm_a));
         TRY(q35_vec(L, NAME("ssm_norm.weight"), "[ssm.inner_size / ssm.time_step_rank]", hp->d_v,
                     &ly->ssm_norm));
-        TRY(q35_refuse_if_present(L, NAME("ssm_in.weight"),
+        TRY(vt_mc_refuse_if_present(L, NAME("ssm_in.weight"),
                                   "a Qwen3-Next (qwen3next) layout, not supported by qwen35"));
     } else {
         /* products are bounded by qwen35_read_hparams (2·n_head·head_dim <= INT32_MAX) */
@@ -494,10 +193,10 @@ static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
         TRY(q35_matrix(L, NAME("attn_output.weight"), Q35_F_O, nh * hd, E, &ly->wo, NULL));
         TRY(q35_vec(L, NAME("attn_q_norm.weight"), Q35_F_HD, hd, &ly->q_norm)); /* pitfall 15 */
         TRY(q35_vec(L, NAME("attn_k_norm.weight"), Q35_F_HD, hd, &ly->k_norm));
-        TRY(q35_refuse_if_present(L, NAME("attn_q.bias"), "attention biases are not implemented"));
-        TRY(q35_refuse_if_present(L, NAME("attn_k.bias"), "attention biases are not implemented"));
-        TRY(q35_refuse_if_present(L, NAME("attn_v.bias"), "attention biases are not implemented"));
-        TRY(q35_refuse_if_present(L, NAME("attn_qkv.weight"),
+        TRY(vt_mc_refuse_if_present(L, NAME("attn_q.bias"), "attention biases are not implemented"));
+        TRY(vt_mc_refuse_if_present(L, NAME("attn_k.bias"), "attention biases are not implemented"));
+        TRY(vt_mc_refuse_if_present(L, NAME("attn_v.bias"), "attention biases are not implemented"));
+        TRY(vt_mc_refuse_if_present(L, NAME("attn_qkv.weight"),
                                   "a fused QKV in a full-attention layer is not a qwen35 layout"));
     }
 
@@ -505,16 +204,16 @@ static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
         TRY(q35_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
                        &ly->router, NULL));
-        int fused = q35_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
+        int fused = vt_mc_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
         ly->fused_gate_up = fused;
         if (fused) { /* pitfall 6: per expert rows 0..F-1 gate, F..2F-1 up */
-            TRY(q35_stack_map(L, NAME("ffn_gate_up_exps.weight"), Q35_F_EXP_GU, E, 2 * F, X,
+            TRY(vt_mc_stack_map(L, NAME("ffn_gate_up_exps.weight"), Q35_F_EXP_GU, E, 2 * F, X,
                               &ly->gate_up_exps));
         } else {
-            TRY(q35_stack_map(L, NAME("ffn_gate_exps.weight"), Q35_F_EXP, E, F, X, &ly->gate_exps));
-            TRY(q35_stack_map(L, NAME("ffn_up_exps.weight"), Q35_F_EXP, E, F, X, &ly->up_exps));
+            TRY(vt_mc_stack_map(L, NAME("ffn_gate_exps.weight"), Q35_F_EXP, E, F, X, &ly->gate_exps));
+            TRY(vt_mc_stack_map(L, NAME("ffn_up_exps.weight"), Q35_F_EXP, E, F, X, &ly->up_exps));
         }
-        TRY(q35_stack_map(L, NAME("ffn_down_exps.weight"), Q35_F_EXP_D, F, E, X, &ly->down_exps));
+        TRY(vt_mc_stack_map(L, NAME("ffn_down_exps.weight"), Q35_F_EXP_D, F, E, X, &ly->down_exps));
         /* [n_embd] or [n_embd, 1] (pitfall 17): a one-row matrix */
         TRY(q35_matrix(L, NAME("ffn_gate_inp_shexp.weight"), "[embedding_length, 1]", E, 1,
                        &ly->shexp_gate, NULL));
@@ -534,25 +233,25 @@ static vt_status q35_map_layer(q35_loader *L, uint32_t il, qwen35_layer *ly)
 }
 
 /* Map the whole model into L->m (hparams already read). */
-static vt_status q35_map_model(q35_loader *L)
+static vt_status q35_map_model(vt_mc_loader *L)
 {
-    vt_model *m = L->m;
+    vt_model *m = L->fm;
     qwen35_hparams *hp = &m->hp;
     vt_status st;
 
     /* §4.7: an MTP sidecar has no main blocks */
-    if (!q35_find(L, "blk.0.attn_norm.weight")) {
+    if (!vt_mc_find(L, "blk.0.attn_norm.weight")) {
         L->host->set_error("qwen35: tensor 'blk.0.attn_norm.weight' is missing: this looks like an "
                            "MTP/NextN sidecar (mtp-*.gguf), not a main model");
         return VT_ERR_UNSUPPORTED;
     }
     /* pitfall 21: Qwen3-Next layout under a qwen35 name */
-    st = q35_refuse_if_present(L, "blk.0.ssm_ba.weight",
+    st = vt_mc_refuse_if_present(L, "blk.0.ssm_ba.weight",
                                "a Qwen3-Next (qwen3next) layout, not supported by qwen35");
     if (st != VT_OK) return st;
 
-    const vt_gguf_tensor *te = q35_find(L, "token_embd.weight");
-    if (!te) return q35_missing(L, "token_embd.weight");
+    const vt_gguf_tensor *te = vt_mc_find(L, "token_embd.weight");
+    if (!te) return vt_mc_missing(L, "token_embd.weight", NULL);
     if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
         L->host->set_error("qwen35: tensor 'token_embd.weight' has %" PRId64 " rows (n_vocab)",
                            te->ne[1]);
@@ -561,9 +260,9 @@ static vt_status q35_map_model(q35_loader *L)
     hp->n_vocab = te->ne[1]; /* pitfall 19: padded vocabulary */
     /* token_embd is read by get_rows; it is also the LM head (mat_mul) only
      * when output.weight is absent (tied embeddings) */
-    const int tied = q35_find(L, "output.weight") == NULL;
-    st = q35_weight(L, "token_embd.weight", "[embedding_length, n_vocab]", hp->n_embd, hp->n_vocab,
-                    Q35_USE_GET_ROWS | (tied ? Q35_USE_MAT_MUL : 0), &m->token_embd, NULL);
+    const int tied = vt_mc_find(L, "output.weight") == NULL;
+    st = vt_mc_weight(L, "token_embd.weight", "[embedding_length, n_vocab]", hp->n_embd, hp->n_vocab,
+                    VT_MC_USE_GET_ROWS | (tied ? VT_MC_USE_MAT_MUL : 0), &m->token_embd, NULL);
     if (st != VT_OK) return st;
     if (tied) {
         m->output = m->token_embd;
@@ -596,54 +295,32 @@ static vt_status q35_map_model(q35_loader *L)
 }
 
 /* Op capabilities the forward pass calls for this configuration. */
-static void q35_op_caps(const qwen35_hparams *hp, q35_loader *L)
+static void q35_op_caps(const qwen35_hparams *hp, vt_mc_loader *L)
 {
     int any_lin = 0, any_full = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         if (hp->is_linear[il]) any_lin = 1;
         else any_full = 1;
     }
-    q35_add_cap(L, VT_CAP_OP_RMS_NORM);
-    q35_add_cap(L, VT_CAP_OP_UNARY);
-    q35_add_cap(L, VT_CAP_OP_BINARY);
+    vt_mc_add_cap(L, VT_CAP_OP_RMS_NORM);
+    vt_mc_add_cap(L, VT_CAP_OP_UNARY);
+    vt_mc_add_cap(L, VT_CAP_OP_BINARY);
     if (any_lin) {
-        q35_add_cap(L, VT_CAP_OP_L2_NORM);
-        q35_add_cap(L, VT_CAP_OP_SCALE);
-        q35_add_cap(L, VT_CAP_OP_SSM_CONV);
-        q35_add_cap(L, VT_CAP_OP_GATED_DELTA_NET);
+        vt_mc_add_cap(L, VT_CAP_OP_L2_NORM);
+        vt_mc_add_cap(L, VT_CAP_OP_SCALE);
+        vt_mc_add_cap(L, VT_CAP_OP_SSM_CONV);
+        vt_mc_add_cap(L, VT_CAP_OP_GATED_DELTA_NET);
     }
     if (any_full) {
-        q35_add_cap(L, VT_CAP_OP_ROPE_NEOX);
-        q35_add_cap(L, VT_CAP_OP_ATTENTION);
-        q35_add_cap(L, VT_CAP_OP_COPY_2D);
+        vt_mc_add_cap(L, VT_CAP_OP_ROPE_NEOX);
+        vt_mc_add_cap(L, VT_CAP_OP_ATTENTION);
+        vt_mc_add_cap(L, VT_CAP_OP_COPY_2D);
     }
     if (hp->is_moe) {
-        q35_add_cap(L, VT_CAP_OP_SOFTMAX_TOPK);
-        q35_add_cap(L, VT_CAP_OP_GATHER_ROWS);
-        q35_add_cap(L, VT_CAP_OP_SCATTER_ADD);
-        q35_add_cap(L, VT_CAP_OP_MUL_ROWS);
-    }
-}
-
-/* Whether the backend table has the function behind an op capability. */
-static int q35_op_present(const vt_backend_api *a, uint32_t id, const char **name)
-{
-    switch (id) {
-    case VT_CAP_OP_RMS_NORM: *name = "rms_norm"; return a->rms_norm != NULL;
-    case VT_CAP_OP_L2_NORM: *name = "l2_norm"; return a->l2_norm != NULL;
-    case VT_CAP_OP_ROPE_NEOX: *name = "rope_neox"; return a->rope_neox != NULL;
-    case VT_CAP_OP_ATTENTION: *name = "attention"; return a->attention != NULL;
-    case VT_CAP_OP_SSM_CONV: *name = "ssm_conv"; return a->ssm_conv != NULL;
-    case VT_CAP_OP_GATED_DELTA_NET: *name = "gated_delta_net"; return a->gated_delta_net != NULL;
-    case VT_CAP_OP_UNARY: *name = "unary"; return a->unary != NULL;
-    case VT_CAP_OP_BINARY: *name = "binary"; return a->binary != NULL;
-    case VT_CAP_OP_SCALE: *name = "scale"; return a->scale != NULL;
-    case VT_CAP_OP_MUL_ROWS: *name = "mul_rows"; return a->mul_rows != NULL;
-    case VT_CAP_OP_COPY_2D: *name = "copy_2d"; return a->copy_2d != NULL;
-    case VT_CAP_OP_GATHER_ROWS: *name = "gather_rows"; return a->gather_rows != NULL;
-    case VT_CAP_OP_SCATTER_ADD: *name = "scatter_add"; return a->scatter_add != NULL;
-    case VT_CAP_OP_SOFTMAX_TOPK: *name = "softmax_topk"; return a->softmax_topk != NULL;
-    default: *name = "?"; return 0;
+        vt_mc_add_cap(L, VT_CAP_OP_SOFTMAX_TOPK);
+        vt_mc_add_cap(L, VT_CAP_OP_GATHER_ROWS);
+        vt_mc_add_cap(L, VT_CAP_OP_SCATTER_ADD);
+        vt_mc_add_cap(L, VT_CAP_OP_MUL_ROWS);
     }
 }
 
@@ -662,6 +339,7 @@ vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
     vt_model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.host = host;
+    tmp.family = "qwen35";
     vt_status st = qwen35_read_hparams(host, g, &tmp.hp);
     if (st != VT_OK) {
         qwen35_hparams_free(&tmp.hp);
@@ -672,7 +350,7 @@ vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32
         qwen35_hparams_free(&tmp.hp);
         return VT_ERR_OUT_OF_MEMORY;
     }
-    q35_loader L = {host, g, &tmp, 1, ids, 0, cap};
+    vt_mc_loader L = {host, g, &tmp.mc, &tmp, "qwen35", 1, ids, 0, cap};
     q35_op_caps(&tmp.hp, &L);
     st = q35_map_model(&L);
     free(tmp.layers);
@@ -704,6 +382,7 @@ vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
     vt_model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.host = host;
+    tmp.family = "qwen35";
     vt_status st = qwen35_read_hparams(host, g, &tmp.hp);
     if (st != VT_OK) {
         qwen35_hparams_free(&tmp.hp);
@@ -734,14 +413,6 @@ vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
 /* ================================================================ */
 /* load / free                                                        */
 /* ================================================================ */
-
-static int q35_host_addressable(const vt_backend_api *a)
-{
-    for (uint32_t i = 0; i < a->n_caps; i++)
-        if (a->caps[i].id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY)
-            return a->caps[i].state == VT_CAP_PRESENT;
-    return 0;
-}
 
 static size_t q35_max3(size_t a, size_t b, size_t c)
 {
@@ -936,7 +607,7 @@ void qwen35_free(vt_model *m)
     if (!m) return;
     if (m->api) {
         if (m->exp_tab_dev) m->api->free(m->ctx, m->exp_tab_dev);
-        for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
+        vt_mc_free_weights(&m->mc);
         if (m->scratch) m->api->free(m->ctx, m->scratch);
     }
     free(m->dev_allocs);
@@ -970,6 +641,7 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     vt_model *m = qwen35_calloc(host, 1, sizeof *m, "the model object");
     if (!m) return VT_ERR_OUT_OF_MEMORY;
     m->host = host;
+    m->family = "qwen35";
     m->backend = backend;
     m->api = backend->api;
     m->ctx = backend->ctx;
@@ -981,11 +653,11 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
      * declared capabilities first; this guards the function pointers) */
     {
         uint32_t ids[32];
-        q35_loader C = {host, g, m, 1, ids, 0, 32};
+        vt_mc_loader C = {host, g, &m->mc, m, "qwen35", 1, ids, 0, 32};
         q35_op_caps(hp, &C);
         for (uint32_t i = 0; i < C.n_caps && i < 32; i++) {
             const char *nm;
-            if (!q35_op_present(m->api, ids[i], &nm)) {
+            if (!vt_mc_op_present(m->api, ids[i], &nm)) {
                 host->set_error("qwen35: backend '%s' has no '%s' op, which this model needs",
                                 backend->name ? backend->name : "?", nm);
                 st = VT_ERR_CAPABILITY;
@@ -994,7 +666,7 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
         }
     }
 
-    m->zero_copy = q35_host_addressable(m->api);
+    m->zero_copy = vt_mc_host_addressable(m->api);
     m->layers = qwen35_calloc(host, hp->n_layer, sizeof *m->layers, "the layer table");
     if (!m->layers) {
         st = VT_ERR_OUT_OF_MEMORY;
@@ -1019,7 +691,7 @@ vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backen
     if (params && params->struct_size >= offsetof(vt_model_params, experts) + sizeof params->experts &&
         params->experts && hp->is_moe)
         m->experts = params->experts;
-    q35_loader L = {host, g, m, 0, NULL, 0, 0};
+    vt_mc_loader L = {host, g, &m->mc, m, "qwen35", 0, NULL, 0, 0};
     st = q35_map_model(&L);
     if (st != VT_OK) goto fail;
     if (m->experts && (st = q35_register_experts(m)) != VT_OK) goto fail;

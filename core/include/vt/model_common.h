@@ -1,0 +1,160 @@
+/*
+ * vt/model_common.h - the model layer every family shares (plugins/model-common,
+ * the static library vt-model-common that model plugins link; shipped in the
+ * SDK for third-party plugins): the part of a model that holds the backend and
+ * its weight allocations, and the tensor loader (shape checks, weight types
+ * against the backend's capabilities, placement in backend memory, merged
+ * matrices, expert stacks). A family keeps what is its own: hyperparameters,
+ * tensor names, the math of its layers.
+ *
+ * A family's struct vt_model starts with VT_MC_MODEL_HEAD: its fields are then
+ * both m->api (the family's code) and m->mc.api (&m->mc is what the functions
+ * here take), one storage through an anonymous union (C11).
+ *
+ * Errors: every function that can fail returns a vt_status and sets the
+ * host's error message, prefixed with the family name ("qwen35: tensor
+ * 'blk.0.attn_q.weight' has shape [64, 32], expected [64, 64] = ... from the
+ * metadata"), naming the tensor, what was expected and the metadata keys it
+ * came from (`from`). Shapes are in GGUF ne order: [n_in, n_out(, n_expert)].
+ */
+#ifndef VT_MODEL_COMMON_H
+#define VT_MODEL_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/backend.h"
+#include "vt/gguf.h"
+#include "vt/model.h"
+#include "vt/plugin.h"
+#include "vt/status.h"
+
+/* The fields every model has, in this order (see VT_MC_MODEL_HEAD). */
+#define VT_MC_MODEL_FIELDS                                                                        \
+    const vt_host_api *host;     /* the core's host table */                                      \
+    const vt_backend *backend;   /* the backend the weights live on */                            \
+    const vt_backend_api *api;   /* its op table */                                               \
+    vt_backend_ctx *ctx;         /* its context */                                                \
+    const char *family;          /* message prefix: "qwen35", "gemma4" */                         \
+    int zero_copy;               /* weights used straight from the GGUF mmap (host-addressable) */ \
+    vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */      \
+    void **dev_allocs;           /* backend allocations of weights, owned by the model */         \
+    size_t n_dev_allocs, cap_dev_allocs;
+
+typedef struct vt_mc_model {
+    VT_MC_MODEL_FIELDS
+} vt_mc_model;
+
+/* First member of a family's struct vt_model. */
+#define VT_MC_MODEL_HEAD \
+    union {              \
+        vt_mc_model mc;  \
+        struct {         \
+            VT_MC_MODEL_FIELDS \
+        };               \
+    }
+
+/* A stacked expert tensor [n_in, n_out, n_expert] (or a fused gate_up one with
+ * n_out = 2 * n_ff_exp); slice e is bytes [e*n_out*row_bytes, (e+1)*...). */
+typedef struct vt_mc_stack {
+    uint32_t type;
+    int64_t n_in, n_out, n_expert;
+    uint64_t row_bytes;
+    const uint8_t *data;          /* backend memory of the whole stack (NULL when streamed) */
+    const char *name;
+    const vt_gguf_tensor *tensor; /* the GGUF tensor (registered with the streamer) */
+} vt_mc_stack;
+
+/* One mapping pass over a file's tensors. Run "dry" (required_caps: mc may
+ * be NULL, nothing is placed, the capabilities each weight needs are
+ * recorded in caps) or for real (load: every weight placed, each weight's op
+ * checked against the backend). fm is the family's own model (NULL when dry
+ * and there is none). */
+typedef struct vt_mc_loader {
+    const vt_host_api *host;
+    const vt_gguf *g;
+    vt_mc_model *mc;
+    vt_model *fm;
+    const char *family;   /* message prefix */
+    int dry;              /* record types only; place nothing */
+    uint32_t *caps;       /* dry: capability ids collected */
+    uint32_t n_caps, cap_caps;
+} vt_mc_loader;
+
+/* How a 2-D weight is used by the forward pass (bit mask). */
+#define VT_MC_USE_MAT_MUL 1  /* a projection, the LM head */
+#define VT_MC_USE_GET_ROWS 2 /* the embedding lookup */
+
+/* ---- allocations ---- */
+
+/* Backend memory of `bytes` for `what` (a tensor name), NOT owned by the
+ * model (scratch, caches): the backend's message kept when it names what and
+ * its bytes, else ours appended (vt/backend.h). */
+vt_status vt_mc_dev_alloc(vt_mc_model *m, size_t bytes, const char *what, void **out);
+/* The same, owned by the model (m->dev_allocs): freed by vt_mc_free_weights. */
+vt_status vt_mc_weight_alloc(vt_mc_model *m, size_t bytes, const char *what, void **out);
+/* Give back one weight allocation p of m->dev_allocs (no-op when not one). */
+void vt_mc_weight_free(vt_mc_model *m, const void *p);
+/* Give back every weight allocation and the list. */
+void vt_mc_free_weights(vt_mc_model *m);
+
+/* ---- the loader ---- */
+
+/* Record capability id (dry mode): repeats dropped while within cap_caps;
+ * n_caps counts on past it so the caller can say how much room it needs. */
+void vt_mc_add_cap(vt_mc_loader *L, uint32_t id);
+/* The tensor named, NULL when absent. */
+const vt_gguf_tensor *vt_mc_find(vt_mc_loader *L, const char *name);
+/* VT_ERR_NOT_FOUND: "required tensor 'name' is missing[: why]". */
+vt_status vt_mc_missing(vt_mc_loader *L, const char *name, const char *why);
+/* VT_ERR_UNSUPPORTED when the tensor is present: "tensor 'name' is present:
+ * why" (a tensor the family does not implement is never silently ignored). */
+vt_status vt_mc_refuse_if_present(vt_mc_loader *L, const char *name, const char *why);
+/* Shape check of t against want[0..n) (trailing 1s count as absent). */
+vt_status vt_mc_check_shape(vt_mc_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want,
+                            const char *from);
+/* A weight type the matmul ops can take: a known block type, not an integer
+ * type or F64. */
+int vt_mc_is_weight_type(uint32_t type);
+/* Dry: record mat_mul (or get_rows) of type; else VT_ERR_CAPABILITY when the
+ * backend has no such op, naming the tensor, the type and the backend. */
+vt_status vt_mc_need_typed(vt_mc_loader *L, const char *tname, uint32_t type, int get_rows);
+/* Where the backend's ops read the bytes [0, bytes) of t: the mmap pointer
+ * when zero_copy, else a model-owned allocation filled with copy_h2d (the
+ * file's pages then released). Dry: *out = NULL. */
+vt_status vt_mc_place(vt_mc_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out);
+/* A 2-D weight [n_in, n_out] used as `uses` says (VT_MC_USE_*). found NULL:
+ * required; else *found tells an optional one's presence (w zeroed when
+ * absent). */
+vt_status vt_mc_weight(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
+                       int64_t n_out, int uses, vt_weight *w, int *found);
+/* An F32 tensor of shape want[0..n) read by ops (norms, scales, conv taps);
+ * found as vt_mc_weight. */
+vt_status vt_mc_f32(vt_mc_loader *L, const char *name, const char *from, int n,
+                    const int64_t *want, const float **out, int *found);
+/* A stacked expert tensor [n_in, n_out, n_expert] used through mat_mul. When
+ * the model streams its experts (mc->experts) nothing is placed: the stack is
+ * registered with the streamer after mapping. */
+vt_status vt_mc_stack_map(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
+                          int64_t n_out, int64_t n_expert, vt_mc_stack *s);
+/*
+ * Merge the n (<= 4) weights parts[] that read one input (one type, one n_in,
+ * each in its own model-owned allocation) into one allocation, their rows in
+ * the order given, as *out: one matmul then computes every part's outputs.
+ * The parts' allocations are given back and each part's data points at its
+ * rows in the merged one. Zero copy, parts that cannot be merged, or no room
+ * for the merged copy (an optimisation after the fit check): nothing changes
+ * and *out stays empty (data NULL); the forward pass then runs the parts.
+ */
+vt_status vt_mc_merge(vt_mc_model *m, vt_weight *const *parts, int n, vt_weight *out);
+
+/* ---- capabilities ---- */
+
+/* Whether backend api has the op of capability id (the VT_CAP_OP_* a model's
+ * forward pass calls besides mat_mul and get_rows); *name gets the op's name
+ * for messages. Ids this layer does not know: 0 with *name "?". */
+int vt_mc_op_present(const vt_backend_api *a, uint32_t id, const char **name);
+/* Backend memory is host-addressable (weights can be used from the mmap). */
+int vt_mc_host_addressable(const vt_backend_api *a);
+
+#endif

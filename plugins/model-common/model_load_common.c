@@ -1,0 +1,329 @@
+/*
+ * model_load_common.c - the tensor loader and weight allocations every model
+ * family shares (vt/model_common.h): shape checks that name the metadata a
+ * shape came from, weight types against the backend's ops, placement in
+ * backend memory (the mmap itself when it is host-addressable), merged
+ * matrices, expert stacks, the op capabilities a forward pass calls.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vt/model_common.h"
+#include "vt/plugin_util.h"
+#include "vt/types.h"
+
+/* ---------------------------------------------------------------- allocations */
+
+vt_status vt_mc_dev_alloc(vt_mc_model *m, size_t bytes, const char *what, void **out)
+{
+    return vt_util_alloc_named(m->host, m->api, m->ctx, m->family, bytes, what, out);
+}
+
+vt_status vt_mc_weight_alloc(vt_mc_model *m, size_t bytes, const char *what, void **out)
+{
+    *out = NULL;
+    if (m->n_dev_allocs == m->cap_dev_allocs) {
+        size_t nc = m->cap_dev_allocs ? 2 * m->cap_dev_allocs : 64;
+        void **na = realloc(m->dev_allocs, nc * sizeof *na);
+        if (!na) {
+            char human[32];
+            m->host->set_error("%s: allocation of %s (%zu bytes) for the list of %zu device "
+                               "allocations failed: out of memory", m->family,
+                               vt_util_format_bytes(nc * sizeof *na, human, sizeof human),
+                               nc * sizeof *na, nc);
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        m->dev_allocs = na;
+        m->cap_dev_allocs = nc;
+    }
+    vt_status st = vt_mc_dev_alloc(m, bytes, what, out);
+    if (st == VT_OK) m->dev_allocs[m->n_dev_allocs++] = *out;
+    return st;
+}
+
+void vt_mc_weight_free(vt_mc_model *m, const void *p)
+{
+    for (size_t i = 0; i < m->n_dev_allocs; i++)
+        if (m->dev_allocs[i] == p) {
+            m->api->free(m->ctx, m->dev_allocs[i]);
+            m->dev_allocs[i] = m->dev_allocs[--m->n_dev_allocs];
+            return;
+        }
+}
+
+void vt_mc_free_weights(vt_mc_model *m)
+{
+    for (size_t i = 0; i < m->n_dev_allocs; i++) m->api->free(m->ctx, m->dev_allocs[i]);
+    free(m->dev_allocs);
+    m->dev_allocs = NULL;
+    m->n_dev_allocs = m->cap_dev_allocs = 0;
+}
+
+vt_status vt_mc_merge(vt_mc_model *m, vt_weight *const *parts, int n, vt_weight *out)
+{
+    memset(out, 0, sizeof *out);
+    const size_t bytes = m->zero_copy || n > 4 ? 0 : vt_util_merge_bytes(parts, n);
+    if (!bytes) return VT_OK;
+    void *p = NULL;
+    const void *old[4];
+    vt_status st = vt_mc_weight_alloc(m, bytes, parts[0]->name, &p);
+    if (st == VT_ERR_OUT_OF_MEMORY) { /* an optimisation after the fit check: run the parts */
+        m->host->log(VT_LOG_INFO, "%s: %s and the matrices after it stay separate: no room "
+                     "for their merged copy (%s)", m->family, parts[0]->name, m->host->last_error());
+        return VT_OK;
+    }
+    if (st == VT_OK) st = vt_util_merge_weights(m->api, m->ctx, parts, n, p, old, out);
+    if (st != VT_OK) { /* the parts are untouched until the copies are done */
+        if (p) vt_mc_weight_free(m, p);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    for (int i = 0; i < n; i++) vt_mc_weight_free(m, old[i]);
+    return VT_OK;
+}
+
+/* ---------------------------------------------------------------- the loader */
+
+void vt_mc_add_cap(vt_mc_loader *L, uint32_t id)
+{
+    /* only the ids stored can be compared: past the caller's capacity the count
+     * may include repeats, which only makes the "needs room for" figure larger */
+    for (uint32_t i = 0; i < L->n_caps && i < L->cap_caps; i++)
+        if (L->caps[i] == id) return;
+    if (L->n_caps < L->cap_caps) L->caps[L->n_caps] = id;
+    L->n_caps++; /* counts past the capacity so the caller can report it */
+}
+
+const vt_gguf_tensor *vt_mc_find(vt_mc_loader *L, const char *name)
+{
+    return L->host->gguf_find_tensor(L->g, name);
+}
+
+vt_status vt_mc_missing(vt_mc_loader *L, const char *name, const char *why)
+{
+    L->host->set_error("%s: required tensor '%s' is missing%s%s", L->family, name, why ? ": " : "",
+                       why ? why : "");
+    return VT_ERR_NOT_FOUND;
+}
+
+vt_status vt_mc_refuse_if_present(vt_mc_loader *L, const char *name, const char *why)
+{
+    if (vt_mc_find(L, name)) {
+        L->host->set_error("%s: tensor '%s' is present: %s", L->family, name, why);
+        return VT_ERR_UNSUPPORTED;
+    }
+    return VT_OK;
+}
+
+/* "[256, 512]" with trailing 1s dropped, keeping at least min_n dims. */
+static void fmt_shape(const int64_t *ne, int n, int min_n, char *buf, size_t cap)
+{
+    while (n > min_n && n > 1 && ne[n - 1] == 1) n--;
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", ne[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+vt_status vt_mc_check_shape(vt_mc_loader *L, const vt_gguf_tensor *t, int n, const int64_t *want,
+                            const char *from)
+{
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        int64_t e = i < n ? want[i] : 1;
+        if (t->ne[i] != e) ok = 0;
+    }
+    if (ok) return VT_OK;
+    char have[96], wants[96];
+    fmt_shape(t->ne, 4, n, have, sizeof have);
+    fmt_shape(want, n, n, wants, sizeof wants);
+    L->host->set_error("%s: tensor '%s' has shape %s, expected %s = %s from the metadata",
+                       L->family, t->name, have, wants, from);
+    return VT_ERR_FORMAT;
+}
+
+int vt_mc_is_weight_type(uint32_t type)
+{
+    if (vt_type_block_size(type) == 0) return 0;
+    switch (type) {
+    case VT_TYPE_I8: case VT_TYPE_I16: case VT_TYPE_I32: case VT_TYPE_I64: case VT_TYPE_F64:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+vt_status vt_mc_need_typed(vt_mc_loader *L, const char *tname, uint32_t type, int get_rows)
+{
+    if (L->dry) {
+        vt_mc_add_cap(L, get_rows ? VT_CAP_GET_ROWS(type) : VT_CAP_MAT_MUL(type));
+        return VT_OK;
+    }
+    const vt_backend_api *api = L->mc->api;
+    if (get_rows ? !vt_backend_get_rows_fn(api, type) : !vt_backend_mat_mul_fn(api, type)) {
+        L->host->set_error("%s: tensor '%s' has type %s, but backend '%s' has no %s for it",
+                           L->family, tname, vt_type_name(type),
+                           L->mc->backend && L->mc->backend->name ? L->mc->backend->name : "?",
+                           get_rows ? "get_rows" : "mat_mul");
+        return VT_ERR_CAPABILITY;
+    }
+    return VT_OK;
+}
+
+vt_status vt_mc_place(vt_mc_loader *L, const vt_gguf_tensor *t, uint64_t bytes, const void **out)
+{
+    *out = NULL;
+    if (L->dry) return VT_OK;
+    vt_mc_model *m = L->mc;
+    if (bytes > t->nbytes) {
+        L->host->set_error("%s: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
+                           L->family, t->name, t->nbytes, bytes);
+        return VT_ERR_FORMAT;
+    }
+    if (!t->data) {
+        L->host->set_error("%s: tensor '%s' has no mapped data (GGUF opened without mmap)",
+                           L->family, t->name);
+        return VT_ERR_INVALID_ARG;
+    }
+    if (m->zero_copy) {
+        *out = t->data;
+        return VT_OK;
+    }
+    void *p = NULL;
+    vt_status st = vt_mc_weight_alloc(m, (size_t)bytes, t->name, &p);
+    if (st != VT_OK) return st;
+    st = m->api->copy_h2d(m->ctx, p, t->data, (size_t)bytes);
+    if (st != VT_OK) return st;
+    vt_util_release_pages(L->host, L->g, t); /* read from the device from now on */
+    *out = p;
+    return VT_OK;
+}
+
+/* Row bytes of a weight of type t->type with rows of n_in, or 0 (message set)
+ * when the type is no weight type. */
+static uint64_t weight_row_bytes(vt_mc_loader *L, const vt_gguf_tensor *t, int64_t n_in,
+                                 const char *what)
+{
+    uint64_t rb = vt_type_row_bytes(t->type, (uint64_t)n_in);
+    if (!vt_mc_is_weight_type(t->type) || rb == 0) {
+        L->host->set_error("%s: tensor '%s' has unsupported type %s (id %u) for %s with rows of "
+                           "%" PRId64, L->family, t->name, vt_type_name(t->type), t->type, what, n_in);
+        return 0;
+    }
+    return rb;
+}
+
+vt_status vt_mc_weight(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
+                       int64_t n_out, int uses, vt_weight *w, int *found)
+{
+    memset(w, 0, sizeof *w);
+    const vt_gguf_tensor *t = vt_mc_find(L, name);
+    if (found) *found = t != NULL;
+    if (!t) return found ? VT_OK : vt_mc_missing(L, name, NULL);
+    int64_t want[2] = {n_in, n_out};
+    vt_status st = vt_mc_check_shape(L, t, 2, want, from);
+    if (st != VT_OK) return st;
+    uint64_t rb = weight_row_bytes(L, t, n_in, "a weight");
+    if (!rb) return VT_ERR_UNSUPPORTED;
+    if ((uses & VT_MC_USE_MAT_MUL) && (st = vt_mc_need_typed(L, t->name, t->type, 0)) != VT_OK)
+        return st;
+    if ((uses & VT_MC_USE_GET_ROWS) && (st = vt_mc_need_typed(L, t->name, t->type, 1)) != VT_OK)
+        return st;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = rb;
+    w->name = t->name;
+    return vt_mc_place(L, t, rb * (uint64_t)n_out, &w->data);
+}
+
+vt_status vt_mc_f32(vt_mc_loader *L, const char *name, const char *from, int n,
+                    const int64_t *want, const float **out, int *found)
+{
+    *out = NULL;
+    const vt_gguf_tensor *t = vt_mc_find(L, name);
+    if (found) *found = t != NULL;
+    if (!t) return found ? VT_OK : vt_mc_missing(L, name, NULL);
+    vt_status st = vt_mc_check_shape(L, t, n, want, from);
+    if (st != VT_OK) return st;
+    if (t->type != VT_TYPE_F32) {
+        L->host->set_error("%s: tensor '%s' has type %s; expected F32", L->family, name,
+                           vt_type_name(t->type));
+        return VT_ERR_UNSUPPORTED;
+    }
+    uint64_t count = 1;
+    for (int i = 0; i < n; i++) count *= (uint64_t)want[i];
+    const void *p;
+    st = vt_mc_place(L, t, count * 4, &p);
+    *out = p;
+    return st;
+}
+
+vt_status vt_mc_stack_map(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
+                          int64_t n_out, int64_t n_expert, vt_mc_stack *s)
+{
+    memset(s, 0, sizeof *s);
+    const vt_gguf_tensor *t = vt_mc_find(L, name);
+    if (!t) return vt_mc_missing(L, name, NULL);
+    int64_t want[3] = {n_in, n_out, n_expert};
+    vt_status st = vt_mc_check_shape(L, t, 3, want, from);
+    if (st != VT_OK) return st;
+    uint64_t rb = weight_row_bytes(L, t, n_in, "an expert stack");
+    if (!rb) return VT_ERR_UNSUPPORTED;
+    if ((st = vt_mc_need_typed(L, t->name, t->type, 0)) != VT_OK) return st;
+    s->type = t->type;
+    s->n_in = n_in;
+    s->n_out = n_out;
+    s->n_expert = n_expert;
+    s->row_bytes = rb;
+    s->name = t->name;
+    s->tensor = t;
+    const uint64_t bytes = rb * (uint64_t)n_out * (uint64_t)n_expert;
+    if (L->mc && L->mc->experts && !L->dry) {
+        /* streamed: registered after mapping; its bytes are never touched here */
+        if (t->nbytes < bytes) {
+            L->host->set_error("%s: tensor '%s' holds %" PRIu64 " bytes, its shape needs %" PRIu64,
+                               L->family, t->name, t->nbytes, bytes);
+            return VT_ERR_FORMAT;
+        }
+        return VT_OK;
+    }
+    const void *p;
+    st = vt_mc_place(L, t, bytes, &p);
+    s->data = p;
+    return st;
+}
+
+/* ---------------------------------------------------------------- capabilities */
+
+int vt_mc_op_present(const vt_backend_api *a, uint32_t id, const char **name)
+{
+    switch (id) {
+    case VT_CAP_OP_RMS_NORM: *name = "rms_norm"; return a->rms_norm != NULL;
+    case VT_CAP_OP_L2_NORM: *name = "l2_norm"; return a->l2_norm != NULL;
+    case VT_CAP_OP_ROPE_NEOX: *name = "rope_neox"; return a->rope_neox != NULL;
+    case VT_CAP_OP_ATTENTION: *name = "attention"; return a->attention != NULL;
+    case VT_CAP_OP_SSM_CONV: *name = "ssm_conv"; return a->ssm_conv != NULL;
+    case VT_CAP_OP_GATED_DELTA_NET: *name = "gated_delta_net"; return a->gated_delta_net != NULL;
+    case VT_CAP_OP_UNARY: *name = "unary"; return a->unary != NULL;
+    case VT_CAP_OP_BINARY: *name = "binary"; return a->binary != NULL;
+    case VT_CAP_OP_SCALE: *name = "scale"; return a->scale != NULL;
+    case VT_CAP_OP_MUL_ROWS: *name = "mul_rows"; return a->mul_rows != NULL;
+    case VT_CAP_OP_COPY_2D: *name = "copy_2d"; return a->copy_2d != NULL;
+    case VT_CAP_OP_GATHER_ROWS: *name = "gather_rows"; return a->gather_rows != NULL;
+    case VT_CAP_OP_SCATTER_ADD: *name = "scatter_add"; return a->scatter_add != NULL;
+    case VT_CAP_OP_SOFTMAX_TOPK: *name = "softmax_topk"; return a->softmax_topk != NULL;
+    default: *name = "?"; return 0;
+    }
+}
+
+int vt_mc_host_addressable(const vt_backend_api *a)
+{
+    for (uint32_t i = 0; i < a->n_caps; i++)
+        if (a->caps[i].id == VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY)
+            return a->caps[i].state == VT_CAP_PRESENT;
+    return 0;
+}
