@@ -6,6 +6,7 @@
  * matrices, expert stacks, the op capabilities a forward pass calls.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,116 @@ vt_status vt_mc_stack_map(vt_mc_loader *L, const char *name, const char *from, i
     st = vt_mc_place(L, t, bytes, &p);
     s->data = p;
     return st;
+}
+
+/* ---------------------------------------------------------------- routed experts */
+
+vt_status vt_mc_expert_weight(const vt_mc_model *m, const vt_mc_experts *x, int which, uint32_t e,
+                              const void *const *slots, vt_weight *out)
+{
+    const vt_mc_stack *s;
+    int64_t rows, row0 = 0;
+    uint32_t slot_idx;
+    if (which == VT_MC_EXP_DOWN) {
+        s = &x->down_exps;
+        rows = s->n_out;
+        slot_idx = x->fused_gate_up ? 1 : 2;
+    } else if (x->fused_gate_up) {
+        s = &x->gate_up_exps;
+        rows = s->n_out / 2;
+        row0 = which == VT_MC_EXP_UP ? rows : 0;
+        slot_idx = 0;
+    } else {
+        s = which == VT_MC_EXP_GATE ? &x->gate_exps : &x->up_exps;
+        rows = s->n_out;
+        slot_idx = which == VT_MC_EXP_GATE ? 0 : 1;
+    }
+    if ((int64_t)e >= s->n_expert) {
+        m->host->set_error("%s: expert %u of '%s' is out of range (%" PRId64 " experts)", m->family,
+                           e, s->name, s->n_expert);
+        return VT_ERR_INTERNAL;
+    }
+    out->type = s->type;
+    out->n_in = s->n_in;
+    out->n_out = rows;
+    out->row_bytes = s->row_bytes;
+    if (slots)
+        out->data = (const uint8_t *)slots[slot_idx] + (uint64_t)row0 * s->row_bytes;
+    else
+        out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
+    out->name = s->name;
+    return VT_OK;
+}
+
+vt_status vt_mc_write_expert_table(vt_mc_model *m, uint32_t il, const vt_mc_experts *x,
+                                   int64_t n_expert, const int32_t *ids, uint32_t n,
+                                   const void *const *slots)
+{
+    const int64_t nx = n_expert;
+    const uint32_t M = x->fused_gate_up ? 2 : 3;
+    /* host-addressable device memory is written in place; else through the host image */
+    const void **tab = m->zero_copy ? (const void **)m->exp_tab[il] : m->exp_tab_host;
+    uint32_t count = slots ? n : (uint32_t)nx;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t e = slots ? (uint32_t)ids[i] : i;
+        const void *const *sl = slots ? slots + (size_t)i * M : NULL;
+        for (int w = 0; w < 3; w++) {
+            vt_weight v;
+            vt_status st = vt_mc_expert_weight(m, x, w, e, sl, &v);
+            if (st != VT_OK) return st;
+            tab[(size_t)w * nx + e] = v.data;
+        }
+    }
+    if (m->zero_copy) return VT_OK;
+    return vt_util_exp_tab_upload(m->api, m->ctx, m->exp_tab[il], tab,
+                                  3 * (size_t)nx * sizeof(void *), m->exp_tab_pinned,
+                                  m->exp_tab_queued);
+}
+
+vt_status vt_mc_register_experts(vt_mc_model *m, uint32_t n_layer, uint32_t n_expert_used,
+                                 const vt_mc_experts *(*layer_experts)(const vt_model *fm, uint32_t il),
+                                 const vt_model *fm)
+{
+    const vt_host_api *h = m->host;
+    if (h->struct_size < offsetof(vt_host_api, experts_stats) + sizeof h->experts_stats ||
+        !h->experts_register || !h->experts_acquire) {
+        h->set_error("%s: the core streams experts but its host table has no expert streamer",
+                     m->family);
+        return VT_ERR_ABI;
+    }
+    const uint32_t k = n_expert_used;
+    m->exp_slots = vt_util_calloc_named(h, m->family, (size_t)k * 3, sizeof *m->exp_slots,
+                                        "expert slot pointers");
+    m->exp_ids = vt_util_calloc_named(h, m->family, k, sizeof *m->exp_ids,
+                                      "expert ids of one acquire");
+    if (!m->exp_slots || !m->exp_ids) return VT_ERR_OUT_OF_MEMORY;
+    for (uint32_t il = 0; il < n_layer; il++) {
+        const vt_mc_experts *x = layer_experts(fm, il);
+        if (!x) continue;
+        const vt_mc_stack *st[3];
+        uint32_t n = 0;
+        if (x->fused_gate_up) {
+            st[n++] = &x->gate_up_exps;
+        } else {
+            st[n++] = &x->gate_exps;
+            st[n++] = &x->up_exps;
+        }
+        st[n++] = &x->down_exps;
+        for (uint32_t j = 0; j < n; j++) {
+            vt_status s = h->experts_register(m->experts, il, j, st[j]->tensor);
+            if (s != VT_OK) return s;
+        }
+    }
+    return VT_OK;
+}
+
+void vt_mc_setup_graph(vt_mc_model *m, int has_moe)
+{
+    m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") && !m->experts &&
+                   (m->fused_moe || !has_moe) && vt_util_graph_available(m->api);
+    m->use_seg_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
+                       !vt_util_env_off(m->host, "VT_GRAPH_STREAMED") && m->experts &&
+                       m->fused_moe && vt_util_graph_available(m->api);
 }
 
 /* ---------------------------------------------------------------- capabilities */

@@ -104,8 +104,7 @@ typedef struct gemma4_layer {
     vt_weight router;                          /* ffn_gate_inp [D -> E] */
     const float *router_scale;                 /* ffn_gate_inp.scale [D] */
     const float *pre_ffw_norm_2, *post_ffw_norm_1, *post_ffw_norm_2;
-    int fused_gate_up;
-    gemma4_stack gate_up_exps, gate_exps, up_exps, down_exps;
+    VT_MC_EXPERTS_HEAD;                        /* gate/up/down_exps, gate_up_exps, fused_gate_up */
     float *exp_scale;                          /* host copy of ffn_down_exps.scale [E], or NULL */
 
     /* per-layer embedding injection (P > 0) */
@@ -127,31 +126,13 @@ typedef struct gemma4_layer {
 /* ---- the model ---- */
 
 struct vt_model {
-    /* host, backend, api, ctx, family, zero_copy, experts, dev_allocs (vt/model_common.h) */
+    /* what every family has (vt/model_common.h): host, backend, api, ctx, family,
+     * zero_copy, experts, dev_allocs, n_ctx (the F layers' cache length), n_batch,
+     * the expert tables and acquire buffers, fused_moe, use_graph, use_seg_graph
+     * (streamed: segments cut at each MoE layer's routing, g4_step_segments), fuse */
     VT_MC_MODEL_HEAD;
     gemma4_hparams hp;
-    const void **exp_slots;      /* [n_expert_used * 3] slot pointers of one acquire */
-    int32_t *exp_ids;            /* [n_expert_used] experts of one acquire */
-    /* fused routed experts (backend declares op.moe_route and op.moe_ffn, env
-     * VT_MOE_FFN=0 not set): routing and the expert FFN as two ops */
-    int fused_moe;
-    void *exp_tab_dev;           /* one device allocation: n_layer x [3][n_expert] pointers */
-    void **exp_tab;              /* per layer (NULL for dense layers): gate, up, down pointers */
-    const void **exp_tab_host;   /* [3][n_expert] host image of one layer's table */
-    int exp_tab_pinned;          /* exp_tab_host is page-locked (vt_util_exp_tab_image) */
-    int exp_tab_queued;          /* this call uploads it queued (one group: a one-token step) */
     float *exp_scale_dev;        /* device n_layer x [n_expert] per-expert scales (1 when none) */
-    /* decode graphs (backend declares VT_CAP_GRAPH, experts resident and fused
-     * when present, env VT_GRAPH=0 not set): a one-token step is recorded once
-     * per sequence and replayed, positions read from d_pos */
-    int use_graph;
-    /* streamed decode graphs (the same, experts streamed): a one-token step
-     * is recorded once per sequence as segments cut at each MoE layer's
-     * routing, replayed with each layer's acquire between them
-     * (g4_step_segments); env VT_GRAPH=0 or VT_GRAPH_STREAMED=0: off */
-    int use_seg_graph;
-    /* ABI 1.3's element-wise fusions and merged matrices (vt_util_fusions_available) */
-    int fuse;
     /* a residual addition x += res_a that the next norm of x performs
      * (add_rms_norm); NULL: none pending */
     const float *res_a;
@@ -166,8 +147,6 @@ struct vt_model {
     gemma4_layer *layers;        /* n_layer */
 
 
-    uint32_t n_ctx;              /* positions per sequence (F layers' cache length) */
-    uint32_t n_batch;            /* most tokens per forward() */
     uint32_t swa_cap;            /* rows of an S layer's cache */
     int64_t head_rows;           /* rows of LM-head output per chunk */
 

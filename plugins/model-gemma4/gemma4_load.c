@@ -913,37 +913,13 @@ static vt_status g4_setup_fused(vt_model *m)
  * between the MoE layers' acquires (g4_step_segments). */
 static void g4_setup_graph(vt_model *m)
 {
-    m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
-                   !m->experts && (m->fused_moe || !m->hp.n_expert) &&
-                   vt_util_graph_available(m->api);
-    m->use_seg_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
-                       !vt_util_env_off(m->host, "VT_GRAPH_STREAMED") &&
-                       m->experts &&
-                       m->fused_moe && vt_util_graph_available(m->api);
+    vt_mc_setup_graph(&m->mc, m->hp.n_expert != 0);
 }
 
 vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
                                     const void *const *slots)
 {
-    const int64_t nx = m->hp.n_expert;
-    const uint32_t M = m->layers[il].fused_gate_up ? 2 : 3;
-    /* host-addressable device memory is written in place; else through the host image */
-    const void **tab = m->zero_copy ? (const void **)m->exp_tab[il] : m->exp_tab_host;
-    uint32_t count = slots ? n : (uint32_t)nx;
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t e = slots ? (uint32_t)ids[i] : i;
-        const void *const *sl = slots ? slots + (size_t)i * M : NULL;
-        for (int w = 0; w < 3; w++) {
-            vt_weight v;
-            vt_status st = gemma4_expert_weight(m, il, (gemma4_expert_matrix)w, e, sl, &v);
-            if (st != VT_OK) return st;
-            tab[(size_t)w * nx + e] = v.data;
-        }
-    }
-    if (m->zero_copy) return VT_OK;
-    return vt_util_exp_tab_upload(m->api, m->ctx, m->exp_tab[il], tab,
-                                  3 * (size_t)nx * sizeof(void *), m->exp_tab_pinned,
-                                  m->exp_tab_queued);
+    return vt_mc_write_expert_table(&m->mc, il, &m->layers[il].x, m->hp.n_expert, ids, n, slots);
 }
 
 void gemma4_free(vt_model *m)
@@ -977,36 +953,15 @@ void gemma4_free(vt_model *m)
 
 /* Register every MoE layer's expert stacks with the streamer, in the order
  * the forward pass reads their slots (gate_up, down; or gate, up, down). */
+static const vt_mc_experts *g4_layer_experts(const vt_model *fm, uint32_t il)
+{
+    if (!fm->layers[il].moe) return NULL;
+    return &fm->layers[il].x;
+}
+
 static vt_status g4_register_experts(vt_model *m)
 {
-    const vt_host_api *h = m->host;
-    if (h->struct_size < offsetof(vt_host_api, experts_stats) + sizeof h->experts_stats ||
-        !h->experts_register || !h->experts_acquire) {
-        h->set_error("gemma4: the core streams experts but its host table has no expert streamer");
-        return VT_ERR_ABI;
-    }
-    uint32_t k = m->hp.n_expert_used;
-    m->exp_slots = gemma4_calloc(h, (size_t)k * 3, sizeof *m->exp_slots, "expert slot pointers");
-    m->exp_ids = gemma4_calloc(h, k, sizeof *m->exp_ids, "expert ids of one acquire");
-    if (!m->exp_slots || !m->exp_ids) return VT_ERR_OUT_OF_MEMORY;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
-        const gemma4_layer *ly = &m->layers[il];
-        if (!ly->moe) continue;
-        const gemma4_stack *st[3];
-        uint32_t n = 0;
-        if (ly->fused_gate_up) {
-            st[n++] = &ly->gate_up_exps;
-        } else {
-            st[n++] = &ly->gate_exps;
-            st[n++] = &ly->up_exps;
-        }
-        st[n++] = &ly->down_exps;
-        for (uint32_t j = 0; j < n; j++) {
-            vt_status s = h->experts_register(m->experts, il, j, st[j]->tensor);
-            if (s != VT_OK) return s;
-        }
-    }
-    return VT_OK;
+    return vt_mc_register_experts(&m->mc, m->hp.n_layer, m->hp.n_expert_used, g4_layer_experts, m);
 }
 
 vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
@@ -1107,37 +1062,5 @@ fail:
 vt_status gemma4_expert_weight(const vt_model *m, uint32_t il, gemma4_expert_matrix which,
                                uint32_t e, const void *const *slots, vt_weight *out)
 {
-    const gemma4_layer *ly = &m->layers[il];
-    const gemma4_stack *s;
-    int64_t rows, row0 = 0;
-    uint32_t slot_idx;
-    if (which == GEMMA4_EXP_DOWN) {
-        s = &ly->down_exps;
-        rows = s->n_out;
-        slot_idx = ly->fused_gate_up ? 1 : 2;
-    } else if (ly->fused_gate_up) {
-        s = &ly->gate_up_exps;
-        rows = s->n_out / 2;
-        row0 = which == GEMMA4_EXP_UP ? rows : 0;
-        slot_idx = 0;
-    } else {
-        s = which == GEMMA4_EXP_GATE ? &ly->gate_exps : &ly->up_exps;
-        rows = s->n_out;
-        slot_idx = which == GEMMA4_EXP_GATE ? 0 : 1;
-    }
-    if ((int64_t)e >= s->n_expert) {
-        m->host->set_error("gemma4: expert %u of '%s' is out of range (%" PRId64 " experts)", e,
-                           s->name, s->n_expert);
-        return VT_ERR_INTERNAL;
-    }
-    out->type = s->type;
-    out->n_in = s->n_in;
-    out->n_out = rows;
-    out->row_bytes = s->row_bytes;
-    if (slots)
-        out->data = (const uint8_t *)slots[slot_idx] + (uint64_t)row0 * s->row_bytes;
-    else
-        out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
-    out->name = s->name;
-    return VT_OK;
+    return vt_mc_expert_weight(&m->mc, &m->layers[il].x, (int)which, e, slots, out);
 }

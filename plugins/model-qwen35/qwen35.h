@@ -109,9 +109,7 @@ typedef struct qwen35_layer {
 
     /* MoE FFN (§4.5) */
     vt_weight router;         /* ffn_gate_inp [n_embd -> n_expert] */
-    qwen35_stack gate_exps, up_exps, down_exps; /* gate_exps.data NULL when fused */
-    qwen35_stack gate_up_exps; /* fused form (ffn_gate_up_exps), used when fused_gate_up */
-    int fused_gate_up;
+    VT_MC_EXPERTS_HEAD;       /* gate/up/down_exps, gate_up_exps, fused_gate_up */
     vt_weight shexp_gate;     /* ffn_gate_inp_shexp as a [n_embd -> 1] matrix */
     vt_weight gate_shexp, up_shexp, down_shexp;
 
@@ -135,41 +133,21 @@ typedef struct qwen35_layer {
 /* ---- the model ---- */
 
 struct vt_model {
-    /* host, backend, api, ctx, family, zero_copy, experts, dev_allocs (vt/model_common.h) */
+    /* what every family has (vt/model_common.h): host, backend, api, ctx, family,
+     * zero_copy, experts, dev_allocs, n_ctx, n_batch, the expert tables and
+     * acquire buffers, fused_moe, use_graph, use_seg_graph (streamed: segments
+     * cut at each layer's routing, q35_step_segments), fuse */
     VT_MC_MODEL_HEAD;
     qwen35_hparams hp;
-    const void **exp_slots;   /* [n_expert_used * 3] slot pointers of one acquire */
-    /* fused routed experts (backend declares op.moe_route and op.moe_ffn, env
-     * VT_MOE_FFN=0 not set): routing and the expert FFN as two ops */
-    int fused_moe;
-    void *exp_tab_dev;        /* one device allocation: n_layer x [3][n_expert] pointers */
-    void **exp_tab;           /* per layer: device [3][n_expert] pointers to gate, up, down */
-    const void **exp_tab_host; /* [3][n_expert] host image of one layer's table */
-    int exp_tab_pinned;          /* exp_tab_host is page-locked (vt_util_exp_tab_image) */
-    int exp_tab_queued;          /* this call uploads it queued (one group: a one-token step) */
-    /* decode graphs (backend declares VT_CAP_GRAPH, experts resident and fused,
-     * env VT_GRAPH=0 not set): a one-token step is recorded once per sequence
-     * and replayed, positions read from d_pos */
-    int use_graph;
-    /* streamed decode graphs (the same, experts streamed): a one-token step
-     * is recorded once per sequence as n_layer + 1 segments cut at each
-     * layer's routing, replayed with each layer's acquire between them
-     * (q35_step_segments); env VT_GRAPH=0 or VT_GRAPH_STREAMED=0: off */
-    int use_seg_graph;
-    /* ABI 1.3's element-wise fusions and merged matrices (vt_util_fusions_available) */
-    int fuse;
     /* a residual addition x += sigmoid(res_gate)·res_a (res_gate NULL: x += res_a)
      * that the next norm performs (add_rms_norm); res_a NULL: none pending */
     const float *res_a, *res_gate;
-    int32_t *exp_ids;         /* [n_expert_used] experts of one acquire */
 
     vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
     vt_weight output;         /* LM head (token_embd when tied) */
     const float *output_norm;
     qwen35_layer *layers;     /* n_layer */
 
-    uint32_t n_ctx;           /* KV cache positions per sequence */
-    uint32_t n_batch;         /* most tokens per forward() */
     int64_t head_rows;        /* rows of LM-head output per chunk */
 
     /* scratch, device memory, sized for n_batch tokens */

@@ -99,35 +99,14 @@ static vt_status q35_vec(vt_mc_loader *L, const char *name, const char *from, in
 
 /* Register every layer's expert stacks with the streamer, in the order the
  * forward pass reads their slots (gate, up, down; or gate_up, down). */
+static const vt_mc_experts *q35_layer_experts(const vt_model *fm, uint32_t il)
+{
+    return &fm->layers[il].x;
+}
+
 static vt_status q35_register_experts(vt_model *m)
 {
-    const vt_host_api *h = m->host;
-    if (h->struct_size < offsetof(vt_host_api, experts_stats) + sizeof h->experts_stats ||
-        !h->experts_register || !h->experts_acquire) {
-        h->set_error("qwen35: the core streams experts but its host table has no expert streamer");
-        return VT_ERR_ABI;
-    }
-    uint32_t k = m->hp.n_expert_used;
-    m->exp_slots = qwen35_calloc(h, (size_t)k * 3, sizeof *m->exp_slots, "expert slot pointers");
-    m->exp_ids = qwen35_calloc(h, k, sizeof *m->exp_ids, "expert ids of one acquire");
-    if (!m->exp_slots || !m->exp_ids) return VT_ERR_OUT_OF_MEMORY;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
-        const qwen35_layer *ly = &m->layers[il];
-        const qwen35_stack *st[3];
-        uint32_t n = 0;
-        if (ly->fused_gate_up) {
-            st[n++] = &ly->gate_up_exps;
-        } else {
-            st[n++] = &ly->gate_exps;
-            st[n++] = &ly->up_exps;
-        }
-        st[n++] = &ly->down_exps;
-        for (uint32_t j = 0; j < n; j++) {
-            vt_status s = h->experts_register(m->experts, il, j, st[j]->tensor);
-            if (s != VT_OK) return s;
-        }
-    }
-    return VT_OK;
+    return vt_mc_register_experts(&m->mc, m->hp.n_layer, m->hp.n_expert_used, q35_layer_experts, m);
 }
 
 /* Expected shapes in metadata terms (§3, §4), for shape-mismatch messages. */
@@ -569,37 +548,13 @@ static vt_status q35_setup_fused(vt_model *m)
  * the layers' acquires (q35_step_segments). */
 static void q35_setup_graph(vt_model *m)
 {
-    m->use_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
-                   !m->experts && (m->fused_moe || !m->hp.is_moe) &&
-                   vt_util_graph_available(m->api);
-    m->use_seg_graph = !vt_util_env_off(m->host, "VT_GRAPH") &&
-                       !vt_util_env_off(m->host, "VT_GRAPH_STREAMED") &&
-                       m->experts &&
-                       m->fused_moe && vt_util_graph_available(m->api);
+    vt_mc_setup_graph(&m->mc, m->hp.is_moe);
 }
 
 vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
                                     const void *const *slots)
 {
-    const int64_t nx = m->hp.n_expert;
-    const uint32_t M = m->layers[il].fused_gate_up ? 2 : 3;
-    /* host-addressable device memory is written in place; else through the host image */
-    const void **tab = m->zero_copy ? (const void **)m->exp_tab[il] : m->exp_tab_host;
-    uint32_t count = slots ? n : (uint32_t)nx;
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t e = slots ? (uint32_t)ids[i] : i;
-        const void *const *sl = slots ? slots + (size_t)i * M : NULL;
-        for (int w = 0; w < 3; w++) {
-            vt_weight v;
-            vt_status st = qwen35_expert_weight(m, il, (qwen35_expert_matrix)w, e, sl, &v);
-            if (st != VT_OK) return st;
-            tab[(size_t)w * nx + e] = v.data;
-        }
-    }
-    if (m->zero_copy) return VT_OK;
-    return vt_util_exp_tab_upload(m->api, m->ctx, m->exp_tab[il], tab,
-                                  3 * (size_t)nx * sizeof(void *), m->exp_tab_pinned,
-                                  m->exp_tab_queued);
+    return vt_mc_write_expert_table(&m->mc, il, &m->layers[il].x, m->hp.n_expert, ids, n, slots);
 }
 
 void qwen35_free(vt_model *m)
@@ -738,37 +693,5 @@ fail:
 vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
                                uint32_t e, const void *const *slots, vt_weight *out)
 {
-    const qwen35_layer *ly = &m->layers[il];
-    const qwen35_stack *s;
-    int64_t rows, row0 = 0;
-    uint32_t slot_idx;
-    if (which == QWEN35_EXP_DOWN) {
-        s = &ly->down_exps;
-        rows = s->n_out;
-        slot_idx = ly->fused_gate_up ? 1 : 2;
-    } else if (ly->fused_gate_up) {
-        s = &ly->gate_up_exps;
-        rows = s->n_out / 2;
-        row0 = which == QWEN35_EXP_UP ? rows : 0;
-        slot_idx = 0;
-    } else {
-        s = which == QWEN35_EXP_GATE ? &ly->gate_exps : &ly->up_exps;
-        rows = s->n_out;
-        slot_idx = which == QWEN35_EXP_GATE ? 0 : 1;
-    }
-    if ((int64_t)e >= s->n_expert) {
-        m->host->set_error("qwen35: expert %u of '%s' is out of range (%" PRId64 " experts)", e,
-                           s->name, s->n_expert);
-        return VT_ERR_INTERNAL;
-    }
-    out->type = s->type;
-    out->n_in = s->n_in;
-    out->n_out = rows;
-    out->row_bytes = s->row_bytes;
-    if (slots)
-        out->data = (const uint8_t *)slots[slot_idx] + (uint64_t)row0 * s->row_bytes;
-    else
-        out->data = s->data + ((uint64_t)e * (uint64_t)s->n_out + (uint64_t)row0) * s->row_bytes;
-    out->name = s->name;
-    return VT_OK;
+    return vt_mc_expert_weight(&m->mc, &m->layers[il].x, (int)which, e, slots, out);
 }

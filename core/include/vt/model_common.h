@@ -39,7 +39,24 @@
     int zero_copy;               /* weights used straight from the GGUF mmap (host-addressable) */ \
     vt_expert_streamer *experts; /* routed experts streamed through this (NULL: resident) */      \
     void **dev_allocs;           /* backend allocations of weights, owned by the model */         \
-    size_t n_dev_allocs, cap_dev_allocs;
+    size_t n_dev_allocs, cap_dev_allocs;                                                          \
+    uint32_t n_ctx;              /* positions per sequence */                                     \
+    uint32_t n_batch;            /* most tokens per forward() */                                  \
+    const void **exp_slots;      /* [n_expert_used * 3] slot pointers of one acquire (streamed) */ \
+    int32_t *exp_ids;            /* [n_expert_used] experts of one acquire */                     \
+    /* fused routed experts (the backend declares op.moe_route and op.moe_ffn,                  \
+     * env VT_MOE_FFN=0 not set): routing and the expert FFN as two ops */                        \
+    int fused_moe;                                                                                \
+    void *exp_tab_dev;           /* one device allocation: n_layer x [3][n_expert] pointers */    \
+    void **exp_tab;              /* per layer (NULL without experts): gate, up, down pointers */  \
+    const void **exp_tab_host;   /* [3][n_expert] host image of one layer's table */              \
+    int exp_tab_pinned;          /* exp_tab_host is page-locked (vt_util_exp_tab_image) */        \
+    int exp_tab_queued;          /* this call uploads it queued (one group: a one-token step) */  \
+    /* decode graphs (vt_mc_setup_graph): a one-token step recorded once per                    \
+     * sequence and replayed (use_graph, experts resident), or as segments cut at               \
+     * each MoE layer's routing with the acquires between them (use_seg_graph) */              \
+    int use_graph, use_seg_graph;                                                                 \
+    int fuse;                    /* ABI 1.3's element-wise fusions and merged matrices */
 
 typedef struct vt_mc_model {
     VT_MC_MODEL_FIELDS
@@ -64,6 +81,29 @@ typedef struct vt_mc_stack {
     const char *name;
     const vt_gguf_tensor *tensor; /* the GGUF tensor (registered with the streamer) */
 } vt_mc_stack;
+
+/* A MoE layer's routed experts: gate, up and down stacks, or gate_up (fused,
+ * rows [gate | up]) and down. A family's layer holds VT_MC_EXPERTS_HEAD (as
+ * VT_MC_MODEL_HEAD: ly->down_exps and ly->x.down_exps are one storage). */
+#define VT_MC_EXPERTS_FIELDS                                                  \
+    vt_mc_stack gate_exps, up_exps, down_exps; /* gate_exps.data NULL when fused */ \
+    vt_mc_stack gate_up_exps; /* fused form (ffn_gate_up_exps), used when fused_gate_up */ \
+    int fused_gate_up;
+
+typedef struct vt_mc_experts {
+    VT_MC_EXPERTS_FIELDS
+} vt_mc_experts;
+
+#define VT_MC_EXPERTS_HEAD \
+    union {                \
+        vt_mc_experts x;   \
+        struct {           \
+            VT_MC_EXPERTS_FIELDS \
+        };                 \
+    }
+
+/* The matrices of one routed expert (vt_mc_expert_weight). */
+enum { VT_MC_EXP_GATE = 0, VT_MC_EXP_UP = 1, VT_MC_EXP_DOWN = 2 };
 
 /* One mapping pass over a file's tensors. Run "dry" (required_caps: mc may
  * be NULL, nothing is placed, the capabilities each weight needs are
@@ -147,6 +187,36 @@ vt_status vt_mc_stack_map(vt_mc_loader *L, const char *name, const char *from, i
  * and *out stays empty (data NULL); the forward pass then runs the parts.
  */
 vt_status vt_mc_merge(vt_mc_model *m, vt_weight *const *parts, int n, vt_weight *out);
+
+/* ---- routed experts ---- */
+
+/* View of expert e's matrix `which` (VT_MC_EXP_*) of the layer whose experts
+ * are x: with slots NULL (experts resident) a slice of the stacked tensor;
+ * else slots holds the streamer's slots of expert e, one per stack in
+ * registration order (gate, up, down; or gate_up, down). VT_ERR_INTERNAL
+ * when e is out of range. */
+vt_status vt_mc_expert_weight(const vt_mc_model *m, const vt_mc_experts *x, int which, uint32_t e,
+                              const void *const *slots, vt_weight *out);
+/* Fused path: write layer il's device table of expert pointers [3][n_expert]
+ * (gate, up, down) from the stacks (slots NULL: every expert, resident) or,
+ * streamed, the entries of the n experts ids[] whose slots an acquire
+ * returned (slots[i * matrices + m]); uploaded unless device memory is
+ * host-addressable (then written in place). */
+vt_status vt_mc_write_expert_table(vt_mc_model *m, uint32_t il, const vt_mc_experts *x,
+                                   int64_t n_expert, const int32_t *ids, uint32_t n,
+                                   const void *const *slots);
+/* Streamed experts: allocate the acquire buffers (exp_slots, exp_ids for
+ * n_expert_used) and register every MoE layer's stacks with the streamer, in
+ * the order the forward pass reads their slots. layer_experts(fm, il) gives
+ * layer il's experts, NULL for a layer without. */
+vt_status vt_mc_register_experts(vt_mc_model *m, uint32_t n_layer, uint32_t n_expert_used,
+                                 const vt_mc_experts *(*layer_experts)(const vt_model *fm, uint32_t il),
+                                 const vt_model *fm);
+/* Decide use_graph and use_seg_graph (after fused_moe): the backend has
+ * graphs (vt_util_graph_available), env VT_GRAPH (and VT_GRAPH_STREAMED for
+ * segments) not 0; whole-step graphs need resident experts that run fused
+ * (or no experts: has_moe 0), segments streamed and fused experts. */
+void vt_mc_setup_graph(vt_mc_model *m, int has_moe);
 
 /* ---- capabilities ---- */
 
