@@ -26,13 +26,7 @@
 static vt_status g4_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
                        int64_t ldy, int64_t T)
 {
-    vt_mat_mul_fn mm = vt_backend_mat_mul_fn(m->api, w->type);
-    if (!mm) {
-        m->host->set_error("gemma4: backend has no mat_mul for type %s (tensor '%s')",
-                           vt_type_name(w->type), w->name ? w->name : "?");
-        return VT_ERR_CAPABILITY;
-    }
-    return mm(m->ctx, w, x, ldx, y, ldy, T);
+    return vt_mc_mm(&m->mc, w, x, ldx, y, ldy, T);
 }
 
 /* Append rows x n floats (device) to the debug dump (VT_GEMMA4_DUMP). */
@@ -812,30 +806,7 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
 
-    if (!s || (!tokens && T > 0)) {
-        m->host->set_error("gemma4: forward: NULL sequence or tokens");
-        return VT_ERR_INVALID_ARG;
-    }
-    if (T <= 0 || T > (int64_t)m->n_batch) {
-        m->host->set_error("gemma4: forward: %" PRId64 " tokens; must be 1..n_batch (%u)", T,
-                           m->n_batch);
-        return VT_ERR_RANGE;
-    }
-    if (s->pos + T > (int64_t)m->n_ctx) {
-        m->host->set_error("gemma4: forward: %" PRId64 " tokens at position %" PRId64
-                           " exceed n_ctx (%u: the KV cache length; the model's "
-                           "gemma4.context_length is %u)", T, s->pos, m->n_ctx, hp->n_ctx_train);
-        return VT_ERR_RANGE;
-    }
-    for (int64_t t = 0; t < T; t++) {
-        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab) {
-            m->host->set_error("gemma4: forward: token %d at index %" PRId64
-                               " is outside the vocabulary (n_vocab %" PRId64 ")",
-                               tokens[t], t, hp->n_vocab);
-            return VT_ERR_RANGE;
-        }
-        m->pos[t] = (int32_t)(s->pos + t);
-    }
+    TRY(vt_mc_forward_check(&m->mc, s, tokens, T, hp->n_vocab, "gemma4", hp->n_ctx_train, m->pos));
     TRY(g4_swa_shift(m, s, T));
 
     /* §5.1 embeddings times f32 sqrt(D) (pitfall 11: input lookup only) */
@@ -861,18 +832,10 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     /* §5.5 final norm, LM head, soft-capping c·tanh(z/c) (pitfall 12) for the
      * rows whose logits are wanted, in chunks of head_rows */
     const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
-    const float cap = hp->softcap;
     TRY(g4_norm_x(m, r0, nr, m->output_norm, m->h));
     TRY(g4_dump(m, m->h, nr, E));
-    for (int64_t r = 0; r < nr; r += m->head_rows) {
-        int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;
-        TRY(g4_mm(m, &m->output, m->h + r * E, E, m->logits_buf, V, n));
-        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, 1.0f / cap));
-        TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, n * V));
-        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, cap));
-        TRY(A->copy_d2h(c, logits + r * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
-    }
-    return VT_OK;
+    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, nr, m->head_rows, m->logits_buf,
+                         hp->softcap, logits);
 }
 
 vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
@@ -882,43 +845,10 @@ vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
-    if (!seqs || !n_tok || !tokens || n_seq == 0) {
-        m->host->set_error("gemma4: forward_multi: NULL sequences, counts or tokens, or none");
-        return VT_ERR_INVALID_ARG;
-    }
-    if (n_seq == 1) return gemma4_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
+    if (seqs && n_tok && tokens && n_seq == 1)
+        return gemma4_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
     int64_t T = 0;
-    for (uint32_t i = 0; i < n_seq; i++) {
-        if (!seqs[i] || n_tok[i] <= 0) {
-            m->host->set_error("gemma4: forward_multi: sequence %u is NULL or has no tokens", i);
-            return VT_ERR_INVALID_ARG;
-        }
-        for (uint32_t k = 0; k < i; k++)
-            if (seqs[k] == seqs[i]) {
-                m->host->set_error("gemma4: forward_multi: sequences %u and %u are the same", k, i);
-                return VT_ERR_INVALID_ARG;
-            }
-        if (seqs[i]->pos + n_tok[i] > (int64_t)m->n_ctx) {
-            m->host->set_error("gemma4: forward_multi: sequence %u: %" PRId64 " tokens at position "
-                               "%" PRId64 " exceed n_ctx (%u)", i, n_tok[i], seqs[i]->pos, m->n_ctx);
-            return VT_ERR_RANGE;
-        }
-        T += n_tok[i];
-    }
-    if (T > (int64_t)m->n_batch) {
-        m->host->set_error("gemma4: forward_multi: %" PRId64 " tokens in all; must be at most "
-                           "n_batch (%u)", T, m->n_batch);
-        return VT_ERR_RANGE;
-    }
-    for (int64_t t = 0, i = 0, r = 0; t < T; t++, r++) {
-        while (r == n_tok[i]) r = 0, i++;
-        if (tokens[t] < 0 || tokens[t] >= V) {
-            m->host->set_error("gemma4: forward_multi: token %d at index %" PRId64
-                               " is outside the vocabulary (n_vocab %" PRId64 ")", tokens[t], t, V);
-            return VT_ERR_RANGE;
-        }
-        m->pos[t] = (int32_t)(seqs[i]->pos + r);
-    }
+    TRY(vt_mc_multi_check(&m->mc, seqs, n_tok, n_seq, tokens, V, m->pos, &T));
     /* each sequence's sliding caches make room for its own tokens (§6) */
     for (uint32_t i = 0; i < n_seq; i++) TRY(g4_swa_shift(m, seqs[i], n_tok[i]));
 
@@ -938,14 +868,6 @@ vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
         TRY(A->rms_norm(c, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E, E, 1, E,
                         hp->eps));
     }
-    const float cap = hp->softcap;
-    for (int64_t q = 0; q < n_seq; q += m->head_rows) {
-        int64_t n = n_seq - q < m->head_rows ? n_seq - q : m->head_rows;
-        TRY(g4_mm(m, &m->output, m->h + q * E, E, m->logits_buf, V, n));
-        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, 1.0f / cap));
-        TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, n * V));
-        TRY(A->scale(c, m->logits_buf, m->logits_buf, n * V, cap));
-        TRY(A->copy_d2h(c, logits + q * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
-    }
-    return VT_OK;
+    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, n_seq, m->head_rows, m->logits_buf,
+                         hp->softcap, logits);
 }

@@ -25,13 +25,7 @@
 static vt_status q35_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
                         int64_t ldy, int64_t T)
 {
-    vt_mat_mul_fn mm = vt_backend_mat_mul_fn(m->api, w->type);
-    if (!mm) {
-        m->host->set_error("qwen35: backend has no mat_mul for type %s (tensor '%s')",
-                           vt_type_name(w->type), w->name ? w->name : "?");
-        return VT_ERR_CAPABILITY;
-    }
-    return mm(m->ctx, w, x, ldx, y, ldy, T);
+    return vt_mc_mm(&m->mc, w, x, ldx, y, ldy, T);
 }
 
 /* Append T rows of n floats (device) to the debug dump file (VT_QWEN35_DUMP). */
@@ -771,30 +765,7 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
 
-    if (!s || (!tokens && T > 0)) {
-        m->host->set_error("qwen35: forward: NULL sequence or tokens");
-        return VT_ERR_INVALID_ARG;
-    }
-    if (T <= 0 || T > (int64_t)m->n_batch) {
-        m->host->set_error("qwen35: forward: %" PRId64 " tokens; must be 1..n_batch (%u)", T,
-                           m->n_batch);
-        return VT_ERR_RANGE;
-    }
-    if (s->pos + T > (int64_t)m->n_ctx) {
-        m->host->set_error("qwen35: forward: %" PRId64 " tokens at position %" PRId64
-                           " exceed n_ctx (%u: the KV cache length; the model's %s.context_length"
-                           " is %u)", T, s->pos, m->n_ctx, hp->arch, hp->n_ctx_train);
-        return VT_ERR_RANGE;
-    }
-    for (int64_t t = 0; t < T; t++) {
-        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab) {
-            m->host->set_error("qwen35: forward: token %d at index %" PRId64
-                               " is outside the vocabulary (n_vocab %" PRId64 ")",
-                               tokens[t], t, hp->n_vocab);
-            return VT_ERR_RANGE;
-        }
-        m->pos[t] = (int32_t)(s->pos + t);
-    }
+    TRY(vt_mc_forward_check(&m->mc, s, tokens, T, hp->n_vocab, hp->arch, hp->n_ctx_train, m->pos));
 
     if (m->use_graph && T == 1 && !m->dump_path) {
         vt_status st = q35_step_graph(m, s, tokens, logits);
@@ -820,12 +791,8 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
     TRY(q35_norm_x(m, r0, nr, m->output_norm, m->h));
     TRY(q35_dump(m, m->h, nr, E));
-    for (int64_t r = 0; r < nr; r += m->head_rows) {
-        int64_t n = nr - r < m->head_rows ? nr - r : m->head_rows;
-        TRY(q35_mm(m, &m->output, m->h + r * E, E, m->logits_buf, V, n));
-        TRY(A->copy_d2h(c, logits + r * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
-    }
-    return VT_OK;
+    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, nr, m->head_rows, m->logits_buf, 0,
+                         logits);
 }
 
 vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
@@ -835,43 +802,10 @@ vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
-    if (!seqs || !n_tok || !tokens || n_seq == 0) {
-        m->host->set_error("qwen35: forward_multi: NULL sequences, counts or tokens, or none");
-        return VT_ERR_INVALID_ARG;
-    }
-    if (n_seq == 1) return qwen35_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
+    if (seqs && n_tok && tokens && n_seq == 1)
+        return qwen35_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
     int64_t T = 0;
-    for (uint32_t i = 0; i < n_seq; i++) {
-        if (!seqs[i] || n_tok[i] <= 0) {
-            m->host->set_error("qwen35: forward_multi: sequence %u is NULL or has no tokens", i);
-            return VT_ERR_INVALID_ARG;
-        }
-        for (uint32_t k = 0; k < i; k++)
-            if (seqs[k] == seqs[i]) {
-                m->host->set_error("qwen35: forward_multi: sequences %u and %u are the same", k, i);
-                return VT_ERR_INVALID_ARG;
-            }
-        if (seqs[i]->pos + n_tok[i] > (int64_t)m->n_ctx) {
-            m->host->set_error("qwen35: forward_multi: sequence %u: %" PRId64 " tokens at position "
-                               "%" PRId64 " exceed n_ctx (%u)", i, n_tok[i], seqs[i]->pos, m->n_ctx);
-            return VT_ERR_RANGE;
-        }
-        T += n_tok[i];
-    }
-    if (T > (int64_t)m->n_batch) {
-        m->host->set_error("qwen35: forward_multi: %" PRId64 " tokens in all; must be at most "
-                           "n_batch (%u)", T, m->n_batch);
-        return VT_ERR_RANGE;
-    }
-    for (int64_t t = 0, i = 0, r = 0; t < T; t++, r++) {
-        while (r == n_tok[i]) r = 0, i++;
-        if (tokens[t] < 0 || tokens[t] >= V) {
-            m->host->set_error("qwen35: forward_multi: token %d at index %" PRId64
-                               " is outside the vocabulary (n_vocab %" PRId64 ")", tokens[t], t, V);
-            return VT_ERR_RANGE;
-        }
-        m->pos[t] = (int32_t)(seqs[i]->pos + r);
-    }
+    TRY(vt_mc_multi_check(&m->mc, seqs, n_tok, n_seq, tokens, V, m->pos, &T));
     TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(q35_layers_multi(m, seqs, n_tok, n_seq, T, 0));
     for (uint32_t i = 0; i < n_seq; i++) seqs[i]->pos += n_tok[i];
@@ -885,10 +819,6 @@ vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int
         TRY(A->rms_norm(c, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E, E, 1, E,
                         hp->eps));
     }
-    for (int64_t q = 0; q < n_seq; q += m->head_rows) {
-        int64_t n = n_seq - q < m->head_rows ? n_seq - q : m->head_rows;
-        TRY(q35_mm(m, &m->output, m->h + q * E, E, m->logits_buf, V, n));
-        TRY(A->copy_d2h(c, logits + q * V, m->logits_buf, (size_t)(n * V) * sizeof(float)));
-    }
-    return VT_OK;
+    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, n_seq, m->head_rows, m->logits_buf, 0,
+                         logits);
 }

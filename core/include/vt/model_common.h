@@ -218,6 +218,35 @@ vt_status vt_mc_register_experts(vt_mc_model *m, uint32_t n_layer, uint32_t n_ex
  * (or no experts: has_moe 0), segments streamed and fused experts. */
 void vt_mc_setup_graph(vt_mc_model *m, int has_moe);
 
+/* ---- the forward pass (model_forward_common.c) ---- */
+
+/* A family's struct vt_model_seq begins with `int64_t pos` (tokens already
+ * evaluated): the checks below read it through this. */
+static inline int64_t vt_mc_seq_pos(const vt_model_seq *s) { return *(const int64_t *)(const void *)s; }
+
+/* y[T, n_out] (ldy) = x[T, n_in] (ldx) . W^T through the weight type's
+ * mat_mul; VT_ERR_CAPABILITY naming the type and tensor when there is none. */
+vt_status vt_mc_mm(vt_mc_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
+                   int64_t ldy, int64_t T);
+/* forward()'s arguments: T tokens (1..n_batch) at the sequence's position
+ * within n_ctx, every id in [0, n_vocab); pos[t] = position of token t.
+ * arch and n_ctx_train name the trained context in the message. */
+vt_status vt_mc_forward_check(vt_mc_model *m, const vt_model_seq *s, const int32_t *tokens,
+                              int64_t T, int64_t n_vocab, const char *arch, uint32_t n_ctx_train,
+                              int32_t *pos);
+/* forward_multi()'s arguments (n_seq >= 2 distinct sequences, each with
+ * tokens, within n_ctx, T tokens in all <= n_batch, ids in range); pos[t] =
+ * position of token t in its sequence; *T_out = T. */
+vt_status vt_mc_multi_check(vt_mc_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                            uint32_t n_seq, const int32_t *tokens, int64_t n_vocab, int32_t *pos,
+                            int64_t *T_out);
+/* The LM head of rows normed rows h[rows][n_embd] into logits[rows][n_vocab]
+ * (host memory), head_rows at a time through logits_buf (backend memory,
+ * head_rows x n_vocab); softcap > 0: logits = softcap . tanh(z / softcap). */
+vt_status vt_mc_lm_head(vt_mc_model *m, const vt_weight *output, const float *h, int64_t n_embd,
+                        int64_t n_vocab, int64_t rows, int64_t head_rows, float *logits_buf,
+                        float softcap, float *logits);
+
 /* ---- capabilities ---- */
 
 /* Whether backend api has the op of capability id (the VT_CAP_OP_* a model's
