@@ -85,6 +85,39 @@ vt_status vt_mc_merge(vt_mc_model *m, vt_weight *const *parts, int n, vt_weight 
     return VT_OK;
 }
 
+vt_status vt_mc_carve_scratch(vt_mc_model *m, const vt_mc_scratch_part *parts, size_t n,
+                              size_t *bytes_only, void **scratch)
+{
+    size_t total = 0, bytes = 0;
+    int ovf = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        ovf |= __builtin_mul_overflow(parts[i].rows, parts[i].cols, &k);
+        ovf |= __builtin_add_overflow(k, (size_t)15, &k);
+        ovf |= __builtin_add_overflow(total, k / 16 * 16, &total);
+    }
+    ovf |= __builtin_mul_overflow(total, sizeof(float), &bytes);
+    if (ovf) {
+        m->host->set_error("%s: the activation scratch for n_batch = %u tokens overflows the "
+                           "address space", m->family, m->n_batch);
+        return VT_ERR_RANGE;
+    }
+    if (bytes_only) {
+        *bytes_only = bytes;
+        return VT_OK;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s activation scratch", m->family);
+    vt_status st = vt_mc_dev_alloc(m, bytes, what, scratch);
+    if (st != VT_OK) return st;
+    float *p = *scratch;
+    for (size_t i = 0; i < n; i++) {
+        *parts[i].p = p;
+        p += (parts[i].rows * parts[i].cols + 15) / 16 * 16;
+    }
+    return VT_OK;
+}
+
 /* ---------------------------------------------------------------- the loader */
 
 void vt_mc_add_cap(vt_mc_loader *L, uint32_t id)

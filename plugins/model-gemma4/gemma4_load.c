@@ -737,7 +737,7 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
     const size_t LP = (size_t)hp->n_per_layer * hp->n_layer;
     m->head_rows = m->n_batch < G4_HEAD_ROWS ? m->n_batch : G4_HEAD_ROWS;
     float *moe_extra = NULL, *r_ids_f = NULL, *d_pos_f = NULL;
-    struct { float **p; size_t rows, cols; } parts[] = {
+    const vt_mc_scratch_part parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
         {&m->q, T, max_q + 2 * max_kv}, /* + k | v of a merged one-token projection */
         {&m->att, T, max_q}, {&m->kp, T, max_kv}, {&m->vp, T, max_kv},
@@ -756,36 +756,11 @@ static vt_status g4_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
-    const size_t n_parts = sizeof parts / sizeof parts[0];
-    size_t padded[sizeof parts / sizeof parts[0]];
-    size_t total = 0, bytes = 0;
-    int ovf = 0;
-    for (size_t i = 0; i < n_parts; i++) {
-        size_t n = 0;
-        ovf |= __builtin_mul_overflow(parts[i].rows, parts[i].cols, &n);
-        ovf |= __builtin_add_overflow(n, (size_t)15, &n);
-        padded[i] = n / 16 * 16;
-        ovf |= __builtin_add_overflow(total, padded[i], &total);
-    }
-    ovf |= __builtin_mul_overflow(total, sizeof(float), &bytes);
-    if (ovf) {
-        m->host->set_error("gemma4: the activation scratch for n_batch = %u tokens overflows the "
-                           "address space", m->n_batch);
-        return VT_ERR_RANGE;
-    }
-    if (bytes_only) {
-        *bytes_only = bytes;
-        return VT_OK;
-    }
-    vt_status st = gemma4_dev_alloc(m, bytes, "gemma4 activation scratch", &m->scratch);
-    if (st != VT_OK) return st;
-    float *p = m->scratch;
-    for (size_t i = 0; i < n_parts; i++) {
-        *parts[i].p = p;
-        p += padded[i];
-        if (parts[i].p == &moe_extra)
-            m->moe_scratch_bytes = (size_t)(p - m->f_x) * sizeof(float);
-    }
+    vt_status st = vt_mc_carve_scratch(&m->mc, parts, sizeof parts / sizeof parts[0], bytes_only,
+                                       &m->scratch);
+    if (st != VT_OK || bytes_only) return st;
+    /* f_x .. moe_extra: moe_ffn's scratch (the part after moe_extra starts where it ends) */
+    m->moe_scratch_bytes = (size_t)(m->f_m - m->f_x) * sizeof(float);
     m->r_ids = (int32_t *)(void *)r_ids_f; /* TF int32 in a part of TF floats */
     m->d_pos = (int32_t *)(void *)d_pos_f;
     size_t k = hp->n_expert ? hp->n_expert_used : 1;

@@ -422,7 +422,7 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
     /* part sizes as rows x columns (floats), each padded to 16 floats; the
      * hyperparameters are bounded (qwen35_read_hparams) but n_batch comes from
      * the caller, so every product and the sum are overflow-checked */
-    struct { float **p; size_t rows, cols; } parts[] = {
+    const vt_mc_scratch_part parts[] = {
         {&m->x, T, E}, {&m->h, T, E}, {&m->a, T, E},
         /* m | qg; merged (w_in): [mix | z | beta | alpha] | [qg | k | v] */
         {&m->s_a, T, q35_max3((size_t)hp->conv_dim + hp->value_dim + 2 * (size_t)hp->n_v,
@@ -447,36 +447,11 @@ static vt_status q35_alloc_scratch(vt_model *m, size_t *bytes_only)
         {&m->s_k, T, q35_max3(max_nkv * hd, 1, 1)}, {&m->s_v, T, q35_max3(max_nkv * hd, 1, 1)},
         {&m->logits_buf, (size_t)m->head_rows, (size_t)hp->n_vocab},
     };
-    const size_t n_parts = sizeof parts / sizeof parts[0];
-    size_t padded[sizeof parts / sizeof parts[0]];
-    size_t total = 0, bytes = 0;
-    int ovf = 0;
-    for (size_t i = 0; i < n_parts; i++) {
-        size_t n = 0;
-        ovf |= __builtin_mul_overflow(parts[i].rows, parts[i].cols, &n);
-        ovf |= __builtin_add_overflow(n, (size_t)15, &n);
-        padded[i] = n / 16 * 16;
-        ovf |= __builtin_add_overflow(total, padded[i], &total);
-    }
-    ovf |= __builtin_mul_overflow(total, sizeof(float), &bytes);
-    if (ovf) {
-        m->host->set_error("qwen35: the activation scratch for n_batch = %u tokens overflows the "
-                           "address space", m->n_batch);
-        return VT_ERR_RANGE;
-    }
-    if (bytes_only) {
-        *bytes_only = bytes;
-        return VT_OK;
-    }
-    vt_status st = qwen35_dev_alloc(m, bytes, "qwen35 activation scratch", &m->scratch);
-    if (st != VT_OK) return st;
-    float *p = m->scratch;
-    for (size_t i = 0; i < n_parts; i++) {
-        *parts[i].p = p;
-        p += padded[i];
-        if (parts[i].p == &moe_extra)
-            m->moe_scratch_bytes = (size_t)(p - m->f_x) * sizeof(float);
-    }
+    vt_status st = vt_mc_carve_scratch(&m->mc, parts, sizeof parts / sizeof parts[0], bytes_only,
+                                       &m->scratch);
+    if (st != VT_OK || bytes_only) return st;
+    /* f_x .. moe_extra: moe_ffn's scratch (the part after moe_extra starts where it ends) */
+    m->moe_scratch_bytes = (size_t)(m->f_gamma - m->f_x) * sizeof(float);
     m->r_ids = (int32_t *)(void *)r_ids_f; /* TF int32 in a part of TF floats */
     m->d_pos = (int32_t *)(void *)d_pos_f;
 

@@ -218,6 +218,22 @@ vt_status vt_mc_register_experts(vt_mc_model *m, uint32_t n_layer, uint32_t n_ex
  * (or no experts: has_moe 0), segments streamed and fused experts. */
 void vt_mc_setup_graph(vt_mc_model *m, int has_moe);
 
+/* ---- scratch ---- */
+
+/* One part of the activation scratch: *p gets rows x cols floats. */
+typedef struct vt_mc_scratch_part {
+    float **p;
+    size_t rows, cols;
+} vt_mc_scratch_part;
+
+/* Carve parts[0..n) out of one backend allocation, in order, each padded to
+ * 16 floats (n_batch comes from the caller: every product and the sum are
+ * overflow-checked, VT_ERR_RANGE naming n_batch). bytes_only set: only its
+ * size, nothing allocated; else *scratch is the allocation (the model frees
+ * it) and every *parts[i].p points into it. */
+vt_status vt_mc_carve_scratch(vt_mc_model *m, const vt_mc_scratch_part *parts, size_t n,
+                              size_t *bytes_only, void **scratch);
+
 /* ---- the forward pass (model_forward_common.c) ---- */
 
 /* A family's struct vt_model_seq begins with `int64_t pos` (tokens already
