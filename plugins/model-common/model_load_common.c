@@ -118,6 +118,37 @@ vt_status vt_mc_carve_scratch(vt_mc_model *m, const vt_mc_scratch_part *parts, s
     return VT_OK;
 }
 
+void vt_mc_info(const vt_mc_model *m, int64_t n_vocab, uint32_t n_embd, uint32_t n_layer,
+                uint32_t n_ctx_train, const char *moe_path, const char *decode_path,
+                vt_model_info *out)
+{
+    vt_model_info i;
+    memset(&i, 0, sizeof i);
+    i.n_vocab = n_vocab;
+    i.n_embd = n_embd;
+    i.n_layer = n_layer;
+    i.n_ctx = m->n_ctx;
+    i.n_ctx_train = n_ctx_train;
+    i.moe_path = moe_path;
+    i.decode_path = decode_path;
+    const size_t n11 = offsetof(vt_model_info, moe_path);
+    size_t n = out->struct_size >= sizeof i ? sizeof i
+               : out->struct_size > n11 ? out->struct_size : n11;
+    i.struct_size = (uint32_t)n;
+    memcpy(out, &i, n);
+}
+
+vt_status vt_mc_seq_alloc(vt_mc_model *m, size_t bytes, const char *what, uint32_t il, float **out)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s blk.%u", what, il);
+    void *p = NULL;
+    vt_status st = vt_mc_dev_alloc(m, bytes ? bytes : 64, name, &p);
+    if (st != VT_OK) return st;
+    *out = p;
+    return m->api->memset_zero(m->ctx, p, bytes ? bytes : 64);
+}
+
 /* ---------------------------------------------------------------- the loader */
 
 void vt_mc_add_cap(vt_mc_loader *L, uint32_t id)

@@ -18,27 +18,13 @@
 #include <string.h>
 
 #include "gemma4.h"
+#include "vt/model_common.h"
 
 static void g4_info(const vt_model *m, vt_model_info *out)
 {
     if (!m || !out) return;
-    vt_model_info i;
-    memset(&i, 0, sizeof i);
-    i.struct_size = sizeof i;
-    i.n_vocab = m->hp.n_vocab;
-    i.n_embd = m->hp.n_embd;
-    i.n_layer = m->hp.n_layer;
-    i.n_ctx = m->n_ctx;
-    i.n_ctx_train = m->hp.n_ctx_train;
-    i.moe_path = gemma4_moe_path(m);
-    i.decode_path = gemma4_decode_path(m);
-    /* at most what the caller's struct holds: its struct_size, or for a
-     * caller of ABI 1.1 (which was not asked to set it) the 1.1 struct */
-    const size_t n11 = offsetof(vt_model_info, moe_path);
-    size_t n = out->struct_size >= sizeof i ? sizeof i
-               : out->struct_size > n11 ? out->struct_size : n11;
-    i.struct_size = (uint32_t)n;
-    memcpy(out, &i, n);
+    vt_mc_info(&m->mc, m->hp.n_vocab, m->hp.n_embd, m->hp.n_layer, m->hp.n_ctx_train,
+               gemma4_moe_path(m), gemma4_decode_path(m), out);
 }
 
 static void g4_seq_free(vt_model *m, vt_model_seq *s)
@@ -63,17 +49,6 @@ static vt_status g4_seq_reset(vt_model *m, vt_model_seq *s)
     return VT_OK;
 }
 
-static vt_status g4_seq_alloc(vt_model *m, size_t bytes, const char *what, uint32_t il,
-                              float **out)
-{
-    char name[96];
-    snprintf(name, sizeof name, "%s blk.%u", what, il);
-    void *p = NULL;
-    vt_status st = gemma4_dev_alloc(m, bytes ? bytes : 64, name, &p);
-    if (st != VT_OK) return st;
-    *out = p;
-    return m->api->memset_zero(m->ctx, p, bytes ? bytes : 64);
-}
 
 static vt_status g4_seq_new(vt_model *m, vt_model_seq **out)
 {
@@ -98,8 +73,8 @@ static vt_status g4_seq_new(vt_model *m, vt_model_seq **out)
             st = VT_ERR_RANGE;
             break;
         }
-        st = g4_seq_alloc(m, kv, "KV cache K", il, &s->k_cache[il]);
-        if (st == VT_OK) st = g4_seq_alloc(m, kv, "KV cache V", il, &s->v_cache[il]);
+        st = vt_mc_seq_alloc(&m->mc, kv, "KV cache K", il, &s->k_cache[il]);
+        if (st == VT_OK) st = vt_mc_seq_alloc(&m->mc, kv, "KV cache V", il, &s->v_cache[il]);
     }
     if (st != VT_OK) {
         g4_seq_free(m, s);

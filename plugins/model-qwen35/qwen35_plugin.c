@@ -16,27 +16,13 @@
 #include <string.h>
 
 #include "qwen35.h"
+#include "vt/model_common.h"
 
 static void q35_info(const vt_model *m, vt_model_info *out)
 {
     if (!m || !out) return;
-    vt_model_info i;
-    memset(&i, 0, sizeof i);
-    i.struct_size = sizeof i;
-    i.n_vocab = m->hp.n_vocab;
-    i.n_embd = m->hp.n_embd;
-    i.n_layer = m->hp.n_layer;
-    i.n_ctx = m->n_ctx;
-    i.n_ctx_train = m->hp.n_ctx_train;
-    i.moe_path = qwen35_moe_path(m);
-    i.decode_path = qwen35_decode_path(m);
-    /* at most what the caller's struct holds: its struct_size, or for a
-     * caller of ABI 1.1 (which was not asked to set it) the 1.1 struct */
-    const size_t n11 = offsetof(vt_model_info, moe_path);
-    size_t n = out->struct_size >= sizeof i ? sizeof i
-               : out->struct_size > n11 ? out->struct_size : n11;
-    i.struct_size = (uint32_t)n;
-    memcpy(out, &i, n);
+    vt_mc_info(&m->mc, m->hp.n_vocab, m->hp.n_embd, m->hp.n_layer, m->hp.n_ctx_train,
+               qwen35_moe_path(m), qwen35_decode_path(m), out);
 }
 
 static void q35_seq_free(vt_model *m, vt_model_seq *s)
@@ -83,17 +69,6 @@ static vt_status q35_seq_reset(vt_model *m, vt_model_seq *s)
     return VT_OK;
 }
 
-static vt_status q35_seq_alloc(vt_model *m, size_t bytes, const char *what, uint32_t il,
-                               float **out)
-{
-    char name[96];
-    snprintf(name, sizeof name, "%s blk.%u", what, il);
-    void *p = NULL;
-    vt_status st = qwen35_dev_alloc(m, bytes ? bytes : 64, name, &p);
-    if (st != VT_OK) return st;
-    *out = p;
-    return m->api->memset_zero(m->ctx, p, bytes ? bytes : 64);
-}
 
 static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
 {
@@ -115,9 +90,10 @@ static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
     for (uint32_t il = 0; il < L && st == VT_OK; il++) {
         const qwen35_layer *ly = &m->layers[il];
         if (ly->linear) {
-            st = q35_seq_alloc(m, q35_conv_bytes(m), "conv state", il, &s->conv_state[il]);
+            st = vt_mc_seq_alloc(&m->mc, q35_conv_bytes(m), "conv state", il, &s->conv_state[il]);
             if (st == VT_OK)
-                st = q35_seq_alloc(m, q35_rec_bytes(m), "recurrent state", il, &s->rec_state[il]);
+                st = vt_mc_seq_alloc(&m->mc, q35_rec_bytes(m), "recurrent state", il,
+                                     &s->rec_state[il]);
         } else {
             /* n_ctx comes from the caller: the product is overflow-checked */
             size_t kv = 0;
@@ -129,8 +105,8 @@ static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
                 st = VT_ERR_RANGE;
                 break;
             }
-            st = q35_seq_alloc(m, kv, "KV cache K", il, &s->k_cache[il]);
-            if (st == VT_OK) st = q35_seq_alloc(m, kv, "KV cache V", il, &s->v_cache[il]);
+            st = vt_mc_seq_alloc(&m->mc, kv, "KV cache K", il, &s->k_cache[il]);
+            if (st == VT_OK) st = vt_mc_seq_alloc(&m->mc, kv, "KV cache V", il, &s->v_cache[il]);
         }
     }
     if (st != VT_OK) {

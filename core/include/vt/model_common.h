@@ -218,6 +218,19 @@ vt_status vt_mc_register_experts(vt_mc_model *m, uint32_t n_layer, uint32_t n_ex
  * (or no experts: has_moe 0), segments streamed and fused experts. */
 void vt_mc_setup_graph(vt_mc_model *m, int has_moe);
 
+/* ---- the model api's small entries ---- */
+
+/* vt_model_api.info: fill *out from the model's figures, at most what the
+ * caller's struct holds (its struct_size, or for a caller of ABI 1.1, which
+ * was not asked to set it, the 1.1 struct). */
+void vt_mc_info(const vt_mc_model *m, int64_t n_vocab, uint32_t n_embd, uint32_t n_layer,
+                uint32_t n_ctx_train, const char *moe_path, const char *decode_path,
+                vt_model_info *out);
+/* Zeroed backend memory of `bytes` (at least 64) for a sequence's state,
+ * named "<what> blk.<il>", not owned by the model (the sequence frees it). */
+vt_status vt_mc_seq_alloc(vt_mc_model *m, size_t bytes, const char *what, uint32_t il,
+                          float **out);
+
 /* ---- scratch ---- */
 
 /* One part of the activation scratch: *p gets rows x cols floats. */
