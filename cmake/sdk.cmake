@@ -23,12 +23,16 @@ string(REGEX REPLACE "/$" "" VT_PC_PREFIX_REL "${VT_PC_PREFIX_REL}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/vt-plugin.pc.in ${CMAKE_BINARY_DIR}/sdk/vt-plugin.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/sdk/vt-plugin.pc DESTINATION ${VT_PKGCONFIG_INSTALL_DIR}
         COMPONENT dev)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/vt-model-common.pc.in ${CMAKE_BINARY_DIR}/sdk/vt-model-common.pc
+               @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/sdk/vt-model-common.pc DESTINATION ${VT_PKGCONFIG_INSTALL_DIR}
+        COMPONENT dev)
 
 # find_package(vt): PACKAGE_INIT computes the prefix from the file's location
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/vtConfig.cmake.in
   ${CMAKE_BINARY_DIR}/sdk/vtConfig.cmake
   INSTALL_DESTINATION ${VT_CMAKE_INSTALL_DIR}
-  PATH_VARS CMAKE_INSTALL_INCLUDEDIR VT_PLUGIN_INSTALL_DIR)
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR VT_PLUGIN_INSTALL_DIR)
 # the package version is vt's; the plugin ABI is checked at load (abi_major)
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/sdk/vtConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion ARCH_INDEPENDENT)

@@ -1,8 +1,11 @@
 /*
  * toylm.c - an example third-party vt model plugin, built out of tree against
- * the installed SDK only (the headers vt/plugin.h, vt/model.h, vt/backend.h;
- * no vt library is linked: everything goes through the host and backend
- * tables).
+ * the installed SDK only: the headers vt/plugin.h, vt/model.h, vt/backend.h,
+ * and the model layer vt's own families share (vt/model_common.h, the static
+ * libvt-model-common.a linked into the plugin: its tensor loader checks the
+ * shapes and the backend's ops and places the weights, and it writes the LM
+ * head). Nothing of vt is linked at run time: everything goes through the
+ * host and backend tables.
  *
  * Architecture `toylm` (general.architecture = "toylm"): a bigram language
  * model. For tokens t[0..T):
@@ -26,178 +29,132 @@
 
 #include <vt/backend.h>
 #include <vt/model.h>
+#include <vt/model_common.h>
 #include <vt/plugin.h>
 #include <vt/status.h>
 #include <vt/types.h>
 
 struct vt_model {
-    const vt_host_api *host;
-    const vt_backend_api *api;
-    vt_backend_ctx *ctx;
-    uint32_t n_embd, n_ctx, n_ctx_train, n_batch;
+    VT_MC_MODEL_HEAD; /* host, api, ctx, n_ctx, n_batch, the weights' allocations, ... */
+    uint32_t n_embd, n_ctx_train;
     int64_t n_vocab;
     float eps;
-    vt_weight tok_embd, output; /* data: backend memory */
-    float *norm;                /* [n_embd], backend memory */
-    float *x, *y;               /* scratch: [n_batch][n_embd], [n_batch][n_vocab] */
+    vt_weight tok_embd, output; /* data: backend memory (or the mmap, host-addressable) */
+    const float *norm;          /* [n_embd] */
+    void *scratch;              /* x and y */
+    float *x, *y;               /* [n_batch][n_embd], [n_batch][n_vocab] */
 };
 
 struct vt_model_seq {
-    int64_t pos;
+    int64_t pos; /* first, as vt/model_common.h asks */
 };
 
 static const char *const toylm_architectures[] = {"toylm", NULL};
 
-/* The three tensors, shape-checked against each other; errors name the tensor. */
-static vt_status toylm_tensors(const vt_host_api *host, const vt_gguf *g,
-                               const vt_gguf_tensor **emb, const vt_gguf_tensor **norm,
-                               const vt_gguf_tensor **out, uint32_t *n_embd)
+/* The three tensors through the shared loader: shapes, types against the
+ * backend's ops (dry: the capabilities they need), placement. */
+static vt_status toylm_map(vt_mc_loader *L, vt_model *m)
 {
-    vt_status st = host->gguf_get_u32(g, "toylm.embedding_length", n_embd);
+    vt_status st = L->host->gguf_get_u32(L->g, "toylm.embedding_length", &m->n_embd);
     if (st == VT_ERR_NOT_FOUND) {
-        host->set_error("toylm: metadata key 'toylm.embedding_length' is missing");
+        L->host->set_error("toylm: metadata key 'toylm.embedding_length' is missing");
         return VT_ERR_FORMAT;
     }
     if (st != VT_OK) return st;
-    const char *names[3] = {"token_embd.weight", "output_norm.weight", "output.weight"};
-    const vt_gguf_tensor *t[3];
-    for (int i = 0; i < 3; i++)
-        if (!(t[i] = host->gguf_find_tensor(g, names[i]))) {
-            host->set_error("toylm: tensor '%s' is missing", names[i]);
-            return VT_ERR_FORMAT;
-        }
-    if (t[0]->n_dims != 2 || t[0]->ne[0] != *n_embd || t[0]->ne[1] < 1) {
-        host->set_error("toylm: token_embd.weight must be {%u, n_vocab}, is {%lld, %lld}", *n_embd,
-                        (long long)t[0]->ne[0], (long long)t[0]->ne[1]);
-        return VT_ERR_FORMAT;
-    }
-    if (t[1]->type != VT_TYPE_F32 || t[1]->ne[0] != *n_embd || t[1]->ne[1] != 1) {
-        host->set_error("toylm: output_norm.weight must be F32 {%u}, is %s {%lld, %lld}", *n_embd,
-                        vt_type_name(t[1]->type), (long long)t[1]->ne[0], (long long)t[1]->ne[1]);
-        return VT_ERR_FORMAT;
-    }
-    if (t[2]->n_dims != 2 || t[2]->ne[0] != *n_embd || t[2]->ne[1] != t[0]->ne[1]) {
-        host->set_error("toylm: output.weight must be {%u, %lld}, is {%lld, %lld}", *n_embd,
-                        (long long)t[0]->ne[1], (long long)t[2]->ne[0], (long long)t[2]->ne[1]);
-        return VT_ERR_FORMAT;
-    }
-    *emb = t[0];
-    *norm = t[1];
-    *out = t[2];
+    const vt_gguf_tensor *emb = vt_mc_find(L, "token_embd.weight");
+    if (!emb) return vt_mc_missing(L, "token_embd.weight", NULL);
+    const int64_t E = m->n_embd;
+    m->n_vocab = emb->ne[1];
+    if ((st = vt_mc_weight(L, "token_embd.weight", "[toylm.embedding_length, n_vocab]", E,
+                           m->n_vocab, VT_MC_USE_GET_ROWS, &m->tok_embd, NULL)) != VT_OK ||
+        (st = vt_mc_f32(L, "output_norm.weight", "[toylm.embedding_length]", 1, &E, &m->norm,
+                        NULL)) != VT_OK ||
+        (st = vt_mc_weight(L, "output.weight", "[toylm.embedding_length, n_vocab]", E, m->n_vocab,
+                           VT_MC_USE_MAT_MUL, &m->output, NULL)) != VT_OK)
+        return st;
+    vt_mc_add_cap(L, VT_CAP_OP_RMS_NORM);
     return VT_OK;
 }
 
 static vt_status toylm_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
                                      uint32_t cap, uint32_t *n)
 {
-    const vt_gguf_tensor *emb, *norm, *out;
-    uint32_t n_embd;
-    vt_status st = toylm_tensors(host, g, &emb, &norm, &out, &n_embd);
+    vt_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    vt_mc_loader L = {host, g, NULL, &tmp, "toylm", 1, ids, 0, cap};
+    vt_status st = toylm_map(&L, &tmp);
     if (st != VT_OK) return st;
-    if (cap < 3) {
-        host->set_error("toylm: room for %u capability ids, 3 needed", cap);
+    *n = L.n_caps;
+    if (L.n_caps > cap) {
+        host->set_error("toylm: room for %u capability ids, %u needed", cap, L.n_caps);
         return VT_ERR_RANGE;
     }
-    ids[0] = VT_CAP_GET_ROWS(emb->type);
-    ids[1] = VT_CAP_OP_RMS_NORM;
-    ids[2] = VT_CAP_MAT_MUL(out->type);
-    *n = 3;
     return VT_OK;
 }
 
 static vt_status toylm_memory_needs(const vt_host_api *host, const vt_gguf *g,
                                     const vt_model_params *params, vt_model_memory *out)
 {
-    const vt_gguf_tensor *emb, *norm, *o;
-    uint32_t n_embd;
-    vt_status st = toylm_tensors(host, g, &emb, &norm, &o, &n_embd);
+    vt_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    vt_mc_loader L = {host, g, NULL, &tmp, "toylm", 1, NULL, 0, 0};
+    vt_status st = toylm_map(&L, &tmp);
     if (st != VT_OK) return st;
     uint64_t n_batch = params->n_batch ? params->n_batch : 1;
     out->kv_bytes_per_token = 0; /* a bigram model keeps no cache */
     out->state_bytes = 0;
-    out->scratch_bytes = n_batch * ((uint64_t)n_embd + (uint64_t)emb->ne[1]) * sizeof(float);
+    out->scratch_bytes = n_batch * ((uint64_t)tmp.n_embd + (uint64_t)tmp.n_vocab) * sizeof(float);
     return VT_OK;
 }
 
 static void toylm_free(vt_model *m)
 {
     if (!m) return;
-    void *p[5] = {(void *)m->tok_embd.data, (void *)m->output.data, m->norm, m->x, m->y};
-    for (int i = 0; i < 5; i++)
-        if (p[i]) m->api->free(m->ctx, p[i]);
+    vt_mc_free_weights(&m->mc);
+    if (m->scratch) m->api->free(m->ctx, m->scratch);
     free(m);
-}
-
-/* Copy a mapped tensor into backend memory. */
-static vt_status toylm_upload(vt_model *m, const vt_gguf_tensor *t, void **out)
-{
-    if (!t->data) {
-        m->host->set_error("toylm: tensor '%s' is not mapped", t->name);
-        return VT_ERR_INVALID_ARG;
-    }
-    vt_status st = m->api->alloc(m->ctx, (size_t)t->nbytes, t->name, out);
-    if (st != VT_OK) return st;
-    return m->api->copy_h2d(m->ctx, *out, t->data, (size_t)t->nbytes);
 }
 
 static vt_status toylm_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
                             const vt_model_params *params, vt_model **out)
 {
     *out = NULL;
-    const vt_gguf_tensor *emb, *norm, *o;
-    uint32_t n_embd;
-    vt_status st = toylm_tensors(host, g, &emb, &norm, &o, &n_embd);
-    if (st != VT_OK) return st;
     vt_model *m = calloc(1, sizeof *m);
     if (!m) {
         host->set_error("toylm: out of memory (%zu bytes for the model)", sizeof *m);
         return VT_ERR_OUT_OF_MEMORY;
     }
     m->host = host;
+    m->family = "toylm";
+    m->backend = backend;
     m->api = backend->api;
     m->ctx = backend->ctx;
-    m->n_embd = n_embd;
-    m->n_vocab = emb->ne[1];
+    m->zero_copy = vt_mc_host_addressable(m->api); /* weights read from the mmap itself */
     m->eps = 1e-6f;
     (void)host->gguf_get_f32(g, "toylm.attention.layer_norm_rms_epsilon", &m->eps);
     if (host->gguf_get_u32(g, "toylm.context_length", &m->n_ctx_train) != VT_OK) m->n_ctx_train = 0;
     m->n_ctx = params->n_ctx ? params->n_ctx : (m->n_ctx_train ? m->n_ctx_train : 4096);
     m->n_batch = params->n_batch ? params->n_batch : 1;
-
-    void *p;
-    if ((st = toylm_upload(m, emb, &p)) != VT_OK) goto fail;
-    m->tok_embd = (vt_weight){.type = emb->type, .n_in = n_embd, .n_out = emb->ne[1],
-                              .row_bytes = vt_type_row_bytes(emb->type, n_embd), .data = p,
-                              .name = emb->name};
-    if ((st = toylm_upload(m, o, &p)) != VT_OK) goto fail;
-    m->output = (vt_weight){.type = o->type, .n_in = n_embd, .n_out = o->ne[1],
-                            .row_bytes = vt_type_row_bytes(o->type, n_embd), .data = p,
-                            .name = o->name};
-    if ((st = toylm_upload(m, norm, &p)) != VT_OK) goto fail;
-    m->norm = p;
-    if ((st = m->api->alloc(m->ctx, (size_t)m->n_batch * n_embd * sizeof(float), "toylm scratch x",
-                            &p)) != VT_OK)
-        goto fail;
-    m->x = p;
-    if ((st = m->api->alloc(m->ctx, (size_t)m->n_batch * (size_t)m->n_vocab * sizeof(float),
-                            "toylm scratch logits", &p)) != VT_OK)
-        goto fail;
-    m->y = p;
+    vt_mc_loader L = {host, g, &m->mc, m, "toylm", 0, NULL, 0, 0};
+    vt_status st = toylm_map(&L, m);
+    if (st == VT_OK && !m->api->rms_norm) {
+        host->set_error("toylm: the backend has no rms_norm op");
+        st = VT_ERR_CAPABILITY;
+    }
+    const vt_mc_scratch_part parts[] = {{&m->x, m->n_batch, m->n_embd},
+                                        {&m->y, m->n_batch, (size_t)m->n_vocab}};
+    if (st == VT_OK) st = vt_mc_carve_scratch(&m->mc, parts, 2, NULL, &m->scratch);
+    if (st != VT_OK) {
+        toylm_free(m);
+        return st;
+    }
     *out = m;
     return VT_OK;
-fail:
-    toylm_free(m);
-    return st;
 }
 
 static void toylm_info(const vt_model *m, vt_model_info *out)
 {
-    out->struct_size = sizeof *out;
-    out->n_vocab = m->n_vocab;
-    out->n_embd = m->n_embd;
-    out->n_layer = 0;
-    out->n_ctx = m->n_ctx;
-    out->n_ctx_train = m->n_ctx_train;
+    vt_mc_info(&m->mc, m->n_vocab, m->n_embd, 0, m->n_ctx_train, NULL, NULL, out);
 }
 
 static vt_status toylm_seq_new(vt_model *m, vt_model_seq **out)
@@ -231,44 +188,23 @@ static int64_t toylm_seq_pos(const vt_model *m, const vt_model_seq *s)
 static vt_status toylm_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                                float *logits, int all_logits)
 {
-    if (n_tokens < 1 || n_tokens > m->n_batch) {
-        m->host->set_error("toylm: forward of %lld tokens (1..n_batch = %u)", (long long)n_tokens,
-                           m->n_batch);
-        return VT_ERR_INVALID_ARG;
-    }
-    if (s->pos + n_tokens > m->n_ctx) {
-        m->host->set_error("toylm: %lld tokens at position %lld exceed n_ctx = %u",
-                           (long long)n_tokens, (long long)s->pos, m->n_ctx);
-        return VT_ERR_RANGE;
-    }
-    for (int64_t i = 0; i < n_tokens; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->n_vocab) {
-            m->host->set_error("toylm: token %d at index %lld is outside the vocabulary (%lld)",
-                               tokens[i], (long long)i, (long long)m->n_vocab);
-            return VT_ERR_INVALID_ARG;
-        }
+    /* n_tokens within 1..n_batch and n_ctx, every id in the vocabulary (a
+     * bigram model needs no positions) */
+    vt_status st = vt_mc_forward_check(&m->mc, s, tokens, n_tokens, m->n_vocab, "toylm",
+                                       m->n_ctx_train, NULL);
+    if (st != VT_OK) return st;
     const vt_backend_api *b = m->api;
-    const int64_t E = m->n_embd, V = m->n_vocab;
+    const int64_t E = m->n_embd;
     /* any type id, those past the per-type tables (ABI 1.9) too */
     vt_get_rows_fn get_rows = vt_backend_get_rows_fn(b, m->tok_embd.type);
-    vt_mat_mul_fn mat_mul = vt_backend_mat_mul_fn(b, m->output.type);
-    if (!get_rows || !mat_mul) {
-        m->host->set_error("toylm: the backend has no %s for type %s",
-                           !get_rows ? "get_rows" : "mat_mul",
-                           vt_type_name(!get_rows ? m->tok_embd.type : m->output.type));
-        return VT_ERR_CAPABILITY;
-    }
-    vt_status st;
     if ((st = get_rows(m->ctx, &m->tok_embd, tokens, n_tokens, m->x)) != VT_OK ||
-        (st = b->rms_norm(m->ctx, m->x, E, m->norm, m->x, E, n_tokens, E, m->eps)) != VT_OK ||
-        (st = mat_mul(m->ctx, &m->output, m->x, E, m->y, V, n_tokens)) != VT_OK)
+        (st = b->rms_norm(m->ctx, m->x, E, m->norm, m->x, E, n_tokens, E, m->eps)) != VT_OK)
         return st;
-    if (logits) {
-        const float *src = all_logits ? m->y : m->y + (n_tokens - 1) * V;
-        size_t rows = all_logits ? (size_t)n_tokens : 1;
-        if ((st = b->copy_d2h(m->ctx, logits, src, rows * (size_t)V * sizeof(float))) != VT_OK)
-            return st;
-    }
+    /* the LM head of the rows whose logits are asked for (y holds n_batch rows) */
+    const int64_t r0 = all_logits ? 0 : n_tokens - 1, rows = all_logits ? n_tokens : 1;
+    if (logits && (st = vt_mc_lm_head(&m->mc, &m->output, m->x + r0 * E, E, m->n_vocab, rows,
+                                      m->n_batch, m->y, 0, logits)) != VT_OK)
+        return st;
     s->pos += n_tokens;
     return VT_OK;
 }

@@ -49,7 +49,7 @@ vt_status vt_mc_forward_check(vt_mc_model *m, const vt_model_seq *s, const int32
                                tokens[t], t, n_vocab);
             return VT_ERR_RANGE;
         }
-        pos[t] = (int32_t)(p0 + t);
+        if (pos) pos[t] = (int32_t)(p0 + t);
     }
     return VT_OK;
 }

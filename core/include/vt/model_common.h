@@ -258,7 +258,8 @@ static inline int64_t vt_mc_seq_pos(const vt_model_seq *s) { return *(const int6
 vt_status vt_mc_mm(vt_mc_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
                    int64_t ldy, int64_t T);
 /* forward()'s arguments: T tokens (1..n_batch) at the sequence's position
- * within n_ctx, every id in [0, n_vocab); pos[t] = position of token t.
+ * within n_ctx, every id in [0, n_vocab); pos[t] = position of token t
+ * (pos NULL: not written).
  * arch and n_ctx_train name the trained context in the message. */
 vt_status vt_mc_forward_check(vt_mc_model *m, const vt_model_seq *s, const int32_t *tokens,
                               int64_t T, int64_t n_vocab, const char *arch, uint32_t n_ctx_train,
