@@ -275,6 +275,9 @@ static void test_parse_bytes(void **s)
         {"1.5MB", 1500000ull},
         {"3TB", 3000000000000ull},
         {"1TiB", 1099511627776ull},
+        {"1 PiB", 1125899906842624ull},
+        {"1.5PiB", 1688849860263936ull},
+        {"2PB", 2000000000000000ull},
         {" 7 KiB", 7168},   /* blanks around the value are ignored */
         {"7KiB\t ", 7168},
         {"\t2\tMiB", 2097152},
@@ -311,6 +314,7 @@ static void test_parse_bytes(void **s)
         {"18446744073709551616", "more than 18446744073709551615 bytes"},
         {"99999999TiB", "more than 18446744073709551615 bytes"},
         {"16777216TiB", "more than 18446744073709551615 bytes"},
+        {"16384PiB", "more than 18446744073709551615 bytes"},
         {"17179869184GiB", "more than 18446744073709551615 bytes"},
         {"1e3", "unknown unit 'e3'"},
         {"0x10", "unknown unit 'x10'"},
@@ -355,18 +359,19 @@ static void test_format_bytes(void **s)
         {1342177280ull, "1.25 GiB"},
         {2147483648ull, "2 GiB"},
         {1099511627776ull, "1 TiB"},
-        {1125899906842624ull, "1024 TiB"},
-        {18446744073709551615ull, "16777216.00 TiB"},
+        {1125899906842624ull, "1 PiB"}, /* the config reads PiB back */
+        {1688849860263936ull, "1.50 PiB"},
+        {18446744073709551615ull, "16.00 EiB"},
     };
     char buf[48];
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        const char *r = vt_config_format_bytes(t[i].bytes, buf, sizeof buf);
+        const char *r = vt_format_bytes(t[i].bytes, 1, buf, sizeof buf);
         assert_ptr_equal(r, buf);
         if (strcmp(r, t[i].want))
             fail_msg("%llu -> '%s', expected '%s'", (unsigned long long)t[i].bytes, r, t[i].want);
     }
     char small[4];
-    assert_string_equal(vt_config_format_bytes(1610612736ull, small, sizeof small), "1.5");
+    assert_string_equal(vt_format_bytes(1610612736ull, 1, small, sizeof small), "1.5");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -393,7 +393,7 @@ static void test_fit_370gib(void **s)
     assert_int_equal(f->min_slots, 8 * 3);
     assert_true(f->dense_bytes > 0 && f->dense_bytes < f->expert_bytes / 10);
     char eb[32];
-    vt_config_format_bytes(b->expert_bytes, eb, sizeof eb);
+    vt_format_bytes(b->expert_bytes, 1, eb, sizeof eb);
     char want[128];
     snprintf(want, sizeof want, "needs %s of routed experts resident", eb);
     assert_contains(f->verdict, want);

@@ -328,8 +328,8 @@ static int bench_main(const opts *o)
             printf(", arena %llu slots of %s (%s of %s of routed experts, %.1f%%)",
                    (unsigned long long)vt_streamer_n_slots(es),
                    fit->slot_unit_expert ? "whole experts" : "one matrix each",
-                   vt_config_format_bytes(fit->arena_bytes, b1, sizeof b1),
-                   vt_config_format_bytes(fit->expert_bytes, b2, sizeof b2),
+                   vt_format_bytes(fit->arena_bytes, 1, b1, sizeof b1),
+                   vt_format_bytes(fit->expert_bytes, 1, b2, sizeof b2),
                    fit->expert_bytes ? 100.0 * (double)fit->arena_bytes / (double)fit->expert_bytes : 0);
         if (minfo.moe_path) printf("\nmoe: %s", minfo.moe_path);
         if (minfo.decode_path) printf("\ndecode steps: %s", minfo.decode_path);
@@ -362,8 +362,8 @@ static int bench_main(const opts *o)
                 printf("host tier: %llu slots (%s, %s pinned), decode hit rate %.1f%% of the device "
                        "misses; file reads: %.1f MiB in %.3f s (%.2f GB/s)\n",
                        (unsigned long long)n_host,
-                       vt_config_format_bytes(fit->host_arena_bytes, b1, sizeof b1),
-                       vt_config_format_bytes(vt_streamer_host_pinned_bytes(es), b2, sizeof b2),
+                       vt_format_bytes(fit->host_arena_bytes, 1, b1, sizeof b1),
+                       vt_format_bytes(vt_streamer_host_pinned_bytes(es), 1, b2, sizeof b2),
                        host_hit, read_bytes / 1048576.0, read_s, read_gbs);
             else
                 printf("host tier: none (every device miss reads the file)\n");

@@ -82,7 +82,7 @@ static void print_expert_stats(FILE *f, const vt_engine *e)
             "%.1f MiB read in %.3f s (%.2f GB/s), %llu evicted, %llu errors\n",
             (unsigned long long)vt_streamer_n_host_slots(s),
             (unsigned long long)vt_streamer_n_host_resident(s),
-            vt_config_format_bytes(vt_streamer_host_pinned_bytes(s), pb, sizeof pb),
+            vt_format_bytes(vt_streamer_host_pinned_bytes(s), 1, pb, sizeof pb),
             (unsigned long long)h.hits, (unsigned long long)h.misses,
             hu ? 100.0 * (double)h.hits / (double)hu : 0.0, (double)h.bytes_read / 1048576.0,
             h.read_seconds, h.read_seconds > 0 ? (double)h.bytes_read / h.read_seconds / 1e9 : 0.0,

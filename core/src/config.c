@@ -239,7 +239,9 @@ static const struct {
 } byte_units[] = {
     {"B", 1ull},
     {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+    {"PiB", 1ull << 50},
     {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
+    {"PB", 1000000000000000ull},
 };
 
 /*
@@ -297,7 +299,7 @@ vt_status vt_config_parse_bytes(const char *text, uint64_t *out)
     for (size_t i = 0; !mult && i < sizeof byte_units / sizeof byte_units[0]; i++)
         if (eq(p, n_unit, byte_units[i].name)) mult = byte_units[i].mult;
     if (!mult) {
-        vt_set_error("unknown unit '%.*s' in '%.*s' (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+        vt_set_error("unknown unit '%.*s' in '%.*s' (units: B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB, PB)",
                      quote_len(n_unit), p, q, s);
         return VT_ERR_INVALID_ARG;
     }
@@ -316,30 +318,6 @@ vt_status vt_config_parse_bytes(const char *text, uint64_t *out)
     return VT_OK;
 }
 
-const char *vt_config_format_bytes(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *const names[] = {"KiB", "MiB", "GiB", "TiB"};
-    if (!buf || !cap) return "";
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
-        return buf;
-    }
-    int u = 0;
-    while (u < 3 && bytes >> (10 * (u + 2)) != 0) u++;
-    uint64_t unit = 1ull << (10 * (u + 1));
-    uint64_t whole = bytes / unit, rem = bytes % unit;
-    if (rem == 0) {
-        snprintf(buf, cap, "%llu %s", (unsigned long long)whole, names[u]);
-        return buf;
-    }
-    uint64_t hundredths = (rem * 100 + unit / 2) / unit; /* rounded to nearest; rem < 2^40 */
-    if (hundredths == 100) {
-        whole++;
-        hundredths = 0;
-    }
-    snprintf(buf, cap, "%llu.%02u %s", (unsigned long long)whole, (unsigned)hundredths, names[u]);
-    return buf;
-}
 
 /*
  * Set one platform key from text. On failure *p is unchanged except where the
@@ -844,7 +822,7 @@ static void print_line(FILE *f, const vt_config *c, const char *key, const char 
 static const char *bytes_value(uint64_t b, char *buf, size_t cap)
 {
     char human[48];
-    snprintf(buf, cap, "%s (%llu)", vt_config_format_bytes(b, human, sizeof human),
+    snprintf(buf, cap, "%s (%llu)", vt_format_bytes(b, 1, human, sizeof human),
              (unsigned long long)b);
     return buf;
 }

@@ -81,6 +81,7 @@
 #include <stdio.h>
 
 #include "vt/status.h"
+#include "vt/bytes.h" /* vt_format_bytes: the config prints sizes with exact set */
 
 #define VT_CONFIG_MAX_ENTRIES 32
 
@@ -211,8 +212,6 @@ vt_status vt_config_set(vt_config *c, const char *key, const char *value);
 /* Parse a byte size as described above. Errors: VT_ERR_INVALID_ARG with a
  * message saying what is wrong with text (the caller prefixes where). */
 vt_status vt_config_parse_bytes(const char *text, uint64_t *out);
-/* Format bytes for people: "1.50 GiB", "512 MiB", "123 B" into buf. */
-const char *vt_config_format_bytes(uint64_t bytes, char *buf, size_t cap);
 
 const char *vt_config_model_for_arch(const vt_config *c, const char *arch);
 const vt_config_platform *vt_config_platform_get(const vt_config *c, const char *name);

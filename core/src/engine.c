@@ -185,9 +185,9 @@ static vt_status open_streamer(vt_engine *e, const char *device)
            f->slot_unit_expert ? "a whole expert" : "one matrix of an expert",
            (unsigned long long)f->slot_bytes, e->res.store_name, vt_streamer_io_direct(e->streamer) ? "O_DIRECT" : "pread",
            vt_streamer_n_readers(e->streamer), (unsigned long long)f->host_slots,
-           vt_config_format_bytes(f->host_arena_bytes, hb, sizeof hb),
+           vt_format_bytes(f->host_arena_bytes, 1, hb, sizeof hb),
            (unsigned long long)vt_streamer_n_ring_slots(e->streamer),
-           vt_config_format_bytes(vt_streamer_host_pinned_bytes(e->streamer), pb, sizeof pb), pf);
+           vt_format_bytes(vt_streamer_host_pinned_bytes(e->streamer), 1, pb, sizeof pb), pf);
     return VT_OK;
 }
 

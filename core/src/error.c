@@ -3,7 +3,7 @@
  */
 #include "error.h"
 
-#include "config.h" /* vt_config_format_bytes */
+#include "vt/bytes.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -119,7 +119,7 @@ static const char *oom_size(uint64_t bytes, char *buf, size_t cap)
     if (bytes < 1024)
         snprintf(buf, cap, "(%llu bytes)", (unsigned long long)bytes);
     else
-        snprintf(buf, cap, "(%s, %llu bytes)", vt_config_format_bytes(bytes, human, sizeof human),
+        snprintf(buf, cap, "(%s, %llu bytes)", vt_format_bytes(bytes, 1, human, sizeof human),
                  (unsigned long long)bytes);
     return buf;
 }

@@ -135,8 +135,8 @@ static vt_status alloc_host_tier(vt_expert_streamer *s)
                 vt_set_error("out of memory: the expert host tier and staging ring (%" PRIu64
                              " slots, %s) could not be allocated after %s; lower "
                              "expert_cache.host_arena or expert_cache.staging", n,
-                             vt_util_format_bytes(n * stride, b1, sizeof b1),
-                             vt_util_format_bytes(slot * stride, b2, sizeof b2));
+                             vt_format_bytes(n * stride, 0, b1, sizeof b1),
+                             vt_format_bytes(slot * stride, 0, b2, sizeof b2));
                 return VT_ERR_OUT_OF_MEMORY;
             }
         }
@@ -153,8 +153,8 @@ static vt_status alloc_host_tier(vt_expert_streamer *s)
         snprintf(why, sizeof why, "expert streamer: %s of the %s host tier / staging ring is "
                  "pageable (it exceeds "
                  "the pinned budget, pinned_budget); experts still stream, H2D copies from it are "
-                 "slower", vt_util_format_bytes(s->host_pageable_bytes, b1, sizeof b1),
-                 vt_util_format_bytes(n * stride, b2, sizeof b2));
+                 "slower", vt_format_bytes(s->host_pageable_bytes, 0, b1, sizeof b1),
+                 vt_format_bytes(n * stride, 0, b2, sizeof b2));
         H->note_fallback(why);
     }
     return VT_OK;

@@ -751,7 +751,7 @@ static vt_status map_shard(vt_gguf *g, gguf_shard *s, uint32_t shard_no)
     if (m == MAP_FAILED) {
         char human[48];
         vt_set_error("%s: mmap of %s (%" PRIu64 " bytes) failed: %s", s->path,
-                     vt_config_format_bytes(s->size, human, sizeof human), s->size,
+                     vt_format_bytes(s->size, 1, human, sizeof human), s->size,
                      strerror(errno));
         return VT_ERR_IO;
     }

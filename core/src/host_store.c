@@ -63,7 +63,7 @@ static vt_status hs_create(const vt_store_params *p, vt_store **out)
     s->arena = aligned_alloc(HOST_STORE_ALIGN, (size_t)bytes);
     if (!s->arena) {
         vt_set_error("host store: allocation of the expert arena failed: %s (%llu bytes, %llu "
-                     "slots): out of memory", vt_config_format_bytes(bytes, hb, sizeof hb),
+                     "slots): out of memory", vt_format_bytes(bytes, 1, hb, sizeof hb),
                      (unsigned long long)bytes, (unsigned long long)p->n_slots);
         free(s);
         return VT_ERR_OUT_OF_MEMORY;

@@ -5,18 +5,8 @@
 
 #include <stdio.h>
 
-/* bytes in binary units with two decimals: 512 B, 1.50 KiB, 4.46 GiB */
-static void fmt_bytes(char *out, size_t cap, double v)
-{
-    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int u = 0;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0) snprintf(out, cap, "%.0f B", v);
-    else snprintf(out, cap, "%.2f %s", v, unit[u]);
-}
+#include "vt/bytes.h"
+
 
 size_t vt_progress_format(char *buf, size_t cap, const char *label, uint64_t done,
                           uint64_t total, double seconds, int bar_width)
@@ -32,11 +22,11 @@ size_t vt_progress_format(char *buf, size_t cap, const char *label, uint64_t don
         bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
     bar[bar_width] = 0;
     char d[32], t[32], r[48] = "";
-    fmt_bytes(d, sizeof d, (double)done);
-    fmt_bytes(t, sizeof t, (double)total);
+    vt_format_bytes(done, 0, d, sizeof d);
+    vt_format_bytes(total, 0, t, sizeof t);
     if (seconds > 0) {
         char rb[32];
-        fmt_bytes(rb, sizeof rb, (double)done / seconds);
+        vt_format_bytes((uint64_t)((double)done / seconds), 0, rb, sizeof rb);
         snprintf(r, sizeof r, "  %s/s", rb);
     }
     int n = snprintf(buf, cap, "%s [%s] %3d%%  %s / %s%s", label ? label : "", bar,

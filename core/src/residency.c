@@ -23,7 +23,7 @@
 
 static const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
 {
-    return vt_config_format_bytes(b, buf, cap);
+    return vt_format_bytes(b, 1, buf, cap);
 }
 
 /* Refuse by name when `who` needs capability id of the backend and it is ABSENT. */

@@ -43,7 +43,7 @@ vt_status vt_cpu_fail(const vt_backend_ctx *ctx, vt_status st, const char *fmt, 
 /* "1.19 GiB", "64.00 KiB", "12 B" into buf. */
 static const char *fmt_bytes(uint64_t bytes, char *buf, size_t cap)
 {
-    return vt_util_format_bytes(bytes, buf, cap);
+    return vt_format_bytes(bytes, 0, buf, cap);
 }
 
 vt_status vt_cpu_fail_oom(const vt_backend_ctx *ctx, uint64_t bytes, const char *what_fmt, ...)

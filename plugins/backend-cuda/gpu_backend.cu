@@ -27,21 +27,6 @@
 
 /* ======================= errors ======================= */
 
-/* "1.19 GiB": bytes in the largest binary unit that keeps the value >= 1. */
-void vt_gpu_human_bytes(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024.0 && u < 6) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, cap, "%llu bytes", (unsigned long long)bytes);
-    else
-        snprintf(buf, cap, "%.2f %s", v, units[u]);
-}
 
 /* Report through the host table (or stderr before one is known); returns st. */
 vt_status vt_gpu_fail(const vt_host_api *host, vt_status st, const char *fmt, ...)
@@ -198,7 +183,7 @@ extern "C" vt_status vt_gpu_init_device(int device, const vt_host_api *host, vt_
     vt_gpu_ops_init(ctx);
     if (host && host->log) {
         char total[32];
-        vt_gpu_human_bytes((uint64_t)prop.totalGlobalMem, total, sizeof total);
+        vt_format_bytes((uint64_t)prop.totalGlobalMem, 0, total, sizeof total);
         host->log(VT_LOG_INFO, "backend " VT_GPU_PLUGIN_NAME ": device %d of %d: %s, %s, "
                   "compute capability %d.%d", device, n, prop.name, total, prop.major, prop.minor);
     }
@@ -305,11 +290,11 @@ extern "C" vt_status vt_gpu_alloc(vt_backend_ctx *ctx, size_t bytes, const char 
         const char *es = vt_gpu_get_error_string(e);
         st = vt_gpu_status_of(e);
         if (vt_gpu_mem_get_info(&f, &t) == vt_gpu_success) {
-            vt_gpu_human_bytes(f, fr, sizeof fr);
-            vt_gpu_human_bytes(t, tot, sizeof tot);
+            vt_format_bytes(f, 0, fr, sizeof fr);
+            vt_format_bytes(t, 0, tot, sizeof tot);
         }
         (void)vt_gpu_get_last_error();
-        vt_gpu_human_bytes(bytes, h, sizeof h);
+        vt_format_bytes(bytes, 0, h, sizeof h);
         return vt_gpu_fail(ctx->host, st, VT_GPU_RT "Malloc of %s (%zu bytes) for %s failed: %s "
                         "(device %d, %s: %s free of %s)", h, bytes, name, es, ctx->device,
                         ctx->name, fr, tot);
@@ -351,7 +336,7 @@ extern "C" vt_status vt_gpu_host_alloc_pinned(vt_backend_ctx *ctx, size_t bytes,
     vt_gpu_error e = vt_gpu_host_alloc(&p, bytes ? bytes : 64);
     if (e != vt_gpu_success) {
         char h[32];
-        vt_gpu_human_bytes(bytes, h, sizeof h);
+        vt_format_bytes(bytes, 0, h, sizeof h);
         const char *es = vt_gpu_get_error_string(e);
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e),
 #ifdef VT_GPU_HIP
@@ -418,7 +403,7 @@ static vt_status gpu_copy(vt_backend_ctx *ctx, const char *op, void *dst, const 
     }
     if (e != vt_gpu_success) {
         char h[32];
-        vt_gpu_human_bytes(bytes, h, sizeof h);
+        vt_format_bytes(bytes, 0, h, sizeof h);
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "%s of %s (%zu bytes, %p -> %p) on device %d "
                         "failed: %s", op, h, bytes, src, dst, ctx->device,
                         vt_gpu_get_error_string(e));
@@ -453,7 +438,7 @@ extern "C" vt_status vt_gpu_copy_h2d_async(vt_backend_ctx *ctx, void *dst, const
     vt_gpu_tl_mark(ctx, 'D', 0);
     if (e != vt_gpu_success) {
         char h[32];
-        vt_gpu_human_bytes(bytes, h, sizeof h);
+        vt_format_bytes(bytes, 0, h, sizeof h);
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_async of %s (%zu bytes, %p -> "
                            "%p) on device %d failed: %s", h, bytes, src, dst, ctx->device,
                            vt_gpu_get_error_string(e));
@@ -579,7 +564,7 @@ extern "C" vt_status vt_gpu_copy_h2d_ahead(vt_backend_ctx *ctx, const vt_h2d_cop
         vt_gpu_tl_mark(ctx, 'A', 1);
         if (e != vt_gpu_success) {
             char h[32];
-            vt_gpu_human_bytes(copies[i].bytes, h, sizeof h);
+            vt_format_bytes(copies[i].bytes, 0, h, sizeof h);
             return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "copy_h2d_ahead of %s (%zu bytes, "
                                "%p -> %p) on device %d failed: %s", h, copies[i].bytes,
                                copies[i].src, copies[i].dst, ctx->device,
@@ -621,7 +606,7 @@ extern "C" vt_status vt_gpu_memset_zero(vt_backend_ctx *ctx, void *dst, size_t b
     vt_gpu_error e = vt_gpu_get_last_error();
     if (e != vt_gpu_success) {
         char h[32];
-        vt_gpu_human_bytes(bytes, h, sizeof h);
+        vt_format_bytes(bytes, 0, h, sizeof h);
         return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "memset_zero of %s (%zu bytes at %p) on device %d "
                         "failed: %s", h, bytes, dst, ctx->device, vt_gpu_get_error_string(e));
     }

@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "vt/backend.h"
+#include "vt/bytes.h"
 #include "vt/plugin.h"
 #include "vt/status.h"
 
@@ -433,7 +434,5 @@ vt_status vt_gpu_status_of(vt_gpu_error e);
 #define VT_ST ((vt_gpu_stream)ctx->stream)
 /* Select the context's device; on failure sets the error naming op. */
 vt_status vt_gpu_select_device(vt_backend_ctx *ctx, const char *op);
-/* "1.19 GiB" */
-void vt_gpu_human_bytes(uint64_t bytes, char *buf, size_t cap);
 #endif
 #endif

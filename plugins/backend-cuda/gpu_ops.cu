@@ -173,7 +173,7 @@ static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t
         *cap = 0;
     }
     char h[32];
-    vt_gpu_human_bytes(want, h, sizeof h);
+    vt_format_bytes(want, 0, h, sizeof h);
     if (host_mem) {
         *buf = malloc(want);
         if (!*buf)

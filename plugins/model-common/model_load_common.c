@@ -32,7 +32,7 @@ vt_status vt_mc_weight_alloc(vt_mc_model *m, size_t bytes, const char *what, voi
             char human[32];
             m->host->set_error("%s: allocation of %s (%zu bytes) for the list of %zu device "
                                "allocations failed: out of memory", m->family,
-                               vt_util_format_bytes(nc * sizeof *na, human, sizeof human),
+                               vt_format_bytes(nc * sizeof *na, 0, human, sizeof human),
                                nc * sizeof *na, nc);
             return VT_ERR_OUT_OF_MEMORY;
         }

@@ -203,7 +203,6 @@ struct vt_model_seq {
  * the message set on failure. */
 vt_status gemma4_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out);
 void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what);
-const char *gemma4_fmt_bytes(uint64_t bytes, char *buf, size_t cap);
 vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
                                uint32_t cap, uint32_t *n);
 vt_status gemma4_memory_needs(const vt_host_api *host, const vt_gguf *g,

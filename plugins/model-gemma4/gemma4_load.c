@@ -36,10 +36,6 @@
 /* named allocations                                                  */
 /* ================================================================ */
 
-const char *gemma4_fmt_bytes(uint64_t bytes, char *buf, size_t cap)
-{
-    return vt_util_format_bytes(bytes, buf, cap);
-}
 
 vt_status gemma4_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out)
 {

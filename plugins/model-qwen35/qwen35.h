@@ -215,8 +215,6 @@ void qwen35_hparams_free(qwen35_hparams *hp);
  * for overflow; NULL on failure with the message set. */
 vt_status qwen35_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out);
 void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what);
-/* "1.19 GiB", "64.00 KiB", "12 B" into buf. */
-const char *qwen35_fmt_bytes(uint64_t bytes, char *buf, size_t cap);
 vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
                                uint32_t cap, uint32_t *n);
 /* Cache and scratch bytes for the fit check (vt_model_api.memory_needs). */

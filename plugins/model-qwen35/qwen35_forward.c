@@ -38,7 +38,7 @@ static vt_status q35_dump(vt_model *m, const float *dev, int64_t rows, int64_t n
         char human[32];
         m->host->log(VT_LOG_WARN, "qwen35 dump: allocation of %s (%zu bytes) for the dump buffer "
                      "failed: out of memory; rows skipped",
-                     qwen35_fmt_bytes(bytes, human, sizeof human), bytes);
+                     vt_format_bytes(bytes, 0, human, sizeof human), bytes);
         return VT_OK;
     }
     vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);

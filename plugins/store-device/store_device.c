@@ -70,7 +70,7 @@ static int cap_present(const vt_backend_api *a, uint32_t id)
 
 static const char *human(uint64_t b, char *buf, size_t cap)
 {
-    return vt_util_format_bytes(b, buf, cap);
+    return vt_format_bytes(b, 0, buf, cap);
 }
 
 static vt_status sd_footprint(const vt_store_params *p, vt_store_footprint *out)

@@ -2,7 +2,7 @@
  * vt/plugin_util.h - small header-only helpers that plugins share (plugins do
  * not link the core, so these are static inline; C and C++).
  *
- *  - vt_util_format_bytes: "1.19 GiB", "64.00 KiB", "12 B" for messages;
+ *  - byte counts in messages: vt_format_bytes (vt/bytes.h, included here);
  *  - vt_util_alloc_named / vt_util_calloc_named: allocations whose failure
  *    message names what was being allocated and how many bytes (DESIGN.md);
  *  - vt_util_softmax_topk_row: the routing of vt_backend_api.softmax_topk
@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "vt/backend.h"
+#include "vt/bytes.h"
 #include "vt/plugin.h"
 #include "vt/status.h"
 
@@ -39,20 +40,6 @@
 extern "C" {
 #endif
 
-/* bytes in binary units with two decimals ("1.19 GiB"), or "N B" below 1 KiB,
- * into buf (cap bytes); returns buf. */
-static inline const char *vt_util_format_bytes(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
-        return buf;
-    }
-    int u = 0;
-    while (u < 5 && bytes >> (10 * (u + 2)) != 0) u++;
-    snprintf(buf, cap, "%.2f %s", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
-    return buf;
-}
 
 /*
  * Backend memory through api->alloc. On failure the backend's message is kept
@@ -70,7 +57,7 @@ static inline vt_status vt_util_alloc_named(const vt_host_api *host, const vt_ba
     snprintf(prev, sizeof prev, "%s", e ? e : "");
     if (strstr(prev, what) && strstr(prev, "bytes")) return st; /* the backend named it */
     host->set_error("%s: allocation of %s (%zu bytes) for %s failed: %s", who,
-                    vt_util_format_bytes(bytes, human, sizeof human), bytes, what,
+                    vt_format_bytes(bytes, 0, human, sizeof human), bytes, what,
                     prev[0] ? prev : "the backend gave no reason");
     return st;
 }
@@ -91,7 +78,7 @@ static inline void *vt_util_calloc_named(const vt_host_api *host, const char *wh
     void *p = bytes ? calloc(n, size) : calloc(1, 1);
     if (!p)
         host->set_error("%s: allocation of %s (%zu bytes) for %s failed: out of memory", who,
-                        vt_util_format_bytes(bytes, human, sizeof human), bytes, what);
+                        vt_format_bytes(bytes, 0, human, sizeof human), bytes, what);
     return p;
 }
 
