@@ -47,7 +47,7 @@ endif()
 
 set(VT_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -g)
-set(VT_FUZZ_SOURCES error.c config.c gguf_reader.c gguf_access.c gguf_name_index.c gguf_guard.c gguf_writer.c gguf_info.c tokenizer.c
+set(VT_FUZZ_SOURCES error.c config.c gguf_reader.c gguf_access.c gguf_name_index.c gguf_guard.c gguf_writer.c gguf_info.c tokenizer.c tokenizer_load.c
     tokenizer_unicode.c chat_template.c) # config.c: error.c formats byte counts with it
 list(TRANSFORM VT_FUZZ_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/core/src/)
 
