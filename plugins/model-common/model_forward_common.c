@@ -6,6 +6,7 @@
 #include <inttypes.h>
 
 #include "vt/model_common.h"
+#include "vt/plugin_util.h"
 #include "vt/types.h"
 
 #define TRY(x) do { vt_status st_ = (x); if (st_ != VT_OK) return st_; } while (0)
@@ -120,6 +121,70 @@ vt_status vt_mc_lm_head(vt_mc_model *m, const vt_weight *output, const float *h,
             TRY(A->scale(c, logits_buf, logits_buf, n * V, softcap));
         }
         TRY(A->copy_d2h(c, logits + r * V, logits_buf, (size_t)(n * V) * sizeof(float)));
+    }
+    return VT_OK;
+}
+
+const char *vt_mc_moe_path(const vt_mc_model *m, int has_moe)
+{
+    if (!has_moe) return NULL;
+    if (!m->fused_moe) return "per-expert ops (backend without op.moe_route/op.moe_ffn, or VT_MOE_FFN=0)";
+    return m->experts ? "moe_ffn (fused; routing on the device, ids copied to the host per layer "
+                        "for the streamer)"
+                      : "moe_ffn (fused; routing on the device)";
+}
+
+vt_status vt_mc_moe_ops(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int64_t T,
+                        int64_t n_embd, int64_t n_ff, int64_t n_expert, int64_t k,
+                        vt_unary_op act, const float *h, float *out)
+{
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = n_embd, F = n_ff, nx = n_expert, K = k;
+    /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
+    int32_t *cnt = m->exp_count;
+    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
+                                           m->exp_w);
+    if (bad >= 0) {
+        m->host->set_error("%s: blk.%u router picked expert %d of %" PRId64, m->family, il,
+                           m->topk_ids[bad], nx);
+        return VT_ERR_INTERNAL;
+    }
+    /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0).
+     * A group's (token, expert) rows are contiguous in the bucketed order, so
+     * each group takes one gather, one activation, one product and one scatter
+     * over all its rows, and only the matmuls per expert. */
+    const uint32_t M = x->fused_gate_up ? 2 : 3;
+    int64_t e_next = 0, e_first, e_last;
+    uint32_t n_grp;
+    while ((n_grp = vt_util_next_expert_group(cnt, nx, K, &e_next, m->exp_ids, &e_first, &e_last))) {
+        if (m->experts)
+            TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
+        const int32_t gb = e_first ? cnt[e_first - 1] : 0, ge = cnt[e_last];
+        const int64_t n_rows = ge - gb;
+        if (T > 1) TRY(A->gather_rows(c, h, E, m->exp_tok + gb, n_rows, E, m->f_x, E));
+        uint32_t g = 0;
+        for (int64_t e = e_first; e <= e_last; e++) {
+            int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
+            if (n == 0) continue;
+            const void *const *slots = m->experts ? m->exp_slots + (size_t)g * M : NULL;
+            vt_weight wg, wu;
+            TRY(vt_mc_expert_weight(m, x, VT_MC_EXP_GATE, (uint32_t)e, slots, &wg));
+            TRY(vt_mc_expert_weight(m, x, VT_MC_EXP_UP, (uint32_t)e, slots, &wu));
+            TRY(vt_mc_expert_weight(m, x, VT_MC_EXP_DOWN, (uint32_t)e, slots, &m->grp_down[g]));
+            const float *xin = T > 1 ? m->f_x + (int64_t)(b - gb) * E : h;
+            TRY(vt_mc_mm(m, &wg, xin, E, m->f_g + (int64_t)(b - gb) * F, F, n));
+            TRY(vt_mc_mm(m, &wu, xin, E, m->f_u + (int64_t)(b - gb) * F, F, n));
+            m->grp_row0[g] = b;
+            m->grp_rows[g] = n;
+            g++;
+        }
+        TRY(A->unary(c, act, m->f_g, m->f_g, n_rows * F));
+        TRY(A->binary(c, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n_rows * F, n_rows * F));
+        for (uint32_t q = 0; q < g; q++)
+            TRY(vt_mc_mm(m, &m->grp_down[q], m->f_g + (int64_t)(m->grp_row0[q] - gb) * F, F,
+                         m->f_y + (int64_t)(m->grp_row0[q] - gb) * E, E, m->grp_rows[q]));
+        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + gb, m->exp_w + gb, n_rows, E, out, E));
     }
     return VT_OK;
 }

@@ -155,8 +155,8 @@ struct vt_model {
     float *x, *h, *a;            /* [T][D]: residual, normed input, sublayer output */
     float *q, *att;              /* [T][max H*d] */
     float *kp, *vp;              /* [T][max Hkv*d] raw K / V projections */
-    float *f_x, *f_y, *f_m, *f_e;/* [T][D]: gathered input, expert out, MLP out, expert sum */
-    float *f_g, *f_u;            /* [T][max n_ff] */
+    float *f_m, *f_e;            /* [T][D]: MLP out, expert sum */
+    /* f_x, f_y ([T][D]: gathered input, expert out), f_g, f_u ([T][max n_ff]): vt/model_common.h */
     float *r_logits;             /* [T][n_expert] */
     int32_t *r_ids;              /* [T][top-k] routed expert ids (fused path) */
     int32_t *d_pos;              /* graph path, device: [0] the position (RoPE, F-layer cache
@@ -176,13 +176,7 @@ struct vt_model {
 
     /* host scratch */
     int32_t *pos;                /* [n_batch] */
-    int32_t *topk_ids;           /* [n_batch * k] */
-    float *topk_w;               /* [n_batch * k] */
-    int32_t *exp_count;          /* [n_expert + 2] */
-    int32_t *exp_tok;            /* [n_batch * k] token of each routed pair, by expert */
-    float *exp_w;                /* weights, same order */
-    vt_weight *grp_down;         /* [n_expert_used] down matrices of one expert group */
-    int32_t *grp_row0, *grp_rows; /* [n_expert_used] each group expert's first row and row count */
+    /* topk_ids .. grp_rows: vt/model_common.h */
 
     const char *dump_path;       /* VT_GEMMA4_DUMP */
 };

@@ -212,14 +212,7 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
 /* routed experts (§5.3 branch 2): f_e = Σ_j w_j s_j Expert_j(u2)       */
 /* ---------------------------------------------------------------- */
 
-const char *gemma4_moe_path(const vt_model *m)
-{
-    if (!m->hp.n_expert) return NULL;
-    if (!m->fused_moe) return "per-expert ops (backend without op.moe_route/op.moe_ffn, or VT_MOE_FFN=0)";
-    return m->experts ? "moe_ffn (fused; routing on the device, ids copied to the host per layer "
-                        "for the streamer)"
-                      : "moe_ffn (fused; routing on the device)";
-}
+const char *gemma4_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.n_expert != 0); }
 
 /* vt_util_moe_ffn_streamed's table writer: the acquired group's slots */
 static vt_status gemma4_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
@@ -363,58 +356,8 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
     TRY(A->rms_norm(c, m->x, E, ly->pre_ffw_norm_2, m->h, E, T, E, hp->eps));
     TRY(A->memset_zero(c, m->f_e, (size_t)(T * E) * sizeof(float)));
 
-    /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
-    int32_t *cnt = m->exp_count;
-    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
-                                           m->exp_w);
-    if (bad >= 0) {
-        m->host->set_error("gemma4: blk.%u router picked expert %d of %" PRId64, il,
-                           m->topk_ids[bad], nx);
-        return VT_ERR_INTERNAL;
-    }
-    /* cnt[e] is now the end of expert e's run, its start cnt[e-1]. Experts run
-     * in increasing id order, in groups of at most top-k made resident
-     * together when streamed (the arena holds at least k x matrices slots).
-     * A group's (token, expert) rows are contiguous in the bucketed order:
-     * one gather, one GELU, one product and one scatter serve the whole
-     * group; only the matmuls run per expert (same arithmetic and order of
-     * additions as one expert at a time). */
-    const uint32_t M = ly->fused_gate_up ? 2 : 3;
-    const int64_t F = hp->n_ff_exp;
-    int64_t e_next = 0;
-    int64_t e_first, e_last;
-    uint32_t n_grp;
-    while ((n_grp = vt_util_next_expert_group(cnt, nx, K, &e_next, m->exp_ids, &e_first, &e_last))) {
-        int64_t e;
-        if (m->experts)
-            TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
-        const int32_t gb = e_first ? cnt[e_first - 1] : 0, ge = cnt[e_last];
-        const int64_t n_rows = ge - gb;
-        if (T > 1) TRY(A->gather_rows(c, m->h, E, m->exp_tok + gb, n_rows, E, m->f_x, E));
-        uint32_t gi = 0;
-        for (e = e_first; e <= e_last; e++) {
-            int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
-            if (n == 0) continue;
-            const void *const *slots = m->experts ? m->exp_slots + (size_t)gi * M : NULL;
-            vt_weight wg, wu;
-            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_GATE, (uint32_t)e, slots, &wg));
-            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_UP, (uint32_t)e, slots, &wu));
-            TRY(gemma4_expert_weight(m, il, GEMMA4_EXP_DOWN, (uint32_t)e, slots, &m->grp_down[gi]));
-            const float *xin = T > 1 ? m->f_x + (int64_t)(b - gb) * E : m->h;
-            TRY(g4_mm(m, &wg, xin, E, m->f_g + (int64_t)(b - gb) * F, F, n));
-            TRY(g4_mm(m, &wu, xin, E, m->f_u + (int64_t)(b - gb) * F, F, n));
-            m->grp_row0[gi] = b;
-            m->grp_rows[gi] = n;
-            gi++;
-        }
-        /* pitfall 16: tanh GELU */
-        TRY(A->unary(c, VT_UNARY_GELU_TANH, m->f_g, m->f_g, n_rows * F));
-        TRY(A->binary(c, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n_rows * F, n_rows * F));
-        for (uint32_t q = 0; q < gi; q++)
-            TRY(g4_mm(m, &m->grp_down[q], m->f_g + (int64_t)(m->grp_row0[q] - gb) * F, F,
-                      m->f_y + (int64_t)(m->grp_row0[q] - gb) * E, E, m->grp_rows[q]));
-        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + gb, m->exp_w + gb, n_rows, E, m->f_e, E));
-    }
+    TRY(vt_mc_moe_ops(&m->mc, &ly->x, il, T, E, hp->n_ff_exp, nx, K, VT_UNARY_GELU_TANH, m->h,
+                      m->f_e)); /* pitfall 16: tanh GELU */
     TRY(A->rms_norm(c, m->f_e, E, ly->post_ffw_norm_2, m->f_e, E, T, E, hp->eps));
     return VT_OK;
 }

@@ -156,7 +156,7 @@ struct vt_model {
     float *s_a, *s_b, *s_c, *s_d, *s_e, *s_f, *s_g; /* mixer temporaries, see forward */
     float *s_beta, *s_gdecay; /* [T][n_v] */
     float *r_logits;          /* [T][n_expert] */
-    float *f_x, *f_g, *f_u, *f_y; /* FFN: gathered input, gate, up, down out */
+    /* f_x, f_g, f_u, f_y (FFN: gathered input, gate, up, down out): vt/model_common.h */
     float *f_gamma;           /* [T] shared-expert gate (the raw logit when fused) */
     int32_t *r_ids;           /* [T][top-k] routed expert ids (fused path) */
     int32_t *d_pos;           /* [T] positions in device memory (graph path) */
@@ -173,13 +173,7 @@ struct vt_model {
 
     /* host scratch */
     int32_t *pos;             /* [n_batch] */
-    int32_t *topk_ids;        /* [n_batch * n_expert_used] */
-    float *topk_w;            /* [n_batch * n_expert_used] */
-    int32_t *exp_count;       /* [n_expert + 1] */
-    int32_t *exp_tok;         /* [n_batch * n_expert_used] token of each routed pair, by expert */
-    float *exp_w;             /* weights, same order */
-    vt_weight *grp_down;      /* [n_expert_used] down matrices of one expert group */
-    int32_t *grp_row0, *grp_rows; /* [n_expert_used] each group expert's first row and row count */
+    /* topk_ids .. grp_rows: vt/model_common.h */
 
     const char *dump_path;    /* VT_QWEN35_DUMP: append hidden states here */
 };

@@ -248,14 +248,7 @@ static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *w
     return VT_OK;
 }
 
-const char *qwen35_moe_path(const vt_model *m)
-{
-    if (!m->hp.is_moe) return NULL;
-    if (!m->fused_moe) return "per-expert ops (backend without op.moe_route/op.moe_ffn, or VT_MOE_FFN=0)";
-    return m->experts ? "moe_ffn (fused; routing on the device, ids copied to the host per layer "
-                        "for the streamer)"
-                      : "moe_ffn (fused; routing on the device)";
-}
+const char *qwen35_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.is_moe); }
 
 /* vt_util_moe_ffn_streamed's table writer: the acquired group's slots */
 static vt_status qwen35_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
@@ -351,61 +344,8 @@ static vt_status q35_moe_ops(vt_model *m, uint32_t il, int64_t T)
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
 
     TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
-
-    /* bucket the (token, weight) pairs by expert (counting sort, token order kept) */
-    int32_t *cnt = m->exp_count;
-    int64_t bad = vt_util_bucket_by_expert(m->topk_ids, m->topk_w, T * K, K, nx, cnt, m->exp_tok,
-                                           m->exp_w);
-    if (bad >= 0) {
-        m->host->set_error("qwen35: blk.%u router picked expert %d of %" PRId64, il,
-                           m->topk_ids[bad], nx);
-        return VT_ERR_INTERNAL;
-    }
-    /* cnt[e] is now the end of expert e's run; its start is cnt[e-1] (0 for e = 0).
-     * Experts run in increasing id order, in groups of at most top-k experts
-     * made resident together when streamed (the arena holds at least that).
-     * A group's (token, expert) rows are contiguous in the bucketed order, so
-     * each group takes one gather, one SiLU, one product and one scatter over
-     * all its rows, and only the matmuls per expert (the arithmetic and the
-     * order of the additions into x are those of one expert at a time). */
-    const uint32_t M = ly->fused_gate_up ? 2 : 3;
-    const int64_t F = hp->n_ff_exp;
-    int64_t e_next = 0;
-    int64_t e_first, e_last;
-    uint32_t n_grp;
-    while ((n_grp = vt_util_next_expert_group(cnt, nx, K, &e_next, m->exp_ids, &e_first, &e_last))) {
-        int64_t e;
-        if (m->experts)
-            TRY(m->host->experts_acquire(m->experts, il, m->exp_ids, n_grp, m->exp_slots));
-        const int32_t gb = e_first ? cnt[e_first - 1] : 0, ge = cnt[e_last];
-        const int64_t n_rows = ge - gb;
-        if (T > 1) TRY(A->gather_rows(c, m->h, E, m->exp_tok + gb, n_rows, E, m->f_x, E));
-        vt_weight *wd = m->grp_down;
-        int32_t *wb = m->grp_row0, *wn = m->grp_rows;
-        uint32_t g = 0;
-        for (e = e_first; e <= e_last; e++) {
-            int32_t b = e ? cnt[e - 1] : 0, n = cnt[e] - b;
-            if (n == 0) continue;
-            const void *const *slots = m->experts ? m->exp_slots + (size_t)g * M : NULL;
-            vt_weight wg, wu;
-            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_GATE, (uint32_t)e, slots, &wg));
-            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_UP, (uint32_t)e, slots, &wu));
-            TRY(qwen35_expert_weight(m, il, QWEN35_EXP_DOWN, (uint32_t)e, slots, &wd[g]));
-            const float *xin = T > 1 ? m->f_x + (int64_t)(b - gb) * E : m->h;
-            TRY(q35_mm(m, &wg, xin, E, m->f_g + (int64_t)(b - gb) * F, F, n));
-            TRY(q35_mm(m, &wu, xin, E, m->f_u + (int64_t)(b - gb) * F, F, n));
-            wb[g] = b;
-            wn[g] = n;
-            g++;
-        }
-        TRY(A->unary(c, VT_UNARY_SILU, m->f_g, m->f_g, n_rows * F));
-        TRY(A->binary(c, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n_rows * F, n_rows * F));
-        for (uint32_t q = 0; q < g; q++)
-            TRY(q35_mm(m, &wd[q], m->f_g + (int64_t)(wb[q] - gb) * F, F,
-                       m->f_y + (int64_t)(wb[q] - gb) * E, E, wn[q]));
-        TRY(A->scatter_add(c, m->f_y, E, m->exp_tok + gb, m->exp_w + gb, n_rows, E, m->x, E));
-    }
-    return VT_OK;
+    return vt_mc_moe_ops(&m->mc, &ly->x, il, T, E, hp->n_ff_exp, nx, K, VT_UNARY_SILU, m->h,
+                         m->x);
 }
 
 /* The router logits of layer il into r_logits (softmax over all experts,

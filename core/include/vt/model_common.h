@@ -56,7 +56,16 @@
      * sequence and replayed (use_graph, experts resident), or as segments cut at               \
      * each MoE layer's routing with the acquires between them (use_seg_graph) */              \
     int use_graph, use_seg_graph;                                                                 \
-    int fuse;                    /* ABI 1.3's element-wise fusions and merged matrices */
+    int fuse;                    /* ABI 1.3's element-wise fusions and merged matrices */        \
+    /* the routed experts' scratch: host (per-expert ops path) and device (FFN rows) */           \
+    int32_t *topk_ids;           /* [(n_batch + 1) * top-k]: + a prediction for prefetch */        \
+    float *topk_w;               /* [n_batch * top-k] */                                          \
+    int32_t *exp_count;          /* [n_expert + 2] */                                             \
+    int32_t *exp_tok;            /* [n_batch * top-k] token of each routed pair, by expert */      \
+    float *exp_w;                /* the pairs' weights, same order */                             \
+    vt_weight *grp_down;         /* [top-k] down matrices of one expert group */                  \
+    int32_t *grp_row0, *grp_rows; /* [top-k] each group expert's first row and row count */       \
+    float *f_x, *f_g, *f_u, *f_y; /* device: gathered input, gate, up, down out (FFN rows) */
 
 typedef struct vt_mc_model {
     VT_MC_MODEL_FIELDS
@@ -248,6 +257,24 @@ vt_status vt_mc_carve_scratch(vt_mc_model *m, const vt_mc_scratch_part *parts, s
                               size_t *bytes_only, void **scratch);
 
 /* ---- the forward pass (model_forward_common.c) ---- */
+
+/* vt_model_info.moe_path: how the routed experts run; NULL without experts. */
+const char *vt_mc_moe_path(const vt_mc_model *m, int has_moe);
+
+/*
+ * The routed experts of layer il through the per-expert ops (a backend
+ * without the fused moe ops, or VT_MOE_FFN=0), after the routing: topk_ids /
+ * topk_w hold T x k (id, weight) pairs. The pairs are bucketed by expert
+ * (counting sort, token order kept); experts run in increasing id, in groups
+ * of at most k made resident together when streamed (acquired from the
+ * streamer); a group's rows take one gather of h, the gate and up matmuls per
+ * expert, one act(gate) . up, the down matmuls per expert and one weighted
+ * scatter_add into out [T][n_embd] (the additions in the order of one expert
+ * at a time). VT_ERR_INTERNAL naming the layer when an id is out of range.
+ */
+vt_status vt_mc_moe_ops(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int64_t T,
+                        int64_t n_embd, int64_t n_ff, int64_t n_expert, int64_t k,
+                        vt_unary_op act, const float *h, float *out);
 
 /* A family's struct vt_model_seq begins with `int64_t pos` (tokens already
  * evaluated): the checks below read it through this. */
