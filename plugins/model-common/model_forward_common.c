@@ -188,3 +188,39 @@ vt_status vt_mc_moe_ops(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int
     }
     return VT_OK;
 }
+
+vt_moe_ffn_args vt_mc_moe_args(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int64_t T,
+                               vt_moe_act act, int64_t n_embd, int64_t n_ff, int64_t n_expert,
+                               int64_t k, const float *h, float *out)
+{
+    const int64_t nx = n_expert;
+    const vt_mc_stack *gs = x->fused_gate_up ? &x->gate_up_exps : &x->gate_exps;
+    const vt_mc_stack *us = x->fused_gate_up ? &x->gate_up_exps : &x->up_exps;
+    void **tab = m->exp_tab[il];
+    vt_moe_ffn_args a = {
+        .struct_size = sizeof a, .act = act, .n_tokens = T, .k = k, .n_embd = n_embd,
+        .n_ff = n_ff, .n_expert = nx, .expert_begin = 0, .expert_end = nx, .x = h, .ldx = n_embd,
+        .ids = m->r_ids, .weights = m->r_w, .out = out, .ldo = n_embd, .type_gate = gs->type,
+        .type_up = us->type, .type_down = x->down_exps.type, .w_gate = (const void *const *)tab,
+        .w_up = (const void *const *)tab + nx, .w_down = (const void *const *)tab + 2 * nx,
+        .scratch = m->f_x, .scratch_bytes = m->moe_scratch_bytes, .name = x->down_exps.name};
+    return a;
+}
+
+vt_status vt_mc_moe_ffn_run(vt_mc_model *m, uint32_t il, vt_moe_ffn_args *a, int64_t T,
+                            uint32_t n_ahead, vt_util_table_fn write_table, void *user)
+{
+    m->n_ahead = 0;
+    if (!m->experts) return m->api->moe_ffn(m->ctx, a);
+    /* a one-token step routes at most top-k experts: one group, whose table
+     * upload is queued (vt_util_exp_tab_upload) */
+    m->exp_tab_queued = T == 1;
+    vt_status st = vt_util_moe_ffn_streamed_ahead(m->host, m->api, m->ctx, m->experts, il, a,
+                                                  m->topk_ids, m->exp_count, m->exp_ids,
+                                                  m->exp_slots, write_table, user, m->family,
+                                                  il + 1, n_ahead);
+    m->exp_tab_queued = 0;
+    TRY(st);
+    m->n_ahead = n_ahead; /* prefetched once the family has queued what it wants first */
+    return VT_OK;
+}

@@ -158,18 +158,14 @@ struct vt_model {
     float *f_m, *f_e;            /* [T][D]: MLP out, expert sum */
     /* f_x, f_y ([T][D]: gathered input, expert out), f_g, f_u ([T][max n_ff]): vt/model_common.h */
     float *r_logits;             /* [T][n_expert] */
-    int32_t *r_ids;              /* [T][top-k] routed expert ids (fused path) */
     int32_t *d_pos;              /* graph path, device: [0] the position (RoPE, F-layer cache
                                     row), [1] the S-layer cache row (position - swa_base) */
     float *s_k, *s_v;            /* [T][max n_head_kv*head_dim] normed K and V (graph path) */
-    float *r_w;                  /* [T][top-k] their weights (fused path) */
     /* prefetch (streamed, one token): layer l+1's router on layer l's hidden
      * state; its ids go to r_ids + top-k (one copy brings both) */
     float *ah_h;                 /* [n_embd] layer l+1's router input from x */
     float *ah_logits;            /* [n_expert] */
     float *ah_w;                 /* [top-k] (unused weights of the prediction) */
-    uint32_t n_ahead;            /* predicted ids at topk_ids + top-k, for experts_prefetch */
-    size_t moe_scratch_bytes;    /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *ple, *ple_tmp;        /* [T][L*P] */
     float *ple_g;                /* [T][P] */
     float *logits_buf;           /* [head_rows][n_vocab] */

@@ -250,25 +250,12 @@ static vt_status g4_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *
     return VT_OK;
 }
 
-/* moe_ffn's arguments for layer il over all of its experts (the streamed
- * paths narrow the range per group) */
+/* moe_ffn's arguments for layer il over all of its experts */
 static vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
 {
     const gemma4_hparams *hp = &m->hp;
-    const gemma4_layer *ly = &m->layers[il];
-    const int64_t E = hp->n_embd, nx = hp->n_expert;
-    const gemma4_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
-    const gemma4_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
-    void **tab = m->exp_tab[il];
-    vt_moe_ffn_args a = {
-        .struct_size = sizeof a, .act = VT_MOE_ACT_GELU_TANH, .n_tokens = T,
-        .k = hp->n_expert_used, .n_embd = E, .n_ff = hp->n_ff_exp, .n_expert = nx,
-        .expert_begin = 0, .expert_end = nx, .x = m->h, .ldx = E, .ids = m->r_ids,
-        .weights = m->r_w, .out = m->f_e, .ldo = E, .type_gate = gs->type, .type_up = us->type,
-        .type_down = ly->down_exps.type, .w_gate = (const void *const *)tab,
-        .w_up = (const void *const *)tab + nx, .w_down = (const void *const *)tab + 2 * nx,
-        .scratch = m->f_x, .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
-    return a;
+    return vt_mc_moe_args(&m->mc, &m->layers[il].x, il, T, VT_MOE_ACT_GELU_TANH, hp->n_embd,
+                          hp->n_ff_exp, hp->n_expert, hp->n_expert_used, m->h, m->f_e);
 }
 
 /* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
@@ -279,24 +266,11 @@ static vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
  * in increasing expert id). */
 static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
 {
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
     vt_moe_ffn_args a = g4_moe_args(m, il, T);
-    if (!m->experts) return A->moe_ffn(c, &a);
     uint32_t n_ahead = 0;
-    m->n_ahead = 0;
-    TRY(g4_predict_next(m, il, T, &n_ahead));
-    /* a one-token step routes at most top-k experts: one group, whose table
-     * upload is queued (vt_util_exp_tab_upload) */
-    m->exp_tab_queued = T == 1;
-    vt_status st = vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a,
-                                                  m->topk_ids, m->exp_count, m->exp_ids,
-                                                  m->exp_slots, gemma4_table_cb, m, "gemma4",
-                                                  il + 1, n_ahead);
-    m->exp_tab_queued = 0;
-    TRY(st);
-    m->n_ahead = n_ahead; /* prefetched once the experts' ops are queued (g4_experts) */
-    return VT_OK;
+    if (m->experts) TRY(g4_predict_next(m, il, T, &n_ahead));
+    /* streamed: prefetched once the experts' ops are queued (g4_experts) */
+    return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, gemma4_table_cb, m);
 }
 
 /* The fused routing of layer il: the router input RMSNorm0(r) ·

@@ -158,17 +158,13 @@ struct vt_model {
     float *r_logits;          /* [T][n_expert] */
     /* f_x, f_g, f_u, f_y (FFN: gathered input, gate, up, down out): vt/model_common.h */
     float *f_gamma;           /* [T] shared-expert gate (the raw logit when fused) */
-    int32_t *r_ids;           /* [T][top-k] routed expert ids (fused path) */
     int32_t *d_pos;           /* [T] positions in device memory (graph path) */
     float *s_k, *s_v;         /* [T][max n_head_kv*head_dim] normed, roped K and V (graph path) */
-    float *r_w;               /* [T][top-k] their weights (fused path) */
     /* prefetch (streamed, one token): layer l+1's router on layer l's hidden
      * state; its ids go to r_ids + top-k (one copy brings both) */
     float *ah_h;              /* [n_embd] post_norm of layer l+1 applied to x */
     float *ah_logits;         /* [n_expert + 1] */
     float *ah_w;              /* [top-k] (unused weights of the prediction) */
-    uint32_t n_ahead;         /* predicted ids at topk_ids + top-k, for experts_prefetch */
-    size_t moe_scratch_bytes; /* moe_ffn scratch: f_x .. the end of moe_extra */
     float *logits_buf;        /* [head_rows][n_vocab] */
 
     /* host scratch */

@@ -286,25 +286,12 @@ static vt_status q35_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t 
     return VT_OK;
 }
 
-/* moe_ffn's arguments for layer il's routed experts over all of its
- * experts (the streamed paths narrow the range per group) */
+/* moe_ffn's arguments for layer il's routed experts over all of its experts */
 static vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T)
 {
     const qwen35_hparams *hp = &m->hp;
-    const qwen35_layer *ly = &m->layers[il];
-    const int64_t nx = hp->n_expert;
-    const qwen35_stack *gs = ly->fused_gate_up ? &ly->gate_up_exps : &ly->gate_exps;
-    const qwen35_stack *us = ly->fused_gate_up ? &ly->gate_up_exps : &ly->up_exps;
-    void **tab = m->exp_tab[il];
-    vt_moe_ffn_args a = {
-        .struct_size = sizeof a, .act = VT_MOE_ACT_SILU, .n_tokens = T, .k = hp->n_expert_used,
-        .n_embd = hp->n_embd, .n_ff = hp->n_ff_exp, .n_expert = nx, .expert_begin = 0,
-        .expert_end = nx, .x = m->h, .ldx = hp->n_embd, .ids = m->r_ids, .weights = m->r_w,
-        .out = m->x, .ldo = hp->n_embd, .type_gate = gs->type, .type_up = us->type,
-        .type_down = ly->down_exps.type, .w_gate = (const void *const *)tab,
-        .w_up = (const void *const *)tab + nx, .w_down = (const void *const *)tab + 2 * nx,
-        .scratch = m->f_x, .scratch_bytes = m->moe_scratch_bytes, .name = ly->down_exps.name};
-    return a;
+    return vt_mc_moe_args(&m->mc, &m->layers[il].x, il, T, VT_MOE_ACT_SILU, hp->n_embd,
+                          hp->n_ff_exp, hp->n_expert, hp->n_expert_used, m->h, m->x);
 }
 
 static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
@@ -315,21 +302,10 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
     const int64_t nx = hp->n_expert, K = hp->n_expert_used;
     TRY(A->moe_route(c, m->r_logits, T, nx, K, 1, NULL, m->r_ids, m->r_w));
     uint32_t n_ahead = 0;
-    m->n_ahead = 0;
     TRY(q35_predict_next(m, il, T, &n_ahead));
     vt_moe_ffn_args a = q35_moe_args(m, il, T);
-    if (!m->experts) return A->moe_ffn(c, &a);
-    /* a one-token step routes at most top-k experts: one group, whose table
-     * upload is queued (vt_util_exp_tab_upload) */
-    m->exp_tab_queued = T == 1;
-    vt_status st = vt_util_moe_ffn_streamed_ahead(m->host, A, c, m->experts, il, &a,
-                                                  m->topk_ids, m->exp_count, m->exp_ids,
-                                                  m->exp_slots, qwen35_table_cb, m, "qwen35",
-                                                  il + 1, n_ahead);
-    m->exp_tab_queued = 0;
-    TRY(st);
-    m->n_ahead = n_ahead; /* prefetched once the shared expert is queued (q35_moe) */
-    return VT_OK;
+    /* streamed: prefetched once the shared expert is queued (q35_moe_tail) */
+    return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, qwen35_table_cb, m);
 }
 
 /* Routed experts through the per-expert ops (a backend without the fused

@@ -27,6 +27,7 @@
 #include "vt/gguf.h"
 #include "vt/model.h"
 #include "vt/plugin.h"
+#include "vt/plugin_util.h" /* vt_util_table_fn */
 #include "vt/status.h"
 
 /* The fields every model has, in this order (see VT_MC_MODEL_HEAD). */
@@ -65,7 +66,11 @@
     float *exp_w;                /* the pairs' weights, same order */                             \
     vt_weight *grp_down;         /* [top-k] down matrices of one expert group */                  \
     int32_t *grp_row0, *grp_rows; /* [top-k] each group expert's first row and row count */       \
-    float *f_x, *f_g, *f_u, *f_y; /* device: gathered input, gate, up, down out (FFN rows) */
+    float *f_x, *f_g, *f_u, *f_y; /* device: gathered input, gate, up, down out (FFN rows) */   \
+    int32_t *r_ids;              /* device [T][top-k] routed ids (+ top-k predicted, prefetch) */ \
+    float *r_w;                  /* device [T][top-k] their weights */                            \
+    size_t moe_scratch_bytes;    /* moe_ffn's scratch: f_x .. the end of the moe part */          \
+    uint32_t n_ahead;            /* predicted ids at topk_ids + T x top-k, for experts_prefetch */
 
 typedef struct vt_mc_model {
     VT_MC_MODEL_FIELDS
@@ -257,6 +262,22 @@ vt_status vt_mc_carve_scratch(vt_mc_model *m, const vt_mc_scratch_part *parts, s
                               size_t *bytes_only, void **scratch);
 
 /* ---- the forward pass (model_forward_common.c) ---- */
+
+/* moe_ffn's arguments for layer il's routed experts (x) over all of its
+ * experts, T tokens of h into out (added), r_ids / r_w the routing, f_x..
+ * the scratch (the streamed paths narrow the expert range per group). */
+vt_moe_ffn_args vt_mc_moe_args(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int64_t T,
+                               vt_moe_act act, int64_t n_embd, int64_t n_ff, int64_t n_expert,
+                               int64_t k, const float *h, float *out);
+/* The fused routed experts of layer il with moe_ffn args a (the routing in
+ * r_ids / r_w): resident, one moe_ffn; streamed, the ids to the host, groups
+ * of at most k experts acquired and the layer's table pointed at their
+ * slots through write_table(user, ...), one moe_ffn per group (the same
+ * bits: moe_ffn adds per token in increasing expert id), and the n_ahead
+ * predicted ids of layer il + 1 (after the layer's in r_ids) brought to the
+ * host for prefetch; m->n_ahead is then their count. */
+vt_status vt_mc_moe_ffn_run(vt_mc_model *m, uint32_t il, vt_moe_ffn_args *a, int64_t T,
+                            uint32_t n_ahead, vt_util_table_fn write_table, void *user);
 
 /* vt_model_info.moe_path: how the routed experts run; NULL without experts. */
 const char *vt_mc_moe_path(const vt_mc_model *m, int has_moe);
