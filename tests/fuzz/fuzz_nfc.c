@@ -15,7 +15,7 @@
  * Checks (each failure aborts, which libFuzzer reports):
  *   - time: vt_unicode_nfc of n code points must take (thread CPU time)
  *     VT_FUZZ_NFC_BUDGET_US (default 2,000) + VT_FUZZ_NFC_US_PER_CP (default
- *     2) x n microseconds, whatever the input: a slow input is a finding,
+ *     2) x n microseconds in the fastest of three runs, whatever the input: a slow input is a finding,
  *     also where libFuzzer's own -timeout (whole seconds) would not see it;
  *   - the result equals utf8proc_map(STABLE | COMPOSE) of the same text (a
  *     different implementation) for inputs of at most 2,048 code points
@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = 0;
     if (data[0] & 1) {
         n = (size - 1) / 2;
-        cps = malloc((n ? n : 1) * sizeof *cps);
+        cps = calloc(n ? n : 1, sizeof *cps);
         check(cps != NULL, "out of memory");
         for (size_t i = 0; i < n; i++) {
             const unsigned k = (unsigned)data[1 + 2 * i] | (unsigned)data[2 + 2 * i] << 8;
@@ -103,22 +103,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0; /* out of memory: not a finding of this target */
     }
     const size_t n_in = n;
-    size_t in_len;
+    size_t in_len = 0;
     char *in_text = encode(cps, n, &in_len);
 
-    const double t0 = now_us();
+    /* a copy of the input for the re-runs below */
+    uint32_t *orig = malloc((n_in ? n_in : 1) * sizeof *orig);
+    check(orig != NULL, "out of memory");
+    memcpy(orig, cps, n_in * sizeof *orig);
+    double t0 = now_us();
     vt_status st = vt_unicode_nfc(&cps, &n);
-    const double dt = now_us() - t0;
+    double dt = now_us() - t0;
     if (st != VT_OK) {
+        free(orig);
         free(cps);
         free(in_text);
         return 0;
     }
     const double budget = (double)env_ul("VT_FUZZ_NFC_BUDGET_US", 2000) +
                           (double)env_ul("VT_FUZZ_NFC_US_PER_CP", 2) * (double)n_in;
+    /* over it: twice more, the fastest counts (a slow input is slow every
+     * time; page faults of the sanitizers' first touches and a loaded
+     * machine's cache misses are not) */
+    for (int rep = 0; rep < 2 && dt > budget; rep++) {
+        size_t n2 = n_in;
+        uint32_t *c2 = malloc((n_in ? n_in : 1) * sizeof *c2);
+        check(c2 != NULL, "out of memory");
+        memcpy(c2, orig, n_in * sizeof *c2);
+        t0 = now_us();
+        st = vt_unicode_nfc(&c2, &n2);
+        const double d2 = now_us() - t0;
+        free(c2);
+        if (st == VT_OK && d2 < dt) dt = d2;
+    }
+    free(orig);
     if (dt > budget) {
-        fprintf(stderr, "fuzz_nfc: %zu code points took %.0f us, over the budget of %.0f us\n",
-                n_in, dt, budget);
+        fprintf(stderr, "fuzz_nfc: %zu code points took %.0f us (the fastest of three runs), over "
+                "the budget of %.0f us\n", n_in, dt, budget);
         abort();
     }
     /* NFC can lengthen text (U+0344 -> U+0308 U+0301 stays decomposed), by 3x at
