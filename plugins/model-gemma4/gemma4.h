@@ -8,7 +8,8 @@
  *
  * Files:
  *   gemma4_plugin.c   descriptor, vt_model_api table, sequences, info
- *   gemma4_load.c     hyperparameters (§2), tensor mapping and shape checks
+ *   gemma4_hparams.c  hyperparameters (§2): reading, range checks, validation
+ *   gemma4_load.c     tensor mapping and shape checks
  *                     (§3), weight placement, required_caps, memory_needs
  *   gemma4_forward.c  the forward pass (§5), all compute through backend ops
  *
@@ -186,6 +187,12 @@ struct vt_model_seq {
                                     prediction (recorded with it: replays copy only real ids) */
     float **k_cache, **v_cache;  /* per layer (NULL for shared-KV layers) */
 };
+
+/* gemma4_hparams.c: read and validate every hyperparameter of g into hp,
+ * each error naming the key; hp owns its per-layer arrays after, also on
+ * failure: free them with gemma4_hparams_free. */
+vt_status gemma4_read_hparams(const vt_host_api *host, const vt_gguf *g, gemma4_hparams *hp);
+void gemma4_hparams_free(gemma4_hparams *hp);
 
 /* gemma4_load.c */
 /* Allocation failures name what and how many bytes. gemma4_dev_alloc: backend
