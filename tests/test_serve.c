@@ -360,6 +360,28 @@ static long equal_up_to_tie(const char *want, const char *got, const cJSON *lp, 
     return (long)d;
 }
 
+/* How far one request's token logprobs (the chosen tokens') moved from the
+ * same request's alone (alone_json), over the tokens both chose alike up to
+ * the first that differs: the largest |difference| into *max, the tokens
+ * compared added to *n. */
+static void lp_drift(const cJSON *lp, const char *alone_json, double *max, int *n)
+{
+    cJSON *alone = cJSON_Parse(alone_json);
+    assert_non_null(alone);
+    cJSON *ta = cJSON_GetObjectItem(alone, "tokens"), *tb = cJSON_GetObjectItem(lp, "tokens");
+    cJSON *la = cJSON_GetObjectItem(alone, "token_logprobs"), *lb = cJSON_GetObjectItem(lp, "token_logprobs");
+    int k = cJSON_GetArraySize(la) < cJSON_GetArraySize(lb) ? cJSON_GetArraySize(la) : cJSON_GetArraySize(lb);
+    for (int i = 0; i < k; i++) {
+        const char *a = cJSON_GetStringValue(cJSON_GetArrayItem(ta, i));
+        const char *b = cJSON_GetStringValue(cJSON_GetArrayItem(tb, i));
+        if (!a || !b || strcmp(a, b)) break;
+        double d = fabs(cJSON_GetArrayItem(la, i)->valuedouble - cJSON_GetArrayItem(lb, i)->valuedouble);
+        if (d > *max) *max = d;
+        (*n)++;
+    }
+    cJSON_Delete(alone);
+}
+
 /* --parallel 8: eight greedy requests at once (four prompts twice), of
  * different lengths, so that prefill chunks and decode steps of different
  * slots share forward passes: each equals vt run's text alone. On the CPU
@@ -405,7 +427,8 @@ static void parallel_round(const char *kernels, double tie)
         free(q.text);
         cJSON_Delete(q.logprobs);
     }
-    int parted = 0;
+    int parted = 0, n_drift = 0;
+    double max_drift = 0;
     for (int round = 0; round < 3; round++) {
         par_req q[N];
         pthread_t th[N];
@@ -434,14 +457,16 @@ static void parallel_round(const char *kernels, double tie)
                 free(lp);
             } else {
                 parted += equal_up_to_tie(want[i], q[i].text, q[i].logprobs, tie) >= 0;
+                lp_drift(q[i].logprobs, alone_lp[i], &max_drift, &n_drift);
             }
             free(q[i].text);
             cJSON_Delete(q[i].logprobs);
         }
     }
     if (tie > 0)
-        fprintf(stderr, "parallel (--kernels %s): %d of 24 texts parted from vt run's at a near-tie\n",
-                kernels, parted);
+        fprintf(stderr, "parallel (--kernels %s): %d of 24 texts parted from vt run's at a near-tie; "
+                "logprobs with 7 neighbours moved by at most %.3g nats from the request's alone "
+                "(%d tokens compared)\n", kernels, parted, max_drift, n_drift);
     for (int i = 0; i < N; i++) {
         free(want[i]);
         cJSON_free(alone_lp[i]);
