@@ -39,10 +39,9 @@ struct vt_model {
     uint32_t n_embd, n_ctx_train;
     int64_t n_vocab;
     float eps;
-    vt_weight tok_embd, output; /* data: backend memory (or the mmap, host-addressable) */
-    const float *norm;          /* [n_embd] */
-    void *scratch;              /* x and y */
-    float *x, *y;               /* [n_batch][n_embd], [n_batch][n_vocab] */
+    /* of the head: token_embd, output (data: backend memory, or the mmap when
+     * host-addressable), output_norm [n_embd], scratch, x [n_batch][n_embd] */
+    float *y;                   /* [n_batch][n_vocab] */
 };
 
 struct vt_model_seq {
@@ -66,8 +65,8 @@ static vt_status toylm_map(vt_mc_loader *L, vt_model *m)
     const int64_t E = m->n_embd;
     m->n_vocab = emb->ne[1];
     if ((st = vt_mc_weight(L, "token_embd.weight", "[toylm.embedding_length, n_vocab]", E,
-                           m->n_vocab, VT_MC_USE_GET_ROWS, &m->tok_embd, NULL)) != VT_OK ||
-        (st = vt_mc_f32(L, "output_norm.weight", "[toylm.embedding_length]", 1, &E, &m->norm,
+                           m->n_vocab, VT_MC_USE_GET_ROWS, &m->token_embd, NULL)) != VT_OK ||
+        (st = vt_mc_f32(L, "output_norm.weight", "[toylm.embedding_length]", 1, &E, &m->output_norm,
                         NULL)) != VT_OK ||
         (st = vt_mc_weight(L, "output.weight", "[toylm.embedding_length, n_vocab]", E, m->n_vocab,
                            VT_MC_USE_MAT_MUL, &m->output, NULL)) != VT_OK)
@@ -196,9 +195,9 @@ static vt_status toylm_forward(vt_model *m, vt_model_seq *s, const int32_t *toke
     const vt_backend_api *b = m->api;
     const int64_t E = m->n_embd;
     /* any type id, those past the per-type tables (ABI 1.9) too */
-    vt_get_rows_fn get_rows = vt_backend_get_rows_fn(b, m->tok_embd.type);
-    if ((st = get_rows(m->ctx, &m->tok_embd, tokens, n_tokens, m->x)) != VT_OK ||
-        (st = b->rms_norm(m->ctx, m->x, E, m->norm, m->x, E, n_tokens, E, m->eps)) != VT_OK)
+    vt_get_rows_fn get_rows = vt_backend_get_rows_fn(b, m->token_embd.type);
+    if ((st = get_rows(m->ctx, &m->token_embd, tokens, n_tokens, m->x)) != VT_OK ||
+        (st = b->rms_norm(m->ctx, m->x, E, m->output_norm, m->x, E, n_tokens, E, m->eps)) != VT_OK)
         return st;
     /* the LM head of the rows whose logits are asked for (y holds n_batch rows) */
     const int64_t r0 = all_logits ? 0 : n_tokens - 1, rows = all_logits ? n_tokens : 1;

@@ -224,3 +224,59 @@ vt_status vt_mc_moe_ffn_run(vt_mc_model *m, uint32_t il, vt_moe_ffn_args *a, int
     m->n_ahead = n_ahead; /* prefetched once the family has queued what it wants first */
     return VT_OK;
 }
+
+/* ---------------------------------------------------------------- */
+/* the ends of the forward pass                                       */
+/* ---------------------------------------------------------------- */
+
+vt_status vt_mc_norm_x(vt_mc_model *m, int64_t r0, int64_t n, const float *w, float *y)
+{
+    return vt_util_norm_pending(m->api, m->ctx, m->x, &m->res_a, m->res_gate, r0, n, m->d.n_embd,
+                                w, y, m->d.eps);
+}
+
+vt_status vt_mc_logits(vt_mc_model *m, int64_t T, int all_logits, float *logits)
+{
+    if (!logits) {
+        m->res_a = NULL; /* the last FFN's addition is not needed */
+        return VT_OK;
+    }
+    /* the final norm and the LM head only for the rows whose logits are
+     * wanted, in chunks of head_rows to bound the scratch */
+    const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, E = m->d.n_embd;
+    TRY(vt_mc_norm_x(m, r0, nr, m->output_norm, m->h));
+    TRY(vt_mc_dump(m, m->h, nr, E));
+    return vt_mc_lm_head(m, &m->output, m->h, E, m->d.n_vocab, nr, m->head_rows, m->logits_buf,
+                         m->d.softcap, logits);
+}
+
+vt_status vt_mc_multi_logits(vt_mc_model *m, const int64_t *n_tok, uint32_t n_seq, int64_t T,
+                             float *logits)
+{
+    const int64_t E = m->d.n_embd;
+    /* the last FFN's addition, then each sequence's last row: final norm into
+     * h's rows 0..n_seq, LM head in chunks of head_rows */
+    TRY(vt_mc_norm_x(m, 0, T, NULL, NULL));
+    if (!logits) return VT_OK;
+    int64_t r = 0;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        r += n_tok[i];
+        TRY(m->api->rms_norm(m->ctx, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E,
+                             E, 1, E, m->d.eps));
+    }
+    return vt_mc_lm_head(m, &m->output, m->h, E, m->d.n_vocab, n_seq, m->head_rows,
+                         m->logits_buf, m->d.softcap, logits);
+}
+
+vt_status vt_mc_head_row(vt_mc_model *m, int64_t r)
+{
+    const vt_backend_api *A = m->api;
+    const int64_t E = m->d.n_embd, V = m->d.n_vocab;
+    const float c = m->d.softcap;
+    TRY(vt_mc_norm_x(m, r, 1, m->output_norm, m->h));
+    TRY(vt_mc_mm(m, &m->output, m->h, E, m->logits_buf, V, 1));
+    if (c <= 0) return VT_OK;
+    TRY(A->scale(m->ctx, m->logits_buf, m->logits_buf, V, 1.0f / c));
+    TRY(A->unary(m->ctx, VT_UNARY_TANH, m->logits_buf, m->logits_buf, V));
+    return A->scale(m->ctx, m->logits_buf, m->logits_buf, V, c);
+}

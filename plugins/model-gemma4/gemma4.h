@@ -66,7 +66,6 @@ typedef struct gemma4_hparams {
     uint32_t n_expert_used;   /* expert_used_count (top-k) */
     uint32_t n_ff_exp;        /* expert_feed_forward_length */
     float softcap;            /* final_logit_softcapping (default 30) */
-    int64_t n_vocab;          /* token_embd ne[1] */
     /* per layer (n_layer entries) */
     uint8_t *is_swa;          /* sliding_window_pattern[l] */
     uint32_t *n_head;         /* attention.head_count */
@@ -79,12 +78,6 @@ typedef struct gemma4_hparams {
 
 /* A stacked expert tensor (vt/model_common.h). */
 typedef vt_mc_stack gemma4_stack;
-
-typedef enum gemma4_expert_matrix {
-    GEMMA4_EXP_GATE = 0,
-    GEMMA4_EXP_UP = 1,
-    GEMMA4_EXP_DOWN = 2
-} gemma4_expert_matrix;
 
 typedef struct gemma4_layer {
     int swa;                  /* sliding-window layer */
@@ -130,62 +123,34 @@ struct vt_model {
     /* what every family has (vt/model_common.h): host, backend, api, ctx, family,
      * zero_copy, experts, dev_allocs, n_ctx (the F layers' cache length), n_batch,
      * the expert tables and acquire buffers, fused_moe, use_graph, use_seg_graph
-     * (streamed: segments cut at each MoE layer's routing, g4_step_segments), fuse */
+     * (streamed: segments cut at each MoE layer's routing, vt_mc_graph_decode), fuse */
     VT_MC_MODEL_HEAD;
     gemma4_hparams hp;
     float *exp_scale_dev;        /* device n_layer x [n_expert] per-expert scales (1 when none) */
-    /* a residual addition x += res_a that the next norm of x performs
-     * (add_rms_norm); NULL: none pending */
-    const float *res_a;
-
-    vt_weight token_embd;        /* [D -> n_vocab] rows */
-    vt_weight output;            /* LM head (token_embd when tied) */
-    const float *output_norm;
+    /* res_a of the head: a residual addition x += res_a that the next norm
+     * of x performs (add_rms_norm; res_gate stays NULL) */
     const float *rope_freqs;     /* [n_rot_full / 2] frequency divisors of F layers, or NULL */
     vt_weight ple_token_embd;    /* per_layer_token_embd [L*P -> n_vocab] (P > 0) */
     vt_weight ple_model_proj;    /* per_layer_model_proj [D -> L*P] */
     const float *ple_proj_norm;  /* per_layer_proj_norm [P] */
     gemma4_layer *layers;        /* n_layer */
-
-
     uint32_t swa_cap;            /* rows of an S layer's cache */
-    int64_t head_rows;           /* rows of LM-head output per chunk */
 
-    /* scratch, device memory, sized for n_batch tokens */
-    void *scratch;
-    float *x, *h, *a;            /* [T][D]: residual, normed input, sublayer output */
+    /* scratch of the family (the shared parts: vt/model_common.h), device
+     * memory in the one scratch allocation, sized for n_batch tokens; d_pos
+     * (graph path) holds [0] the position (RoPE, F-layer cache row), [1] the
+     * S-layer cache row (position - swa_base) */
     float *q, *att;              /* [T][max H*d] */
     float *kp, *vp;              /* [T][max Hkv*d] raw K / V projections */
     float *f_m, *f_e;            /* [T][D]: MLP out, expert sum */
-    /* f_x, f_y ([T][D]: gathered input, expert out), f_g, f_u ([T][max n_ff]): vt/model_common.h */
-    float *r_logits;             /* [T][n_expert] */
-    int32_t *d_pos;              /* graph path, device: [0] the position (RoPE, F-layer cache
-                                    row), [1] the S-layer cache row (position - swa_base) */
-    float *s_k, *s_v;            /* [T][max n_head_kv*head_dim] normed K and V (graph path) */
-    /* prefetch (streamed, one token): layer l+1's router on layer l's hidden
-     * state; its ids go to r_ids + top-k (one copy brings both) */
-    float *ah_h;                 /* [n_embd] layer l+1's router input from x */
-    float *ah_logits;            /* [n_expert] */
-    float *ah_w;                 /* [top-k] (unused weights of the prediction) */
     float *ple, *ple_tmp;        /* [T][L*P] */
     float *ple_g;                /* [T][P] */
-    float *logits_buf;           /* [head_rows][n_vocab] */
-
-    /* host scratch */
-    int32_t *pos;                /* [n_batch] */
-    /* topk_ids .. grp_rows: vt/model_common.h */
-
-    const char *dump_path;       /* VT_GEMMA4_DUMP */
 };
 
 struct vt_model_seq {
-    int64_t pos;                 /* tokens already evaluated */
+    VT_MC_SEQ_HEAD;              /* pos, graph, seg, seg_pred, k_cache and v_cache (NULL for
+                                    shared-KV layers) */
     int64_t swa_base;            /* position held by row 0 of every S-layer cache */
-    vt_graph *graph;             /* the recorded one-token step of this sequence (NULL: none yet) */
-    vt_graph **seg;              /* streamed: its segments, at most n_layer + 1 (NULL: none yet) */
-    uint8_t *seg_pred;           /* per segment: 1 when it computes the next layer's
-                                    prediction (recorded with it: replays copy only real ids) */
-    float **k_cache, **v_cache;  /* per layer (NULL for shared-KV layers) */
 };
 
 /* gemma4_hparams.c: read and validate every hyperparameter of g into hp,
@@ -195,38 +160,25 @@ vt_status gemma4_read_hparams(const vt_host_api *host, const vt_gguf *g, gemma4_
 void gemma4_hparams_free(gemma4_hparams *hp);
 
 /* gemma4_load.c */
-/* Allocation failures name what and how many bytes. gemma4_dev_alloc: backend
- * memory; gemma4_calloc: host memory (n * size overflow-checked), NULL with
- * the message set on failure. */
-vt_status gemma4_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out);
+/* Host memory (n * size overflow-checked), NULL with the message set on
+ * failure. */
 void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what);
-vt_status gemma4_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
-                               uint32_t cap, uint32_t *n);
-vt_status gemma4_memory_needs(const vt_host_api *host, const vt_gguf *g,
-                              const vt_model_params *params, vt_model_memory *out);
-vt_status gemma4_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
-                      const vt_model_params *params, vt_model **out);
-void gemma4_free(vt_model *m);
-/* View of expert e's gate, up or down matrix of layer il: with slots NULL
- * (resident) a slice of the stacked tensor; else slots holds the streamer's
- * slots of expert e in registration order (gate_up, down; or gate, up, down). */
-vt_status gemma4_expert_weight(const vt_model *m, uint32_t il, gemma4_expert_matrix which,
-                               uint32_t e, const void *const *slots, vt_weight *out);
-/* Fused path: write layer il's device pointer table from the stacks (slots
- * NULL: every expert) or, streamed, the entries of the n experts ids[] whose
- * slots an acquire returned. */
-vt_status gemma4_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
-                                    const void *const *slots);
+/* The family (vt/model_common.h): load, free, required_caps and
+ * memory_needs run the shared sequences over its callbacks (tensor mapping,
+ * scratch, caches). */
+extern const vt_mc_family gemma4_family;
 /* Bytes of layer il's K (= V) cache row: n_head_kv * head_dim floats. */
 size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
 
 /* gemma4_forward.c */
 /* How the routed experts run (vt_model_info.moe_path); NULL without experts. */
 const char *gemma4_moe_path(const vt_model *m);
-/* How one-token steps run (vt_model_info.decode_path). */
-const char *gemma4_decode_path(const vt_model *m);
-/* frees the sequence's streamed-decode graph segments (gemma4_forward.c) */
-void gemma4_free_segments(vt_model *m, vt_model_seq *s);
+/* The family's forward-pass callbacks (vt_mc_family: step_layers,
+ * seg_ops, next_cut, moe_args). */
+vt_status g4_step_layers(vt_model *m, vt_model_seq *s);
+vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after);
+uint32_t g4_next_cut(const vt_model *m, uint32_t il);
+vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T);
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 /* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */

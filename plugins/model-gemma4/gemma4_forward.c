@@ -29,27 +29,10 @@ static vt_status g4_mm(vt_model *m, const vt_weight *w, const float *x, int64_t 
     return vt_mc_mm(&m->mc, w, x, ldx, y, ldy, T);
 }
 
-/* Append rows x n floats (device) to the debug dump (VT_GEMMA4_DUMP). */
+/* Append rows of n floats (device) to the debug dump (VT_GEMMA4_DUMP). */
 static vt_status g4_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
 {
-    if (!m->dump_path) return VT_OK;
-    size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
-    float *buf = malloc(bytes ? bytes : 1);
-    if (!buf) {
-        m->host->log(VT_LOG_WARN, "gemma4 dump: allocation of %zu bytes failed; rows skipped",
-                     bytes);
-        return VT_OK;
-    }
-    vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
-    if (st == VT_OK) {
-        FILE *f = fopen(m->dump_path, "ab");
-        if (f) {
-            fwrite(buf, 1, bytes, f);
-            fclose(f);
-        }
-    }
-    free(buf);
-    return st;
+    return vt_mc_dump(&m->mc, dev, rows, n);
 }
 
 /* y[n][F] -> gelu(g) ⊙ u: GeGLU hidden for rows of x [n][D] (ld D), then
@@ -75,15 +58,6 @@ static vt_status g4_geglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
     }
     TRY(g4_mm(m, wd, m->f_g, F, y, E, n));
     return VT_OK;
-}
-
-/* y[r0 .. r0+n) = rms_norm(x rows r0 .. r0+n) · w, first adding the residual
- * left pending (m->res_a, fused path) to those rows of x; y NULL: only that
- * addition (nothing pending: nothing to do). */
-static vt_status g4_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, float *y)
-{
-    return vt_util_norm_pending(m->api, m->ctx, m->x, &m->res_a, NULL, r0, n, m->hp.n_embd, w, y,
-                                m->hp.eps);
 }
 
 /* ---------------------------------------------------------------- */
@@ -214,13 +188,6 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
 
 const char *gemma4_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.n_expert != 0); }
 
-/* vt_util_moe_ffn_streamed's table writer: the acquired group's slots */
-static vt_status gemma4_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
-                               const void *const *slots)
-{
-    return gemma4_write_expert_table((vt_model *)user, layer, ids, n, slots);
-}
-
 /* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
  * the routing (with the per-expert scale) already in r_ids / r_w. Resident:
  * one moe_ffn over all experts; streamed: the ids come to the host, which
@@ -251,7 +218,7 @@ static vt_status g4_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *
 }
 
 /* moe_ffn's arguments for layer il over all of its experts */
-static vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
+vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
 {
     const gemma4_hparams *hp = &m->hp;
     return vt_mc_moe_args(&m->mc, &m->layers[il].x, il, T, VT_MOE_ACT_GELU_TANH, hp->n_embd,
@@ -270,7 +237,7 @@ static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
     uint32_t n_ahead = 0;
     if (m->experts) TRY(g4_predict_next(m, il, T, &n_ahead));
     /* streamed: prefetched once the experts' ops are queued (g4_experts) */
-    return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, gemma4_table_cb, m);
+    return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, vt_mc_table_cb, m);
 }
 
 /* The fused routing of layer il: the router input RMSNorm0(r) ·
@@ -342,7 +309,7 @@ static vt_status g4_ffn_mlp(vt_model *m, uint32_t il, int64_t T)
 {
     const gemma4_layer *ly = &m->layers[il];
     const int64_t E = m->hp.n_embd;
-    TRY(g4_norm_x(m, 0, T, ly->ffn_norm, m->h)); /* with the attention's residual when fused */
+    TRY(vt_mc_norm_x(&m->mc, 0, T, ly->ffn_norm, m->h)); /* with the attention's residual when fused */
     TRY(g4_geglu(m, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->w_gu, m->h, m->f_m, T));
     if (ly->moe)
         TRY(m->api->rms_norm(m->ctx, m->f_m, E, ly->post_ffw_norm_1, m->f_m, E, T, E, m->hp.eps));
@@ -453,7 +420,7 @@ static vt_status g4_layer_end(vt_model *m, uint32_t il, int64_t T, int graph)
     const gemma4_layer *ly = &m->layers[il];
     const int64_t E = hp->n_embd;
     if (hp->n_per_layer || ly->has_out_scale || (!graph && m->dump_path))
-        TRY(g4_norm_x(m, 0, T, NULL, NULL));
+        TRY(vt_mc_norm_x(&m->mc, 0, T, NULL, NULL));
     if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T));
     if (ly->has_out_scale) TRY(m->api->scale(m->ctx, m->x, m->x, T * E, ly->out_scale));
     if (!graph) TRY(g4_dump(m, m->x, T, E));
@@ -476,7 +443,7 @@ static vt_status g4_layers_multi(vt_model *m, vt_model_seq *const *seqs, const i
     m->res_a = NULL;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const gemma4_layer *ly = &m->layers[il];
-        TRY(g4_norm_x(m, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
+        TRY(vt_mc_norm_x(&m->mc, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
         if (n_seq == 1) {
             TRY(g4_attention(m, seqs[0], il, T, graph));
         } else {
@@ -497,44 +464,12 @@ static vt_status g4_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
     return g4_layers_multi(m, &s, &T, 1, T, graph);
 }
 
-/* The final norm, LM head and soft-capping of row r of x into logits_buf. */
-static vt_status g4_head_row(vt_model *m, int64_t r)
-{
-    const gemma4_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd, V = hp->n_vocab;
-    TRY(g4_norm_x(m, r, 1, m->output_norm, m->h));
-    TRY(g4_mm(m, &m->output, m->h, E, m->logits_buf, V, 1));
-    TRY(A->scale(c, m->logits_buf, m->logits_buf, V, 1.0f / hp->softcap));
-    TRY(A->unary(c, VT_UNARY_TANH, m->logits_buf, m->logits_buf, V));
-    return A->scale(c, m->logits_buf, m->logits_buf, V, hp->softcap);
-}
-
-const char *gemma4_decode_path(const vt_model *m)
-{
-    return m->use_graph ? "graph (recorded once per sequence, replayed per token)"
-           : m->use_seg_graph ? "graph segments (recorded once per sequence, replayed per token; "
-                                "each MoE layer's expert acquire between them)"
-                              : "ops (one backend call per op)";
-}
-
-/* ---------------------------------------------------------------- */
-/* streamed decode in graph segments                                  */
-/* ---------------------------------------------------------------- */
-
-void gemma4_free_segments(vt_model *m, vt_model_seq *s)
-{
-    for (uint32_t i = 0; s->seg && m && i <= m->hp.n_layer; i++)
-        if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
-    free(s->seg);
-    free(s->seg_pred);
-    s->seg_pred = NULL;
-    s->seg = NULL;
-}
+/* The layers of one token with positions from d_pos: a whole-step graph
+ * (vt_mc_graph_decode). */
+vt_status g4_step_layers(vt_model *m, vt_model_seq *s) { return g4_layers(m, s, 1, 1); }
 
 /* The first MoE layer at or after il (n_layer: none): where a segment ends */
-static uint32_t g4_next_cut(const vt_model *m, uint32_t il)
+uint32_t g4_next_cut(const vt_model *m, uint32_t il)
 {
     while (il < m->hp.n_layer && !m->layers[il].moe) il++;
     return il;
@@ -549,7 +484,7 @@ static uint32_t g4_next_cut(const vt_model *m, uint32_t il)
  * the same order, as g4_layers' graph-decode variant (graph = 1: attention
  * reads the positions from d_pos), whose bits the resident graph tests hold
  * equal to the op path. */
-static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
+vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
 {
     const gemma4_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
@@ -567,7 +502,7 @@ static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t a
     }
     for (; il < hp->n_layer; il++) {
         const gemma4_layer *ly = &m->layers[il];
-        TRY(g4_norm_x(m, 0, 1, ly->attn_norm, m->h));
+        TRY(vt_mc_norm_x(&m->mc, 0, 1, ly->attn_norm, m->h));
         TRY(g4_attention(m, s, il, 1, 1));
         if (m->fuse) m->res_a = m->a;
         else TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, E, E));
@@ -582,148 +517,19 @@ static vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t a
         TRY(g4_ffn_end(m, il, 1));
         TRY(g4_layer_end(m, il, 1, 1));
     }
-    return g4_head_row(m, 0);
-}
-
-/* Record segment j into s->seg[j]; on a refusal the host state the ops
- * touched is restored and graphs go off for the model (said once): the
- * caller runs the segment's ops instead. */
-static int g4_seg_record(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
-{
-    const vt_backend_api *A = m->api;
-    const float *res_a = m->res_a;
-    vt_graph *g = NULL;
-    vt_status st = A->graph_begin(m->ctx), st_end = VT_OK;
-    if (st == VT_OK) {
-        st = g4_seg_ops(m, s, j, after);
-        st_end = A->graph_end(m->ctx, &g);
-    }
-    if (st == VT_OK && st_end == VT_OK && g) {
-        s->seg[j] = g;
-        return 1;
-    }
-    if (g) A->graph_free(m->ctx, g);
-    m->res_a = res_a;
-    char why[512];
-    snprintf(why, sizeof why, "gemma4: segment %u of the streamed decode step could not be "
-             "recorded as a graph (%s); decode runs op by op", j, m->host->last_error());
-    vt_util_note_fallback(m->host, why);
-    m->use_seg_graph = 0;
-    return 0;
-}
-
-/* A streamed one-token step (embedded, PLE inputs ready) in graph
- * segments, cut at each MoE layer's routing: the position and the S-layer
- * row to d_pos, then per segment (recorded on the sequence's first one-token
- * step, replayed after) the host's part: the prefetch the last acquire's
- * prediction asked for, the routing ids to the host, the acquire and the
- * table upload. The last segment writes logits_buf. The ops and their order
- * are those of g4_layers, so are the bits. */
-static vt_status g4_step_segments_run(vt_model *m, vt_model_seq *s, float *logits)
-{
-    const gemma4_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const uint32_t L = hp->n_layer;
-    const int64_t K = hp->n_expert_used;
-    int rec = !s->seg, live = 0;
-    if (rec) {
-        s->seg = calloc((size_t)L + 1, sizeof *s->seg);
-        s->seg_pred = calloc((size_t)L + 1, 1);
-        if (!s->seg || !s->seg_pred) {
-            m->host->set_error("gemma4: allocation of %u graph segments failed: out of memory",
-                               L + 1);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-    }
-    int32_t rows[2] = {(int32_t)s->pos, (int32_t)(s->pos - s->swa_base)};
-    TRY(A->copy_h2d(c, m->d_pos, rows, sizeof rows));
-    m->res_a = NULL;
-    uint32_t after = UINT32_MAX, n_ahead = 0;
-    for (uint32_t j = 0; j <= L; j++) {
-        if (rec && !live && !g4_seg_record(m, s, j, after)) live = 1;
-        if (live) TRY(g4_seg_ops(m, s, j, after));
-        else TRY(A->graph_launch(c, s->seg[j]));
-        const uint32_t cut = g4_next_cut(m, after == UINT32_MAX ? 0 : after + 1);
-        if (n_ahead) { /* copies beside the segment just queued */
-            if (vt_util_prefetch_on(m->host, m->experts))
-                TRY(m->host->experts_prefetch(m->experts, cut, m->topk_ids + K, n_ahead));
-            n_ahead = 0;
-        }
-        if (cut >= L) break;
-        const uint32_t ahead = s->seg_pred[j] ? (uint32_t)K : 0;
-        vt_moe_ffn_args a = g4_moe_args(m, cut, 1);
-        m->exp_tab_queued = 1;
-        vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, cut, &a,
-                                                        m->topk_ids, m->exp_count, m->exp_ids,
-                                                        m->exp_slots, gemma4_table_cb, m,
-                                                        "gemma4", cut + 1, ahead);
-        m->exp_tab_queued = 0;
-        TRY(st);
-        n_ahead = ahead;
-        after = cut;
-    }
-    if (live) gemma4_free_segments(m, s); /* recorded in part: never replayed */
-    s->pos += 1;
-    if (!logits) return VT_OK;
-    return A->copy_d2h(c, logits, m->logits_buf, (size_t)hp->n_vocab * sizeof(float));
-}
-
-/* An error on the recording step leaves the segments recorded in part:
- * they are freed, and the next step records them again. */
-static vt_status g4_step_segments(vt_model *m, vt_model_seq *s, float *logits)
-{
-    const int rec = !s->seg;
-    vt_status st = g4_step_segments_run(m, s, logits);
-    if (st != VT_OK && rec) gemma4_free_segments(m, s);
-    return st;
-}
-
-/* One token (embedded, PLE inputs ready) through the sequence's recorded
- * step (layers, final norm, LM head, soft-cap into logits_buf), recorded on
- * its first one-token step; the position and the S-layer row go to d_pos
- * first. A step that cannot be recorded returns VT_ERR_UNSUPPORTED after
- * turning graphs off (noted as a fallback): the caller runs the ops. */
-static vt_status g4_step_graph(vt_model *m, vt_model_seq *s, float *logits)
-{
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    if (!s->graph) {
-        vt_status st = A->graph_begin(c), st_end = VT_OK;
-        vt_graph *g = NULL;
-        if (st == VT_OK) {
-            st = g4_layers(m, s, 1, 1);
-            if (st == VT_OK) st = g4_head_row(m, 0);
-            st_end = A->graph_end(c, &g);
-        }
-        if (st != VT_OK || st_end != VT_OK) {
-            if (g) A->graph_free(c, g);
-            char why[512];
-            snprintf(why, sizeof why, "gemma4: the decode step could not be recorded as a graph "
-                     "(%s); decode runs op by op", m->host->last_error());
-            vt_util_note_fallback(m->host, why);
-            m->use_graph = 0;
-            return VT_ERR_UNSUPPORTED;
-        }
-        s->graph = g;
-    }
-    int32_t rows[2] = {(int32_t)s->pos, (int32_t)(s->pos - s->swa_base)};
-    TRY(A->copy_h2d(c, m->d_pos, rows, sizeof rows));
-    TRY(A->graph_launch(c, s->graph));
-    s->pos += 1;
-    if (!logits) return VT_OK;
-    return A->copy_d2h(c, logits, m->logits_buf, (size_t)m->hp.n_vocab * sizeof(float));
+    return vt_mc_head_row(&m->mc, 0);
 }
 
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
                          float *logits, int all_logits)
 {
+    if (!m) return VT_ERR_INVALID_ARG;
     const gemma4_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
 
-    TRY(vt_mc_forward_check(&m->mc, s, tokens, T, hp->n_vocab, "gemma4", hp->n_ctx_train, m->pos));
+    TRY(vt_mc_forward_check(&m->mc, s, tokens, T, m->d.n_vocab, "gemma4", hp->n_ctx_train, m->pos));
     TRY(g4_swa_shift(m, s, T));
 
     /* §5.1 embeddings times f32 sqrt(D) (pitfall 11: input lookup only) */
@@ -732,59 +538,36 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     TRY(g4_dump(m, m->x, T, E));
     if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
 
-    if (m->use_graph && T == 1 && !m->dump_path) {
-        vt_status st = g4_step_graph(m, s, logits);
-        if (st != VT_ERR_UNSUPPORTED) return st;
-        /* the step could not be recorded: noted once, then ops */
-    }
-    if (T == 1 && !m->dump_path && m->use_seg_graph) return g4_step_segments(m, s, logits);
-    if (s->seg) gemma4_free_segments(m, s); /* graphs went off since they were recorded */
+    /* a graph step reads the position and the S-layer row from d_pos */
+    const int32_t rows[2] = {(int32_t)s->pos, (int32_t)(s->pos - s->swa_base)};
+    int done = 0;
+    TRY(vt_mc_graph_decode(&m->mc, &s->sq, T, rows, 2, logits, &done));
+    if (done) return VT_OK;
     TRY(g4_layers(m, s, T, 0));
     s->pos += T;
-
-    if (!logits) {
-        m->res_a = NULL; /* the last FFN's addition is not needed */
-        return VT_OK;
-    }
-    /* §5.5 final norm, LM head, soft-capping c·tanh(z/c) (pitfall 12) for the
-     * rows whose logits are wanted, in chunks of head_rows */
-    const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
-    TRY(g4_norm_x(m, r0, nr, m->output_norm, m->h));
-    TRY(g4_dump(m, m->h, nr, E));
-    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, nr, m->head_rows, m->logits_buf,
-                         hp->softcap, logits);
+    /* §5.5 final norm, LM head, soft-capping c·tanh(z/c) (pitfall 12) */
+    return vt_mc_logits(&m->mc, T, all_logits, logits);
 }
 
 vt_status gemma4_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
                                uint32_t n_seq, const int32_t *tokens, float *logits)
 {
-    const gemma4_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd, V = hp->n_vocab;
     if (seqs && n_tok && tokens && n_seq == 1)
         return gemma4_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
+    const vt_backend_api *A = m->api;
+    vt_backend_ctx *c = m->ctx;
+    const int64_t E = m->hp.n_embd;
     int64_t T = 0;
-    TRY(vt_mc_multi_check(&m->mc, seqs, n_tok, n_seq, tokens, V, m->pos, &T));
+    TRY(vt_mc_multi_check(&m->mc, seqs, n_tok, n_seq, tokens, m->d.n_vocab, m->pos, &T));
     /* each sequence's sliding caches make room for its own tokens (§6) */
     for (uint32_t i = 0; i < n_seq; i++) TRY(g4_swa_shift(m, seqs[i], n_tok[i]));
 
     /* §5.1 embeddings times sqrt(D), §5.2 per-layer inputs: per token */
     TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(A->scale(c, m->x, m->x, T * E, sqrtf((float)E)));
-    if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
+    if (m->hp.n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
     TRY(g4_layers_multi(m, seqs, n_tok, n_seq, T, 0));
     for (uint32_t i = 0; i < n_seq; i++) seqs[i]->pos += n_tok[i];
-    /* the last FFN's addition, then each sequence's last row: final norm into
-     * h's rows 0..n_seq, LM head and soft-capping (§5.5) in chunks of head_rows */
-    TRY(g4_norm_x(m, 0, T, NULL, NULL));
-    if (!logits) return VT_OK;
-    int64_t r = 0;
-    for (uint32_t i = 0; i < n_seq; i++) {
-        r += n_tok[i];
-        TRY(A->rms_norm(c, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E, E, 1, E,
-                        hp->eps));
-    }
-    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, n_seq, m->head_rows, m->logits_buf,
-                         hp->softcap, logits);
+    /* each sequence's last row: final norm, LM head and soft-capping (§5.5) */
+    return vt_mc_multi_logits(&m->mc, n_tok, n_seq, T, logits);
 }

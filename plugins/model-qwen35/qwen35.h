@@ -66,7 +66,6 @@ typedef struct qwen35_hparams {
     uint32_t key_dim;        /* n_k * d_k */
     uint32_t value_dim;      /* n_v * d_v (ssm.inner_size) */
     uint32_t conv_dim;       /* 2 * key_dim + value_dim */
-    int64_t n_vocab;         /* token_embd ne[1] */
     /* per main layer (n_layer entries) */
     uint8_t *is_linear;      /* 1: Gated DeltaNet layer, 0: full attention */
     uint32_t *n_head;        /* attention.head_count (scalar or per layer) */
@@ -77,13 +76,6 @@ typedef struct qwen35_hparams {
 
 /* A stacked expert tensor (vt/model_common.h). */
 typedef vt_mc_stack qwen35_stack;
-
-/* Matrices of one routed expert, as qwen35_expert_weight() hands them out. */
-typedef enum qwen35_expert_matrix {
-    QWEN35_EXP_GATE = 0,
-    QWEN35_EXP_UP = 1,
-    QWEN35_EXP_DOWN = 2
-} qwen35_expert_matrix;
 
 typedef struct qwen35_layer {
     int linear;               /* Gated DeltaNet (1) or full attention (0) */
@@ -139,48 +131,18 @@ struct vt_model {
      * cut at each layer's routing, q35_step_segments), fuse */
     VT_MC_MODEL_HEAD;
     qwen35_hparams hp;
-    /* a residual addition x += sigmoid(res_gate)·res_a (res_gate NULL: x += res_a)
-     * that the next norm performs (add_rms_norm); res_a NULL: none pending */
-    const float *res_a, *res_gate;
-
-    vt_weight token_embd;     /* [n_embd -> n_vocab] rows */
-    vt_weight output;         /* LM head (token_embd when tied) */
-    const float *output_norm;
     qwen35_layer *layers;     /* n_layer */
 
-    int64_t head_rows;        /* rows of LM-head output per chunk */
-
-    /* scratch, device memory, sized for n_batch tokens */
-    void *scratch;
-    float *x, *h, *a;         /* [T][n_embd]: residual, normed input, mixer/FFN out */
+    /* scratch of the family (the shared parts: vt/model_common.h), device
+     * memory in the one scratch allocation, sized for n_batch tokens */
     float *s_a, *s_b, *s_c, *s_d, *s_e, *s_f, *s_g; /* mixer temporaries, see forward */
     float *s_beta, *s_gdecay; /* [T][n_v] */
-    float *r_logits;          /* [T][n_expert] */
-    /* f_x, f_g, f_u, f_y (FFN: gathered input, gate, up, down out): vt/model_common.h */
     float *f_gamma;           /* [T] shared-expert gate (the raw logit when fused) */
-    int32_t *d_pos;           /* [T] positions in device memory (graph path) */
-    float *s_k, *s_v;         /* [T][max n_head_kv*head_dim] normed, roped K and V (graph path) */
-    /* prefetch (streamed, one token): layer l+1's router on layer l's hidden
-     * state; its ids go to r_ids + top-k (one copy brings both) */
-    float *ah_h;              /* [n_embd] post_norm of layer l+1 applied to x */
-    float *ah_logits;         /* [n_expert + 1] */
-    float *ah_w;              /* [top-k] (unused weights of the prediction) */
-    float *logits_buf;        /* [head_rows][n_vocab] */
-
-    /* host scratch */
-    int32_t *pos;             /* [n_batch] */
-    /* topk_ids .. grp_rows: vt/model_common.h */
-
-    const char *dump_path;    /* VT_QWEN35_DUMP: append hidden states here */
 };
 
 struct vt_model_seq {
-    int64_t pos;              /* tokens already evaluated */
-    vt_graph *graph;          /* the recorded one-token step of this sequence (NULL: none yet) */
-    vt_graph **seg;           /* streamed: its n_layer + 1 segments (NULL: none yet) */
-    uint8_t *seg_pred;        /* per segment: 1 when it computes the next layer's prediction
-                                 (recorded with the segment, so replays copy only real ids) */
-    float **k_cache, **v_cache; /* per layer (NULL for linear layers): [n_ctx][n_head_kv*head_dim] */
+    VT_MC_SEQ_HEAD;           /* pos, graph, seg, seg_pred, k_cache and v_cache (NULL for
+                                 linear layers): [n_ctx][n_head_kv*head_dim] */
     float **conv_state;       /* per layer (NULL for full): [d_conv-1][conv_dim] */
     float **rec_state;        /* per layer (NULL for full): [n_v][d_k][d_v] */
 };
@@ -197,41 +159,23 @@ vt_status qwen35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwen35_
 void qwen35_hparams_free(qwen35_hparams *hp);
 
 /* qwen35_load.c */
-/* Allocation failures name what and how many bytes ("qwen35: allocation of
- * 1.19 GiB (1277952000 bytes) for blk.16.ffn_up_exps failed: ...").
- * qwen35_dev_alloc: backend memory through m->api->alloc; a backend message
- * that already names `what` and its bytes (vt/backend.h asks for that) is kept,
- * any other is appended to ours. qwen35_calloc: host memory, n * size checked
- * for overflow; NULL on failure with the message set. */
-vt_status qwen35_dev_alloc(vt_model *m, size_t bytes, const char *what, void **out);
+/* Host memory, n * size checked for overflow; NULL on failure with the
+ * message set ("qwen35: allocation of ... for what failed"). */
 void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what);
-vt_status qwen35_required_caps(const vt_host_api *host, const vt_gguf *g, uint32_t *ids,
-                               uint32_t cap, uint32_t *n);
-/* Cache and scratch bytes for the fit check (vt_model_api.memory_needs). */
-vt_status qwen35_memory_needs(const vt_host_api *host, const vt_gguf *g,
-                              const vt_model_params *params, vt_model_memory *out);
-vt_status qwen35_load(const vt_host_api *host, const vt_gguf *g, const vt_backend *backend,
-                      const vt_model_params *params, vt_model **out);
-void qwen35_free(vt_model *m);
-/* View of expert e's matrix of layer il. The one place that knows where
- * expert bytes live: with slots NULL (experts resident) a slice of the stacked
- * tensor; else slots holds the streamer's slots of expert e, one per stack of
- * the layer in registration order (gate, up, down; or gate_up, down). */
-vt_status qwen35_expert_weight(const vt_model *m, uint32_t il, qwen35_expert_matrix which,
-                               uint32_t e, const void *const *slots, vt_weight *out);
-/* Fused path: write the device pointer table of layer il from the stacks
- * (slots NULL: every expert, resident) or, streamed, the entries of the n
- * experts ids[] whose slots an acquire returned (slots[i * matrices + m]). */
-vt_status qwen35_write_expert_table(vt_model *m, uint32_t il, const int32_t *ids, uint32_t n,
-                                    const void *const *slots);
+/* The family (vt/model_common.h): load, free, required_caps and
+ * memory_needs run the shared sequences over its callbacks (tensor mapping,
+ * scratch, caches). */
+extern const vt_mc_family qwen35_family;
 
 /* qwen35_forward.c */
 /* How the routed experts run (vt_model_info.moe_path); NULL for a dense model. */
 const char *qwen35_moe_path(const vt_model *m);
-/* How one-token steps run (vt_model_info.decode_path). */
-const char *qwen35_decode_path(const vt_model *m);
-/* frees the sequence's streamed-decode graph segments (qwen35_forward.c) */
-void qwen35_free_segments(vt_model *m, vt_model_seq *s);
+/* The family's forward-pass callbacks (vt_mc_family: step_layers,
+ * seg_ops, next_cut, moe_args). */
+vt_status q35_step_layers(vt_model *m, vt_model_seq *s);
+vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after);
+uint32_t q35_next_cut(const vt_model *m, uint32_t il);
+vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T);
 /* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */
 vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tokens,
                                uint32_t n_seq, const int32_t *tokens, float *logits);

@@ -28,34 +28,10 @@ static vt_status q35_mm(vt_model *m, const vt_weight *w, const float *x, int64_t
     return vt_mc_mm(&m->mc, w, x, ldx, y, ldy, T);
 }
 
-/* Append T rows of n floats (device) to the debug dump file (VT_QWEN35_DUMP). */
+/* Append rows of n floats (device) to the debug dump (VT_QWEN35_DUMP). */
 static vt_status q35_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
 {
-    if (!m->dump_path) return VT_OK;
-    size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
-    float *buf = malloc(bytes ? bytes : 1);
-    if (!buf) { /* a debugging aid: say so and go on */
-        char human[32];
-        m->host->log(VT_LOG_WARN, "qwen35 dump: allocation of %s (%zu bytes) for the dump buffer "
-                     "failed: out of memory; rows skipped",
-                     vt_format_bytes(bytes, 0, human, sizeof human), bytes);
-        return VT_OK;
-    }
-    vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
-    if (st == VT_OK) {
-        FILE *f = fopen(m->dump_path, "ab");
-        if (f) {
-            fwrite(buf, 1, bytes, f);
-            fclose(f);
-        }
-        size_t cnt = (size_t)rows * (size_t)n;
-        double ss = 0;
-        for (size_t i = 0; i < cnt; i++) ss += (double)buf[i] * buf[i];
-        m->host->log(VT_LOG_DEBUG, "qwen35 dump: %" PRId64 " x %" PRId64 " rms %.6g", rows, n,
-                     cnt ? sqrt(ss / (double)cnt) : 0.0);
-    }
-    free(buf);
-    return st;
+    return vt_mc_dump(&m->mc, dev, rows, n);
 }
 
 /* ---------------------------------------------------------------- */
@@ -250,13 +226,6 @@ static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *w
 
 const char *qwen35_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.is_moe); }
 
-/* vt_util_moe_ffn_streamed's table writer: the acquired group's slots */
-static vt_status qwen35_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
-                               const void *const *slots)
-{
-    return qwen35_write_expert_table((vt_model *)user, layer, ids, n, slots);
-}
-
 /* Routed experts through the fused ops: routing into device arrays, then one
  * moe_ffn over all experts (resident) or one per group of at most top-k
  * experts made resident together (streamed: the ids come to the host, which
@@ -287,7 +256,7 @@ static vt_status q35_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t 
 }
 
 /* moe_ffn's arguments for layer il's routed experts over all of its experts */
-static vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T)
+vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T)
 {
     const qwen35_hparams *hp = &m->hp;
     return vt_mc_moe_args(&m->mc, &m->layers[il].x, il, T, VT_MOE_ACT_SILU, hp->n_embd,
@@ -305,7 +274,7 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
     TRY(q35_predict_next(m, il, T, &n_ahead));
     vt_moe_ffn_args a = q35_moe_args(m, il, T);
     /* streamed: prefetched once the shared expert is queued (q35_moe_tail) */
-    return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, qwen35_table_cb, m);
+    return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, vt_mc_table_cb, m);
 }
 
 /* Routed experts through the per-expert ops (a backend without the fused
@@ -397,15 +366,6 @@ static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
 
-/* y[r0 .. r0+n) = rms_norm(x rows r0 .. r0+n) · w, first adding the
- * residual an FFN left pending (m->res_a, fused path) to those rows of x;
- * y NULL: only that addition (nothing pending: nothing to do). */
-static vt_status q35_norm_x(vt_model *m, int64_t r0, int64_t n, const float *w, float *y)
-{
-    return vt_util_norm_pending(m->api, m->ctx, m->x, &m->res_a, m->res_gate, r0, n,
-                                m->hp.n_embd, w, y, m->hp.eps);
-}
-
 /* The mixer (attention or DeltaNet) of layer il for one sequence whose
  * tokens are rows [r0, r0 + T) of the call: h, a and the positions are
  * taken from that row on; the mixer temporaries are reused from row 0. */
@@ -442,7 +402,7 @@ static vt_status q35_layers_multi(vt_model *m, vt_model_seq *const *seqs, const 
     m->res_a = NULL;
     for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
         const qwen35_layer *ly = &m->layers[il];
-        TRY(q35_norm_x(m, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
+        TRY(vt_mc_norm_x(&m->mc, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
         if (n_seq == 1) {
             if (ly->linear) TRY(q35_linear_attn(m, seqs[0], il, T));
             else TRY(q35_full_attn(m, seqs[0], il, T, graph));
@@ -461,7 +421,7 @@ static vt_status q35_layers_multi(vt_model *m, vt_model_seq *const *seqs, const 
         if (hp->is_moe) TRY(q35_moe(m, il, T));
         else TRY(q35_dense_ffn(m, il, T));
         if (!graph && m->dump_path) { /* the dump shows x with the FFN added */
-            TRY(q35_norm_x(m, 0, T, NULL, NULL));
+            TRY(vt_mc_norm_x(&m->mc, 0, T, NULL, NULL));
             TRY(q35_dump(m, m->x, T, E));
         }
     }
@@ -473,268 +433,85 @@ static vt_status q35_layers(vt_model *m, vt_model_seq *s, int64_t T, int graph)
     return q35_layers_multi(m, &s, &T, 1, T, graph);
 }
 
-const char *qwen35_decode_path(const vt_model *m)
+/* The layers of one token with positions from d_pos: a whole-step graph
+ * (vt_mc_graph_decode). */
+vt_status q35_step_layers(vt_model *m, vt_model_seq *s) { return q35_layers(m, s, 1, 1); }
+
+/* Every layer is a MoE layer (qwen35moe): segments cut at each. */
+uint32_t q35_next_cut(const vt_model *m, uint32_t il)
 {
-    return m->use_graph ? "graph (recorded once per sequence, replayed per token)"
-           : m->use_seg_graph ? "graph segments (recorded once per sequence, replayed per token; "
-                                "each layer's expert acquire between them)"
-                              : "ops (one backend call per op)";
+    (void)m;
+    return il;
 }
 
-/* One token through the sequence's recorded step: the position to d_pos,
- * the embedding row to x, then the graph (layers, final norm, LM head into
- * logits_buf), recorded on the sequence's first one-token step. A step that
- * cannot be recorded returns VT_ERR_UNSUPPORTED after turning graphs off
- * (noted as a fallback): the caller then runs the ops. */
-static vt_status q35_step_graph(vt_model *m, vt_model_seq *s, const int32_t *tokens, float *logits)
-{
-    const qwen35_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd, V = hp->n_vocab;
-    if (!s->graph) {
-        vt_status st = A->graph_begin(c), st_end = VT_OK;
-        vt_graph *g = NULL;
-        if (st == VT_OK) {
-            st = q35_layers(m, s, 1, 1);
-            if (st == VT_OK) st = q35_norm_x(m, 0, 1, m->output_norm, m->h);
-            if (st == VT_OK) st = q35_mm(m, &m->output, m->h, E, m->logits_buf, V, 1);
-            st_end = A->graph_end(c, &g);
-        }
-        if (st != VT_OK || st_end != VT_OK) {
-            if (g) A->graph_free(c, g);
-            char why[512];
-            snprintf(why, sizeof why, "qwen35: the decode step could not be recorded as a graph "
-                     "(%s); decode runs op by op", m->host->last_error());
-            vt_util_note_fallback(m->host, why);
-            m->use_graph = 0;
-            return VT_ERR_UNSUPPORTED;
-        }
-        s->graph = g;
-    }
-    TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
-    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, 1, m->x));
-    TRY(A->graph_launch(c, s->graph));
-    s->pos += 1;
-    if (!logits) return VT_OK;
-    return A->copy_d2h(c, logits, m->logits_buf, (size_t)V * sizeof(float));
-}
-
-/* ---------------------------------------------------------------- */
-/* streamed decode in graph segments                                  */
-/* ---------------------------------------------------------------- */
-
-void qwen35_free_segments(vt_model *m, vt_model_seq *s)
-{
-    for (uint32_t i = 0; s->seg && m && i <= m->hp.n_layer; i++)
-        if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
-    free(s->seg);
-    free(s->seg_pred);
-    s->seg = NULL;
-    s->seg_pred = NULL;
-}
-
-/* The ops of segment i of a streamed one-token step: layer i-1's routed
- * experts (over the table its acquire wrote, the whole expert range) and
- * shared expert (i > 0), then layer i up to its routing and the prediction
- * for layer i+1 (i < n_layer; whether it was made goes to s->seg_pred[i]),
- * or the final norm and the LM head into logits_buf (i == n_layer). The
- * same ops, in the same order, as q35_layers' graph-decode variant
- * (graph = 1: attention reads the position from d_pos), whose bits the
- * resident graph tests hold equal to the op path. */
-static vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t i)
+/* Segment j of a streamed one-token step (vt_mc_family.seg_ops; here
+ * after = j - 1): layer j-1's routed experts (over the table its acquire
+ * wrote, the whole expert range) and shared expert (j > 0), then layer j up
+ * to its routing and the prediction for layer j+1, or the head row (j ==
+ * n_layer). The same ops, in the same order, as q35_layers' graph-decode
+ * variant (graph = 1: attention reads the position from d_pos), whose bits
+ * the resident graph tests hold equal to the op path. */
+vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
 {
     const qwen35_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
-    if (i > 0) {
-        vt_moe_ffn_args a = q35_moe_args(m, i - 1, 1);
+    if (after != UINT32_MAX) {
+        vt_moe_ffn_args a = q35_moe_args(m, after, 1);
         TRY(A->moe_ffn(c, &a));
         m->n_ahead = 0; /* the host issues the prefetch between segments */
-        TRY(q35_moe_tail(m, i - 1, 1));
+        TRY(q35_moe_tail(m, after, 1));
     }
-    if (i == hp->n_layer) {
-        TRY(q35_norm_x(m, 0, 1, m->output_norm, m->h));
-        return q35_mm(m, &m->output, m->h, E, m->logits_buf, hp->n_vocab, 1);
-    }
-    const qwen35_layer *ly = &m->layers[i];
-    TRY(q35_norm_x(m, 0, 1, ly->attn_norm, m->h));
-    if (ly->linear) TRY(q35_linear_attn(m, s, i, 1));
-    else TRY(q35_full_attn(m, s, i, 1, 1));
+    if (j == hp->n_layer) return vt_mc_head_row(&m->mc, 0);
+    const qwen35_layer *ly = &m->layers[j];
+    TRY(vt_mc_norm_x(&m->mc, 0, 1, ly->attn_norm, m->h));
+    if (ly->linear) TRY(q35_linear_attn(m, s, j, 1));
+    else TRY(q35_full_attn(m, s, j, 1, 1));
     if (m->fuse) {
         TRY(A->add_rms_norm(c, m->x, E, m->a, E, NULL, ly->post_norm, m->h, E, 1, E, hp->eps));
     } else {
         TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, E, E));
         TRY(A->rms_norm(c, m->x, E, ly->post_norm, m->h, E, 1, E, hp->eps));
     }
-    TRY(q35_router(m, i, 1));
+    TRY(q35_router(m, j, 1));
     TRY(A->moe_route(c, m->r_logits, 1, hp->n_expert, hp->n_expert_used, 1, NULL, m->r_ids,
                      m->r_w));
     uint32_t n_ahead = 0;
-    TRY(q35_predict_next(m, i, 1, &n_ahead));
-    s->seg_pred[i] = n_ahead != 0;
+    TRY(q35_predict_next(m, j, 1, &n_ahead));
+    s->seg_pred[j] = n_ahead != 0;
     return VT_OK;
-}
-
-/* Record segment i (first step of the sequence) into s->seg[i]; on a
- * refusal the host state the ops touched is restored and graphs go off for
- * the model (said once): the caller runs the segment's ops instead. */
-static int q35_seg_record(vt_model *m, vt_model_seq *s, uint32_t i)
-{
-    const vt_backend_api *A = m->api;
-    const float *res_a = m->res_a, *res_gate = m->res_gate;
-    vt_graph *g = NULL;
-    vt_status st = A->graph_begin(m->ctx), st_end = VT_OK;
-    if (st == VT_OK) {
-        st = q35_seg_ops(m, s, i);
-        st_end = A->graph_end(m->ctx, &g);
-    }
-    if (st == VT_OK && st_end == VT_OK && g) {
-        s->seg[i] = g;
-        return 1;
-    }
-    if (g) A->graph_free(m->ctx, g);
-    m->res_a = res_a;
-    m->res_gate = res_gate;
-    char why[512];
-    snprintf(why, sizeof why, "qwen35: segment %u of the streamed decode step could not be "
-             "recorded as a graph (%s); decode runs op by op", i, m->host->last_error());
-    vt_util_note_fallback(m->host, why);
-    m->use_seg_graph = 0;
-    return 0;
-}
-
-/* A streamed one-token step in graph segments: the position to d_pos and
- * the embedding row to x, then per layer i its segment (recorded on the
- * sequence's first one-token step, replayed after) followed by the host's
- * part: the next layer's prefetch (the prediction the last acquire brought),
- * the routing ids to the host, the acquire and the table upload; the last
- * segment writes logits_buf. The ops and their order are those of the op
- * path (q35_layers), so are the bits. */
-static vt_status q35_step_segments_run(vt_model *m, vt_model_seq *s, const int32_t *tokens,
-                                       float *logits)
-{
-    const qwen35_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const uint32_t L = hp->n_layer;
-    const int64_t K = hp->n_expert_used;
-    int rec = !s->seg, live = 0;
-    if (rec) {
-        s->seg = calloc((size_t)L + 1, sizeof *s->seg);
-        s->seg_pred = calloc((size_t)L + 1, 1);
-        if (!s->seg || !s->seg_pred) {
-            m->host->set_error("qwen35: allocation of %u graph segments failed: out of memory",
-                               L + 1);
-            return VT_ERR_OUT_OF_MEMORY;
-        }
-    }
-    TRY(A->copy_h2d(c, m->d_pos, m->pos, sizeof(int32_t)));
-    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, 1, m->x));
-    m->res_a = NULL;
-    uint32_t n_ahead = 0; /* predicted ids of layer i at topk_ids + K (the last acquire's) */
-    for (uint32_t i = 0; i <= L; i++) {
-        if (rec && !live && !q35_seg_record(m, s, i)) live = 1;
-        if (live) TRY(q35_seg_ops(m, s, i));
-        else TRY(A->graph_launch(c, s->seg[i]));
-        if (n_ahead) { /* copies beside the segment just queued (layer i-1's experts on) */
-            if (vt_util_prefetch_on(m->host, m->experts))
-                TRY(m->host->experts_prefetch(m->experts, i, m->topk_ids + K, n_ahead));
-            n_ahead = 0;
-        }
-        if (i == L) break;
-        const uint32_t ahead = s->seg_pred[i] ? (uint32_t)K : 0;
-        vt_moe_ffn_args a = q35_moe_args(m, i, 1);
-        m->exp_tab_queued = 1;
-        vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, i, &a,
-                                                        m->topk_ids, m->exp_count, m->exp_ids,
-                                                        m->exp_slots, qwen35_table_cb, m,
-                                                        "qwen35", i + 1, ahead);
-        m->exp_tab_queued = 0;
-        TRY(st);
-        n_ahead = ahead;
-    }
-    if (live) qwen35_free_segments(m, s); /* recorded in part: never replayed */
-    s->pos += 1;
-    if (!logits) return VT_OK;
-    return A->copy_d2h(c, logits, m->logits_buf, (size_t)hp->n_vocab * sizeof(float));
-}
-
-/* An error on the recording step (a refused acquire, copy or launch) leaves
- * the segments recorded in part: they are freed, and the next step records
- * them again instead of launching a missing one. */
-static vt_status q35_step_segments(vt_model *m, vt_model_seq *s, const int32_t *tokens,
-                                   float *logits)
-{
-    const int rec = !s->seg;
-    vt_status st = q35_step_segments_run(m, s, tokens, logits);
-    if (st != VT_OK && rec) qwen35_free_segments(m, s);
-    return st;
 }
 
 vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t T,
                          float *logits, int all_logits)
 {
+    if (!m) return VT_ERR_INVALID_ARG;
     const qwen35_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd;
-
-    TRY(vt_mc_forward_check(&m->mc, s, tokens, T, hp->n_vocab, hp->arch, hp->n_ctx_train, m->pos));
-
-    if (m->use_graph && T == 1 && !m->dump_path) {
-        vt_status st = q35_step_graph(m, s, tokens, logits);
-        if (st != VT_ERR_UNSUPPORTED) return st;
-        /* the step could not be recorded: said once (note_fallback), then ops */
-    }
-    if (T == 1 && !m->dump_path && m->use_seg_graph)
-        return q35_step_segments(m, s, tokens, logits);
-    if (s->seg) qwen35_free_segments(m, s); /* graphs went off since they were recorded */
-
+    TRY(vt_mc_forward_check(&m->mc, s, tokens, T, m->d.n_vocab, hp->arch, hp->n_ctx_train, m->pos));
     /* §5.2 embeddings (no scaling) */
-    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
-    TRY(q35_dump(m, m->x, T, E));
+    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(m->ctx, &m->token_embd, tokens, T, m->x));
+    int done = 0;
+    TRY(vt_mc_graph_decode(&m->mc, &s->sq, T, m->pos, 1, logits, &done));
+    if (done) return VT_OK;
+    TRY(q35_dump(m, m->x, T, hp->n_embd));
     TRY(q35_layers(m, s, T, 0));
     s->pos += T;
-
-    if (!logits) {
-        m->res_a = NULL; /* the last FFN's addition is not needed */
-        return VT_OK;
-    }
-    /* §5.9 final norm and LM head, only for the rows whose logits are wanted,
-     * in chunks of head_rows to bound the scratch */
-    const int64_t r0 = all_logits ? 0 : T - 1, nr = all_logits ? T : 1, V = hp->n_vocab;
-    TRY(q35_norm_x(m, r0, nr, m->output_norm, m->h));
-    TRY(q35_dump(m, m->h, nr, E));
-    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, nr, m->head_rows, m->logits_buf, 0,
-                         logits);
+    /* §5.9 final norm and LM head */
+    return vt_mc_logits(&m->mc, T, all_logits, logits);
 }
 
 vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
                                uint32_t n_seq, const int32_t *tokens, float *logits)
 {
-    const qwen35_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd, V = hp->n_vocab;
     if (seqs && n_tok && tokens && n_seq == 1)
         return qwen35_forward(m, seqs[0], tokens, n_tok[0], logits, 0);
     int64_t T = 0;
-    TRY(vt_mc_multi_check(&m->mc, seqs, n_tok, n_seq, tokens, V, m->pos, &T));
-    TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
+    TRY(vt_mc_multi_check(&m->mc, seqs, n_tok, n_seq, tokens, m->d.n_vocab, m->pos, &T));
+    TRY(vt_backend_get_rows_fn(m->api, m->token_embd.type)(m->ctx, &m->token_embd, tokens, T,
+                                                           m->x));
     TRY(q35_layers_multi(m, seqs, n_tok, n_seq, T, 0));
     for (uint32_t i = 0; i < n_seq; i++) seqs[i]->pos += n_tok[i];
-    /* the last FFN's addition, then each sequence's last row: final norm into
-     * h's rows 0..n_seq, LM head in chunks of head_rows */
-    TRY(q35_norm_x(m, 0, T, NULL, NULL));
-    if (!logits) return VT_OK;
-    int64_t r = 0;
-    for (uint32_t i = 0; i < n_seq; i++) {
-        r += n_tok[i];
-        TRY(A->rms_norm(c, m->x + (r - 1) * E, E, m->output_norm, m->h + (int64_t)i * E, E, 1, E,
-                        hp->eps));
-    }
-    return vt_mc_lm_head(&m->mc, &m->output, m->h, E, V, n_seq, m->head_rows, m->logits_buf, 0,
-                         logits);
+    return vt_mc_multi_logits(&m->mc, n_tok, n_seq, T, logits);
 }

@@ -30,6 +30,22 @@
 #include "vt/plugin_util.h" /* vt_util_table_fn */
 #include "vt/status.h"
 
+/* The figures of a model the shared layer reads, copied from the family's
+ * hyperparameters when they are read (vt_mc_family.read_hparams). */
+typedef struct vt_mc_dims {
+    uint32_t n_layer;        /* layers that run */
+    uint32_t n_embd;
+    uint32_t n_expert;       /* routed experts (0: dense) */
+    uint32_t n_expert_used;  /* top-k (0: dense) */
+    uint32_t n_ff_exp;       /* an expert's FFN width */
+    uint32_t n_ctx_train;
+    float eps;               /* the RMSNorm epsilon of the final norm (and the residual's) */
+    float softcap;           /* final logits: softcap . tanh(z / softcap); 0: none */
+    int64_t n_vocab;         /* token_embd rows (set when the tensors are mapped) */
+} vt_mc_dims;
+
+struct vt_mc_family;
+
 /* The fields every model has, in this order (see VT_MC_MODEL_HEAD). */
 #define VT_MC_MODEL_FIELDS                                                                        \
     const vt_host_api *host;     /* the core's host table */                                      \
@@ -70,7 +86,30 @@
     int32_t *r_ids;              /* device [T][top-k] routed ids (+ top-k predicted, prefetch) */ \
     float *r_w;                  /* device [T][top-k] their weights */                            \
     size_t moe_scratch_bytes;    /* moe_ffn's scratch: f_x .. the end of the moe part */          \
-    uint32_t n_ahead;            /* predicted ids at topk_ids + T x top-k, for experts_prefetch */
+    uint32_t n_ahead;            /* predicted ids at topk_ids + T x top-k, for experts_prefetch */ \
+    vt_mc_dims d;                /* the figures the shared layer reads (the family's hparams) */  \
+    const struct vt_mc_family *fam; /* the family (set by vt_mc_load) */                          \
+    vt_weight token_embd;        /* [n_embd -> n_vocab] rows (get_rows) */                        \
+    vt_weight output;            /* the LM head (token_embd when tied) */                         \
+    const float *output_norm;    /* [n_embd] */                                                   \
+    /* a residual addition x += sigmoid(res_gate)·res_a (res_gate NULL: x += res_a)             \
+     * that the next norm performs (add_rms_norm); res_a NULL: none pending */                    \
+    const float *res_a, *res_gate;                                                                \
+    int64_t head_rows;           /* rows of LM-head output per chunk */                           \
+    /* device scratch for n_batch tokens (vt_mc_alloc_scratch): one allocation */                \
+    void *scratch;                                                                                \
+    float *x, *h, *a;            /* [T][n_embd]: residual, normed input, sublayer output */       \
+    float *r_logits;             /* [T][n_expert + 1] router logits (+ a family's extra gate) */  \
+    int32_t *d_pos;              /* [T] positions in device memory (graph path) */                \
+    float *s_k, *s_v;            /* [T][max_kv] normed, roped K and V (graph path) */             \
+    /* prefetch (streamed, one token): layer l+1's router on layer l's hidden state; its       \
+     * ids go to r_ids + top-k (one copy brings both) */                                          \
+    float *ah_h;                 /* [n_embd] layer l+1's router input */                          \
+    float *ah_logits;            /* [n_expert + 1] */                                             \
+    float *ah_w;                 /* [top-k] (unused weights of the prediction) */                 \
+    float *logits_buf;           /* [head_rows][n_vocab] */                                       \
+    int32_t *pos;                /* host [n_batch]: the positions of a call's tokens */           \
+    const char *dump_path;       /* the family's dump env (vt_mc_family.dump_env): append here */
 
 typedef struct vt_mc_model {
     VT_MC_MODEL_FIELDS
@@ -324,6 +363,236 @@ vt_status vt_mc_multi_check(vt_mc_model *m, vt_model_seq *const *seqs, const int
 vt_status vt_mc_lm_head(vt_mc_model *m, const vt_weight *output, const float *h, int64_t n_embd,
                         int64_t n_vocab, int64_t rows, int64_t head_rows, float *logits_buf,
                         float softcap, float *logits);
+
+/* ---- sequences ---- */
+
+/* The fields every sequence has (a family's struct vt_model_seq begins with
+ * VT_MC_SEQ_HEAD, as a model with VT_MC_MODEL_HEAD). */
+#define VT_MC_SEQ_FIELDS                                                                          \
+    int64_t pos;                /* tokens already evaluated */                                    \
+    vt_graph *graph;            /* the recorded one-token step (NULL: none yet) */                \
+    vt_graph **seg;             /* streamed: its segments, at most n_layer + 1 (NULL: none yet) */ \
+    uint8_t *seg_pred;          /* per segment: 1 when it computes the next layer's prediction    \
+                                   (recorded with it, so replays copy only real ids) */           \
+    float **k_cache, **v_cache; /* per layer (NULL where a layer has none) */
+
+typedef struct vt_mc_seq {
+    VT_MC_SEQ_FIELDS
+} vt_mc_seq;
+
+#define VT_MC_SEQ_HEAD   \
+    union {              \
+        vt_mc_seq sq;    \
+        struct {         \
+            VT_MC_SEQ_FIELDS \
+        };               \
+    }
+
+/* A new sequence of seq_size bytes (zeroed; the family's struct vt_model_seq)
+ * with K and V tables of d.n_layer entries and, for each layer il where
+ * kv_bytes(fm, il, &bytes) gives bytes > 0, zeroed K and V caches of that
+ * size (kv_bytes returns an error, with the message set, when the size
+ * overflows). On failure nothing is left allocated. */
+vt_status vt_mc_seq_new(vt_mc_model *m, const vt_model *fm, size_t seq_size,
+                        vt_status (*kv_bytes)(const vt_model *fm, uint32_t il, size_t *bytes),
+                        vt_mc_seq **out);
+/* Give back the sequence's graphs, segments, K and V caches and s itself
+ * (what the family added it frees first). s NULL: nothing. */
+void vt_mc_seq_free(vt_mc_model *m, vt_mc_seq *s);
+/* Give back the sequence's streamed-decode segments only. */
+void vt_mc_free_segments(vt_mc_model *m, vt_mc_seq *s);
+
+/* ---- a family: the load, free, required_caps and memory_needs sequences ---- */
+
+/*
+ * What the shared sequences ask of a family (model_family.c). fm is the
+ * family's model (struct vt_model, VT_MC_MODEL_HEAD first); every function
+ * that can fail sets the host's message.
+ */
+typedef struct vt_mc_family {
+    const char *name;         /* "qwen35": message prefix, vt_mc_model.family */
+    size_t model_size;        /* sizeof the family's struct vt_model */
+    const char *dump_env;     /* env naming the hidden-state dump file (vt_mc_model.dump_path) */
+    uint32_t n_ctx_max;       /* the largest n_ctx its positions take */
+    /* Read and validate the hyperparameters into fm's own fields and fill
+     * fm's d (n_vocab excepted). */
+    vt_status (*read_hparams)(const vt_host_api *host, const vt_gguf *g, vt_model *fm);
+    /* The layer table (fm's own, d.n_layer entries). */
+    vt_status (*alloc_layers)(vt_model *fm);
+    /* Free what read_hparams, alloc_layers and finish allocated (not fm). */
+    void (*free_own)(vt_model *fm);
+    /* Record the op capabilities the forward pass calls (vt_mc_add_cap). */
+    void (*op_caps)(const vt_model *fm, vt_mc_loader *L);
+    /* Map every tensor (dry or for real). */
+    vt_status (*map_model)(vt_mc_loader *L);
+    /* The device scratch (vt_mc_alloc_scratch with the family's parts). */
+    vt_status (*scratch)(vt_model *fm, size_t *bytes_only);
+    /* K and V cache bytes per position and the bytes of state that do not
+     * grow with positions, for n_ctx and n_batch (memory_needs). */
+    void (*cache_bytes)(const vt_model *fm, uint32_t n_ctx, uint32_t n_batch, uint64_t *kv,
+                        uint64_t *state);
+    /* Layer il's routed experts, NULL for a layer without. */
+    const vt_mc_experts *(*layer_experts)(const vt_model *fm, uint32_t il);
+    /* The merged matrices (when fuse is on). */
+    vt_status (*merge_layers)(vt_model *fm);
+    /* The rest of the load, last (the family's own device tables, its log
+     * line); NULL: none. */
+    vt_status (*finish)(vt_model *fm, const vt_model_params *params);
+    /* Decode graphs (backends that record them; vt_mc_graph_decode): */
+    /* the layers of one token, positions from d_pos (a whole-step graph); */
+    vt_status (*step_layers)(vt_model *fm, vt_model_seq *s);
+    /* streamed: the ops of segment j, after the acquire of MoE layer after
+     * (UINT32_MAX: the first segment): that layer's routed experts over the
+     * table the acquire wrote and the rest of it, the layers up to the next
+     * MoE layer's routing and its prediction for the layer after (whether
+     * made: s->seg_pred[j]); past the last MoE layer, the rest and
+     * vt_mc_head_row(0). The same ops in the same order as the op path; */
+    vt_status (*seg_ops)(vt_model *fm, vt_model_seq *s, uint32_t j, uint32_t after);
+    /* the first MoE layer at or after il (d.n_layer: none); */
+    uint32_t (*next_cut)(const vt_model *fm, uint32_t il);
+    /* moe_ffn's arguments for layer il over all of its experts, T tokens. */
+    vt_moe_ffn_args (*moe_args)(vt_model *fm, uint32_t il, int64_t T);
+} vt_mc_family;
+
+/* The family's callbacks named P_read_hparams, P_alloc_layers, P_free_own,
+ * P_op_caps, P_map_model, P_scratch, P_cache_bytes, P_layer_experts,
+ * P_merge_layers, P_finish, P_step_layers, P_seg_ops, P_next_cut and
+ * P_moe_args, for a vt_mc_family initializer. */
+#define VT_MC_FAMILY_FNS(P)                                                                    \
+    .read_hparams = P##_read_hparams, .alloc_layers = P##_alloc_layers,                        \
+    .free_own = P##_free_own, .op_caps = P##_op_caps, .map_model = P##_map_model,              \
+    .scratch = P##_scratch, .cache_bytes = P##_cache_bytes,                                    \
+    .layer_experts = P##_layer_experts, .merge_layers = P##_merge_layers, .finish = P##_finish, \
+    .step_layers = P##_step_layers, .seg_ops = P##_seg_ops, .next_cut = P##_next_cut,          \
+    .moe_args = P##_moe_args
+
+/* vt_model_api.load: the model object, the hyperparameters, every op the
+ * forward pass calls checked on the backend, n_ctx (params 0: the trained
+ * context up to 4096) and n_batch (0: 512) range-checked, the tensors
+ * mapped and placed, streamed experts registered, the scratch, the fused
+ * experts' tables, decode graphs, merged matrices, then F->finish. */
+vt_status vt_mc_load(const vt_mc_family *F, const vt_host_api *host, const vt_gguf *g,
+                     const vt_backend *backend, const vt_model_params *params, vt_model **out);
+/* vt_model_api.free: everything vt_mc_load allocated, then fm. */
+void vt_mc_free(const vt_mc_family *F, vt_model *fm);
+/* vt_model_api.required_caps: the mapping run dry. */
+vt_status vt_mc_required_caps(const vt_mc_family *F, const vt_host_api *host, const vt_gguf *g,
+                              uint32_t *ids, uint32_t cap, uint32_t *n);
+/* vt_model_api.memory_needs: F->cache_bytes and the scratch's size. */
+vt_status vt_mc_memory_needs(const vt_mc_family *F, const vt_host_api *host, const vt_gguf *g,
+                             const vt_model_params *params, vt_model_memory *out);
+
+/* vt_model_api.seq_pos: the sequence's position (s NULL: 0). */
+int64_t vt_mc_seq_pos_entry(const vt_model *fm, const vt_model_seq *s);
+
+/*
+ * A model plugin of family FAMILY (a vt_mc_family): required_caps,
+ * memory_needs, load and free through the shared sequences above, with the
+ * family's INFO, SEQ_NEW, SEQ_FREE, SEQ_RESET, FORWARD and FORWARD_MULTI
+ * (vt/model.h), the vt_model_api table, the plugin descriptor (NAME,
+ * VERSION, DESCRIPTION) and the exported vt_plugin_entry. The arguments
+ * after FORWARD_MULTI: the GGUF architectures it serves (strings).
+ */
+#define VT_MC_PLUGIN(FAMILY, NAME, VERSION, DESCRIPTION, INFO, SEQ_NEW, SEQ_FREE, SEQ_RESET,       \
+                     FORWARD, FORWARD_MULTI, ...)                                                 \
+    static vt_status vt_mc_plugin_required_caps_(const vt_host_api *host, const vt_gguf *g,      \
+                                                 uint32_t *ids, uint32_t cap, uint32_t *n)       \
+    {                                                                                             \
+        return vt_mc_required_caps(&(FAMILY), host, g, ids, cap, n);                              \
+    }                                                                                             \
+    static vt_status vt_mc_plugin_memory_needs_(const vt_host_api *host, const vt_gguf *g,       \
+                                                const vt_model_params *params,                    \
+                                                vt_model_memory *out)                             \
+    {                                                                                             \
+        return vt_mc_memory_needs(&(FAMILY), host, g, params, out);                               \
+    }                                                                                             \
+    static vt_status vt_mc_plugin_load_(const vt_host_api *host, const vt_gguf *g,               \
+                                        const vt_backend *backend, const vt_model_params *params, \
+                                        vt_model **out)                                           \
+    {                                                                                             \
+        return vt_mc_load(&(FAMILY), host, g, backend, params, out);                              \
+    }                                                                                             \
+    static void vt_mc_plugin_free_(vt_model *m) { vt_mc_free(&(FAMILY), m); }                     \
+    static const char *const vt_mc_plugin_archs_[] = {__VA_ARGS__, NULL};                         \
+    static const vt_model_api vt_mc_plugin_api_ = {                                               \
+        .struct_size = sizeof(vt_model_api), .architectures = vt_mc_plugin_archs_,                \
+        .required_caps = vt_mc_plugin_required_caps_, .load = vt_mc_plugin_load_,                 \
+        .free = vt_mc_plugin_free_, .info = INFO, .seq_new = SEQ_NEW, .seq_free = SEQ_FREE,       \
+        .seq_reset = SEQ_RESET, .seq_pos = vt_mc_seq_pos_entry, .forward = FORWARD,               \
+        .memory_needs = vt_mc_plugin_memory_needs_, .forward_multi = FORWARD_MULTI};              \
+    static const vt_plugin_desc vt_mc_plugin_desc_ = {                                            \
+        .struct_size = sizeof(vt_plugin_desc), .abi_major = VT_ABI_MAJOR,                         \
+        .abi_minor = VT_ABI_MINOR, .kind = VT_PLUGIN_MODEL, .name = NAME, .version = VERSION,     \
+        .description = DESCRIPTION, .table = &vt_mc_plugin_api_};                                 \
+    VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void);                                 \
+    VT_PLUGIN_EXPORT const vt_plugin_desc *vt_plugin_entry(void) { return &vt_mc_plugin_desc_; }
+
+/* vt_util_moe_ffn_streamed's table writer (user: the model): the acquired
+ * group's slots into layer `layer`'s expert table (vt_mc_write_expert_table
+ * with the family's layer_experts). */
+vt_status vt_mc_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
+                         const void *const *slots);
+
+/* Append rows x n floats of device memory dev to the family's dump file
+ * (dump_path; none: nothing), and log their RMS at debug level; a failed
+ * host allocation is said (WARN) and the rows skipped (a debugging aid). */
+vt_status vt_mc_dump(vt_mc_model *m, const float *dev, int64_t rows, int64_t n);
+
+/* token_embd (get_rows; also the LM head when output.weight is absent),
+ * output and output_norm [n_embd] into L->mc; d.n_vocab = token_embd's rows
+ * (VT_ERR_FORMAT outside 1..INT32_MAX). */
+vt_status vt_mc_map_embeddings(vt_mc_loader *L);
+
+/* The family's part of the device scratch. */
+typedef struct vt_mc_scratch_spec {
+    size_t n_ff;              /* widest FFN row the FFN scratch holds */
+    size_t max_kv;            /* widest K (= V) row: s_k, s_v */
+    const vt_mc_scratch_part *parts; /* the family's own parts */
+    size_t n_parts;
+} vt_mc_scratch_spec;
+
+/* The device scratch for n_batch tokens, one allocation: x, h, a, the
+ * family's parts, the FFN rows (f_x, f_g, f_u, f_y and moe_ffn's room: its
+ * moe_scratch_bytes), r_logits, r_ids, r_w, d_pos, ah_*, s_k, s_v and
+ * logits_buf (head_rows = min(n_batch, 16) rows), and the host scratch (pos,
+ * the routing buffers). bytes_only: the device size only, nothing allocated. */
+vt_status vt_mc_alloc_scratch(vt_mc_model *m, const vt_mc_scratch_spec *sp, size_t *bytes_only);
+
+/* ---- the forward pass's ends (model_forward_common.c) ---- */
+
+/* y[r0 .. r0+n) = rms_norm(x rows r0 .. r0+n) . w (d.eps), first adding the
+ * residual addition left pending (res_a, res_gate) to those rows of x; y
+ * NULL: only that addition (nothing pending: nothing to do). */
+vt_status vt_mc_norm_x(vt_mc_model *m, int64_t r0, int64_t n, const float *w, float *y);
+/* After the layers of one sequence's T tokens: the logits of the last row
+ * (all_logits: of every row) into logits (host), through the final norm,
+ * the dump and the LM head (d.softcap); logits NULL: the pending residual
+ * dropped, nothing computed. */
+vt_status vt_mc_logits(vt_mc_model *m, int64_t T, int all_logits, float *logits);
+/* After the layers of n_seq sequences (n_tok[i] rows each, T in all): the
+ * pending residual added, then the logits of each sequence's last row into
+ * logits[n_seq][n_vocab] (logits NULL: none). */
+vt_status vt_mc_multi_logits(vt_mc_model *m, const int64_t *n_tok, uint32_t n_seq, int64_t T,
+                             float *logits);
+/* The final norm, LM head and soft-cap of row r of x into logits_buf. */
+vt_status vt_mc_head_row(vt_mc_model *m, int64_t r);
+/* vt_model_info.decode_path of the model's decode. */
+const char *vt_mc_decode_path(const vt_mc_model *m);
+/*
+ * A one-token step (T == 1, embedded; no dump) through a decode graph: the
+ * sequence's recorded step (use_graph: family step_layers and the head
+ * row, recorded on its first one-token step, replayed after), or, streamed
+ * (use_seg_graph), its segments with the host's part between them (the
+ * prefetch the last acquire's prediction asked for, the routing ids to the
+ * host, the acquire, the table upload). rows[0 .. n_rows) go to d_pos
+ * first (the position, and what else the family's layers read there).
+ * *done = 1 when the step ran (the sequence's position advanced, logits
+ * written unless NULL); 0 when the ops must run it (not a graph step, or
+ * the graph could not be recorded: said once, graphs off; segments of a
+ * sequence whose graphs went off are freed).
+ */
+vt_status vt_mc_graph_decode(vt_mc_model *m, vt_mc_seq *s, int64_t T, const int32_t *rows,
+                             size_t n_rows, float *logits, int *done);
 
 /* ---- capabilities ---- */
 
