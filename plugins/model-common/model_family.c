@@ -81,6 +81,14 @@ vt_status vt_mc_seq_new(vt_mc_model *m, const vt_model *fm, size_t seq_size,
     return VT_OK;
 }
 
+void vt_mc_info_entry(const vt_model *fm, vt_model_info *out)
+{
+    if (!fm || !out) return;
+    const vt_mc_model *m = (const vt_mc_model *)(const void *)fm;
+    vt_mc_info(m, m->d.n_vocab, m->d.n_embd, m->d.n_layer, m->d.n_ctx_train,
+               vt_mc_moe_path(m, m->d.n_expert != 0), vt_mc_decode_path(m), out);
+}
+
 int64_t vt_mc_seq_pos_entry(const vt_model *fm, const vt_model_seq *s)
 {
     (void)fm;

@@ -280,3 +280,27 @@ vt_status vt_mc_head_row(vt_mc_model *m, int64_t r)
     TRY(A->unary(m->ctx, VT_UNARY_TANH, m->logits_buf, m->logits_buf, V));
     return A->scale(m->ctx, m->logits_buf, m->logits_buf, V, c);
 }
+
+vt_status vt_mc_mixer_rows(vt_mc_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                           uint32_t n_seq, int64_t T, uint32_t il, int graph,
+                           vt_status (*mixer)(vt_model *fm, vt_model_seq *s, uint32_t il,
+                                              int64_t T, int graph))
+{
+    vt_model *fm = (vt_model *)(void *)m;
+    if (n_seq == 1) return mixer(fm, seqs[0], il, T, graph);
+    const int64_t E = m->d.n_embd;
+    float *h = m->h, *a = m->a;
+    int32_t *pos = m->pos;
+    vt_status st = VT_OK;
+    int64_t r0 = 0;
+    for (uint32_t i = 0; i < n_seq && st == VT_OK; r0 += n_tok[i], i++) {
+        m->h = h + r0 * E;
+        m->a = a + r0 * E;
+        m->pos = pos + r0;
+        st = mixer(fm, seqs[i], il, n_tok[i], 0);
+    }
+    m->h = h;
+    m->a = a;
+    m->pos = pos;
+    return st;
+}

@@ -151,6 +151,56 @@ vt_status vt_mc_seq_alloc(vt_mc_model *m, size_t bytes, const char *what, uint32
 
 /* ---------------------------------------------------------------- the loader */
 
+vt_status vt_mc_key_arch(const vt_host_api *host, const vt_gguf *g, const char *family,
+                         vt_gguf_str *arch)
+{
+    vt_status st = host->gguf_get_str(g, "general.architecture", arch);
+    if (st == VT_ERR_NOT_FOUND)
+        host->set_error("%s: required metadata key 'general.architecture' is missing", family);
+    return st;
+}
+
+/* "<arch>.<suffix>" into key; VT_ERR_NOT_FOUND naming it when absent and
+ * required, else *absent = 1. */
+static vt_status key_absent(const vt_host_api *host, const char *family, const char *key,
+                            int required, vt_status st, int *absent)
+{
+    *absent = 0;
+    if (st != VT_ERR_NOT_FOUND) return st; /* VT_ERR_FORMAT names the key */
+    if (required) {
+        host->set_error("%s: required metadata key '%s' is missing", family, key);
+        return VT_ERR_NOT_FOUND;
+    }
+    *absent = 1;
+    return VT_OK;
+}
+
+vt_status vt_mc_key_u32(const vt_host_api *host, const vt_gguf *g, const char *family,
+                        const char *arch, const char *suffix, int required, uint32_t dflt,
+                        uint32_t *out)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int absent = 0;
+    vt_status st = key_absent(host, family, key, required, host->gguf_get_u32(g, key, out),
+                              &absent);
+    if (absent) *out = dflt;
+    return st;
+}
+
+vt_status vt_mc_key_f32(const vt_host_api *host, const vt_gguf *g, const char *family,
+                        const char *arch, const char *suffix, int required, float dflt,
+                        float *out)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int absent = 0;
+    vt_status st = key_absent(host, family, key, required, host->gguf_get_f32(g, key, out),
+                              &absent);
+    if (absent) *out = dflt;
+    return st;
+}
+
 void vt_mc_add_cap(vt_mc_loader *L, uint32_t id)
 {
     /* only the ids stored can be compared: past the caller's capacity the count

@@ -34,15 +34,7 @@
 #ifndef VT_GEMMA4_H
 #define VT_GEMMA4_H
 
-#include <stddef.h>
-#include <stdint.h>
-
-#include "vt/backend.h"
-#include "vt/gguf.h"
-#include "vt/model.h"
 #include "vt/model_common.h"
-#include "vt/plugin.h"
-#include "vt/status.h"
 #include "vt/types.h"
 
 /* ---- hyperparameters (spec §2, §5 "per layer derived values") ---- */

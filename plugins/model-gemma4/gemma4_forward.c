@@ -17,23 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include "gemma4.h"
-#include "vt/plugin_util.h"
 
 #define TRY(x) do { vt_status st_ = (x); if (st_ != VT_OK) return st_; } while (0)
-
-static vt_status g4_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
-                       int64_t ldy, int64_t T)
-{
-    return vt_mc_mm(&m->mc, w, x, ldx, y, ldy, T);
-}
-
-/* Append rows of n floats (device) to the debug dump (VT_GEMMA4_DUMP). */
-static vt_status g4_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
-{
-    return vt_mc_dump(&m->mc, dev, rows, n);
-}
 
 /* y[n][F] -> gelu(g) ⊙ u: GeGLU hidden for rows of x [n][D] (ld D), then
  * y = W_down · hidden; y [n][D]. (§5.3, pitfall 17: tanh GELU) */
@@ -43,20 +29,20 @@ static vt_status g4_geglu(vt_model *m, const vt_weight *wg, const vt_weight *wu,
 {
     const int64_t E = m->hp.n_embd, F = wg->n_out;
     if (m->fuse && wgu->data) { /* merged: [gate | up] rows of f_g, GELU·mul into f_u */
-        TRY(g4_mm(m, wgu, x, E, m->f_g, 2 * F, n));
+        TRY(vt_mc_mm(&m->mc, wgu, x, E, m->f_g, 2 * F, n));
         TRY(m->api->mul_act(m->ctx, VT_UNARY_GELU_TANH, m->f_g, 2 * F, m->f_g + F, 2 * F, m->f_u,
                             F, n, F));
-        return g4_mm(m, wd, m->f_u, F, y, E, n);
+        return vt_mc_mm(&m->mc, wd, m->f_u, F, y, E, n);
     }
-    TRY(g4_mm(m, wg, x, E, m->f_g, F, n));
-    TRY(g4_mm(m, wu, x, E, m->f_u, F, n));
+    TRY(vt_mc_mm(&m->mc, wg, x, E, m->f_g, F, n));
+    TRY(vt_mc_mm(&m->mc, wu, x, E, m->f_u, F, n));
     if (m->fuse) {
         TRY(m->api->mul_act(m->ctx, VT_UNARY_GELU_TANH, m->f_g, F, m->f_u, F, m->f_g, F, n, F));
     } else {
         TRY(m->api->unary(m->ctx, VT_UNARY_GELU_TANH, m->f_g, m->f_g, n * F));
         TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
     }
-    TRY(g4_mm(m, wd, m->f_g, F, y, E, n));
+    TRY(vt_mc_mm(&m->mc, wd, m->f_g, F, y, E, n));
     return VT_OK;
 }
 
@@ -125,16 +111,16 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
         /* merged (w_qkv): one matmul into q's row [q | k | v] */
         const int merged = m->fuse && ly->has_kv && ly->w_qkv.data;
         float *kp = merged ? m->q + QD : m->kp;
-        if (merged) TRY(g4_mm(m, &ly->w_qkv, m->h, E, m->q, ly->w_qkv.n_out, T));
-        else TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
+        if (merged) TRY(vt_mc_mm(&m->mc, &ly->w_qkv, m->h, E, m->q, ly->w_qkv.n_out, T));
+        else TRY(vt_mc_mm(&m->mc, &ly->wq, m->h, E, m->q, QD, T));
         TRY(A->rms_norm(c, m->q, hd, ly->q_norm, m->q, hd, T * nh, hd, hp->eps));
         TRY(A->rope_neox_dpos(c, m->q, QD, hd, T, nh, ly->n_rot, m->d_pos, ly->rope_base, ff));
         if (ly->has_kv) {
-            if (!merged) TRY(g4_mm(m, &ly->wk, m->h, E, kp, KVD, T));
+            if (!merged) TRY(vt_mc_mm(&m->mc, &ly->wk, m->h, E, kp, KVD, T));
             const float *vraw = kp;
             if (ly->has_v) {
                 if (merged) vraw = kp + KVD;
-                else TRY(g4_mm(m, &ly->wv, m->h, E, m->vp, KVD, T));
+                else TRY(vt_mc_mm(&m->mc, &ly->wv, m->h, E, m->vp, KVD, T));
                 if (!merged) vraw = m->vp;
             }
             TRY(A->rms_norm(c, vraw, hd, NULL, m->s_v, hd, T * nkv, hd, hp->eps));
@@ -148,21 +134,21 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
         TRY(A->attention_dpos(c, m->q, QD, hd, s->k_cache[src], s->v_cache[src], m->att, QD, T,
                               nh, nkv, hd, drow, rows, ly->swa ? (int64_t)hp->n_swa : 0, 1.0f,
                               0.0f));
-        TRY(g4_mm(m, &ly->wo, m->att, QD, m->a, E, T));
+        TRY(vt_mc_mm(&m->mc, &ly->wo, m->att, QD, m->a, E, T));
         return A->rms_norm(c, m->a, E, ly->post_attn_norm, m->a, E, T, E, hp->eps);
     }
 
     /* q: per-head RMSNorm with weights, then RoPE of the layer type (pitfall 5, 7) */
-    TRY(g4_mm(m, &ly->wq, m->h, E, m->q, QD, T));
+    TRY(vt_mc_mm(&m->mc, &ly->wq, m->h, E, m->q, QD, T));
     TRY(A->rms_norm(c, m->q, hd, ly->q_norm, m->q, hd, T * nh, hd, hp->eps));
     TRY(A->rope_neox(c, m->q, QD, hd, T, nh, ly->n_rot, m->pos, ly->rope_base, ff));
 
     if (ly->has_kv) {
         float *kc = s->k_cache[il] + row0 * KVD, *vc = s->v_cache[il] + row0 * KVD;
-        TRY(g4_mm(m, &ly->wk, m->h, E, m->kp, KVD, T));
+        TRY(vt_mc_mm(&m->mc, &ly->wk, m->h, E, m->kp, KVD, T));
         const float *vraw = m->kp; /* k_eq_v: V is the RAW K projection (pitfall 4) */
         if (ly->has_v) {
-            TRY(g4_mm(m, &ly->wv, m->h, E, m->vp, KVD, T));
+            TRY(vt_mc_mm(&m->mc, &ly->wv, m->h, E, m->vp, KVD, T));
             vraw = m->vp;
         }
         /* V: weightless RMSNorm per KV head, no RoPE (pitfall 3) */
@@ -177,7 +163,7 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
      * n_swa on S layers counting the query itself (pitfall 8) */
     TRY(A->attention(c, m->q, QD, hd, s->k_cache[src], s->v_cache[src], m->att, QD, T, nh, nkv,
                      hd, row0, row0 + T, ly->swa ? (int64_t)hp->n_swa : 0, 1.0f, 0.0f));
-    TRY(g4_mm(m, &ly->wo, m->att, QD, m->a, E, T));
+    TRY(vt_mc_mm(&m->mc, &ly->wo, m->att, QD, m->a, E, T));
     TRY(A->rms_norm(c, m->a, E, ly->post_attn_norm, m->a, E, T, E, hp->eps));
     return VT_OK;
 }
@@ -211,7 +197,7 @@ static vt_status g4_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *
     const gemma4_layer *nl = &m->layers[il_next];
     TRY(A->rms_norm(c, m->x, E, nl->router_scale, m->ah_h, E, 1, E, hp->eps));
     TRY(A->scale(c, m->ah_h, m->ah_h, E, 1.0f / sqrtf((float)E)));
-    TRY(g4_mm(m, &nl->router, m->ah_h, E, m->ah_logits, nx, 1));
+    TRY(vt_mc_mm(&m->mc, &nl->router, m->ah_h, E, m->ah_logits, nx, 1));
     TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
     *n_ahead = (uint32_t)K;
     return VT_OK;
@@ -254,7 +240,7 @@ static vt_status g4_route_fused(vt_model *m, uint32_t il, int64_t T)
     const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
     TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
     TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
-    TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
+    TRY(vt_mc_mm(&m->mc, &ly->router, m->h, E, m->r_logits, nx, T));
     TRY(A->moe_route(c, m->r_logits, T, nx, K, 1,
                      ly->exp_scale ? m->exp_scale_dev + (size_t)il * (size_t)nx : NULL, m->r_ids,
                      m->r_w));
@@ -284,7 +270,7 @@ static vt_status g4_experts(vt_model *m, uint32_t il, int64_t T)
      * the weighted norm folds the elementwise scale in */
     TRY(A->rms_norm(c, m->x, E, ly->router_scale, m->h, E, T, E, hp->eps));
     TRY(A->scale(c, m->h, m->h, T * E, 1.0f / sqrtf((float)E)));
-    TRY(g4_mm(m, &ly->router, m->h, E, m->r_logits, nx, T));
+    TRY(vt_mc_mm(&m->mc, &ly->router, m->h, E, m->r_logits, nx, T));
     /* softmax over all experts, top-k, renormalise (pitfall 14) ... */
     TRY(A->softmax_topk(c, m->r_logits, T, nx, K, 1, m->topk_ids, m->topk_w, NULL));
     /* ... then the per-expert scale, after the renormalisation */
@@ -359,7 +345,7 @@ static vt_status g4_ple_inputs(vt_model *m, const int32_t *tokens, int64_t T)
     const int64_t E = hp->n_embd, P = hp->n_per_layer, LP = P * hp->n_layer;
     TRY(vt_backend_get_rows_fn(A, m->ple_token_embd.type)(c, &m->ple_token_embd, tokens, T, m->ple));
     TRY(A->scale(c, m->ple, m->ple, T * LP, sqrtf((float)P)));
-    TRY(g4_mm(m, &m->ple_model_proj, m->x, E, m->ple_tmp, LP, T));
+    TRY(vt_mc_mm(&m->mc, &m->ple_model_proj, m->x, E, m->ple_tmp, LP, T));
     TRY(A->scale(c, m->ple_tmp, m->ple_tmp, T * LP, 1.0f / sqrtf((float)E)));
     /* RMSNorm over each P-slice with the one shared weight */
     TRY(A->rms_norm(c, m->ple_tmp, P, m->ple_proj_norm, m->ple_tmp, P, T * hp->n_layer, P,
@@ -377,12 +363,12 @@ static vt_status g4_ple_inject(vt_model *m, uint32_t il, int64_t T)
     const vt_backend_api *A = m->api;
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd, P = hp->n_per_layer, LP = P * hp->n_layer;
-    TRY(g4_mm(m, &ly->inp_gate, m->x, E, m->ple_g, P, T));
+    TRY(vt_mc_mm(&m->mc, &ly->inp_gate, m->x, E, m->ple_g, P, T));
     TRY(A->unary(c, VT_UNARY_GELU_TANH, m->ple_g, m->ple_g, T * P));
     /* the layer's slice ple[:, l, :] made contiguous, then multiplied in */
     TRY(A->copy_2d(c, m->ple + (int64_t)il * P, LP, m->f_g, P, T, P));
     TRY(A->binary(c, VT_BINARY_MUL, m->ple_g, m->f_g, m->ple_g, T * P, T * P));
-    TRY(g4_mm(m, &ly->proj, m->ple_g, P, m->a, E, T));
+    TRY(vt_mc_mm(&m->mc, &ly->proj, m->ple_g, P, m->a, E, T));
     TRY(A->rms_norm(c, m->a, E, ly->ple_post_norm, m->a, E, T, E, hp->eps));
     TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E));
     return VT_OK;
@@ -391,25 +377,6 @@ static vt_status g4_ple_inject(vt_model *m, uint32_t il, int64_t T)
 /* ---------------------------------------------------------------- */
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
-
-/* The attention of layer il for one sequence whose tokens are rows
- * [r0, r0 + T) of the call: h, a and the positions are taken from that row
- * on; the attention temporaries (q, kp, vp, att) are reused from row 0. */
-static vt_status g4_attention_rows(vt_model *m, vt_model_seq *s, uint32_t il, int64_t r0,
-                                   int64_t T)
-{
-    const int64_t E = m->hp.n_embd;
-    float *h = m->h, *a = m->a;
-    int32_t *pos = m->pos;
-    m->h = h + r0 * E;
-    m->a = a + r0 * E;
-    m->pos = pos + r0;
-    vt_status st = g4_attention(m, s, il, T, 0);
-    m->h = h;
-    m->a = a;
-    m->pos = pos;
-    return st;
-}
 
 /* After the FFN of layer il: its residual, left pending when fused, goes in
  * before anything else reads x; the per-layer embedding (pitfall 18) and
@@ -423,7 +390,7 @@ static vt_status g4_layer_end(vt_model *m, uint32_t il, int64_t T, int graph)
         TRY(vt_mc_norm_x(&m->mc, 0, T, NULL, NULL));
     if (hp->n_per_layer) TRY(g4_ple_inject(m, il, T));
     if (ly->has_out_scale) TRY(m->api->scale(m->ctx, m->x, m->x, T * E, ly->out_scale));
-    if (!graph) TRY(g4_dump(m, m->x, T, E));
+    if (!graph) TRY(vt_mc_dump(&m->mc, m->x, T, E));
     return VT_OK;
 }
 
@@ -444,13 +411,7 @@ static vt_status g4_layers_multi(vt_model *m, vt_model_seq *const *seqs, const i
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const gemma4_layer *ly = &m->layers[il];
         TRY(vt_mc_norm_x(&m->mc, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
-        if (n_seq == 1) {
-            TRY(g4_attention(m, seqs[0], il, T, graph));
-        } else {
-            int64_t r0 = 0;
-            for (uint32_t i = 0; i < n_seq; r0 += n_tok[i], i++)
-                TRY(g4_attention_rows(m, seqs[i], il, r0, n_tok[i]));
-        }
+        TRY(vt_mc_mixer_rows(&m->mc, seqs, n_tok, n_seq, T, il, graph, g4_attention));
         if (m->fuse) m->res_a = m->a; /* r = x + a, added by the FFN's first norm */
         else TRY(A->binary(c, VT_BINARY_ADD, m->x, m->a, m->x, T * E, T * E)); /* r */
         TRY(g4_ffn(m, il, T));
@@ -535,7 +496,7 @@ vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     /* §5.1 embeddings times f32 sqrt(D) (pitfall 11: input lookup only) */
     TRY(vt_backend_get_rows_fn(A, m->token_embd.type)(c, &m->token_embd, tokens, T, m->x));
     TRY(A->scale(c, m->x, m->x, T * E, sqrtf((float)E)));
-    TRY(g4_dump(m, m->x, T, E));
+    TRY(vt_mc_dump(&m->mc, m->x, T, E));
     if (hp->n_per_layer) TRY(g4_ple_inputs(m, tokens, T));
 
     /* a graph step reads the position and the S-layer row from d_pos */

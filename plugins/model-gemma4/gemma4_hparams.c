@@ -27,37 +27,16 @@ typedef struct g4_keys {
 
 #define G4_KEY(buf, suffix) snprintf(buf, sizeof buf, "gemma4.%s", suffix)
 
+/* A u32 (f32) key: required (the error names the key) or defaulted. */
 static vt_status g4_u32(const g4_keys *k, const char *suffix, int required, uint32_t dflt,
                         uint32_t *out)
 {
-    char key[128];
-    G4_KEY(key, suffix);
-    vt_status st = k->host->gguf_get_u32(k->g, key, out);
-    if (st == VT_ERR_NOT_FOUND) {
-        if (required) {
-            k->host->set_error("gemma4: required metadata key '%s' is missing", key);
-            return VT_ERR_NOT_FOUND;
-        }
-        *out = dflt;
-        return VT_OK;
-    }
-    return st; /* VT_ERR_FORMAT names the key */
+    return vt_mc_key_u32(k->host, k->g, "gemma4", "gemma4", suffix, required, dflt, out);
 }
 
 static vt_status g4_f32(const g4_keys *k, const char *suffix, int required, float dflt, float *out)
 {
-    char key[128];
-    G4_KEY(key, suffix);
-    vt_status st = k->host->gguf_get_f32(k->g, key, out);
-    if (st == VT_ERR_NOT_FOUND) {
-        if (required) {
-            k->host->set_error("gemma4: required metadata key '%s' is missing", key);
-            return VT_ERR_NOT_FOUND;
-        }
-        *out = dflt;
-        return VT_OK;
-    }
-    return st;
+    return vt_mc_key_f32(k->host, k->g, "gemma4", "gemma4", suffix, required, dflt, out);
 }
 
 /* A key that is a scalar (broadcast to every layer) or an array with one
@@ -148,11 +127,7 @@ vt_status gemma4_read_hparams(const vt_host_api *host, const vt_gguf *g, gemma4_
 {
     memset(hp, 0, sizeof *hp);
     vt_gguf_str arch;
-    vt_status st = host->gguf_get_str(g, "general.architecture", &arch);
-    if (st == VT_ERR_NOT_FOUND) {
-        host->set_error("gemma4: required metadata key 'general.architecture' is missing");
-        return st;
-    }
+    vt_status st = vt_mc_key_arch(host, g, "gemma4", &arch);
     if (st != VT_OK) return st;
     if (strcmp(arch.ptr, "gemma4")) {
         host->set_error("gemma4: architecture '%s' is not served by this plugin (gemma4)%s",

@@ -24,8 +24,6 @@
 #include <string.h>
 
 #include "gemma4.h"
-#include "vt/model_common.h"
-#include "vt/plugin_util.h"
 
 /* ================================================================ */
 /* named allocations                                                  */

@@ -18,14 +18,6 @@
 #include <string.h>
 
 #include "gemma4.h"
-#include "vt/model_common.h"
-
-static void g4_info(const vt_model *m, vt_model_info *out)
-{
-    if (!m || !out) return;
-    vt_mc_info(&m->mc, m->d.n_vocab, m->hp.n_embd, m->hp.n_layer, m->hp.n_ctx_train,
-               gemma4_moe_path(m), vt_mc_decode_path(&m->mc), out);
-}
 
 static void g4_seq_free(vt_model *m, vt_model_seq *s)
 {
@@ -66,5 +58,5 @@ static vt_status g4_seq_new(vt_model *m, vt_model_seq **out)
 VT_MC_PLUGIN(gemma4_family, "gemma4", "0.1.0",
              "Gemma 4 (gemma4): MoE and dense, sliding-window + full attention, per-layer "
              "embeddings",
-             g4_info, g4_seq_new, g4_seq_free, g4_seq_reset, gemma4_forward, gemma4_forward_multi,
+             g4_seq_new, g4_seq_free, g4_seq_reset, gemma4_forward, gemma4_forward_multi,
              "gemma4")

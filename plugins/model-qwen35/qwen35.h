@@ -26,15 +26,7 @@
 #ifndef VT_QWEN35_H
 #define VT_QWEN35_H
 
-#include <stddef.h>
-#include <stdint.h>
-
-#include "vt/backend.h"
-#include "vt/gguf.h"
-#include "vt/model.h"
 #include "vt/model_common.h"
-#include "vt/plugin.h"
-#include "vt/status.h"
 #include "vt/types.h"
 
 /* ---- hyperparameters (spec §3) ---- */

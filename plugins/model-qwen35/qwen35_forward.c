@@ -17,22 +17,8 @@
 #include <string.h>
 
 #include "qwen35.h"
-#include "vt/plugin_util.h"
 
 #define TRY(x) do { vt_status st_ = (x); if (st_ != VT_OK) return st_; } while (0)
-
-/* y[T, n_out] (ldy) = x[T, n_in] (ldx) · Wᵀ through the weight type's matmul. */
-static vt_status q35_mm(vt_model *m, const vt_weight *w, const float *x, int64_t ldx, float *y,
-                        int64_t ldy, int64_t T)
-{
-    return vt_mc_mm(&m->mc, w, x, ldx, y, ldy, T);
-}
-
-/* Append rows of n floats (device) to the debug dump (VT_QWEN35_DUMP). */
-static vt_status q35_dump(vt_model *m, const float *dev, int64_t rows, int64_t n)
-{
-    return vt_mc_dump(&m->mc, dev, rows, n);
-}
 
 /* ---------------------------------------------------------------- */
 /* Gated DeltaNet (§5.7)                                              */
@@ -61,16 +47,16 @@ static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int6
     const float *b_raw = beta, *a_raw = g;
     if (m->fuse && ly->w_in.data) {
         const int64_t LD = ly->w_in.n_out;
-        TRY(q35_mm(m, &ly->w_in, m->h, E, mix, LD, T));
+        TRY(vt_mc_mm(&m->mc, &ly->w_in, m->h, E, mix, LD, T));
         ldm = ldz = ldg = LD;
         z = mix + CD;
         b_raw = mix + CD + VD;
         a_raw = b_raw + nv;
     } else {
-        TRY(q35_mm(m, &ly->wqkv, m->h, E, mix, CD, T));
-        TRY(q35_mm(m, &ly->wz, m->h, E, z, VD, T));
-        TRY(q35_mm(m, &ly->wbeta, m->h, E, beta, nv, T));
-        TRY(q35_mm(m, &ly->walpha, m->h, E, g, nv, T));
+        TRY(vt_mc_mm(&m->mc, &ly->wqkv, m->h, E, mix, CD, T));
+        TRY(vt_mc_mm(&m->mc, &ly->wz, m->h, E, z, VD, T));
+        TRY(vt_mc_mm(&m->mc, &ly->wbeta, m->h, E, beta, nv, T));
+        TRY(vt_mc_mm(&m->mc, &ly->walpha, m->h, E, g, nv, T));
     }
     /* beta = sigmoid(b); g = ssm_a · softplus(alpha + dt_bias); ssm_a is
      * already −exp(A_log) (pitfall 2) */
@@ -117,7 +103,7 @@ static vt_status q35_linear_attn(vt_model *m, vt_model_seq *s, uint32_t il, int6
         TRY(A->unary(c, VT_UNARY_SILU, z, z, T * VD));
         TRY(A->binary(c, VT_BINARY_MUL, y, z, y, T * VD, T * VD));
     }
-    TRY(q35_mm(m, &ly->wssm_out, y, VD, m->a, E, T));
+    TRY(vt_mc_mm(&m->mc, &ly->wssm_out, y, VD, m->a, E, T));
     return VT_OK;
 }
 
@@ -146,13 +132,13 @@ static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_
          * step replays; merged (w_in), one matmul into [qg | k | v] */
         float *vp = m->s_v;
         if (m->fuse && ly->w_in.data) {
-            TRY(q35_mm(m, &ly->w_in, m->h, E, qg, ly->w_in.n_out, T));
+            TRY(vt_mc_mm(&m->mc, &ly->w_in, m->h, E, qg, ly->w_in.n_out, T));
             kp = qg + 2 * QD;
             vp = kp + KVD;
         } else {
-            TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
-            TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
-            TRY(q35_mm(m, &ly->wv, m->h, E, vp, KVD, T));
+            TRY(vt_mc_mm(&m->mc, &ly->wq, m->h, E, qg, 2 * QD, T));
+            TRY(vt_mc_mm(&m->mc, &ly->wk, m->h, E, kp, KVD, T));
+            TRY(vt_mc_mm(&m->mc, &ly->wv, m->h, E, vp, KVD, T));
         }
         TRY(A->rms_norm(c, qg, 2 * hd, ly->q_norm, q, hd, T * nh, hd, hp->eps));
         TRY(A->rms_norm(c, kp, hd, ly->k_norm, m->s_k, hd, T * nkv, hd, hp->eps));
@@ -164,9 +150,9 @@ static vt_status q35_full_attn(vt_model *m, vt_model_seq *s, uint32_t il, int64_
                               hd, m->d_pos, m->n_ctx, 0, 1.0f / sqrtf((float)hd), 0.0f));
         goto gate;
     }
-    TRY(q35_mm(m, &ly->wq, m->h, E, qg, 2 * QD, T));
-    TRY(q35_mm(m, &ly->wk, m->h, E, kp, KVD, T));
-    TRY(q35_mm(m, &ly->wv, m->h, E, vc, KVD, T)); /* V goes to the cache as is */
+    TRY(vt_mc_mm(&m->mc, &ly->wq, m->h, E, qg, 2 * QD, T));
+    TRY(vt_mc_mm(&m->mc, &ly->wk, m->h, E, kp, KVD, T));
+    TRY(vt_mc_mm(&m->mc, &ly->wv, m->h, E, vc, KVD, T)); /* V goes to the cache as is */
 
     /* per-head RMSNorm with weights shared by all heads (pitfall 15); the
      * query rows of qg are uniformly strided by 2*head_dim */
@@ -192,7 +178,7 @@ gate:
         TRY(A->unary(c, VT_UNARY_SIGMOID, gate, gate, T * QD));
         TRY(A->binary(c, VT_BINARY_MUL, att, gate, att, T * QD, T * QD));
     }
-    TRY(q35_mm(m, &ly->wo, att, QD, m->a, E, T));
+    TRY(vt_mc_mm(&m->mc, &ly->wo, att, QD, m->a, E, T));
     return VT_OK;
 }
 
@@ -207,20 +193,20 @@ static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *w
 {
     const int64_t E = m->hp.n_embd, F = wg->n_out;
     if (m->fuse && wgu && wgu->data) { /* merged: [gate | up] rows of f_g, SiLU·mul into f_u */
-        TRY(q35_mm(m, wgu, x, E, m->f_g, 2 * F, n));
+        TRY(vt_mc_mm(&m->mc, wgu, x, E, m->f_g, 2 * F, n));
         TRY(m->api->mul_act(m->ctx, VT_UNARY_SILU, m->f_g, 2 * F, m->f_g + F, 2 * F, m->f_u, F, n,
                             F));
-        return q35_mm(m, wd, m->f_u, F, y, E, n);
+        return vt_mc_mm(&m->mc, wd, m->f_u, F, y, E, n);
     }
-    TRY(q35_mm(m, wg, x, E, m->f_g, F, n));
-    TRY(q35_mm(m, wu, x, E, m->f_u, F, n));
+    TRY(vt_mc_mm(&m->mc, wg, x, E, m->f_g, F, n));
+    TRY(vt_mc_mm(&m->mc, wu, x, E, m->f_u, F, n));
     if (m->fuse) {
         TRY(m->api->mul_act(m->ctx, VT_UNARY_SILU, m->f_g, F, m->f_u, F, m->f_g, F, n, F));
     } else {
         TRY(m->api->unary(m->ctx, VT_UNARY_SILU, m->f_g, m->f_g, n * F));
         TRY(m->api->binary(m->ctx, VT_BINARY_MUL, m->f_g, m->f_u, m->f_g, n * F, n * F));
     }
-    TRY(q35_mm(m, wd, m->f_g, F, y, E, n));
+    TRY(vt_mc_mm(&m->mc, wd, m->f_g, F, y, E, n));
     return VT_OK;
 }
 
@@ -248,7 +234,7 @@ static vt_status q35_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t 
     const qwen35_layer *nl = &m->layers[il + 1];
     const int merged = m->fuse && nl->w_rg.data;
     TRY(A->rms_norm(c, m->x, E, nl->post_norm, m->ah_h, E, 1, E, hp->eps));
-    TRY(q35_mm(m, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
+    TRY(vt_mc_mm(&m->mc, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
                merged ? nx + 1 : nx, 1));
     TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
     *n_ahead = (uint32_t)K;
@@ -308,9 +294,9 @@ static vt_status q35_router(vt_model *m, uint32_t il, int64_t T)
     const qwen35_layer *ly = &m->layers[il];
     const int64_t E = m->hp.n_embd;
     if (q35_gate_of(m, il, T) != m->f_gamma)
-        return q35_mm(m, &ly->w_rg, m->h, E, m->r_logits, m->hp.n_expert + 1, T);
-    TRY(q35_mm(m, &ly->router, m->h, E, m->r_logits, m->hp.n_expert, T));
-    return q35_mm(m, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T);
+        return vt_mc_mm(&m->mc, &ly->w_rg, m->h, E, m->r_logits, m->hp.n_expert + 1, T);
+    TRY(vt_mc_mm(&m->mc, &ly->router, m->h, E, m->r_logits, m->hp.n_expert, T));
+    return vt_mc_mm(&m->mc, &ly->shexp_gate, m->h, E, m->f_gamma, 1, T);
 }
 
 /* After the routed experts: the shared expert, gated by sigmoid of a dot
@@ -366,24 +352,11 @@ static vt_status q35_dense_ffn(vt_model *m, uint32_t il, int64_t T)
 /* the whole step                                                     */
 /* ---------------------------------------------------------------- */
 
-/* The mixer (attention or DeltaNet) of layer il for one sequence whose
- * tokens are rows [r0, r0 + T) of the call: h, a and the positions are
- * taken from that row on; the mixer temporaries are reused from row 0. */
-static vt_status q35_mixer_rows(vt_model *m, vt_model_seq *s, uint32_t il, int64_t r0, int64_t T,
-                                int graph)
+/* The mixer of layer il (DeltaNet or full attention) for one sequence's T
+ * rows (vt_mc_mixer_rows). */
+static vt_status q35_mixer(vt_model *m, vt_model_seq *s, uint32_t il, int64_t T, int graph)
 {
-    const int64_t E = m->hp.n_embd;
-    float *h = m->h, *a = m->a;
-    int32_t *pos = m->pos;
-    m->h = h + r0 * E;
-    m->a = a + r0 * E;
-    m->pos = pos + r0;
-    vt_status st = m->layers[il].linear ? q35_linear_attn(m, s, il, T)
-                                        : q35_full_attn(m, s, il, T, graph);
-    m->h = h;
-    m->a = a;
-    m->pos = pos;
-    return st;
+    return m->layers[il].linear ? q35_linear_attn(m, s, il, T) : q35_full_attn(m, s, il, T, graph);
 }
 
 /* Every layer on x (the embeddings on entry) for the n_seq sequences whose
@@ -403,14 +376,7 @@ static vt_status q35_layers_multi(vt_model *m, vt_model_seq *const *seqs, const 
     for (uint32_t il = 0; il < hp->n_layer; il++) { /* MTP blocks excluded (pitfall 7) */
         const qwen35_layer *ly = &m->layers[il];
         TRY(vt_mc_norm_x(&m->mc, 0, T, ly->attn_norm, m->h)); /* pitfall 1 */
-        if (n_seq == 1) {
-            if (ly->linear) TRY(q35_linear_attn(m, seqs[0], il, T));
-            else TRY(q35_full_attn(m, seqs[0], il, T, graph));
-        } else {
-            int64_t r0 = 0;
-            for (uint32_t i = 0; i < n_seq; r0 += n_tok[i], i++)
-                TRY(q35_mixer_rows(m, seqs[i], il, r0, n_tok[i], graph));
-        }
+        TRY(vt_mc_mixer_rows(&m->mc, seqs, n_tok, n_seq, T, il, graph, q35_mixer));
         /* post_attention_norm is the pre-FFN norm; the FFN adds to x (pitfall 16) */
         if (m->fuse) {
             TRY(A->add_rms_norm(c, m->x, E, m->a, E, NULL, ly->post_norm, m->h, E, T, E, hp->eps));
@@ -422,7 +388,7 @@ static vt_status q35_layers_multi(vt_model *m, vt_model_seq *const *seqs, const 
         else TRY(q35_dense_ffn(m, il, T));
         if (!graph && m->dump_path) { /* the dump shows x with the FFN added */
             TRY(vt_mc_norm_x(&m->mc, 0, T, NULL, NULL));
-            TRY(q35_dump(m, m->x, T, E));
+            TRY(vt_mc_dump(&m->mc, m->x, T, E));
         }
     }
     return VT_OK;
@@ -495,7 +461,7 @@ vt_status qwen35_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, in
     int done = 0;
     TRY(vt_mc_graph_decode(&m->mc, &s->sq, T, m->pos, 1, logits, &done));
     if (done) return VT_OK;
-    TRY(q35_dump(m, m->x, T, hp->n_embd));
+    TRY(vt_mc_dump(&m->mc, m->x, T, hp->n_embd));
     TRY(q35_layers(m, s, T, 0));
     s->pos += T;
     /* §5.9 final norm and LM head */

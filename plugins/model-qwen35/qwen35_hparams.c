@@ -31,39 +31,17 @@ static const char *q35_key(const q35_keys *k, const char *suffix, char *buf, siz
     return buf;
 }
 
-/* A u32 key: required (error names the key) or defaulted. */
+/* A u32 (f32) key: required (the error names the key) or defaulted. */
 static vt_status q35_u32(const q35_keys *k, const char *suffix, int required, uint32_t dflt,
                          uint32_t *out)
 {
-    char key[128];
-    q35_key(k, suffix, key, sizeof key);
-    vt_status st = k->host->gguf_get_u32(k->g, key, out);
-    if (st == VT_ERR_NOT_FOUND) {
-        if (required) {
-            k->host->set_error("qwen35: required metadata key '%s' is missing", key);
-            return VT_ERR_NOT_FOUND;
-        }
-        *out = dflt;
-        return VT_OK;
-    }
-    return st; /* VT_ERR_FORMAT names the key */
+    return vt_mc_key_u32(k->host, k->g, "qwen35", k->arch, suffix, required, dflt, out);
 }
 
 static vt_status q35_f32(const q35_keys *k, const char *suffix, int required, float dflt,
                          float *out)
 {
-    char key[128];
-    q35_key(k, suffix, key, sizeof key);
-    vt_status st = k->host->gguf_get_f32(k->g, key, out);
-    if (st == VT_ERR_NOT_FOUND) {
-        if (required) {
-            k->host->set_error("qwen35: required metadata key '%s' is missing", key);
-            return VT_ERR_NOT_FOUND;
-        }
-        *out = dflt;
-        return VT_OK;
-    }
-    return st;
+    return vt_mc_key_f32(k->host, k->g, "qwen35", k->arch, suffix, required, dflt, out);
 }
 
 /* A u32 that is either a scalar or an array with one entry per block
@@ -208,11 +186,7 @@ vt_status qwen35_read_hparams(const vt_host_api *host, const vt_gguf *g, qwen35_
 {
     memset(hp, 0, sizeof *hp);
     vt_gguf_str arch;
-    vt_status st = host->gguf_get_str(g, "general.architecture", &arch);
-    if (st == VT_ERR_NOT_FOUND) {
-        host->set_error("qwen35: required metadata key 'general.architecture' is missing");
-        return st;
-    }
+    vt_status st = vt_mc_key_arch(host, g, "qwen35", &arch);
     if (st != VT_OK) return st;
     if (!strcmp(arch.ptr, "qwen3next")) {
         host->set_error("qwen35: architecture 'qwen3next' (Qwen3-Next: fused ssm_in/ssm_ba, grouped "

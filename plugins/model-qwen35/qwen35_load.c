@@ -25,8 +25,6 @@
 #include <string.h>
 
 #include "qwen35.h"
-#include "vt/model_common.h"
-#include "vt/plugin_util.h"
 
 /* ================================================================ */
 /* named allocations                                                  */

@@ -16,14 +16,6 @@
 #include <string.h>
 
 #include "qwen35.h"
-#include "vt/model_common.h"
-
-static void q35_info(const vt_model *m, vt_model_info *out)
-{
-    if (!m || !out) return;
-    vt_mc_info(&m->mc, m->d.n_vocab, m->hp.n_embd, m->hp.n_layer, m->hp.n_ctx_train,
-               qwen35_moe_path(m), vt_mc_decode_path(&m->mc), out);
-}
 
 static void q35_seq_free(vt_model *m, vt_model_seq *s)
 {
@@ -110,5 +102,5 @@ static vt_status q35_seq_new(vt_model *m, vt_model_seq **out)
 
 VT_MC_PLUGIN(qwen35_family, "qwen35", "0.1.0",
              "Qwen3.5 MoE (qwen35moe) and dense (qwen35): Gated DeltaNet + gated attention",
-             q35_info, q35_seq_new, q35_seq_free, q35_seq_reset, qwen35_forward,
+             q35_seq_new, q35_seq_free, q35_seq_reset, qwen35_forward,
              qwen35_forward_multi, "qwen35moe", "qwen35")

@@ -191,6 +191,23 @@ void vt_mc_weight_free(vt_mc_model *m, const void *p);
 /* Give back every weight allocation and the list. */
 void vt_mc_free_weights(vt_mc_model *m);
 
+/* ---- metadata keys ---- */
+
+/* general.architecture of g into *arch; VT_ERR_NOT_FOUND ("<family>:
+ * required metadata key 'general.architecture' is missing") when absent. */
+vt_status vt_mc_key_arch(const vt_host_api *host, const vt_gguf *g, const char *family,
+                         vt_gguf_str *arch);
+/* The key "<arch>.<suffix>" of g as a u32 (f32): when absent, required
+ * gives VT_ERR_NOT_FOUND ("<family>: required metadata key '<key>' is
+ * missing"), else *out = dflt; a value of another type VT_ERR_FORMAT (the
+ * host's message names the key). */
+vt_status vt_mc_key_u32(const vt_host_api *host, const vt_gguf *g, const char *family,
+                        const char *arch, const char *suffix, int required, uint32_t dflt,
+                        uint32_t *out);
+vt_status vt_mc_key_f32(const vt_host_api *host, const vt_gguf *g, const char *family,
+                        const char *arch, const char *suffix, int required, float dflt,
+                        float *out);
+
 /* ---- the loader ---- */
 
 /* Record capability id (dry mode): repeats dropped while within cap_caps;
@@ -482,19 +499,22 @@ vt_status vt_mc_required_caps(const vt_mc_family *F, const vt_host_api *host, co
 vt_status vt_mc_memory_needs(const vt_mc_family *F, const vt_host_api *host, const vt_gguf *g,
                              const vt_model_params *params, vt_model_memory *out);
 
+/* vt_model_api.info of a model loaded by vt_mc_load: its d figures, n_ctx,
+ * vt_mc_moe_path and vt_mc_decode_path (vt_mc_info). */
+void vt_mc_info_entry(const vt_model *fm, vt_model_info *out);
 /* vt_model_api.seq_pos: the sequence's position (s NULL: 0). */
 int64_t vt_mc_seq_pos_entry(const vt_model *fm, const vt_model_seq *s);
 
 /*
  * A model plugin of family FAMILY (a vt_mc_family): required_caps,
- * memory_needs, load and free through the shared sequences above, with the
- * family's INFO, SEQ_NEW, SEQ_FREE, SEQ_RESET, FORWARD and FORWARD_MULTI
+ * memory_needs, load, free and info through the shared sequences above, with
+ * the family's SEQ_NEW, SEQ_FREE, SEQ_RESET, FORWARD and FORWARD_MULTI
  * (vt/model.h), the vt_model_api table, the plugin descriptor (NAME,
  * VERSION, DESCRIPTION) and the exported vt_plugin_entry. The arguments
  * after FORWARD_MULTI: the GGUF architectures it serves (strings).
  */
-#define VT_MC_PLUGIN(FAMILY, NAME, VERSION, DESCRIPTION, INFO, SEQ_NEW, SEQ_FREE, SEQ_RESET,       \
-                     FORWARD, FORWARD_MULTI, ...)                                                 \
+#define VT_MC_PLUGIN(FAMILY, NAME, VERSION, DESCRIPTION, SEQ_NEW, SEQ_FREE, SEQ_RESET, FORWARD,  \
+                     FORWARD_MULTI, ...)                                                          \
     static vt_status vt_mc_plugin_required_caps_(const vt_host_api *host, const vt_gguf *g,      \
                                                  uint32_t *ids, uint32_t cap, uint32_t *n)       \
     {                                                                                             \
@@ -517,7 +537,7 @@ int64_t vt_mc_seq_pos_entry(const vt_model *fm, const vt_model_seq *s);
     static const vt_model_api vt_mc_plugin_api_ = {                                               \
         .struct_size = sizeof(vt_model_api), .architectures = vt_mc_plugin_archs_,                \
         .required_caps = vt_mc_plugin_required_caps_, .load = vt_mc_plugin_load_,                 \
-        .free = vt_mc_plugin_free_, .info = INFO, .seq_new = SEQ_NEW, .seq_free = SEQ_FREE,       \
+        .free = vt_mc_plugin_free_, .info = vt_mc_info_entry, .seq_new = SEQ_NEW, .seq_free = SEQ_FREE,       \
         .seq_reset = SEQ_RESET, .seq_pos = vt_mc_seq_pos_entry, .forward = FORWARD,               \
         .memory_needs = vt_mc_plugin_memory_needs_, .forward_multi = FORWARD_MULTI};              \
     static const vt_plugin_desc vt_mc_plugin_desc_ = {                                            \
@@ -574,6 +594,14 @@ vt_status vt_mc_logits(vt_mc_model *m, int64_t T, int all_logits, float *logits)
  * logits[n_seq][n_vocab] (logits NULL: none). */
 vt_status vt_mc_multi_logits(vt_mc_model *m, const int64_t *n_tok, uint32_t n_seq, int64_t T,
                              float *logits);
+/* The mixer of layer il (attention, DeltaNet) of the n_seq sequences whose
+ * tokens are consecutive rows (n_tok[i] each): mixer(fm, s, il, T, graph)
+ * once for one sequence, else per sequence over its rows (h, a and pos
+ * offset to them, graph 0; the mixer's temporaries reused from row 0). */
+vt_status vt_mc_mixer_rows(vt_mc_model *m, vt_model_seq *const *seqs, const int64_t *n_tok,
+                           uint32_t n_seq, int64_t T, uint32_t il, int graph,
+                           vt_status (*mixer)(vt_model *fm, vt_model_seq *s, uint32_t il,
+                                              int64_t T, int graph));
 /* The final norm, LM head and soft-cap of row r of x into logits_buf. */
 vt_status vt_mc_head_row(vt_mc_model *m, int64_t r);
 /* vt_model_info.decode_path of the model's decode. */
