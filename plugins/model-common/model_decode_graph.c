@@ -136,7 +136,7 @@ static vt_status step_segments_run(vt_mc_model *m, vt_mc_seq *s, const int32_t *
         }
         if (cut >= L) break;
         const uint32_t ahead = s->seg_pred[j] ? (uint32_t)K : 0;
-        vt_moe_ffn_args a = F->moe_args(fm_of(m), cut, 1);
+        vt_moe_ffn_args a = vt_mc_moe_args(m, cut, 1);
         m->exp_tab_queued = 1;
         vt_status st = vt_util_moe_streamed_acquire_one(m->host, A, c, m->experts, cut, &a,
                                                         m->topk_ids, m->exp_count, m->exp_ids,

@@ -189,11 +189,14 @@ vt_status vt_mc_moe_ops(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int
     return VT_OK;
 }
 
-vt_moe_ffn_args vt_mc_moe_args(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int64_t T,
-                               vt_moe_act act, int64_t n_embd, int64_t n_ff, int64_t n_expert,
-                               int64_t k, const float *h, float *out)
+vt_moe_ffn_args vt_mc_moe_args(vt_mc_model *m, uint32_t il, int64_t T)
 {
-    const int64_t nx = n_expert;
+    const vt_mc_experts *x = m->fam->layer_experts((const vt_model *)(const void *)m, il);
+    const int64_t nx = m->d.n_expert, n_embd = m->d.n_embd, n_ff = m->d.n_ff_exp,
+                  k = m->d.n_expert_used;
+    const vt_moe_act act = m->fam->moe_act;
+    const float *h = m->h;
+    float *out = m->moe_out;
     const vt_mc_stack *gs = x->fused_gate_up ? &x->gate_up_exps : &x->gate_exps;
     const vt_mc_stack *us = x->fused_gate_up ? &x->gate_up_exps : &x->up_exps;
     void **tab = m->exp_tab[il];
@@ -303,4 +306,18 @@ vt_status vt_mc_mixer_rows(vt_mc_model *m, vt_model_seq *const *seqs, const int6
     m->a = a;
     m->pos = pos;
     return st;
+}
+
+vt_status vt_mc_predict_next(vt_mc_model *m, uint32_t il, int64_t T, uint32_t *n_ahead)
+{
+    const vt_model *fm = (const vt_model *)(const void *)m;
+    const int64_t nx = m->d.n_expert, K = m->d.n_expert_used;
+    *n_ahead = 0;
+    if (T != 1 || il + 1 >= m->d.n_layer || !m->fam->layer_experts(fm, il + 1) ||
+        !vt_util_prefetch_on(m->host, m->experts))
+        return VT_OK;
+    TRY(m->fam->router_ahead((vt_model *)(void *)m, il + 1));
+    TRY(m->api->moe_route(m->ctx, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
+    *n_ahead = (uint32_t)K;
+    return VT_OK;
 }

@@ -166,11 +166,11 @@ size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
 /* How the routed experts run (vt_model_info.moe_path); NULL without experts. */
 const char *gemma4_moe_path(const vt_model *m);
 /* The family's forward-pass callbacks (vt_mc_family: step_layers,
- * seg_ops, next_cut, moe_args). */
+ * seg_ops, next_cut, router_ahead). */
 vt_status g4_step_layers(vt_model *m, vt_model_seq *s);
 vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after);
 uint32_t g4_next_cut(const vt_model *m, uint32_t il);
-vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T);
+vt_status g4_router_ahead(vt_model *m, uint32_t il);
 vt_status gemma4_forward(vt_model *m, vt_model_seq *s, const int32_t *tokens, int64_t n_tokens,
                          float *logits, int all_logits);
 /* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */

@@ -174,41 +174,17 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
 
 const char *gemma4_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.n_expert != 0); }
 
-/* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
- * the routing (with the per-expert scale) already in r_ids / r_w. Resident:
- * one moe_ffn over all experts; streamed: the ids come to the host, which
- * acquires groups of at most top-k experts and points the layer's table at
- * their slots, one moe_ffn per group (the same bits: moe_ffn adds per token
- * in increasing expert id). */
-/* The prediction at decode (prefetch on): the next MoE layer's router
- * input (as g4_experts) from this layer's residual x, top-k ids after this
- * layer's in r_ids; *n_ahead their count (0: none queued). */
-static vt_status g4_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *n_ahead)
+/* Layer il's router logits for the one-token prediction (vt_mc_predict_next):
+ * its router input (as g4_experts) from the residual x. */
+vt_status g4_router_ahead(vt_model *m, uint32_t il)
 {
     const gemma4_hparams *hp = &m->hp;
     const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
-    const uint32_t il_next = il + 1;
-    *n_ahead = 0;
-    if (T != 1 || il_next >= hp->n_layer || !m->layers[il_next].router.data ||
-        !vt_util_prefetch_on(m->host, m->experts))
-        return VT_OK;
-    const gemma4_layer *nl = &m->layers[il_next];
-    TRY(A->rms_norm(c, m->x, E, nl->router_scale, m->ah_h, E, 1, E, hp->eps));
-    TRY(A->scale(c, m->ah_h, m->ah_h, E, 1.0f / sqrtf((float)E)));
-    TRY(vt_mc_mm(&m->mc, &nl->router, m->ah_h, E, m->ah_logits, nx, 1));
-    TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
-    *n_ahead = (uint32_t)K;
-    return VT_OK;
-}
-
-/* moe_ffn's arguments for layer il over all of its experts */
-vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
-{
-    const gemma4_hparams *hp = &m->hp;
-    return vt_mc_moe_args(&m->mc, &m->layers[il].x, il, T, VT_MOE_ACT_GELU_TANH, hp->n_embd,
-                          hp->n_ff_exp, hp->n_expert, hp->n_expert_used, m->h, m->f_e);
+    const int64_t E = hp->n_embd;
+    const gemma4_layer *nl = &m->layers[il];
+    TRY(A->rms_norm(m->ctx, m->x, E, nl->router_scale, m->ah_h, E, 1, E, hp->eps));
+    TRY(A->scale(m->ctx, m->ah_h, m->ah_h, E, 1.0f / sqrtf((float)E)));
+    return vt_mc_mm(&m->mc, &nl->router, m->ah_h, E, m->ah_logits, hp->n_expert, 1);
 }
 
 /* The routed experts through the fused ops: f_e = Σ_j w_j s_j Expert_j(h),
@@ -219,9 +195,9 @@ vt_moe_ffn_args g4_moe_args(vt_model *m, uint32_t il, int64_t T)
  * in increasing expert id). */
 static vt_status g4_experts_fused(vt_model *m, uint32_t il, int64_t T)
 {
-    vt_moe_ffn_args a = g4_moe_args(m, il, T);
+    vt_moe_ffn_args a = vt_mc_moe_args(&m->mc, il, T);
     uint32_t n_ahead = 0;
-    if (m->experts) TRY(g4_predict_next(m, il, T, &n_ahead));
+    if (m->experts) TRY(vt_mc_predict_next(&m->mc, il, T, &n_ahead));
     /* streamed: prefetched once the experts' ops are queued (g4_experts) */
     return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, vt_mc_table_cb, m);
 }
@@ -453,7 +429,7 @@ vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
     const int64_t E = hp->n_embd;
     uint32_t il = 0;
     if (after != UINT32_MAX) {
-        vt_moe_ffn_args a = g4_moe_args(m, after, 1);
+        vt_moe_ffn_args a = vt_mc_moe_args(&m->mc, after, 1);
         TRY(A->moe_ffn(c, &a));
         TRY(A->rms_norm(c, m->f_e, E, m->layers[after].post_ffw_norm_2, m->f_e, E, 1, E,
                         hp->eps));
@@ -471,7 +447,7 @@ vt_status g4_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
         if (ly->moe) {
             TRY(g4_route_fused(m, il, 1));
             uint32_t n_ahead = 0;
-            TRY(g4_predict_next(m, il, 1, &n_ahead));
+            TRY(vt_mc_predict_next(&m->mc, il, 1, &n_ahead));
             s->seg_pred[j] = n_ahead != 0;
             return VT_OK;
         }

@@ -373,7 +373,9 @@ static vt_status g4_scratch(vt_model *m, size_t *bytes_only)
         {&m->ple_g, T, hp->n_per_layer ? hp->n_per_layer : 1},
     };
     const vt_mc_scratch_spec sp = {max_ff, max_kv, parts, sizeof parts / sizeof parts[0]};
-    return vt_mc_alloc_scratch(&m->mc, &sp, bytes_only);
+    vt_status st = vt_mc_alloc_scratch(&m->mc, &sp, bytes_only);
+    m->moe_out = m->f_e; /* the expert branch's sum (§5.3) */
+    return st;
 }
 
 /* ================================================================ */
@@ -468,4 +470,4 @@ static vt_status g4_finish(vt_model *m, const vt_model_params *params)
 
 const vt_mc_family gemma4_family = {.name = "gemma4", .model_size = sizeof(vt_model),
                                      .dump_env = "VT_GEMMA4_DUMP", .n_ctx_max = INT32_MAX / 2,
-                                     VT_MC_FAMILY_FNS(g4)};
+                                     .moe_act = VT_MOE_ACT_GELU_TANH, VT_MC_FAMILY_FNS(g4)};

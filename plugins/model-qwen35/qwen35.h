@@ -163,11 +163,11 @@ extern const vt_mc_family qwen35_family;
 /* How the routed experts run (vt_model_info.moe_path); NULL for a dense model. */
 const char *qwen35_moe_path(const vt_model *m);
 /* The family's forward-pass callbacks (vt_mc_family: step_layers,
- * seg_ops, next_cut, moe_args). */
+ * seg_ops, next_cut, router_ahead). */
 vt_status q35_step_layers(vt_model *m, vt_model_seq *s);
 vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after);
 uint32_t q35_next_cut(const vt_model *m, uint32_t il);
-vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T);
+vt_status q35_router_ahead(vt_model *m, uint32_t il);
 /* Several sequences in one pass (vt_model_api.forward_multi, ABI 1.8). */
 vt_status qwen35_forward_multi(vt_model *m, vt_model_seq *const *seqs, const int64_t *n_tokens,
                                uint32_t n_seq, const int32_t *tokens, float *logits);

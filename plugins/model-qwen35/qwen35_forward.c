@@ -212,43 +212,26 @@ static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *w
 
 const char *qwen35_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.is_moe); }
 
+/* Layer il's router logits for the one-token prediction (vt_mc_predict_next):
+ * its router on the residual x normed by its pre-FFN norm (its attention's
+ * output is not known yet). */
+vt_status q35_router_ahead(vt_model *m, uint32_t il)
+{
+    const qwen35_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, nx = hp->n_expert;
+    const qwen35_layer *nl = &m->layers[il];
+    const int merged = m->fuse && nl->w_rg.data;
+    TRY(m->api->rms_norm(m->ctx, m->x, E, nl->post_norm, m->ah_h, E, 1, E, hp->eps));
+    return vt_mc_mm(&m->mc, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
+                    merged ? nx + 1 : nx, 1);
+}
+
 /* Routed experts through the fused ops: routing into device arrays, then one
  * moe_ffn over all experts (resident) or one per group of at most top-k
  * experts made resident together (streamed: the ids come to the host, which
  * acquires each group and points the layer's table at its slots). moe_ffn's
  * additions into x run per token in increasing expert id, so the groups give
  * the bits of one call. */
-/* The prediction at decode (prefetch on): layer il+1's router on this
- * layer's residual x, normed by layer il+1's pre-FFN norm (its attention's
- * output is not known yet), top-k ids after this layer's in r_ids. Returns
- * the number of predicted ids through *n_ahead (0: none queued). */
-static vt_status q35_predict_next(vt_model *m, uint32_t il, int64_t T, uint32_t *n_ahead)
-{
-    const qwen35_hparams *hp = &m->hp;
-    const vt_backend_api *A = m->api;
-    vt_backend_ctx *c = m->ctx;
-    const int64_t E = hp->n_embd, nx = hp->n_expert, K = hp->n_expert_used;
-    *n_ahead = 0;
-    if (T != 1 || il + 1 >= hp->n_layer || !vt_util_prefetch_on(m->host, m->experts))
-        return VT_OK;
-    const qwen35_layer *nl = &m->layers[il + 1];
-    const int merged = m->fuse && nl->w_rg.data;
-    TRY(A->rms_norm(c, m->x, E, nl->post_norm, m->ah_h, E, 1, E, hp->eps));
-    TRY(vt_mc_mm(&m->mc, merged ? &nl->w_rg : &nl->router, m->ah_h, E, m->ah_logits,
-               merged ? nx + 1 : nx, 1));
-    TRY(A->moe_route(c, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
-    *n_ahead = (uint32_t)K;
-    return VT_OK;
-}
-
-/* moe_ffn's arguments for layer il's routed experts over all of its experts */
-vt_moe_ffn_args q35_moe_args(vt_model *m, uint32_t il, int64_t T)
-{
-    const qwen35_hparams *hp = &m->hp;
-    return vt_mc_moe_args(&m->mc, &m->layers[il].x, il, T, VT_MOE_ACT_SILU, hp->n_embd,
-                          hp->n_ff_exp, hp->n_expert, hp->n_expert_used, m->h, m->x);
-}
-
 static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
 {
     const qwen35_hparams *hp = &m->hp;
@@ -257,8 +240,8 @@ static vt_status q35_moe_fused(vt_model *m, uint32_t il, int64_t T)
     const int64_t nx = hp->n_expert, K = hp->n_expert_used;
     TRY(A->moe_route(c, m->r_logits, T, nx, K, 1, NULL, m->r_ids, m->r_w));
     uint32_t n_ahead = 0;
-    TRY(q35_predict_next(m, il, T, &n_ahead));
-    vt_moe_ffn_args a = q35_moe_args(m, il, T);
+    TRY(vt_mc_predict_next(&m->mc, il, T, &n_ahead));
+    vt_moe_ffn_args a = vt_mc_moe_args(&m->mc, il, T);
     /* streamed: prefetched once the shared expert is queued (q35_moe_tail) */
     return vt_mc_moe_ffn_run(&m->mc, il, &a, T, n_ahead, vt_mc_table_cb, m);
 }
@@ -424,7 +407,7 @@ vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
     vt_backend_ctx *c = m->ctx;
     const int64_t E = hp->n_embd;
     if (after != UINT32_MAX) {
-        vt_moe_ffn_args a = q35_moe_args(m, after, 1);
+        vt_moe_ffn_args a = vt_mc_moe_args(&m->mc, after, 1);
         TRY(A->moe_ffn(c, &a));
         m->n_ahead = 0; /* the host issues the prefetch between segments */
         TRY(q35_moe_tail(m, after, 1));
@@ -444,7 +427,7 @@ vt_status q35_seg_ops(vt_model *m, vt_model_seq *s, uint32_t j, uint32_t after)
     TRY(A->moe_route(c, m->r_logits, 1, hp->n_expert, hp->n_expert_used, 1, NULL, m->r_ids,
                      m->r_w));
     uint32_t n_ahead = 0;
-    TRY(q35_predict_next(m, j, 1, &n_ahead));
+    TRY(vt_mc_predict_next(&m->mc, j, 1, &n_ahead));
     s->seg_pred[j] = n_ahead != 0;
     return VT_OK;
 }

@@ -342,7 +342,9 @@ static vt_status q35_scratch(vt_model *m, size_t *bytes_only)
     };
     const vt_mc_scratch_spec sp = {q35_max3(hp->n_ff_exp, hp->n_ff_shexp, hp->n_ff), max_nkv * hd,
                                    parts, sizeof parts / sizeof parts[0]};
-    return vt_mc_alloc_scratch(&m->mc, &sp, bytes_only);
+    vt_status st = vt_mc_alloc_scratch(&m->mc, &sp, bytes_only);
+    m->moe_out = m->x; /* the routed experts add into the residual */
+    return st;
 }
 
 static vt_status q35_finish(vt_model *m, const vt_model_params *params)
@@ -371,4 +373,4 @@ static vt_status q35_finish(vt_model *m, const vt_model_params *params)
 
 const vt_mc_family qwen35_family = {.name = "qwen35", .model_size = sizeof(vt_model),
                                      .dump_env = "VT_QWEN35_DUMP", .n_ctx_max = INT32_MAX,
-                                     VT_MC_FAMILY_FNS(q35)};
+                                     .moe_act = VT_MOE_ACT_SILU, VT_MC_FAMILY_FNS(q35)};

@@ -89,6 +89,7 @@ struct vt_mc_family;
     uint32_t n_ahead;            /* predicted ids at topk_ids + T x top-k, for experts_prefetch */ \
     vt_mc_dims d;                /* the figures the shared layer reads (the family's hparams) */  \
     const struct vt_mc_family *fam; /* the family (set by vt_mc_load) */                          \
+    float *moe_out;              /* [T][n_embd] where the routed experts' sum is added (family) */ \
     vt_weight token_embd;        /* [n_embd -> n_vocab] rows (get_rows) */                        \
     vt_weight output;            /* the LM head (token_embd when tied) */                         \
     const float *output_norm;    /* [n_embd] */                                                   \
@@ -319,12 +320,15 @@ vt_status vt_mc_carve_scratch(vt_mc_model *m, const vt_mc_scratch_part *parts, s
 
 /* ---- the forward pass (model_forward_common.c) ---- */
 
-/* moe_ffn's arguments for layer il's routed experts (x) over all of its
- * experts, T tokens of h into out (added), r_ids / r_w the routing, f_x..
- * the scratch (the streamed paths narrow the expert range per group). */
-vt_moe_ffn_args vt_mc_moe_args(vt_mc_model *m, const vt_mc_experts *x, uint32_t il, int64_t T,
-                               vt_moe_act act, int64_t n_embd, int64_t n_ff, int64_t n_expert,
-                               int64_t k, const float *h, float *out);
+/* moe_ffn's arguments for layer il's routed experts (fam->layer_experts)
+ * over all of its experts: T tokens of h, the sum added into moe_out with
+ * fam->moe_act, r_ids / r_w the routing, f_x.. the scratch (the streamed
+ * paths narrow the expert range per group). */
+vt_moe_ffn_args vt_mc_moe_args(vt_mc_model *m, uint32_t il, int64_t T);
+/* The prediction at decode (one token, il + 1 a MoE layer, prefetch on):
+ * fam->router_ahead's logits of layer il + 1, routed to top-k ids after
+ * layer il's in r_ids; *n_ahead their count (0: none queued). */
+vt_status vt_mc_predict_next(vt_mc_model *m, uint32_t il, int64_t T, uint32_t *n_ahead);
 /* The fused routed experts of layer il with moe_ffn args a (the routing in
  * r_ids / r_w): resident, one moe_ffn; streamed, the ids to the host, groups
  * of at most k experts acquired and the layer's table pointed at their
@@ -467,21 +471,23 @@ typedef struct vt_mc_family {
     vt_status (*seg_ops)(vt_model *fm, vt_model_seq *s, uint32_t j, uint32_t after);
     /* the first MoE layer at or after il (d.n_layer: none); */
     uint32_t (*next_cut)(const vt_model *fm, uint32_t il);
-    /* moe_ffn's arguments for layer il over all of its experts, T tokens. */
-    vt_moe_ffn_args (*moe_args)(vt_model *fm, uint32_t il, int64_t T);
+    /* Layer il's router logits [n_expert] into ah_logits for a one-token
+     * prediction, from the residual x (ah_h: its normed input). */
+    vt_status (*router_ahead)(vt_model *fm, uint32_t il);
+    vt_moe_act moe_act;       /* the experts' activation (moe_ffn) */
 } vt_mc_family;
 
 /* The family's callbacks named P_read_hparams, P_alloc_layers, P_free_own,
  * P_op_caps, P_map_model, P_scratch, P_cache_bytes, P_layer_experts,
  * P_merge_layers, P_finish, P_step_layers, P_seg_ops, P_next_cut and
- * P_moe_args, for a vt_mc_family initializer. */
+ * P_router_ahead, for a vt_mc_family initializer. */
 #define VT_MC_FAMILY_FNS(P)                                                                    \
     .read_hparams = P##_read_hparams, .alloc_layers = P##_alloc_layers,                        \
     .free_own = P##_free_own, .op_caps = P##_op_caps, .map_model = P##_map_model,              \
     .scratch = P##_scratch, .cache_bytes = P##_cache_bytes,                                    \
     .layer_experts = P##_layer_experts, .merge_layers = P##_merge_layers, .finish = P##_finish, \
     .step_layers = P##_step_layers, .seg_ops = P##_seg_ops, .next_cut = P##_next_cut,          \
-    .moe_args = P##_moe_args
+    .router_ahead = P##_router_ahead
 
 /* vt_model_api.load: the model object, the hyperparameters, every op the
  * forward pass calls checked on the backend, n_ctx (params 0: the trained
