@@ -1,8 +1,10 @@
 /*
  * gguf_reader.c - the GGUF v3 reader of the vt core (declared in vt/gguf.h).
  *
- * Format: ../shared/spec/gguf.md §1-2 (layout), §4 (type geometry, via
- * vt/types.h), §5 (split models), §9 (loader checklist).
+ * Format: GGUF v3 (ggml-org/ggml docs/gguf.md: layout, alignment), the type
+ * geometry of ggml's type traits (vt/types.h), split models as llama.cpp's
+ * src/llama-model-loader.cpp opens them, and the checks of its reader
+ * (ggml/src/gguf.cpp) plus those a hostile file needs.
  *
  * Parsing reads the header region with pread through a small buffer; every
  * count, length and offset is checked against the bytes left in the file

@@ -2,7 +2,10 @@
  * gguf_writer.c - the GGUF v3 writer of the vt core (vt/gguf.h): used for
  * generated demo models (mkmodel.c) and test files.
  *
- * Format: ../shared/spec/gguf.md §2 (one file), §5 (split models). Metadata
+ * Format: GGUF v3 as ggml-org/ggml docs/gguf.md specifies it (header, metadata,
+ * tensor infos, aligned data), split models named and keyed as llama.cpp's
+ * src/llama-model-loader.cpp reads them (split.no, split.count,
+ * split.tensors.count). Metadata
  * is written in the order the keys were first set (setting a key again
  * replaces its value in place); tensors are written in add order, each
  * starting at a multiple of the alignment from the data section start and

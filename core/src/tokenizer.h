@@ -2,7 +2,9 @@
  * tokenizer.h - tokenizers read from GGUF metadata, detokenization (streaming
  * safe) and the families' chat templates.
  *
- * Spec: ../shared/spec/tokenizers.md. Kinds, chosen by tokenizer.ggml.model:
+ * Behaviour: llama.cpp's src/llama-vocab.cpp and src/unicode.cpp (pre-tokenizer
+ * regexes, byte map, special-token partition), which vt matches token for
+ * token. Kinds, chosen by tokenizer.ggml.model:
  * byte-level BPE ("gpt2", pre-tokenizers "qwen35" and "qwen2", with NFC
  * normalization for the Qwen families, §4) and Gemma 4 ("gemma4": BPE by merge
  * rank over raw UTF-8 with spaces as U+2581, split at newline runs, <0xHH> byte

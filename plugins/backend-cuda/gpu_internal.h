@@ -127,6 +127,20 @@ void vt_gpu_tl_mark(vt_backend_ctx *ctx, char kind, int ahead);
  * through (gpu_ops.cu: 64 KiB after the argument ring), or NULL. */
 uint8_t *vt_gpu_d2h_bounce(vt_backend_ctx *ctx, size_t bytes);
 
+/* The ops' scratch (gpu_ops.cu). vt_gpu_reserve: *buf (device, or pinned
+ * host when host_mem) holds at least `bytes`, growing by doubling after the
+ * device has finished with the old buffer (refused while a graph records).
+ * vt_gpu_upload: up to two host arrays a and b (b_bytes may be 0) copied
+ * into device scratch (the argument ring when small), *da and *db their
+ * device copies (refused while a graph records: a replay would copy the
+ * recording's values). vt_gpu_ring_ready: the argument ring set up once per
+ * context (0 when the pinned budget has no room for it). Errors name op. */
+vt_status vt_gpu_reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t *cap,
+                         size_t bytes, int host_mem);
+vt_status vt_gpu_upload(vt_backend_ctx *ctx, const char *op, const void *a, size_t a_bytes,
+                        const void *b, size_t b_bytes, void **da, void **db);
+int vt_gpu_ring_ready(vt_backend_ctx *ctx);
+
 /* Bumped by every launch, copy, fill, allocation and free of any context of
  * the plugin: rounded activations are reused only while it has not moved
  * since (another context's copy into the source, or a freed and reallocated

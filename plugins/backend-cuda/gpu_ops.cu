@@ -2,9 +2,11 @@
  * gpu_ops.cu - the compute ops of backend-cuda and backend-rocm (vt/backend.h
  * is the contract: shapes, strides, host vs device arrays, formulas) as
  * kernels, written once for nvcc and hipcc (gpu_vendor.h maps the few names
- * that differ); attention is in gpu_attention.cu, the fused MoE ops in
- * gpu_moe.cu, rms_norm and l2_norm in gpu_norm.cu, what they share in
- * gpu_device.cuh.
+ * that differ): here the ops' scratch, mat_mul and get_rows; attention is in
+ * gpu_attention.cu, the fused MoE ops in gpu_moe.cu, rms_norm and l2_norm in
+ * gpu_norm.cu, RoPE, ssm_conv and gated_delta_net in gpu_mixer.cu, copies,
+ * gathers, scatters and routing in gpu_rows.cu, decode graphs in
+ * gpu_graph.cu, what they share in gpu_device.cuh.
  *
  * Arithmetic, op by op, against backend-cpu's scalar reference
  * (plugins/backend-cpu/cpu_kernels_scalar.c):
@@ -151,8 +153,8 @@ static int blas_loaded(void)
 
 /* *buf (device, or host when host_mem) holds at least `bytes`; grows by
  * doubling, after the device has finished with the old buffer. */
-static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t *cap, size_t bytes,
-                         int host_mem)
+extern "C" vt_status vt_gpu_reserve(vt_backend_ctx *ctx, const char *op, void **buf,
+                                    size_t *cap, size_t bytes, int host_mem)
 {
     if (*cap >= bytes) return VT_OK;
     if (ctx->capturing)
@@ -203,7 +205,7 @@ static vt_status reserve(vt_backend_ctx *ctx, const char *op, void **buf, size_t
 #define RING_HOST_BYTES (RING_BYTES + D2H_BOUNCE_BYTES)
 
 /* Set up the argument ring once per context (see gpu_internal.h). */
-static int ring_ready(vt_backend_ctx *ctx)
+extern "C" int vt_gpu_ring_ready(vt_backend_ctx *ctx)
 {
     if (ctx->ring_state) return ctx->ring_state > 0;
     ctx->ring_state = -1;
@@ -248,12 +250,13 @@ extern "C" uint8_t *vt_gpu_d2h_bounce(vt_backend_ctx *ctx, size_t bytes)
 {
     static int on = -1;
     if (on < 0) on = !(getenv("VT_GPU_PINNED_D2H") && !strcmp(getenv("VT_GPU_PINNED_D2H"), "0"));
-    if (!on || bytes > D2H_BOUNCE_BYTES || ctx->capturing || !ring_ready(ctx)) return NULL;
+    if (!on || bytes > D2H_BOUNCE_BYTES || ctx->capturing || !vt_gpu_ring_ready(ctx)) return NULL;
     return ctx->ring_host + RING_BYTES;
 }
 
-static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size_t a_bytes,
-                        const void *b, size_t b_bytes, void **da, void **db)
+extern "C" vt_status vt_gpu_upload(vt_backend_ctx *ctx, const char *op, const void *a,
+                                   size_t a_bytes, const void *b, size_t b_bytes, void **da,
+                                   void **db)
 {
     if (ctx->capturing) /* a replay would copy the values of the recording */
         return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "%s: an op with host array arguments "
@@ -262,7 +265,7 @@ static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size
                            "are the ones to record", op);
     size_t off_b = (a_bytes + 255) & ~(size_t)255;
     size_t need = (off_b + b_bytes + 255) & ~(size_t)255;
-    if (need <= RING_BYTES / 4 && ring_ready(ctx)) {
+    if (need <= RING_BYTES / 4 && vt_gpu_ring_ready(ctx)) {
         if (ctx->ring_off + need > RING_BYTES) {
             /* wrap: every copy and kernel that used the ring has finished */
             vt_gpu_error e = vt_gpu_device_synchronize();
@@ -285,7 +288,7 @@ static vt_status upload(vt_backend_ctx *ctx, const char *op, const void *a, size
         if (db) *db = b_bytes ? dp + off_b : NULL;
         return VT_OK;
     }
-    TRY(reserve(ctx, op, &ctx->scratch, &ctx->scratch_bytes, off_b + b_bytes, 0));
+    TRY(vt_gpu_reserve(ctx, op, &ctx->scratch, &ctx->scratch_bytes, off_b + b_bytes, 0));
     vt_gpu_error e = vt_gpu_memcpy(ctx->scratch, a, a_bytes, vt_gpu_memcpy_h2d);
     if (e == vt_gpu_success && b_bytes)
         e = vt_gpu_memcpy((char *)ctx->scratch + off_b, b, b_bytes, vt_gpu_memcpy_h2d);
@@ -827,8 +830,8 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
         if (hc < 1) hc = 1;
         if (hc > w->n_out) hc = w->n_out;
         if (hc > INT_MAX) hc = INT_MAX;
-        TRY(reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)hc * row_h, 0));
-        TRY(reserve(ctx, "mat_mul", &ctx->abuf, &ctx->abuf_bytes, (size_t)n_tokens * row_h, 0));
+        TRY(vt_gpu_reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)hc * row_h, 0));
+        TRY(vt_gpu_reserve(ctx, "mat_mul", &ctx->abuf, &ctx->abuf_bytes, (size_t)n_tokens * row_h, 0));
         if (tf32)
             k_rows_act<tf32_val><<<grid_for(w->n_in * n_tokens, 256), 256, 0, VT_ST>>>(
                 x, ldx, w->n_in, n_tokens, xq, (tf32_val *)ctx->abuf);
@@ -866,7 +869,7 @@ static vt_status mat_mul_run(vt_backend_ctx *ctx, const vt_weight *w, const floa
         chunk = (int64_t)(VT_GPU_WBUF_MAX / row_f);
         if (chunk < 1) chunk = 1;
         if (chunk > w->n_out) chunk = w->n_out;
-        TRY(reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)chunk * row_f, 0));
+        TRY(vt_gpu_reserve(ctx, "mat_mul", &ctx->wbuf, &ctx->wbuf_bytes, (size_t)chunk * row_f, 0));
     }
     if (chunk > INT_MAX) chunk = INT_MAX;
     for (int64_t r0 = 0; r0 < w->n_out; r0 += chunk) {
@@ -927,7 +930,7 @@ static vt_status get_rows_t(vt_backend_ctx *ctx, const vt_weight *w, const int32
                                "outside [0, %lld)", nm, ids[i], (long long)i, (long long)w->n_out);
     TRY(vt_gpu_select_device(ctx, "get_rows"));
     void *dids;
-    TRY(upload(ctx, "get_rows", ids, (size_t)n * sizeof(int32_t), NULL, 0, &dids, NULL));
+    TRY(vt_gpu_upload(ctx, "get_rows", ids, (size_t)n * sizeof(int32_t), NULL, 0, &dids, NULL));
     k_dequant_rows<T><<<grid_for(dequant_items<T>(w->n_in, n), 256), 256, 0, VT_ST>>>(
         (const uint8_t *)w->data, (size_t)w->row_bytes, w->n_in, (const int32_t *)dids, n, out);
     return launched(ctx, "get_rows");
@@ -973,574 +976,4 @@ extern "C" vt_status vt_gpu_get_rows_ext(vt_backend_ctx *ctx, const vt_weight *w
 #undef GR_EXT
     return vt_gpu_fail(ctx->host, VT_ERR_CAPABILITY, "get_rows %s: no kernel for weight type %s "
                        "(id %u)", w->name ? w->name : "(unnamed)", vt_type_name(w->type), w->type);
-}
-
-/* ======================= RoPE (NeoX pairing) ======================= */
-
-/* One thread per (token, head, pair i < n_rot/2); angle, cos/sin and the
- * rotation in double, rounded once (as the CPU). */
-static __global__ void k_rope(float *x, int64_t ld_token, int64_t ld_head, int64_t n_tokens,
-                              int64_t n_head, int64_t n_rot, const int32_t *pos, float base,
-                              const float *ff)
-{
-    int64_t half = n_rot / 2, n = n_tokens * n_head * half;
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
-        int64_t i = e % half, th = e / half, h = th % n_head, t = th / n_head;
-        double theta = (double)pos[t] * pow((double)base, -2.0 * (double)i / (double)n_rot);
-        if (ff) theta /= (double)ff[i];
-        double c = cos(theta), s = sin(theta);
-        float *xh = x + t * ld_token + h * ld_head;
-        double a = xh[i], b = xh[i + half];
-        xh[i] = (float)(a * c - b * s);
-        xh[i + half] = (float)(a * s + b * c);
-    }
-}
-
-extern "C" vt_status vt_gpu_rope_neox(vt_backend_ctx *ctx, float *x, int64_t ld_token,
-                                      int64_t ld_head, int64_t n_tokens, int64_t n_head,
-                                      int64_t n_rot, const int32_t *pos, float base,
-                                      const float *freq_factors)
-{
-    NEED_CTX("rope_neox");
-    CHECK(n_tokens >= 0 && n_head >= 0, "rope_neox: n_tokens %lld, n_head %lld", (long long)n_tokens,
-          (long long)n_head);
-    CHECK(n_rot > 0 && n_rot % 2 == 0, "rope_neox: n_rot %lld is not a positive even number",
-          (long long)n_rot);
-    if (n_tokens == 0 || n_head == 0) return VT_OK;
-    CHECK(x && pos, "rope_neox: x or pos is NULL");
-    CHECK((n_head == 1 || ld_head >= n_rot) && (n_tokens == 1 || ld_token >= n_rot),
-          "rope_neox: strides ld_token %lld, ld_head %lld too small for n_rot %lld",
-          (long long)ld_token, (long long)ld_head, (long long)n_rot);
-    CHECK(base > 0.0f, "rope_neox: base %g <= 0", (double)base);
-    TRY(vt_gpu_select_device(ctx, "rope_neox"));
-    void *dpos;
-    TRY(upload(ctx, "rope_neox", pos, (size_t)n_tokens * sizeof(int32_t), NULL, 0, &dpos, NULL));
-    k_rope<<<grid_for(n_tokens * n_head * (n_rot / 2), 256), 256, 0, VT_ST>>>(
-        x, ld_token, ld_head, n_tokens, n_head, n_rot, (const int32_t *)dpos, base, freq_factors);
-    return launched(ctx, "rope_neox");
-}
-
-extern "C" vt_status vt_gpu_rope_neox_dpos(vt_backend_ctx *ctx, float *x, int64_t ld_token,
-                                           int64_t ld_head, int64_t n_tokens, int64_t n_head,
-                                           int64_t n_rot, const int32_t *pos, float base,
-                                           const float *freq_factors)
-{
-    NEED_CTX("rope_neox_dpos");
-    CHECK(n_tokens >= 0 && n_head >= 0, "rope_neox_dpos: n_tokens %lld, n_head %lld",
-          (long long)n_tokens, (long long)n_head);
-    CHECK(n_rot > 0 && n_rot % 2 == 0, "rope_neox_dpos: n_rot %lld is not a positive even number",
-          (long long)n_rot);
-    if (n_tokens == 0 || n_head == 0) return VT_OK;
-    CHECK(x && pos, "rope_neox_dpos: x or pos is NULL");
-    CHECK((n_head == 1 || ld_head >= n_rot) && (n_tokens == 1 || ld_token >= n_rot),
-          "rope_neox_dpos: strides ld_token %lld, ld_head %lld too small for n_rot %lld",
-          (long long)ld_token, (long long)ld_head, (long long)n_rot);
-    CHECK(base > 0.0f, "rope_neox_dpos: base %g <= 0", (double)base);
-    TRY(vt_gpu_select_device(ctx, "rope_neox_dpos"));
-    k_rope<<<grid_for(n_tokens * n_head * (n_rot / 2), 256), 256, 0, VT_ST>>>(
-        x, ld_token, ld_head, n_tokens, n_head, n_rot, pos, base, freq_factors);
-    return launched(ctx, "rope_neox_dpos");
-}
-
-/* ======================= causal conv ======================= */
-
-/* SiLU in double, rounded once (cpu_kernels_scalar.c vt_cpu_unary_ref). */
-static __device__ __forceinline__ float silu_ref(float xf)
-{
-    double x = xf;
-    return (float)(x / (1.0 + exp(-x)));
-}
-
-/* The new state: the last K1 columns of X = [state, x]; reads ahead of
- * writes, so in place is safe (one thread per channel). */
-static __device__ __forceinline__ void ssm_conv_state(const float *x, int64_t ldx, float *state,
-                                                      int64_t n_tokens, int64_t n_ch, int64_t K1,
-                                                      int64_t c)
-{
-    for (int64_t j = 0; j < K1; j++) {
-        int64_t col = n_tokens + j;
-        state[j * n_ch + c] = col < K1 ? state[col * n_ch + c] : x[(col - K1) * ldx + c];
-    }
-}
-
-/* One thread per (channel, SSM_CONV_TT tokens: blockIdx.y), tokens in order;
- * X = [state, x] by columns, the taps summed in double in order. With one
- * token chunk (decode) the thread also writes the new state; with more,
- * k_ssm_conv_state does after every chunk has read the old one. */
-#define SSM_CONV_TT 16
-static __global__ void k_ssm_conv(const float *x, int64_t ldx, const float *w, float *state,
-                                  float *y, int64_t ldy, int64_t n_tokens, int64_t n_ch,
-                                  int64_t d_conv)
-{
-    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_ch) return;
-    const int64_t K1 = d_conv - 1, t0 = (int64_t)blockIdx.y * SSM_CONV_TT;
-    const int64_t t1 = t0 + SSM_CONV_TT < n_tokens ? t0 + SSM_CONV_TT : n_tokens;
-    const float *wc = w + c * d_conv;
-    for (int64_t t = t0; t < t1; t++) {
-        double s = 0.0;
-        for (int64_t kk = 0; kk < d_conv; kk++) {
-            int64_t col = t + kk;
-            float xv = col < K1 ? state[col * n_ch + c] : x[(col - K1) * ldx + c];
-            s += (double)wc[kk] * (double)xv;
-        }
-        y[t * ldy + c] = silu_ref((float)s);
-    }
-    if (gridDim.y == 1) ssm_conv_state(x, ldx, state, n_tokens, n_ch, K1, c);
-}
-
-static __global__ void k_ssm_conv_state(const float *x, int64_t ldx, float *state,
-                                        int64_t n_tokens, int64_t n_ch, int64_t d_conv)
-{
-    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c < n_ch) ssm_conv_state(x, ldx, state, n_tokens, n_ch, d_conv - 1, c);
-}
-
-extern "C" vt_status vt_gpu_ssm_conv(vt_backend_ctx *ctx, const float *x, int64_t ldx,
-                                     const float *w, float *state, float *y, int64_t ldy,
-                                     int64_t n_tokens, int64_t n_ch, int64_t d_conv)
-{
-    NEED_CTX("ssm_conv");
-    CHECK(n_tokens >= 0 && n_ch > 0 && d_conv >= 1, "ssm_conv: n_tokens %lld, n_ch %lld, d_conv %lld",
-          (long long)n_tokens, (long long)n_ch, (long long)d_conv);
-    if (n_tokens == 0) return VT_OK;
-    CHECK(x && w && y && (state || d_conv == 1), "ssm_conv: a pointer is NULL");
-    CHECK(ldx >= n_ch && ldy >= n_ch, "ssm_conv: ldx %lld / ldy %lld < n_ch %lld", (long long)ldx,
-          (long long)ldy, (long long)n_ch);
-    CHECK(x != y, "ssm_conv: y must not alias x (later tokens read earlier inputs)");
-    TRY(vt_gpu_select_device(ctx, "ssm_conv"));
-    const int64_t nt = ceil_div(n_tokens, SSM_CONV_TT);
-    if (nt > 65535 || ceil_div(n_ch, 128) > INT_MAX)
-        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "ssm_conv: %lld tokens x %lld channels "
-                           "exceed the grid", (long long)n_tokens, (long long)n_ch);
-    dim3 grid((unsigned)ceil_div(n_ch, 128), (unsigned)nt);
-    k_ssm_conv<<<grid, 128, 0, VT_ST>>>(x, ldx, w, state, y, ldy, n_tokens, n_ch, d_conv);
-    if (nt > 1 && d_conv > 1) {
-        TRY(launched(ctx, "ssm_conv"));
-        k_ssm_conv_state<<<(unsigned)ceil_div(n_ch, 128), 128, 0, VT_ST>>>(x, ldx, state,
-                                                                            n_tokens, n_ch, d_conv);
-    }
-    return launched(ctx, "ssm_conv");
-}
-
-/* ======================= gated delta net ======================= */
-
-#define DN_COLS 128 /* value columns per block */
-
-/* Block (h, strip): value head h, columns [strip·DN_COLS, +DN_COLS) of its
- * state S[d_k][d_v] (global memory); thread j owns column j, which evolves
- * independently of the others (qwen35moe.md §5.7.4):
- *   S ← exp(g)·S; m = Sᵀk; δ = β(v − m); S ← S + k ⊗ δ; o = Sᵀq
- * Float32 state, double accumulators, the CPU's operation order, no fused
- * multiply-add. k and q of the current token are staged in shared memory
- * (2·d_k floats, dynamic). */
-static __global__ void k_delta(const float *q, const float *k, int64_t ldqk, const float *v,
-                               int64_t ldv, const float *g, const float *beta, float *state,
-                               float *out, int64_t ldo, int64_t n_tokens, int64_t n_k,
-                               int64_t n_v, int64_t d_k, int64_t d_v)
-{
-    extern __shared__ float sh[];
-    float *kt = sh, *qt = sh + d_k;
-    int64_t h = blockIdx.x, kh = h % n_k; /* tiled head order, qwen35moe.md §5.7.3 */
-    int64_t j = (int64_t)blockIdx.y * DN_COLS + threadIdx.x;
-    float *S = state + h * d_k * d_v;
-    for (int64_t t = 0; t < n_tokens; t++) {
-        __syncthreads(); /* the previous token's kt/qt are no longer read */
-        for (int64_t i = threadIdx.x; i < d_k; i += blockDim.x) {
-            kt[i] = k[t * ldqk + kh * d_k + i];
-            qt[i] = q[t * ldqk + kh * d_k + i];
-        }
-        __syncthreads();
-        if (j >= d_v) continue;
-        float eg = (float)exp((double)g[t * n_v + h]);
-        float b = beta[t * n_v + h];
-        double m = 0.0;
-        for (int64_t i = 0; i < d_k; i++) {
-            float sv = __fmul_rn(S[i * d_v + j], eg);
-            S[i * d_v + j] = sv;
-            m += (double)sv * (double)kt[i];
-        }
-        float dl = __fmul_rn(b, __fsub_rn(v[t * ldv + h * d_v + j], (float)m));
-        double o = 0.0;
-        for (int64_t i = 0; i < d_k; i++) {
-            float sv = __fadd_rn(S[i * d_v + j], __fmul_rn(kt[i], dl));
-            S[i * d_v + j] = sv;
-            o += (double)sv * (double)qt[i];
-        }
-        out[t * ldo + h * d_v + j] = (float)o;
-    }
-}
-
-/* The same recurrence with the state in registers, for d_k = DK (128 or 256):
- * block (h, strip of 32 value columns) of DN_W warps; lane l owns column
- * j = strip·32 + l and warp w the key rows [w·DK/DN_W, (w+1)·DK/DN_W) of it,
- * so a block keeps its 32 columns in registers across the whole chunk (read
- * once before the first token, written once after the last) and DN_W warps
- * per block hide each other's latency. Per token: k and q (fetched while the
- * previous token is computed) are staged in shared memory; each warp forms
- * its part of m = Sᵀk, the parts are added in warp order, every warp forms
- * δ and updates its rows, and the parts of o = Sᵀq are added the same way.
- * The per-element float32 products are k_delta's; the dot products
- * accumulate in double (per warp in four interleaved partial sums, then in
- * a fixed order), so they differ from the CPU's single running sum by double
- * rounding only (~1e-16 relative) before the one rounding to float. */
-#define DN_RCOLS 32
-#define DN_W 4
-template <int DK>
-static __global__ void __launch_bounds__(32 * DN_W)
-k_delta_reg(const float *__restrict__ q, const float *__restrict__ k, int64_t ldqk,
-            const float *__restrict__ v, int64_t ldv, const float *__restrict__ g,
-            const float *__restrict__ beta, float *__restrict__ state, float *__restrict__ out,
-            int64_t ldo, int64_t n_tokens, int64_t n_k, int64_t n_v, int64_t d_v)
-{
-    constexpr int RW = DK / DN_W;          /* key rows per warp */
-    constexpr int PL = DK / (32 * DN_W);   /* k and q values each thread stages per token */
-    static_assert(RW % 4 == 0 && PL >= 1, "d_k must be a multiple of 32 * DN_W");
-    __shared__ float kt[DK], qt[DK];
-    __shared__ double pm[DN_W][32], po[DN_W][32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, tid = threadIdx.x;
-    const int64_t h = blockIdx.x, kh = h % n_k; /* tiled head order, qwen35moe.md §5.7.3 */
-    const int64_t j = (int64_t)blockIdx.y * DN_RCOLS + lane;
-    const bool live = j < d_v;
-    const int i0 = wid * RW;
-    float *S = state + h * (int64_t)DK * d_v;
-    float col[RW];
-#pragma unroll
-    for (int i = 0; i < RW; i++) col[i] = live ? S[(int64_t)(i0 + i) * d_v + j] : 0.0f;
-    float kn[PL], qn[PL], gn = 0.0f, bn = 0.0f, vn = 0.0f;
-    auto fetch = [&](int64_t t) {
-#pragma unroll
-        for (int u = 0; u < PL; u++) {
-            kn[u] = k[t * ldqk + kh * DK + tid + 32 * DN_W * u];
-            qn[u] = q[t * ldqk + kh * DK + tid + 32 * DN_W * u];
-        }
-        gn = g[t * n_v + h];
-        bn = beta[t * n_v + h];
-        vn = live ? v[t * ldv + h * d_v + j] : 0.0f;
-    };
-    if (n_tokens > 0) fetch(0);
-    for (int64_t t = 0; t < n_tokens; t++) {
-#pragma unroll
-        for (int u = 0; u < PL; u++) kt[tid + 32 * DN_W * u] = kn[u], qt[tid + 32 * DN_W * u] = qn[u];
-        const float gt = gn, b = bn, vj = vn;
-        __syncthreads(); /* (1) kt, qt of token t */
-        if (t + 1 < n_tokens) fetch(t + 1);
-        const float eg = (float)exp((double)gt);
-        double m4[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int i = 0; i < RW; i += 4) {
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                col[i + r] = __fmul_rn(col[i + r], eg);
-                m4[r] += (double)col[i + r] * (double)kt[i0 + i + r];
-            }
-        }
-        pm[wid][lane] = (m4[0] + m4[1]) + (m4[2] + m4[3]);
-        __syncthreads(); /* (2) every warp's part of m */
-        double m = pm[0][lane];
-#pragma unroll
-        for (int w = 1; w < DN_W; w++) m += pm[w][lane];
-        const float dl = __fmul_rn(b, __fsub_rn(vj, (float)m));
-        double o4[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int i = 0; i < RW; i += 4) {
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                col[i + r] = __fadd_rn(col[i + r], __fmul_rn(kt[i0 + i + r], dl));
-                o4[r] += (double)col[i + r] * (double)qt[i0 + i + r];
-            }
-        }
-        po[wid][lane] = (o4[0] + o4[1]) + (o4[2] + o4[3]);
-        __syncthreads(); /* (3) every warp's part of o; kt, qt free for token t + 1 */
-        if (wid == 0 && live) {
-            double o = po[0][lane];
-#pragma unroll
-            for (int w = 1; w < DN_W; w++) o += po[w][lane];
-            out[t * ldo + h * d_v + j] = (float)o;
-        }
-    }
-    if (live)
-#pragma unroll
-        for (int i = 0; i < RW; i++) S[(int64_t)(i0 + i) * d_v + j] = col[i];
-}
-
-extern "C" vt_status vt_gpu_gated_delta_net(vt_backend_ctx *ctx, const float *q, const float *k,
-                                            int64_t ldqk, const float *v, int64_t ldv,
-                                            const float *g, const float *beta, float *state,
-                                            float *out, int64_t ldo, int64_t n_tokens,
-                                            int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v)
-{
-    NEED_CTX("gated_delta_net");
-    CHECK(n_tokens >= 0 && n_k > 0 && n_v > 0 && d_k > 0 && d_v > 0,
-          "gated_delta_net: n_tokens %lld, n_k %lld, n_v %lld, d_k %lld, d_v %lld",
-          (long long)n_tokens, (long long)n_k, (long long)n_v, (long long)d_k, (long long)d_v);
-    if (n_tokens == 0) return VT_OK;
-    CHECK(q && k && v && g && beta && state && out, "gated_delta_net: a pointer is NULL");
-    CHECK(ldqk >= n_k * d_k && ldv >= n_v * d_v && ldo >= n_v * d_v,
-          "gated_delta_net: strides ldqk %lld, ldv %lld, ldo %lld too small", (long long)ldqk,
-          (long long)ldv, (long long)ldo);
-    size_t shmem = 2 * (size_t)d_k * sizeof(float);
-    if (shmem > 48 * 1024 || n_v > INT_MAX || ceil_div(d_v, DN_COLS) > 65535)
-        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "gated_delta_net: d_k %lld, n_v %lld, "
-                           "d_v %lld exceed the kernel's limits (d_k <= 6144)", (long long)d_k,
-                           (long long)n_v, (long long)d_v);
-    TRY(vt_gpu_select_device(ctx, "gated_delta_net"));
-    if ((d_k == 128 || d_k == 256) && n_v <= INT_MAX &&
-        ceil_div(d_v, DN_RCOLS) <= 65535) { /* the state in registers */
-        dim3 grid((unsigned)n_v, (unsigned)ceil_div(d_v, DN_RCOLS));
-        if (d_k == 128)
-            k_delta_reg<128><<<grid, 32 * DN_W, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out,
-                                                           ldo, n_tokens, n_k, n_v, d_v);
-        else
-            k_delta_reg<256><<<grid, 32 * DN_W, 0, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out,
-                                                           ldo, n_tokens, n_k, n_v, d_v);
-        return launched(ctx, "gated_delta_net");
-    }
-    unsigned threads = d_v < DN_COLS ? (unsigned)((d_v + 31) / 32 * 32) : DN_COLS;
-    dim3 grid((unsigned)n_v, (unsigned)ceil_div(d_v, DN_COLS));
-    k_delta<<<grid, threads, shmem, VT_ST>>>(q, k, ldqk, v, ldv, g, beta, state, out, ldo, n_tokens, n_k,
-                                      n_v, d_k, d_v);
-    return launched(ctx, "gated_delta_net");
-}
-
-/* ======================= copies, gather, scatter ======================= */
-
-/* dst[r*ld_dst + c] = src[row(r)*ld_src + c], row(r) = idx ? idx[r] : r. */
-static __global__ void k_copy_rows(const float *src, int64_t ld_src, const int32_t *idx,
-                                   float *dst, int64_t ld_dst, int64_t n_rows, int64_t n_cols)
-{
-    int64_t n = n_rows * n_cols, stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
-        int64_t r = e / n_cols, c = e - r * n_cols;
-        int64_t sr = idx ? (int64_t)idx[r] : r;
-        dst[r * ld_dst + c] = src[sr * ld_src + c];
-    }
-}
-
-/* dst[(*row0 + r) * ld_dst + c] = src[r * ld_src + c] (copy_rows_dpos). */
-static __global__ void k_copy_rows_at(const float *src, int64_t ld_src, float *dst, int64_t ld_dst,
-                                      int64_t n_rows, int64_t n_cols, const int32_t *row0)
-{
-    int64_t n = n_rows * n_cols, stride = (int64_t)gridDim.x * blockDim.x, r0 = *row0;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
-        int64_t r = e / n_cols, c = e - r * n_cols;
-        dst[(r0 + r) * ld_dst + c] = src[r * ld_src + c];
-    }
-}
-
-/* One thread per column, i in order: dst[idx[i]][c] += wt[i]·src[i][c]. */
-static __global__ void k_scatter_add(const float *src, int64_t ld_src, const int32_t *idx,
-                                     const float *wt, int64_t n, int64_t n_cols, float *dst,
-                                     int64_t ld_dst)
-{
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < n_cols; c += stride)
-        for (int64_t i = 0; i < n; i++) {
-            float s = src[i * ld_src + c];
-            if (wt) s = __fmul_rn(wt[i], s);
-            float *d = dst + (int64_t)idx[i] * ld_dst + c;
-            *d = __fadd_rn(*d, s);
-        }
-}
-
-extern "C" vt_status vt_gpu_copy_2d(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
-                                    float *dst, int64_t ld_dst, int64_t n_rows, int64_t n_cols)
-{
-    NEED_CTX("copy_2d");
-    CHECK(n_rows >= 0 && n_cols >= 0, "copy_2d: shape [%lld, %lld]", (long long)n_rows,
-          (long long)n_cols);
-    if (n_rows == 0 || n_cols == 0) return VT_OK;
-    CHECK(src && dst, "copy_2d: src or dst is NULL");
-    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "copy_2d: strides %lld/%lld < n_cols %lld",
-          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
-    TRY(vt_gpu_select_device(ctx, "copy_2d"));
-    k_copy_rows<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(src, ld_src, NULL, dst, ld_dst, n_rows,
-                                                         n_cols);
-    return launched(ctx, "copy_2d");
-}
-
-extern "C" vt_status vt_gpu_gather_rows(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
-                                        const int32_t *idx, int64_t n, int64_t n_cols, float *dst,
-                                        int64_t ld_dst)
-{
-    NEED_CTX("gather_rows");
-    CHECK(n >= 0 && n_cols >= 0, "gather_rows: n %lld, n_cols %lld", (long long)n, (long long)n_cols);
-    if (n == 0 || n_cols == 0) return VT_OK;
-    CHECK(src && idx && dst, "gather_rows: a pointer is NULL");
-    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "gather_rows: strides %lld/%lld < n_cols %lld",
-          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
-    for (int64_t i = 0; i < n; i++)
-        if (idx[i] < 0)
-            return vt_gpu_fail(ctx->host, VT_ERR_RANGE, "gather_rows: index %d (entry %lld) < 0",
-                               idx[i], (long long)i);
-    TRY(vt_gpu_select_device(ctx, "gather_rows"));
-    void *didx;
-    TRY(upload(ctx, "gather_rows", idx, (size_t)n * sizeof(int32_t), NULL, 0, &didx, NULL));
-    k_copy_rows<<<grid_for(n * n_cols, 256), 256, 0, VT_ST>>>(src, ld_src, (const int32_t *)didx, dst,
-                                                    ld_dst, n, n_cols);
-    return launched(ctx, "gather_rows");
-}
-
-extern "C" vt_status vt_gpu_scatter_add(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
-                                        const int32_t *idx, const float *wt, int64_t n,
-                                        int64_t n_cols, float *dst, int64_t ld_dst)
-{
-    NEED_CTX("scatter_add");
-    CHECK(n >= 0 && n_cols >= 0, "scatter_add: n %lld, n_cols %lld", (long long)n, (long long)n_cols);
-    if (n == 0 || n_cols == 0) return VT_OK;
-    CHECK(src && idx && dst, "scatter_add: a pointer is NULL");
-    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "scatter_add: strides %lld/%lld < n_cols %lld",
-          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
-    for (int64_t i = 0; i < n; i++)
-        if (idx[i] < 0)
-            return vt_gpu_fail(ctx->host, VT_ERR_RANGE, "scatter_add: index %d (entry %lld) < 0",
-                               idx[i], (long long)i);
-    TRY(vt_gpu_select_device(ctx, "scatter_add"));
-    void *didx, *dwt = NULL;
-    TRY(upload(ctx, "scatter_add", idx, (size_t)n * sizeof(int32_t), wt,
-               wt ? (size_t)n * sizeof(float) : 0, &didx, &dwt));
-    k_scatter_add<<<grid_for(n_cols, 128), 128, 0, VT_ST>>>(src, ld_src, (const int32_t *)didx,
-                                                  (const float *)dwt, n, n_cols, dst, ld_dst);
-    return launched(ctx, "scatter_add");
-}
-
-/* ======================= MoE routing ======================= */
-
-/* Routing runs on the host with vt_util_softmax_topk_row (vt/plugin_util.h),
- * the same row routine as backend-cpu, so ids and weights agree bit for bit. */
-extern "C" vt_status vt_gpu_softmax_topk(vt_backend_ctx *ctx, const float *logits, int64_t n_rows,
-                                         int64_t n, int64_t k, int renorm, int32_t *ids,
-                                         float *weights, float *probs)
-{
-    NEED_CTX("softmax_topk");
-    if (ctx->capturing) /* its results are host arrays */
-        return vt_gpu_fail(ctx->host, VT_ERR_UNSUPPORTED, "softmax_topk: an op with host array "
-                           "results cannot be recorded into a graph (moe_route is the one to record)");
-    CHECK(n_rows >= 0 && n > 0 && k > 0 && k <= n, "softmax_topk: n_rows %lld, n %lld, k %lld",
-          (long long)n_rows, (long long)n, (long long)k);
-    CHECK(n < INT32_MAX, "softmax_topk: n %lld does not fit an int32 id", (long long)n);
-    if (n_rows == 0) return VT_OK;
-    CHECK(logits && ids && weights, "softmax_topk: a pointer is NULL");
-    TRY(vt_gpu_select_device(ctx, "softmax_topk"));
-    size_t lb = (size_t)n_rows * (size_t)n * sizeof(float);
-    TRY(reserve(ctx, "softmax_topk", &ctx->hbuf, &ctx->hbuf_bytes, lb + (size_t)n * sizeof(float), 1));
-    float *hl = (float *)ctx->hbuf, *p = hl + (size_t)n_rows * (size_t)n;
-    vt_gpu_error e = vt_gpu_memcpy(hl, logits, lb, vt_gpu_memcpy_d2h); /* waits for the router */
-    if (e != vt_gpu_success)
-        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "softmax_topk: copy of %lld x %lld "
-                           "logits from device %d failed: %s", (long long)n_rows, (long long)n,
-                           ctx->device, vt_gpu_get_error_string(e));
-    for (int64_t r = 0; r < n_rows; r++)
-        vt_util_softmax_topk_row(hl + r * n, n, k, renorm, ids + r * k, weights + r * k,
-                                 probs ? probs + r * n : NULL, p);
-    return VT_OK;
-}
-
-extern "C" vt_status vt_gpu_copy_rows_dpos(vt_backend_ctx *ctx, const float *src, int64_t ld_src,
-                                           float *dst, int64_t ld_dst, int64_t n_rows,
-                                           int64_t n_cols, const int32_t *row0)
-{
-    NEED_CTX("copy_rows_dpos");
-    CHECK(n_rows >= 0 && n_cols >= 0, "copy_rows_dpos: n_rows %lld, n_cols %lld",
-          (long long)n_rows, (long long)n_cols);
-    if (n_rows == 0 || n_cols == 0) return VT_OK;
-    CHECK(src && dst && row0, "copy_rows_dpos: a pointer is NULL");
-    CHECK(ld_src >= n_cols && ld_dst >= n_cols, "copy_rows_dpos: strides %lld/%lld < n_cols %lld",
-          (long long)ld_src, (long long)ld_dst, (long long)n_cols);
-    TRY(vt_gpu_select_device(ctx, "copy_rows_dpos"));
-    k_copy_rows_at<<<grid_for(n_rows * n_cols, 256), 256, 0, VT_ST>>>(src, ld_src, dst, ld_dst,
-                                                                     n_rows, n_cols, row0);
-    return launched(ctx, "copy_rows_dpos");
-}
-
-/* ======================= decode graphs ======================= */
-
-/* A recorded op sequence: the instantiated graph of the context's stream. */
-struct vt_graph {
-    vt_gpu_graph_exec exec;
-};
-
-extern "C" vt_status vt_gpu_graph_begin(vt_backend_ctx *ctx)
-{
-    NEED_CTX("graph_begin");
-    if (ctx->capturing)
-        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_begin: already recording");
-    TRY(vt_gpu_select_device(ctx, "graph_begin"));
-    vt_gpu_xq_forget(ctx); /* a recording must round its own activations */
-    /* the argument ring is set up now: its first use allocates, which a recording cannot do */
-    (void)ring_ready(ctx);
-    vt_gpu_xq_reserve(ctx); /* the same for the rounded activations' buffer */
-    vt_gpu_attn_reserve(ctx); /* and for decode attention's parts */
-    vt_gpu_error e = vt_gpu_stream_begin_capture(VT_ST);
-    if (e != vt_gpu_success)
-        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_begin: " VT_GPU_RT
-                           "StreamBeginCapture on device %d failed: %s", ctx->device,
-                           vt_gpu_get_error_string(e));
-    ctx->capturing = 1;
-    return VT_OK;
-}
-
-extern "C" vt_status vt_gpu_graph_end(vt_backend_ctx *ctx, vt_graph **out)
-{
-    NEED_CTX("graph_end");
-    if (out) *out = NULL;
-    if (!ctx->capturing)
-        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_end: not recording");
-    ctx->capturing = 0;
-    vt_gpu_xq_forget(ctx);
-    vt_gpu_graph_t g = NULL;
-    vt_gpu_error e = vt_gpu_stream_end_capture(VT_ST, &g);
-    if (e != vt_gpu_success || !g) {
-        (void)vt_gpu_get_last_error();
-        return vt_gpu_fail(ctx->host, e != vt_gpu_success ? vt_gpu_status_of(e) : VT_ERR_IO,
-                           "graph_end: " VT_GPU_RT "StreamEndCapture on device %d failed: %s "
-                           "(an op of the recording failed or used another stream)", ctx->device,
-                           e != vt_gpu_success ? vt_gpu_get_error_string(e) : "no graph");
-    }
-    if (!out) {
-        (void)vt_gpu_graph_destroy(g);
-        return vt_gpu_fail(ctx->host, VT_ERR_INVALID_ARG, "graph_end: out is NULL");
-    }
-    vt_graph *vg = (vt_graph *)calloc(1, sizeof *vg);
-    if (!vg) {
-        (void)vt_gpu_graph_destroy(g);
-        return vt_gpu_fail(ctx->host, VT_ERR_OUT_OF_MEMORY, "graph_end: %zu bytes", sizeof *vg);
-    }
-    e = vt_gpu_graph_instantiate(&vg->exec, g);
-    (void)vt_gpu_graph_destroy(g);
-    if (e != vt_gpu_success) {
-        free(vg);
-        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_end: " VT_GPU_RT
-                           "GraphInstantiate on device %d failed: %s", ctx->device,
-                           vt_gpu_get_error_string(e));
-    }
-    *out = vg;
-    return VT_OK;
-}
-
-extern "C" vt_status vt_gpu_graph_launch(vt_backend_ctx *ctx, vt_graph *g)
-{
-    NEED_CTX("graph_launch");
-    CHECK(g, "graph_launch: graph is NULL");
-    CHECK(!ctx->capturing, "graph_launch: the context is recording a graph");
-    TRY(vt_gpu_select_device(ctx, "graph_launch"));
-    vt_gpu_xq_forget(ctx);
-    vt_gpu_tl_mark(ctx, 'g', 0);
-    vt_gpu_error e = vt_gpu_graph_exec_launch(g->exec, VT_ST);
-    vt_gpu_tl_mark(ctx, 'G', 0);
-    if (e != vt_gpu_success)
-        return vt_gpu_fail(ctx->host, vt_gpu_status_of(e), "graph_launch: " VT_GPU_RT
-                           "GraphLaunch on device %d failed: %s", ctx->device,
-                           vt_gpu_get_error_string(e));
-    return VT_OK;
-}
-
-extern "C" void vt_gpu_graph_free(vt_backend_ctx *ctx, vt_graph *g)
-{
-    if (!g) return;
-    if (ctx) (void)vt_gpu_select_device(ctx, "graph_free");
-    (void)vt_gpu_graph_exec_destroy(g->exec);
-    (void)vt_gpu_get_last_error();
-    free(g);
 }

@@ -17,6 +17,16 @@
 static vt_model *fm_of(vt_mc_model *m) { return (vt_model *)(void *)m; }
 static vt_model_seq *fs_of(vt_mc_seq *s) { return (vt_model_seq *)(void *)s; }
 
+void vt_mc_free_segments(vt_mc_model *m, vt_mc_seq *s)
+{
+    for (uint32_t i = 0; s->seg && m && i <= m->d.n_layer; i++)
+        if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
+    free(s->seg);
+    free(s->seg_pred);
+    s->seg = NULL;
+    s->seg_pred = NULL;
+}
+
 const char *vt_mc_decode_path(const vt_mc_model *m)
 {
     return m->use_graph ? "graph (recorded once per sequence, replayed per token)"

@@ -5,7 +5,6 @@
  * scratch, the fused experts' tables, and sequences.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,16 +26,6 @@ static void *mc_calloc(const vt_mc_model *m, size_t n, size_t size, const char *
 /* ---------------------------------------------------------------- */
 /* sequences                                                          */
 /* ---------------------------------------------------------------- */
-
-void vt_mc_free_segments(vt_mc_model *m, vt_mc_seq *s)
-{
-    for (uint32_t i = 0; s->seg && m && i <= m->d.n_layer; i++)
-        if (s->seg[i]) m->api->graph_free(m->ctx, s->seg[i]);
-    free(s->seg);
-    free(s->seg_pred);
-    s->seg = NULL;
-    s->seg_pred = NULL;
-}
 
 void vt_mc_seq_free(vt_mc_model *m, vt_mc_seq *s)
 {
@@ -93,51 +82,6 @@ int64_t vt_mc_seq_pos_entry(const vt_model *fm, const vt_model_seq *s)
 {
     (void)fm;
     return s ? vt_mc_seq_pos(s) : 0;
-}
-
-/* ---------------------------------------------------------------- */
-/* the forward pass's helpers                                         */
-/* ---------------------------------------------------------------- */
-
-vt_status vt_mc_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
-                         const void *const *slots)
-{
-    vt_mc_model *m = user;
-    const vt_mc_experts *x = m->fam->layer_experts((const vt_model *)user, layer);
-    if (!x) {
-        m->host->set_error("%s: blk.%u has no routed experts to acquire", m->family, layer);
-        return VT_ERR_INTERNAL;
-    }
-    return vt_mc_write_expert_table(m, layer, x, m->d.n_expert, ids, n, slots);
-}
-
-vt_status vt_mc_dump(vt_mc_model *m, const float *dev, int64_t rows, int64_t n)
-{
-    if (!m->dump_path) return VT_OK;
-    size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
-    float *buf = malloc(bytes ? bytes : 1);
-    if (!buf) {
-        char human[32];
-        m->host->log(VT_LOG_WARN, "%s dump: allocation of %s (%zu bytes) for the dump buffer "
-                     "failed: out of memory; rows skipped", m->family,
-                     vt_format_bytes(bytes, 0, human, sizeof human), bytes);
-        return VT_OK;
-    }
-    vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
-    if (st == VT_OK) {
-        FILE *f = fopen(m->dump_path, "ab");
-        if (f) {
-            fwrite(buf, 1, bytes, f);
-            fclose(f);
-        }
-        size_t cnt = (size_t)rows * (size_t)n;
-        double ss = 0;
-        for (size_t i = 0; i < cnt; i++) ss += (double)buf[i] * buf[i];
-        m->host->log(VT_LOG_DEBUG, "%s dump: %" PRId64 " x %" PRId64 " rms %.6g", m->family, rows,
-                     n, cnt ? sqrt(ss / (double)cnt) : 0.0);
-    }
-    free(buf);
-    return st;
 }
 
 /* ---------------------------------------------------------------- */

@@ -4,6 +4,9 @@
  * forward_multi(), the LM head.
  */
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "vt/model_common.h"
 #include "vt/plugin_util.h"
@@ -320,4 +323,45 @@ vt_status vt_mc_predict_next(vt_mc_model *m, uint32_t il, int64_t T, uint32_t *n
     TRY(m->api->moe_route(m->ctx, m->ah_logits, 1, nx, K, 1, NULL, m->r_ids + K, m->ah_w));
     *n_ahead = (uint32_t)K;
     return VT_OK;
+}
+
+vt_status vt_mc_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_t n,
+                         const void *const *slots)
+{
+    vt_mc_model *m = user;
+    const vt_mc_experts *x = m->fam->layer_experts((const vt_model *)user, layer);
+    if (!x) {
+        m->host->set_error("%s: blk.%u has no routed experts to acquire", m->family, layer);
+        return VT_ERR_INTERNAL;
+    }
+    return vt_mc_write_expert_table(m, layer, x, m->d.n_expert, ids, n, slots);
+}
+
+vt_status vt_mc_dump(vt_mc_model *m, const float *dev, int64_t rows, int64_t n)
+{
+    if (!m->dump_path) return VT_OK;
+    size_t bytes = (size_t)rows * (size_t)n * sizeof(float);
+    float *buf = malloc(bytes ? bytes : 1);
+    if (!buf) {
+        char human[32];
+        m->host->log(VT_LOG_WARN, "%s dump: allocation of %s (%zu bytes) for the dump buffer "
+                     "failed: out of memory; rows skipped", m->family,
+                     vt_format_bytes(bytes, 0, human, sizeof human), bytes);
+        return VT_OK;
+    }
+    vt_status st = m->api->copy_d2h(m->ctx, buf, dev, bytes);
+    if (st == VT_OK) {
+        FILE *f = fopen(m->dump_path, "ab");
+        if (f) {
+            fwrite(buf, 1, bytes, f);
+            fclose(f);
+        }
+        size_t cnt = (size_t)rows * (size_t)n;
+        double ss = 0;
+        for (size_t i = 0; i < cnt; i++) ss += (double)buf[i] * buf[i];
+        m->host->log(VT_LOG_DEBUG, "%s dump: %" PRId64 " x %" PRId64 " rms %.6g", m->family, rows,
+                     n, cnt ? sqrt(ss / (double)cnt) : 0.0);
+    }
+    free(buf);
+    return st;
 }

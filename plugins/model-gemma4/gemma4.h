@@ -4,7 +4,10 @@
  * The plugin serves the GGUF architecture `gemma4`: the MoE model (26B-A4B
  * style: every layer a shared GeGLU MLP plus routed experts) and the dense
  * models (E2B / E4B with per-layer embeddings and shared-KV layers, 31B).
- * Specification: ../shared/spec/gemma4.md.
+ * The math is llama.cpp's src/models/gemma4.cpp (and its conversion/gemma.py
+ * for what the converter already applied), checked against the Hugging Face
+ * transformers reference logits of the fixtures. § and pitfall numbers in
+ * comments name sections of the project's Gemma 4 model notes.
  *
  * Files:
  *   gemma4_plugin.c   descriptor, vt_model_api table, sequences, info
@@ -163,7 +166,7 @@ extern const vt_mc_family gemma4_family;
 size_t gemma4_kv_row_bytes(const vt_model *m, uint32_t il);
 
 /* gemma4_forward.c */
-/* How the routed experts run (vt_model_info.moe_path); NULL without experts. */
+/* How the routed experts run (vt_model_info.moe_path; gemma4_load.c); NULL without experts. */
 const char *gemma4_moe_path(const vt_model *m);
 /* The family's forward-pass callbacks (vt_mc_family: step_layers,
  * seg_ops, next_cut, router_ahead). */

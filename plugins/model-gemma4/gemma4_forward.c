@@ -172,7 +172,6 @@ static vt_status g4_attention(vt_model *m, vt_model_seq *s, uint32_t il, int64_t
 /* routed experts (§5.3 branch 2): f_e = Σ_j w_j s_j Expert_j(u2)       */
 /* ---------------------------------------------------------------- */
 
-const char *gemma4_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.n_expert != 0); }
 
 /* Layer il's router logits for the one-token prediction (vt_mc_predict_next):
  * its router input (as g4_experts) from the residual x. */

@@ -12,6 +12,11 @@
 
 #include "gemma4.h"
 
+void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
+{
+    return vt_util_calloc_named(host, "gemma4", n, size, what);
+}
+
 #define G4_MAX_DIM (1u << 20)
 #define G4_MAX_ROW ((uint64_t)INT32_MAX)
 #define G4_MAX_EXPERT (1u << 16)

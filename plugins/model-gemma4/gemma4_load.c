@@ -3,9 +3,9 @@
  * gemma4_hparams.c): tensor mapping with shape checks, weight placement, scratch, the backend
  * capabilities the file needs, and the memory the fit check must count.
  *
- * Spec: ../shared/spec/gemma4.md §2 (keys and defaults), §3 (tensors and
- * shapes), §4 (what the converter already did: norms used as stored), §5.6
- * (the shared-KV source rule), §6 (per-sequence state).
+ * Tensors: names and shapes as llama.cpp's src/models/gemma4.cpp and
+ * src/llama-arch.cpp load them (norms used as stored: the converter already
+ * applied their offsets), the shared-KV source rule of src/llama-model.cpp.
  *
  * One mapping routine serves two purposes: required_caps() runs it "dry"
  * (reads only the tensor table, records the weight types it would use), and
@@ -25,15 +25,7 @@
 
 #include "gemma4.h"
 
-/* ================================================================ */
-/* named allocations                                                  */
-/* ================================================================ */
 
-
-void *gemma4_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
-{
-    return vt_util_calloc_named(host, "gemma4", n, size, what);
-}
 
 /* ================================================================ */
 /* tensor mapping (spec §3)                                           */
@@ -410,6 +402,8 @@ static const vt_mc_experts *g4_layer_experts(const vt_model *fm, uint32_t il)
     if (!fm->layers[il].moe) return NULL;
     return &fm->layers[il].x;
 }
+
+const char *gemma4_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.n_expert != 0); }
 
 static vt_status g4_read_hparams(const vt_host_api *host, const vt_gguf *g, vt_model *m)
 {

@@ -3,7 +3,10 @@
  *
  * The plugin serves the GGUF architectures `qwen35moe` (Gated DeltaNet + gated
  * full attention, routed-expert MoE with a shared expert) and `qwen35` (the
- * same with a dense SwiGLU FFN). Specification: ../shared/spec/qwen35moe.md.
+ * same with a dense SwiGLU FFN). The math is llama.cpp's src/models/qwen35moe.cpp
+ * and src/models/delta-net-base.cpp (Gated DeltaNet), checked against the
+ * Hugging Face transformers reference logits of the fixtures. § and pitfall
+ * numbers in comments name sections of the project's Qwen3.5 model notes.
  *
  * Files:
  *   qwen35_plugin.c   descriptor, vt_model_api table, sequences, info
@@ -160,7 +163,7 @@ void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *
 extern const vt_mc_family qwen35_family;
 
 /* qwen35_forward.c */
-/* How the routed experts run (vt_model_info.moe_path); NULL for a dense model. */
+/* How the routed experts run (vt_model_info.moe_path; qwen35_load.c); NULL for a dense model. */
 const char *qwen35_moe_path(const vt_model *m);
 /* The family's forward-pass callbacks (vt_mc_family: step_layers,
  * seg_ops, next_cut, router_ahead). */

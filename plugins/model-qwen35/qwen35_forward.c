@@ -210,7 +210,6 @@ static vt_status q35_swiglu(vt_model *m, const vt_weight *wg, const vt_weight *w
     return VT_OK;
 }
 
-const char *qwen35_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.is_moe); }
 
 /* Layer il's router logits for the one-token prediction (vt_mc_predict_next):
  * its router on the residual x normed by its pre-FFN norm (its attention's

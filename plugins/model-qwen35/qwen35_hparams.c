@@ -3,7 +3,8 @@
  * qwen35): every metadata key read, range-checked and validated before the
  * loader sizes anything from it (declared in qwen35.h).
  *
- * Spec: ../shared/spec/qwen35moe.md §3 (keys, "Validation at load"), §8.
+ * Keys: as llama.cpp's src/llama-arch.cpp names them and src/llama-model.cpp
+ * reads them for qwen35moe / qwen35 (defaults included).
  * A refusal names the key and its value; tests/test_qwen35_hostile.c drives
  * every key through the engine.
  */
@@ -14,6 +15,11 @@
 #include <string.h>
 
 #include "qwen35.h"
+
+void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
+{
+    return vt_util_calloc_named(host, "qwen35", n, size, what);
+}
 
 /* ================================================================ */
 /* hyperparameters (spec §3)                                          */

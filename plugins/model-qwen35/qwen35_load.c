@@ -3,8 +3,8 @@
  * with shape checks, weight placement, scratch, and the list of backend
  * capabilities the file needs (the hyperparameters: qwen35_hparams.c).
  *
- * Spec: ../shared/spec/qwen35moe.md §4 (tensors), §4.7 (MTP blocks are
- * skipped, MTP sidecars refused), §8 (pitfalls 7, 8, 9, 17, 18, 21).
+ * Tensors: names and shapes as llama.cpp's src/models/qwen35moe.cpp and
+ * src/llama-arch.cpp load them (MTP blocks skipped, MTP sidecars refused).
  *
  * One mapping routine serves two purposes: required_caps() runs it "dry"
  * (reads only the tensor table, records the weight types it would use), and
@@ -26,15 +26,7 @@
 
 #include "qwen35.h"
 
-/* ================================================================ */
-/* named allocations                                                  */
-/* ================================================================ */
 
-
-void *qwen35_calloc(const vt_host_api *host, size_t n, size_t size, const char *what)
-{
-    return vt_util_calloc_named(host, "qwen35", n, size, what);
-}
 
 /* ================================================================ */
 /* tensor mapping (spec §4)                                           */
@@ -269,6 +261,8 @@ static void q35_op_caps(const vt_model *m, vt_mc_loader *L)
         vt_mc_add_cap(L, VT_CAP_OP_MUL_ROWS);
     }
 }
+
+const char *qwen35_moe_path(const vt_model *m) { return vt_mc_moe_path(&m->mc, m->hp.is_moe); }
 
 /* ================================================================ */
 /* the family (vt/model_common.h vt_mc_family)                        */

@@ -1,8 +1,8 @@
 /*
  * vt/gguf.h - the GGUF v3 reader (and a minimal writer) of the vt core.
  *
- * Format: ../shared/spec/gguf.md (§1 rules, §2 layout, §3 dimension order,
- * §5 multi-file splits). A vt_gguf is one model: a single file, or every shard
+ * Format: GGUF v3 (ggml-org/ggml docs/gguf.md: little-endian layout, ne[0]
+ * the fastest-varying dimension) and llama.cpp's multi-file splits. A vt_gguf is one model: a single file, or every shard
  * of a split model opened from its first shard (`-00001-of-0000N.gguf`).
  * Metadata is read from shard 0 only; tensors come from all shards.
  *
