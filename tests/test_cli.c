@@ -771,9 +771,47 @@ static void test_command_help(void **s)
     }
 }
 
+/* llama.cpp's flags (issue 46 item 6): each is named with what vt does
+ * instead, exit 2, before anything is loaded (no model file is needed);
+ * "-ngl 99" is not read as "-n gl". The same letters as a vt option's
+ * argument stay that argument. */
+static void test_llama_flags(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *flag, *value, *hint;
+    } c[] = {
+        {"-ngl", "99", "--device"},          {"--n-gpu-layers", "99", "--device"},
+        {"-np", "4", "--parallel"},          {"-c", "4096", "--ctx"},
+        {"--ctx-size=4096", NULL, "--ctx"},  {"-fa", NULL, "fused"},
+        {"--n-cpu-moe", "10", "streamed"},   {"-ot", "exps=CPU", "residency config"},
+        {"-b", "256", "--batch"},            {"-cnv", NULL, "conversation"},
+        {"-hf", "org/model", "-m"},          {"--jinja", NULL, "chat template"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const char *args[] = {"run", "-m", "/nonexistent.gguf", c[i].flag, c[i].value, NULL};
+        char *out, *err;
+        int rc = run_vt(args, &out, &err);
+        char want[64];
+        snprintf(want, sizeof want, "'%s' is a llama.cpp flag", c[i].flag);
+        if (rc != 2 || !strstr(err, want) || !strstr(err, c[i].hint))
+            fail_msg("vt run %s %s: exit %d, want 2 naming the flag and '%s':\n%s", c[i].flag,
+                     c[i].value ? c[i].value : "", rc, c[i].hint, err);
+        free(out), free(err);
+    }
+    /* "-c" as the prompt is the prompt: the refusal is the missing model's */
+    const char *args[] = {"run", "-m", "/nonexistent.gguf", "-p", "-c", NULL};
+    char *out, *err;
+    int rc = run_vt(args, &out, &err);
+    if (rc == 0 || strstr(err, "llama.cpp") || !strstr(err, "/nonexistent.gguf"))
+        fail_msg("vt run -p -c: exit %d, want the missing model named:\n%s", rc, err);
+    free(out), free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama_flags),
         cmocka_unit_test(test_help_lists_each_command_once),
         cmocka_unit_test(test_command_help),
         cmocka_unit_test(test_greedy_ids),

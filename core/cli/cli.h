@@ -92,6 +92,9 @@ int cli_parse_options(const cli_command *cmd, int argc, char **argv, opts *o);
 void cli_print_command_help(const cli_command *cmd, FILE *f);
 /* Parse an integer option in [lo, hi]; 0 on success, else a message naming what. */
 int cli_parse_long(const char *s, long lo, long hi, const char *what, long *out);
+/* cli_llama_flags.c: what vt does instead of the llama.cpp flag arg ("-ngl",
+ * "--ctx-size=4096"), NULL when arg is none of them. */
+const char *cli_llama_hint(const char *arg);
 /* Copy the mkmodel shape options given (--n-embd, ...) into p. */
 void cli_mk_apply_shape(const opts *o, vt_mkmodel_params *p);
 

@@ -178,10 +178,38 @@ static int parse_float(const char *s, const char *what, float *out)
 }
 
 
+/* A llama.cpp flag where getopt would read an option ("-ngl 99" would be
+ * "-n gl"): said with what vt does instead, -1. The separate argument of a
+ * vt option is skipped (a prompt "-c" stays a prompt). */
+static int llama_flag_refused(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) return 0;
+        if (a[0] != '-' || !a[1]) continue;
+        const char *hint = cli_llama_hint(a);
+        if (hint) {
+            fprintf(stderr, "vt: '%s' is a llama.cpp flag: %s\n", a, hint);
+            return -1;
+        }
+        if (a[1] != '-') {
+            if (!a[2] && strchr("mpnto", a[1])) i++; /* -m FILE */
+        } else if (!strchr(a, '=')) {
+            for (size_t k = 0; long_opts[k].name; k++)
+                if (!strcmp(long_opts[k].name, a + 2)) {
+                    if (long_opts[k].has_arg == required_argument) i++; /* --prompt TEXT */
+                    break;
+                }
+        }
+    }
+    return 0;
+}
+
 static int parse_argv(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     build_long_opts();
+    if (llama_flag_refused(argc, argv)) return -1;
     o->n_predict = 64;
     o->port = 8080;
     o->queue = 64;
