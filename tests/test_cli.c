@@ -580,6 +580,36 @@ static void test_settings_not_ignored(void **s)
         fail_msg("--set cpux.experts=streamed on device cpu (exit %d): %s", rc, err);
     free(out), free(err);
 
+    /* the expert cache of a resident platform: a WARN naming the key (issue 46 item 5) */
+    const char *w5[] = {"fit", "-m", model("qwen35moe-tiny-bf16.gguf"), "--device", "cpu", "--set",
+                        "cpu.expert_cache.arena=1GiB", NULL};
+    rc = run_vt(w5, &out, &err);
+    if (rc != 0 || !strstr(err, "cpu.expert_cache.arena=1GiB") || !strstr(err, "resident"))
+        fail_msg("--set cpu.expert_cache.arena with resident experts (exit %d): %s", rc, err);
+    free(out), free(err);
+    const char *w6[] = {"fit", "-m", model("qwen35moe-tiny-bf16.gguf"), "--device", "cpu", "--set",
+                        "cpu.experts=streamed", "--set", "cpu.expert_cache.arena=1GiB", NULL};
+    rc = run_vt(w6, &out, &err);
+    if (rc != 0 || strstr(err, "no expert cache"))
+        fail_msg("--set cpu.expert_cache.arena with streamed experts (exit %d): %s", rc, err);
+    free(out), free(err);
+
+    /* more threads than cores: a WARN naming --threads, before anything loads */
+    const char *w7[] = {"run", "-m", "/nonexistent.gguf", "-p", "x", "--threads", "4096", NULL};
+    rc = run_vt(w7, &out, &err);
+    if (rc == 0 || !strstr(err, "--threads 4096") || !strstr(err, "online cores"))
+        fail_msg("--threads 4096 (exit %d): %s", rc, err);
+    free(out), free(err);
+
+    /* VT_CONFIG naming a missing file: the error names the variable */
+    setenv("VT_CONFIG", "/nonexistent/residency.yaml", 1);
+    const char *w8[] = {"config", NULL};
+    rc = run_vt(w8, &out, &err);
+    unsetenv("VT_CONFIG");
+    if (rc == 0 || !strstr(err, "VT_CONFIG=/nonexistent/residency.yaml"))
+        fail_msg("VT_CONFIG naming a missing file (exit %d): %s", rc, err);
+    free(out), free(err);
+
     /* a tokenizer error of vt tokenize names the file (issue 17) */
     char *zoo = vt_test_path(fx, "quant-zoo/quant-zoo.gguf");
     const char *a5[] = {"tokenize", "-m", zoo, "-p", "x", NULL};

@@ -46,9 +46,17 @@ vt_status cli_load_config(const opts *o, vt_config *cfg, int warn_unselected)
         if ((n == 7 && !strncmp(k, "version", 7)) || (n == 8 && !strncmp(k, "defaults", 8)) ||
             (n == 6 && !strncmp(k, "models", 6)))
             continue;
-        if (strlen(sel) != n || strncmp(k, sel, n))
+        if (strlen(sel) != n || strncmp(k, sel, n)) {
             vt_log(VT_LOG_WARN, "--set %s: platform '%.*s' is not the one this run uses ('%s'); "
                    "the setting has no effect", o->sets[i], (int)n, k, sel);
+            continue;
+        }
+        /* the expert cache of a platform whose experts stay resident is never made */
+        const vt_config_platform *pl = vt_config_platform_get(cfg, sel);
+        if (pl && pl->experts == VT_EXPERTS_RESIDENT && !strncmp(k + n, ".expert_cache.", 14))
+            vt_log(VT_LOG_WARN, "--set %s: %s.experts is resident, so there is no expert cache and "
+                   "the setting has no effect (--set %s.experts=streamed or auto uses it)",
+                   o->sets[i], sel, sel);
     }
     return st;
 }

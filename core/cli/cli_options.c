@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "error.h"
@@ -377,6 +378,10 @@ int cli_parse_options(const cli_command *cmd, int argc, char **argv, opts *o)
         return -1;
     }
     if (o->help) return 0;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (o->threads > 0 && cores > 0 && o->threads > cores)
+        vt_log(VT_LOG_WARN, "--threads %d is more than the %ld online cores: the extra threads "
+               "take turns on them (0: one per core)", o->threads, cores);
     /* an option the command does not read is a usage error that names it,
      * so that no option is accepted and then silently dropped */
     for (int k = 0; k < o->n_seen; k++) {

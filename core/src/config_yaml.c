@@ -737,7 +737,11 @@ vt_status vt_config_load(const char *explicit_path, vt_config *c)
     vt_config_defaults(c);
     if (explicit_path) return vt_config_load_file(explicit_path, c);
     const char *env = getenv("VT_CONFIG");
-    if (env && *env) return vt_config_load_file(env, c);
+    if (env && *env) {
+        vt_status st = vt_config_load_file(env, c);
+        if (st != VT_OK) vt_error_prefix("VT_CONFIG=%s", env); /* the file came from there */
+        return st;
+    }
     char exe[PATH_MAX];
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (l <= 0) return VT_OK;
