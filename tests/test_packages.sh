@@ -48,6 +48,10 @@ for p in "${expected[@]}"; do
   [ -f "$(deb "$p")" ] || { ls "$debs"; fail "package $p was not built"; }
   printf '%-18s Depends: %s\n' "$p" "$(dpkg-deb -f "$(deb "$p")" Depends)"
 done
+# vt alone cannot run its own demo model: it recommends the model plugins
+recs=$(dpkg-deb -f "$(deb vt)" Recommends)
+grep -qF "vt-model-qwen35 (= $version-$release)" <<<"$recs" ||
+  fail "vt does not recommend vt-model-qwen35 (= $version-$release), which its demo model needs (Recommends: $recs)"
 # every plugin and the SDK need exactly this vt
 for p in "${expected[@]}"; do
   [ "$p" = vt ] && continue
