@@ -10,8 +10,9 @@
 #     by `vt plugins`, and `vt run` / `vt logits` use it: greedy decoding gives
 #     the letters the example's weights encode, and the logits match the
 #     example's double-precision reference (toylm-mkgguf --check);
-#  5. the find_package build's `cmake --install` puts the plugin into P's
-#     plugin dir, where the installed vt finds it with no flags.
+#  5. each build's `cmake --install` (the find_package one with its own
+#     CMAKE_INSTALL_PREFIX elsewhere) puts the plugin into P's plugin dir,
+#     where the installed vt finds it with no flags.
 # usage: test_sdk.sh BUILD_DIR SOURCE_DIR C_COMPILER
 set -euo pipefail
 build=$1 src=$2 cc=$3
@@ -72,7 +73,9 @@ common=(-DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS=-Werror -DCMAKE_BUILD_TYPE=Rele
 PKG_CONFIG_PATH=$libdir/pkgconfig cmake -S "$tmp/src" -B "$tmp/b-pc" -DTOYLM_USE_PKG_CONFIG=ON \
   "${common[@]}" > "$tmp/pc.log" 2>&1 || { cat "$tmp/pc.log"; fail "configure with pkg-config"; }
 cmake --build "$tmp/b-pc" > "$tmp/pc-build.log" 2>&1 || { cat "$tmp/pc-build.log"; fail "build with pkg-config"; }
-cmake -S "$tmp/src" -B "$tmp/b-fp" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_INSTALL_PREFIX="$P" \
+# the plugin project's own install prefix is elsewhere: its install must still
+# go where the installed vt looks (issue 46 item 2)
+cmake -S "$tmp/src" -B "$tmp/b-fp" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_INSTALL_PREFIX="$tmp/elsewhere" \
   "${common[@]}" > "$tmp/fp.log" 2>&1 || { cat "$tmp/fp.log"; fail "configure with find_package"; }
 cmake --build "$tmp/b-fp" > "$tmp/fp-build.log" 2>&1 || { cat "$tmp/fp-build.log"; fail "build with find_package"; }
 for b in b-pc b-fp; do
@@ -106,12 +109,16 @@ for b in b-pc b-fp; do
     fail "$b: vt logits differ from the reference"
 done
 
-step "cmake --install of the find_package build puts toylm where the installed vt looks"
-cmake --install "$tmp/b-fp" > "$tmp/fp-install.log" 2>&1 || { cat "$tmp/fp-install.log"; fail "install toylm"; }
-[ -f "$pdir/model-toylm.so" ] && [ -f "$pdir/model-toylm.ini" ] || fail "toylm not installed into $pdir"
-"$P/bin/vt" plugins > "$tmp/p.txt" 2>&1 || true
-grep -q "^model 'toylm'" "$tmp/p.txt" || { cat "$tmp/p.txt"; fail "installed toylm not listed"; }
-out=$("$P/bin/vt" run -m "$tmp/toy.gguf" -p "q" -n 3 --temp 0 -t 1 2> "$tmp/run.err") ||
-  { cat "$tmp/run.err"; fail "vt run with the installed toylm"; }
-[[ "$out" == *"rst"* ]] || fail "installed toylm: vt run -p q printed '$out', expected 'rst'"
+for b in b-pc b-fp; do
+  step "cmake --install of the $b build puts toylm where the installed vt looks"
+  rm -f "$pdir/model-toylm.so" "$pdir/model-toylm.ini"
+  cmake --install "$tmp/$b" > "$tmp/$b-install.log" 2>&1 || { cat "$tmp/$b-install.log"; fail "$b: install toylm"; }
+  [ -f "$pdir/model-toylm.so" ] && [ -f "$pdir/model-toylm.ini" ] ||
+    { cat "$tmp/$b-install.log"; fail "$b: toylm not installed into $pdir"; }
+  "$P/bin/vt" plugins > "$tmp/p.txt" 2>&1 || true
+  grep -q "^model 'toylm'" "$tmp/p.txt" || { cat "$tmp/p.txt"; fail "$b: installed toylm not listed"; }
+  out=$("$P/bin/vt" run -m "$tmp/toy.gguf" -p "q" -n 3 --temp 0 -t 1 2> "$tmp/run.err") ||
+    { cat "$tmp/run.err"; fail "$b: vt run with the installed toylm"; }
+  [[ "$out" == *"rst"* ]] || fail "$b: installed toylm: vt run -p q printed '$out', expected 'rst'"
+done
 echo "PASS"
