@@ -54,20 +54,6 @@ static vt_status g4_merge_layers(vt_model *m)
     return st;
 }
 
-static vt_status g4_matrix(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
-                           int64_t n_out, vt_weight *w, int *found)
-{
-    return vt_mc_weight(L, name, from, n_in, n_out, VT_MC_USE_MAT_MUL, w, found);
-}
-
-/* An F32 vector [n] read by ops (norm weights, scales, rope_freqs). found
- * NULL: required. */
-static vt_status g4_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
-                        const float **out, int *found)
-{
-    return vt_mc_f32(L, name, from, 1, &n, out, found);
-}
-
 /* An F32 vector [n] read on the host (per-expert scale, layer output scale):
  * copied from the mapping into host memory. */
 static vt_status g4_host_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
@@ -128,25 +114,25 @@ static vt_status g4_map_layer(vt_mc_loader *L, uint32_t il, gemma4_layer *ly)
     const int64_t hd = ly->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
     const char *kl = ly->swa ? "attention.key_length_swa" : "attention.key_length";
 
-    TRY(g4_vec(L, NAME("attn_norm.weight"), G4_F_E, E, &ly->attn_norm, NULL));
+    TRY(vt_mc_vec(L, NAME("attn_norm.weight"), G4_F_E, E, &ly->attn_norm, NULL));
     snprintf(from, sizeof from, "[embedding_length, attention.head_count x %s]", kl);
-    TRY(g4_matrix(L, NAME("attn_q.weight"), from, E, nh * hd, &ly->wq, NULL));
+    TRY(vt_mc_matrix(L, NAME("attn_q.weight"), from, E, nh * hd, &ly->wq, NULL));
     snprintf(from, sizeof from, "[%s]", kl);
-    TRY(g4_vec(L, NAME("attn_q_norm.weight"), from, hd, &ly->q_norm, NULL));
+    TRY(vt_mc_vec(L, NAME("attn_q_norm.weight"), from, hd, &ly->q_norm, NULL));
     if (ly->has_kv) {
         snprintf(from, sizeof from, "[embedding_length, attention.head_count_kv x %s]", kl);
-        TRY(g4_matrix(L, NAME("attn_k.weight"), from, E, nkv * hd, &ly->wk, NULL));
-        TRY(g4_matrix(L, NAME("attn_v.weight"), from, E, nkv * hd, &ly->wv, &ly->has_v));
+        TRY(vt_mc_matrix(L, NAME("attn_k.weight"), from, E, nkv * hd, &ly->wk, NULL));
+        TRY(vt_mc_matrix(L, NAME("attn_v.weight"), from, E, nkv * hd, &ly->wv, &ly->has_v));
         snprintf(from, sizeof from, "[%s]", kl);
-        TRY(g4_vec(L, NAME("attn_k_norm.weight"), from, hd, &ly->k_norm, NULL));
+        TRY(vt_mc_vec(L, NAME("attn_k_norm.weight"), from, hd, &ly->k_norm, NULL));
     } else if (vt_mc_find(L, NAME("attn_k.weight"))) {
         L->host->log(VT_LOG_WARN, "gemma4: blk.%u has attn_k.weight but is a shared-KV layer "
                      "(shared_kv_layers = %u); it reads layer %d's cache", il, hp->n_shared_kv,
                      ly->kv_src);
     }
     snprintf(from, sizeof from, "[attention.head_count x %s, embedding_length]", kl);
-    TRY(g4_matrix(L, NAME("attn_output.weight"), from, nh * hd, E, &ly->wo, NULL));
-    TRY(g4_vec(L, NAME("post_attention_norm.weight"), G4_F_E, E, &ly->post_attn_norm, NULL));
+    TRY(vt_mc_matrix(L, NAME("attn_output.weight"), from, nh * hd, E, &ly->wo, NULL));
+    TRY(vt_mc_vec(L, NAME("post_attention_norm.weight"), G4_F_E, E, &ly->post_attn_norm, NULL));
 
     /* dense / shared MLP (always present) */
     if (ly->n_ff == 0) {
@@ -155,14 +141,14 @@ static vt_status g4_map_layer(vt_mc_loader *L, uint32_t il, gemma4_layer *ly)
         return VT_ERR_FORMAT;
     }
     const int64_t F = ly->n_ff;
-    TRY(g4_vec(L, NAME("ffn_norm.weight"), G4_F_E, E, &ly->ffn_norm, NULL));
-    TRY(g4_matrix(L, NAME("ffn_gate.weight"), "[embedding_length, feed_forward_length]", E, F,
+    TRY(vt_mc_vec(L, NAME("ffn_norm.weight"), G4_F_E, E, &ly->ffn_norm, NULL));
+    TRY(vt_mc_matrix(L, NAME("ffn_gate.weight"), "[embedding_length, feed_forward_length]", E, F,
                   &ly->ffn_gate, NULL));
-    TRY(g4_matrix(L, NAME("ffn_up.weight"), "[embedding_length, feed_forward_length]", E, F,
+    TRY(vt_mc_matrix(L, NAME("ffn_up.weight"), "[embedding_length, feed_forward_length]", E, F,
                   &ly->ffn_up, NULL));
-    TRY(g4_matrix(L, NAME("ffn_down.weight"), "[feed_forward_length, embedding_length]", F, E,
+    TRY(vt_mc_matrix(L, NAME("ffn_down.weight"), "[feed_forward_length, embedding_length]", F, E,
                   &ly->ffn_down, NULL));
-    TRY(g4_vec(L, NAME("post_ffw_norm.weight"), G4_F_E, E, &ly->post_ffw_norm, NULL));
+    TRY(vt_mc_vec(L, NAME("post_ffw_norm.weight"), G4_F_E, E, &ly->post_ffw_norm, NULL));
 
     /* MoE: ffn_gate_inp defines an MoE layer (§3.2) */
     ly->moe = vt_mc_find(L, NAME("ffn_gate_inp.weight")) != NULL;
@@ -173,12 +159,12 @@ static vt_status g4_map_layer(vt_mc_loader *L, uint32_t il, gemma4_layer *ly)
             return VT_ERR_FORMAT;
         }
         const int64_t X = hp->n_expert, FX = hp->n_ff_exp;
-        TRY(g4_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
+        TRY(vt_mc_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
                       &ly->router, NULL));
-        TRY(g4_vec(L, NAME("ffn_gate_inp.scale"), G4_F_E, E, &ly->router_scale, NULL));
-        TRY(g4_vec(L, NAME("pre_ffw_norm_2.weight"), G4_F_E, E, &ly->pre_ffw_norm_2, NULL));
-        TRY(g4_vec(L, NAME("post_ffw_norm_1.weight"), G4_F_E, E, &ly->post_ffw_norm_1, NULL));
-        TRY(g4_vec(L, NAME("post_ffw_norm_2.weight"), G4_F_E, E, &ly->post_ffw_norm_2, NULL));
+        TRY(vt_mc_vec(L, NAME("ffn_gate_inp.scale"), G4_F_E, E, &ly->router_scale, NULL));
+        TRY(vt_mc_vec(L, NAME("pre_ffw_norm_2.weight"), G4_F_E, E, &ly->pre_ffw_norm_2, NULL));
+        TRY(vt_mc_vec(L, NAME("post_ffw_norm_1.weight"), G4_F_E, E, &ly->post_ffw_norm_1, NULL));
+        TRY(vt_mc_vec(L, NAME("post_ffw_norm_2.weight"), G4_F_E, E, &ly->post_ffw_norm_2, NULL));
         ly->fused_gate_up = vt_mc_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
         if (ly->fused_gate_up) { /* pitfall 16: rows [0, F) gate, [F, 2F) up */
             TRY(vt_mc_stack_map(L, NAME("ffn_gate_up_exps.weight"),
@@ -203,13 +189,13 @@ static vt_status g4_map_layer(vt_mc_loader *L, uint32_t il, gemma4_layer *ly)
     /* per-layer embedding injection */
     if (hp->n_per_layer) {
         const int64_t P = hp->n_per_layer;
-        TRY(g4_matrix(L, NAME("inp_gate.weight"),
+        TRY(vt_mc_matrix(L, NAME("inp_gate.weight"),
                       "[embedding_length, embedding_length_per_layer_input]", E, P, &ly->inp_gate,
                       NULL));
-        TRY(g4_matrix(L, NAME("proj.weight"),
+        TRY(vt_mc_matrix(L, NAME("proj.weight"),
                       "[embedding_length_per_layer_input, embedding_length]", P, E, &ly->proj,
                       NULL));
-        TRY(g4_vec(L, NAME("post_norm.weight"), G4_F_E, E, &ly->ple_post_norm, NULL));
+        TRY(vt_mc_vec(L, NAME("post_norm.weight"), G4_F_E, E, &ly->ple_post_norm, NULL));
     }
 
     {
@@ -248,7 +234,7 @@ static vt_status g4_map_model(vt_mc_loader *L)
     int any_full = 0, found = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) any_full |= !hp->is_swa[il];
     if (any_full) {
-        st = g4_vec(L, "rope_freqs.weight", "[rope.dimension_count / 2]", hp->n_rot_full / 2,
+        st = vt_mc_vec(L, "rope_freqs.weight", "[rope.dimension_count / 2]", hp->n_rot_full / 2,
                     &m->rope_freqs, &found);
         if (st != VT_OK) return st;
     }
@@ -258,11 +244,11 @@ static vt_status g4_map_model(vt_mc_loader *L)
                        "[embedding_length_per_layer_input x block_count, n_vocab]", LP,
                        m->d.n_vocab, VT_MC_USE_GET_ROWS, &m->ple_token_embd, NULL);
         if (st != VT_OK) return st;
-        st = g4_matrix(L, "per_layer_model_proj.weight",
+        st = vt_mc_matrix(L, "per_layer_model_proj.weight",
                        "[embedding_length, embedding_length_per_layer_input x block_count]",
                        hp->n_embd, LP, &m->ple_model_proj, NULL);
         if (st != VT_OK) return st;
-        st = g4_vec(L, "per_layer_proj_norm.weight", "[embedding_length_per_layer_input]",
+        st = vt_mc_vec(L, "per_layer_proj_norm.weight", "[embedding_length_per_layer_input]",
                     hp->n_per_layer, &m->ple_proj_norm, NULL);
         if (st != VT_OK) return st;
     }

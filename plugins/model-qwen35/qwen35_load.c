@@ -67,19 +67,6 @@ static vt_status q35_merge_layers(vt_model *m)
     return st;
 }
 
-/* A 2-D weight used through mat_mul. */
-static vt_status q35_matrix(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
-                            int64_t n_out, vt_weight *w, int *found)
-{
-    return vt_mc_weight(L, name, from, n_in, n_out, VT_MC_USE_MAT_MUL, w, found);
-}
-
-static vt_status q35_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
-                         const float **out)
-{
-    return vt_mc_f32(L, name, from, 1, &n, out, NULL);
-}
-
 /* Layer il's routed experts (registered with the streamer in the order the
  * forward pass reads their slots: gate, up, down; or gate_up, down). */
 static const vt_mc_experts *q35_layer_experts(const vt_model *fm, uint32_t il)
@@ -118,39 +105,39 @@ static vt_status q35_map_layer(vt_mc_loader *L, uint32_t il, qwen35_layer *ly)
     ly->linear = hp->is_linear[il];
     ly->n_head = hp->n_head[il];
     ly->n_head_kv = hp->n_head_kv[il];
-    TRY(q35_vec(L, NAME("attn_norm.weight"), Q35_F_E, E, &ly->attn_norm));
-    TRY(q35_vec(L, NAME("post_attention_norm.weight"), Q35_F_E, E, &ly->post_norm));
+    TRY(vt_mc_vec(L, NAME("attn_norm.weight"), Q35_F_E, E, &ly->attn_norm, NULL));
+    TRY(vt_mc_vec(L, NAME("post_attention_norm.weight"), Q35_F_E, E, &ly->post_norm, NULL));
 
     if (ly->linear) {
         /* §4.4; V-indexed tensors are in tiled head order (pitfall 3) */
         const int64_t CD = hp->conv_dim, VD = hp->value_dim, NV = hp->n_v;
-        TRY(q35_matrix(L, NAME("attn_qkv.weight"), Q35_F_QKV, E, CD, &ly->wqkv, NULL));
-        TRY(q35_matrix(L, NAME("attn_gate.weight"), "[embedding_length, ssm.inner_size]", E, VD,
+        TRY(vt_mc_matrix(L, NAME("attn_qkv.weight"), Q35_F_QKV, E, CD, &ly->wqkv, NULL));
+        TRY(vt_mc_matrix(L, NAME("attn_gate.weight"), "[embedding_length, ssm.inner_size]", E, VD,
                        &ly->wz, NULL));
-        TRY(q35_matrix(L, NAME("ssm_beta.weight"), "[embedding_length, ssm.time_step_rank]", E,
+        TRY(vt_mc_matrix(L, NAME("ssm_beta.weight"), "[embedding_length, ssm.time_step_rank]", E,
                        NV, &ly->wbeta, NULL));
-        TRY(q35_matrix(L, NAME("ssm_alpha.weight"), "[embedding_length, ssm.time_step_rank]", E,
+        TRY(vt_mc_matrix(L, NAME("ssm_alpha.weight"), "[embedding_length, ssm.time_step_rank]", E,
                        NV, &ly->walpha, NULL));
-        TRY(q35_matrix(L, NAME("ssm_out.weight"), "[ssm.inner_size, embedding_length]", VD, E,
+        TRY(vt_mc_matrix(L, NAME("ssm_out.weight"), "[ssm.inner_size, embedding_length]", VD, E,
                        &ly->wssm_out, NULL));
         int64_t conv_ne[2] = {hp->d_conv, CD}; /* pitfall 10 */
         TRY(vt_mc_f32(L, NAME("ssm_conv1d.weight"), Q35_F_CONV, 2, conv_ne, &ly->conv1d, NULL));
-        TRY(q35_vec(L, NAME("ssm_dt.bias"), Q35_F_NV, NV, &ly->dt_bias));
-        TRY(q35_vec(L, NAME("ssm_a"), Q35_F_NV, NV, &ly->ssm_a));
-        TRY(q35_vec(L, NAME("ssm_norm.weight"), "[ssm.inner_size / ssm.time_step_rank]", hp->d_v,
-                    &ly->ssm_norm));
+        TRY(vt_mc_vec(L, NAME("ssm_dt.bias"), Q35_F_NV, NV, &ly->dt_bias, NULL));
+        TRY(vt_mc_vec(L, NAME("ssm_a"), Q35_F_NV, NV, &ly->ssm_a, NULL));
+        TRY(vt_mc_vec(L, NAME("ssm_norm.weight"), "[ssm.inner_size / ssm.time_step_rank]", hp->d_v,
+                      &ly->ssm_norm, NULL));
         TRY(vt_mc_refuse_if_present(L, NAME("ssm_in.weight"),
                                   "a Qwen3-Next (qwen3next) layout, not supported by qwen35"));
     } else {
         /* products are bounded by qwen35_read_hparams (2·n_head·head_dim <= INT32_MAX) */
         const int64_t hd = hp->head_dim, nh = ly->n_head, nkv = ly->n_head_kv;
-        TRY(q35_matrix(L, NAME("attn_q.weight"), Q35_F_Q, E, 2 * nh * hd, &ly->wq,
+        TRY(vt_mc_matrix(L, NAME("attn_q.weight"), Q35_F_Q, E, 2 * nh * hd, &ly->wq,
                        NULL)); /* pitfall 5 */
-        TRY(q35_matrix(L, NAME("attn_k.weight"), Q35_F_KV, E, nkv * hd, &ly->wk, NULL));
-        TRY(q35_matrix(L, NAME("attn_v.weight"), Q35_F_KV, E, nkv * hd, &ly->wv, NULL));
-        TRY(q35_matrix(L, NAME("attn_output.weight"), Q35_F_O, nh * hd, E, &ly->wo, NULL));
-        TRY(q35_vec(L, NAME("attn_q_norm.weight"), Q35_F_HD, hd, &ly->q_norm)); /* pitfall 15 */
-        TRY(q35_vec(L, NAME("attn_k_norm.weight"), Q35_F_HD, hd, &ly->k_norm));
+        TRY(vt_mc_matrix(L, NAME("attn_k.weight"), Q35_F_KV, E, nkv * hd, &ly->wk, NULL));
+        TRY(vt_mc_matrix(L, NAME("attn_v.weight"), Q35_F_KV, E, nkv * hd, &ly->wv, NULL));
+        TRY(vt_mc_matrix(L, NAME("attn_output.weight"), Q35_F_O, nh * hd, E, &ly->wo, NULL));
+        TRY(vt_mc_vec(L, NAME("attn_q_norm.weight"), Q35_F_HD, hd, &ly->q_norm, NULL)); /* pitfall 15 */
+        TRY(vt_mc_vec(L, NAME("attn_k_norm.weight"), Q35_F_HD, hd, &ly->k_norm, NULL));
         TRY(vt_mc_refuse_if_present(L, NAME("attn_q.bias"), "attention biases are not implemented"));
         TRY(vt_mc_refuse_if_present(L, NAME("attn_k.bias"), "attention biases are not implemented"));
         TRY(vt_mc_refuse_if_present(L, NAME("attn_v.bias"), "attention biases are not implemented"));
@@ -160,7 +147,7 @@ static vt_status q35_map_layer(vt_mc_loader *L, uint32_t il, qwen35_layer *ly)
 
     if (hp->is_moe) {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
-        TRY(q35_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
+        TRY(vt_mc_matrix(L, NAME("ffn_gate_inp.weight"), "[embedding_length, expert_count]", E, X,
                        &ly->router, NULL));
         int fused = vt_mc_find(L, NAME("ffn_gate_up_exps.weight")) != NULL;
         ly->fused_gate_up = fused;
@@ -173,17 +160,17 @@ static vt_status q35_map_layer(vt_mc_loader *L, uint32_t il, qwen35_layer *ly)
         }
         TRY(vt_mc_stack_map(L, NAME("ffn_down_exps.weight"), Q35_F_EXP_D, F, E, X, &ly->down_exps));
         /* [n_embd] or [n_embd, 1] (pitfall 17): a one-row matrix */
-        TRY(q35_matrix(L, NAME("ffn_gate_inp_shexp.weight"), "[embedding_length, 1]", E, 1,
+        TRY(vt_mc_matrix(L, NAME("ffn_gate_inp_shexp.weight"), "[embedding_length, 1]", E, 1,
                        &ly->shexp_gate, NULL));
         const int64_t S = hp->n_ff_shexp;
-        TRY(q35_matrix(L, NAME("ffn_gate_shexp.weight"), Q35_F_SH, E, S, &ly->gate_shexp, NULL));
-        TRY(q35_matrix(L, NAME("ffn_up_shexp.weight"), Q35_F_SH, E, S, &ly->up_shexp, NULL));
-        TRY(q35_matrix(L, NAME("ffn_down_shexp.weight"), Q35_F_SH_D, S, E, &ly->down_shexp, NULL));
+        TRY(vt_mc_matrix(L, NAME("ffn_gate_shexp.weight"), Q35_F_SH, E, S, &ly->gate_shexp, NULL));
+        TRY(vt_mc_matrix(L, NAME("ffn_up_shexp.weight"), Q35_F_SH, E, S, &ly->up_shexp, NULL));
+        TRY(vt_mc_matrix(L, NAME("ffn_down_shexp.weight"), Q35_F_SH_D, S, E, &ly->down_shexp, NULL));
     } else {
         const int64_t F = hp->n_ff;
-        TRY(q35_matrix(L, NAME("ffn_gate.weight"), Q35_F_FF, E, F, &ly->ffn_gate, NULL));
-        TRY(q35_matrix(L, NAME("ffn_up.weight"), Q35_F_FF, E, F, &ly->ffn_up, NULL));
-        TRY(q35_matrix(L, NAME("ffn_down.weight"), Q35_F_FF_D, F, E, &ly->ffn_down, NULL));
+        TRY(vt_mc_matrix(L, NAME("ffn_gate.weight"), Q35_F_FF, E, F, &ly->ffn_gate, NULL));
+        TRY(vt_mc_matrix(L, NAME("ffn_up.weight"), Q35_F_FF, E, F, &ly->ffn_up, NULL));
+        TRY(vt_mc_matrix(L, NAME("ffn_down.weight"), Q35_F_FF_D, F, E, &ly->ffn_down, NULL));
     }
 #undef NAME
 #undef TRY

@@ -239,10 +239,22 @@ vt_status vt_mc_place(vt_mc_loader *L, const vt_gguf_tensor *t, uint64_t bytes, 
  * absent). */
 vt_status vt_mc_weight(vt_mc_loader *L, const char *name, const char *from, int64_t n_in,
                        int64_t n_out, int uses, vt_weight *w, int *found);
+/* vt_mc_weight of a matrix used through mat_mul (a projection). */
+static inline vt_status vt_mc_matrix(vt_mc_loader *L, const char *name, const char *from,
+                                     int64_t n_in, int64_t n_out, vt_weight *w, int *found)
+{
+    return vt_mc_weight(L, name, from, n_in, n_out, VT_MC_USE_MAT_MUL, w, found);
+}
 /* An F32 tensor of shape want[0..n) read by ops (norms, scales, conv taps);
  * found as vt_mc_weight. */
 vt_status vt_mc_f32(vt_mc_loader *L, const char *name, const char *from, int n,
                     const int64_t *want, const float **out, int *found);
+/* vt_mc_f32 of a vector [n]. */
+static inline vt_status vt_mc_vec(vt_mc_loader *L, const char *name, const char *from, int64_t n,
+                                  const float **out, int *found)
+{
+    return vt_mc_f32(L, name, from, 1, &n, out, found);
+}
 /* A stacked expert tensor [n_in, n_out, n_expert] used through mat_mul. When
  * the model streams its experts (mc->experts) nothing is placed: the stack is
  * registered with the streamer after mapping. */
