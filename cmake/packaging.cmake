@@ -122,9 +122,9 @@ per-layer embeddings and shared KV cache layers.")
 set(_vt_pkg_desc_store-device
 "device-memory expert store plugin for vt
 Keeps vt's streamed expert slots in one arena of the backend's device memory
-(GPU memory for the CUDA and ROCm backends), filled through one pinned host
-staging slot. Works with any backend that declares the memory probe
-capability.")
+(GPU memory for the CUDA and ROCm backends), filled from vt's host tier or its
+ring of pinned staging buffers (or, with staging 0, its own pinned staging
+slot). Works with any backend that declares the memory probe capability.")
 
 set(_vt_pkg_section_dev "libdevel")
 

@@ -3,3 +3,10 @@ add_dependencies(test_cli vt backend-cpu model-qwen35)
 if(TARGET model-gemma4)
   add_dependencies(test_cli model-gemma4)
 endif()
+
+# test_readme: every `vt <command>` the README shows has a working --help and
+# lists each --flag written after it (tests/test_readme.sh)
+add_test(NAME test_readme
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_readme.sh $<TARGET_FILE:vt>
+                 ${CMAKE_SOURCE_DIR}/README.md)
+set_tests_properties(test_readme PROPERTIES LABELS "cli" TIMEOUT 60)

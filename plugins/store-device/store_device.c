@@ -340,7 +340,7 @@ static const vt_plugin_desc device_store_desc = {
     .kind = VT_PLUGIN_STORE,
     .name = "device",
     .version = "0.1.0",
-    .description = "expert slot arena in device memory, one pinned staging slot",
+    .description = "expert slot arena in device memory (filled from the host tier or the staging ring)",
     .table = &device_store_api,
 };
 
