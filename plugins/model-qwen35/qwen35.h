@@ -123,7 +123,7 @@ struct vt_model {
     /* what every family has (vt/model_common.h): host, backend, api, ctx, family,
      * zero_copy, experts, dev_allocs, n_ctx, n_batch, the expert tables and
      * acquire buffers, fused_moe, use_graph, use_seg_graph (streamed: segments
-     * cut at each layer's routing, q35_step_segments), fuse */
+     * cut at each layer's routing, vt_mc_graph_decode), fuse, the scratch */
     VT_MC_MODEL_HEAD;
     qwen35_hparams hp;
     qwen35_layer *layers;     /* n_layer */

@@ -54,7 +54,7 @@ static vt_status q35_merge_layers(vt_model *m)
         }
         if (st != VT_OK || !hp->is_moe) continue;
         /* the merged shared-expert output [T][2 n_ff_shexp] lives in f_g, which
-         * holds T x top-k x n_ff floats (q35_alloc_scratch) */
+         * holds T x top-k x n_ff floats (q35_scratch) */
         if (2 * (uint64_t)hp->n_ff_shexp <= (uint64_t)hp->n_expert_used * q35_max3(hp->n_ff_exp,
                                                                                 hp->n_ff_shexp, hp->n_ff)) {
             vt_weight *sh[] = {&ly->gate_shexp, &ly->up_shexp};

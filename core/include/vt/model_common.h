@@ -88,7 +88,8 @@ struct vt_mc_family;
     size_t moe_scratch_bytes;    /* moe_ffn's scratch: f_x .. the end of the moe part */          \
     uint32_t n_ahead;            /* predicted ids at topk_ids + T x top-k, for experts_prefetch */ \
     vt_mc_dims d;                /* the figures the shared layer reads (the family's hparams) */  \
-    const struct vt_mc_family *fam; /* the family (set by vt_mc_load) */                          \
+    const struct vt_mc_family *fam; /* the family (set by vt_mc_load; the MoE and decode-graph \
+                                  helpers read it: a model loaded otherwise sets it itself) */    \
     float *moe_out;              /* [T][n_embd] where the routed experts' sum is added (family) */ \
     vt_weight token_embd;        /* [n_embd -> n_vocab] rows (get_rows) */                        \
     vt_weight output;            /* the LM head (token_embd when tied) */                         \
@@ -577,8 +578,8 @@ vt_status vt_mc_table_cb(void *user, uint32_t layer, const int32_t *ids, uint32_
 vt_status vt_mc_dump(vt_mc_model *m, const float *dev, int64_t rows, int64_t n);
 
 /* token_embd (get_rows; also the LM head when output.weight is absent),
- * output and output_norm [n_embd] into L->mc; d.n_vocab = token_embd's rows
- * (VT_ERR_FORMAT outside 1..INT32_MAX). */
+ * output and output_norm [n_embd] into L->mc (which must be set, dry runs
+ * too); d.n_vocab = token_embd's rows (VT_ERR_FORMAT outside 1..INT32_MAX). */
 vt_status vt_mc_map_embeddings(vt_mc_loader *L);
 
 /* The family's part of the device scratch. */
