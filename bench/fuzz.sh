@@ -35,7 +35,7 @@ fx=${VT_FIXTURES_DIR:-$(cd .. && pwd)/shared/fixtures}
 targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_serve_request fuzz_nfc}
 timeout=${FUZZ_TIMEOUT:-1}
 
-cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DVT_BUILD_TESTS=ON -DVT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DVT_FIXTURES_DIR="$fx" >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target $targets fuzz_seeds

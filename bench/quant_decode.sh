@@ -13,6 +13,8 @@
 #        PROMPT (16), GEN (32), REPS (3)
 set -euo pipefail
 build=${1:-build}
+[ -x "$build/bin/bench_read_bw" ] && [ -x "$build/bin/bench_cpu_matvec" ] ||
+  { echo "quant_decode.sh: $build has no bench programs: configure it with -DVT_BUILD_TESTS=ON" >&2; exit 1; }
 device=${2:-cpu}
 threads=${3:-2}
 types=${TYPES:-"q4_k_m q5_k_m q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4"}

@@ -8,11 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
-cmake -S . -B build -DVT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B build -DVT_BUILD_TESTS=ON -DVT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-cmake -S . -B build-asan -DVT_WERROR=ON -DVT_SANITIZE=ON -DCMAKE_C_COMPILER=clang \
+cmake -S . -B build-asan -DVT_BUILD_TESTS=ON -DVT_WERROR=ON -DVT_SANITIZE=ON -DCMAKE_C_COMPILER=clang \
   -DCMAKE_BUILD_TYPE=Debug # -O0: clang -O2 with sanitizers takes minutes on the SIMD kernels
 cmake --build build-asan -j"$jobs"
 # intercept_tls_get_addr=0: clang 14's LeakSanitizer sizes a module's dynamic

@@ -10,3 +10,9 @@ add_test(NAME test_readme
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_readme.sh $<TARGET_FILE:vt>
                  ${CMAKE_SOURCE_DIR}/README.md)
 set_tests_properties(test_readme PROPERTIES LABELS "cli" TIMEOUT 60)
+
+# test_default_build: a build with no options holds what a user runs only
+# (tests/test_default_build.sh); configures a temporary build directory
+add_test(NAME test_default_build
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_default_build.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_default_build PROPERTIES LABELS "cli" TIMEOUT 300)

@@ -9,10 +9,31 @@ macro(vt_gpu_option var plugin)
       "Build ${plugin}: AUTO (when its toolchain is found), ON (a missing toolchain is an error), OFF")
   set_property(CACHE ${var} PROPERTY STRINGS AUTO ON OFF)
   string(TOUPPER "${${var}}" _vt_gpu_mode)
+  set(_vt_gpu_var ${var})
   if(NOT _vt_gpu_mode MATCHES "^(AUTO|ON|OFF)$")
     message(FATAL_ERROR "${var}=${${var}}: use AUTO, ON or OFF")
   endif()
 endmacro()
+
+# vt_gpu_no_device(<out> <what> <device-path>...): with the option AUTO and
+# VT_BUILD_TESTS off, when none of the device paths exists, <out> is why the
+# plugin is not built (a user's build compiles what can run here; minutes of
+# nvcc/hipcc otherwise); else empty. ON, or VT_BUILD_TESTS=ON (the tests and
+# CI), builds it wherever its toolchain is.
+function(vt_gpu_no_device out what)
+  set(${out} "" PARENT_SCOPE)
+  if(NOT _vt_gpu_mode STREQUAL "AUTO" OR VT_BUILD_TESTS)
+    return()
+  endif()
+  foreach(_vt_dev IN LISTS ARGN)
+    if(EXISTS "${_vt_dev}")
+      return()
+    endif()
+  endforeach()
+  string(REPLACE ";" ", " _vt_devs "${ARGN}")
+  set(${out} "no ${what} here (${_vt_devs} absent); -D${_vt_gpu_var}=ON or -DVT_BUILD_TESTS=ON builds it"
+      PARENT_SCOPE)
+endfunction()
 
 # vt_gpu_result(<plugin-name> <mode> <built: TRUE|FALSE> <toolchain-present> <why>):
 # print the STATUS line (or fail for ON without a toolchain) and record for the
