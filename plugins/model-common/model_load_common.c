@@ -160,11 +160,15 @@ vt_status vt_mc_key_arch(const vt_host_api *host, const vt_gguf *g, const char *
     return st;
 }
 
-/* "<arch>.<suffix>" into key; VT_ERR_NOT_FOUND naming it when absent and
- * required, else *absent = 1. */
-static vt_status key_absent(const vt_host_api *host, const char *family, const char *key,
-                            int required, vt_status st, int *absent)
+/* The key "<arch>.<suffix>" of g read as an f32 (f32 set) or a u32 into out;
+ * absent: VT_ERR_NOT_FOUND naming it when required, else *absent = 1. */
+static vt_status key_read(const vt_host_api *host, const vt_gguf *g, const char *family,
+                          const char *arch, const char *suffix, int required, int f32, void *out,
+                          int *absent)
 {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    vt_status st = f32 ? host->gguf_get_f32(g, key, out) : host->gguf_get_u32(g, key, out);
     *absent = 0;
     if (st != VT_ERR_NOT_FOUND) return st; /* VT_ERR_FORMAT names the key */
     if (required) {
@@ -179,11 +183,8 @@ vt_status vt_mc_key_u32(const vt_host_api *host, const vt_gguf *g, const char *f
                         const char *arch, const char *suffix, int required, uint32_t dflt,
                         uint32_t *out)
 {
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    int absent = 0;
-    vt_status st = key_absent(host, family, key, required, host->gguf_get_u32(g, key, out),
-                              &absent);
+    int absent;
+    vt_status st = key_read(host, g, family, arch, suffix, required, 0, out, &absent);
     if (absent) *out = dflt;
     return st;
 }
@@ -192,11 +193,8 @@ vt_status vt_mc_key_f32(const vt_host_api *host, const vt_gguf *g, const char *f
                         const char *arch, const char *suffix, int required, float dflt,
                         float *out)
 {
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    int absent = 0;
-    vt_status st = key_absent(host, family, key, required, host->gguf_get_f32(g, key, out),
-                              &absent);
+    int absent;
+    vt_status st = key_read(host, g, family, arch, suffix, required, 1, out, &absent);
     if (absent) *out = dflt;
     return st;
 }
