@@ -3,6 +3,10 @@ add_dependencies(test_cli vt backend-cpu model-qwen35)
 if(TARGET model-gemma4)
   add_dependencies(test_cli model-gemma4)
 endif()
+# the commands' progress bars on a terminal (script(1)) and on a file
+vt_add_test(test_cli_progress SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_progress.c
+            LABELS "cli;fixtures" TIMEOUT 300)
+add_dependencies(test_cli_progress vt backend-cpu model-qwen35)
 
 # test_readme: every `vt <command>` the README shows has a working --help and
 # lists each --flag written after it (tests/test_readme.sh)

@@ -144,60 +144,6 @@ static void test_trained_history_batches(void **s)
     cJSON_Delete(g);
 }
 
-/* The load-progress bar: drawn on a terminal (script(1) gives vt one) while a
- * discrete device's weights are copied, ending at 100% with a newline; never
- * drawn with --no-progress or -q, or when stderr is not a terminal. */
-static void test_progress_bar(void **s)
-{
-    (void)s;
-    if (!(fx = vt_test_fixtures())) return;
-    const char *bin = getenv("VT_TEST_BINARY_DIR");
-    assert_non_null(bin);
-    if (access("/usr/bin/script", X_OK) || system("script -qec true /dev/null >/dev/null 2>&1")) {
-        /* no script(1), or it gets no pseudo-terminal here: say so loudly */
-        fprintf(stderr, "\n*** [cli] script(1) cannot give vt a terminal on this machine: the "
-                        "progress bar's terminal case is NOT run\n\n");
-    } else {
-        static const char *extra[] = {"", "--no-progress", "-q"};
-        for (int i = 0; i < 3; i++) {
-            char cmd[8192], outp[] = "/tmp/vt-cli-tty-XXXXXX";
-            int fd = mkstemp(outp);
-            assert_true(fd >= 0);
-            close(fd);
-            snprintf(cmd, sizeof cmd,
-                     "script -qec \"'%s' run -m '%s' --plugin-dir '%s/tests/fake-plugins/discrete' "
-                     "--device fake -p hi -n 1 %s\" /dev/null > '%s' 2>&1",
-                     vt_test_vt_bin(), model("qwen35moe-tiny-bf16.gguf"), bin, extra[i], outp);
-            int rc = system(cmd);
-            (void)rc; /* the fake backend computes nothing: the run itself fails after the load */
-            char *tty = vt_test_read_file(outp, NULL);
-            unlink(outp);
-            int drawn = strstr(tty, "vt: loading qwen35moe-tiny-bf16.gguf [") != NULL;
-            /* the run ends at the fake backend's first op: its error line shows
-             * vt ran on the terminal in every case */
-            if (!strstr(tty, "vt run:")) fail_msg("vt did not run under script(1): %s", tty);
-            if (i == 0) {
-                if (!drawn || !strstr(tty, "] 100%  19.58 MiB / 19.58 MiB"))
-                    fail_msg("no finished progress bar on the terminal: %s", tty);
-            } else if (drawn) {
-                fail_msg("a progress bar with %s: %s", extra[i], tty);
-            }
-            free(tty);
-        }
-    }
-    /* not a terminal: no bar, no carriage return */
-    const char *args[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "--plugin-dir", NULL,
-                          "--device", "fake", "-p", "hi", "-n", "1", NULL};
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tests/fake-plugins/discrete", bin);
-    args[4] = dir;
-    char *out, *err;
-    run_vt(args, &out, &err);
-    if (strchr(err, '\r') || strstr(err, "vt: loading")) fail_msg("bar drawn on a file: %s", err);
-    free(out);
-    free(err);
-}
-
 /* vt run without -m runs the shipped demo model and says so under --stats */
 static void test_default_demo_model(void **s)
 {
@@ -846,7 +792,6 @@ int main(void)
         cmocka_unit_test(test_command_help),
         cmocka_unit_test(test_greedy_ids),
         cmocka_unit_test(test_trained_history_batches),
-        cmocka_unit_test(test_progress_bar),
         cmocka_unit_test(test_default_demo_model),
         cmocka_unit_test(test_bench_profile),
         cmocka_unit_test(test_bench_parallel),

@@ -1,19 +1,27 @@
 /*
  * test_load_progress.c - the load-progress report (engine.h's
- * vt_engine_progress_fn) and the text of vt run's bar (progress.h).
+ * vt_engine_progress_fn) and the text of the commands' bars (progress.h).
  *   1. vt_progress_format: the bar, percentage, byte units and rate at 0%,
  *      partial, 100%, done > total, total 0, no elapsed time;
+ *      vt_progress_format_count: a count of shards;
  *   2. an engine on a backend whose memory is not host-addressable (the
  *      fake "discrete" backend: copy_h2d is a memcpy) reports every weight
  *      copy: done grows monotonically to total, the last call has
  *      done == total == the bytes copied, at least the fit check's dense
  *      bytes, and nothing is reported once the engine is open;
- *   3. the same model on backend-cpu (weights read in place) reports nothing;
+ *   3. the same model on backend-cpu (weights read in place): the weights
+ *      are read at open (prefault.h), reported as phase "read" up to
+ *      done == total, the tensors' bytes rounded out to pages (every tensor
+ *      with resident experts, the dense ones only with streamed experts);
+ *      vt_engine_weights says so; with params.no_prefault nothing is read
+ *      or reported;
  *   4. the per-op profile (params.profile, op_profile.h): a profiled engine
  *      gives bit-identical logits, records the ops of the profiled calls only,
  *      and refuses to start on an engine opened without it.
  */
 #include "test_util.h"
+
+#include <unistd.h>
 
 #include "engine.h"
 #include "op_profile.h"
@@ -43,12 +51,18 @@ static void test_format(void **state)
     size_t n = vt_progress_format(small, sizeof small, "label", 1, 2, 0.0, 10);
     assert_true(n > sizeof small - 1);
     assert_int_equal(strlen(small), sizeof small - 1);
+    /* a count (the shards of a split model): no byte units, no rate */
+    vt_progress_format_count(b, sizeof b, "vt: opening m-00001-of-00009.gguf", 3, 9, "shards", 9);
+    assert_string_equal(b, "vt: opening m-00001-of-00009.gguf [===>     ]  33%  3 / 9 shards");
+    vt_progress_format_count(b, sizeof b, "L", 12, 9, "shards", 3);
+    assert_string_equal(b, "L [===] 100%  9 / 9 shards");
 }
 
 typedef struct rec {
     int calls, after_open;
     uint64_t last_done, last_total, max_total;
     int monotone, within;
+    const char *phase;
     double last_seconds;
 } rec;
 
@@ -56,7 +70,7 @@ static void on_progress(void *user, const char *phase, uint64_t done, uint64_t t
                         double seconds)
 {
     rec *r = user; /* records only: the callback must return (engine.h) */
-    if (strcmp(phase, "upload")) r->within = 0;
+    if (strcmp(phase, r->phase)) r->within = 0;
     if (r->calls && done < r->last_done) r->monotone = 0;
     if (done > total) r->within = 0;
     if (seconds < r->last_seconds) r->monotone = 0;
@@ -67,16 +81,18 @@ static void on_progress(void *user, const char *phase, uint64_t done, uint64_t t
     if (total > r->max_total) r->max_total = total;
 }
 
-static vt_engine *open_on(const char *device, const char *plugin_dir, rec *r)
+static vt_engine *open_with(const char *device, const char *plugin_dir, rec *r, int no_prefault,
+                            const char *set)
 {
     const char *fx = vt_test_fixtures();
     if (!fx) return NULL;
     char *path = vt_test_path(fx, "qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf");
     static vt_config cfg;
     vt_config_defaults(&cfg);
+    if (set) assert_int_equal(vt_config_set_arg(&cfg, set), VT_OK);
     vt_engine_params p = {.model_path = path, .plugin_dir = plugin_dir, .device = device,
                           .n_threads = 1, .n_ctx = 64, .n_batch = 8, .config = &cfg,
-                          .progress = on_progress, .progress_user = r};
+                          .progress = on_progress, .progress_user = r, .no_prefault = no_prefault};
     vt_engine *e = NULL;
     if (vt_engine_open(&p, &e) != VT_OK)
         fail_msg("vt_engine_open(%s on %s): %s", path, device, vt_last_error());
@@ -84,10 +100,15 @@ static vt_engine *open_on(const char *device, const char *plugin_dir, rec *r)
     return e;
 }
 
+static vt_engine *open_on(const char *device, const char *plugin_dir, rec *r)
+{
+    return open_with(device, plugin_dir, r, 0, NULL);
+}
+
 static void test_discrete_upload(void **state)
 {
     (void)state;
-    rec r = {.monotone = 1, .within = 1};
+    rec r = {.monotone = 1, .within = 1, .phase = "upload"};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/discrete", VT_FAKE_PLUGIN_ROOT);
     vt_engine *e = open_on("fake", dir, &r);
@@ -111,18 +132,65 @@ static void test_discrete_upload(void **state)
     assert_int_equal(r.calls, before);
 }
 
-static void test_in_place_reports_nothing(void **state)
+/* The bytes of the tensors a CPU model reads in place, each rounded out to
+ * whole pages (prefault.h): an upper bound of what is read (merged ranges
+ * share pages), and the tensors' own bytes a lower one. */
+static void in_place_bytes(const vt_engine *e, int experts, uint64_t *lo, uint64_t *hi)
+{
+    const vt_gguf *g = vt_engine_gguf(e);
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    *lo = *hi = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!experts && strstr(t->name, "_exps")) continue;
+        *lo += t->nbytes;
+        *hi += (t->nbytes + 2 * page - 1) / page * page;
+    }
+}
+
+static void test_in_place_read_at_open(void **state)
 {
     (void)state;
-    rec r = {.monotone = 1, .within = 1};
-    vt_engine *e = open_on("cpu", vt_test_plugin_dir(), &r);
+    for (int streamed = 0; streamed < 2; streamed++) {
+        rec r = {.monotone = 1, .within = 1, .phase = "read"};
+        vt_engine *e = open_with("cpu", vt_test_plugin_dir(), &r, 0,
+                                 streamed ? "cpu.experts=streamed" : NULL);
+        if (!e) return;
+        uint64_t lo, hi, bytes;
+        double sec;
+        const char *how;
+        in_place_bytes(e, !streamed, &lo, &hi);
+        vt_engine_weights(e, &bytes, &sec, &how);
+        printf("[progress] cpu, experts %s: %d calls, %llu of %llu bytes read (tensors %llu..%llu) "
+               "in %.4f s: %s\n", streamed ? "streamed" : "resident", r.calls,
+               (unsigned long long)r.last_done, (unsigned long long)r.last_total,
+               (unsigned long long)lo, (unsigned long long)hi, sec, how);
+        assert_true(r.calls >= 1);
+        assert_true(r.monotone);
+        assert_true(r.within);
+        assert_int_equal(r.last_done, r.last_total);
+        assert_true(r.last_done >= lo && r.last_done <= hi);
+        assert_int_equal(bytes, r.last_done);
+        assert_string_equal(how, "read from the file in place");
+        int before = r.calls;
+        int32_t tok[3] = {1, 2, 3};
+        float *lg = malloc(4096 * sizeof *lg * 3);
+        assert_int_equal(vt_engine_eval(e, tok, 3, lg, 0), VT_OK);
+        free(lg);
+        vt_engine_close(e);
+        assert_int_equal(r.calls, before);
+    }
+    /* no_prefault: nothing read at open, nothing reported */
+    rec r = {.monotone = 1, .within = 1, .phase = "read"};
+    vt_engine *e = open_with("cpu", vt_test_plugin_dir(), &r, 1, NULL);
     if (!e) return;
-    int32_t tok[3] = {1, 2, 3};
-    float *lg = malloc(4096 * sizeof *lg * 3);
-    assert_int_equal(vt_engine_eval(e, tok, 3, lg, 0), VT_OK);
-    free(lg);
-    vt_engine_close(e);
+    uint64_t bytes;
+    const char *how;
+    vt_engine_weights(e, &bytes, NULL, &how);
     assert_int_equal(r.calls, 0);
+    assert_int_equal(bytes, 0);
+    assert_string_equal(how, "read in place at first use (--no-prefault)");
+    vt_engine_close(e);
 }
 
 static void test_profile(void **state)
@@ -181,7 +249,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_discrete_upload),
-        cmocka_unit_test(test_in_place_reports_nothing),
+        cmocka_unit_test(test_in_place_read_at_open),
         cmocka_unit_test(test_profile),
     };
     return vt_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

@@ -31,7 +31,7 @@ enum {
     O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS,
     O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE,
     O_NO_SPECIAL, O_TRACE, O_HOST, O_PORT, O_PARALLEL, O_API_KEY, O_API_KEY_FILE, O_QUEUE,
-    O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN,
+    O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN, O_NO_PREFAULT,
     O_MK_SHAPE = 1199, /* in a command's list: every mkmodel shape option */
     O_MK_BASE = 1200   /* + index into the shape table */
 };
@@ -42,7 +42,7 @@ typedef struct opts {
     uint32_t ctx, batch;
     vt_sampler_params sp;
     const char *sets[64];
-    int n_sets, show, json, no_progress, quiet, profile, no_special;
+    int n_sets, show, json, no_progress, quiet, profile, no_special, no_prefault;
     const char *trace;
     uint32_t mk_val[32];   /* mkmodel shape options, by index into the shape table */
     uint8_t mk_set[32];
@@ -81,7 +81,8 @@ extern const cli_command cli_cmd_run, cli_cmd_logits, cli_cmd_tokenize, cli_cmd_
 #define CLI_ENGINE_OPTIONS                                                                    \
     {'m', NULL, NULL}, {'t', NULL, NULL}, {O_DEVICE, NULL, NULL}, {O_PLUGIN_DIR, NULL, NULL}, \
         {O_KERNELS, NULL, NULL}, {O_CTX, NULL, NULL}, {O_BATCH, NULL, NULL},                  \
-        {O_CONFIG, NULL, NULL}, {O_SET, NULL, NULL}, {O_NO_PROGRESS, NULL, NULL}
+        {O_CONFIG, NULL, NULL}, {O_SET, NULL, NULL}, {O_NO_PROGRESS, NULL, NULL},           \
+        {O_NO_PREFAULT, NULL, NULL}
 
 /* cli_options.c */
 /* Parse argv (argv[0] is "vt <cmd>") into o with the defaults; then check
@@ -106,6 +107,29 @@ double cli_now_seconds(void);
 /* Open the engine the options describe (model, device, config, --set, ...),
  * with the load progress bar when stderr is a terminal. */
 vt_status cli_open_engine(const opts *o, vt_engine **e);
+/* vt_gguf_open of o->model (header and tensor table, nothing mapped) with a
+ * bar of the shards opened of a split model (vt info, vt fit) */
+vt_status cli_open_gguf(const opts *o, vt_gguf **g);
+/* --stats: "weights: 19.58 MiB read from the file in place in 0.012 s (1.60 GiB/s)" */
+void cli_print_weights(FILE *f, const vt_engine *e);
+
+/* cli_progress.c: a progress bar on stderr, shown only on a terminal and
+ * not with --no-progress, -q or -v (o may be NULL: then only the terminal
+ * and the log level decide). unit NULL: done/total are bytes (with a rate);
+ * else a count of unit ("shards"). */
+typedef struct cli_bar {
+    char label[96];
+    const char *unit;
+    double t0, last;
+    int show, drawn, ended, cols;
+} cli_bar;
+void cli_bar_init(cli_bar *b, const opts *o, const char *label, const char *unit);
+void cli_bar_draw(cli_bar *b, uint64_t done, uint64_t total, double seconds);
+void cli_bar_end(cli_bar *b); /* a newline when drawn and not finished */
+/* callbacks with user = a cli_bar: the engine's load progress, and a
+ * (done, total) report timed from cli_bar_init */
+void cli_bar_engine_cb(void *user, const char *phase, uint64_t done, uint64_t total, double seconds);
+void cli_bar_cb(void *user, uint64_t done, uint64_t total);
 /* The process's peak resident set (getrusage ru_maxrss), in MiB. */
 double cli_peak_rss_mib(void);
 /* The residency config: the file found (or --config), then every --set; with

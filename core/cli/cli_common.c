@@ -1,19 +1,18 @@
 /*
  * cli_common.c - what the vt commands share: failing with the core's
  * message, the monotonic clock, the residency config with --set, opening an
- * engine with the load-progress bar, peak RSS.
+ * engine with the load-progress bar (cli_progress.c), peak RSS.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "vt/bytes.h"
 #include "error.h"
-#include "progress.h"
 
 int cli_fail(const char *cmd)
 {
@@ -61,75 +60,55 @@ vt_status cli_load_config(const opts *o, vt_config *cfg, int warn_unselected)
     return st;
 }
 
-/* The load-progress bar on stderr: redrawn at most every 0.1 s, finished
- * with a newline at 100% (or by progress_end when the load stops early). */
-typedef struct progress_bar {
-    char label[96];
-    double last;
-    int drawn, ended, cols;
-} progress_bar;
-
-static void progress_draw(void *user, const char *phase, uint64_t done, uint64_t total,
-                          double seconds)
-{
-    (void)phase;
-    progress_bar *b = user;
-    double t = cli_now_seconds();
-    if (b->ended || (done < total && b->drawn && t - b->last < 0.1)) return;
-    /* the line must fit the terminal, or every redraw leaves a wrapped row
-     * behind: the bar shrinks to 10 cells, then the label is cut */
-    char line[512];
-    int width = 30;
-    size_t len = vt_progress_format(line, sizeof line, b->label, done, total, seconds, width);
-    if (b->cols > 0 && len > (size_t)b->cols - 1) {
-        int over = (int)(len - (size_t)(b->cols - 1));
-        width = width - over < 10 ? 10 : width - over;
-        len = vt_progress_format(line, sizeof line, b->label, done, total, seconds, width);
-        if (len > (size_t)b->cols - 1 && len < sizeof line) {
-            /* drop characters from the label's end, keeping the bar and numbers */
-            size_t cut = len - (size_t)(b->cols - 1), lab = strlen(b->label);
-            if (cut > lab) cut = lab;
-            memmove(line + lab - cut, line + lab, len - lab + 1);
-        }
-    }
-    fprintf(stderr, "\r%s\033[K", line);
-    if (done >= total) {
-        fputc('\n', stderr);
-        b->ended = 1;
-    }
-    fflush(stderr);
-    b->drawn = 1;
-    b->last = t;
-}
-
-static void progress_end(progress_bar *b)
-{
-    if (b->drawn && !b->ended) fputc('\n', stderr);
-    b->ended = 1;
-}
-
 vt_status cli_open_engine(const opts *o, vt_engine **e)
 {
     static vt_config cfg; /* large; one per process */
     vt_status st = cli_load_config(o, &cfg, 1);
     if (st != VT_OK) return st;
-    progress_bar bar = {.last = 0};
+    cli_bar bar;
     const char *base = strrchr(o->model, '/');
-    snprintf(bar.label, sizeof bar.label, "vt: loading %s", base ? base + 1 : o->model);
-    /* a terminal only; not with -v (log lines would run into the bar) */
-    const char *term = getenv("TERM");
-    int show = !o->no_progress && !o->quiet && isatty(STDERR_FILENO) &&
-               vt_log_get_level() < VT_LOG_INFO && !(term && !strcmp(term, "dumb"));
-    struct winsize ws;
-    if (show && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) bar.cols = ws.ws_col;
+    char label[96];
+    snprintf(label, sizeof label, "vt: loading %s", base ? base + 1 : o->model);
+    cli_bar_init(&bar, o, label, NULL);
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg,
-                          .progress = show ? progress_draw : NULL, .progress_user = &bar,
-                          .profile = o->profile, .n_seq = (uint32_t)o->parallel};
+                          .progress = bar.show ? cli_bar_engine_cb : NULL, .progress_user = &bar,
+                          .profile = o->profile, .n_seq = (uint32_t)o->parallel,
+                          .no_prefault = o->no_prefault};
     st = vt_engine_open(&p, e);
-    progress_end(&bar);
+    cli_bar_end(&bar);
     return st;
+}
+
+vt_status cli_open_gguf(const opts *o, vt_gguf **g)
+{
+    cli_bar bar;
+    const char *base = strrchr(o->model, '/');
+    char label[96];
+    snprintf(label, sizeof label, "vt: opening %s", base ? base + 1 : o->model);
+    cli_bar_init(&bar, o, label, "shards");
+    vt_status st = vt_gguf_open_progress(o->model, VT_GGUF_NO_MMAP,
+                                         bar.show ? cli_bar_cb : NULL, &bar, g);
+    cli_bar_end(&bar);
+    return st;
+}
+
+void cli_print_weights(FILE *f, const vt_engine *e)
+{
+    uint64_t bytes;
+    double sec;
+    const char *how;
+    vt_engine_weights(e, &bytes, &sec, &how);
+    if (!bytes) {
+        fprintf(f, "weights: %s\n", how);
+        return;
+    }
+    char b[32], r[32];
+    vt_format_bytes(bytes, 0, b, sizeof b);
+    fprintf(f, "weights: %s %s in %.3f s", b, how, sec);
+    if (sec > 0) fprintf(f, " (%s/s)", vt_format_bytes((uint64_t)((double)bytes / sec), 0, r, sizeof r));
+    fputc('\n', f);
 }
 
 double cli_peak_rss_mib(void)

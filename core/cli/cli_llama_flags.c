@@ -42,7 +42,8 @@ static const struct {
     {{"-mg", "--main-gpu", "-ts", "--tensor-split", "-sm"}, "vt uses one GPU; there is no split"},
     {{"--split-mode"}, "vt uses one GPU; there is no split"},
     {{"--mlock", "--no-mmap", "--mmap"},
-     "vt maps the file and places the weights as the residency config says; there is no such flag"},
+     "vt maps the file and places the weights as the residency config says; on the CPU it reads "
+     "them at load (--no-prefault: at first use instead)"},
     {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v"},
      "vt's KV cache is float32; there is no such option"},
     {{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file"},

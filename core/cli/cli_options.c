@@ -63,8 +63,10 @@ static const cli_option options[] = {
     {O_JSON, "json", NULL, "print the results as one JSON object"},
     {O_SPARSE, "sparse", NULL, "write the matrices as holes (a tensor table at real sizes for vt fit)"},
     {O_ARCH, "arch", "ARCH", "qwen35moe (default) or gemma4"},
-    {O_NO_PROGRESS, "no-progress", NULL, "no progress bar while weights are copied to the device\n"
-                                         "(it is drawn on stderr only when stderr is a terminal)"},
+    {O_NO_PROGRESS, "no-progress", NULL, "no progress bar while the weights are read or copied to the\n"
+                                         "device (it is drawn on stderr only when stderr is a terminal)"},
+    {O_NO_PREFAULT, "no-prefault", NULL, "weights used in place from the file (CPU): read them at first\n"
+                                         "use, not at load (a faster start, a slower first prompt)"},
     {O_PROFILE, "profile", NULL, "then one round with every backend op timed (op, calls, ms per step;\n"
                                  "each op followed by a synchronize)"},
     {O_NO_SPECIAL, "no-special", NULL, "control tokens written in the text stay text"},
@@ -238,6 +240,7 @@ static int parse_argv(int argc, char **argv, opts *o)
             vt_log_set_level(VT_LOG_ERROR);
             break;
         case O_NO_PROGRESS: o->no_progress = 1; break;
+        case O_NO_PREFAULT: o->no_prefault = 1; break;
         case O_PROFILE: o->profile = 1; break;
         case O_TRACE: o->trace = optarg; break;
         case O_NO_SPECIAL: o->no_special = 1; break;

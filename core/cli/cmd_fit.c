@@ -28,7 +28,7 @@ static int fit_main(const opts *o)
     const char *dirs[2] = {o->plugin_dir, NULL};
     int probe_ok;
     uint64_t mem_free, mem_total;
-    if (cli_load_config(o, &cfg, 1) != VT_OK || vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK ||
+    if (cli_load_config(o, &cfg, 1) != VT_OK || cli_open_gguf(o, &g) != VT_OK ||
         vt_registry_open(o->plugin_dir ? dirs : NULL, &reg) != VT_OK ||
         vt_residency_select(&cfg, reg, g, o->device, r) != VT_OK ||
         vt_residency_probe(r, &probe_ok, &mem_free, &mem_total) != VT_OK) {
@@ -55,7 +55,9 @@ out:
 static const cli_opt_use fit_options[] = {
     {'m', NULL, NULL}, {O_DEVICE, NULL, NULL}, {O_CTX, NULL, NULL}, {O_BATCH, NULL, NULL},
     {O_PARALLEL, NULL, "sequences served at once (vt serve --parallel): N KV caches"},
-    {O_PLUGIN_DIR, NULL, NULL}, {O_CONFIG, NULL, NULL}, {O_SET, NULL, NULL}, {0, NULL, NULL}};
+    {O_PLUGIN_DIR, NULL, NULL}, {O_CONFIG, NULL, NULL}, {O_SET, NULL, NULL},
+    {O_NO_PROGRESS, NULL, "no bar while a split model's shards are opened (it is drawn on\n"
+                          "stderr only when stderr is a terminal)"}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_fit = {
     "fit", fit_main, "-m MODEL [--device D] [--ctx N] [--parallel N]",

@@ -15,14 +15,16 @@ static int info_main(const opts *o)
         return 2;
     }
     vt_gguf *g;
-    if (vt_gguf_open(o->model, VT_GGUF_NO_MMAP, &g) != VT_OK) return cli_fail("info");
+    if (cli_open_gguf(o, &g) != VT_OK) return cli_fail("info");
     vt_status st = vt_gguf_print_info(g, stdout);
     vt_gguf_close(g);
     return st == VT_OK ? 0 : cli_fail("info");
 }
 
 static const cli_opt_use info_options[] = {
-    {'m', NULL, NULL}, {0, NULL, NULL}};
+    {'m', NULL, NULL},
+    {O_NO_PROGRESS, NULL, "no bar while a split model's shards are opened (it is drawn on\n"
+                          "stderr only when stderr is a terminal)"}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_info = {
     "info", info_main, "-m MODEL",

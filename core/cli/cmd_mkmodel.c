@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "error.h"
 #include "mkmodel.h"
+#include "vt/gguf.h"
 
 static int mkmodel_main(const opts *o)
 {
@@ -25,18 +26,36 @@ static int mkmodel_main(const opts *o)
     if (o->have_seed) p.seed = o->sp.seed;
     cli_mk_apply_shape(o, &p);
     p.sparse = o->mk_sparse;
-    if ((o->type && vt_mkmodel_set_type(&p, o->type) != VT_OK) ||
-        (gemma ? vt_mkmodel_gemma4 : vt_mkmodel_qwen35moe)(o->output, &p) != VT_OK) {
+    cli_bar bar;
+    const char *base = strrchr(o->output, '/');
+    char label[96];
+    snprintf(label, sizeof label, "vt: writing %s", base ? base + 1 : o->output);
+    cli_bar_init(&bar, o, label, NULL);
+    if (bar.show) {
+        p.progress = cli_bar_cb;
+        p.progress_user = &bar;
+    }
+    vt_status st = o->type ? vt_mkmodel_set_type(&p, o->type) : VT_OK;
+    if (st == VT_OK) st = (gemma ? vt_mkmodel_gemma4 : vt_mkmodel_qwen35moe)(o->output, &p);
+    cli_bar_end(&bar);
+    if (st != VT_OK) {
         fprintf(stderr, "vt %s\n", vt_last_error());
         return 1;
     }
-    fprintf(stderr, "wrote %s\n", o->output);
+    char first[4200];
+    if (p.n_shards > 1 &&
+        vt_gguf_writer_shard_path(o->output, 0, p.n_shards, first, sizeof first) == VT_OK)
+        fprintf(stderr, "wrote %s (shard 1 of %u: open this one)\n", first, p.n_shards);
+    else
+        fprintf(stderr, "wrote %s\n", o->output);
     return 0;
 }
 
 static const cli_opt_use mkmodel_options[] = {
     {'o', NULL, "the model file to write"}, {O_TYPE, NULL, NULL}, {O_ARCH, NULL, NULL},
-    {O_SEED, NULL, "weight seed"}, {O_SPARSE, NULL, NULL}, {O_MK_SHAPE, NULL, NULL}, {0, NULL, NULL}};
+    {O_SEED, NULL, "weight seed"}, {O_SPARSE, NULL, NULL}, {O_MK_SHAPE, NULL, NULL},
+    {O_NO_PROGRESS, NULL, "no progress bar while the file is written (it is drawn on stderr\n"
+                          "only when stderr is a terminal)"}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_mkmodel = {
     "mkmodel", mkmodel_main, "-o FILE [--type T] [--arch ARCH] [shape options]",

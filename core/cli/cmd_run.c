@@ -239,6 +239,7 @@ static int run_main(const opts *o_in)
         /* the last sampled token is not evaluated: decode steps = n_gen - 1 */
         int steps = n_gen > 0 ? n_gen - 1 : 0;
         fprintf(stderr, "load: %.3f s\n", vt_engine_load_seconds(e));
+        cli_print_weights(stderr, e);
         fprintf(stderr, "prefill: %lld tokens in %.4f s (%.1f tokens/s)\n", (long long)n_ids,
                 t1 - t0, n_ids / (t1 - t0));
         fprintf(stderr, "decode: %d tokens in %.4f s (%.1f tokens/s)\n", steps, t2 - t1,

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "error.h"
 #include "op_profile.h"
+#include "prefault.h"
 #include "registry.h"
 #include "residency.h"
 
@@ -36,6 +37,11 @@ struct vt_engine {
     uint32_t n_batch;
     char arch[64];
     double load_seconds;
+    /* the weights' arrival: bytes copied to the device or read from the
+     * file in place (prefault), and the seconds it took */
+    uint64_t weights_bytes;
+    double weights_seconds;
+    const char *weights_how;
     vt_config cfg;
     vt_residency res;
     const vt_store_api *store_api;
@@ -120,6 +126,44 @@ static vt_status load_model(vt_engine *e, const vt_engine_params *p, const vt_mo
     e->prof = prof;
     if (st == VT_OK && p->progress && w.done && w.done != w.total)
         p->progress(p->progress_user, "upload", w.done, w.done, now_seconds() - w.t0);
+    e->weights_seconds = now_seconds() - w.t0;
+    e->weights_bytes = w.done ? w.done : w.total;
+    return st;
+}
+
+typedef struct read_watch {
+    vt_engine_progress_fn fn;
+    void *user;
+    double t0;
+} read_watch;
+
+static void on_weight_read(void *user, uint64_t done, uint64_t total)
+{
+    read_watch *w = user;
+    w->fn(w->user, "read", done, total, now_seconds() - w->t0);
+}
+
+/* A backend that reads the weights in place from the mapping (CPU, unified
+ * memory): the model's load copied nothing, so the weights are read here,
+ * before the first prompt (prefault.h), unless params.no_prefault. */
+static vt_status read_weights(vt_engine *e, const vt_engine_params *p)
+{
+    const char *why;
+    if (vt_caps_state(e->bplug->desc, VT_CAP_HOST_ADDRESSABLE_DEVICE_MEMORY, &why) != VT_CAP_PRESENT) {
+        e->weights_how = "copied to the device";
+        return VT_OK;
+    }
+    e->weights_bytes = 0;
+    e->weights_seconds = 0;
+    if (p->no_prefault) {
+        e->weights_how = "read in place at first use (--no-prefault)";
+        return VT_OK;
+    }
+    e->weights_how = "read from the file in place";
+    read_watch w = {.fn = p->progress, .user = p->progress_user, .t0 = now_seconds()};
+    vt_status st = vt_prefault_weights(e->gguf, e->res.fit.experts == VT_EXPERTS_STREAMED,
+                                       p->progress ? on_weight_read : NULL, &w, &e->weights_bytes);
+    e->weights_seconds = now_seconds() - w.t0;
     return st;
 }
 
@@ -316,7 +360,7 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     if ((st = vt_gguf_map(e->gguf)) != VT_OK) goto fail;
     vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch,
                           .experts = e->streamer};
-    if ((st = load_model(e, p, &mp)) != VT_OK) {
+    if ((st = load_model(e, p, &mp)) != VT_OK || (st = read_weights(e, p)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
         goto fail;
     }
@@ -396,6 +440,13 @@ const vt_tokenizer *vt_engine_tokenizer(const vt_engine *e) { return e->tok; }
 const char *vt_engine_arch(const vt_engine *e) { return e->arch; }
 void vt_engine_model_info(const vt_engine *e, vt_model_info *out) { *out = e->info; }
 double vt_engine_load_seconds(const vt_engine *e) { return e->load_seconds; }
+
+void vt_engine_weights(const vt_engine *e, uint64_t *bytes, double *seconds, const char **how)
+{
+    if (bytes) *bytes = e->weights_bytes;
+    if (seconds) *seconds = e->weights_seconds;
+    if (how) *how = e->weights_how ? e->weights_how : "";
+}
 
 vt_status vt_engine_reset(vt_engine *e)
 {

@@ -20,12 +20,14 @@ typedef struct vt_engine vt_engine;
 
 /*
  * Load progress: called on the thread that opens the engine while the model
- * copies its weights into device memory (backends whose device memory is not
- * host-addressable; a backend that reads the weights in place from the
- * mapping copies nothing and gets no call). `done` and `total` are bytes;
- * total is the fit check's estimate (dense weights, plus the routed experts
- * when resident) and grows if the copies exceed it; the last call has
- * done == total. `seconds` counts from the start of the model's load. A copy
+ * copies its weights into device memory (phase "upload": backends whose
+ * device memory is not host-addressable), or while the weights a backend
+ * reads in place from the mapping are read into memory (phase "read",
+ * prefault.h; none with params.no_prefault). `done` and `total` are bytes;
+ * for "upload" total is the fit check's estimate (dense weights, plus the
+ * routed experts when resident) and grows if the copies exceed it, for
+ * "read" the page-rounded bytes to read; the last call has done == total.
+ * `seconds` counts from the start of the phase. A copy
  * a model makes from another thread is made but not reported. The callback
  * must return (no longjmp out of it) and must not open an engine.
  */
@@ -43,6 +45,9 @@ typedef struct vt_engine_params {
     const char *config_path; /* residency config (NULL: search, see config.h) */
     const vt_config *config; /* an already loaded config (overrides applied); wins over config_path */
     vt_engine_progress_fn progress; /* NULL: none */
+    int no_prefault;         /* 1: a backend that reads the weights in place from the
+                                mapping (CPU, unified memory) reads them at first use,
+                                not at open (prefault.h; phase "read" of progress) */
     void *progress_user;
     int profile;             /* 1: ops can be timed (vt_engine_profile_*, op_profile.h) */
     uint32_t n_seq;          /* sequences held at once (vt serve --parallel); the fit check
@@ -63,6 +68,12 @@ const vt_tokenizer *vt_engine_tokenizer(const vt_engine *e);
 const char *vt_engine_arch(const vt_engine *e);
 void vt_engine_model_info(const vt_engine *e, vt_model_info *out);
 double vt_engine_load_seconds(const vt_engine *e);
+/* How the weights came in at open: *bytes (the fit check's estimate where a
+ * load without progress or profile counted no copies), *seconds, and *how
+ * ("copied to the device", "read from the file in place", or "read in place
+ * at first use (--no-prefault)", then with 0 bytes and seconds). Any
+ * pointer may be NULL. */
+void vt_engine_weights(const vt_engine *e, uint64_t *bytes, double *seconds, const char **how);
 
 /* The expert streamer when the residency streams experts, else NULL. */
 const vt_expert_streamer *vt_engine_streamer(const vt_engine *e);

@@ -2,7 +2,8 @@
  * gguf_access.c - the accessors of an open GGUF file (vt/gguf.h): model-level
  * facts and shards, metadata getters with their type and range checks, the
  * metadata printer of `vt info`, and tensor lookup. Parsing and opening are
- * in gguf_reader.c; the objects in gguf_internal.h.
+ * in gguf_reader.c, metadata values in gguf_value.c; the objects in
+ * gguf_internal.h.
  */
 #include "vt/gguf.h"
 
@@ -14,66 +15,6 @@
 
 #include "error.h"
 #include "gguf_internal.h"
-
-/* ------------------------------------------------------------------------ */
-/* Typed access to a shard's metadata                                        */
-/* ------------------------------------------------------------------------ */
-
-bool gguf_is_int_type(vt_gguf_type t)
-{
-    switch (t) {
-    case VT_GGUF_UINT8: case VT_GGUF_UINT16: case VT_GGUF_UINT32: case VT_GGUF_UINT64:
-    case VT_GGUF_INT8: case VT_GGUF_INT16: case VT_GGUF_INT32: case VT_GGUF_INT64:
-    case VT_GGUF_BOOL:
-        return true;
-    default:
-        return false;
-    }
-}
-
-bool gguf_is_signed_type(vt_gguf_type t)
-{
-    return t == VT_GGUF_INT8 || t == VT_GGUF_INT16 || t == VT_GGUF_INT32 || t == VT_GGUF_INT64;
-}
-
-/* Integer value of kv in [lo, hi]; VT_ERR_FORMAT naming the key otherwise. */
-vt_status gguf_kv_int(const char *file, const gguf_kv *kv, int64_t lo, uint64_t hi,
-                        int64_t *si, uint64_t *ui)
-{
-    if (!gguf_is_int_type(kv->type)) {
-        vt_set_error("%s: metadata key '%s' has type %s, expected an integer", file, kv->key,
-                     vt_gguf_type_name(kv->type));
-        return VT_ERR_FORMAT;
-    }
-    if (gguf_is_signed_type(kv->type)) {
-        int64_t v = kv->v.i;
-        if (v < lo || (v >= 0 && (uint64_t)v > hi)) {
-            vt_set_error("%s: metadata key '%s' = %" PRId64 " is out of range [%" PRId64
-                         ", %" PRIu64 "]",
-                         file, kv->key, v, lo, hi);
-            return VT_ERR_FORMAT;
-        }
-        if (si) *si = v;
-        if (ui) *ui = (uint64_t)v;
-    } else {
-        uint64_t v = kv->v.u;
-        if (v > hi) {
-            vt_set_error("%s: metadata key '%s' = %" PRIu64 " is out of range [%" PRId64
-                         ", %" PRIu64 "]",
-                         file, kv->key, v, lo, hi);
-            return VT_ERR_FORMAT;
-        }
-        if (si) *si = (int64_t)v;
-        if (ui) *ui = v;
-    }
-    return VT_OK;
-}
-
-const gguf_kv *gguf_shard_kv(const gguf_shard *s, const char *key)
-{
-    int64_t i = gguf_name_index_find(&s->kv_index, key);
-    return i < 0 ? NULL : &s->kv[i];
-}
 
 /* ------------------------------------------------------------------------ */
 /* Model-level facts                                                         */

@@ -1,7 +1,8 @@
 /*
- * gguf_internal.h - the GGUF reader's objects and the helpers its two files
+ * gguf_internal.h - the GGUF reader's objects and the helpers its files
  * share: gguf_reader.c (parsing, opening, mapping) and gguf_access.c (the
- * vt/gguf.h accessors of an open file). Hidden: not exported from libvtcore.
+ * vt/gguf.h accessors of an open file) both call gguf_value.c (metadata
+ * values) and gguf_name_index.c. Hidden: not exported from libvtcore.
  */
 #ifndef VT_GGUF_INTERNAL_H
 #define VT_GGUF_INTERNAL_H

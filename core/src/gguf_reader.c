@@ -14,7 +14,8 @@
  * tensor 'name'). After parsing, each shard is mmap-ed read-only
  * (PROT_READ, MAP_PRIVATE) unless VT_GGUF_NO_MMAP is given.
  *
- * Not here: the accessors of an open file (gguf_access.c), the writer
+ * Not here: metadata values and their checks (gguf_value.c), the accessors
+ * of an open file (gguf_access.c), the writer
  * (gguf_writer.c), `vt info` printing (gguf_info.c) and the SIGBUS report over
  * the mappings (gguf_guard.c).
  */
@@ -215,51 +216,6 @@ static vt_status rd_string(reader *r, vt_gguf_str *out, char **owned, uint64_t m
 /* ------------------------------------------------------------------------ */
 /* Metadata                                                                  */
 /* ------------------------------------------------------------------------ */
-
-static const char *const type_names[VT_GGUF_TYPE_COUNT] = {
-    "UINT8", "INT8",  "UINT16", "INT16", "UINT32", "INT32",  "FLOAT32",
-    "BOOL",  "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64",
-};
-
-const char *vt_gguf_type_name(vt_gguf_type t)
-{
-    return (unsigned)t < VT_GGUF_TYPE_COUNT ? type_names[t] : "UNKNOWN";
-}
-
-/* Bytes of one scalar of type t; 0 for STRING/ARRAY/unknown. */
-uint32_t gguf_scalar_size(vt_gguf_type t)
-{
-    switch (t) {
-    case VT_GGUF_UINT8: case VT_GGUF_INT8: case VT_GGUF_BOOL: return 1;
-    case VT_GGUF_UINT16: case VT_GGUF_INT16: return 2;
-    case VT_GGUF_UINT32: case VT_GGUF_INT32: case VT_GGUF_FLOAT32: return 4;
-    case VT_GGUF_UINT64: case VT_GGUF_INT64: case VT_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
-/* Decode one little-endian scalar of type t from b into kv->v. */
-void gguf_decode_scalar(vt_gguf_type t, const uint8_t *b, gguf_kv *kv)
-{
-    uint64_t x = 0;
-    uint32_t n = gguf_scalar_size(t);
-    for (int i = (int)n - 1; i >= 0; i--) x = x << 8 | b[i];
-    switch (t) {
-    case VT_GGUF_INT8: kv->v.i = (int8_t)x; break;
-    case VT_GGUF_INT16: kv->v.i = (int16_t)x; break;
-    case VT_GGUF_INT32: kv->v.i = (int32_t)x; break;
-    case VT_GGUF_INT64: kv->v.i = (int64_t)x; break;
-    case VT_GGUF_FLOAT32: {
-        float f;
-        uint32_t u = (uint32_t)x;
-        memcpy(&f, &u, 4);
-        kv->v.f = f;
-        break;
-    }
-    case VT_GGUF_FLOAT64: memcpy(&kv->v.f, &x, 8); break;
-    default: kv->v.u = x; break;
-    }
-}
 
 static void kv_free(gguf_kv *kv)
 {
@@ -796,7 +752,8 @@ static char *shard_name(const char *path, long prefix_len, unsigned k1, unsigned
     return s;
 }
 
-static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
+static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags, vt_gguf_progress_fn fn,
+                             void *user)
 {
     gguf_shard *s0 = &g->shards[0];
     long plen = split_prefix_len(s0->path, NULL, NULL);
@@ -823,6 +780,7 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
     }
     g->shards = sh;
     s0 = &g->shards[0]; /* the array moved */
+    if (fn) fn(user, 1, count);
     for (uint64_t k = 1; k < count; k++) {
         gguf_shard *s = &g->shards[k];
         memset(s, 0, sizeof *s);
@@ -856,6 +814,7 @@ static vt_status open_splits(vt_gguf *g, uint64_t count, uint32_t flags)
             return VT_ERR_FORMAT;
         }
         if (!(flags & VT_GGUF_NO_MMAP) && (st = map_shard(g, s, (uint32_t)k))) return st;
+        if (fn) fn(user, k + 1, count);
     }
     if ((uint64_t)g->n_tensors != total) {
         vt_set_error("%s: split.tensors.count = %" PRIu64 " but the %" PRIu64
@@ -895,6 +854,12 @@ static vt_status build_tensor_index(vt_gguf *g)
 }
 
 vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out)
+{
+    return vt_gguf_open_progress(path, flags, NULL, NULL, out);
+}
+
+vt_status vt_gguf_open_progress(const char *path, uint32_t flags, vt_gguf_progress_fn fn,
+                                void *user, vt_gguf **out)
 {
     if (!out || !path) {
         vt_set_error("vt_gguf_open: path and out are required");
@@ -945,7 +910,7 @@ vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out)
             st = VT_ERR_FORMAT;
             goto fail;
         }
-        if ((st = open_splits(g, count, flags))) goto fail;
+        if ((st = open_splits(g, count, flags, fn, user))) goto fail;
     }
     if ((st = build_tensor_index(g))) goto fail;
     *out = g;

@@ -71,7 +71,21 @@ struct vt_gguf_writer {
     size_t n_kv, cap_kv;
     wtensor *t;
     size_t n_t, cap_t;
+    vt_gguf_progress_fn progress; /* vt_gguf_writer_set_progress */
+    void *progress_user;
 };
+
+/* The progress of one write: data bytes done of total (every file). */
+typedef struct wprogress {
+    const vt_gguf_writer *w;
+    uint64_t done, total;
+} wprogress;
+
+static void wprogress_add(wprogress *p, uint64_t n)
+{
+    p->done += n;
+    if (p->w->progress) p->w->progress(p->w->progress_user, p->done, p->total);
+}
 
 /* Element bytes of a numeric GGUF value type (0 for STRING/ARRAY/unknown). */
 static uint32_t value_size(vt_gguf_type t)
@@ -559,7 +573,7 @@ static vt_status dest_mode(const char *path, mode_t *mode)
  * "...XXXXXX" template, filled in by mkstemp), with the given mode, synced.
  * buf: the fill buffer (chunk_bytes). */
 static vt_status write_file(const vt_gguf_writer *w, char *tmp, mode_t mode, const file_spec *fs,
-                            uint8_t *buf)
+                            uint8_t *buf, wprogress *pr)
 {
     int fd = mkstemp(tmp);
     if (fd < 0) {
@@ -616,14 +630,19 @@ static vt_status write_file(const vt_gguf_writer *w, char *tmp, mode_t mode, con
                 }
                 put(&o, buf, n);
                 done += n;
+                wprogress_add(pr, n);
             }
             if (st) break;
         } else if (t->data) {
             put(&o, t->data, (size_t)t->nbytes);
+            wprogress_add(pr, t->nbytes);
         } else {
             skip(&o, t->nbytes);
+            wprogress_add(pr, t->nbytes);
         }
-        put_zeros(&o, align_up(o.pos - data_start, w->alignment) - (o.pos - data_start));
+        uint64_t pad = align_up(o.pos - data_start, w->alignment) - (o.pos - data_start);
+        put_zeros(&o, pad);
+        if (pad) wprogress_add(pr, pad);
     }
     /* a trailing hole needs the size set explicitly */
     if (!st && !o.bad &&
@@ -652,6 +671,20 @@ static char *tmp_name(const char *path)
     return tmp;
 }
 
+void vt_gguf_writer_set_progress(vt_gguf_writer *w, vt_gguf_progress_fn fn, void *user)
+{
+    if (!w) return;
+    w->progress = fn;
+    w->progress_user = user;
+}
+
+static wprogress wprogress_start(const vt_gguf_writer *w)
+{
+    wprogress p = {w, 0, 0};
+    for (size_t i = 0; i < w->n_t; i++) p.total += align_up(w->t[i].nbytes, w->alignment);
+    return p;
+}
+
 vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
 {
     if (!w || !path) {
@@ -671,7 +704,8 @@ vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path)
         return VT_ERR_OUT_OF_MEMORY;
     }
     file_spec fs = {0, w->n_t, 0, 1, true};
-    st = write_file(w, tmp, mode, &fs, buf);
+    wprogress pr = wprogress_start(w);
+    st = write_file(w, tmp, mode, &fs, buf, &pr);
     free(buf);
     if (!st && rename(tmp, path) != 0) {
         vt_set_error("%s: cannot rename to %s: %s", tmp, path, strerror(errno));
@@ -813,9 +847,10 @@ vt_status vt_gguf_writer_write_split(vt_gguf_writer *w, const char *path, uint32
         modes[k] = m;
     }
     assign_shards(w, n_shards, first);
+    wprogress pr = wprogress_start(w);
     for (uint32_t k = 0; k < n_shards && !st; k++) {
         file_spec fs = {first[k], first[k + 1], k, n_shards, k == 0};
-        if ((st = write_file(w, name[n_shards + k], modes[k], &fs, buf)))
+        if ((st = write_file(w, name[n_shards + k], modes[k], &fs, buf, &pr)))
             for (uint32_t j = 0; j < k; j++) remove(name[n_shards + j]);
     }
     for (uint32_t k = 0; k < n_shards && !st; k++) {

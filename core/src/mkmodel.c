@@ -536,6 +536,7 @@ static vt_status mk_write(vt_gguf_writer *w, const vt_mkmodel_params *p, const c
         return VT_ERR_OUT_OF_MEMORY;
     add_fn(&m, n_vocab);
     vt_status st = m.st;
+    vt_gguf_writer_set_progress(w, p->progress, p->progress_user);
     if (!st) st = vt_gguf_writer_write_split(w, path, p->n_shards ? p->n_shards : 1);
     free(m.t);
     return st;

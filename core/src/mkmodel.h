@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "vt/gguf.h"
 #include "vt/status.h"
 
 /* vt_mkmodel_params.weight_mix */
@@ -107,6 +108,9 @@ typedef struct vt_mkmodel_params {
                                     VT_MKMODEL_MIX_UD (the ud-* names) (NONE) */
     uint32_t exps_down_type;     /* VT_MKMODEL_MIX_UD: ffn_down_exps' type (set with the mix
                                     by vt_mkmodel_set_type) */
+    vt_gguf_progress_fn progress; /* bytes of tensor data written, every shard (vt/gguf.h's
+                                    vt_gguf_writer_set_progress); NULL: none (NULL) */
+    void *progress_user;
 } vt_mkmodel_params;
 
 /* Fill p with the defaults above (the qwen35moe-tiny fixture's shape). */

@@ -1,5 +1,6 @@
 /*
- * progress.h - the text of a load-progress line (vt run's bar on stderr).
+ * progress.h - the text of a progress line (the bars of the vt commands on
+ * stderr: a model's load, vt mkmodel, opening a split model).
  */
 #ifndef VT_PROGRESS_H
 #define VT_PROGRESS_H
@@ -18,5 +19,13 @@
  */
 size_t vt_progress_format(char *buf, size_t cap, const char *label, uint64_t done,
                           uint64_t total, double seconds, int bar_width);
+
+/*
+ * The same line for a count of things (unit: "shards", ...) instead of bytes:
+ *   "<label> [=========>          ]  33%  3 / 9 shards"
+ * (no rate). Same clamping and return value as vt_progress_format.
+ */
+size_t vt_progress_format_count(char *buf, size_t cap, const char *label, uint64_t done,
+                                uint64_t total, const char *unit, int bar_width);
 
 #endif

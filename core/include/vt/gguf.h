@@ -78,12 +78,24 @@ typedef struct vt_gguf vt_gguf;
 #define VT_GGUF_SINGLE_FILE 0x2u /* do not follow split.* keys (used by tools) */
 
 /*
+ * Progress of a long step: done of total, in the unit the function taking it
+ * names (bytes, or shards), on the caller's thread, done increasing; the
+ * last call has done == total. It must return (no longjmp out of it).
+ */
+typedef void (*vt_gguf_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+/*
  * Open a model file. For a split model pass the first shard; the other shards
  * are opened by name (gguf.md §5). A later shard passed alone is refused with
  * a message naming the first shard's file name.
  * Errors: VT_ERR_IO, VT_ERR_FORMAT, VT_ERR_OUT_OF_MEMORY (vt_last_error()).
  */
 vt_status vt_gguf_open(const char *path, uint32_t flags, vt_gguf **out);
+/* vt_gguf_open reporting a split model's shards to fn as each is parsed
+ * (done, total in shards: 1 of N after the first); a single file gets no
+ * call. fn NULL: vt_gguf_open. */
+vt_status vt_gguf_open_progress(const char *path, uint32_t flags, vt_gguf_progress_fn fn,
+                                void *user, vt_gguf **out);
 void vt_gguf_close(vt_gguf *g);
 /* Map the tensor data of a model opened with VT_GGUF_NO_MMAP (every shard not
  * yet mapped), pointing each tensor's data at it. Not thread-safe: call it
@@ -212,6 +224,11 @@ typedef vt_status (*vt_gguf_fill_fn)(void *user, void *buf, uint64_t offset, siz
 vt_status vt_gguf_writer_add_tensor_fill(vt_gguf_writer *w, const char *name, uint32_t type,
                                          uint32_t n_dims, const int64_t *ne, uint64_t nbytes,
                                          vt_gguf_fill_fn fill, void *user);
+/* Report the writes of w (vt_gguf_writer_write, _write_split) to fn: bytes
+ * of tensor data (holes and padding included) of every file written, after
+ * each chunk of at most a few MiB; total: every tensor's data bytes, padded
+ * to the alignment. fn NULL: none (the default). */
+void vt_gguf_writer_set_progress(vt_gguf_writer *w, vt_gguf_progress_fn fn, void *user);
 vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path);
 /*
  * Write a split model of n_shards files (gguf.md §5), named
