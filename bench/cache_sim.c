@@ -4,11 +4,11 @@
  *
  *   cache_sim [--matrices N] TRACE [SLOTS ...]
  * For each arena size (default: the trace's own), replays the trace through
- * the real expert streamer (core/src/expert_streamer.c) over a generated
+ * the real expert streamer (core/src/stream/expert_streamer.c) over a generated
  * file of the trace's shape whose slices are 16 bytes (the policy does not
  * depend on slice size), once per policy, and prints the decode-phase hit
  * rate of each next to LRU replayed by the simulator and Belady's optimum
- * (core/src/cache_sim.c). Prefill and warm-up acquires move the cache but
+ * (core/src/stream/cache_sim.c). Prefill and warm-up acquires move the cache but
  * are not counted, as in vt bench.
  * --matrices N replays every acquire with N matrices per layer instead of
  * the trace's own: --matrices 1 measures slots that hold an expert's whole

@@ -1,6 +1,6 @@
 /*
  * sampler_adversary.h - a row of logits built against the sampler's sampled
- * pivot (core/src/sampler.c, select_first): it replays that selection on ids
+ * pivot (core/src/text/sampler.c, select_first): it replays that selection on ids
  * 0..V-1 in order (the candidate list of a row with nothing banned and no
  * NaN) while wanting the first 64, and at each pass gives the 256 sampled
  * ids the lowest values not yet given, so every pass cuts off little; the

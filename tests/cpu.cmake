@@ -41,4 +41,4 @@ add_dependencies(test_moe_ops backend-cpu)
 # vocabulary, top-p, min-p). Built, not run as a test.
 add_executable(bench_sampler ${CMAKE_SOURCE_DIR}/bench/bench_sampler.c)
 target_link_libraries(bench_sampler PRIVATE vtcore m)
-target_include_directories(bench_sampler PRIVATE ${CMAKE_SOURCE_DIR}/core/src ${CMAKE_SOURCE_DIR}/bench)
+target_include_directories(bench_sampler PRIVATE ${VT_CORE_INTERNAL_INCLUDE_DIRS} ${CMAKE_SOURCE_DIR}/bench)

@@ -18,12 +18,12 @@
 # compile with any compiler and their seeds run under the ASan/UBSan pass.
 set(VT_FUZZ_MODEL_DEFAULT ${VT_FIXTURES_DIR}/qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf)
 add_executable(fuzz_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_seeds.c)
-target_include_directories(fuzz_seeds PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
+target_include_directories(fuzz_seeds PRIVATE ${VT_CORE_INTERNAL_INCLUDE_DIRS})
 target_link_libraries(fuzz_seeds PRIVATE vtcore PkgConfig::CJSON)
 foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc)
   add_executable(fuzz_replay_${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c
                  ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_replay.c)
-  target_include_directories(fuzz_replay_${target} PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
+  target_include_directories(fuzz_replay_${target} PRIVATE ${VT_CORE_INTERNAL_INCLUDE_DIRS})
   target_compile_definitions(fuzz_replay_${target} PRIVATE
                              VT_FUZZ_DEFAULT_MODEL="${VT_FUZZ_MODEL_DEFAULT}")
   target_link_libraries(fuzz_replay_${target} PRIVATE vtcore PkgConfig::UTF8PROC m)
@@ -47,13 +47,14 @@ endif()
 
 set(VT_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -g)
-set(VT_FUZZ_SOURCES error.c config.c gguf_reader.c gguf_access.c gguf_name_index.c gguf_guard.c gguf_writer.c gguf_info.c tokenizer.c tokenizer_load.c
-    tokenizer_unicode.c chat_template.c) # config.c: error.c formats byte counts with it
+set(VT_FUZZ_SOURCES base/error.c gguf/gguf_reader.c gguf/gguf_access.c gguf/gguf_value.c
+    gguf/gguf_name_index.c gguf/gguf_guard.c gguf/gguf_writer.c gguf/gguf_info.c
+    text/tokenizer.c text/tokenizer_load.c text/tokenizer_unicode.c text/chat_template.c)
 list(TRANSFORM VT_FUZZ_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/core/src/)
 
 add_library(vtcore_fuzz STATIC ${VT_FUZZ_SOURCES})
 target_include_directories(vtcore_fuzz PUBLIC ${CMAKE_SOURCE_DIR}/core/include
-                                              ${CMAKE_SOURCE_DIR}/core/src)
+                                              ${VT_CORE_INTERNAL_INCLUDE_DIRS})
 target_compile_options(vtcore_fuzz PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
 target_link_libraries(vtcore_fuzz PUBLIC PkgConfig::UTF8PROC PkgConfig::YAML Threads::Threads m)
 

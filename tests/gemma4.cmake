@@ -10,7 +10,7 @@ if(TARGET backend-cuda)
   add_dependencies(test_gemma4_fixtures backend-cuda)
 endif()
 
-# vt_mkmodel_gemma4 (core/src/mkmodel.c): generated gemma4 MoE and dense models
+# vt_mkmodel_gemma4 (core/tools/mkmodel.c): generated gemma4 MoE and dense models
 # round-trip through the reader, load in the tokenizer and in model-gemma4 via
 # the plugin ABI, finite logits; streamed experts bit-identical to resident.
 vt_add_test(test_mkmodel_gemma4 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_mkmodel_gemma4.c

@@ -43,6 +43,7 @@ endforeach()
 # one (CI) it skips loudly (77); a plugin that should have been built under
 # CI=true and was not fails, as above.
 vt_add_test(test_cuda_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops_mixer.c ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops_models.c
             LIBS vtcore PkgConfig::CJSON ${CMAKE_DL_LIBS} LABELS "gpu;fixtures" TIMEOUT 300)
 vt_cuda_test_definitions(test_cuda_ops)
 add_dependencies(test_cuda_ops backend-cpu model-qwen35)
@@ -58,6 +59,7 @@ endif()
 # device; everything else needs a CUDA device and skips loudly (77) without
 # one; a plugin that should have been built under CI=true and was not fails.
 vt_add_test(test_cuda_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_quant.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_quant_int8.c
             LIBS vt_cpu_kernels vtcore ${CMAKE_DL_LIBS} LABELS "gpu;cuda;fixtures" TIMEOUT 300)
 vt_cuda_test_definitions(test_cuda_quant)
 

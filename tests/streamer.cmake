@@ -1,6 +1,7 @@
-# The expert streamer and the host slot store (core/src/expert_streamer*.c,
+# The expert streamer and the host slot store (core/src/stream/expert_streamer*.c,
 # host_store.c): pattern files, LRU, fault injection at read and commit.
 vt_add_test(test_expert_streamer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_expert_streamer.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/test_expert_streamer_batched.c
             ${CMAKE_CURRENT_SOURCE_DIR}/streamer_rig.c LIBS vtcore LABELS streamer TIMEOUT 60)
 
 # The router-ahead prefetch over the same rig: ahead publishes copied at once
@@ -50,12 +51,12 @@ add_executable(bench_h2d ${CMAKE_SOURCE_DIR}/bench/bench_h2d.c)
 target_include_directories(bench_h2d PRIVATE ${CMAKE_SOURCE_DIR}/core/include)
 target_link_libraries(bench_h2d PRIVATE ${CMAKE_DL_LIBS})
 
-# Belady's optimum and LRU replayed over routing traces (core/src/cache_sim.c).
+# Belady's optimum and LRU replayed over routing traces (core/src/stream/cache_sim.c).
 vt_add_test(test_cache_sim SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cache_sim.c
             LIBS vtcore LABELS streamer TIMEOUT 60)
 
 # bench/cache_sim: replacement policies replayed over a `vt bench --trace`
 # routing trace through the real streamer, next to Belady; built, not a test.
 add_executable(cache_sim ${CMAKE_SOURCE_DIR}/bench/cache_sim.c)
-target_include_directories(cache_sim PRIVATE ${CMAKE_SOURCE_DIR}/core/src)
+target_include_directories(cache_sim PRIVATE ${VT_CORE_INTERNAL_INCLUDE_DIRS})
 target_link_libraries(cache_sim PRIVATE vtcore)

@@ -1,5 +1,5 @@
 /*
- * test_cache_sim.c - the offline replacement simulations (core/src/cache_sim.c):
+ * test_cache_sim.c - the offline replacement simulations (core/src/stream/cache_sim.c):
  *  - hand-worked traces for Belady's optimum and LRU (cyclic access larger
  *    than the cache: LRU 0 hits, Belady capacity-1 of every cycle);
  *  - the batch rule: keys of one batch are never each other's victims, a

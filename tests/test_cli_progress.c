@@ -97,6 +97,8 @@ static void test_load_bar(void **s)
         if (i == 0) want(t, "discrete load on a terminal", full, 1);
         free(t);
     }
+    snprintf(args, sizeof args, "run -m '%s' --plugin-dir '%s/tests/fake-plugins/discrete' "
+             "--device fake -p hi -n 1", model("qwen35moe-tiny-bf16.gguf"), bin);
     t = on_file(args);
     want(t, "discrete load into a file", "vt: loading", 0);
     want(t, "discrete load into a file", "\r", 0);

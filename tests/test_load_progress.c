@@ -13,14 +13,17 @@
  *      are read at open (prefault.h), reported as phase "read" up to
  *      done == total, the tensors' bytes rounded out to pages (every tensor
  *      with resident experts, the dense ones only with streamed experts);
- *      vt_engine_weights says so; with params.no_prefault nothing is read
- *      or reported;
+ *      vt_engine_weights says so, and mincore finds every page of them in
+ *      memory after the fixture was dropped from the page cache; with
+ *      params.no_prefault nothing is read or reported;
  *   4. the per-op profile (params.profile, op_profile.h): a profiled engine
  *      gives bit-identical logits, records the ops of the profiled calls only,
  *      and refuses to start on an engine opened without it.
  */
 #include "test_util.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -148,11 +151,50 @@ static void in_place_bytes(const vt_engine *e, int experts, uint64_t *lo, uint64
     }
 }
 
+/* Drop the fixture's pages from the page cache (where no other process maps
+ * them: then the call changes nothing, and the resident check below says
+ * nothing about the read it is meant to show). */
+static void evict_fixture(void)
+{
+    const char *fx = vt_test_fixtures();
+    char *path = vt_test_path(fx, "qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf");
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    free(path);
+}
+
+/* Pages of the in-place tensors of e's mapping that are not in memory
+ * (mincore), of *n_pages. */
+static uint64_t pages_absent(const vt_engine *e, int experts, uint64_t *n_pages)
+{
+    const vt_gguf *g = vt_engine_gguf(e);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uint64_t absent = 0;
+    *n_pages = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (!t->nbytes || (!experts && strstr(t->name, "_exps"))) continue;
+        assert_non_null(t->data);
+        uintptr_t lo = (uintptr_t)t->data & ~(page - 1), hi = (uintptr_t)t->data + t->nbytes;
+        size_t np = (size_t)((hi - lo + page - 1) / page);
+        unsigned char *vec = malloc(np);
+        assert_non_null(vec);
+        assert_int_equal(mincore((void *)lo, hi - lo, vec), 0);
+        for (size_t k = 0; k < np; k++) absent += !(vec[k] & 1);
+        *n_pages += np;
+        free(vec);
+    }
+    return absent;
+}
+
 static void test_in_place_read_at_open(void **state)
 {
     (void)state;
     for (int streamed = 0; streamed < 2; streamed++) {
         rec r = {.monotone = 1, .within = 1, .phase = "read"};
+        if (vt_test_fixtures()) evict_fixture();
         vt_engine *e = open_with("cpu", vt_test_plugin_dir(), &r, 0,
                                  streamed ? "cpu.experts=streamed" : NULL);
         if (!e) return;
@@ -172,6 +214,11 @@ static void test_in_place_read_at_open(void **state)
         assert_true(r.last_done >= lo && r.last_done <= hi);
         assert_int_equal(bytes, r.last_done);
         assert_string_equal(how, "read from the file in place");
+        /* every page of every tensor the model reads in place is in memory */
+        uint64_t n_pages, absent = pages_absent(e, !streamed, &n_pages);
+        printf("[progress] after the open: %llu of %llu pages of the in-place tensors absent\n",
+               (unsigned long long)absent, (unsigned long long)n_pages);
+        assert_int_equal(absent, 0);
         int before = r.calls;
         int32_t tok[3] = {1, 2, 3};
         float *lg = malloc(4096 * sizeof *lg * 3);
@@ -180,10 +227,17 @@ static void test_in_place_read_at_open(void **state)
         vt_engine_close(e);
         assert_int_equal(r.calls, before);
     }
-    /* no_prefault: nothing read at open, nothing reported */
+    /* no_prefault: nothing read at open, nothing reported (the pages absent
+     * after eviction are printed: where none are, the check above showed
+     * nothing, as when another process maps the fixture) */
     rec r = {.monotone = 1, .within = 1, .phase = "read"};
+    evict_fixture();
     vt_engine *e = open_with("cpu", vt_test_plugin_dir(), &r, 1, NULL);
     if (!e) return;
+    uint64_t n_pages, absent = pages_absent(e, 1, &n_pages);
+    printf("[progress] --no-prefault, after the open: %llu of %llu pages absent%s\n",
+           (unsigned long long)absent, (unsigned long long)n_pages,
+           absent ? "" : " (the page cache kept them: the resident check proved nothing here)");
     uint64_t bytes;
     const char *how;
     vt_engine_weights(e, &bytes, NULL, &how);

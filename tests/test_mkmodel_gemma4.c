@@ -1,5 +1,5 @@
 /*
- * test_mkmodel_gemma4.c - vt_mkmodel_gemma4 (core/src/mkmodel.c): generated
+ * test_mkmodel_gemma4.c - vt_mkmodel_gemma4 (core/tools/mkmodel.c): generated
  * gemma4 models (spec/gemma4.md) round-trip through the GGUF reader with the
  * keys and tensor shapes the spec tables give (computed here from the
  * parameters, not by the generator); the default shape has the converter-made

@@ -63,8 +63,9 @@ static const cli_option options[] = {
     {O_JSON, "json", NULL, "print the results as one JSON object"},
     {O_SPARSE, "sparse", NULL, "write the matrices as holes (a tensor table at real sizes for vt fit)"},
     {O_ARCH, "arch", "ARCH", "qwen35moe (default) or gemma4"},
-    {O_NO_PROGRESS, "no-progress", NULL, "no progress bar while the weights are read or copied to the\n"
-                                         "device (it is drawn on stderr only when stderr is a terminal)"},
+    {O_NO_PROGRESS, "no-progress", NULL, "no progress bar (drawn on stderr only when it is a terminal:\n"
+                                         "while the weights come in, a model is written, a split\n"
+                                         "model's shards are opened)"},
     {O_NO_PREFAULT, "no-prefault", NULL, "weights used in place from the file (CPU): read them at first\n"
                                          "use, not at load (a faster start, a slower first prompt)"},
     {O_PROFILE, "profile", NULL, "then one round with every backend op timed (op, calls, ms per step;\n"

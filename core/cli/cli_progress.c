@@ -4,8 +4,10 @@
  * Drawn on a terminal only (not a pipe or a file, not TERM=dumb), never with
  * --no-progress, -q or -v (log lines would run into it); redrawn at most
  * every 0.1 s and finished with a newline at 100% (or by cli_bar_end when
- * the step stops early). The line always fits the terminal's width, or each
- * redraw would leave a wrapped row behind.
+ * the step stops early). The line is fitted to the terminal's width (the
+ * bar shrinks to 10 cells, then the label is cut), or each redraw would
+ * leave a wrapped row behind; a terminal narrower than the numbers still
+ * wraps.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -56,8 +56,7 @@ static const cli_opt_use fit_options[] = {
     {'m', NULL, NULL}, {O_DEVICE, NULL, NULL}, {O_CTX, NULL, NULL}, {O_BATCH, NULL, NULL},
     {O_PARALLEL, NULL, "sequences served at once (vt serve --parallel): N KV caches"},
     {O_PLUGIN_DIR, NULL, NULL}, {O_CONFIG, NULL, NULL}, {O_SET, NULL, NULL},
-    {O_NO_PROGRESS, NULL, "no bar while a split model's shards are opened (it is drawn on\n"
-                          "stderr only when stderr is a terminal)"}, {0, NULL, NULL}};
+    {O_NO_PROGRESS, NULL, NULL}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_fit = {
     "fit", fit_main, "-m MODEL [--device D] [--ctx N] [--parallel N]",

@@ -22,9 +22,7 @@ static int info_main(const opts *o)
 }
 
 static const cli_opt_use info_options[] = {
-    {'m', NULL, NULL},
-    {O_NO_PROGRESS, NULL, "no bar while a split model's shards are opened (it is drawn on\n"
-                          "stderr only when stderr is a terminal)"}, {0, NULL, NULL}};
+    {'m', NULL, NULL}, {O_NO_PROGRESS, NULL, NULL}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_info = {
     "info", info_main, "-m MODEL",

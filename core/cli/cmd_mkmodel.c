@@ -38,10 +38,12 @@ static int mkmodel_main(const opts *o)
     vt_status st = o->type ? vt_mkmodel_set_type(&p, o->type) : VT_OK;
     if (st == VT_OK) st = (gemma ? vt_mkmodel_gemma4 : vt_mkmodel_qwen35moe)(o->output, &p);
     cli_bar_end(&bar);
-    if (st != VT_OK) {
-        fprintf(stderr, "vt %s\n", vt_last_error());
+    if (st != VT_OK) { /* mkmodel's own messages start with "mkmodel: ", the writer's do not */
+        const char *msg = vt_last_error();
+        fprintf(stderr, "vt mkmodel: %s\n", strncmp(msg, "mkmodel: ", 9) ? msg : msg + 9);
         return 1;
     }
+    if (o->quiet) return 0;
     char first[4200];
     if (p.n_shards > 1 &&
         vt_gguf_writer_shard_path(o->output, 0, p.n_shards, first, sizeof first) == VT_OK)
@@ -54,8 +56,7 @@ static int mkmodel_main(const opts *o)
 static const cli_opt_use mkmodel_options[] = {
     {'o', NULL, "the model file to write"}, {O_TYPE, NULL, NULL}, {O_ARCH, NULL, NULL},
     {O_SEED, NULL, "weight seed"}, {O_SPARSE, NULL, NULL}, {O_MK_SHAPE, NULL, NULL},
-    {O_NO_PROGRESS, NULL, "no progress bar while the file is written (it is drawn on stderr\n"
-                          "only when stderr is a terminal)"}, {0, NULL, NULL}};
+    {O_NO_PROGRESS, NULL, NULL}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_mkmodel = {
     "mkmodel", mkmodel_main, "-o FILE [--type T] [--arch ARCH] [shape options]",

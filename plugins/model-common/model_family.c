@@ -143,14 +143,18 @@ vt_status vt_mc_alloc_scratch(vt_mc_model *m, const vt_mc_scratch_spec *sp, size
         {&m->logits_buf, (size_t)m->head_rows, (size_t)d->n_vocab},
     };
     const size_t nh = sizeof head / sizeof head[0], nt = sizeof tail / sizeof tail[0];
-    vt_mc_scratch_part *parts = mc_calloc(m, nh + sp->n_parts + nt, sizeof *parts,
-                                          "the scratch layout");
-    if (!parts) return VT_ERR_OUT_OF_MEMORY;
-    memcpy(parts, head, sizeof head);
-    if (sp->n_parts) memcpy(parts + nh, sp->parts, sp->n_parts * sizeof *parts);
-    memcpy(parts + nh + sp->n_parts, tail, sizeof tail);
-    vt_status st = vt_mc_carve_scratch(m, parts, nh + sp->n_parts + nt, bytes_only, &m->scratch);
-    free(parts);
+    if (sp->n_parts > VT_MC_MAX_SCRATCH_PARTS) {
+        m->host->set_error("%s: %zu scratch parts of its own, at most %d", m->family, sp->n_parts,
+                           VT_MC_MAX_SCRATCH_PARTS);
+        return VT_ERR_INVALID_ARG;
+    }
+    vt_mc_scratch_part parts[sizeof head / sizeof head[0] + VT_MC_MAX_SCRATCH_PARTS +
+                             sizeof tail / sizeof tail[0]];
+    size_t np = 0;
+    for (size_t i = 0; i < nh; i++) parts[np++] = head[i];
+    for (size_t i = 0; i < sp->n_parts; i++) parts[np++] = sp->parts[i];
+    for (size_t i = 0; i < nt; i++) parts[np++] = tail[i];
+    vt_status st = vt_mc_carve_scratch(m, parts, np, bytes_only, &m->scratch);
     if (st != VT_OK || bytes_only) return st;
     /* f_x .. moe_extra: moe_ffn's scratch (the part after moe_extra starts where it ends) */
     m->moe_scratch_bytes = (size_t)(m->r_logits - m->f_x) * sizeof(float);

@@ -1,5 +1,5 @@
 /*
- * fuzz_gguf.c - libFuzzer target for the GGUF reader (core/src/gguf_reader.c),
+ * fuzz_gguf.c - libFuzzer target for the GGUF reader (core/src/gguf/gguf_reader.c),
  * the `vt info` report (gguf_info.c) and tokenizer loading from GGUF metadata
  * (tokenizer.c). Built only with -DVT_FUZZ=ON (tests/fuzz.cmake); run by
  * bench/fuzz.sh, never by CI.

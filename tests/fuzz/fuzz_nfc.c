@@ -1,6 +1,6 @@
 /*
  * fuzz_nfc.c - libFuzzer target for the tokenizer's NFC normalization
- * (vt_unicode_nfc, core/src/tokenizer_unicode.c; tokenizers.md §4), the step
+ * (vt_unicode_nfc, core/src/text/tokenizer_unicode.c; tokenizers.md §4), the step
  * that took quadratic time on long runs of combining marks (issue 43 item 1).
  * Built only with -DVT_FUZZ=ON; fuzz_replay_fuzz_nfc replays its seeds in
  * every build.

@@ -1,5 +1,5 @@
 /*
- * fuzz_tokenize.c - libFuzzer target for the tokenizer (core/src/tokenizer.c and tokenizer_load.c,
+ * fuzz_tokenize.c - libFuzzer target for the tokenizer (core/src/text/tokenizer.c and tokenizer_load.c,
  * tokenizer_unicode.c) and the chat template renderer (chat_template.c).
  * Built only with -DVT_FUZZ=ON (tests/fuzz.cmake); run by bench/fuzz.sh.
  *

@@ -1,6 +1,6 @@
 /*
  * fuzz_vocab.c - libFuzzer target for tokenizer loading and BPE on hostile
- * vocabularies (core/src/tokenizer_load.c, tokenizer.c). fuzz_gguf reaches the tokenizer only
+ * vocabularies (core/src/text/tokenizer_load.c, tokenizer.c). fuzz_gguf reaches the tokenizer only
  * through byte mutations of whole GGUF files, which rarely keep a file valid;
  * here the input describes a vocabulary and vt's writer makes the GGUF, so
  * every input reaches vt_tokenizer_load. Built only with -DVT_FUZZ=ON.

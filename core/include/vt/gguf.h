@@ -79,8 +79,8 @@ typedef struct vt_gguf vt_gguf;
 
 /*
  * Progress of a long step: done of total, in the unit the function taking it
- * names (bytes, or shards), on the caller's thread, done increasing; the
- * last call has done == total. It must return (no longjmp out of it).
+ * names (bytes, or shards), on the caller's thread, done never decreasing;
+ * the last call has done == total. It must return (no longjmp out of it).
  */
 typedef void (*vt_gguf_progress_fn)(void *user, uint64_t done, uint64_t total);
 
@@ -226,8 +226,9 @@ vt_status vt_gguf_writer_add_tensor_fill(vt_gguf_writer *w, const char *name, ui
                                          vt_gguf_fill_fn fill, void *user);
 /* Report the writes of w (vt_gguf_writer_write, _write_split) to fn: bytes
  * of tensor data (holes and padding included) of every file written, after
- * each chunk of at most a few MiB; total: every tensor's data bytes, padded
- * to the alignment. fn NULL: none (the default). */
+ * each chunk of at most a few MiB of a filled tensor, each tensor copied at
+ * add time or written as a hole, and each padding; total: every tensor's
+ * data bytes, padded to the alignment. fn NULL: none (the default). */
 void vt_gguf_writer_set_progress(vt_gguf_writer *w, vt_gguf_progress_fn fn, void *user);
 vt_status vt_gguf_writer_write(vt_gguf_writer *w, const char *path);
 /*

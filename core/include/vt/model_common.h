@@ -582,7 +582,9 @@ vt_status vt_mc_dump(vt_mc_model *m, const float *dev, int64_t rows, int64_t n);
  * too); d.n_vocab = token_embd's rows (VT_ERR_FORMAT outside 1..INT32_MAX). */
 vt_status vt_mc_map_embeddings(vt_mc_loader *L);
 
-/* The family's part of the device scratch. */
+/* The family's part of the device scratch: at most VT_MC_MAX_SCRATCH_PARTS
+ * parts of its own (more: VT_ERR_INVALID_ARG). */
+#define VT_MC_MAX_SCRATCH_PARTS 32
 typedef struct vt_mc_scratch_spec {
     size_t n_ff;              /* widest FFN row the FFN scratch holds */
     size_t max_kv;            /* widest K (= V) row: s_k, s_v */

@@ -45,9 +45,10 @@ typedef struct vt_engine_params {
     const char *config_path; /* residency config (NULL: search, see config.h) */
     const vt_config *config; /* an already loaded config (overrides applied); wins over config_path */
     vt_engine_progress_fn progress; /* NULL: none */
-    int no_prefault;         /* 1: a backend that reads the weights in place from the
-                                mapping (CPU, unified memory) reads them at first use,
-                                not at open (prefault.h; phase "read" of progress) */
+    int no_prefault;         /* 1: a backend that reads the weights in place from
+                                the mapping (one declaring host-addressable memory:
+                                the CPU) reads them at first use, not at open
+                                (prefault.h; phase "read" of progress) */
     void *progress_user;
     int profile;             /* 1: ops can be timed (vt_engine_profile_*, op_profile.h) */
     uint32_t n_seq;          /* sequences held at once (vt serve --parallel); the fit check
@@ -69,7 +70,7 @@ const char *vt_engine_arch(const vt_engine *e);
 void vt_engine_model_info(const vt_engine *e, vt_model_info *out);
 double vt_engine_load_seconds(const vt_engine *e);
 /* How the weights came in at open: *bytes (the fit check's estimate where a
- * load without progress or profile counted no copies), *seconds, and *how
+ * load without progress counted no copies), *seconds, and *how
  * ("copied to the device", "read from the file in place", or "read in place
  * at first use (--no-prefault)", then with 0 bytes and seconds). Any
  * pointer may be NULL. */

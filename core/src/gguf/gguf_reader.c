@@ -34,8 +34,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h" /* vt_config_format_bytes */
 #include "error.h"
+#include "vt/bytes.h"
 #include "vt/types.h"
 
 #define GGUF_MAGIC "GGUF"

@@ -143,9 +143,10 @@ static void on_weight_read(void *user, uint64_t done, uint64_t total)
     w->fn(w->user, "read", done, total, now_seconds() - w->t0);
 }
 
-/* A backend that reads the weights in place from the mapping (CPU, unified
- * memory): the model's load copied nothing, so the weights are read here,
- * before the first prompt (prefault.h), unless params.no_prefault. */
+/* A backend that reads the weights in place from the mapping (one declaring
+ * host-addressable device memory: the CPU): the model's load copied nothing,
+ * so the weights are read here, before the first prompt (prefault.h),
+ * unless params.no_prefault. */
 static vt_status read_weights(vt_engine *e, const vt_engine_params *p)
 {
     const char *why;
@@ -360,10 +361,11 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     if ((st = vt_gguf_map(e->gguf)) != VT_OK) goto fail;
     vt_model_params mp = {.struct_size = sizeof mp, .n_ctx = n_ctx, .n_batch = e->n_batch,
                           .experts = e->streamer};
-    if ((st = load_model(e, p, &mp)) != VT_OK || (st = read_weights(e, p)) != VT_OK) {
+    if ((st = load_model(e, p, &mp)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
         goto fail;
     }
+    if ((st = read_weights(e, p)) != VT_OK) goto fail; /* its message names the file */
     memset(&e->info, 0, sizeof e->info);
     e->info.struct_size = sizeof e->info;
     e->mapi->info(e->model, &e->info);
