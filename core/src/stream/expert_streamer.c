@@ -7,7 +7,7 @@
  * policies in expert_streamer_slots.c, the prefetch in
  * expert_streamer_prefetch.c, counters and the trace in expert_streamer_stats.c.
  */
-#include "expert_streamer_internal.h"
+#include "streamer_tables.h"
 
 #include <errno.h>
 #include <fcntl.h>

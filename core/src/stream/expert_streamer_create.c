@@ -5,7 +5,7 @@
  * and their O_DIRECT twins), the file reader hook, and destroy. The rest of
  * the streamer is in expert_streamer.c and its siblings.
  */
-#include "expert_streamer_internal.h"
+#include "streamer_tables.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * expert_streamer_prefetch.c - router-ahead prefetch: the next layer's
  * predicted experts copied from the host tier on the store's ahead queue.
  */
-#include "expert_streamer_internal.h"
+#include "streamer_tables.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * "lfru"), slot claims and returns, the host tier's victims and the quiesce
  * of publishes.
  */
-#include "expert_streamer_internal.h"
+#include "streamer_tables.h"
 
 #include <inttypes.h>
 

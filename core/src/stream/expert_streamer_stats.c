@@ -2,7 +2,7 @@
  * expert_streamer_stats.c - the expert streamer's per-layer counters, the
  * routing trace, the offline cache simulation and the getters.
  */
-#include "expert_streamer_internal.h"
+#include "streamer_tables.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

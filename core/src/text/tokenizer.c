@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "tokenizer_internal.h"
+#include "vocab_tables.h"
 #include "tokenizer_unicode.h"
 
 /* ------------------------------------------------------------------------ */

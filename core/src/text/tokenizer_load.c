@@ -1,6 +1,6 @@
 /*
  * tokenizer_load.c - reading a vocabulary from GGUF tokenizer.ggml.* metadata
- * (tokenizer_internal.h: the layout): every string interned once, the merge
+ * (vocab_tables.h: the layout): every string interned once, the merge
  * pair table, token types and attributes, special tokens, the EOG set and
  * the suppressed tokens, each count, id and merge checked with an error
  * naming the key; vt_tokenizer_free and the accessors.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "tokenizer_internal.h"
+#include "vocab_tables.h"
 
 /* ------------------------------------------------------------------------ */
 /* string interning                                                          */

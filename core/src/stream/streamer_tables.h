@@ -1,5 +1,5 @@
 /*
- * expert_streamer_internal.h - what the expert streamer's sources share (not
+ * streamer_tables.h - what the expert streamer's sources share (not
  * a public header): its types, the slot tables' helpers and the functions one
  * source calls in another. expert_streamer.c: lifecycle, registry, fills and
  * acquire; expert_streamer_slots.c: the tiers' LRU lists, the replacement
@@ -7,8 +7,8 @@
  * prefetch; expert_streamer_stats.c: counters, the routing trace, the cache
  * simulation and the getters.
  */
-#ifndef VT_EXPERT_STREAMER_INTERNAL_H
-#define VT_EXPERT_STREAMER_INTERNAL_H
+#ifndef VT_STREAMER_TABLES_H
+#define VT_STREAMER_TABLES_H
 
 #include "expert_streamer.h"
 

@@ -1,11 +1,11 @@
 /*
- * tokenizer_internal.h - what the tokenizer's two files share: the
+ * vocab_tables.h - what the tokenizer's two files share: the
  * vt_tokenizer layout (interned strings, the merge pair table, the vocab and
  * its attributes) built by tokenizer_load.c and read by tokenizer.c, and the
  * two lookups the encoder makes. Not a public header.
  */
-#ifndef VT_TOKENIZER_INTERNAL_H
-#define VT_TOKENIZER_INTERNAL_H
+#ifndef VT_VOCAB_TABLES_H
+#define VT_VOCAB_TABLES_H
 
 #include <stddef.h>
 #include <stdint.h>
