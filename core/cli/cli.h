@@ -107,6 +107,9 @@ double cli_now_seconds(void);
 /* Open the engine the options describe (model, device, config, --set, ...),
  * with the load progress bar when stderr is a terminal. */
 vt_status cli_open_engine(const opts *o, vt_engine **e);
+/* The same engine's sequence up to the plan (vt fit: engine.h's plan_only):
+ * *e is set also when the fit check refuses (VT_ERR_DOES_NOT_FIT). */
+vt_status cli_open_engine_plan(const opts *o, vt_engine **e);
 /* vt_gguf_open of o->model (header and tensor table, nothing mapped) with a
  * bar of the shards opened of a split model (vt info, vt fit) */
 vt_status cli_open_gguf(const opts *o, vt_gguf **g);

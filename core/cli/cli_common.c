@@ -60,26 +60,52 @@ vt_status cli_load_config(const opts *o, vt_config *cfg, int warn_unselected)
     return st;
 }
 
-vt_status cli_open_engine(const opts *o, vt_engine **e)
+/* the two bars of an engine's open: progress_user of vt_engine_params */
+typedef struct bars {
+    cli_bar *shards, *load;
+} bars;
+
+static void load_cb(void *user, const char *phase, uint64_t done, uint64_t total, double seconds)
+{
+    cli_bar_engine_cb(((bars *)user)->load, phase, done, total, seconds);
+}
+
+static void shards_cb(void *user, uint64_t done, uint64_t total)
+{
+    cli_bar_cb(((bars *)user)->shards, done, total);
+}
+
+/* vt_engine_open with the config of o (--config, --set) and the load bar
+ * (a split model's shards while they open, then the weights) */
+static vt_status open_engine(const opts *o, int plan_only, vt_engine **e)
 {
     static vt_config cfg; /* large; one per process */
     vt_status st = cli_load_config(o, &cfg, 1);
     if (st != VT_OK) return st;
-    cli_bar bar;
+    cli_bar shards, bar;
     const char *base = strrchr(o->model, '/');
     char label[96];
+    snprintf(label, sizeof label, "vt: opening %s", base ? base + 1 : o->model);
+    cli_bar_init(&shards, o, label, "shards");
     snprintf(label, sizeof label, "vt: loading %s", base ? base + 1 : o->model);
     cli_bar_init(&bar, o, label, NULL);
+    bars both = {&shards, &bar};
     vt_engine_params p = {.model_path = o->model, .plugin_dir = o->plugin_dir, .device = o->device,
                           .n_threads = o->threads, .kernels = o->kernels, .n_ctx = o->ctx,
                           .n_batch = o->batch, .config = &cfg,
-                          .progress = bar.show ? cli_bar_engine_cb : NULL, .progress_user = &bar,
+                          .progress = bar.show ? load_cb : NULL, .progress_user = &both,
+                          .open_progress = shards.show ? shards_cb : NULL,
                           .profile = o->profile, .n_seq = (uint32_t)o->parallel,
-                          .no_prefault = o->no_prefault};
+                          .no_prefault = o->no_prefault, .plan_only = plan_only};
     st = vt_engine_open(&p, e);
+    cli_bar_end(&shards);
     cli_bar_end(&bar);
     return st;
 }
+
+vt_status cli_open_engine(const opts *o, vt_engine **e) { return open_engine(o, 0, e); }
+
+vt_status cli_open_engine_plan(const opts *o, vt_engine **e) { return open_engine(o, 1, e); }
 
 vt_status cli_open_gguf(const opts *o, vt_gguf **g)
 {

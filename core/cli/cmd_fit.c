@@ -2,13 +2,10 @@
  * cmd_fit.c - vt fit: the fit check, what goes where and whether it fits.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "cli.h"
 #include "engine.h"
-#include "registry.h"
 #include "residency.h"
-#include "vt/gguf.h"
 
 static int fit_main(const opts *o)
 {
@@ -16,39 +13,13 @@ static int fit_main(const opts *o)
         fprintf(stderr, "vt fit: -m MODEL is required\n");
         return 2;
     }
-    static vt_config cfg;
-    vt_gguf *g = NULL;
-    vt_registry *reg = NULL;
-    vt_residency *r = calloc(1, sizeof *r);
-    int rc = 1;
-    if (!r) {
-        fprintf(stderr, "vt fit: out of memory (%zu bytes)\n", sizeof *r);
-        return 1;
-    }
-    const char *dirs[2] = {o->plugin_dir, NULL};
-    int probe_ok;
-    uint64_t mem_free, mem_total;
-    if (cli_load_config(o, &cfg, 1) != VT_OK || cli_open_gguf(o, &g) != VT_OK ||
-        vt_registry_open(o->plugin_dir ? dirs : NULL, &reg) != VT_OK ||
-        vt_residency_select(&cfg, reg, g, o->device, r) != VT_OK ||
-        vt_residency_probe(r, &probe_ok, &mem_free, &mem_total) != VT_OK) {
-        rc = cli_fail("fit");
-        goto out;
-    }
-    uint32_t n_ctx = o->ctx ? o->ctx : vt_engine_default_ctx(&cfg, r->plat, g);
-    r->n_seq = (uint32_t)o->parallel;
-    vt_status st = vt_residency_fit(r, g, probe_ok, mem_free, mem_total, n_ctx,
-                                    o->batch ? o->batch : 512);
-    if (st != VT_OK && st != VT_ERR_DOES_NOT_FIT) {
-        rc = cli_fail("fit");
-        goto out;
-    }
-    vt_residency_print(r, o->model, n_ctx, stdout);
-    rc = r->fit.fits ? 0 : 1;
-out:
-    vt_registry_close(reg);
-    vt_gguf_close(g);
-    free(r);
+    /* the engine's own sequence up to the plan: what vt run would place */
+    vt_engine *e = NULL;
+    vt_status st = cli_open_engine_plan(o, &e);
+    if (!e) return cli_fail("fit");
+    vt_residency_print(vt_engine_residency(e), o->model, vt_engine_n_ctx(e), stdout);
+    int rc = st == VT_OK && vt_engine_residency(e)->fit.fits ? 0 : 1;
+    vt_engine_close(e);
     return rc;
 }
 

@@ -35,6 +35,7 @@ struct vt_engine {
     uint32_t n_seq_live; /* made and not freed, the engine's own included */
     vt_model_info info;
     uint32_t n_batch;
+    uint32_t n_ctx;      /* the KV cache length the plan counted */
     char arch[64];
     double load_seconds;
     /* the weights' arrival: bytes copied to the device or read from the
@@ -238,6 +239,8 @@ static vt_status open_streamer(vt_engine *e, const char *device)
 
 const vt_expert_streamer *vt_engine_streamer(const vt_engine *e) { return e->streamer; }
 const vt_fit *vt_engine_fit(const vt_engine *e) { return &e->res.fit; }
+const vt_residency *vt_engine_residency(const vt_engine *e) { return &e->res; }
+uint32_t vt_engine_n_ctx(const vt_engine *e) { return e->n_ctx; }
 const char *vt_engine_store_name(const vt_engine *e) { return e->res.store_name; }
 
 /* e->last_logits ([n_seq][n_vocab]: one row for vt_engine_eval_last, a row
@@ -279,6 +282,23 @@ static vt_status alloc_last_logits(vt_engine *e)
     return VT_OK;
 }
 
+/* The plan: the KV cache length (params.n_ctx, or the platform's capped by
+ * the trained context), the sequences counted, and the fit check of the
+ * selected platform against the probed device total (what goes where, the
+ * expert arena and tiers in bytes and slots). vt fit stops here
+ * (params.plan_only). */
+static vt_status plan(vt_engine *e, const vt_engine_params *p, int probe_ok, uint64_t mem_free,
+                      uint64_t mem_total)
+{
+    e->n_ctx = p->n_ctx ? p->n_ctx : vt_engine_default_ctx(&e->cfg, e->res.plat, e->gguf);
+    e->n_seq = p->n_seq ? p->n_seq : 1;
+    e->res.n_seq = e->n_seq;
+    vt_status st = vt_residency_fit(&e->res, e->gguf, probe_ok, mem_free, mem_total, e->n_ctx,
+                                    e->n_batch);
+    if (st != VT_OK) vt_error_prefix("%s on --device %s", p->model_path, e->res.platform);
+    return st;
+}
+
 vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 {
     double t0 = now_seconds();
@@ -292,7 +312,9 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
 
     /* the header and tensor table only: no weight is mapped or read until the
      * configuration is resolved and the fit check passed */
-    if ((st = vt_gguf_open(p->model_path, VT_GGUF_NO_MMAP, &e->gguf)) != VT_OK) goto fail;
+    if ((st = vt_gguf_open_progress(p->model_path, VT_GGUF_NO_MMAP, p->open_progress,
+                                    p->progress_user, &e->gguf)) != VT_OK)
+        goto fail;
     vt_gguf_str arch;
     if ((st = vt_gguf_get_str(e->gguf, "general.architecture", &arch)) != VT_OK) {
         if (st == VT_ERR_NOT_FOUND) {
@@ -317,6 +339,16 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
     const vt_backend_api *bapi = e->bplug->desc->table;
     const char *device = e->res.platform;
 
+    if (p->plan_only) { /* vt fit: the plan, and nothing made or read for it */
+        int probe_ok;
+        uint64_t mem_free, mem_total;
+        if ((st = vt_residency_probe(&e->res, &probe_ok, &mem_free, &mem_total)) != VT_OK) goto fail;
+        st = plan(e, p, probe_ok, mem_free, mem_total);
+        if (st != VT_OK && st != VT_ERR_DOES_NOT_FIT) goto fail;
+        e->load_seconds = now_seconds() - t0;
+        *out = e;
+        return st;
+    }
     /* the tokenizer first: a refusal there must not wait for the weights */
     if ((st = vt_tokenizer_load(e->gguf, &e->tok)) != VT_OK) {
         vt_error_prefix("%s", p->model_path);
@@ -344,16 +376,8 @@ vt_status vt_engine_open(const vt_engine_params *p, vt_engine **out)
         }
         probe_ok = 1;
     }
-    /* default KV length: the platform's, capped by the trained context */
-    uint32_t n_ctx = p->n_ctx;
-    if (!n_ctx) n_ctx = vt_engine_default_ctx(&e->cfg, e->res.plat, e->gguf);
-    e->n_seq = p->n_seq ? p->n_seq : 1;
-    e->res.n_seq = e->n_seq;
-    if ((st = vt_residency_fit(&e->res, e->gguf, probe_ok, mem_free, mem_total, n_ctx,
-                               e->n_batch)) != VT_OK) {
-        vt_error_prefix("%s on --device %s", p->model_path, device);
-        goto fail;
-    }
+    if ((st = plan(e, p, probe_ok, mem_free, mem_total)) != VT_OK) goto fail;
+    const uint32_t n_ctx = e->n_ctx;
     if (e->res.fit.experts == VT_EXPERTS_STREAMED && (st = open_streamer(e, device)) != VT_OK)
         goto fail;
     /* dense weights are read in place from the mapping; streamed experts are

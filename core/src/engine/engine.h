@@ -51,6 +51,13 @@ typedef struct vt_engine_params {
                                 (prefault.h; phase "read" of progress) */
     void *progress_user;
     int profile;             /* 1: ops can be timed (vt_engine_profile_*, op_profile.h) */
+    int plan_only;           /* 1: stop after the plan (vt fit): the platform selected, the
+                                device total probed (the backend started and stopped), the
+                                fit check run; no tokenizer, no weight mapped, no model.
+                                vt_engine_open then returns VT_ERR_DOES_NOT_FIT with *out
+                                set when the check refuses, so the plan can be printed */
+    vt_gguf_progress_fn open_progress; /* the shards of a split model as they are
+                                opened (vt/gguf.h; user: progress_user); NULL: none */
     uint32_t n_seq;          /* sequences held at once (vt serve --parallel); the fit check
                                 counts n_seq KV caches and states. 0: one, the engine's own,
                                 made at open; >= 1: none made at open (vt_engine_seq_new) */
@@ -83,6 +90,11 @@ const char *vt_engine_store_name(const vt_engine *e);
 /* The fit check's numbers and verdict for this model and platform. */
 struct vt_fit;
 const struct vt_fit *vt_engine_fit(const vt_engine *e);
+/* The residency the plan resolved (platform, plugins, fit) and the KV cache
+ * length it counted: what vt fit prints (vt_residency_print). */
+struct vt_residency;
+const struct vt_residency *vt_engine_residency(const vt_engine *e);
+uint32_t vt_engine_n_ctx(const vt_engine *e);
 
 /* Forget all evaluated tokens. */
 vt_status vt_engine_reset(vt_engine *e);
