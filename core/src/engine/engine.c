@@ -180,12 +180,9 @@ static vt_status open_streamer(vt_engine *e, const char *device)
                      md->abi_minor, device);
         return VT_ERR_UNSUPPORTED;
     }
-    e->store_api = e->res.store ? e->res.store->desc->table : vt_host_store_api();
-    vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = &e->backend,
-                          .slot_bytes = f->slot_bytes, .n_slots = f->arena_slots,
-                          .pinned_budget_bytes = e->res.plat->pinned_budget_bytes,
-                          .n_classes = f->n_classes, .class_slots = f->class_slots,
-                          .class_bytes = f->class_bytes};
+    e->store_api = vt_residency_store_api(&e->res);
+    vt_store_params sp = vt_residency_store_params(&e->res, f->slot_bytes, f->arena_slots, f,
+                                                   &e->backend);
     vt_status st = e->store_api->create(&sp, &e->store);
     if (st != VT_OK) {
         vt_error_prefix("expert store '%s' (%llu slots of %llu bytes)", e->res.store_name,

@@ -256,15 +256,10 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
     return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-/* Store footprint for n slots (of the fit's slot classes when classes is set):
- * the host store keeps n slots in host memory. */
-static vt_status store_footprint_of(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
-                                    const vt_fit *classes, vt_store_footprint *fp)
+vt_store_params vt_residency_store_params(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
+                                         const vt_fit *classes, const vt_backend *backend)
 {
-    memset(fp, 0, sizeof *fp);
-    fp->struct_size = sizeof *fp;
-    const vt_store_api *sapi = r->store ? r->store->desc->table : vt_host_store_api();
-    vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = NULL,
+    vt_store_params sp = {.struct_size = sizeof sp, .host = vt_host_table(), .backend = backend,
                           .slot_bytes = slot_bytes, .n_slots = n,
                           .pinned_budget_bytes = r->plat->pinned_budget_bytes};
     if (classes && classes->n_classes) {
@@ -272,7 +267,23 @@ static vt_status store_footprint_of(const vt_residency *r, uint64_t slot_bytes, 
         sp.class_slots = classes->class_slots;
         sp.class_bytes = classes->class_bytes;
     }
-    vt_status st = sapi->footprint(&sp, fp);
+    return sp;
+}
+
+const vt_store_api *vt_residency_store_api(const vt_residency *r)
+{
+    return r->store ? r->store->desc->table : vt_host_store_api();
+}
+
+/* Store footprint for n slots (of the fit's slot classes when classes is set):
+ * the host store keeps n slots in host memory. */
+static vt_status store_footprint_of(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
+                                    const vt_fit *classes, vt_store_footprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    fp->struct_size = sizeof *fp;
+    vt_store_params sp = vt_residency_store_params(r, slot_bytes, n, classes, NULL);
+    vt_status st = vt_residency_store_api(r)->footprint(&sp, fp);
     if (st != VT_OK) vt_error_prefix("store '%s' footprint", r->store_name);
     return st;
 }

@@ -153,6 +153,17 @@ vt_status vt_residency_select(const vt_config *cfg, const vt_registry *reg, cons
 vt_status vt_residency_fit(vt_residency *r, const vt_gguf *g, int probe_ok, uint64_t free_bytes,
                            uint64_t total_bytes, uint32_t n_ctx, uint32_t n_batch);
 
+/* The store's parameters, built here only: n slots of slot_bytes (of the
+ * fit's slot classes when classes is given: its n_classes, class_slots and
+ * class_bytes, which must outlive the result), the platform's pinned budget,
+ * the core's host table, backend (NULL for a footprint). The fit asks the
+ * store's footprint with them, the engine creates the store with the fit's
+ * own (f->slot_bytes, f->arena_slots, f). */
+vt_store_params vt_residency_store_params(const vt_residency *r, uint64_t slot_bytes, uint64_t n,
+                                         const vt_fit *classes, const vt_backend *backend);
+/* The store the platform names (expert_cache.store), or the core's host store. */
+const vt_store_api *vt_residency_store_api(const vt_residency *r);
+
 /*
  * For `vt fit`: create a context on device 0 of the selected backend, run its
  * memory_probe once (when PRESENT; *probe_ok = 0 when ABSENT), shut it down.
