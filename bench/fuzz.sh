@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets of tests/fuzz/ (GGUF reader, tokenizer on the
 # fixture's vocabulary, tokenizer on hostile vocabularies, vt serve's request
-# parser, the tokenizer's NFC with a time budget per input) with
+# parser, the tokenizer's NFC with a time budget per input, the chat-template
+# interpreter seeded with the published templates) with
 # clang + ASan/UBSan and run each one for a given time. Long fuzzing belongs
 # here, not in CI (CI never configures VT_FUZZ=ON).
 #
@@ -10,7 +11,7 @@
 #   env:   VT_FIXTURES_DIR  fixture folder (default ../shared/fixtures): seeds
 #                           and the tokenizer fuzz_tokenize loads
 #          FUZZ_TARGETS     targets to run (default "fuzz_gguf fuzz_tokenize
-#                           fuzz_vocab fuzz_serve_request fuzz_nfc"), all at
+#                           fuzz_vocab fuzz_serve_request fuzz_nfc fuzz_jinja"), all at
 #                           once, one process each
 #          VT_FUZZ_NFC_BUDGET_US, VT_FUZZ_NFC_US_PER_CP  fuzz_nfc's time
 #                           budget per input: base + per code point (default
@@ -32,7 +33,7 @@ secs=${1:-300}
 build=${2:-build-fuzz}
 work=${3:-/tmp/vt-fuzz}
 fx=${VT_FIXTURES_DIR:-$(cd .. && pwd)/shared/fixtures}
-targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_serve_request fuzz_nfc}
+targets=${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_serve_request fuzz_nfc fuzz_jinja}
 timeout=${FUZZ_TIMEOUT:-1}
 
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DVT_BUILD_TESTS=ON -DVT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -59,6 +60,11 @@ for t in $targets; do
   if [ ! -f "$dict" ]; then dict=tests/fuzz/tokenize.dict; fi
   seed=$seeds/${t#fuzz_}
   if [ "$t" = fuzz_serve_request ]; then seed=tests/fuzz/serve_request_seeds; fi
+  if [ "$t" = fuzz_jinja ]; then # the published chat templates
+    seed=$seeds/jinja
+    mkdir -p "$seed"
+    cp tests/jinja/*.jinja "$seed/"
+  fi
   extra=()
   if [ "$t" != fuzz_gguf ]; then extra+=(-max_len=16384); fi
   echo "== $t for ${secs}s: corpus $work/corpus/$t, log $work/$t.log"

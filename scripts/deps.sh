@@ -14,7 +14,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libyaml-dev libinih-dev libcmocka-dev libutf8proc-dev libcjson-dev libmicrohttpd-dev \
   hipcc libamdhip64-dev rocm-device-libs \
   dpkg-dev file lintian \
-  nodejs $npm_pkg curl >/dev/null # Debian packages: cpack -G DEB, dpkg-shlibdeps, lintian; vt serve's client tests
+  python3 python3-jinja2 \
+  nodejs $npm_pkg curl >/dev/null # Debian packages: cpack -G DEB, dpkg-shlibdeps, lintian; the
+  # chat-template reference (test_jinja); vt serve's client tests
 # the official OpenAI Node SDK, pinned by tests/serve/package-lock.json (the test
 # serve_openai_node runs it against vt serve)
 npm ci --prefix "$(dirname "$0")/../tests/serve" --no-audit --no-fund --loglevel=error >/dev/null

@@ -20,7 +20,7 @@ set(VT_FUZZ_MODEL_DEFAULT ${VT_FIXTURES_DIR}/qwen35moe-tiny/gguf/qwen35moe-tiny-
 add_executable(fuzz_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_seeds.c)
 target_include_directories(fuzz_seeds PRIVATE ${VT_CORE_INTERNAL_INCLUDE_DIRS})
 target_link_libraries(fuzz_seeds PRIVATE vtcore PkgConfig::CJSON)
-foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc)
+foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc fuzz_jinja)
   add_executable(fuzz_replay_${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c
                  ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_replay.c)
   target_include_directories(fuzz_replay_${target} PRIVATE ${VT_CORE_INTERNAL_INCLUDE_DIRS})
@@ -49,7 +49,9 @@ set(VT_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -g)
 set(VT_FUZZ_SOURCES base/error.c gguf/gguf_reader.c gguf/gguf_access.c gguf/gguf_value.c
     gguf/gguf_name_index.c gguf/gguf_guard.c gguf/gguf_writer.c gguf/gguf_info.c
-    text/tokenizer.c text/tokenizer_load.c text/tokenizer_unicode.c text/chat_template.c)
+    text/tokenizer.c text/tokenizer_load.c text/tokenizer_unicode.c text/chat_template.c
+    text/jinja_value.c text/jinja_parse.c text/jinja_eval.c text/jinja_builtins.c
+    text/jinja_filters.c)
 list(TRANSFORM VT_FUZZ_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/core/src/)
 
 add_library(vtcore_fuzz STATIC ${VT_FUZZ_SOURCES})
@@ -67,7 +69,7 @@ target_compile_options(fuzz_serve_request PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fu
 target_link_options(fuzz_serve_request PRIVATE -fsanitize=fuzzer,address,undefined)
 target_link_libraries(fuzz_serve_request PRIVATE vtserve_fuzz)
 
-foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc)
+foreach(target fuzz_gguf fuzz_tokenize fuzz_vocab fuzz_nfc fuzz_jinja)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.c)
   target_compile_options(${target} PRIVATE ${VT_FUZZ_FLAGS} -fsanitize=fuzzer)
   target_compile_definitions(${target} PRIVATE VT_FUZZ_DEFAULT_MODEL="${VT_FUZZ_MODEL_DEFAULT}")

@@ -19,3 +19,11 @@ vt_add_test(test_tokenizer_gemma4 SOURCES test_tokenizer_gemma4.c test_tokenizer
 vt_add_test(test_unicode_nfc SOURCES test_unicode_nfc.c
             LIBS vtcore PkgConfig::UTF8PROC
             LABELS tokenizer TIMEOUT 120)
+
+# The chat-template interpreter (core/src/text/jinja*.c, issue 45): the
+# published Qwen3.5, Qwen3-Coder and Gemma 4 templates over the conversations
+# of tests/jinja/conversations.json and the small cases of tests/jinja/
+# cases.json, byte for byte against Python's jinja2 as transformers sets it up
+# (tests/jinja/render_ref.py; python3-jinja2 at test time only), limits and
+# mutated templates.
+vt_add_test(test_jinja SOURCES test_jinja.c LIBS vtcore LABELS "tokenizer;template" TIMEOUT 300)

@@ -34,6 +34,14 @@ for t in gguf tokenize vocab nfc; do
   }
   grep -c '^fuzz_replay: .* bytes)$' "$work/$t.log" | sed 's/^/   inputs replayed: /'
 done
+# fuzz_jinja: the published chat templates (tests/jinja) are its seeds
+echo "== fuzz_jinja: $(find "$src/../jinja" -name '*.jinja' | wc -l) seeds"
+"$bin/fuzz_replay_fuzz_jinja" "$src"/../jinja/*.jinja 2>"$work/jinja.log" || {
+  rc=$?
+  tail -20 "$work/jinja.log" >&2
+  echo "fuzz_seed_replay: fuzz_jinja failed (status $rc) on the input named last above" >&2
+  exit 1
+}
 echo "== fuzz_serve_request: $(find "$src/serve_request_seeds" -type f | wc -l) seeds"
 "$bin/fuzz_replay_fuzz_serve_request" "$src/serve_request_seeds" 2>"$work/serve_request.log" || {
   rc=$?

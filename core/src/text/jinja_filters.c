@@ -1,0 +1,459 @@
+/*
+ * jinja_filters.c - the chat-template interpreter's filters and tests
+ * (jinja_internal.h; the lists are in jinja_builtins.c's header comment),
+ * with jinja2's semantics: default leaves a defined value (with boolean,
+ * any true one), dictsort and sort compare strings without case unless
+ * case_sensitive, tojson is transformers' json.dumps (non-ASCII kept, no
+ * key sorting), a test of a sequence is true for strings and dicts too (as
+ * jinja2's test_sequence: anything with a length and items).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jinja_internal.h"
+
+#define FAIL(...) jv_fail(E, VT_ERR_FORMAT, __VA_ARGS__)
+
+static int intlike(jv v) { return v.k == JV_INT || v.k == JV_BOOL; }
+static int64_t ival(jv v) { return v.k == JV_INT ? v.u.i : v.u.b; }
+static int is_num(jv v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
+
+static jv kwarg(const jv *kn, const jv *kv, size_t n_kw, const char *name)
+{
+    for (size_t i = 0; i < n_kw; i++)
+        if (jv_is_str(kn[i], name)) return kv[i];
+    return jv_undef();
+}
+
+static jv arg(const jv *a, size_t n, size_t i, const jv *kn, const jv *kv, size_t n_kw,
+              const char *name)
+{
+    if (i < n) return a[i];
+    return name ? kwarg(kn, kv, n_kw, name) : jv_undef();
+}
+
+static size_t cp_count(jv s)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s.u.str.n; i++) k += ((unsigned char)s.u.str.s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* a list of the items of a list, a dict's keys or a string's code points */
+static jv as_list(jenv *E, jv v, const char *what)
+{
+    if (v.k == JV_LIST) return v;
+    jv r = jv_list(E, 0);
+    if (v.k == JV_DICT || v.k == JV_NS) {
+        for (size_t i = 0; i < v.u.dict->n; i++) jv_list_push(E, &r, v.u.dict->key[i]);
+    } else if (v.k == JV_STR) {
+        for (size_t i = 0; i < v.u.str.n;) {
+            size_t k = 1;
+            while (i + k < v.u.str.n && ((unsigned char)v.u.str.s[i + k] & 0xC0) == 0x80) k++;
+            jv_list_push(E, &r, jv_str(E, v.u.str.s + i, k));
+            i += k;
+        }
+    } else if (v.k != JV_UNDEF) {
+        FAIL("chat template line %d: %s: a %s is not iterable", E->line, what, jv_kind_name(v));
+    }
+    return r;
+}
+
+/* attribute "a.b" of v (jinja2's make_attrgetter) */
+static jv attr_path(jenv *E, jv v, jv path)
+{
+    if (path.k == JV_INT) return v.k == JV_LIST && path.u.i >= 0 && (size_t)path.u.i < v.u.list->n
+                                     ? v.u.list->v[path.u.i] : jv_undef();
+    if (path.k != JV_STR) FAIL("chat template line %d: an attribute name must be a string", E->line);
+    const char *s = path.u.str.s, *e = s + path.u.str.n;
+    while (s <= e && v.k != JV_UNDEF) {
+        const char *dot = memchr(s, '.', (size_t)(e - s));
+        if (!dot) dot = e;
+        jv key = jv_str(E, s, (size_t)(dot - s));
+        if (v.k == JV_DICT || v.k == JV_NS) {
+            jv x = jv_dict_get(v, key);
+            v = x.k != JV_UNDEF ? x : jinja_attr(E, v, key.u.str.s);
+        } else {
+            v = jinja_attr(E, v, key.u.str.s);
+        }
+        s = dot + 1;
+    }
+    return v;
+}
+
+jv jb_join(jenv *E, jv sep, jv items, jv attribute)
+{
+    jv l = as_list(E, items, "join");
+    jbuf b = {0};
+    jbuf *keep = E->out;
+    E->out = NULL;
+    for (size_t i = 0; i < l.u.list->n; i++) {
+        if (i && sep.k == JV_STR) jbuf_put(E, &b, sep.u.str.s, sep.u.str.n);
+        jv x = l.u.list->v[i];
+        if (attribute.k != JV_UNDEF) x = attr_path(E, x, attribute);
+        jv_print(E, &b, x);
+    }
+    E->out = keep;
+    return jv_str(E, b.p ? b.p : "", b.n);
+}
+
+/* ---- sorting: stable, as Python's sorted ---- */
+
+typedef struct sort_ctx {
+    jenv *E;
+    int case_sensitive, by_value;
+    jv attribute;
+} sort_ctx;
+
+static jv sort_key(const sort_ctx *c, jv v)
+{
+    if (c->by_value >= 0 && v.k == JV_LIST && v.u.list->n == 2) v = v.u.list->v[c->by_value];
+    if (c->attribute.k != JV_UNDEF) v = attr_path(c->E, v, c->attribute);
+    if (!c->case_sensitive && v.k == JV_STR) return jb_casemap(c->E, v, 0);
+    return v;
+}
+
+static int cmp_values(jenv *E, jv a, jv b)
+{
+    if (is_num(a) && is_num(b)) {
+        double x = a.k == JV_FLOAT ? a.u.f : (double)ival(a), y = b.k == JV_FLOAT ? b.u.f : (double)ival(b);
+        return x < y ? -1 : x > y;
+    }
+    if (a.k == JV_STR && b.k == JV_STR) {
+        size_t n = a.u.str.n < b.u.str.n ? a.u.str.n : b.u.str.n;
+        int c = memcmp(a.u.str.s, b.u.str.s, n);
+        return c ? (c < 0 ? -1 : 1) : (a.u.str.n < b.u.str.n ? -1 : a.u.str.n > b.u.str.n);
+    }
+    if (a.k == JV_LIST && b.k == JV_LIST) {
+        size_t n = a.u.list->n < b.u.list->n ? a.u.list->n : b.u.list->n;
+        for (size_t i = 0; i < n; i++) {
+            int c = cmp_values(E, a.u.list->v[i], b.u.list->v[i]);
+            if (c) return c;
+        }
+        return a.u.list->n < b.u.list->n ? -1 : a.u.list->n > b.u.list->n;
+    }
+    FAIL("chat template line %d: cannot order a %s and a %s", E->line, jv_kind_name(a), jv_kind_name(b));
+}
+
+static void merge_sort(const sort_ctx *c, jv *v, jv *keys, jv *tmp_v, jv *tmp_k, size_t n, int reverse)
+{
+    if (n < 2) return;
+    size_t h = n / 2;
+    merge_sort(c, v, keys, tmp_v, tmp_k, h, reverse);
+    merge_sort(c, v + h, keys + h, tmp_v, tmp_k, n - h, reverse);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n) {
+        int r = cmp_values(c->E, keys[j], keys[i]);
+        if (reverse) r = -r;
+        if (r < 0) { /* strictly before: the right item moves first */
+            tmp_v[k] = v[j];
+            tmp_k[k++] = keys[j++];
+        } else {
+            tmp_v[k] = v[i];
+            tmp_k[k++] = keys[i++];
+        }
+    }
+    while (i < h) { tmp_v[k] = v[i]; tmp_k[k++] = keys[i++]; }
+    while (j < n) { tmp_v[k] = v[j]; tmp_k[k++] = keys[j++]; }
+    memcpy(v, tmp_v, n * sizeof *v);
+    memcpy(keys, tmp_k, n * sizeof *keys);
+}
+
+static jv sorted(jenv *E, jv list, const sort_ctx *c, int reverse)
+{
+    size_t n = list.u.list->n;
+    jv r = jv_list(E, n + 1);
+    jv *keys = jv_alloc(E, (n + 1) * sizeof(jv)), *tv = jv_alloc(E, (n + 1) * sizeof(jv)),
+       *tk = jv_alloc(E, (n + 1) * sizeof(jv));
+    for (size_t i = 0; i < n; i++) {
+        jv_list_push(E, &r, list.u.list->v[i]);
+        keys[i] = sort_key(c, list.u.list->v[i]);
+    }
+    merge_sort(c, r.u.list->v, keys, tv, tk, n, reverse);
+    return r;
+}
+
+/* ---- filters ---- */
+
+static jv to_int(jenv *E, jv v, jv dflt)
+{
+    if (intlike(v)) return jv_int(ival(v));
+    if (v.k == JV_FLOAT) return isfinite(v.u.f) ? jv_int((int64_t)v.u.f) : dflt;
+    if (v.k == JV_STR) {
+        char buf[64];
+        jv t = jb_strip(E, v, jv_undef(), 3);
+        if (t.u.str.n && t.u.str.n < sizeof buf) {
+            memcpy(buf, t.u.str.s, t.u.str.n);
+            buf[t.u.str.n] = 0;
+            char *end;
+            long long x = strtoll(buf, &end, 10);
+            if (!*end) return jv_int(x);
+            double f = strtod(buf, &end);
+            if (!*end && isfinite(f)) return jv_int((int64_t)f);
+        }
+    }
+    return dflt;
+}
+
+static jv to_float(jenv *E, jv v, jv dflt)
+{
+    if (is_num(v)) return jv_float(v.k == JV_FLOAT ? v.u.f : (double)ival(v));
+    if (v.k == JV_STR) {
+        char buf[64];
+        jv t = jb_strip(E, v, jv_undef(), 3);
+        if (t.u.str.n && t.u.str.n < sizeof buf) {
+            memcpy(buf, t.u.str.s, t.u.str.n);
+            buf[t.u.str.n] = 0;
+            char *end;
+            double f = strtod(buf, &end);
+            if (!*end) return jv_float(f);
+        }
+    }
+    return dflt;
+}
+
+static jv indent(jenv *E, jv s, int64_t width, int first, int blank)
+{
+    jbuf b = {0};
+    jbuf *keep = E->out;
+    E->out = NULL;
+    const char *p = s.u.str.s, *e = p + s.u.str.n;
+    int line0 = 1;
+    while (p <= e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        int is_blank = le == p;
+        if ((!line0 || first) && (blank || !is_blank))
+            for (int64_t i = 0; i < width; i++) jbuf_putc(E, &b, ' ');
+        jbuf_put(E, &b, p, (size_t)(le - p));
+        if (!nl) break;
+        jbuf_putc(E, &b, '\n');
+        p = nl + 1;
+        line0 = 0;
+    }
+    E->out = keep;
+    return jv_str(E, b.p ? b.p : "", b.n);
+}
+
+static jv escape_html(jenv *E, jv s)
+{
+    jbuf b = {0};
+    jbuf *keep = E->out;
+    E->out = NULL;
+    for (size_t i = 0; i < s.u.str.n; i++) {
+        char c = s.u.str.s[i];
+        switch (c) {
+        case '&': jbuf_puts(E, &b, "&amp;"); break;
+        case '<': jbuf_puts(E, &b, "&lt;"); break;
+        case '>': jbuf_puts(E, &b, "&gt;"); break;
+        case '"': jbuf_puts(E, &b, "&#34;"); break;
+        case '\'': jbuf_puts(E, &b, "&#39;"); break;
+        default: jbuf_putc(E, &b, c);
+        }
+    }
+    E->out = keep;
+    return jv_str(E, b.p ? b.p : "", b.n);
+}
+
+/* select/reject (attr: the attribute to test, or JV_UNDEF), keep: 1 select */
+static jv select_items(jenv *E, jv v, jv attr, const jv *a, size_t n, int keep)
+{
+    jv l = as_list(E, v, keep ? "select" : "reject"), r = jv_list(E, 0);
+    const char *test = NULL;
+    if (n) {
+        if (a[0].k != JV_STR) FAIL("chat template line %d: the test's name must be a string", E->line);
+        test = a[0].u.str.s;
+    }
+    for (size_t i = 0; i < l.u.list->n; i++) {
+        jv x = l.u.list->v[i], t = attr.k != JV_UNDEF ? attr_path(E, x, attr) : x;
+        int ok = test ? jinja_test(E, test, t, a + 1, n - 1) : jv_truthy(t);
+        if (ok == keep) jv_list_push(E, &r, x);
+    }
+    return r;
+}
+
+jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv *kn,
+                const jv *kv, size_t n_kw)
+{
+#define IS(s) (!strcmp(name, (s)))
+#define ARG(i, kw) arg(a, n, (i), kn, kv, n_kw, (kw))
+    if (IS("default") || IS("d")) {
+        jv dflt = ARG(0, "default_value"), boolean = ARG(1, "boolean");
+        if (dflt.k == JV_UNDEF) dflt = jv_cstr("");
+        if (v.k == JV_UNDEF || (jv_truthy(boolean) && !jv_truthy(v))) return dflt;
+        return v;
+    }
+    if (IS("safe")) return v;
+    if (IS("string")) return jv_to_str(E, v);
+    if (IS("tojson")) {
+        jv ind = ARG(0, "indent");
+        jbuf b = {0};
+        jbuf *keep = E->out;
+        E->out = NULL;
+        jv_tojson(E, &b, v, intlike(ind) ? (int)ival(ind) : -1, 0);
+        E->out = keep;
+        return jv_str(E, b.p ? b.p : "", b.n);
+    }
+    if (IS("length") || IS("count")) {
+        switch (v.k) {
+        case JV_STR: return jv_int((int64_t)cp_count(v));
+        case JV_LIST: return jv_int((int64_t)v.u.list->n);
+        case JV_DICT: case JV_NS: return jv_int((int64_t)v.u.dict->n);
+        case JV_UNDEF: return jv_int(0);
+        default: FAIL("chat template line %d: length of a %s", E->line, jv_kind_name(v));
+        }
+    }
+    if (IS("trim")) return jb_strip(E, jv_to_str(E, v), ARG(0, "chars"), 3);
+    if (IS("upper") || IS("lower") || IS("capitalize") || IS("title"))
+        return jb_casemap(E, jv_to_str(E, v), IS("lower") ? 0 : IS("upper") ? 1 : IS("capitalize") ? 2 : 3);
+    if (IS("replace")) {
+        jv cnt = ARG(2, "count");
+        return jb_replace(E, jv_to_str(E, v), ARG(0, "old"), ARG(1, "new"), intlike(cnt) ? ival(cnt) : -1);
+    }
+    if (IS("items")) {
+        if (v.k == JV_UNDEF) return jv_list(E, 0);
+        if (v.k != JV_DICT && v.k != JV_NS) FAIL("chat template line %d: items of a %s", E->line, jv_kind_name(v));
+        return jb_items(E, v);
+    }
+    if (IS("dictsort")) {
+        if (v.k != JV_DICT && v.k != JV_NS) FAIL("chat template line %d: dictsort of a %s", E->line, jv_kind_name(v));
+        jv by = ARG(1, "by");
+        sort_ctx c = {E, jv_truthy(ARG(0, "case_sensitive")), jv_is_str(by, "value") ? 1 : 0, jv_undef()};
+        return sorted(E, jb_items(E, v), &c, jv_truthy(ARG(2, "reverse")));
+    }
+    if (IS("sort")) {
+        sort_ctx c = {E, jv_truthy(ARG(1, "case_sensitive")), -1, ARG(2, "attribute")};
+        return sorted(E, as_list(E, v, "sort"), &c, jv_truthy(ARG(0, "reverse")));
+    }
+    if (IS("list")) {
+        jv l = as_list(E, v, "list"), r = jv_list(E, l.u.list->n + 1);
+        for (size_t i = 0; i < l.u.list->n; i++) jv_list_push(E, &r, l.u.list->v[i]);
+        return r;
+    }
+    if (IS("first") || IS("last")) {
+        jv l = as_list(E, v, name);
+        if (!l.u.list->n) return jv_undef();
+        return l.u.list->v[IS("first") ? 0 : l.u.list->n - 1];
+    }
+    if (IS("reverse")) {
+        if (v.k == JV_STR) {
+            jv l = as_list(E, v, "reverse");
+            jbuf b = {0};
+            jbuf *keep = E->out;
+            E->out = NULL;
+            for (size_t i = l.u.list->n; i-- > 0;) jv_print(E, &b, l.u.list->v[i]);
+            E->out = keep;
+            return jv_str(E, b.p ? b.p : "", b.n);
+        }
+        jv l = as_list(E, v, "reverse"), r = jv_list(E, l.u.list->n + 1);
+        for (size_t i = l.u.list->n; i-- > 0;) jv_list_push(E, &r, l.u.list->v[i]);
+        return r;
+    }
+    if (IS("join")) return jb_join(E, ARG(0, "d").k == JV_UNDEF ? jv_cstr("") : jv_to_str(E, ARG(0, "d")), v, ARG(1, "attribute"));
+    if (IS("map")) {
+        jv l = as_list(E, v, "map"), r = jv_list(E, l.u.list->n + 1);
+        jv attribute = kwarg(kn, kv, n_kw, "attribute");
+        if (attribute.k != JV_UNDEF) {
+            jv dflt = kwarg(kn, kv, n_kw, "default");
+            for (size_t i = 0; i < l.u.list->n; i++) {
+                jv x = attr_path(E, l.u.list->v[i], attribute);
+                jv_list_push(E, &r, x.k == JV_UNDEF && dflt.k != JV_UNDEF ? dflt : x);
+            }
+            return r;
+        }
+        if (!n || a[0].k != JV_STR) FAIL("chat template line %d: map takes a filter name or attribute=", E->line);
+        for (size_t i = 0; i < l.u.list->n; i++)
+            jv_list_push(E, &r, jinja_filter(E, a[0].u.str.s, l.u.list->v[i], a + 1, n - 1, kn, kv, n_kw));
+        return r;
+    }
+    if (IS("select") || IS("reject")) return select_items(E, v, jv_undef(), a, n, IS("select"));
+    if (IS("selectattr") || IS("rejectattr")) {
+        if (!n) FAIL("chat template line %d: %s takes an attribute name", E->line, name);
+        return select_items(E, v, a[0], a + 1, n - 1, IS("selectattr"));
+    }
+    if (IS("int")) return to_int(E, v, ARG(0, "default").k == JV_UNDEF ? jv_int(0) : ARG(0, "default"));
+    if (IS("float")) return to_float(E, v, ARG(0, "default").k == JV_UNDEF ? jv_float(0) : ARG(0, "default"));
+    if (IS("abs")) {
+        if (v.k == JV_FLOAT) return jv_float(fabs(v.u.f));
+        if (intlike(v)) return jv_int(ival(v) < 0 ? -ival(v) : ival(v));
+        FAIL("chat template line %d: abs of a %s", E->line, jv_kind_name(v));
+    }
+    if (IS("round")) {
+        jv prec = ARG(0, "precision"), method = ARG(1, "method");
+        double x = v.k == JV_FLOAT ? v.u.f : intlike(v) ? (double)ival(v) : NAN;
+        if (isnan(x) && !is_num(v)) FAIL("chat template line %d: round of a %s", E->line, jv_kind_name(v));
+        double m = pow(10.0, intlike(prec) ? (double)ival(prec) : 0.0);
+        /* common: Python's round, ties to even */
+        double y = jv_is_str(method, "floor") ? floor(x * m) / m : jv_is_str(method, "ceil") ? ceil(x * m) / m
+                 : nearbyint(x * m) / m;
+        return jv_float(y);
+    }
+    if (IS("indent")) {
+        jv w = ARG(0, "width");
+        return indent(E, jv_to_str(E, v), intlike(w) ? ival(w) : 4, jv_truthy(ARG(1, "first")),
+                      jv_truthy(ARG(2, "blank")));
+    }
+    if (IS("escape") || IS("e")) return escape_html(E, jv_to_str(E, v));
+    FAIL("chat template line %d: unknown filter '%s'", E->line, name);
+#undef ARG
+#undef IS
+}
+
+/* ---- tests ---- */
+
+int jinja_test(jenv *E, const char *name, jv v, const jv *a, size_t n)
+{
+#define IS(s) (!strcmp(name, (s)))
+    if (IS("defined")) return v.k != JV_UNDEF;
+    if (IS("undefined")) return v.k == JV_UNDEF;
+    if (IS("none")) return v.k == JV_NONE;
+    if (IS("string")) return v.k == JV_STR;
+    if (IS("mapping")) return v.k == JV_DICT || v.k == JV_NS;
+    if (IS("boolean")) return v.k == JV_BOOL;
+    if (IS("true")) return v.k == JV_BOOL && v.u.b;
+    if (IS("false")) return v.k == JV_BOOL && !v.u.b;
+    if (IS("number")) return is_num(v);
+    if (IS("integer")) return v.k == JV_INT;
+    if (IS("float")) return v.k == JV_FLOAT;
+    if (IS("iterable")) return v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT || v.k == JV_NS || v.k == JV_UNDEF;
+    if (IS("sequence")) return v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT || v.k == JV_NS;
+    if (IS("callable")) return v.k == JV_MACRO || v.k == JV_FUNC;
+    if (IS("lower") || IS("upper")) {
+        if (v.k != JV_STR) return 0;
+        jv c = jb_casemap(E, v, IS("lower") ? 0 : 1);
+        return jv_equal(c, v);
+    }
+    if (IS("odd") || IS("even") || IS("divisibleby")) {
+        if (!intlike(v)) FAIL("chat template line %d: test %s of a %s", E->line, name, jv_kind_name(v));
+        int64_t d = IS("divisibleby") ? (n && intlike(a[0]) ? ival(a[0]) : 0) : 2;
+        if (!d) FAIL("chat template line %d: divisibleby needs a nonzero integer", E->line);
+        int64_t m = ival(v) % d;
+        return IS("odd") ? m != 0 : m == 0;
+    }
+    if (!n && (IS("eq") || IS("equalto") || IS("ne") || IS("lt") || IS("le") || IS("gt") ||
+               IS("ge") || IS("in") || IS("sameas")))
+        FAIL("chat template line %d: test %s takes a value", E->line, name);
+    if (IS("eq") || IS("equalto") || IS("==")) return jv_equal(v, a[0]);
+    if (IS("ne") || IS("!=")) return !jv_equal(v, a[0]);
+    if (IS("sameas")) return v.k == a[0].k && jv_equal(v, a[0]);
+    if (IS("lt") || IS("le") || IS("gt") || IS("ge")) {
+        int c = cmp_values(E, v, a[0]);
+        return IS("lt") ? c < 0 : IS("le") ? c <= 0 : IS("gt") ? c > 0 : c >= 0;
+    }
+    if (IS("in")) {
+        jv in = a[0];
+        if (in.k == JV_LIST) {
+            for (size_t i = 0; i < in.u.list->n; i++)
+                if (jv_equal(v, in.u.list->v[i])) return 1;
+            return 0;
+        }
+        if (in.k == JV_DICT || in.k == JV_NS) return jv_dict_get(in, v).k != JV_UNDEF;
+        if (in.k == JV_STR && v.k == JV_STR)
+            return !v.u.str.n || memmem(in.u.str.s, in.u.str.n, v.u.str.s, v.u.str.n) != NULL;
+        FAIL("chat template line %d: test in of a %s", E->line, jv_kind_name(in));
+    }
+    FAIL("chat template line %d: unknown test '%s'", E->line, name);
+#undef IS
+}

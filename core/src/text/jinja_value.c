@@ -1,0 +1,662 @@
+/*
+ * jinja_value.c - the chat-template interpreter's values (jinja_internal.h):
+ * the arena of one render, building lists and dicts, Python's truthiness,
+ * equality, str() and repr() of every value, json.dumps as transformers'
+ * tojson calls it, and the JSON parser of the render's variables.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jinja_internal.h"
+
+#define ARENA_BLOCK ((size_t)64 << 10)
+
+typedef struct ablock {
+    struct ablock *next;
+} ablock;
+
+_Noreturn void jv_fail(jenv *E, vt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(E->msg, sizeof E->msg, fmt, ap);
+    va_end(ap);
+    E->st = st;
+    longjmp(E->fail, 1);
+}
+
+void *jv_alloc(jenv *E, size_t bytes)
+{
+    bytes = (bytes + 15) & ~(size_t)15;
+    if (bytes > E->left) {
+        size_t want = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
+        if (E->used + want > E->max_memory)
+            jv_fail(E, VT_ERR_RANGE, "the render needs more than its memory limit of %zu bytes",
+                    E->max_memory);
+        ablock *b = malloc(sizeof(ablock) + 16 + want);
+        if (!b) jv_fail(E, VT_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", want);
+        b->next = E->chunks;
+        E->chunks = b;
+        E->cur = (char *)b + ((sizeof(ablock) + 15) & ~(size_t)15);
+        E->left = want;
+        E->used += want;
+    }
+    void *p = E->cur;
+    E->cur += bytes;
+    E->left -= bytes;
+    return p;
+}
+
+jv jv_undef(void) { return (jv){.k = JV_UNDEF}; }
+jv jv_none(void) { return (jv){.k = JV_NONE}; }
+jv jv_bool(int b) { return (jv){.k = JV_BOOL, .u.b = !!b}; }
+jv jv_int(int64_t i) { return (jv){.k = JV_INT, .u.i = i}; }
+jv jv_float(double f) { return (jv){.k = JV_FLOAT, .u.f = f}; }
+
+jv jv_str(jenv *E, const char *s, size_t n)
+{
+    char *p = jv_alloc(E, n + 1);
+    if (n) memcpy(p, s, n);
+    p[n] = 0;
+    return (jv){.k = JV_STR, .u.str = {p, n}};
+}
+
+jv jv_cstr(const char *s) { return (jv){.k = JV_STR, .u.str = {s, strlen(s)}}; }
+
+jv jv_list(jenv *E, size_t cap)
+{
+    jlist *l = jv_alloc(E, sizeof *l);
+    l->n = 0;
+    l->cap = cap ? cap : 4;
+    l->tuple = 0;
+    l->v = jv_alloc(E, l->cap * sizeof(jv));
+    return (jv){.k = JV_LIST, .u.list = l};
+}
+
+void jv_list_push(jenv *E, jv *list, jv v)
+{
+    jlist *l = list->u.list;
+    if (l->n == l->cap) {
+        jv *nv = jv_alloc(E, 2 * l->cap * sizeof(jv));
+        memcpy(nv, l->v, l->n * sizeof(jv));
+        l->v = nv;
+        l->cap *= 2;
+    }
+    l->v[l->n++] = v;
+}
+
+jv jv_dict(jenv *E, size_t cap)
+{
+    jdict *d = jv_alloc(E, sizeof *d);
+    d->n = 0;
+    d->cap = cap ? cap : 4;
+    d->key = jv_alloc(E, d->cap * sizeof(jv));
+    d->val = jv_alloc(E, d->cap * sizeof(jv));
+    return (jv){.k = JV_DICT, .u.dict = d};
+}
+
+void jv_dict_set(jenv *E, jv *dict, jv key, jv val)
+{
+    jdict *d = dict->u.dict;
+    for (size_t i = 0; i < d->n; i++)
+        if (jv_equal(d->key[i], key)) {
+            d->val[i] = val;
+            return;
+        }
+    if (d->n == d->cap) {
+        jv *nk = jv_alloc(E, 2 * d->cap * sizeof(jv)), *nv = jv_alloc(E, 2 * d->cap * sizeof(jv));
+        memcpy(nk, d->key, d->n * sizeof(jv));
+        memcpy(nv, d->val, d->n * sizeof(jv));
+        d->key = nk;
+        d->val = nv;
+        d->cap *= 2;
+    }
+    d->key[d->n] = key;
+    d->val[d->n++] = val;
+}
+
+jv jv_dict_get(jv dict, jv key)
+{
+    const jdict *d = dict.u.dict;
+    for (size_t i = 0; i < d->n; i++)
+        if (jv_equal(d->key[i], key)) return d->val[i];
+    return jv_undef();
+}
+
+jv jv_dict_get_c(jv dict, const char *key) { return jv_dict_get(dict, jv_cstr(key)); }
+
+int jv_truthy(jv v)
+{
+    switch (v.k) {
+    case JV_UNDEF: case JV_NONE: return 0;
+    case JV_BOOL: return v.u.b;
+    case JV_INT: return v.u.i != 0;
+    case JV_FLOAT: return v.u.f != 0.0;
+    case JV_STR: return v.u.str.n != 0;
+    case JV_LIST: return v.u.list->n != 0;
+    case JV_DICT: return v.u.dict->n != 0;
+    default: return 1;
+    }
+}
+
+static int is_num(jv v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
+static double num(jv v) { return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.u.b; }
+
+/* Python's ==: numbers by value (True == 1), strings by bytes, lists and
+ * dicts item by item; undefined equals undefined only. */
+int jv_equal(jv a, jv b)
+{
+    if (is_num(a) && is_num(b)) {
+        if (a.k != JV_FLOAT && b.k != JV_FLOAT) {
+            int64_t x = a.k == JV_INT ? a.u.i : a.u.b, y = b.k == JV_INT ? b.u.i : b.u.b;
+            return x == y;
+        }
+        return num(a) == num(b);
+    }
+    if (a.k != b.k) return 0;
+    switch (a.k) {
+    case JV_UNDEF: case JV_NONE: return 1;
+    case JV_STR: return a.u.str.n == b.u.str.n && !memcmp(a.u.str.s, b.u.str.s, a.u.str.n);
+    case JV_LIST:
+        if (a.u.list->n != b.u.list->n) return 0;
+        for (size_t i = 0; i < a.u.list->n; i++)
+            if (!jv_equal(a.u.list->v[i], b.u.list->v[i])) return 0;
+        return 1;
+    case JV_DICT:
+        if (a.u.dict->n != b.u.dict->n) return 0;
+        for (size_t i = 0; i < a.u.dict->n; i++) {
+            jv o = jv_dict_get(b, a.u.dict->key[i]);
+            if (o.k == JV_UNDEF || !jv_equal(a.u.dict->val[i], o)) return 0;
+        }
+        return 1;
+    case JV_NS: return a.u.dict == b.u.dict;
+    case JV_MACRO: return a.u.macro == b.u.macro;
+    case JV_FUNC: return a.u.fn == b.u.fn;
+    case JV_LOOP: return a.u.loop == b.u.loop;
+    default: return 0;
+    }
+}
+
+int jv_is_str(jv v, const char *s)
+{
+    size_t n = strlen(s);
+    return v.k == JV_STR && v.u.str.n == n && !memcmp(v.u.str.s, s, n);
+}
+
+const char *jv_kind_name(jv v)
+{
+    static const char *const names[] = {"undefined", "none", "bool", "int", "float", "str",
+                                        "list", "dict", "namespace", "macro", "function", "loop"};
+    if (v.k == JV_LIST && v.u.list->tuple) return "tuple";
+    return names[v.k];
+}
+
+/* ---- output buffers ---- */
+
+void jbuf_put(jenv *E, jbuf *b, const char *s, size_t n)
+{
+    if (!n) return;
+    if (b == E->out && b->n + n > E->max_output)
+        jv_fail(E, VT_ERR_RANGE, "the output passes its limit of %zu bytes", E->max_output);
+    if (b->n + n + 1 > b->cap) { /* in the arena: nothing to free when a render fails */
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = jv_alloc(E, cap);
+        if (b->n) memcpy(p, b->p, b->n);
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void jbuf_putc(jenv *E, jbuf *b, char c) { jbuf_put(E, b, &c, 1); }
+void jbuf_puts(jenv *E, jbuf *b, const char *s) { jbuf_put(E, b, s, strlen(s)); }
+
+/* ---- str() and repr() ---- */
+
+void jv_float_repr(double f, char *buf, size_t cap)
+{
+    if (isnan(f)) {
+        snprintf(buf, cap, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        snprintf(buf, cap, f < 0 ? "-inf" : "inf");
+        return;
+    }
+    /* the fewest significant digits that read back as f */
+    char e[40];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, f);
+        if (strtod(e, NULL) == f) break;
+    }
+    if (prec > 17) prec = 17;
+    snprintf(e, sizeof e, "%.*e", prec - 1, f);
+    /* e: [-]d[.ddd]e[+-]XX: Python prints fixed notation for 1e-4 <= |f| < 1e16 */
+    char digits[24];
+    int nd = 0, neg = e[0] == '-';
+    const char *p = e + neg;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+    digits[nd] = 0;
+    int exp10 = atoi(p + 1);
+    char *o = buf;
+    size_t left = cap;
+#define OUT(...)                                                        \
+    do {                                                                \
+        int w_ = snprintf(o, left, __VA_ARGS__);                        \
+        if (w_ < 0 || (size_t)w_ >= left) return;                       \
+        o += w_;                                                        \
+        left -= (size_t)w_;                                             \
+    } while (0)
+    if (neg) OUT("-");
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 < 0) {
+            OUT("0.");
+            for (int i = -1; i > exp10; i--) OUT("0");
+            OUT("%s", digits);
+        } else {
+            for (int i = 0; i <= exp10; i++) OUT("%c", i < nd ? digits[i] : '0');
+            OUT(".");
+            if (nd > exp10 + 1) OUT("%s", digits + exp10 + 1);
+            else OUT("0");
+        }
+    } else {
+        OUT("%c", digits[0]);
+        if (nd > 1) OUT(".%s", digits + 1);
+        OUT("e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    }
+#undef OUT
+}
+
+static void put_str_repr(jenv *E, jbuf *b, const char *s, size_t n)
+{
+    int has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
+    char q = has_sq && !has_dq ? '"' : '\'';
+    jbuf_putc(E, b, q);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '\\') jbuf_puts(E, b, "\\\\");
+        else if (c == (unsigned char)q) {
+            jbuf_putc(E, b, '\\');
+            jbuf_putc(E, b, (char)c);
+        } else if (c == '\n') jbuf_puts(E, b, "\\n");
+        else if (c == '\r') jbuf_puts(E, b, "\\r");
+        else if (c == '\t') jbuf_puts(E, b, "\\t");
+        else if (c < 0x20 || c == 0x7f) {
+            snprintf(esc, sizeof esc, "\\x%02x", c);
+            jbuf_puts(E, b, esc);
+        } else jbuf_putc(E, b, (char)c);
+    }
+    jbuf_putc(E, b, q);
+}
+
+static void put_value(jenv *E, jbuf *b, jv v, int repr)
+{
+    char num_buf[48];
+    switch (v.k) {
+    case JV_UNDEF: break;
+    case JV_NONE: jbuf_puts(E, b, "None"); break;
+    case JV_BOOL: jbuf_puts(E, b, v.u.b ? "True" : "False"); break;
+    case JV_INT:
+        snprintf(num_buf, sizeof num_buf, "%lld", (long long)v.u.i);
+        jbuf_puts(E, b, num_buf);
+        break;
+    case JV_FLOAT:
+        jv_float_repr(v.u.f, num_buf, sizeof num_buf);
+        jbuf_puts(E, b, num_buf);
+        break;
+    case JV_STR:
+        if (repr) put_str_repr(E, b, v.u.str.s, v.u.str.n);
+        else jbuf_put(E, b, v.u.str.s, v.u.str.n);
+        break;
+    case JV_LIST: {
+        const jlist *l = v.u.list;
+        jbuf_putc(E, b, l->tuple ? '(' : '[');
+        for (size_t i = 0; i < l->n; i++) {
+            if (i) jbuf_puts(E, b, ", ");
+            put_value(E, b, l->v[i], 1);
+        }
+        if (l->tuple && l->n == 1) jbuf_putc(E, b, ',');
+        jbuf_putc(E, b, l->tuple ? ')' : ']');
+        break;
+    }
+    case JV_DICT:
+    case JV_NS: {
+        const jdict *d = v.u.dict;
+        if (v.k == JV_NS) jbuf_puts(E, b, "<Namespace ");
+        jbuf_putc(E, b, '{');
+        for (size_t i = 0; i < d->n; i++) {
+            if (i) jbuf_puts(E, b, ", ");
+            put_value(E, b, d->key[i], 1);
+            jbuf_puts(E, b, ": ");
+            put_value(E, b, d->val[i], 1);
+        }
+        jbuf_putc(E, b, '}');
+        if (v.k == JV_NS) jbuf_putc(E, b, '>');
+        break;
+    }
+    case JV_MACRO: jbuf_puts(E, b, "<Macro>"); break;
+    case JV_FUNC: jbuf_puts(E, b, "<built-in function>"); break;
+    case JV_LOOP: jbuf_puts(E, b, "<LoopContext>"); break;
+    }
+}
+
+void jv_print(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 0); }
+void jv_repr(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 1); }
+
+jv jv_to_str(jenv *E, jv v)
+{
+    if (v.k == JV_STR) return v;
+    jbuf b = {0};
+    jbuf *keep = E->out;
+    E->out = NULL; /* not the output: no output limit */
+    put_value(E, &b, v, 0);
+    E->out = keep;
+    return jv_str(E, b.p ? b.p : "", b.n);
+}
+
+/* ---- json.dumps ---- */
+
+static void put_json_str(jenv *E, jbuf *b, const char *s, size_t n)
+{
+    jbuf_putc(E, b, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        switch (c) {
+        case '"': jbuf_puts(E, b, "\\\""); break;
+        case '\\': jbuf_puts(E, b, "\\\\"); break;
+        case '\n': jbuf_puts(E, b, "\\n"); break;
+        case '\r': jbuf_puts(E, b, "\\r"); break;
+        case '\t': jbuf_puts(E, b, "\\t"); break;
+        case '\b': jbuf_puts(E, b, "\\b"); break;
+        case '\f': jbuf_puts(E, b, "\\f"); break;
+        default:
+            if (c < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", c);
+                jbuf_puts(E, b, esc);
+            } else {
+                jbuf_putc(E, b, (char)c);
+            }
+        }
+    }
+    jbuf_putc(E, b, '"');
+}
+
+static void json_newline(jenv *E, jbuf *b, int indent, int level)
+{
+    jbuf_putc(E, b, '\n');
+    for (int i = 0; i < indent * level; i++) jbuf_putc(E, b, ' ');
+}
+
+void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
+{
+    char num_buf[48];
+    switch (v.k) {
+    case JV_NONE: jbuf_puts(E, b, "null"); break;
+    case JV_BOOL: jbuf_puts(E, b, v.u.b ? "true" : "false"); break;
+    case JV_INT:
+        snprintf(num_buf, sizeof num_buf, "%lld", (long long)v.u.i);
+        jbuf_puts(E, b, num_buf);
+        break;
+    case JV_FLOAT:
+        if (isnan(v.u.f)) jbuf_puts(E, b, "NaN");
+        else if (isinf(v.u.f)) jbuf_puts(E, b, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else {
+            jv_float_repr(v.u.f, num_buf, sizeof num_buf);
+            jbuf_puts(E, b, num_buf);
+        }
+        break;
+    case JV_STR: put_json_str(E, b, v.u.str.s, v.u.str.n); break;
+    case JV_LIST: {
+        const jlist *l = v.u.list;
+        if (!l->n) {
+            jbuf_puts(E, b, "[]");
+            break;
+        }
+        jbuf_putc(E, b, '[');
+        for (size_t i = 0; i < l->n; i++) {
+            if (i) jbuf_puts(E, b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) json_newline(E, b, indent, level + 1);
+            jv_tojson(E, b, l->v[i], indent, level + 1);
+        }
+        if (indent >= 0) json_newline(E, b, indent, level);
+        jbuf_putc(E, b, ']');
+        break;
+    }
+    case JV_DICT:
+    case JV_NS: {
+        const jdict *d = v.u.dict;
+        if (!d->n) {
+            jbuf_puts(E, b, "{}");
+            break;
+        }
+        jbuf_putc(E, b, '{');
+        for (size_t i = 0; i < d->n; i++) {
+            if (i) jbuf_puts(E, b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) json_newline(E, b, indent, level + 1);
+            jv k = d->key[i];
+            if (k.k == JV_STR) {
+                put_json_str(E, b, k.u.str.s, k.u.str.n);
+            } else { /* Python converts int/float/bool/None keys to strings */
+                jbuf kb = {0};
+                jbuf *keep = E->out;
+                E->out = NULL;
+                if (k.k == JV_NONE) jbuf_puts(E, &kb, "null");
+                else if (k.k == JV_BOOL) jbuf_puts(E, &kb, k.u.b ? "true" : "false");
+                else jv_tojson(E, &kb, k, -1, 0);
+                E->out = keep;
+                put_json_str(E, b, kb.p ? kb.p : "", kb.n);
+            }
+            jbuf_puts(E, b, ": ");
+            jv_tojson(E, b, d->val[i], indent, level + 1);
+        }
+        if (indent >= 0) json_newline(E, b, indent, level);
+        jbuf_putc(E, b, '}');
+        break;
+    }
+    default:
+        jv_fail(E, VT_ERR_FORMAT, "tojson: a %s is not JSON serializable", jv_kind_name(v));
+    }
+}
+
+/* ---- the JSON parser of the render's variables ---- */
+
+typedef struct jparse {
+    const char *s, *end;
+    int depth;
+} jparse;
+
+static void skip_ws(jparse *p)
+{
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+        p->s++;
+}
+
+static int hex4(const char *s, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static void put_utf8(jenv *E, jbuf *b, unsigned cp)
+{
+    char u[4];
+    size_t n;
+    if (cp < 0x80) { u[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { u[0] = (char)(0xC0 | cp >> 6); u[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
+    else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | cp >> 12); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
+    } else {
+        u[0] = (char)(0xF0 | cp >> 18); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
+    }
+    jbuf_put(E, b, u, n);
+}
+
+static vt_status parse_value(jenv *E, jparse *p, jv *out);
+
+static vt_status parse_string(jenv *E, jparse *p, jv *out)
+{
+    p->s++; /* the quote */
+    jbuf b = {0};
+    jbuf *keep = E->out;
+    E->out = NULL;
+    while (p->s < p->end && *p->s != '"') {
+        unsigned char c = (unsigned char)*p->s;
+        if (c < 0x20) goto bad;
+        if (c != '\\') {
+            jbuf_putc(E, &b, (char)c);
+            p->s++;
+            continue;
+        }
+        if (p->end - p->s < 2) goto bad;
+        char e = p->s[1];
+        p->s += 2;
+        switch (e) {
+        case '"': jbuf_putc(E, &b, '"'); break;
+        case '\\': jbuf_putc(E, &b, '\\'); break;
+        case '/': jbuf_putc(E, &b, '/'); break;
+        case 'b': jbuf_putc(E, &b, '\b'); break;
+        case 'f': jbuf_putc(E, &b, '\f'); break;
+        case 'n': jbuf_putc(E, &b, '\n'); break;
+        case 'r': jbuf_putc(E, &b, '\r'); break;
+        case 't': jbuf_putc(E, &b, '\t'); break;
+        case 'u': {
+            unsigned cp, lo;
+            if (p->end - p->s < 4 || !hex4(p->s, &cp)) goto bad;
+            p->s += 4;
+            if (cp >= 0xD800 && cp < 0xDC00 && p->end - p->s >= 6 && p->s[0] == '\\' &&
+                p->s[1] == 'u' && hex4(p->s + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                p->s += 6;
+            }
+            put_utf8(E, &b, cp);
+            break;
+        }
+        default: goto bad;
+        }
+    }
+    if (p->s >= p->end) goto bad;
+    p->s++;
+    E->out = keep;
+    *out = jv_str(E, b.p ? b.p : "", b.n);
+    return VT_OK;
+bad:
+    E->out = keep;
+    return VT_ERR_INVALID_ARG;
+}
+
+static vt_status parse_number(jenv *E, jparse *p, jv *out)
+{
+    (void)E;
+    const char *s = p->s;
+    int is_float = 0;
+    if (s < p->end && *s == '-') s++;
+    while (s < p->end && ((*s >= '0' && *s <= '9') || *s == '.' || *s == 'e' || *s == 'E' ||
+                          *s == '+' || *s == '-')) {
+        if (*s == '.' || *s == 'e' || *s == 'E') is_float = 1;
+        s++;
+    }
+    char tmp[64];
+    size_t n = (size_t)(s - p->s);
+    if (!n || n >= sizeof tmp) return VT_ERR_INVALID_ARG;
+    memcpy(tmp, p->s, n);
+    tmp[n] = 0;
+    char *end;
+    if (is_float) {
+        double f = strtod(tmp, &end);
+        if (*end) return VT_ERR_INVALID_ARG;
+        *out = jv_float(f);
+    } else {
+        long long i = strtoll(tmp, &end, 10);
+        if (*end) return VT_ERR_INVALID_ARG;
+        *out = jv_int(i);
+    }
+    p->s = s;
+    return VT_OK;
+}
+
+static vt_status parse_value(jenv *E, jparse *p, jv *out)
+{
+    skip_ws(p);
+    if (p->s >= p->end || ++p->depth > 512) return VT_ERR_INVALID_ARG;
+    vt_status st = VT_OK;
+    char c = *p->s;
+    if (c == '{' || c == '[') {
+        int obj = c == '{';
+        p->s++;
+        *out = obj ? jv_dict(E, 0) : jv_list(E, 0);
+        skip_ws(p);
+        if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+            p->s++;
+        } else {
+            for (;;) {
+                jv k = jv_undef(), v;
+                if (obj) {
+                    skip_ws(p);
+                    if (p->s >= p->end || *p->s != '"') return VT_ERR_INVALID_ARG;
+                    if ((st = parse_string(E, p, &k))) return st;
+                    skip_ws(p);
+                    if (p->s >= p->end || *p->s != ':') return VT_ERR_INVALID_ARG;
+                    p->s++;
+                }
+                if ((st = parse_value(E, p, &v))) return st;
+                if (obj) jv_dict_set(E, out, k, v);
+                else jv_list_push(E, out, v);
+                skip_ws(p);
+                if (p->s < p->end && *p->s == ',') {
+                    p->s++;
+                    continue;
+                }
+                if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+                    p->s++;
+                    break;
+                }
+                return VT_ERR_INVALID_ARG;
+            }
+        }
+    } else if (c == '"') {
+        st = parse_string(E, p, out);
+    } else if (p->end - p->s >= 4 && !memcmp(p->s, "true", 4)) {
+        *out = jv_bool(1);
+        p->s += 4;
+    } else if (p->end - p->s >= 5 && !memcmp(p->s, "false", 5)) {
+        *out = jv_bool(0);
+        p->s += 5;
+    } else if (p->end - p->s >= 4 && !memcmp(p->s, "null", 4)) {
+        *out = jv_none();
+        p->s += 4;
+    } else {
+        st = parse_number(E, p, out);
+    }
+    p->depth--;
+    return st;
+}
+
+vt_status jv_parse_json(jenv *E, const char *s, size_t n, jv *out)
+{
+    jparse p = {s, s + n, 0};
+    vt_status st = parse_value(E, &p, out);
+    if (st) return st;
+    skip_ws(&p);
+    return p.s == p.end ? VT_OK : VT_ERR_INVALID_ARG;
+}

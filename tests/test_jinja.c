@@ -1,0 +1,304 @@
+/*
+ * test_jinja.c - the chat-template interpreter (core/src/text/jinja.h)
+ * against Python's jinja2 set up as transformers' apply_chat_template sets
+ * it up (tests/jinja/render_ref.py), byte for byte:
+ *   1. the published templates in tests/jinja (Qwen3.5-4B, Qwen3-Coder,
+ *      Gemma 4 31B-it and its interleaved variant; tests/jinja/README names
+ *      their source) over the conversations of conversations.json: system,
+ *      user and assistant turns, multi-turn, tools, tool calls and results,
+ *      reasoning content, enable_thinking true and false, content as parts,
+ *      and the conversations the templates refuse (raise_exception): vt must
+ *      refuse them too, with the template's message;
+ *   2. the small cases of cases.json, one feature each (whitespace control,
+ *      operators, slices, loops, macros, filters, tests, errors);
+ *   3. limits: runaway recursion, a long loop and a large output end in
+ *      VT_ERR_RANGE naming the limit; bad variables are VT_ERR_INVALID_ARG;
+ *   4. 3000 mutations of the published templates (bytes changed, cut,
+ *      repeated) end in VT_OK or an error, never a crash (the ASan job runs
+ *      them too).
+ * Without python3-jinja2 the reference cases skip loudly (exit 77), and
+ * fail under CI=true.
+ */
+#include "test_util.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "jinja.h"
+
+static const char *const TEMPLATES[] = {"Qwen3.5-4B.jinja", "Qwen3-Coder.jinja",
+                                        "google-gemma-4-31B-it.jinja",
+                                        "google-gemma-4-31B-it-interleaved.jinja"};
+enum { N_TEMPLATES = sizeof TEMPLATES / sizeof TEMPLATES[0] };
+
+static char g_ref[64];        /* the reference renderings (a temporary directory) */
+static char g_dir[4096];      /* tests/jinja */
+static int g_n_conv, g_n_cases; /* as render_ref.py printed them; -1: no reference */
+
+static char *read_text(const char *dir, const char *name, size_t *len)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *t = vt_test_read_file(path, len);
+    if (!t) fail_msg("cannot read %s", path);
+    return t;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *src = getenv("VT_TEST_SOURCE_DIR");
+    assert_non_null(src);
+    snprintf(g_dir, sizeof g_dir, "%s/tests/jinja", src);
+    snprintf(g_ref, sizeof g_ref, "/tmp/vt-jinja-ref-XXXXXX");
+    if (!mkdtemp(g_ref)) return -1;
+    char cmd[16384];
+    int k = snprintf(cmd, sizeof cmd, "python3 '%s/render_ref.py' '%s' '%s/conversations.json' "
+                     "'%s/cases.json'", g_dir, g_ref, g_dir, g_dir);
+    for (int i = 0; i < N_TEMPLATES; i++)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " '%s/%s'", g_dir, TEMPLATES[i]);
+    FILE *p = popen(cmd, "r");
+    g_n_conv = g_n_cases = -1;
+    if (p) {
+        if (fscanf(p, "%d %d", &g_n_conv, &g_n_cases) != 2) g_n_conv = g_n_cases = -1;
+        int rc = pclose(p);
+        if (rc != 0) g_n_conv = g_n_cases = -1;
+    }
+    if (g_n_conv < 0) {
+        fprintf(stderr, "\n**********************************************************************\n"
+                        "*** SKIPPING the jinja2 reference cases: python3 with jinja2 (Debian "
+                        "python3-jinja2) is not available\n"
+                        "**********************************************************************\n\n");
+        vt_test_fixtures_skipped = 1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_ref);
+    return system(cmd) ? -1 : 0;
+}
+
+/* Render tmpl with vars and hold it to the reference text ref ("ERROR: msg"
+ * when jinja2 raised): the same bytes, or a refusal (with the template's own
+ * message when it raised through raise_exception). Returns 1 when equal. */
+static int check(const char *what, const char *tmpl, size_t tlen, const char *vars, size_t vlen,
+                 const char *ref, size_t rlen)
+{
+    char *out = NULL;
+    size_t n = 0;
+    vt_status st = vt_jinja_render(tmpl, tlen, vars, vlen, NULL, &out, &n);
+    int ok;
+    if (rlen >= 7 && !memcmp(ref, "ERROR: ", 7)) {
+        ok = st == VT_ERR_FORMAT;
+        /* a raise_exception message must come through */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%.*s", (int)(rlen - 7 < 200 ? rlen - 7 : 200), ref + 7);
+        if (ok && strstr(tmpl, "raise_exception") && strstr(vt_last_error(), "raised: ") &&
+            !strstr(vt_last_error(), msg))
+            ok = 0;
+        if (!ok)
+            fprintf(stderr, "  %s: jinja2 raised '%s', vt: status %d, '%s'\n", what, msg, st,
+                    st ? vt_last_error() : out);
+    } else if (st != VT_OK) {
+        ok = 0;
+        fprintf(stderr, "  %s: vt failed (%d): %s\n", what, st, vt_last_error());
+    } else {
+        ok = n == rlen && !memcmp(out, ref, n);
+        if (!ok) {
+            size_t i = 0;
+            while (i < n && i < rlen && out[i] == ref[i]) i++;
+            size_t from = i > 40 ? i - 40 : 0;
+            fprintf(stderr, "  %s: differs at byte %zu (vt %zu bytes, jinja2 %zu)\n    vt:     "
+                    "'%.*s'\n    jinja2: '%.*s'\n", what, i, n, rlen,
+                    (int)((n - from) > 80 ? 80 : (n - from)), out + from,
+                    (int)((rlen - from) > 80 ? 80 : (rlen - from)), ref + from);
+        }
+    }
+    free(out);
+    return ok;
+}
+
+static void test_published_templates(void **s)
+{
+    (void)s;
+    if (g_n_conv < 0) return;
+    int bad = 0, total = 0;
+    for (int t = 0; t < N_TEMPLATES; t++) {
+        size_t tlen;
+        char *tmpl = read_text(g_dir, TEMPLATES[t], &tlen);
+        for (int i = 0; i < g_n_conv; i++) {
+            char name[512], what[600];
+            size_t vlen, rlen;
+            snprintf(name, sizeof name, "conv.%d.json", i);
+            char *vars = read_text(g_ref, name, &vlen);
+            snprintf(name, sizeof name, "%s.%d.txt", TEMPLATES[t], i);
+            char *ref = read_text(g_ref, name, &rlen);
+            snprintf(what, sizeof what, "%s, conversation %d", TEMPLATES[t], i);
+            if (!check(what, tmpl, tlen, vars, vlen, ref, rlen)) bad++;
+            total++;
+            free(vars);
+            free(ref);
+        }
+        free(tmpl);
+    }
+    fprintf(stderr, "  published templates: %d of %d renderings equal jinja2's\n", total - bad, total);
+    if (bad) fail_msg("%d of %d renderings differ from jinja2's", bad, total);
+}
+
+static void test_small_cases(void **s)
+{
+    (void)s;
+    if (g_n_cases < 0) return;
+    int bad = 0;
+    for (int i = 0; i < g_n_cases; i++) {
+        char name[64], what[64];
+        size_t tlen, vlen, rlen;
+        snprintf(name, sizeof name, "case.%d.jinja", i);
+        char *tmpl = read_text(g_ref, name, &tlen);
+        snprintf(name, sizeof name, "case.%d.json", i);
+        char *vars = read_text(g_ref, name, &vlen);
+        snprintf(name, sizeof name, "case.%d.txt", i);
+        char *ref = read_text(g_ref, name, &rlen);
+        snprintf(what, sizeof what, "case %d", i);
+        if (!check(what, tmpl, tlen, vars, vlen, ref, rlen)) bad++;
+        free(tmpl);
+        free(vars);
+        free(ref);
+    }
+    fprintf(stderr, "  small cases: %d of %d equal jinja2's\n", g_n_cases - bad, g_n_cases);
+    if (bad) fail_msg("%d of %d small cases differ from jinja2's", bad, g_n_cases);
+}
+
+static vt_status render(const char *tmpl, const char *vars, const vt_jinja_limits *lim, char **out)
+{
+    size_t n;
+    return vt_jinja_render(tmpl, strlen(tmpl), vars, strlen(vars), lim, out, &n);
+}
+
+static void test_limits(void **s)
+{
+    (void)s;
+    char *out = NULL;
+    /* runaway recursion */
+    assert_int_equal(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{}", NULL, &out),
+                     VT_ERR_RANGE);
+    assert_non_null(strstr(vt_last_error(), "nesting deeper than its limit"));
+    /* a long loop */
+    vt_jinja_limits lim = {.max_steps = 1000};
+    assert_int_equal(render("{% for i in range(5000) %}{{ i }}{% endfor %}", "{}", &lim, &out), VT_ERR_RANGE);
+    assert_non_null(strstr(vt_last_error(), "steps"));
+    /* a large output */
+    lim = (vt_jinja_limits){.max_output = 1000};
+    assert_int_equal(render("{% for i in range(100) %}{{ 'x' * 50 }}{% endfor %}", "{}", &lim, &out),
+                     VT_ERR_RANGE);
+    assert_non_null(strstr(vt_last_error(), "output"));
+    /* memory */
+    lim = (vt_jinja_limits){.max_memory = 1 << 20};
+    assert_int_equal(render("{{ 'x' * 100000000 }}", "{}", &lim, &out), VT_ERR_RANGE);
+    /* bad variables */
+    assert_int_equal(render("x", "[1]", NULL, &out), VT_ERR_INVALID_ARG);
+    assert_int_equal(render("x", "{\"a\": ", NULL, &out), VT_ERR_INVALID_ARG);
+    assert_null(out);
+    /* an error names its line */
+    assert_int_equal(render("a\nb\n{{ 1 + none }}", "{}", NULL, &out), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "chat template line 3"));
+    /* and a good render after all that */
+    assert_int_equal(render("{{ messages[0].content }}!", "{\"messages\": [{\"content\": \"hi\"}]}", NULL, &out),
+                     VT_OK);
+    assert_string_equal(out, "hi!");
+    free(out);
+}
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static void test_mutated_templates(void **s)
+{
+    (void)s;
+    static const char vars[] =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": "
+        "\"u\"}, {\"role\": \"assistant\", \"content\": \"a\", \"tool_calls\": [{\"function\": "
+        "{\"name\": \"f\", \"arguments\": {\"k\": [1, 2]}}}]}, {\"role\": \"tool\", \"content\": \"r\"}],"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+        "{\"type\": \"object\", \"properties\": {\"k\": {\"type\": \"array\"}}}}}], "
+        "\"add_generation_prompt\": true, \"bos_token\": \"<bos>\"}";
+    static const char pieces[][8] = {"{{", "}}", "{%", "%}", "-", "(", ")", "[", "]", "|", ".", "'",
+                                     "\"", "endfor", "endif", "\\", "\n", "{#", "#}", "~"};
+    vt_jinja_limits lim = {.max_steps = 200000, .max_output = 1 << 20, .max_memory = 64 << 20};
+    int ok = 0, refused = 0;
+    for (int t = 0; t < N_TEMPLATES; t++) {
+        size_t len;
+        char *base = read_text(g_dir, TEMPLATES[t], &len);
+        char *m = malloc(2 * len + 64);
+        assert_non_null(m);
+        for (int iter = 0; iter < 750; iter++) {
+            memcpy(m, base, len);
+            size_t n = len;
+            for (int k = 0, edits = 1 + (int)(rnd() % 4); k < edits; k++) {
+                size_t at = (size_t)(rnd() % n);
+                switch (rnd() % 4) {
+                case 0: m[at] = (char)(rnd() & 0xFF); break;                  /* a byte */
+                case 1: n = at; break;                                        /* cut */
+                case 2: {                                                     /* insert a piece */
+                    const char *p = pieces[rnd() % (sizeof pieces / sizeof pieces[0])];
+                    size_t pl = strlen(p);
+                    if (n + pl <= 2 * len + 32) {
+                        memmove(m + at + pl, m + at, n - at);
+                        memcpy(m + at, p, pl);
+                        n += pl;
+                    }
+                    break;
+                }
+                default: {                                                    /* drop a span */
+                    size_t span = (size_t)(rnd() % 40);
+                    if (at + span > n) span = n - at;
+                    memmove(m + at, m + at + span, n - at - span);
+                    n -= span;
+                }
+                }
+                if (!n) break;
+            }
+            char *out = NULL;
+            size_t on;
+            vt_status st = vt_jinja_render(m, n, vars, strlen(vars), &lim, &out, &on);
+            if (st == VT_OK) {
+                assert_non_null(out);
+                assert_int_equal(strlen(out), on);
+                ok++;
+            } else {
+                assert_null(out);
+                assert_true(st == VT_ERR_FORMAT || st == VT_ERR_RANGE);
+                assert_true(strlen(vt_last_error()) > 0);
+                refused++;
+            }
+            free(out);
+        }
+        free(m);
+        free(base);
+    }
+    fprintf(stderr, "  mutated templates: %d rendered, %d refused with a message, none crashed\n",
+            ok, refused);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_published_templates),
+        cmocka_unit_test(test_small_cases),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_mutated_templates),
+    };
+    return vt_test_exit(cmocka_run_group_tests_name("jinja", tests, setup, teardown));
+}
