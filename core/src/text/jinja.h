@@ -58,4 +58,26 @@ typedef struct vt_jinja_limits {
 vt_status vt_jinja_render(const char *tmpl, size_t len, const char *context_json, size_t json_len,
                           const vt_jinja_limits *lim, char **out, size_t *out_len);
 
+/* A byte range [off, off + len) of a rendering. */
+typedef struct vt_jinja_span {
+    size_t off, len;
+} vt_jinja_span;
+
+/*
+ * vt_jinja_render, keeping track of what came from the variables: every
+ * string in them (dict keys included) is tainted, except the top-level
+ * members named in keep (NULL-terminated list, may be NULL; e.g. the
+ * bos_token whose text must parse as the control token it spells), and a
+ * byte of the output is tainted where it was copied from a tainted byte,
+ * through any filter, method, slice or concatenation (escaped forms too:
+ * tojson, repr). *spans (malloc-ed, the caller frees; NULL when *n_spans is
+ * 0) gets the tainted byte ranges in order, not overlapping: what a
+ * tokenizer must keep as text (a message that spells a control token must
+ * not become one). Errors as vt_jinja_render; *spans NULL then.
+ */
+vt_status vt_jinja_render_spans(const char *tmpl, size_t len, const char *context_json,
+                                size_t json_len, const char *const *keep,
+                                const vt_jinja_limits *lim, char **out, size_t *out_len,
+                                vt_jinja_span **spans, size_t *n_spans);
+
 #endif

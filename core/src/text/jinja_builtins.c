@@ -61,7 +61,6 @@ static jv need_str(jenv *E, jv v, const char *what)
     return v;
 }
 
-static jv mkstr(jenv *E, const char *s, size_t n) { return jv_str(E, s, n); }
 
 /* ---- whitespace as Python's str.isspace sees it, by code point ---- */
 
@@ -120,7 +119,7 @@ jv jb_strip(jenv *E, jv s, jv chars, int which)
         if (which & 2)
             while (b > a && (k = space_before(p, b))) b -= k;
     }
-    return mkstr(E, p + a, b - a);
+    return jv_sub(E, s, a, b - a);
 }
 
 static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
@@ -136,7 +135,7 @@ static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
             size_t start = 0;
             for (size_t i = 0; i + m <= n && maxsplit != 0;) {
                 if (!memcmp(p + i, q, m)) {
-                    jv_list_push(E, &out, mkstr(E, p + start, i - start));
+                    jv_list_push(E, &out, jv_sub(E, s, start, i - start));
                     i += m;
                     start = i;
                     if (maxsplit > 0) maxsplit--;
@@ -144,14 +143,14 @@ static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
                     i++;
                 }
             }
-            jv_list_push(E, &out, mkstr(E, p + start, n - start));
+            jv_list_push(E, &out, jv_sub(E, s, start, n - start));
             return out;
         }
         /* from the right: collect, then reverse */
         size_t end = n;
         for (size_t i = n; i >= m && maxsplit != 0;) {
             if (!memcmp(p + i - m, q, m)) {
-                jv_list_push(E, &out, mkstr(E, p + i, end - i));
+                jv_list_push(E, &out, jv_sub(E, s, i, end - i));
                 i -= m;
                 end = i;
                 if (maxsplit > 0) maxsplit--;
@@ -159,7 +158,7 @@ static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
                 i--;
             }
         }
-        jv_list_push(E, &out, mkstr(E, p, end));
+        jv_list_push(E, &out, jv_sub(E, s, 0, end));
     } else { /* runs of whitespace, no empty items */
         size_t i = 0, k;
         if (from_right) FAIL("chat template line %d: rsplit without a separator is not supported", E->line);
@@ -169,12 +168,12 @@ static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
             if (maxsplit == 0) {
                 size_t e = n;
                 while (e > i && (k = space_before(p, e))) e -= k;
-                jv_list_push(E, &out, mkstr(E, p + i, e - i));
+                jv_list_push(E, &out, jv_sub(E, s, i, e - i));
                 break;
             }
             size_t start = i;
             while (i < n && !space_at(p, n, i)) i++;
-            jv_list_push(E, &out, mkstr(E, p + start, i - start));
+            jv_list_push(E, &out, jv_sub(E, s, start, i - start));
             if (maxsplit > 0) maxsplit--;
         }
         return out;
@@ -202,7 +201,7 @@ jv jb_casemap(jenv *E, jv s, int mode) /* 0 lower, 1 upper, 2 capitalize, 3 titl
         prev_cased = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || ((unsigned char)c >= 0x80);
     }
     p[s.u.str.n] = 0;
-    return (jv){.k = JV_STR, .u.str = {p, s.u.str.n}};
+    return (jv){.k = JV_STR, .u.str = {p, s.u.str.n, s.u.str.t}}; /* the same bytes' taint */
 }
 
 jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count)
@@ -217,27 +216,28 @@ jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count)
     size_t i = 0;
     if (!m) { /* Python inserts new before every code point and at the end */
         for (; i < n && count != 0; count--) {
-            jbuf_put(E, &b, new_.u.str.s, new_.u.str.n);
+            jbuf_put_str(E, &b, new_);
             size_t k = 1;
             while (i + k < n && ((unsigned char)p[i + k] & 0xC0) == 0x80) k++;
-            jbuf_put(E, &b, p + i, k);
+            jbuf_put_t(E, &b, p + i, k, s.u.str.t ? s.u.str.t + i : NULL);
             i += k;
         }
-        if (i < n) jbuf_put(E, &b, p + i, n - i);
-        else if (count != 0) jbuf_put(E, &b, new_.u.str.s, new_.u.str.n);
+        if (i < n) jbuf_put_t(E, &b, p + i, n - i, s.u.str.t ? s.u.str.t + i : NULL);
+        else if (count != 0) jbuf_put_str(E, &b, new_);
     } else {
         while (i < n) {
             if (count != 0 && i + m <= n && !memcmp(p + i, old.u.str.s, m)) {
-                jbuf_put(E, &b, new_.u.str.s, new_.u.str.n);
+                jbuf_put_str(E, &b, new_);
                 i += m;
                 if (count > 0) count--;
             } else {
-                jbuf_putc(E, &b, p[i++]);
+                jbuf_put_t(E, &b, p + i, 1, s.u.str.t ? s.u.str.t + i : NULL);
+                i++;
             }
         }
     }
     E->out = keep;
-    return mkstr(E, b.p ? b.p : "", b.n);
+    return jv_from_buf(E, &b);
 }
 
 static size_t cp_index(const char *s, size_t byte) /* code points before byte */
@@ -480,7 +480,7 @@ static jv g_strftime_now(jenv *E, const jfunc *self, const jv *a, size_t n, cons
     struct tm tm;
     localtime_r(&t, &tm);
     size_t k = strftime(buf, sizeof buf, fmt, &tm);
-    return mkstr(E, buf, k);
+    return jv_str(E, buf, k);
 }
 
 jv jinja_global(jenv *E, const char *name)

@@ -117,11 +117,12 @@ static jv repeat(jenv *E, jv s, int64_t k)
     if (s.k == JV_STR) {
         if (s.u.str.n && (uint64_t)k > E->max_memory / s.u.str.n)
             jv_fail(E, VT_ERR_RANGE, "chat template line %d: a repeated string passes the memory limit", E->line);
-        size_t n = s.u.str.n * (size_t)k;
-        char *p = jv_alloc(E, n + 1);
-        for (int64_t i = 0; i < k; i++) memcpy(p + (size_t)i * s.u.str.n, s.u.str.s, s.u.str.n);
-        p[n] = 0;
-        return (jv){.k = JV_STR, .u.str = {p, n}};
+        jbuf bb = {0};
+        jbuf *keep = E->out;
+        E->out = NULL;
+        for (int64_t i = 0; i < k; i++) jbuf_put_str(E, &bb, s);
+        E->out = keep;
+        return jv_from_buf(E, &bb);
     }
     if (s.u.list->n && (uint64_t)k > E->max_memory / (s.u.list->n * sizeof(jv)))
         jv_fail(E, VT_ERR_RANGE, "chat template line %d: a repeated list passes the memory limit", E->line);
@@ -135,11 +136,13 @@ static jv arith(jenv *E, int op, jv a, jv b)
 {
     if (op == OP_CONCAT) {
         jv x = jv_to_str(E, a), y = jv_to_str(E, b);
-        char *p = jv_alloc(E, x.u.str.n + y.u.str.n + 1);
-        memcpy(p, x.u.str.s, x.u.str.n);
-        memcpy(p + x.u.str.n, y.u.str.s, y.u.str.n);
-        p[x.u.str.n + y.u.str.n] = 0;
-        return (jv){.k = JV_STR, .u.str = {p, x.u.str.n + y.u.str.n}};
+        jbuf bb = {0};
+        jbuf *keep = E->out;
+        E->out = NULL;
+        jbuf_put_str(E, &bb, x);
+        jbuf_put_str(E, &bb, y);
+        E->out = keep;
+        return jv_from_buf(E, &bb);
     }
     if (op == OP_ADD && a.k == JV_STR && b.k == JV_STR) return arith(E, OP_CONCAT, a, b);
     if (op == OP_ADD && a.k == JV_LIST && b.k == JV_LIST) return concat_lists(E, a, b);
@@ -295,7 +298,7 @@ static jv item(jenv *E, jv obj, jv key)
         if (obj.k == JV_LIST) return obj.u.list->v[i];
         size_t a = cp_off(obj.u.str.s, obj.u.str.n, (size_t)i);
         size_t b = cp_off(obj.u.str.s, obj.u.str.n, (size_t)i + 1);
-        return jv_str(E, obj.u.str.s + a, b - a);
+        return jv_sub(E, obj, a, b - a);
     }
     case JV_LOOP:
         if (key.k == JV_STR) return jinja_attr(E, obj, key.u.str.s);
@@ -356,9 +359,10 @@ static jv slice(jenv *E, jv obj, jv a, jv b, jv c)
     jbuf *keep = E->out;
     E->out = NULL;
     for (int64_t i = s0; st > 0 ? i < s1 : i > s1; i += st)
-        jbuf_put(E, &bb, obj.u.str.s + off[i], off[i + 1] - off[i]);
+        jbuf_put_t(E, &bb, obj.u.str.s + off[i], off[i + 1] - off[i],
+                   obj.u.str.t ? obj.u.str.t + off[i] : NULL);
     E->out = keep;
-    return jv_str(E, bb.p ? bb.p : "", bb.n);
+    return jv_from_buf(E, &bb);
 }
 
 /* ---- calls ---- */
@@ -413,7 +417,7 @@ static jv call_macro(jenv *E, const jnode *m, const jv *args, size_t n, const jv
     E->frame = saved;
     E->line = saved_line;
     E->loop_ctl = 0;
-    return jv_str(E, capture.p ? capture.p : "", capture.n);
+    return jv_from_buf(E, &capture);
 }
 
 jv jinja_call(jenv *E, jv fn, const jv *args, size_t n, const jv *kw_names, const jv *kw_vals,
@@ -622,7 +626,7 @@ static void run_stmt(jenv *E, const jnode *s)
     step(E, s->line);
     switch (s->k) {
     case N_BODY: jinja_run(E, s); break;
-    case N_TEXT: jbuf_put(E, E->out, s->value.u.str.s, s->value.u.str.n); break;
+    case N_TEXT: jbuf_put(E, E->out, s->value.u.str.s, s->value.u.str.n); break; /* the template's */
     case N_OUTPUT: jv_print(E, E->out, jinja_eval(E, s->a)); break;
     case N_IF:
         if (jv_truthy(jinja_eval(E, s->a))) jinja_run(E, s->b);
@@ -645,7 +649,7 @@ static void run_stmt(jenv *E, const jnode *s)
         E->out = &capture;
         jinja_run(E, s->a);
         E->out = keep;
-        jinja_assign(E, s->name, jv_str(E, capture.p ? capture.p : "", capture.n));
+        jinja_assign(E, s->name, jv_from_buf(E, &capture));
         break;
     }
     case N_MACRO: jinja_assign(E, s->name, (jv){.k = JV_MACRO, .u.macro = s}); break;
@@ -666,6 +670,47 @@ void jinja_run(jenv *E, const jnode *body)
 vt_status vt_jinja_render(const char *tmpl, size_t len, const char *context_json, size_t json_len,
                           const vt_jinja_limits *lim, char **out, size_t *out_len)
 {
+    return vt_jinja_render_spans(tmpl, len, context_json, json_len, NULL, lim, out, out_len, NULL,
+                                 NULL);
+}
+
+/* the runs of taint in b's mask, into spans (malloc-ed) */
+static vt_status taint_spans(const jbuf *b, vt_jinja_span **spans, size_t *n_spans)
+{
+    size_t n = 0, cap = 0;
+    vt_jinja_span *v = NULL;
+    for (size_t i = 0; b->m && i < b->n;) {
+        if (!b->m[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < b->n && b->m[j]) j++;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            vt_jinja_span *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                vt_set_error_oom(cap * sizeof *v, "chat template: the spans of the variables' text");
+                return VT_ERR_OUT_OF_MEMORY;
+            }
+            v = nv;
+        }
+        v[n++] = (vt_jinja_span){i, j - i};
+        i = j;
+    }
+    *spans = v;
+    *n_spans = n;
+    return VT_OK;
+}
+
+vt_status vt_jinja_render_spans(const char *tmpl, size_t len, const char *context_json,
+                                size_t json_len, const char *const *keep,
+                                const vt_jinja_limits *lim, char **out, size_t *out_len,
+                                vt_jinja_span **spans, size_t *n_spans)
+{
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
     if (out) *out = NULL;
     if (out_len) *out_len = 0;
     if (!tmpl || !context_json || !out) {
@@ -696,9 +741,14 @@ vt_status vt_jinja_render(const char *tmpl, size_t len, const char *context_json
     }
     jnode *body = jinja_parse(E, tmpl, len);
     E->root = E->frame = frame_new(E, NULL);
-    for (size_t i = 0; i < vars.u.dict->n; i++)
-        if (vars.u.dict->key[i].k == JV_STR)
-            frame_set(E, E->root, vars.u.dict->key[i].u.str.s, vars.u.dict->val[i]);
+    for (size_t i = 0; i < vars.u.dict->n; i++) {
+        if (vars.u.dict->key[i].k != JV_STR) continue;
+        const char *name = vars.u.dict->key[i].u.str.s;
+        int kept = !spans;
+        for (const char *const *k = keep; !kept && k && *k; k++) kept = !strcmp(*k, name);
+        if (!kept) jv_taint_all(E, &vars.u.dict->val[i]);
+        frame_set(E, E->root, name, vars.u.dict->val[i]);
+    }
     E->out = &result;
     jinja_run(E, body);
     E->loop_ctl = 0;
@@ -710,6 +760,10 @@ vt_status vt_jinja_render(const char *tmpl, size_t len, const char *context_json
     }
     if (result.n) memcpy(copy, result.p, result.n);
     copy[result.n] = 0;
+    if (spans && (st = taint_spans(&result, spans, n_spans)) != VT_OK) {
+        free(copy);
+        goto done;
+    }
     *out = copy;
     if (out_len) *out_len = result.n;
 done:

@@ -52,7 +52,7 @@ static jv as_list(jenv *E, jv v, const char *what)
         for (size_t i = 0; i < v.u.str.n;) {
             size_t k = 1;
             while (i + k < v.u.str.n && ((unsigned char)v.u.str.s[i + k] & 0xC0) == 0x80) k++;
-            jv_list_push(E, &r, jv_str(E, v.u.str.s + i, k));
+            jv_list_push(E, &r, jv_sub(E, v, i, k));
             i += k;
         }
     } else if (v.k != JV_UNDEF) {
@@ -90,13 +90,13 @@ jv jb_join(jenv *E, jv sep, jv items, jv attribute)
     jbuf *keep = E->out;
     E->out = NULL;
     for (size_t i = 0; i < l.u.list->n; i++) {
-        if (i && sep.k == JV_STR) jbuf_put(E, &b, sep.u.str.s, sep.u.str.n);
+        if (i && sep.k == JV_STR) jbuf_put_str(E, &b, sep);
         jv x = l.u.list->v[i];
         if (attribute.k != JV_UNDEF) x = attr_path(E, x, attribute);
         jv_print(E, &b, x);
     }
     E->out = keep;
-    return jv_str(E, b.p ? b.p : "", b.n);
+    return jv_from_buf(E, &b);
 }
 
 /* ---- sorting: stable, as Python's sorted ---- */
@@ -227,14 +227,14 @@ static jv indent(jenv *E, jv s, int64_t width, int first, int blank)
         int is_blank = le == p;
         if ((!line0 || first) && (blank || !is_blank))
             for (int64_t i = 0; i < width; i++) jbuf_putc(E, &b, ' ');
-        jbuf_put(E, &b, p, (size_t)(le - p));
+        jbuf_put_t(E, &b, p, (size_t)(le - p), s.u.str.t ? s.u.str.t + (p - s.u.str.s) : NULL);
         if (!nl) break;
-        jbuf_putc(E, &b, '\n');
+        jbuf_put_t(E, &b, "\n", 1, s.u.str.t ? s.u.str.t + (nl - s.u.str.s) : NULL);
         p = nl + 1;
         line0 = 0;
     }
     E->out = keep;
-    return jv_str(E, b.p ? b.p : "", b.n);
+    return jv_from_buf(E, &b);
 }
 
 static jv escape_html(jenv *E, jv s)
@@ -244,17 +244,15 @@ static jv escape_html(jenv *E, jv s)
     E->out = NULL;
     for (size_t i = 0; i < s.u.str.n; i++) {
         char c = s.u.str.s[i];
-        switch (c) {
-        case '&': jbuf_puts(E, &b, "&amp;"); break;
-        case '<': jbuf_puts(E, &b, "&lt;"); break;
-        case '>': jbuf_puts(E, &b, "&gt;"); break;
-        case '"': jbuf_puts(E, &b, "&#34;"); break;
-        case '\'': jbuf_puts(E, &b, "&#39;"); break;
-        default: jbuf_putc(E, &b, c);
-        }
+        const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+                      : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+        uint8_t mk[8];
+        size_t k = r ? strlen(r) : 1;
+        memset(mk, s.u.str.t ? s.u.str.t[i] : 0, k);
+        jbuf_put_t(E, &b, r ? r : &s.u.str.s[i], k, mk);
     }
     E->out = keep;
-    return jv_str(E, b.p ? b.p : "", b.n);
+    return jv_from_buf(E, &b);
 }
 
 /* select/reject (attr: the attribute to test, or JV_UNDEF), keep: 1 select */
@@ -294,7 +292,7 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
         E->out = NULL;
         jv_tojson(E, &b, v, intlike(ind) ? (int)ival(ind) : -1, 0);
         E->out = keep;
-        return jv_str(E, b.p ? b.p : "", b.n);
+        return jv_from_buf(E, &b);
     }
     if (IS("length") || IS("count")) {
         switch (v.k) {
@@ -345,7 +343,7 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
             E->out = NULL;
             for (size_t i = l.u.list->n; i-- > 0;) jv_print(E, &b, l.u.list->v[i]);
             E->out = keep;
-            return jv_str(E, b.p ? b.p : "", b.n);
+            return jv_from_buf(E, &b);
         }
         jv l = as_list(E, v, "reverse"), r = jv_list(E, l.u.list->n + 1);
         for (size_t i = l.u.list->n; i-- > 0;) jv_list_push(E, &r, l.u.list->v[i]);

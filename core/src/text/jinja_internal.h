@@ -49,6 +49,8 @@ typedef struct jv {
         struct {
             const char *s;
             size_t n;
+            const uint8_t *t; /* per byte: 1 where it came from the render's tainted
+                                 variables (their text stays text); NULL: none did */
         } str;
         jlist *list;
         jdict *dict; /* JV_DICT, JV_NS */
@@ -120,6 +122,7 @@ enum { OP_ADD = 1, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCA
 /* ---- one render ---- */
 typedef struct jbuf {
     char *p;
+    uint8_t *m; /* taint per byte (jv str.t), made at the first tainted byte */
     size_t n, cap;
 } jbuf;
 
@@ -140,6 +143,7 @@ struct jenv {
     int line;             /* of the node being run, for messages */
     /* loop control: 1 break, 2 continue, while unwinding to the loop */
     int loop_ctl;
+    int has_taint;        /* a variable is tainted: buffers keep masks */
     /* errors: the message and the status, then a longjmp to the render */
     jmp_buf fail;
     vt_status st;
@@ -156,6 +160,10 @@ jv jv_bool(int b);
 jv jv_int(int64_t i);
 jv jv_float(double f);
 jv jv_str(jenv *E, const char *s, size_t n); /* copies */
+jv jv_str_t(jenv *E, const char *s, size_t n, const uint8_t *t); /* copies, with taint t (NULL: none) */
+jv jv_sub(jenv *E, jv s, size_t off, size_t n);                  /* bytes [off, off + n) of s, taint too */
+jv jv_from_buf(jenv *E, const jbuf *b);                          /* the buffer's text and taint */
+void jv_taint_all(jenv *E, jv *v); /* every string in v (dict keys too): tainted */
 jv jv_cstr(const char *s);                   /* a static string, not copied */
 jv jv_list(jenv *E, size_t cap);
 void jv_list_push(jenv *E, jv *list, jv v);
@@ -178,6 +186,8 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level);
 /* parse a JSON text into a value (dicts keep the member order) */
 vt_status jv_parse_json(jenv *E, const char *s, size_t n, jv *out);
 void jbuf_put(jenv *E, jbuf *b, const char *s, size_t n);
+void jbuf_put_t(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t); /* with taint */
+void jbuf_put_str(jenv *E, jbuf *b, jv s); /* a string value, its taint too */
 void jbuf_putc(jenv *E, jbuf *b, char c);
 void jbuf_puts(jenv *E, jbuf *b, const char *s);
 /* Python's float repr (shortest round-trip digits) into buf (>= 32 bytes) */

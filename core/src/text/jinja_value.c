@@ -61,10 +61,57 @@ jv jv_str(jenv *E, const char *s, size_t n)
     char *p = jv_alloc(E, n + 1);
     if (n) memcpy(p, s, n);
     p[n] = 0;
-    return (jv){.k = JV_STR, .u.str = {p, n}};
+    return (jv){.k = JV_STR, .u.str = {p, n, NULL}};
 }
 
-jv jv_cstr(const char *s) { return (jv){.k = JV_STR, .u.str = {s, strlen(s)}}; }
+jv jv_cstr(const char *s) { return (jv){.k = JV_STR, .u.str = {s, strlen(s), NULL}}; }
+
+jv jv_str_t(jenv *E, const char *s, size_t n, const uint8_t *t)
+{
+    jv v = jv_str(E, s, n);
+    if (t && n && memchr(t, 1, n)) {
+        uint8_t *m = jv_alloc(E, n);
+        memcpy(m, t, n);
+        v.u.str.t = m;
+    }
+    return v;
+}
+
+jv jv_sub(jenv *E, jv s, size_t off, size_t n)
+{
+    return jv_str_t(E, s.u.str.s + off, n, s.u.str.t ? s.u.str.t + off : NULL);
+}
+
+jv jv_from_buf(jenv *E, const jbuf *b)
+{
+    return jv_str_t(E, b->p ? b->p : "", b->n, b->m);
+}
+
+void jv_taint_all(jenv *E, jv *v)
+{
+    switch (v->k) {
+    case JV_STR:
+        if (v->u.str.n) {
+            uint8_t *m = jv_alloc(E, v->u.str.n);
+            memset(m, 1, v->u.str.n);
+            v->u.str.t = m;
+        }
+        E->has_taint = 1;
+        break;
+    case JV_LIST:
+        for (size_t i = 0; i < v->u.list->n; i++) jv_taint_all(E, &v->u.list->v[i]);
+        break;
+    case JV_DICT:
+    case JV_NS:
+        for (size_t i = 0; i < v->u.dict->n; i++) {
+            jv_taint_all(E, &v->u.dict->key[i]);
+            jv_taint_all(E, &v->u.dict->val[i]);
+        }
+        break;
+    default:
+        break;
+    }
+}
 
 jv jv_list(jenv *E, size_t cap)
 {
@@ -196,23 +243,49 @@ const char *jv_kind_name(jv v)
 
 /* ---- output buffers ---- */
 
-void jbuf_put(jenv *E, jbuf *b, const char *s, size_t n)
+void jbuf_put_t(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t)
 {
     if (!n) return;
     if (b == E->out && b->n + n > E->max_output)
         jv_fail(E, VT_ERR_RANGE, "the output passes its limit of %zu bytes", E->max_output);
+    if (t && !b->m && memchr(t, 1, n)) { /* the first tainted byte: a mask from here on */
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        b->m = jv_alloc(E, cap);
+        memset(b->m, 0, cap);
+        if (cap > b->cap) { /* the text grows with it */
+            char *p = jv_alloc(E, cap);
+            if (b->n) memcpy(p, b->p, b->n);
+            b->p = p;
+            b->cap = cap;
+        }
+    }
     if (b->n + n + 1 > b->cap) { /* in the arena: nothing to free when a render fails */
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
         char *p = jv_alloc(E, cap);
         if (b->n) memcpy(p, b->p, b->n);
         b->p = p;
+        if (b->m) {
+            uint8_t *m = jv_alloc(E, cap);
+            memcpy(m, b->m, b->n);
+            memset(m + b->n, 0, cap - b->n);
+            b->m = m;
+        }
         b->cap = cap;
     }
     memcpy(b->p + b->n, s, n);
+    if (b->m) {
+        if (t) memcpy(b->m + b->n, t, n);
+        else memset(b->m + b->n, 0, n);
+    }
     b->n += n;
     b->p[b->n] = 0;
 }
+
+void jbuf_put(jenv *E, jbuf *b, const char *s, size_t n) { jbuf_put_t(E, b, s, n, NULL); }
+
+void jbuf_put_str(jenv *E, jbuf *b, jv s) { jbuf_put_t(E, b, s.u.str.s, s.u.str.n, s.u.str.t); }
 
 void jbuf_putc(jenv *E, jbuf *b, char c) { jbuf_put(E, b, &c, 1); }
 void jbuf_puts(jenv *E, jbuf *b, const char *s) { jbuf_put(E, b, s, strlen(s)); }
@@ -275,7 +348,9 @@ void jv_float_repr(double f, char *buf, size_t cap)
 #undef OUT
 }
 
-static void put_str_repr(jenv *E, jbuf *b, const char *s, size_t n)
+/* repr of a string: a byte of its text (escaped or not) keeps that byte's
+ * taint; the quotes are the template's */
+static void put_str_repr(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t)
 {
     int has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
@@ -283,17 +358,20 @@ static void put_str_repr(jenv *E, jbuf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
-        if (c == '\\') jbuf_puts(E, b, "\\\\");
-        else if (c == (unsigned char)q) {
-            jbuf_putc(E, b, '\\');
-            jbuf_putc(E, b, (char)c);
-        } else if (c == '\n') jbuf_puts(E, b, "\\n");
-        else if (c == '\r') jbuf_puts(E, b, "\\r");
-        else if (c == '\t') jbuf_puts(E, b, "\\t");
-        else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof esc, "\\x%02x", c);
-            jbuf_puts(E, b, esc);
-        } else jbuf_putc(E, b, (char)c);
+        if (c == '\\') snprintf(esc, sizeof esc, "\\\\");
+        else if (c == (unsigned char)q) snprintf(esc, sizeof esc, "\\%c", q);
+        else if (c == '\n') snprintf(esc, sizeof esc, "\\n");
+        else if (c == '\r') snprintf(esc, sizeof esc, "\\r");
+        else if (c == '\t') snprintf(esc, sizeof esc, "\\t");
+        else if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", c);
+        else {
+            esc[0] = (char)c;
+            esc[1] = 0;
+        }
+        size_t k = strlen(esc);
+        uint8_t mk[8];
+        memset(mk, t ? t[i] : 0, k);
+        jbuf_put_t(E, b, esc, k, mk);
     }
     jbuf_putc(E, b, q);
 }
@@ -314,8 +392,8 @@ static void put_value(jenv *E, jbuf *b, jv v, int repr)
         jbuf_puts(E, b, num_buf);
         break;
     case JV_STR:
-        if (repr) put_str_repr(E, b, v.u.str.s, v.u.str.n);
-        else jbuf_put(E, b, v.u.str.s, v.u.str.n);
+        if (repr) put_str_repr(E, b, v.u.str.s, v.u.str.n, v.u.str.t);
+        else jbuf_put_str(E, b, v);
         break;
     case JV_LIST: {
         const jlist *l = v.u.list;
@@ -360,33 +438,37 @@ jv jv_to_str(jenv *E, jv v)
     E->out = NULL; /* not the output: no output limit */
     put_value(E, &b, v, 0);
     E->out = keep;
-    return jv_str(E, b.p ? b.p : "", b.n);
+    return jv_from_buf(E, &b);
 }
 
 /* ---- json.dumps ---- */
 
-static void put_json_str(jenv *E, jbuf *b, const char *s, size_t n)
+/* a JSON string; a byte of the text (escaped or not) keeps its taint */
+static void put_json_str(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t)
 {
     jbuf_putc(E, b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
         switch (c) {
-        case '"': jbuf_puts(E, b, "\\\""); break;
-        case '\\': jbuf_puts(E, b, "\\\\"); break;
-        case '\n': jbuf_puts(E, b, "\\n"); break;
-        case '\r': jbuf_puts(E, b, "\\r"); break;
-        case '\t': jbuf_puts(E, b, "\\t"); break;
-        case '\b': jbuf_puts(E, b, "\\b"); break;
-        case '\f': jbuf_puts(E, b, "\\f"); break;
+        case '"': snprintf(esc, sizeof esc, "\\\""); break;
+        case '\\': snprintf(esc, sizeof esc, "\\\\"); break;
+        case '\n': snprintf(esc, sizeof esc, "\\n"); break;
+        case '\r': snprintf(esc, sizeof esc, "\\r"); break;
+        case '\t': snprintf(esc, sizeof esc, "\\t"); break;
+        case '\b': snprintf(esc, sizeof esc, "\\b"); break;
+        case '\f': snprintf(esc, sizeof esc, "\\f"); break;
         default:
-            if (c < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", c);
-                jbuf_puts(E, b, esc);
-            } else {
-                jbuf_putc(E, b, (char)c);
+            if (c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c);
+            else {
+                esc[0] = (char)c;
+                esc[1] = 0;
             }
         }
+        size_t k = strlen(esc);
+        uint8_t mk[8];
+        memset(mk, t ? t[i] : 0, k);
+        jbuf_put_t(E, b, esc, k, mk);
     }
     jbuf_putc(E, b, '"');
 }
@@ -415,7 +497,7 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
             jbuf_puts(E, b, num_buf);
         }
         break;
-    case JV_STR: put_json_str(E, b, v.u.str.s, v.u.str.n); break;
+    case JV_STR: put_json_str(E, b, v.u.str.s, v.u.str.n, v.u.str.t); break;
     case JV_LIST: {
         const jlist *l = v.u.list;
         if (!l->n) {
@@ -445,7 +527,7 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
             if (indent >= 0) json_newline(E, b, indent, level + 1);
             jv k = d->key[i];
             if (k.k == JV_STR) {
-                put_json_str(E, b, k.u.str.s, k.u.str.n);
+                put_json_str(E, b, k.u.str.s, k.u.str.n, k.u.str.t);
             } else { /* Python converts int/float/bool/None keys to strings */
                 jbuf kb = {0};
                 jbuf *keep = E->out;
@@ -454,7 +536,7 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
                 else if (k.k == JV_BOOL) jbuf_puts(E, &kb, k.u.b ? "true" : "false");
                 else jv_tojson(E, &kb, k, -1, 0);
                 E->out = keep;
-                put_json_str(E, b, kb.p ? kb.p : "", kb.n);
+                put_json_str(E, b, kb.p ? kb.p : "", kb.n, NULL);
             }
             jbuf_puts(E, b, ": ");
             jv_tojson(E, b, d->val[i], indent, level + 1);
