@@ -233,6 +233,60 @@ static void test_bench_profile(void **s)
     free(err);
 }
 
+/* --jinja renders --chat with the model's own chat template (the demo
+ * model's has no "<think>\n" after the generation prompt, vt's built-in
+ * qwen35 template does); --chat-template-file FILE with a file's; a file
+ * that cannot be read and a template that raises are errors naming them. */
+static void test_jinja_flags(void **s)
+{
+    (void)s;
+    const char *bin = getenv("VT_TEST_SOURCE_DIR");
+    assert_non_null(bin);
+    char demo[4096];
+    snprintf(demo, sizeof demo, "%s/models/vt-demo-qwen35moe.gguf", bin);
+    char *out, *err;
+    const char *own[] = {"run", "-m", demo, "--chat", "--jinja", "-p", "Hi", "-n", "1", "--temp", "0",
+                         "--verbose-prompt", NULL};
+    if (run_vt(own, &out, &err)) fail_msg("vt run --chat --jinja failed: %s", err);
+    if (!strstr(err, "prompt: \"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n\"\n"))
+        fail_msg("--jinja: not the model's own template's prompt: %s", err);
+    free(out);
+    free(err);
+    const char *builtin[] = {"run", "-m", demo, "--chat", "-p", "Hi", "-n", "1", "--temp", "0",
+                             "--verbose-prompt", NULL};
+    if (run_vt(builtin, &out, &err)) fail_msg("vt run --chat failed: %s", err);
+    if (!strstr(err, "<|im_start|>assistant\n<think>\n\"")) fail_msg("built-in template: %s", err);
+    free(out);
+    free(err);
+    char tpath[] = "/tmp/vt-cli-tmpl-XXXXXX";
+    int fd = mkstemp(tpath);
+    assert_true(fd >= 0);
+    const char *t1 = "[{% for m in messages %}{{ m.role }}:{{ m.content|upper }}{% endfor %}]";
+    assert_int_equal(write(fd, t1, strlen(t1)), (ssize_t)strlen(t1));
+    close(fd);
+    const char *file[] = {"run", "-m", demo, "--chat", "--system", "sys", "--chat-template-file", tpath,
+                          "-p", "Hi", "-n", "1", "--temp", "0", "--verbose-prompt", NULL};
+    if (run_vt(file, &out, &err)) fail_msg("vt run --chat-template-file failed: %s", err);
+    if (!strstr(err, "prompt: \"[system:SYSuser:HI]\"")) fail_msg("--chat-template-file: %s", err);
+    free(out);
+    free(err);
+    FILE *f = fopen(tpath, "w");
+    assert_non_null(f);
+    fputs("{{ raise_exception('no such thing') }}", f);
+    fclose(f);
+    if (!run_vt(file, &out, &err) || !strstr(err, "raised: no such thing"))
+        fail_msg("a template that raises: %s", err);
+    free(out);
+    free(err);
+    unlink(tpath);
+    const char *missing[] = {"run", "-m", demo, "--chat", "--chat-template-file", "/nonexistent/t.jinja",
+                             "-p", "Hi", "-n", "1", NULL};
+    if (!run_vt(missing, &out, &err) || !strstr(err, "/nonexistent/t.jinja"))
+        fail_msg("a template file that is not there: %s", err);
+    free(out);
+    free(err);
+}
+
 static void test_chat_template(void **s)
 {
     (void)s;
@@ -762,7 +816,7 @@ static void test_llama_flags(void **s)
         {"--ctx-size=4096", NULL, "--ctx"},  {"-fa", NULL, "fused"},
         {"--n-cpu-moe", "10", "streamed"},   {"-ot", "exps=CPU", "residency config"},
         {"-b", "256", "--batch"},            {"-cnv", NULL, "conversation"},
-        {"-hf", "org/model", "-m"},          {"--jinja", NULL, "chat template"},
+        {"-hf", "org/model", "-m"},          {"--chat-template", "chatml", "--jinja"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *args[] = {"run", "-m", "/nonexistent.gguf", c[i].flag, c[i].value, NULL};
@@ -796,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_bench_profile),
         cmocka_unit_test(test_bench_parallel),
         cmocka_unit_test(test_chat_template),
+        cmocka_unit_test(test_jinja_flags),
         cmocka_unit_test(test_logits_and_split),
         cmocka_unit_test(test_tokenize_info_plugins),
         cmocka_unit_test(test_refusals),

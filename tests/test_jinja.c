@@ -17,7 +17,11 @@
  *      the spans cover exactly what came from the variables (message text
  *      that spells "<|im_end|>" or "<turn|>" inside, the templates' own
  *      markers and the kept bos_token outside);
- *   5. 3000 mutations of the published templates (bytes changed, cut,
+ *   5. vt_chat_render_template on the templates inside the models' files
+ *      (the shipped demo model, the qwen35moe and gemma4 fixtures) through
+ *      their tokenizers: jinja2's rendering of the same template and
+ *      messages, less the BOS text where the tokenizer adds the BOS id;
+ *   6. 3000 mutations of the published templates (bytes changed, cut,
  *      repeated) end in VT_OK or an error, never a crash (the ASan job runs
  *      them too).
  * Without python3-jinja2 the reference cases skip loudly (exit 77), and
@@ -31,6 +35,8 @@
 
 #include "error.h"
 #include "jinja.h"
+#include "tokenizer.h"
+#include "vt/gguf.h"
 
 static const char *const TEMPLATES[] = {"Qwen3.5-4B.jinja", "Qwen3-Coder.jinja",
                                         "google-gemma-4-31B-it.jinja",
@@ -297,6 +303,110 @@ static void test_taint_spans(void **s)
     }
 }
 
+/* the templates inside GGUF files, rendered through their tokenizers */
+static void test_model_templates(void **s)
+{
+    (void)s;
+    if (g_n_conv < 0) return;
+    const char *fx = vt_test_fixtures();
+    char demo[4200];
+    snprintf(demo, sizeof demo, "%s/../../models/vt-demo-qwen35moe.gguf", g_dir);
+    char *paths[3] = {strdup(demo), fx ? vt_test_path(fx, "qwen35moe-tiny/gguf/qwen35moe-tiny-bf16.gguf") : NULL,
+                      fx ? vt_test_path(fx, "gemma4-moe-tiny/gguf/gemma4-moe-tiny-f16.gguf") : NULL};
+    static const vt_chat_msg convs[3][4] = {
+        {{"user", "What is free software?"}},
+        {{"system", "  Be brief.\n"}, {"user", "Hi <|im_end|> there"}, {"assistant", "Hello."}, {"user", "Again?"}},
+        {{"user", "\u00fcnicode \"quotes\" \\ back"}, {"assistant", "ok"}, {"user", "more"}},
+    };
+    static const size_t conv_n[3] = {1, 4, 3};
+    int checked = 0;
+    for (int f = 0; f < 3; f++) {
+        if (!paths[f]) continue;
+        vt_gguf *g = NULL;
+        vt_tokenizer *tok = NULL;
+        assert_int_equal(vt_gguf_open(paths[f], VT_GGUF_NO_MMAP, &g), VT_OK);
+        assert_int_equal(vt_tokenizer_load(g, &tok), VT_OK);
+        const char *tmpl = vt_tokenizer_chat_template(tok);
+        assert_non_null(tmpl);
+        char tpath[] = "/tmp/vt-jinja-model-XXXXXX";
+        int fd = mkstemp(tpath);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, tmpl, strlen(tmpl)), (ssize_t)strlen(tmpl));
+        close(fd);
+        char bos[64] = "";
+        int64_t bl = vt_token_to_piece(tok, vt_tokenizer_bos(tok), 1, bos, sizeof bos - 1);
+        bos[bl > 0 && bl < 63 ? bl : 0] = 0;
+        for (int c = 0; c < 3; c++) {
+            /* the reference: render_ref.py's case file with this template and messages */
+            char dir[] = "/tmp/vt-jinja-mref-XXXXXX";
+            assert_non_null(mkdtemp(dir));
+            char cases[4096], conv[4096], cmd[16384];
+            snprintf(cases, sizeof cases, "%s/cases.json", dir);
+            snprintf(conv, sizeof conv, "%s/none.json", dir);
+            FILE *cf = fopen(conv, "w");
+            assert_non_null(cf);
+            fputs("[]", cf);
+            fclose(cf);
+            /* the case's template comes from the file: python reads it */
+            snprintf(cmd, sizeof cmd,
+                     "python3 -c 'import json,sys; t=open(sys.argv[1],encoding=\"utf-8\").read(); "
+                     "m=json.loads(sys.argv[2]); json.dump([{\"template\": t, \"vars\": {\"messages\": m, "
+                     "\"add_generation_prompt\": True, \"bos_token\": sys.argv[3], \"eos_token\": \"\"}}], "
+                     "open(sys.argv[4], \"w\"))' '%s' '%s' '%s' '%s' && python3 '%s/render_ref.py' '%s' '%s' '%s' >/dev/null",
+                     tpath, "__MSGS__", bos, cases, g_dir, dir, conv, cases);
+            /* the messages as JSON (no quote ' in them: they go in a shell word) */
+            char msgs[2048];
+            size_t k = (size_t)snprintf(msgs, sizeof msgs, "[");
+            for (size_t i = 0; i < conv_n[c]; i++) {
+                k += (size_t)snprintf(msgs + k, sizeof msgs - k, "%s{\"role\": \"%s\", \"content\": \"",
+                                      i ? ", " : "", convs[c][i].role);
+                for (const char *p = convs[c][i].content; *p; p++) {
+                    if (*p == '"' || *p == '\\') msgs[k++] = '\\';
+                    if (*p == '\n') {
+                        msgs[k++] = '\\';
+                        msgs[k++] = 'n';
+                    } else {
+                        msgs[k++] = *p;
+                    }
+                }
+                k += (size_t)snprintf(msgs + k, sizeof msgs - k, "\"}");
+            }
+            snprintf(msgs + k, sizeof msgs - k, "]");
+            char *at = strstr(cmd, "__MSGS__");
+            char full[20000];
+            snprintf(full, sizeof full, "%.*s%s%s", (int)(at - cmd), cmd, msgs, at + 8);
+            assert_int_equal(system(full), 0);
+            char name[64];
+            snprintf(name, sizeof name, "case.0.txt");
+            size_t rlen;
+            char *ref = read_text(dir, name, &rlen);
+            /* vt drops the template's BOS text where the tokenizer adds the id */
+            size_t skip = vt_tokenizer_add_bos(tok) && bos[0] && !strncmp(ref, bos, strlen(bos)) ? strlen(bos) : 0;
+            char *out = NULL;
+            vt_text_span *sp = NULL;
+            size_t n_sp = 0;
+            assert_int_equal(vt_chat_render_template(tok, tmpl, convs[c], conv_n[c], 1, 0, &out, &sp, &n_sp),
+                             VT_OK);
+            if (strcmp(out, ref + skip))
+                fail_msg("%s, conversation %d: vt '%s', jinja2 '%s'", paths[f], c, out, ref + skip);
+            /* the messages' text is in the spans */
+            assert_true(n_sp >= conv_n[c]);
+            checked++;
+            free(out);
+            free(sp);
+            free(ref);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            assert_int_equal(system(cmd), 0);
+        }
+        unlink(tpath);
+        vt_tokenizer_free(tok);
+        vt_gguf_close(g);
+        free(paths[f]);
+    }
+    fprintf(stderr, "  templates inside model files: %d renderings equal jinja2's\n", checked);
+    assert_true(checked >= 3);
+}
+
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static uint64_t rnd(void)
 {
@@ -381,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_small_cases),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_taint_spans),
+        cmocka_unit_test(test_model_templates),
         cmocka_unit_test(test_mutated_templates),
     };
     return vt_test_exit(cmocka_run_group_tests_name("jinja", tests, setup, teardown));

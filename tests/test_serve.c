@@ -294,6 +294,30 @@ static void test_equals_vt_run(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* vt serve --jinja: chats rendered with the model's own template (the
+ * trained fixture's has no "<think>\n" after the generation prompt): the
+ * answer is content, not reasoning, and equals vt run --chat --jinja's. */
+static void test_jinja_chat(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--jinja", NULL});
+    char *want = vt_run((const char *const[]){"-p", "What is a list?", "--chat", "--jinja", "-n", "24",
+                                              "--temp", "0", NULL});
+    cJSON *j = json_post(s.port, "/v1/chat/completions",
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"What is a list?\"}],"
+                         "\"max_tokens\":24,\"temperature\":0}", 200);
+    cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
+    assert_null(cJSON_GetStringValue(cJSON_GetObjectItem(msg, "reasoning_content")));
+    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, want);
+    /* 17 prompt tokens: the built-in template's would be 19 (with "<think>\n") */
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint, 17);
+    cJSON_Delete(j);
+    free(want);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 typedef struct par_req {
     int port;
     const char *prompt;
@@ -928,6 +952,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_endpoints, reap_servers),
         cmocka_unit_test_teardown(test_equals_vt_run, reap_servers),
+        cmocka_unit_test_teardown(test_jinja_chat, reap_servers),
         cmocka_unit_test_teardown(test_parallel_equals_run, reap_servers),
         cmocka_unit_test_teardown(test_random_model_utf8, reap_servers),
         cmocka_unit_test_teardown(test_bad_input, reap_servers),

@@ -26,4 +26,4 @@ vt_add_test(test_unicode_nfc SOURCES test_unicode_nfc.c
 # cases.json, byte for byte against Python's jinja2 as transformers sets it up
 # (tests/jinja/render_ref.py; python3-jinja2 at test time only), limits and
 # mutated templates.
-vt_add_test(test_jinja SOURCES test_jinja.c LIBS vtcore LABELS "tokenizer;template" TIMEOUT 300)
+vt_add_test(test_jinja SOURCES test_jinja.c LIBS vtcore LABELS "tokenizer;template;fixtures" TIMEOUT 300)

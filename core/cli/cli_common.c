@@ -3,6 +3,7 @@
  * message, the monotonic clock, the residency config with --set, opening an
  * engine with the load-progress bar (cli_progress.c), peak RSS.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,46 @@ vt_status cli_open_gguf(const opts *o, vt_gguf **g)
                                          bar.show ? cli_bar_cb : NULL, &bar, g);
     cli_bar_end(&bar);
     return st;
+}
+
+char *cli_chat_template(const opts *o, const char *model_template, int *failed)
+{
+    *failed = 0;
+    if (!o->jinja) return NULL;
+    if (o->chat_template_file) {
+        FILE *f = fopen(o->chat_template_file, "rb");
+        char *t = NULL;
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= (16l << 20) &&
+            fseek(f, 0, SEEK_SET) == 0 && (t = malloc((size_t)n + 1)) &&
+            fread(t, 1, (size_t)n, f) == (size_t)n) {
+            t[n] = 0;
+            fclose(f);
+            vt_log(VT_LOG_INFO, "chat template: %s (--chat-template-file)", o->chat_template_file);
+            return t;
+        }
+        fprintf(stderr, "vt: --chat-template-file %s: %s\n", o->chat_template_file,
+                !f ? strerror(errno) : n > (16l << 20) ? "larger than 16 MiB" : "cannot be read");
+        if (f) fclose(f);
+        free(t);
+        *failed = 1;
+        return NULL;
+    }
+    if (!model_template) {
+        fprintf(stderr, "vt: --jinja: the model has no chat template (tokenizer.chat_template); "
+                "give one with --chat-template-file FILE\n");
+        *failed = 1;
+        return NULL;
+    }
+    char *t = strdup(model_template);
+    if (!t) {
+        fprintf(stderr, "vt: --jinja: out of memory copying the chat template\n");
+        *failed = 1;
+        return NULL;
+    }
+    vt_log(VT_LOG_INFO, "chat template: the model's own (tokenizer.chat_template, %zu bytes)",
+           strlen(t));
+    return t;
 }
 
 void cli_print_weights(FILE *f, const vt_engine *e)

@@ -33,9 +33,9 @@ static const struct {
     {{"-cnv", "--conversation", "-i", "--interactive"},
      "vt has no conversation mode yet: 'vt run --chat -p TEXT' for one turn, or 'vt serve' and an "
      "OpenAI client"},
-    {{"--jinja", "--chat-template", "--chat-template-file"},
-     "vt renders its model family's chat template with --chat; templates from the GGUF file are "
-     "not used yet"},
+    {{"--chat-template"},
+     "vt has no named templates: --jinja renders the model's own chat template, "
+     "--chat-template-file FILE a template file's"},
     {{"-r", "--reverse-prompt"},
      "vt stops at the model's end-of-generation tokens (--ignore-eos to go on); there is no reverse "
      "prompt"},

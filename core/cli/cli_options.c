@@ -66,6 +66,11 @@ static const cli_option options[] = {
     {O_NO_PROGRESS, "no-progress", NULL, "no progress bar (drawn on stderr only when it is a terminal:\n"
                                          "while the weights come in, a model is written, a split\n"
                                          "model's shards are opened)"},
+    {O_JINJA, "jinja", NULL, "chats (--chat, vt serve's /v1/chat/completions) rendered with the model's\n"
+                             "own chat template (tokenizer.chat_template) instead of vt's built-in one\n"
+                             "for its family"},
+    {O_CHAT_TEMPLATE_FILE, "chat-template-file", "FILE", "chats rendered with the Jinja chat template in FILE\n"
+                                                         "(implies --jinja)"},
     {O_NO_PREFAULT, "no-prefault", NULL, "weights used in place from the file (CPU): read them at first\n"
                                          "use, not at load (a faster start, a slower first prompt)"},
     {O_PROFILE, "profile", NULL, "then one round with every backend op timed (op, calls, ms per step;\n"
@@ -242,6 +247,11 @@ static int parse_argv(int argc, char **argv, opts *o)
             break;
         case O_NO_PROGRESS: o->no_progress = 1; break;
         case O_NO_PREFAULT: o->no_prefault = 1; break;
+        case O_JINJA: o->jinja = 1; break;
+        case O_CHAT_TEMPLATE_FILE:
+            o->chat_template_file = optarg;
+            o->jinja = 1;
+            break;
         case O_PROFILE: o->profile = 1; break;
         case O_TRACE: o->trace = optarg; break;
         case O_NO_SPECIAL: o->no_special = 1; break;

@@ -136,10 +136,22 @@ static int run_main(const opts *o_in)
             vt_set_error("no chat template for architecture '%s'", vt_engine_arch(e));
             goto out;
         }
-        /* the GGUF's own template decides template variants (gemma4's empty thought channel) */
-        unsigned flags = vt_chat_flags_for_template(family, vt_tokenizer_chat_template(tok));
-        if (vt_chat_render_spans(family, msgs, n, 1, flags, &text, &plain, &n_plain) != VT_OK)
+        int bad;
+        char *tmpl = cli_chat_template(o, vt_tokenizer_chat_template(tok), &bad);
+        if (bad) {
+            vt_set_error("no chat template");
             goto out;
+        }
+        if (tmpl) { /* --jinja: the template itself, through vt's interpreter */
+            vt_status st = vt_chat_render_template(tok, tmpl, msgs, n, 1, 0, &text, &plain, &n_plain);
+            free(tmpl);
+            if (st != VT_OK) goto out;
+        } else {
+            /* the GGUF's own template decides template variants (gemma4's empty thought channel) */
+            unsigned flags = vt_chat_flags_for_template(family, vt_tokenizer_chat_template(tok));
+            if (vt_chat_render_spans(family, msgs, n, 1, flags, &text, &plain, &n_plain) != VT_OK)
+                goto out;
+        }
         prompt = text;
     }
     int64_t n_ids = 0;
@@ -271,7 +283,7 @@ static const cli_opt_use run_options[] = {
     {O_SYSTEM, NULL, NULL}, {O_STATS, NULL, NULL}, {O_IDS, NULL, NULL}, {O_IGNORE_EOS, NULL, NULL},
     {O_VERBOSE_PROMPT, NULL, NULL},
     {O_NO_SPECIAL, NULL, "control tokens written in the prompt (or --chat messages) stay text"},
-    {0, NULL, NULL}};
+    {O_JINJA, NULL, NULL}, {O_CHAT_TEMPLATE_FILE, NULL, NULL}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_run = {
     "run", run_main, "[-m MODEL] -p PROMPT [options]",

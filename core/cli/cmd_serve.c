@@ -140,9 +140,14 @@ static int serve_main(const opts *o_in)
     vt_engine *e = NULL;
     vt_serve_sched *sched = NULL;
     int rc = 1;
+    char *tmpl = NULL;
     if (cli_open_engine(o, &e) != VT_OK) goto out;
+    int bad;
+    tmpl = cli_chat_template(o, vt_tokenizer_chat_template(vt_engine_tokenizer(e)), &bad);
+    if (bad) goto out;
     vt_serve_sched_params sp = {.engine = e, .n_parallel = (uint32_t)o->parallel,
-                                .queue_max = (uint32_t)o->queue, .chunk = 0, .model_id = model_id};
+                                .queue_max = (uint32_t)o->queue, .chunk = 0, .model_id = model_id,
+                                .chat_template = tmpl};
     if (!(sched = vt_serve_sched_start(&sp))) goto out;
     vt_serve_http_set_ready(http, sched);
     vt_model_info info;
@@ -167,6 +172,7 @@ out:
     vt_serve_http_stop(http);
     vt_serve_sched_free(sched);
     vt_engine_close(e);
+    free(tmpl);
     return rc;
 }
 
@@ -176,7 +182,7 @@ static const cli_opt_use serve_options[] = {
     {O_PARALLEL, NULL, "requests served at once (slots), each its own KV cache of --ctx tokens"},
     {O_QUEUE, NULL, NULL}, {O_API_KEY, NULL, NULL}, {O_API_KEY_FILE, NULL, NULL},
     {O_TIMEOUT, NULL, NULL}, {O_ALIAS, NULL, NULL}, {O_CORS_ORIGIN, NULL, NULL},
-    {0, NULL, NULL}};
+    {O_JINJA, NULL, NULL}, {O_CHAT_TEMPLATE_FILE, NULL, NULL}, {0, NULL, NULL}};
 
 const cli_command cli_cmd_serve = {
     "serve", serve_main, "-m MODEL [options]",

@@ -347,6 +347,7 @@ vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
     s->chunk = p->chunk ? p->chunk : 128;
     snprintf(s->model_id, sizeof s->model_id, "%s", p->model_id ? p->model_id : "vt");
     s->family = vt_chat_family_for_arch(vt_engine_arch(p->engine));
+    s->chat_template = p->chat_template;
     if (s->family) s->chat_flags = vt_chat_flags_for_template(s->family, vt_tokenizer_chat_template(s->tok));
     s->m.n_parallel = s->n_parallel;
     s->m.kv_tokens_total = (uint64_t)s->n_parallel * s->n_ctx;
@@ -475,7 +476,7 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
     size_t n_plain = 0;
     /* the prompt's tokens */
     if (j->req.kind == VT_SERVE_CHAT) {
-        if (!s->family) {
+        if (!s->family && !s->chat_template) {
             vt_serve_error_set(err, 400, "messages", "the model's architecture '%s' has no chat "
                                "template in vt; use /v1/completions", vt_engine_arch(s->e));
             goto fail;
@@ -488,14 +489,22 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
         for (size_t i = 0; i < j->req.n_msgs; i++) {
             const char *role = j->req.msgs[i].role;
             /* OpenAI's "developer" is the system prompt; qwen35's template has no such role */
-            if (!strcmp(role, "developer") && !strcmp(s->family, "qwen35")) role = "system";
+            if (!s->chat_template && !strcmp(role, "developer") && !strcmp(s->family, "qwen35"))
+                role = "system";
             msgs[i] = (vt_chat_msg){role, j->req.msgs[i].content};
         }
         unsigned flags = s->chat_flags;
         if (j->req.thinking == 0) flags |= VT_CHAT_NO_THINKING;
         if (j->req.thinking == 1 && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
-        vt_status st = vt_chat_render_spans(s->family, msgs, j->req.n_msgs, 1, flags, &text,
-                                            &plain, &n_plain);
+        vt_status st;
+        if (s->chat_template) /* --jinja: the template itself; thinking as the request asks */
+            st = vt_chat_render_template(s->tok, s->chat_template, msgs, j->req.n_msgs, 1,
+                                         j->req.thinking == 0 ? VT_CHAT_NO_THINKING
+                                         : j->req.thinking == 1 ? VT_CHAT_THINKING : 0,
+                                         &text, &plain, &n_plain);
+        else
+            st = vt_chat_render_spans(s->family, msgs, j->req.n_msgs, 1, flags, &text, &plain,
+                                      &n_plain);
         free(msgs);
         if (st != VT_OK) {
             vt_serve_error_set(err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "messages", "%s",
@@ -515,7 +524,8 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
         }
         /* qwen35's generation prompt opens the think block */
         size_t tl = strlen(text);
-        if (!strcmp(s->family, "qwen35") && tl >= 8 && !strcmp(text + tl - 8, "<think>\n"))
+        if (tl >= 8 && !strcmp(text + tl - 8, "<think>\n") &&
+            (s->chat_template || !strcmp(s->family, "qwen35")))
             j->in_think = 1;
     } else if (j->req.prompt) {
         if (strlen(j->req.prompt) > s->max_text) {

@@ -39,6 +39,10 @@ typedef struct vt_serve_sched_params {
     uint32_t queue_max;     /* requests that may wait for a slot; more: 503 */
     uint32_t chunk;         /* prompt tokens per round while other slots run (0: 128) */
     const char *model_id;   /* "model" in responses and /v1/models */
+    const char *chat_template; /* a Jinja chat template for the chats (vt serve --jinja:
+                                  tokenizer.h's vt_chat_render_template), or NULL: the
+                                  built-in one of the model's family; not owned, valid
+                                  until vt_serve_sched_free */
 } vt_serve_sched_params;
 
 /* Makes the slots' sequences and starts the scheduler thread. NULL on error

@@ -76,6 +76,7 @@ struct vt_serve_sched {
     char model_id[256];
     const char *family;      /* chat template family, NULL: none */
     unsigned chat_flags;
+    const char *chat_template; /* params.chat_template: rendered instead of the family's */
     uint8_t *banned;         /* [n_vocab]: UNUSED and suppressed tokens */
     float *lp_scratch;       /* [n_vocab] */
     slot *slots;

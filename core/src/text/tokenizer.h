@@ -160,6 +160,26 @@ vt_status vt_chat_render_ex(const char *family, const vt_chat_msg *msgs, size_t 
 vt_status vt_chat_render_spans(const char *family, const vt_chat_msg *msgs, size_t n_msgs,
                                int add_generation_prompt, unsigned flags, char **out,
                                vt_text_span **spans, size_t *n_spans);
+/*
+ * Render messages with a Jinja chat template (tmpl: the GGUF's
+ * tokenizer.chat_template, vt_tokenizer_chat_template, or a file's) as
+ * transformers' apply_chat_template does (chat_jinja.c, jinja.h): the
+ * variables messages [{role, content}], add_generation_prompt, bos_token and
+ * eos_token (tok's texts of those ids) and enable_thinking (false with
+ * VT_CHAT_NO_THINKING, true with VT_CHAT_THINKING, else left to the
+ * template's default; the other flags are the built-in renderers'). Where
+ * tok adds the BOS id itself (vt_tokenizer_add_bos), a BOS text the
+ * template wrote at the start is dropped, so that the prompt holds one BOS.
+ * *out is malloc-ed; *spans (malloc-ed, NULL when *n_spans is 0; spans may
+ * be NULL) gets the byte ranges that came from the messages (roles and
+ * content), for vt_tokenize_plain. Errors: VT_ERR_NOT_FOUND (tmpl NULL),
+ * the interpreter's (VT_ERR_FORMAT for a template error or what the
+ * template raises, naming its line; VT_ERR_RANGE for a limit),
+ * VT_ERR_OUT_OF_MEMORY.
+ */
+vt_status vt_chat_render_template(const vt_tokenizer *tok, const char *tmpl, const vt_chat_msg *msgs,
+                                  size_t n_msgs, int add_generation_prompt, unsigned flags,
+                                  char **out, vt_text_span **spans, size_t *n_spans);
 /* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35", "gemma4" ->
  * "gemma4"), NULL if unknown. */
 const char *vt_chat_family_for_arch(const char *arch);
