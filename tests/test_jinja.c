@@ -211,6 +211,25 @@ static void test_limits(void **s)
     /* memory */
     lim = (vt_jinja_limits){.max_memory = 1 << 20};
     assert_int_equal(render("{{ 'x' * 100000000 }}", "{}", &lim, &out), VT_ERR_RANGE);
+    /* deep nesting: refused by the parser, not a stack overflow */
+    size_t deep = 100000;
+    char *t = malloc(2 * deep + 16);
+    assert_non_null(t);
+    size_t k = (size_t)sprintf(t, "{{ ");
+    for (size_t i = 0; i < deep; i++) t[k++] = '(';
+    t[k++] = '1';
+    for (size_t i = 0; i < deep; i++) t[k++] = ')';
+    strcpy(t + k, " }}");
+    assert_int_equal(render(t, "{}", NULL, &out), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "nesting deeper"));
+    k = 0;
+    for (size_t i = 0; i < deep / 20; i++) k += (size_t)sprintf(t + k, "{%%if 1%%}");
+    assert_int_equal(render(t, "{}", NULL, &out), VT_ERR_FORMAT);
+    k = (size_t)sprintf(t, "{{ ");
+    for (size_t i = 0; i < deep / 4; i++) k += (size_t)sprintf(t + k, "not ");
+    strcpy(t + k, "1 }}");
+    assert_int_equal(render(t, "{}", NULL, &out), VT_ERR_FORMAT);
+    free(t);
     /* bad variables */
     assert_int_equal(render("x", "[1]", NULL, &out), VT_ERR_INVALID_ARG);
     assert_int_equal(render("x", "{\"a\": ", NULL, &out), VT_ERR_INVALID_ARG);

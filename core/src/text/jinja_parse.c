@@ -34,7 +34,17 @@ typedef struct parser {
     size_t n, cap, pos;
     const char *src, *lpos; /* line_of's memory: the line of lpos */
     int lline;
+    int depth;              /* nested expressions and blocks being parsed */
 } parser;
+
+#define PARSE_DEPTH_MAX 256 /* deeper nesting is refused: the parser recurses */
+
+static void enter_parse(parser *P, int line)
+{
+    if (++P->depth > PARSE_DEPTH_MAX)
+        jv_fail(P->E, VT_ERR_FORMAT, "chat template line %d: nesting deeper than %d", line,
+                PARSE_DEPTH_MAX);
+}
 
 static void push(parser *P, token t)
 {
@@ -595,6 +605,7 @@ static jnode *parse_unary(parser *P, int with_filter)
 {
     token *t = peek(P);
     jnode *x;
+    enter_parse(P, t->line);
     if (is_op(t, "-") || is_op(t, "+")) {
         next(P);
         x = node(P, is_op(t, "-") ? X_NEG : X_POS, t->line);
@@ -602,7 +613,9 @@ static jnode *parse_unary(parser *P, int with_filter)
     } else {
         x = parse_postfix(P, parse_primary(P));
     }
-    return with_filter ? parse_filters(P, x) : x;
+    x = with_filter ? parse_filters(P, x) : x;
+    P->depth--;
+    return x;
 }
 
 static jnode *binop(parser *P, int op, jnode *a, jnode *b, int line)
@@ -693,7 +706,9 @@ static jnode *parse_not(parser *P)
 {
     if (is_name(peek(P), "not")) {
         jnode *x = node(P, X_NOT, next(P)->line);
+        enter_parse(P, x->line);
         x->a = parse_not(P);
+        P->depth--;
         return x;
     }
     return parse_compare(P);
@@ -725,6 +740,7 @@ static jnode *parse_or(parser *P)
 
 static jnode *parse_expr(parser *P)
 {
+    enter_parse(P, peek(P)->line);
     jnode *x = parse_or(P);
     while (is_name(peek(P), "if")) {
         jnode *y = node(P, X_COND, next(P)->line);
@@ -736,6 +752,7 @@ static jnode *parse_expr(parser *P)
         }
         x = y;
     }
+    P->depth--;
     return x;
 }
 
@@ -880,6 +897,7 @@ static jnode *parse_body(parser *P, const char *const *ends, const char *what)
 {
     nvec stmts = {0};
     int line = peek(P)->line;
+    enter_parse(P, line);
     for (;;) {
         token *t = peek(P);
         if (t->k == T_END) {
@@ -935,6 +953,7 @@ static jnode *parse_body(parser *P, const char *const *ends, const char *what)
         nvec_push(P, &stmts, x);
     }
 done:;
+    P->depth--;
     jnode *b = node(P, N_BODY, line);
     b->kids = stmts.v;
     b->n_kids = stmts.n;
