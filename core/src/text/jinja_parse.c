@@ -908,7 +908,7 @@ static jnode *parse_body(parser *P, const char *const *ends, const char *what)
         if (t->k == T_TEXT) {
             next(P);
             jnode *x = node(P, N_TEXT, t->line);
-            x->value = (jv){.k = JV_STR, .u.str = {t->s, t->n}};
+            x->value = (jv){.k = JV_STR, .u.str = {t->s, t->n, NULL}};
             nvec_push(P, &stmts, x);
             continue;
         }
