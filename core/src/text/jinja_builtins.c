@@ -39,20 +39,18 @@ static jv bound(jenv *E, const char *name, jbuiltin fn, jv self)
     return (jv){.k = JV_FUNC, .u.fn = f};
 }
 
-/* the keyword argument name of a call, or JV_UNDEF */
-static jv kwarg(const jv *kn, const jv *kv, size_t n_kw, const char *name)
+jv jinja_kwarg(const jv *kn, const jv *kv, size_t n_kw, const char *name)
 {
     for (size_t i = 0; i < n_kw; i++)
         if (jv_is_str(kn[i], name)) return kv[i];
     return jv_undef();
 }
 
-/* argument i, or the keyword name, or JV_UNDEF */
-static jv arg(const jv *a, size_t n, size_t i, const jv *kn, const jv *kv, size_t n_kw,
+jv jinja_arg(const jv *a, size_t n, size_t i, const jv *kn, const jv *kv, size_t n_kw,
               const char *name)
 {
     if (i < n) return a[i];
-    return name ? kwarg(kn, kv, n_kw, name) : jv_undef();
+    return name ? jinja_kwarg(kn, kv, n_kw, name) : jv_undef();
 }
 
 static jv need_str(jenv *E, jv v, const char *what)
@@ -283,10 +281,10 @@ static jv str_method(jenv *E, jv self, const jv *a, size_t n, const jv *kn, cons
         return jv_bool(starts(self, a[0], name[0] == 'e'));
     }
     if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip"))
-        return jb_strip(E, self, arg(a, n, 0, kn, kv, n_kw, "chars"),
+        return jb_strip(E, self, jinja_arg(a, n, 0, kn, kv, n_kw, "chars"),
                      name[0] == 'l' ? 1 : name[0] == 'r' ? 2 : 3);
     if (!strcmp(name, "split") || !strcmp(name, "rsplit")) {
-        jv sep = arg(a, n, 0, kn, kv, n_kw, "sep"), mx = arg(a, n, 1, kn, kv, n_kw, "maxsplit");
+        jv sep = jinja_arg(a, n, 0, kn, kv, n_kw, "sep"), mx = jinja_arg(a, n, 1, kn, kv, n_kw, "maxsplit");
         return split(E, self, sep, intlike(mx) ? ival(mx) : -1, name[0] == 'r');
     }
     if (!strcmp(name, "upper")) return jb_casemap(E, self, 1);
@@ -349,7 +347,7 @@ static jv call_dict_method(jenv *E, const jfunc *f, const jv *a, size_t n, const
         if (!n) FAIL("chat template line %d: get() takes a key", E->line);
         jv v = jv_dict_get(d, a[0]);
         if (v.k != JV_UNDEF) return v;
-        jv dflt = arg(a, n, 1, kn, kv, n_kw, "default");
+        jv dflt = jinja_arg(a, n, 1, kn, kv, n_kw, "default");
         return dflt.k == JV_UNDEF ? jv_none() : dflt;
     }
     if (!strcmp(f->name, "items")) return jb_items(E, d);

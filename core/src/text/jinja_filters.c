@@ -20,20 +20,6 @@ static int intlike(jv v) { return v.k == JV_INT || v.k == JV_BOOL; }
 static int64_t ival(jv v) { return v.k == JV_INT ? v.u.i : v.u.b; }
 static int is_num(jv v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
 
-static jv kwarg(const jv *kn, const jv *kv, size_t n_kw, const char *name)
-{
-    for (size_t i = 0; i < n_kw; i++)
-        if (jv_is_str(kn[i], name)) return kv[i];
-    return jv_undef();
-}
-
-static jv arg(const jv *a, size_t n, size_t i, const jv *kn, const jv *kv, size_t n_kw,
-              const char *name)
-{
-    if (i < n) return a[i];
-    return name ? kwarg(kn, kv, n_kw, name) : jv_undef();
-}
-
 static size_t cp_count(jv s)
 {
     size_t k = 0;
@@ -177,40 +163,46 @@ static jv sorted(jenv *E, jv list, const sort_ctx *c, int reverse)
 
 /* ---- filters ---- */
 
+/* the number a string spells (Python's int() or float() of its stripped
+ * text): 1 with *f (and *is_int, *i when it is an integer), else 0 */
+static int text_number(jenv *E, jv v, int *is_int, int64_t *i, double *f)
+{
+    char buf[64];
+    jv t = jb_strip(E, v, jv_undef(), 3);
+    if (!t.u.str.n || t.u.str.n >= sizeof buf) return 0;
+    memcpy(buf, t.u.str.s, t.u.str.n);
+    buf[t.u.str.n] = 0;
+    char *end;
+    long long x = strtoll(buf, &end, 10);
+    *is_int = !*end;
+    if (*is_int) {
+        *i = x;
+        *f = (double)x;
+        return 1;
+    }
+    *f = strtod(buf, &end);
+    return !*end;
+}
+
 static jv to_int(jenv *E, jv v, jv dflt)
 {
     if (intlike(v)) return jv_int(ival(v));
     if (v.k == JV_FLOAT) return isfinite(v.u.f) ? jv_int((int64_t)v.u.f) : dflt;
-    if (v.k == JV_STR) {
-        char buf[64];
-        jv t = jb_strip(E, v, jv_undef(), 3);
-        if (t.u.str.n && t.u.str.n < sizeof buf) {
-            memcpy(buf, t.u.str.s, t.u.str.n);
-            buf[t.u.str.n] = 0;
-            char *end;
-            long long x = strtoll(buf, &end, 10);
-            if (!*end) return jv_int(x);
-            double f = strtod(buf, &end);
-            if (!*end && isfinite(f)) return jv_int((int64_t)f);
-        }
-    }
+    int is_int;
+    int64_t i;
+    double f;
+    if (v.k == JV_STR && text_number(E, v, &is_int, &i, &f))
+        return is_int ? jv_int(i) : isfinite(f) ? jv_int((int64_t)f) : dflt;
     return dflt;
 }
 
 static jv to_float(jenv *E, jv v, jv dflt)
 {
     if (is_num(v)) return jv_float(v.k == JV_FLOAT ? v.u.f : (double)ival(v));
-    if (v.k == JV_STR) {
-        char buf[64];
-        jv t = jb_strip(E, v, jv_undef(), 3);
-        if (t.u.str.n && t.u.str.n < sizeof buf) {
-            memcpy(buf, t.u.str.s, t.u.str.n);
-            buf[t.u.str.n] = 0;
-            char *end;
-            double f = strtod(buf, &end);
-            if (!*end) return jv_float(f);
-        }
-    }
+    int is_int;
+    int64_t i;
+    double f;
+    if (v.k == JV_STR && text_number(E, v, &is_int, &i, &f)) return jv_float(f);
     return dflt;
 }
 
@@ -276,7 +268,7 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
                 const jv *kv, size_t n_kw)
 {
 #define IS(s) (!strcmp(name, (s)))
-#define ARG(i, kw) arg(a, n, (i), kn, kv, n_kw, (kw))
+#define ARG(i, kw) jinja_arg(a, n, (i), kn, kv, n_kw, (kw))
     if (IS("default") || IS("d")) {
         jv dflt = ARG(0, "default_value"), boolean = ARG(1, "boolean");
         if (dflt.k == JV_UNDEF) dflt = jv_cstr("");
@@ -352,9 +344,9 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
     if (IS("join")) return jb_join(E, ARG(0, "d").k == JV_UNDEF ? jv_cstr("") : jv_to_str(E, ARG(0, "d")), v, ARG(1, "attribute"));
     if (IS("map")) {
         jv l = as_list(E, v, "map"), r = jv_list(E, l.u.list->n + 1);
-        jv attribute = kwarg(kn, kv, n_kw, "attribute");
+        jv attribute = jinja_kwarg(kn, kv, n_kw, "attribute");
         if (attribute.k != JV_UNDEF) {
-            jv dflt = kwarg(kn, kv, n_kw, "default");
+            jv dflt = jinja_kwarg(kn, kv, n_kw, "default");
             for (size_t i = 0; i < l.u.list->n; i++) {
                 jv x = attr_path(E, l.u.list->v[i], attribute);
                 jv_list_push(E, &r, x.k == JV_UNDEF && dflt.k != JV_UNDEF ? dflt : x);

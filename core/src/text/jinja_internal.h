@@ -215,6 +215,11 @@ jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count);
 jv jb_items(jenv *E, jv dict); /* [(key, value), ...] */
 /* jinja_filters.c: sep.join(str(x) for x in items), or of their attribute */
 jv jb_join(jenv *E, jv sep, jv items, jv attribute);
+/* a call's keyword argument name, or JV_UNDEF; its argument i, else the
+ * keyword argument name (NULL: none), else JV_UNDEF */
+jv jinja_kwarg(const jv *kn, const jv *kv, size_t n_kw, const char *name);
+jv jinja_arg(const jv *a, size_t n, size_t i, const jv *kn, const jv *kv, size_t n_kw,
+             const char *name);
 jv jinja_global(jenv *E, const char *name);          /* range, namespace, ...; JV_UNDEF if none */
 jv jinja_attr(jenv *E, jv obj, const char *name);    /* obj.name: a method, a key, loop.* */
 jv jinja_filter(jenv *E, const char *name, jv v, const jv *args, size_t n, const jv *kw_names,
