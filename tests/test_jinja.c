@@ -230,6 +230,18 @@ static void test_limits(void **s)
     strcpy(t + k, "1 }}");
     assert_int_equal(render(t, "{}", NULL, &out), VT_ERR_FORMAT);
     free(t);
+    /* integers stay within 64 bits (jinja2 has big integers): a refusal */
+    assert_int_equal(render("{{ 99999999999999999999 }}", "{}", NULL, &out), VT_ERR_FORMAT);
+    assert_non_null(strstr(vt_last_error(), "beyond 64 bits"));
+    assert_int_equal(render("{{ 9223372036854775807 + 1 }}", "{}", NULL, &out), VT_ERR_FORMAT);
+    /* a namespace that holds itself: printing it is an error, not a stack overflow */
+    assert_int_equal(render("{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns }}", "{}", NULL, &out),
+                     VT_ERR_FORMAT);
+    assert_int_equal(render("{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns|tojson }}", "{}", NULL, &out),
+                     VT_ERR_FORMAT);
+    assert_int_equal(render("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}"
+                            "{% endfor %}{{ ns.x == ns.x }}{{ ns.x|string|length }}", "{}", NULL, &out),
+                     VT_ERR_FORMAT);
     /* bad variables */
     assert_int_equal(render("x", "[1]", NULL, &out), VT_ERR_INVALID_ARG);
     assert_int_equal(render("x", "{\"a\": ", NULL, &out), VT_ERR_INVALID_ARG);

@@ -495,7 +495,7 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
         }
         unsigned flags = s->chat_flags;
         if (j->req.thinking == 0) flags |= VT_CHAT_NO_THINKING;
-        if (j->req.thinking == 1 && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
+        if (j->req.thinking == 1 && s->family && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
         vt_status st;
         if (s->chat_template) /* --jinja: the template itself; thinking as the request asks */
             st = vt_chat_render_template(s->tok, s->chat_template, msgs, j->req.n_msgs, 1,

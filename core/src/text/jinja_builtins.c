@@ -62,7 +62,7 @@ static jv need_str(jenv *E, jv v, const char *what)
 
 /* ---- whitespace as Python's str.isspace sees it, by code point ---- */
 
-static size_t space_at(const char *s, size_t n, size_t i) /* bytes of a space at i, or 0 */
+size_t jb_space_at(const char *s, size_t n, size_t i) /* bytes of a space at i, or 0 */
 {
     unsigned char c = (unsigned char)s[i];
     if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
@@ -78,10 +78,10 @@ static size_t space_at(const char *s, size_t n, size_t i) /* bytes of a space at
     return 0;
 }
 
-static size_t space_before(const char *s, size_t end) /* bytes of a space ending at end, or 0 */
+size_t jb_space_before(const char *s, size_t end) /* bytes of a space ending at end, or 0 */
 {
     for (size_t k = 1; k <= 3 && k <= end; k++)
-        if (space_at(s, end, end - k) == k) return k;
+        if (jb_space_at(s, end, end - k) == k) return k;
     return 0;
 }
 
@@ -113,9 +113,9 @@ jv jb_strip(jenv *E, jv s, jv chars, int which)
     } else {
         size_t k;
         if (which & 1)
-            while (a < b && (k = space_at(p, b, a))) a += k;
+            while (a < b && (k = jb_space_at(p, b, a))) a += k;
         if (which & 2)
-            while (b > a && (k = space_before(p, b))) b -= k;
+            while (b > a && (k = jb_space_before(p, b))) b -= k;
     }
     return jv_sub(E, s, a, b - a);
 }
@@ -161,16 +161,14 @@ static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
         size_t i = 0, k;
         if (from_right) FAIL("chat template line %d: rsplit without a separator is not supported", E->line);
         for (;;) {
-            while (i < n && (k = space_at(p, n, i))) i += k;
+            while (i < n && (k = jb_space_at(p, n, i))) i += k;
             if (i >= n) break;
-            if (maxsplit == 0) {
-                size_t e = n;
-                while (e > i && (k = space_before(p, e))) e -= k;
-                jv_list_push(E, &out, jv_sub(E, s, i, e - i));
+            if (maxsplit == 0) { /* the rest as it is, trailing spaces too (Python) */
+                jv_list_push(E, &out, jv_sub(E, s, i, n - i));
                 break;
             }
             size_t start = i;
-            while (i < n && !space_at(p, n, i)) i++;
+            while (i < n && !jb_space_at(p, n, i)) i++;
             jv_list_push(E, &out, jv_sub(E, s, start, i - start));
             if (maxsplit > 0) maxsplit--;
         }
@@ -186,13 +184,17 @@ static jv split(jenv *E, jv s, jv sep, int64_t maxsplit, int from_right)
     return out;
 }
 
-jv jb_casemap(jenv *E, jv s, int mode) /* 0 lower, 1 upper, 2 capitalize, 3 title */
+/* 0 lower, 1 upper, 2 capitalize, 3 str.title (a word: letters), 4 the
+ * title filter (jinja2: a word starts after - ( { [ < or whitespace) */
+jv jb_casemap(jenv *E, jv s, int mode)
 {
     char *p = jv_alloc(E, s.u.str.n + 1);
     int prev_cased = 0;
     for (size_t i = 0; i < s.u.str.n; i++) {
         char c = s.u.str.s[i];
-        int upper = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && !prev_cased);
+        int word_start = i == 0 || strchr("-({[< \t\n\r\f\v", s.u.str.s[i - 1]) != NULL;
+        int upper = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && !prev_cased) ||
+                    (mode == 4 && word_start);
         if (upper && c >= 'a' && c <= 'z') c = (char)(c - 32);
         else if (!upper && c >= 'A' && c <= 'Z') c = (char)(c + 32);
         p[i] = c;
@@ -428,10 +430,11 @@ static jv g_range(jenv *E, const jfunc *self, const jv *a, size_t n, const jv *k
     } else FAIL("chat template line %d: range() takes 1 to 3 arguments", E->line);
     if (!st) FAIL("chat template line %d: range() step must not be zero", E->line);
     jv r = jv_list(E, 0);
-    for (int64_t i = start; st > 0 ? i < stop : i > stop; i += st) {
+    for (int64_t i = start; st > 0 ? i < stop : i > stop;) {
         if (r.u.list->n >= 100000)
             jv_fail(E, VT_ERR_RANGE, "chat template line %d: range() of more than 100000 items", E->line);
         jv_list_push(E, &r, jv_int(i));
+        if (__builtin_add_overflow(i, st, &i)) break;
     }
     return r;
 }
@@ -478,7 +481,9 @@ static jv g_strftime_now(jenv *E, const jfunc *self, const jv *a, size_t n, cons
     struct tm tm;
     localtime_r(&t, &tm);
     size_t k = strftime(buf, sizeof buf, fmt, &tm);
-    return jv_str(E, buf, k);
+    jv r = jv_str(E, buf, k);
+    if (a[0].u.str.t && k) jv_taint_all(E, &r); /* a request's format: all of it is text */
+    return r;
 }
 
 jv jinja_global(jenv *E, const char *name)

@@ -113,7 +113,12 @@ static jv concat_lists(jenv *E, jv a, jv b)
 
 static jv repeat(jenv *E, jv s, int64_t k)
 {
-    if (k <= 0) return s.k == JV_STR ? jv_cstr("") : jv_list(E, 0);
+    if (k <= 0) {
+        if (s.k == JV_STR) return jv_cstr("");
+        jv r = jv_list(E, 0);
+        r.u.list->tuple = s.u.list->tuple;
+        return r;
+    }
     if (s.k == JV_STR) {
         if (s.u.str.n && (uint64_t)k > E->max_memory / s.u.str.n)
             jv_fail(E, VT_ERR_RANGE, "chat template line %d: a repeated string passes the memory limit", E->line);
@@ -129,6 +134,7 @@ static jv repeat(jenv *E, jv s, int64_t k)
     jv r = jv_list(E, s.u.list->n * (size_t)k + 1);
     for (int64_t i = 0; i < k; i++)
         for (size_t j = 0; j < s.u.list->n; j++) jv_list_push(E, &r, s.u.list->v[j]);
+    r.u.list->tuple = s.u.list->tuple;
     return r;
 }
 
@@ -145,7 +151,8 @@ static jv arith(jenv *E, int op, jv a, jv b)
         return jv_from_buf(E, &bb);
     }
     if (op == OP_ADD && a.k == JV_STR && b.k == JV_STR) return arith(E, OP_CONCAT, a, b);
-    if (op == OP_ADD && a.k == JV_LIST && b.k == JV_LIST) return concat_lists(E, a, b);
+    if (op == OP_ADD && a.k == JV_LIST && b.k == JV_LIST && a.u.list->tuple == b.u.list->tuple)
+        return concat_lists(E, a, b);
     if (op == OP_MUL && (a.k == JV_STR || a.k == JV_LIST) && is_intlike(b)) return repeat(E, a, ival(b));
     if (op == OP_MUL && (b.k == JV_STR || b.k == JV_LIST) && is_intlike(a)) return repeat(E, b, ival(a));
     if (!is_num(a) || !is_num(b)) type_error(E, op, a, b);
@@ -167,12 +174,20 @@ static jv arith(jenv *E, int op, jv a, jv b)
             return jv_int(op == OP_MOD ? m : q);
         }
         case OP_POW:
-            if (y >= 0) {
+            if (y >= 0) { /* by squaring: log2(y) steps */
+                int64_t base = x;
                 r = 1;
-                for (int64_t i = 0; i < y; i++)
-                    if (__builtin_mul_overflow(r, x, &r)) goto overflow;
+                for (int64_t e = y; e; e >>= 1) {
+                    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) goto overflow;
+                    if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
+                        if (x == 0 || x == 1) break; /* cannot overflow: r is final */
+                        if (x == -1) { r = (y & 1) ? -1 : 1; break; }
+                        goto overflow;
+                    }
+                }
                 return jv_int(r);
             }
+            if (x == 0) jv_fail(E, VT_ERR_FORMAT, "chat template line %d: 0 cannot be raised to a negative power", E->line);
             return jv_float(pow((double)x, (double)y));
         }
     }
@@ -341,26 +356,34 @@ static void slice_bounds(jenv *E, jv a, jv b, jv c, int64_t n, int64_t *start, i
 
 static jv slice(jenv *E, jv obj, jv a, jv b, jv c)
 {
-    if (obj.k != JV_LIST && obj.k != JV_STR)
-        jv_fail(E, VT_ERR_FORMAT, "chat template line %d: a %s cannot be sliced", E->line, jv_kind_name(obj));
+    if (obj.k != JV_LIST && obj.k != JV_STR) return jv_undef(); /* jinja2: undefined */
     int64_t n = obj.k == JV_LIST ? (int64_t)obj.u.list->n : (int64_t)cp_len(obj.u.str.s, obj.u.str.n);
     int64_t s0, s1, st;
     slice_bounds(E, a, b, c, n, &s0, &s1, &st);
     if (obj.k == JV_LIST) {
         jv r = jv_list(E, 0);
         r.u.list->tuple = obj.u.list->tuple;
-        for (int64_t i = s0; st > 0 ? i < s1 : i > s1; i += st) jv_list_push(E, &r, obj.u.list->v[i]);
+        for (int64_t i = s0; st > 0 ? i < s1 : i > s1;) {
+            jv_list_push(E, &r, obj.u.list->v[i]);
+            if (__builtin_add_overflow(i, st, &i)) break;
+        }
         return r;
     }
-    /* a string: its code points' byte offsets */
+    /* a string: its code points' byte offsets, in one pass */
     size_t *off = jv_alloc(E, ((size_t)n + 1) * sizeof *off);
-    for (int64_t i = 0; i <= n; i++) off[i] = cp_off(obj.u.str.s, obj.u.str.n, (size_t)i);
+    for (size_t i = 0, k = 0; k <= (size_t)n; k++) {
+        off[k] = i;
+        if (i < obj.u.str.n) i++;
+        while (i < obj.u.str.n && ((unsigned char)obj.u.str.s[i] & 0xC0) == 0x80) i++;
+    }
     jbuf bb = {0};
     jbuf *keep = E->out;
     E->out = NULL;
-    for (int64_t i = s0; st > 0 ? i < s1 : i > s1; i += st)
+    for (int64_t i = s0; st > 0 ? i < s1 : i > s1;) {
         jbuf_put_t(E, &bb, obj.u.str.s + off[i], off[i + 1] - off[i],
                    obj.u.str.t ? obj.u.str.t + off[i] : NULL);
+        if (__builtin_add_overflow(i, st, &i)) break;
+    }
     E->out = keep;
     return jv_from_buf(E, &bb);
 }
@@ -379,16 +402,19 @@ static void eval_args(jenv *E, const jnode *x, jv **args, jv **kw_names, jv **kw
     }
 }
 
-static jv call_macro(jenv *E, const jnode *m, const jv *args, size_t n, const jv *kw_names,
+static jv call_macro(jenv *E, const jmacro *mac, const jv *args, size_t n, const jv *kw_names,
                      const jv *kw_vals, size_t n_kw)
 {
+    const jnode *m = mac->node;
     if (n > m->n_names)
         jv_fail(E, VT_ERR_FORMAT, "chat template line %d: macro '%s' takes %zu arguments, %zu given",
                 E->line, m->name, m->n_names, n);
     jframe *saved = E->frame;
     jbuf *saved_out = E->out;
     int saved_line = E->line;
-    jframe *f = frame_new(E, E->root);
+    jframe *f = frame_new(E, mac->closure);
+    int saved_in_loop = E->in_loop;
+    E->in_loop = 0; /* a break in the macro is not its caller's */
     unsigned char *given = jv_alloc(E, m->n_names + 1);
     memset(given, 0, m->n_names + 1);
     for (size_t i = 0; i < n; i++) {
@@ -417,6 +443,7 @@ static jv call_macro(jenv *E, const jnode *m, const jv *args, size_t n, const jv
     E->frame = saved;
     E->line = saved_line;
     E->loop_ctl = 0;
+    E->in_loop = saved_in_loop;
     return jv_from_buf(E, &capture);
 }
 
@@ -568,9 +595,13 @@ static jv iterable(jenv *E, jv v, int line)
         return r;
     }
     case JV_STR: {
-        size_t n = cp_len(v.u.str.s, v.u.str.n);
-        jv r = jv_list(E, n + 1);
-        for (size_t i = 0; i < n; i++) jv_list_push(E, &r, item(E, v, jv_int((int64_t)i)));
+        jv r = jv_list(E, cp_len(v.u.str.s, v.u.str.n) + 1);
+        for (size_t i = 0; i < v.u.str.n;) {
+            size_t k = 1;
+            while (i + k < v.u.str.n && ((unsigned char)v.u.str.s[i + k] & 0xC0) == 0x80) k++;
+            jv_list_push(E, &r, jv_sub(E, v, i, k));
+            i += k;
+        }
         return r;
     }
     default:
@@ -606,6 +637,8 @@ static void run_for(jenv *E, const jnode *x)
     }
     jloop *lp = jv_alloc(E, sizeof *lp);
     lp->items = items.u.list;
+    int completed = 0; /* jinja2's else: no iteration ran to its end (break, continue) */
+    E->in_loop++;
     for (size_t i = 0; i < items.u.list->n; i++) {
         step(E, x->line);
         lp->index0 = i;
@@ -616,9 +649,11 @@ static void run_for(jenv *E, const jnode *x)
         E->frame = outer;
         int ctl = E->loop_ctl;
         E->loop_ctl = 0;
+        if (!ctl) completed = 1;
         if (ctl == 1) break;
     }
-    if (!items.u.list->n && x->c) jinja_run(E, x->c);
+    E->in_loop--;
+    if (!completed && x->c) jinja_run(E, x->c);
 }
 
 static void run_stmt(jenv *E, const jnode *s)
@@ -652,9 +687,20 @@ static void run_stmt(jenv *E, const jnode *s)
         jinja_assign(E, s->name, jv_from_buf(E, &capture));
         break;
     }
-    case N_MACRO: jinja_assign(E, s->name, (jv){.k = JV_MACRO, .u.macro = s}); break;
-    case N_BREAK: E->loop_ctl = 1; break;
-    case N_CONTINUE: E->loop_ctl = 2; break;
+    case N_MACRO: { /* it sees the scope it is defined in (a loop's, another macro's) */
+        jmacro *m = jv_alloc(E, sizeof *m);
+        m->node = s;
+        m->closure = E->frame;
+        jinja_assign(E, s->name, (jv){.k = JV_MACRO, .u.macro = m});
+        break;
+    }
+    case N_BREAK:
+    case N_CONTINUE:
+        if (!E->in_loop)
+            jv_fail(E, VT_ERR_FORMAT, "chat template line %d: '%s' outside a loop", s->line,
+                    s->k == N_BREAK ? "break" : "continue");
+        E->loop_ctl = s->k == N_BREAK ? 1 : 2;
+        break;
     default:
         jv_fail(E, VT_ERR_INTERNAL, "chat template line %d: node %d is not a statement", s->line, s->k);
     }

@@ -170,8 +170,19 @@ static int text_number(jenv *E, jv v, int *is_int, int64_t *i, double *f)
     char buf[64];
     jv t = jb_strip(E, v, jv_undef(), 3);
     if (!t.u.str.n || t.u.str.n >= sizeof buf) return 0;
-    memcpy(buf, t.u.str.s, t.u.str.n);
-    buf[t.u.str.n] = 0;
+    size_t k = 0;
+    for (size_t j = 0; j < t.u.str.n; j++) {
+        char c = t.u.str.s[j];
+        if (c == 'x' || c == 'X' || c == 'p' || c == 'P') return 0; /* no hex: not Python's */
+        if (c == '_') { /* between two digits only */
+            if (!j || j + 1 >= t.u.str.n || !(t.u.str.s[j - 1] >= '0' && t.u.str.s[j - 1] <= '9') ||
+                !(t.u.str.s[j + 1] >= '0' && t.u.str.s[j + 1] <= '9'))
+                return 0;
+            continue;
+        }
+        buf[k++] = c;
+    }
+    buf[k] = 0;
     char *end;
     long long x = strtoll(buf, &end, 10);
     *is_int = !*end;
@@ -187,13 +198,17 @@ static int text_number(jenv *E, jv v, int *is_int, int64_t *i, double *f)
 static jv to_int(jenv *E, jv v, jv dflt)
 {
     if (intlike(v)) return jv_int(ival(v));
-    if (v.k == JV_FLOAT) return isfinite(v.u.f) ? jv_int((int64_t)v.u.f) : dflt;
     int is_int;
     int64_t i;
     double f;
-    if (v.k == JV_STR && text_number(E, v, &is_int, &i, &f))
-        return is_int ? jv_int(i) : isfinite(f) ? jv_int((int64_t)f) : dflt;
-    return dflt;
+    if (v.k == JV_FLOAT) f = v.u.f;
+    else if (v.k == JV_STR && text_number(E, v, &is_int, &i, &f)) {
+        if (is_int) return jv_int(i);
+    } else return dflt;
+    if (!isfinite(f)) return dflt;
+    if (!(f > -9223372036854775808.0 && f < 9223372036854775808.0))
+        FAIL("chat template line %d: int of %g: beyond 64 bits", E->line, f);
+    return jv_int((int64_t)f);
 }
 
 static jv to_float(jenv *E, jv v, jv dflt)
@@ -206,24 +221,42 @@ static jv to_float(jenv *E, jv v, jv dflt)
     return dflt;
 }
 
-static jv indent(jenv *E, jv s, int64_t width, int first, int blank)
+/* bytes of a line boundary at i (str.splitlines's: \n \r \r\n \v \f \x1c-\x1e
+ * U+0085 U+2028 U+2029), or 0 */
+static size_t line_break(const char *p, size_t n, size_t i)
 {
-    jbuf b = {0};
+    unsigned char c = (unsigned char)p[i];
+    if (c == '\r') return i + 1 < n && p[i + 1] == '\n' ? 2 : 1;
+    if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) return 1;
+    if (c == 0xC2 && i + 1 < n && (unsigned char)p[i + 1] == 0x85) return 2;
+    if (c == 0xE2 && i + 2 < n && (unsigned char)p[i + 1] == 0x80 &&
+        ((unsigned char)p[i + 2] == 0xA8 || (unsigned char)p[i + 2] == 0xA9))
+        return 3;
+    return 0;
+}
+
+/* jinja2's indent filter: the text plus "\n" split into lines
+ * (str.splitlines), each line after the first prefixed unless it is
+ * empty (blank: every one), joined with "\n"; first: the first too */
+static jv indent(jenv *E, jv s, jv ind, int first, int blank)
+{
+    jbuf t = {0}, b = {0};
     jbuf *keep = E->out;
     E->out = NULL;
-    const char *p = s.u.str.s, *e = p + s.u.str.n;
+    jbuf_put_str(E, &t, s);
+    jbuf_putc(E, &t, '\n');
+    if (first) jbuf_put_str(E, &b, ind);
     int line0 = 1;
-    while (p <= e) {
-        const char *nl = memchr(p, '\n', (size_t)(e - p));
-        const char *le = nl ? nl : e;
-        int is_blank = le == p;
-        if ((!line0 || first) && (blank || !is_blank))
-            for (int64_t i = 0; i < width; i++) jbuf_putc(E, &b, ' ');
-        jbuf_put_t(E, &b, p, (size_t)(le - p), s.u.str.t ? s.u.str.t + (p - s.u.str.s) : NULL);
-        if (!nl) break;
-        jbuf_put_t(E, &b, "\n", 1, s.u.str.t ? s.u.str.t + (nl - s.u.str.s) : NULL);
-        p = nl + 1;
+    for (size_t i = 0; i < t.n;) {
+        size_t j = i, k = 0;
+        while (j < t.n && !(k = line_break(t.p, t.n, j))) j++;
+        if (!line0) {
+            jbuf_putc(E, &b, '\n');
+            if (blank || j > i) jbuf_put_str(E, &b, ind);
+        }
+        jbuf_put_t(E, &b, t.p + i, j - i, t.m ? t.m + i : NULL);
         line0 = 0;
+        i = j + k;
     }
     E->out = keep;
     return jv_from_buf(E, &b);
@@ -277,12 +310,25 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
     }
     if (IS("safe")) return v;
     if (IS("string")) return jv_to_str(E, v);
-    if (IS("tojson")) {
-        jv ind = ARG(0, "indent");
+    if (IS("tojson")) { /* transformers': tojson(x, ensure_ascii, indent, separators, sort_keys) */
+        jv ind = ARG(1, "indent"), sep = ARG(2, "separators");
+        jv_json_opts jo = {.indent = intlike(ind) ? (int)ival(ind) : -1,
+                           .ensure_ascii = jv_truthy(ARG(0, "ensure_ascii")),
+                           .sort_keys = jv_truthy(ARG(3, "sort_keys"))};
+        if (jo.indent < 0 && intlike(ind)) jo.indent = 0; /* json.dumps: a negative indent is 0 */
+        jo.item_sep = jo.indent >= 0 ? jv_cstr(",") : jv_cstr(", ");
+        jo.key_sep = jv_cstr(": ");
+        if (sep.k == JV_LIST && sep.u.list->n == 2 && sep.u.list->v[0].k == JV_STR &&
+            sep.u.list->v[1].k == JV_STR) {
+            jo.item_sep = sep.u.list->v[0];
+            jo.key_sep = sep.u.list->v[1];
+        } else if (sep.k != JV_UNDEF && sep.k != JV_NONE) {
+            FAIL("chat template line %d: tojson: separators must be two strings", E->line);
+        }
         jbuf b = {0};
         jbuf *keep = E->out;
         E->out = NULL;
-        jv_tojson(E, &b, v, intlike(ind) ? (int)ival(ind) : -1, 0);
+        jv_tojson_opts(E, &b, v, &jo, 0);
         E->out = keep;
         return jv_from_buf(E, &b);
     }
@@ -297,10 +343,11 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
     }
     if (IS("trim")) return jb_strip(E, jv_to_str(E, v), ARG(0, "chars"), 3);
     if (IS("upper") || IS("lower") || IS("capitalize") || IS("title"))
-        return jb_casemap(E, jv_to_str(E, v), IS("lower") ? 0 : IS("upper") ? 1 : IS("capitalize") ? 2 : 3);
+        return jb_casemap(E, jv_to_str(E, v), IS("lower") ? 0 : IS("upper") ? 1 : IS("capitalize") ? 2 : 4);
     if (IS("replace")) {
         jv cnt = ARG(2, "count");
-        return jb_replace(E, jv_to_str(E, v), ARG(0, "old"), ARG(1, "new"), intlike(cnt) ? ival(cnt) : -1);
+        return jb_replace(E, jv_to_str(E, v), jv_to_str(E, ARG(0, "old")), jv_to_str(E, ARG(1, "new")),
+                          intlike(cnt) ? ival(cnt) : -1);
     }
     if (IS("items")) {
         if (v.k == JV_UNDEF) return jv_list(E, 0);
@@ -363,27 +410,51 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
         if (!n) FAIL("chat template line %d: %s takes an attribute name", E->line, name);
         return select_items(E, v, a[0], a + 1, n - 1, IS("selectattr"));
     }
+    if ((IS("int") || IS("float")) && v.k == JV_UNDEF)
+        FAIL("chat template line %d: %s of an undefined value", E->line, name);
     if (IS("int")) return to_int(E, v, ARG(0, "default").k == JV_UNDEF ? jv_int(0) : ARG(0, "default"));
     if (IS("float")) return to_float(E, v, ARG(0, "default").k == JV_UNDEF ? jv_float(0) : ARG(0, "default"));
     if (IS("abs")) {
         if (v.k == JV_FLOAT) return jv_float(fabs(v.u.f));
-        if (intlike(v)) return jv_int(ival(v) < 0 ? -ival(v) : ival(v));
+        if (intlike(v)) {
+            if (ival(v) == INT64_MIN) FAIL("chat template line %d: integer overflow in abs", E->line);
+            return jv_int(ival(v) < 0 ? -ival(v) : ival(v));
+        }
         FAIL("chat template line %d: abs of a %s", E->line, jv_kind_name(v));
     }
     if (IS("round")) {
         jv prec = ARG(0, "precision"), method = ARG(1, "method");
-        double x = v.k == JV_FLOAT ? v.u.f : intlike(v) ? (double)ival(v) : NAN;
-        if (isnan(x) && !is_num(v)) FAIL("chat template line %d: round of a %s", E->line, jv_kind_name(v));
-        double m = pow(10.0, intlike(prec) ? (double)ival(prec) : 0.0);
-        /* common: Python's round, ties to even */
-        double y = jv_is_str(method, "floor") ? floor(x * m) / m : jv_is_str(method, "ceil") ? ceil(x * m) / m
-                 : nearbyint(x * m) / m;
-        return jv_float(y);
+        if (!is_num(v)) FAIL("chat template line %d: round of a %s", E->line, jv_kind_name(v));
+        int64_t pr = intlike(prec) ? ival(prec) : 0;
+        int common = !jv_is_str(method, "floor") && !jv_is_str(method, "ceil");
+        if (intlike(v) && (common || pr >= 0)) return jv_int(ival(v)); /* an int stays one */
+        double x = v.k == JV_FLOAT ? v.u.f : (double)ival(v);
+        if (!common) {
+            double m = pow(10.0, (double)pr);
+            return jv_float(jv_is_str(method, "floor") ? floor(x * m) / m : ceil(x * m) / m);
+        }
+        if (pr >= 0 && pr <= 300 && isfinite(x)) { /* Python's round: of the exact binary value,
+                                                      ties to even, as printf rounds */
+            char buf[400];
+            snprintf(buf, sizeof buf, "%.*f", (int)pr, x);
+            return jv_float(strtod(buf, NULL));
+        }
+        double m = pow(10.0, (double)pr);
+        return jv_float(nearbyint(x * m) / m);
     }
     if (IS("indent")) {
-        jv w = ARG(0, "width");
-        return indent(E, jv_to_str(E, v), intlike(w) ? ival(w) : 4, jv_truthy(ARG(1, "first")),
-                      jv_truthy(ARG(2, "blank")));
+        jv w = ARG(0, "width"), ind;
+        if (w.k == JV_STR) ind = w;
+        else {
+            int64_t k = intlike(w) ? ival(w) : 4;
+            if (k < 0) k = 0;
+            if (k > 4096) FAIL("chat template line %d: indent of more than 4096", E->line);
+            char *sp = jv_alloc(E, (size_t)k + 1);
+            memset(sp, ' ', (size_t)k);
+            sp[k] = 0;
+            ind = jv_cstr(sp);
+        }
+        return indent(E, jv_to_str(E, v), ind, jv_truthy(ARG(1, "first")), jv_truthy(ARG(2, "blank")));
     }
     if (IS("escape") || IS("e")) return escape_html(E, jv_to_str(E, v));
     FAIL("chat template line %d: unknown filter '%s'", E->line, name);
@@ -408,19 +479,37 @@ int jinja_test(jenv *E, const char *name, jv v, const jv *a, size_t n)
     if (IS("integer")) return v.k == JV_INT;
     if (IS("float")) return v.k == JV_FLOAT;
     if (IS("iterable")) return v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT || v.k == JV_NS || v.k == JV_UNDEF;
-    if (IS("sequence")) return v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT || v.k == JV_NS;
+    if (IS("sequence")) return v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT || v.k == JV_NS || v.k == JV_UNDEF;
     if (IS("callable")) return v.k == JV_MACRO || v.k == JV_FUNC;
-    if (IS("lower") || IS("upper")) {
+    if (IS("lower") || IS("upper")) { /* str.islower / isupper: a cased letter, none of the other case */
         if (v.k != JV_STR) return 0;
-        jv c = jb_casemap(E, v, IS("lower") ? 0 : 1);
-        return jv_equal(c, v);
+        int cased = 0;
+        for (size_t i = 0; i < v.u.str.n; i++) {
+            char c = v.u.str.s[i];
+            if (c >= 'a' && c <= 'z') {
+                if (IS("upper")) return 0;
+                cased = 1;
+            } else if (c >= 'A' && c <= 'Z') {
+                if (IS("lower")) return 0;
+                cased = 1;
+            }
+        }
+        return cased;
     }
     if (IS("odd") || IS("even") || IS("divisibleby")) {
-        if (!intlike(v)) FAIL("chat template line %d: test %s of a %s", E->line, name, jv_kind_name(v));
-        int64_t d = IS("divisibleby") ? (n && intlike(a[0]) ? ival(a[0]) : 0) : 2;
-        if (!d) FAIL("chat template line %d: divisibleby needs a nonzero integer", E->line);
-        int64_t m = ival(v) % d;
-        return IS("odd") ? m != 0 : m == 0;
+        jv d = IS("divisibleby") ? (n ? a[0] : jv_undef()) : jv_int(2);
+        if (!is_num(v) || !is_num(d)) FAIL("chat template line %d: test %s of a %s", E->line, name, jv_kind_name(v));
+        if (intlike(v) && intlike(d)) {
+            int64_t x = ival(v), y = ival(d);
+            if (!y) FAIL("chat template line %d: divisibleby zero", E->line);
+            int64_t m = y == -1 ? 0 : x % y; /* INT64_MIN % -1 traps */
+            return IS("odd") ? m != 0 : m == 0;
+        }
+        double x = v.k == JV_FLOAT ? v.u.f : (double)ival(v), y = d.k == JV_FLOAT ? d.u.f : (double)ival(d);
+        if (y == 0) FAIL("chat template line %d: divisibleby zero", E->line);
+        double m = fmod(x, y);
+        if (m != 0 && ((m < 0) != (y < 0))) m += y;
+        return IS("odd") ? m == 1.0 : m == 0.0;
     }
     if (!n && (IS("eq") || IS("equalto") || IS("ne") || IS("lt") || IS("le") || IS("gt") ||
                IS("ge") || IS("in") || IS("sameas")))

@@ -39,6 +39,7 @@ typedef struct jdict jdict;
 typedef struct jnode jnode;
 typedef struct jloop jloop;
 typedef struct jfunc jfunc;
+typedef struct jframe jframe;
 
 typedef struct jv {
     jv_kind k;
@@ -54,7 +55,7 @@ typedef struct jv {
         } str;
         jlist *list;
         jdict *dict; /* JV_DICT, JV_NS */
-        const jnode *macro;
+        const struct jmacro *macro;
         jfunc *fn;
         jloop *loop;
     } u;
@@ -75,6 +76,12 @@ struct jloop {
     const jlist *items;
     size_t index0;
 };
+
+/* a macro: its statement and the scope it was defined in */
+typedef struct jmacro {
+    const jnode *node;
+    jframe *closure;
+} jmacro;
 
 /* A builtin: a global function, or a method (self set) */
 typedef struct jenv jenv;
@@ -126,8 +133,6 @@ typedef struct jbuf {
     size_t n, cap;
 } jbuf;
 
-typedef struct jframe jframe;
-
 struct jenv {
     /* the arena */
     void *chunks;         /* list of blocks */
@@ -143,6 +148,7 @@ struct jenv {
     int line;             /* of the node being run, for messages */
     /* loop control: 1 break, 2 continue, while unwinding to the loop */
     int loop_ctl;
+    int in_loop;          /* for bodies being run (a break outside one is an error) */
     int has_taint;        /* a variable is tainted: buffers keep masks */
     /* errors: the message and the status, then a longjmp to the render */
     jmp_buf fail;
@@ -183,6 +189,13 @@ void jv_repr(jenv *E, jbuf *b, jv v);
 jv jv_to_str(jenv *E, jv v);
 /* json.dumps(v, ensure_ascii=False, indent=indent (< 0: None), sort_keys=False) */
 void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level);
+/* json.dumps with its options: indent (< 0: None), separators (item, key),
+ * ensure_ascii (non-ASCII as \uXXXX), sort_keys */
+typedef struct jv_json_opts {
+    int indent, ensure_ascii, sort_keys;
+    jv item_sep, key_sep;
+} jv_json_opts;
+void jv_tojson_opts(jenv *E, jbuf *b, jv v, const jv_json_opts *o, int level);
 /* parse a JSON text into a value (dicts keep the member order) */
 vt_status jv_parse_json(jenv *E, const char *s, size_t n, jv *out);
 void jbuf_put(jenv *E, jbuf *b, const char *s, size_t n);
@@ -210,6 +223,10 @@ jv jinja_call(jenv *E, jv fn, const jv *args, size_t n, const jv *kw_names, cons
  * 1 left, 2 right, 3 both, chars a string or JV_UNDEF for whitespace; casemap:
  * 0 lower, 1 upper, 2 capitalize, 3 title; replace: count < 0 all) */
 jv jb_strip(jenv *E, jv s, jv chars, int which);
+/* Python's whitespace (str.isspace) at byte i of s[0, n), or ending at end:
+ * its bytes, or 0 */
+size_t jb_space_at(const char *s, size_t n, size_t i);
+size_t jb_space_before(const char *s, size_t end);
 jv jb_casemap(jenv *E, jv s, int mode);
 jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count);
 jv jb_items(jenv *E, jv dict); /* [(key, value), ...] */

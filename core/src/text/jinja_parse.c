@@ -8,6 +8,7 @@
  * expression, or, and, not, comparisons, + -, ~, * / // %, **, unary - +,
  * then subscripts, attributes, calls, filters and tests).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,14 +86,15 @@ static int line_at(parser *P, const char *p)
 static void push_text(parser *P, const char *src, const char *s, const char *e, int lstrip,
                       int trim_nl, int rstrip, int lstrip_line)
 {
+    size_t k;
     if (lstrip)
-        while (s < e && is_space(*s)) s++;
+        while (s < e && (k = jb_space_at(s, (size_t)(e - s), 0))) s += k;
     else if (trim_nl) {
         if (s < e && *s == '\n') s++;
         else if (e - s >= 2 && s[0] == '\r' && s[1] == '\n') s += 2;
     }
     if (rstrip) {
-        while (e > s && is_space(e[-1])) e--;
+        while (e > s && (k = jb_space_before(s, (size_t)(e - s)))) e -= k;
     } else if (lstrip_line) {
         const char *q = e;
         while (q > s && (q[-1] == ' ' || q[-1] == '\t')) q--;
@@ -154,12 +156,20 @@ static const char *scan_tag(parser *P, const char *src, const char *p, const cha
             }
             char tmp[64];
             size_t k = 0;
-            for (const char *q = s; q < p && k < sizeof tmp - 1; q++)
+            for (const char *q = s; q < p && k < sizeof tmp - 1; q++) {
+                if (*q == '_' && !(q > s && is_digit(q[-1]) && q + 1 < p && is_digit(q[1])))
+                    jv_fail(E, VT_ERR_FORMAT, "chat template line %d: a misplaced '_' in a number", line);
                 if (*q != '_') tmp[k++] = *q;
+            }
             tmp[k] = 0;
             token t = {.k = is_f ? T_FLOAT : T_INT, .line = line};
             if (is_f) t.f = strtod(tmp, NULL);
-            else t.i = strtoll(tmp, NULL, 10);
+            else {
+                errno = 0;
+                t.i = strtoll(tmp, NULL, 10);
+                if (errno == ERANGE)
+                    jv_fail(E, VT_ERR_FORMAT, "chat template line %d: integer %s is beyond 64 bits", line, tmp);
+            }
             push(P, t);
         } else if (*p == '\'' || *p == '"') {
             char q = *p++;
@@ -174,13 +184,52 @@ static const char *scan_tag(parser *P, const char *src, const char *p, const cha
                     case 'n': jbuf_putc(E, &b, '\n'); break;
                     case 't': jbuf_putc(E, &b, '\t'); break;
                     case 'r': jbuf_putc(E, &b, '\r'); break;
+                    case 'a': jbuf_putc(E, &b, '\a'); break;
+                    case 'b': jbuf_putc(E, &b, '\b'); break;
+                    case 'f': jbuf_putc(E, &b, '\f'); break;
+                    case 'v': jbuf_putc(E, &b, '\v'); break;
                     case '\\': jbuf_putc(E, &b, '\\'); break;
                     case '\'': jbuf_putc(E, &b, '\''); break;
                     case '"': jbuf_putc(E, &b, '"'); break;
-                    case '0': jbuf_putc(E, &b, '\0'); break;
-                    default: /* Python keeps an unknown escape as written */
-                        jbuf_putc(E, &b, '\\');
-                        jbuf_putc(E, &b, c);
+                    case '\n': break; /* a backslash-newline continues the line */
+                    case 'x': case 'u': case 'U': { /* \xHH, \uHHHH, \UHHHHHHHH */
+                        int digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+                        unsigned cp = 0;
+                        int ok = end - p >= digits;
+                        for (int i = 0; ok && i < digits; i++) {
+                            char h = p[i];
+                            int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                  : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                            if (v < 0) ok = 0;
+                            else cp = cp << 4 | (unsigned)v;
+                        }
+                        if (!ok || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
+                            jv_fail(E, VT_ERR_FORMAT, "chat template line %d: a bad \\%c escape in a "
+                                    "string", line, c);
+                        p += digits;
+                        char u[4];
+                        size_t un;
+                        if (cp < 0x80) { u[0] = (char)cp; un = 1; }
+                        else if (cp < 0x800) { u[0] = (char)(0xC0 | cp >> 6); u[1] = (char)(0x80 | (cp & 0x3F)); un = 2; }
+                        else if (cp < 0x10000) { u[0] = (char)(0xE0 | cp >> 12); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (char)(0x80 | (cp & 0x3F)); un = 3; }
+                        else { u[0] = (char)(0xF0 | cp >> 18); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)); u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F)); un = 4; }
+                        jbuf_put(E, &b, u, un);
+                        break;
+                    }
+                    default:
+                        if (c >= '0' && c <= '7') { /* octal, up to three digits */
+                            unsigned v = (unsigned)(c - '0');
+                            for (int i = 0; i < 2 && p < end && *p >= '0' && *p <= '7'; i++)
+                                v = v * 8 + (unsigned)(*p++ - '0');
+                            if (v < 0x80) jbuf_putc(E, &b, (char)v);
+                            else {
+                                char u[2] = {(char)(0xC0 | v >> 6), (char)(0x80 | (v & 0x3F))};
+                                jbuf_put(E, &b, u, 2);
+                            }
+                        } else { /* Python keeps an unknown escape as written */
+                            jbuf_putc(E, &b, '\\');
+                            jbuf_putc(E, &b, c);
+                        }
                     }
                 } else {
                     jbuf_putc(E, &b, *p++);
@@ -254,7 +303,8 @@ static void scan(parser *P, const char *src, size_t len)
                     if (end - s >= 6 && !memcmp(s, "endraw", 6)) break;
                 }
                 int rctl = r + 2 < end ? r[2] : 0;
-                push_text(P, src, p, r, ctl == '-', ctl != '+', rctl == '-', rctl != '+');
+                push_text(P, src, p, r, ctl == '-', 0, rctl == '-', rctl != '+'); /* jinja2 keeps
+                                                                                     raw's newline */
                 const char *s = r + 2;
                 while (s + 1 < end && !(s[0] == '%' && s[1] == '}')) s++;
                 if (s + 1 >= end) jv_fail(P->E, VT_ERR_FORMAT, "chat template line %d: endraw is not closed", line);
@@ -962,9 +1012,25 @@ done:;
 
 jnode *jinja_parse(jenv *E, const char *src, size_t len)
 {
+    /* jinja2's newline_sequence "\n": every "\r\n" and "\r" of the source is "\n" */
+    if (memchr(src, '\r', len)) {
+        char *c = jv_alloc(E, len + 1);
+        size_t k = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (src[i] == '\r') {
+                c[k++] = '\n';
+                if (i + 1 < len && src[i + 1] == '\n') i++;
+            } else {
+                c[k++] = src[i];
+            }
+        }
+        c[k] = 0;
+        src = c;
+        len = k;
+    }
     parser P = {.E = E, .src = src};
-    /* jinja2's keep_trailing_newline=False: one newline at the end goes */
-    if (len && src[len - 1] == '\n') len -= len >= 2 && src[len - 2] == '\r' ? 2 : 1;
+    /* keep_trailing_newline=False: one newline at the end goes */
+    if (len && src[len - 1] == '\n') len--;
     scan(&P, src, len);
     jnode *body = parse_body(&P, NULL, "template");
     return body;

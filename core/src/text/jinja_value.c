@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "jinja_internal.h"
 
 #define ARENA_BLOCK ((size_t)64 << 10)
@@ -190,33 +192,46 @@ int jv_truthy(jv v)
 }
 
 static int is_num(jv v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
-static double num(jv v) { return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.u.b; }
 
 /* Python's ==: numbers by value (True == 1), strings by bytes, lists and
  * dicts item by item; undefined equals undefined only. */
-int jv_equal(jv a, jv b)
+#define VALUE_DEPTH_MAX 512 /* nesting of lists, dicts and namespaces walked (one can hold itself) */
+
+static int equal_at(jv a, jv b, int depth);
+
+int jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+
+/* deeper than VALUE_DEPTH_MAX: unequal (jinja2 raises RecursionError) */
+static int equal_at(jv a, jv b, int depth)
 {
+    if (depth > VALUE_DEPTH_MAX) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.k != JV_FLOAT && b.k != JV_FLOAT) {
             int64_t x = a.k == JV_INT ? a.u.i : a.u.b, y = b.k == JV_INT ? b.u.i : b.u.b;
             return x == y;
         }
-        return num(a) == num(b);
+        if (a.k == JV_FLOAT && b.k == JV_FLOAT) return a.u.f == b.u.f;
+        /* an int and a float: equal only when exactly the same number, as Python */
+        jv i = a.k == JV_FLOAT ? b : a;
+        double f = a.k == JV_FLOAT ? a.u.f : b.u.f;
+        int64_t x = i.k == JV_INT ? i.u.i : i.u.b;
+        return f >= -9223372036854775808.0 && f < 9223372036854775808.0 && f == (double)x &&
+               (int64_t)f == x;
     }
     if (a.k != b.k) return 0;
     switch (a.k) {
     case JV_UNDEF: case JV_NONE: return 1;
     case JV_STR: return a.u.str.n == b.u.str.n && !memcmp(a.u.str.s, b.u.str.s, a.u.str.n);
     case JV_LIST:
-        if (a.u.list->n != b.u.list->n) return 0;
+        if (a.u.list->n != b.u.list->n || a.u.list->tuple != b.u.list->tuple) return 0;
         for (size_t i = 0; i < a.u.list->n; i++)
-            if (!jv_equal(a.u.list->v[i], b.u.list->v[i])) return 0;
+            if (!equal_at(a.u.list->v[i], b.u.list->v[i], depth + 1)) return 0;
         return 1;
     case JV_DICT:
         if (a.u.dict->n != b.u.dict->n) return 0;
         for (size_t i = 0; i < a.u.dict->n; i++) {
             jv o = jv_dict_get(b, a.u.dict->key[i]);
-            if (o.k == JV_UNDEF || !jv_equal(a.u.dict->val[i], o)) return 0;
+            if (o.k == JV_UNDEF || !equal_at(a.u.dict->val[i], o, depth + 1)) return 0;
         }
         return 1;
     case JV_NS: return a.u.dict == b.u.dict;
@@ -302,15 +317,51 @@ void jv_float_repr(double f, char *buf, size_t cap)
         snprintf(buf, cap, f < 0 ? "-inf" : "inf");
         return;
     }
-    /* the fewest significant digits that read back as f */
-    char e[40];
-    int prec = 1;
-    for (; prec <= 17; prec++) {
+    /* the fewest significant digits that read back as f (Python's repr): the
+     * correctly rounded string of each length, or the one just above or
+     * below it in its last digit, the closer to f where both read back */
+    char e[48];
+    for (int prec = 1; prec <= 17; prec++) {
         snprintf(e, sizeof e, "%.*e", prec - 1, f);
         if (strtod(e, NULL) == f) break;
+        const char *ex = strchr(e, 'e');
+        long long m = 0;
+        int mneg = e[0] == '-';
+        for (const char *q = e + mneg; q < ex; q++)
+            if (*q >= '0' && *q <= '9') m = m * 10 + (*q - '0');
+        int x10 = atoi(ex + 1);
+        char best[48] = "";
+        long double best_d = 0;
+        for (int d = -1; d <= 1; d += 2) {
+            long long mm = m + d;
+            int xx = x10;
+            char digits[24];
+            snprintf(digits, sizeof digits, "%lld", mm);
+            int nd = (int)strlen(digits);
+            if (nd != prec) { /* 99..9 + 1 or 10..0 - 1: the length changes */
+                if (nd > prec) {
+                    digits[prec] = 0;
+                    xx++;
+                } else if (nd < prec && prec > 1) {
+                    continue;
+                }
+            }
+            char c[48];
+            snprintf(c, sizeof c, "%s%c%s%se%d", mneg ? "-" : "", digits[0], prec > 1 ? "." : "",
+                     prec > 1 ? digits + 1 : "", xx);
+            if (strtod(c, NULL) != f) continue;
+            long double dist = fabsl(strtold(c, NULL) - (long double)f);
+            if (!best[0] || dist < best_d) {
+                snprintf(best, sizeof best, "%s", c);
+                best_d = dist;
+            }
+        }
+        if (best[0]) {
+            /* back to the %.*e form the code below reads */
+            snprintf(e, sizeof e, "%s", best);
+            break;
+        }
     }
-    if (prec > 17) prec = 17;
-    snprintf(e, sizeof e, "%.*e", prec - 1, f);
     /* e: [-]d[.ddd]e[+-]XX: Python prints fixed notation for 1e-4 <= |f| < 1e16 */
     char digits[24];
     int nd = 0, neg = e[0] == '-';
@@ -364,7 +415,33 @@ static void put_str_repr(jenv *E, jbuf *b, const char *s, size_t n, const uint8_
         else if (c == '\r') snprintf(esc, sizeof esc, "\\r");
         else if (c == '\t') snprintf(esc, sizeof esc, "\\t");
         else if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", c);
-        else {
+        else if (c >= 0x80) { /* a code point: escaped where Python's str.isprintable says no */
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t len = utf8proc_iterate((const utf8proc_uint8_t *)s + i,
+                                                    (utf8proc_ssize_t)(n - i), &cp);
+            if (len <= 0) { /* a bad byte: as it is */
+                jbuf_put_t(E, b, s + i, 1, t ? t + i : NULL);
+                continue;
+            }
+            utf8proc_category_t cat = utf8proc_category(cp);
+            int printable = !(cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF ||
+                              cat == UTF8PROC_CATEGORY_CS || cat == UTF8PROC_CATEGORY_CO ||
+                              cat == UTF8PROC_CATEGORY_CN || cat == UTF8PROC_CATEGORY_ZL ||
+                              cat == UTF8PROC_CATEGORY_ZP || cat == UTF8PROC_CATEGORY_ZS);
+            if (printable) {
+                jbuf_put_t(E, b, s + i, (size_t)len, t ? t + i : NULL);
+            } else {
+                char u[16];
+                snprintf(u, sizeof u, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x",
+                         (unsigned)cp);
+                size_t k = strlen(u);
+                uint8_t mk[16];
+                memset(mk, t ? t[i] : 0, k);
+                jbuf_put_t(E, b, u, k, mk);
+            }
+            i += (size_t)len - 1;
+            continue;
+        } else {
             esc[0] = (char)c;
             esc[1] = 0;
         }
@@ -376,8 +453,11 @@ static void put_str_repr(jenv *E, jbuf *b, const char *s, size_t n, const uint8_
     jbuf_putc(E, b, q);
 }
 
-static void put_value(jenv *E, jbuf *b, jv v, int repr)
+static void put_value(jenv *E, jbuf *b, jv v, int repr, int depth)
 {
+    if (depth > VALUE_DEPTH_MAX)
+        jv_fail(E, VT_ERR_FORMAT, "chat template line %d: a value nested deeper than %d levels "
+                "(a namespace that holds itself?)", E->line, VALUE_DEPTH_MAX);
     char num_buf[48];
     switch (v.k) {
     case JV_UNDEF: break;
@@ -400,7 +480,7 @@ static void put_value(jenv *E, jbuf *b, jv v, int repr)
         jbuf_putc(E, b, l->tuple ? '(' : '[');
         for (size_t i = 0; i < l->n; i++) {
             if (i) jbuf_puts(E, b, ", ");
-            put_value(E, b, l->v[i], 1);
+            put_value(E, b, l->v[i], 1, depth + 1);
         }
         if (l->tuple && l->n == 1) jbuf_putc(E, b, ',');
         jbuf_putc(E, b, l->tuple ? ')' : ']');
@@ -413,9 +493,9 @@ static void put_value(jenv *E, jbuf *b, jv v, int repr)
         jbuf_putc(E, b, '{');
         for (size_t i = 0; i < d->n; i++) {
             if (i) jbuf_puts(E, b, ", ");
-            put_value(E, b, d->key[i], 1);
+            put_value(E, b, d->key[i], 1, depth + 1);
             jbuf_puts(E, b, ": ");
-            put_value(E, b, d->val[i], 1);
+            put_value(E, b, d->val[i], 1, depth + 1);
         }
         jbuf_putc(E, b, '}');
         if (v.k == JV_NS) jbuf_putc(E, b, '>');
@@ -427,8 +507,8 @@ static void put_value(jenv *E, jbuf *b, jv v, int repr)
     }
 }
 
-void jv_print(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 0); }
-void jv_repr(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 1); }
+void jv_print(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 0, 0); }
+void jv_repr(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 1, 0); }
 
 jv jv_to_str(jenv *E, jv v)
 {
@@ -436,20 +516,23 @@ jv jv_to_str(jenv *E, jv v)
     jbuf b = {0};
     jbuf *keep = E->out;
     E->out = NULL; /* not the output: no output limit */
-    put_value(E, &b, v, 0);
+    put_value(E, &b, v, 0, 0);
     E->out = keep;
     return jv_from_buf(E, &b);
 }
 
 /* ---- json.dumps ---- */
 
-/* a JSON string; a byte of the text (escaped or not) keeps its taint */
-static void put_json_str(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t)
+/* a JSON string; a byte of the text (escaped or not) keeps its taint;
+ * ensure_ascii: a non-ASCII code point as \uXXXX (a surrogate pair above
+ * U+FFFF), as json.dumps writes it */
+static void put_json_str(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t, int ensure_ascii)
 {
     jbuf_putc(E, b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        char esc[8];
+        char esc[16];
+        size_t from = i;
         switch (c) {
         case '"': snprintf(esc, sizeof esc, "\\\""); break;
         case '\\': snprintf(esc, sizeof esc, "\\\\"); break;
@@ -459,15 +542,26 @@ static void put_json_str(jenv *E, jbuf *b, const char *s, size_t n, const uint8_
         case '\b': snprintf(esc, sizeof esc, "\\b"); break;
         case '\f': snprintf(esc, sizeof esc, "\\f"); break;
         default:
-            if (c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c);
-            else {
+            if (c < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", c);
+            } else if (c >= 0x80 && ensure_ascii) {
+                unsigned cp = c, k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+                cp &= k == 3 ? 0x07 : k == 2 ? 0x0F : k == 1 ? 0x1F : 0xFF;
+                for (unsigned j = 0; j < k && i + 1 < n; j++) cp = cp << 6 | ((unsigned char)s[++i] & 0x3F);
+                if (cp >= 0x10000) {
+                    cp -= 0x10000;
+                    snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+                } else {
+                    snprintf(esc, sizeof esc, "\\u%04x", cp);
+                }
+            } else {
                 esc[0] = (char)c;
                 esc[1] = 0;
             }
         }
         size_t k = strlen(esc);
-        uint8_t mk[8];
-        memset(mk, t ? t[i] : 0, k);
+        uint8_t mk[16];
+        memset(mk, t ? t[from] : 0, k);
         jbuf_put_t(E, b, esc, k, mk);
     }
     jbuf_putc(E, b, '"');
@@ -481,7 +575,26 @@ static void json_newline(jenv *E, jbuf *b, int indent, int level)
 
 void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
 {
+    jv_json_opts o = {.indent = indent, .item_sep = jv_cstr(indent >= 0 ? "," : ", "),
+                      .key_sep = jv_cstr(": ")};
+    jv_tojson_opts(E, b, v, &o, level);
+}
+
+static int key_less(jv a, jv b) /* sort_keys: strings by code point */
+{
+    if (a.k != JV_STR || b.k != JV_STR) return 0;
+    size_t n = a.u.str.n < b.u.str.n ? a.u.str.n : b.u.str.n;
+    int c = memcmp(a.u.str.s, b.u.str.s, n);
+    return c < 0 || (!c && a.u.str.n < b.u.str.n);
+}
+
+void jv_tojson_opts(jenv *E, jbuf *b, jv v, const jv_json_opts *o, int level)
+{
     char num_buf[48];
+    if (level > VALUE_DEPTH_MAX)
+        jv_fail(E, VT_ERR_FORMAT, "chat template line %d: tojson of a value nested deeper than %d "
+                "levels (a namespace that holds itself?)", E->line, VALUE_DEPTH_MAX);
+    int indent = o->indent;
     switch (v.k) {
     case JV_NONE: jbuf_puts(E, b, "null"); break;
     case JV_BOOL: jbuf_puts(E, b, v.u.b ? "true" : "false"); break;
@@ -497,7 +610,7 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
             jbuf_puts(E, b, num_buf);
         }
         break;
-    case JV_STR: put_json_str(E, b, v.u.str.s, v.u.str.n, v.u.str.t); break;
+    case JV_STR: put_json_str(E, b, v.u.str.s, v.u.str.n, v.u.str.t, o->ensure_ascii); break;
     case JV_LIST: {
         const jlist *l = v.u.list;
         if (!l->n) {
@@ -506,9 +619,9 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
         }
         jbuf_putc(E, b, '[');
         for (size_t i = 0; i < l->n; i++) {
-            if (i) jbuf_puts(E, b, indent >= 0 ? "," : ", ");
+            if (i) jbuf_put_str(E, b, o->item_sep);
             if (indent >= 0) json_newline(E, b, indent, level + 1);
-            jv_tojson(E, b, l->v[i], indent, level + 1);
+            jv_tojson_opts(E, b, l->v[i], o, level + 1);
         }
         if (indent >= 0) json_newline(E, b, indent, level);
         jbuf_putc(E, b, ']');
@@ -521,13 +634,23 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
             jbuf_puts(E, b, "{}");
             break;
         }
+        size_t *order = jv_alloc(E, d->n * sizeof *order);
+        for (size_t i = 0; i < d->n; i++) order[i] = i;
+        if (o->sort_keys) /* insertion sort: stable, and dicts are small */
+            for (size_t i = 1; i < d->n; i++)
+                for (size_t j = i; j > 0 && key_less(d->key[order[j]], d->key[order[j - 1]]); j--) {
+                    size_t t = order[j];
+                    order[j] = order[j - 1];
+                    order[j - 1] = t;
+                }
         jbuf_putc(E, b, '{');
-        for (size_t i = 0; i < d->n; i++) {
-            if (i) jbuf_puts(E, b, indent >= 0 ? "," : ", ");
+        for (size_t ii = 0; ii < d->n; ii++) {
+            size_t i = order[ii];
+            if (ii) jbuf_put_str(E, b, o->item_sep);
             if (indent >= 0) json_newline(E, b, indent, level + 1);
             jv k = d->key[i];
             if (k.k == JV_STR) {
-                put_json_str(E, b, k.u.str.s, k.u.str.n, k.u.str.t);
+                put_json_str(E, b, k.u.str.s, k.u.str.n, k.u.str.t, o->ensure_ascii);
             } else { /* Python converts int/float/bool/None keys to strings */
                 jbuf kb = {0};
                 jbuf *keep = E->out;
@@ -536,10 +659,10 @@ void jv_tojson(jenv *E, jbuf *b, jv v, int indent, int level)
                 else if (k.k == JV_BOOL) jbuf_puts(E, &kb, k.u.b ? "true" : "false");
                 else jv_tojson(E, &kb, k, -1, 0);
                 E->out = keep;
-                put_json_str(E, b, kb.p ? kb.p : "", kb.n, NULL);
+                put_json_str(E, b, kb.p ? kb.p : "", kb.n, NULL, 0);
             }
-            jbuf_puts(E, b, ": ");
-            jv_tojson(E, b, d->val[i], indent, level + 1);
+            jbuf_put_str(E, b, o->key_sep);
+            jv_tojson_opts(E, b, d->val[i], o, level + 1);
         }
         if (indent >= 0) json_newline(E, b, indent, level);
         jbuf_putc(E, b, '}');
