@@ -50,7 +50,7 @@ set(VT_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
 set(VT_FUZZ_SOURCES base/error.c gguf/gguf_reader.c gguf/gguf_access.c gguf/gguf_value.c
     gguf/gguf_name_index.c gguf/gguf_guard.c gguf/gguf_writer.c gguf/gguf_info.c
     text/tokenizer.c text/tokenizer_load.c text/tokenizer_unicode.c text/chat_template.c
-    text/jinja_value.c text/jinja_parse.c text/jinja_eval.c text/jinja_builtins.c
+    text/jinja_value.c text/jinja_scan.c text/jinja_parse.c text/jinja_eval.c text/jinja_builtins.c
     text/jinja_filters.c)
 list(TRANSFORM VT_FUZZ_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/core/src/)
 

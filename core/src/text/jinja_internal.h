@@ -1,8 +1,9 @@
 /*
  * jinja_internal.h - what the chat-template interpreter's files share (not a
  * public header; jinja.h is): values and the arena they live in
- * (jinja_value.c), the syntax tree (built by jinja_parse.c, run by
- * jinja_eval.c) and the builtins (jinja_builtins.c).
+ * (jinja_value.c), the syntax tree (scanned by jinja_scan.c, built by
+ * jinja_parse.c, run by jinja_eval.c) and the builtins (jinja_builtins.c,
+ * jinja_filters.c).
  *
  * Memory: every value, string and node of one render is bump-allocated from
  * one arena (jv_alloc), freed at once when the render ends; values are
