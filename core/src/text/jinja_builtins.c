@@ -273,6 +273,66 @@ static int starts(jv s, jv with, int at_end)
     return !memcmp(p, with.u.str.s, with.u.str.n);
 }
 
+/* ---- lists of items, attribute paths, join ---- */
+
+/* a list of the items of a list, a dict's keys or a string's code points */
+jv jb_as_list(jenv *E, jv v, const char *what)
+{
+    if (v.k == JV_LIST) return v;
+    jv r = jv_list(E, 0);
+    if (v.k == JV_DICT || v.k == JV_NS) {
+        for (size_t i = 0; i < v.u.dict->n; i++) jv_list_push(E, &r, v.u.dict->key[i]);
+    } else if (v.k == JV_STR) {
+        for (size_t i = 0; i < v.u.str.n;) {
+            size_t k = 1;
+            while (i + k < v.u.str.n && ((unsigned char)v.u.str.s[i + k] & 0xC0) == 0x80) k++;
+            jv_list_push(E, &r, jv_sub(E, v, i, k));
+            i += k;
+        }
+    } else if (v.k != JV_UNDEF) {
+        FAIL("chat template line %d: %s: a %s is not iterable", E->line, what, jv_kind_name(v));
+    }
+    return r;
+}
+
+/* attribute "a.b" of v (jinja2's make_attrgetter) */
+jv jb_attr_path(jenv *E, jv v, jv path)
+{
+    if (path.k == JV_INT) return v.k == JV_LIST && path.u.i >= 0 && (size_t)path.u.i < v.u.list->n
+                                     ? v.u.list->v[path.u.i] : jv_undef();
+    if (path.k != JV_STR) FAIL("chat template line %d: an attribute name must be a string", E->line);
+    const char *s = path.u.str.s, *e = s + path.u.str.n;
+    while (s <= e && v.k != JV_UNDEF) {
+        const char *dot = memchr(s, '.', (size_t)(e - s));
+        if (!dot) dot = e;
+        jv key = jv_str(E, s, (size_t)(dot - s));
+        if (v.k == JV_DICT || v.k == JV_NS) {
+            jv x = jv_dict_get(v, key);
+            v = x.k != JV_UNDEF ? x : jinja_attr(E, v, key.u.str.s);
+        } else {
+            v = jinja_attr(E, v, key.u.str.s);
+        }
+        s = dot + 1;
+    }
+    return v;
+}
+
+jv jb_join(jenv *E, jv sep, jv items, jv attribute)
+{
+    jv l = jb_as_list(E, items, "join");
+    jbuf b = {0};
+    jbuf *keep = E->out;
+    E->out = NULL;
+    for (size_t i = 0; i < l.u.list->n; i++) {
+        if (i && sep.k == JV_STR) jbuf_put_str(E, &b, sep);
+        jv x = l.u.list->v[i];
+        if (attribute.k != JV_UNDEF) x = jb_attr_path(E, x, attribute);
+        jv_print(E, &b, x);
+    }
+    E->out = keep;
+    return jv_from_buf(E, &b);
+}
+
 /* ---- methods ---- */
 
 static jv str_method(jenv *E, jv self, const jv *a, size_t n, const jv *kn, const jv *kv,

@@ -27,64 +27,6 @@ static size_t cp_count(jv s)
     return k;
 }
 
-/* a list of the items of a list, a dict's keys or a string's code points */
-static jv as_list(jenv *E, jv v, const char *what)
-{
-    if (v.k == JV_LIST) return v;
-    jv r = jv_list(E, 0);
-    if (v.k == JV_DICT || v.k == JV_NS) {
-        for (size_t i = 0; i < v.u.dict->n; i++) jv_list_push(E, &r, v.u.dict->key[i]);
-    } else if (v.k == JV_STR) {
-        for (size_t i = 0; i < v.u.str.n;) {
-            size_t k = 1;
-            while (i + k < v.u.str.n && ((unsigned char)v.u.str.s[i + k] & 0xC0) == 0x80) k++;
-            jv_list_push(E, &r, jv_sub(E, v, i, k));
-            i += k;
-        }
-    } else if (v.k != JV_UNDEF) {
-        FAIL("chat template line %d: %s: a %s is not iterable", E->line, what, jv_kind_name(v));
-    }
-    return r;
-}
-
-/* attribute "a.b" of v (jinja2's make_attrgetter) */
-static jv attr_path(jenv *E, jv v, jv path)
-{
-    if (path.k == JV_INT) return v.k == JV_LIST && path.u.i >= 0 && (size_t)path.u.i < v.u.list->n
-                                     ? v.u.list->v[path.u.i] : jv_undef();
-    if (path.k != JV_STR) FAIL("chat template line %d: an attribute name must be a string", E->line);
-    const char *s = path.u.str.s, *e = s + path.u.str.n;
-    while (s <= e && v.k != JV_UNDEF) {
-        const char *dot = memchr(s, '.', (size_t)(e - s));
-        if (!dot) dot = e;
-        jv key = jv_str(E, s, (size_t)(dot - s));
-        if (v.k == JV_DICT || v.k == JV_NS) {
-            jv x = jv_dict_get(v, key);
-            v = x.k != JV_UNDEF ? x : jinja_attr(E, v, key.u.str.s);
-        } else {
-            v = jinja_attr(E, v, key.u.str.s);
-        }
-        s = dot + 1;
-    }
-    return v;
-}
-
-jv jb_join(jenv *E, jv sep, jv items, jv attribute)
-{
-    jv l = as_list(E, items, "join");
-    jbuf b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
-    for (size_t i = 0; i < l.u.list->n; i++) {
-        if (i && sep.k == JV_STR) jbuf_put_str(E, &b, sep);
-        jv x = l.u.list->v[i];
-        if (attribute.k != JV_UNDEF) x = attr_path(E, x, attribute);
-        jv_print(E, &b, x);
-    }
-    E->out = keep;
-    return jv_from_buf(E, &b);
-}
-
 /* ---- sorting: stable, as Python's sorted ---- */
 
 typedef struct sort_ctx {
@@ -96,7 +38,7 @@ typedef struct sort_ctx {
 static jv sort_key(const sort_ctx *c, jv v)
 {
     if (c->by_value >= 0 && v.k == JV_LIST && v.u.list->n == 2) v = v.u.list->v[c->by_value];
-    if (c->attribute.k != JV_UNDEF) v = attr_path(c->E, v, c->attribute);
+    if (c->attribute.k != JV_UNDEF) v = jb_attr_path(c->E, v, c->attribute);
     if (!c->case_sensitive && v.k == JV_STR) return jb_casemap(c->E, v, 0);
     return v;
 }
@@ -283,14 +225,14 @@ static jv escape_html(jenv *E, jv s)
 /* select/reject (attr: the attribute to test, or JV_UNDEF), keep: 1 select */
 static jv select_items(jenv *E, jv v, jv attr, const jv *a, size_t n, int keep)
 {
-    jv l = as_list(E, v, keep ? "select" : "reject"), r = jv_list(E, 0);
+    jv l = jb_as_list(E, v, keep ? "select" : "reject"), r = jv_list(E, 0);
     const char *test = NULL;
     if (n) {
         if (a[0].k != JV_STR) FAIL("chat template line %d: the test's name must be a string", E->line);
         test = a[0].u.str.s;
     }
     for (size_t i = 0; i < l.u.list->n; i++) {
-        jv x = l.u.list->v[i], t = attr.k != JV_UNDEF ? attr_path(E, x, attr) : x;
+        jv x = l.u.list->v[i], t = attr.k != JV_UNDEF ? jb_attr_path(E, x, attr) : x;
         int ok = test ? jinja_test(E, test, t, a + 1, n - 1) : jv_truthy(t);
         if (ok == keep) jv_list_push(E, &r, x);
     }
@@ -362,21 +304,21 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
     }
     if (IS("sort")) {
         sort_ctx c = {E, jv_truthy(ARG(1, "case_sensitive")), -1, ARG(2, "attribute")};
-        return sorted(E, as_list(E, v, "sort"), &c, jv_truthy(ARG(0, "reverse")));
+        return sorted(E, jb_as_list(E, v, "sort"), &c, jv_truthy(ARG(0, "reverse")));
     }
     if (IS("list")) {
-        jv l = as_list(E, v, "list"), r = jv_list(E, l.u.list->n + 1);
+        jv l = jb_as_list(E, v, "list"), r = jv_list(E, l.u.list->n + 1);
         for (size_t i = 0; i < l.u.list->n; i++) jv_list_push(E, &r, l.u.list->v[i]);
         return r;
     }
     if (IS("first") || IS("last")) {
-        jv l = as_list(E, v, name);
+        jv l = jb_as_list(E, v, name);
         if (!l.u.list->n) return jv_undef();
         return l.u.list->v[IS("first") ? 0 : l.u.list->n - 1];
     }
     if (IS("reverse")) {
         if (v.k == JV_STR) {
-            jv l = as_list(E, v, "reverse");
+            jv l = jb_as_list(E, v, "reverse");
             jbuf b = {0};
             jbuf *keep = E->out;
             E->out = NULL;
@@ -384,18 +326,18 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
             E->out = keep;
             return jv_from_buf(E, &b);
         }
-        jv l = as_list(E, v, "reverse"), r = jv_list(E, l.u.list->n + 1);
+        jv l = jb_as_list(E, v, "reverse"), r = jv_list(E, l.u.list->n + 1);
         for (size_t i = l.u.list->n; i-- > 0;) jv_list_push(E, &r, l.u.list->v[i]);
         return r;
     }
     if (IS("join")) return jb_join(E, ARG(0, "d").k == JV_UNDEF ? jv_cstr("") : jv_to_str(E, ARG(0, "d")), v, ARG(1, "attribute"));
     if (IS("map")) {
-        jv l = as_list(E, v, "map"), r = jv_list(E, l.u.list->n + 1);
+        jv l = jb_as_list(E, v, "map"), r = jv_list(E, l.u.list->n + 1);
         jv attribute = jinja_kwarg(kn, kv, n_kw, "attribute");
         if (attribute.k != JV_UNDEF) {
             jv dflt = jinja_kwarg(kn, kv, n_kw, "default");
             for (size_t i = 0; i < l.u.list->n; i++) {
-                jv x = attr_path(E, l.u.list->v[i], attribute);
+                jv x = jb_attr_path(E, l.u.list->v[i], attribute);
                 jv_list_push(E, &r, x.k == JV_UNDEF && dflt.k != JV_UNDEF ? dflt : x);
             }
             return r;

@@ -231,8 +231,13 @@ size_t jb_space_before(const char *s, size_t end);
 jv jb_casemap(jenv *E, jv s, int mode);
 jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count);
 jv jb_items(jenv *E, jv dict); /* [(key, value), ...] */
-/* jinja_filters.c: sep.join(str(x) for x in items), or of their attribute */
+/* sep.join(str(x) for x in items), or of their attribute; the items of a
+ * list, a dict's keys or a string's code points as a list (what: the
+ * caller's name, for the error); attribute "a.b" of v (jinja2's
+ * make_attrgetter) */
 jv jb_join(jenv *E, jv sep, jv items, jv attribute);
+jv jb_as_list(jenv *E, jv v, const char *what);
+jv jb_attr_path(jenv *E, jv v, jv path);
 /* a call's keyword argument name, or JV_UNDEF; its argument i, else the
  * keyword argument name (NULL: none), else JV_UNDEF */
 jv jinja_kwarg(const jv *kn, const jv *kv, size_t n_kw, const char *name);
