@@ -278,11 +278,28 @@ static void test_jinja_flags(void **s)
         fail_msg("a template that raises: %s", err);
     free(out);
     free(err);
-    unlink(tpath);
     const char *missing[] = {"run", "-m", demo, "--chat", "--chat-template-file", "/nonexistent/t.jinja",
                              "-p", "Hi", "-n", "1", NULL};
-    if (!run_vt(missing, &out, &err) || !strstr(err, "/nonexistent/t.jinja"))
-        fail_msg("a template file that is not there: %s", err);
+    if (!run_vt(missing, &out, &err) || !strstr(err, "/nonexistent/t.jinja") ||
+        strchr(err, '\n') != err + strlen(err) - 1)
+        fail_msg("a template file that is not there (one line naming it): %s", err);
+    free(out);
+    free(err);
+    /* a template that does not parse is refused before anything is rendered */
+    f = fopen(tpath, "w");
+    assert_non_null(f);
+    fputs("ok{% if %}", f);
+    fclose(f);
+    if (!run_vt(file, &out, &err) || !strstr(err, tpath) || !strstr(err, "chat template line 1"))
+        fail_msg("a template that does not parse: %s", err);
+    free(out);
+    free(err);
+    unlink(tpath);
+    /* --jinja (and --chat-template-file) imply --chat */
+    const char *implied[] = {"run", "-m", demo, "--jinja", "-p", "Hi", "-n", "1", "--temp", "0",
+                             "--verbose-prompt", NULL};
+    if (run_vt(implied, &out, &err) || !strstr(err, "prompt: \"<|im_start|>user\nHi<|im_end|>"))
+        fail_msg("--jinja without --chat: %s", err);
     free(out);
     free(err);
 }

@@ -115,9 +115,10 @@ vt_status cli_open_engine_plan(const opts *o, vt_engine **e);
 /* vt_gguf_open of o->model (header and tensor table, nothing mapped) with a
  * bar of the shards opened of a split model (vt info, vt fit) */
 vt_status cli_open_gguf(const opts *o, vt_gguf **g);
-/* The Jinja chat template --jinja / --chat-template-file FILE chose:
- * malloc-ed (the file's text, or a copy of the model's tokenizer.chat_template),
- * NULL when neither was given or on error (message printed, *failed set). */
+/* The Jinja chat template --jinja / --chat-template-file FILE chose, parsed
+ * once (a syntax error is refused here): malloc-ed (the file's text, or a
+ * copy of the model's tokenizer.chat_template); NULL when neither was given,
+ * or on error (*failed set, the message through vt_last_error). */
 char *cli_chat_template(const opts *o, const char *model_template, int *failed);
 /* --stats: "weights: 19.58 MiB read from the file in place in 0.012 s (1.60 GiB/s)" */
 void cli_print_weights(FILE *f, const vt_engine *e);

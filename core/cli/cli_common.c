@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "vt/bytes.h"
 #include "error.h"
+#include "jinja.h"
 
 int cli_fail(const char *cmd)
 {
@@ -125,39 +126,38 @@ char *cli_chat_template(const opts *o, const char *model_template, int *failed)
 {
     *failed = 0;
     if (!o->jinja) return NULL;
+    char *t = NULL;
     if (o->chat_template_file) {
         FILE *f = fopen(o->chat_template_file, "rb");
-        char *t = NULL;
         long n = -1;
         if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= (16l << 20) &&
             fseek(f, 0, SEEK_SET) == 0 && (t = malloc((size_t)n + 1)) &&
             fread(t, 1, (size_t)n, f) == (size_t)n) {
             t[n] = 0;
-            fclose(f);
             vt_log(VT_LOG_INFO, "chat template: %s (--chat-template-file)", o->chat_template_file);
-            return t;
+        } else {
+            vt_set_error("--chat-template-file %s: %s", o->chat_template_file,
+                         !f ? strerror(errno) : n > (16l << 20) ? "larger than 16 MiB" : "cannot be read");
+            free(t);
+            t = NULL;
         }
-        fprintf(stderr, "vt: --chat-template-file %s: %s\n", o->chat_template_file,
-                !f ? strerror(errno) : n > (16l << 20) ? "larger than 16 MiB" : "cannot be read");
         if (f) fclose(f);
+    } else if (!model_template) {
+        vt_set_error("--jinja: the model has no chat template (tokenizer.chat_template); give one "
+                     "with --chat-template-file FILE");
+    } else if (!(t = strdup(model_template))) {
+        vt_set_error("--jinja: out of memory copying the chat template");
+    } else {
+        vt_log(VT_LOG_INFO, "chat template: the model's own (tokenizer.chat_template, %zu bytes)",
+               strlen(t));
+    }
+    /* a template that does not parse is refused now, not at each chat */
+    if (t && vt_jinja_check(t, strlen(t)) != VT_OK) {
+        vt_error_prefix("%s", o->chat_template_file ? o->chat_template_file : "the model's chat template");
         free(t);
-        *failed = 1;
-        return NULL;
+        t = NULL;
     }
-    if (!model_template) {
-        fprintf(stderr, "vt: --jinja: the model has no chat template (tokenizer.chat_template); "
-                "give one with --chat-template-file FILE\n");
-        *failed = 1;
-        return NULL;
-    }
-    char *t = strdup(model_template);
-    if (!t) {
-        fprintf(stderr, "vt: --jinja: out of memory copying the chat template\n");
-        *failed = 1;
-        return NULL;
-    }
-    vt_log(VT_LOG_INFO, "chat template: the model's own (tokenizer.chat_template, %zu bytes)",
-           strlen(t));
+    *failed = !t;
     return t;
 }
 

@@ -66,9 +66,9 @@ static const cli_option options[] = {
     {O_NO_PROGRESS, "no-progress", NULL, "no progress bar (drawn on stderr only when it is a terminal:\n"
                                          "while the weights come in, a model is written, a split\n"
                                          "model's shards are opened)"},
-    {O_JINJA, "jinja", NULL, "chats (--chat, vt serve's /v1/chat/completions) rendered with the model's\n"
-                             "own chat template (tokenizer.chat_template) instead of vt's built-in one\n"
-                             "for its family"},
+    {O_JINJA, "jinja", NULL, "chats (vt run: implies --chat; vt serve's /v1/chat/completions) rendered\n"
+                             "with the model's own chat template (tokenizer.chat_template) instead of\n"
+                             "vt's built-in one for its family"},
     {O_CHAT_TEMPLATE_FILE, "chat-template-file", "FILE", "chats rendered with the Jinja chat template in FILE\n"
                                                          "(implies --jinja)"},
     {O_NO_PREFAULT, "no-prefault", NULL, "weights used in place from the file (CPU): read them at first\n"

@@ -126,7 +126,7 @@ static int run_main(const opts *o_in)
     const char *prompt = o->prompt;
     vt_text_span *plain = NULL; /* --no-special --chat: where the messages went */
     size_t n_plain = 0;
-    if (o->chat || o->system) { /* --system implies --chat */
+    if (o->chat || o->system || o->jinja) { /* --system, --jinja, --chat-template-file imply --chat */
         const char *family = vt_chat_family_for_arch(vt_engine_arch(e));
         vt_chat_msg msgs[2];
         size_t n = 0;
@@ -138,10 +138,7 @@ static int run_main(const opts *o_in)
         }
         int bad;
         char *tmpl = cli_chat_template(o, vt_tokenizer_chat_template(tok), &bad);
-        if (bad) {
-            vt_set_error("no chat template");
-            goto out;
-        }
+        if (bad) goto out;
         if (tmpl) { /* --jinja: the template itself, through vt's interpreter */
             vt_status st = vt_chat_render_template(tok, tmpl, msgs, n, 1, 0, &text, &plain, &n_plain);
             free(tmpl);

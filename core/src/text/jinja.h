@@ -58,6 +58,11 @@ typedef struct vt_jinja_limits {
 vt_status vt_jinja_render(const char *tmpl, size_t len, const char *context_json, size_t json_len,
                           const vt_jinja_limits *lim, char **out, size_t *out_len);
 
+/* Parse tmpl without rendering it: VT_OK, or the syntax error (VT_ERR_FORMAT,
+ * "chat template line L: ..."), so that a server can refuse a broken
+ * template at startup rather than at each request. */
+vt_status vt_jinja_check(const char *tmpl, size_t len);
+
 /* A byte range [off, off + len) of a rendering. */
 typedef struct vt_jinja_span {
     size_t off, len;

@@ -713,6 +713,34 @@ void jinja_run(jenv *E, const jnode *body)
 
 /* ---- the render ---- */
 
+vt_status vt_jinja_check(const char *tmpl, size_t len)
+{
+    if (!tmpl) {
+        vt_set_error("chat template: the template is required");
+        return VT_ERR_INVALID_ARG;
+    }
+    jenv *E = calloc(1, sizeof *E);
+    if (!E) {
+        vt_set_error_oom(sizeof *E, "chat template parser");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    E->max_memory = (size_t)256 << 20;
+    vt_status st = VT_OK;
+    if (setjmp(E->fail)) {
+        st = E->st;
+        vt_set_error("%s", E->msg);
+    } else {
+        jinja_parse(E, tmpl, len);
+    }
+    while (E->chunks) {
+        void *next = *(void **)E->chunks;
+        free(E->chunks);
+        E->chunks = next;
+    }
+    free(E);
+    return st;
+}
+
 vt_status vt_jinja_render(const char *tmpl, size_t len, const char *context_json, size_t json_len,
                           const vt_jinja_limits *lim, char **out, size_t *out_len)
 {
