@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gguf_internal.h" /* gguf_scalar_size */
 #include "vt/types.h"
 
 #define WRITER_MAX_NAME 63u /* tensor name bytes (GGML_MAX_NAME = 64 incl. NUL) */
@@ -85,18 +86,6 @@ static void wprogress_add(wprogress *p, uint64_t n)
 {
     p->done += n;
     if (p->w->progress) p->w->progress(p->w->progress_user, p->done, p->total);
-}
-
-/* Element bytes of a numeric GGUF value type (0 for STRING/ARRAY/unknown). */
-static uint32_t value_size(vt_gguf_type t)
-{
-    switch (t) {
-    case VT_GGUF_UINT8: case VT_GGUF_INT8: case VT_GGUF_BOOL: return 1;
-    case VT_GGUF_UINT16: case VT_GGUF_INT16: return 2;
-    case VT_GGUF_UINT32: case VT_GGUF_INT32: case VT_GGUF_FLOAT32: return 4;
-    case VT_GGUF_UINT64: case VT_GGUF_INT64: case VT_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
 }
 
 static void wkv_clear(wkv *kv)
@@ -231,7 +220,7 @@ vt_status vt_gguf_writer_set_str(vt_gguf_writer *w, const char *key, const char 
 vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_type elem_type,
                                  const void *data, uint64_t count)
 {
-    uint32_t es = value_size(elem_type);
+    uint32_t es = gguf_scalar_size(elem_type);
     if (!es || (count && !data)) {
         vt_set_error("gguf writer: key '%s': element type %s is not numeric (use "
                      "vt_gguf_writer_set_arr_str for strings) or data is NULL",
@@ -489,10 +478,10 @@ static void put_kv(out *o, const wkv *kv)
             for (uint64_t k = 0; k < kv->arr_n; k++) put_str(o, kv->arr_str[k]);
         } else {
             /* elements were given in host order; vt hosts are little-endian */
-            put(o, kv->arr_data, (size_t)(kv->arr_n * value_size(kv->arr_type)));
+            put(o, kv->arr_data, (size_t)(kv->arr_n * gguf_scalar_size(kv->arr_type)));
         }
     } else {
-        put(o, kv->scalar, value_size(kv->type));
+        put(o, kv->scalar, gguf_scalar_size(kv->type));
     }
 }
 

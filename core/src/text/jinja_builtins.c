@@ -209,8 +209,6 @@ jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count)
     need_str(E, old, "replace");
     need_str(E, new_, "replace");
     jbuf b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
     const char *p = s.u.str.s;
     size_t n = s.u.str.n, m = old.u.str.n;
     size_t i = 0;
@@ -236,7 +234,6 @@ jv jb_replace(jenv *E, jv s, jv old, jv new_, int64_t count)
             }
         }
     }
-    E->out = keep;
     return jv_from_buf(E, &b);
 }
 
@@ -321,15 +318,12 @@ jv jb_join(jenv *E, jv sep, jv items, jv attribute)
 {
     jv l = jb_as_list(E, items, "join");
     jbuf b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
     for (size_t i = 0; i < l.u.list->n; i++) {
         if (i && sep.k == JV_STR) jbuf_put_str(E, &b, sep);
         jv x = l.u.list->v[i];
         if (attribute.k != JV_UNDEF) x = jb_attr_path(E, x, attribute);
         jv_print(E, &b, x);
     }
-    E->out = keep;
     return jv_from_buf(E, &b);
 }
 

@@ -123,10 +123,7 @@ static jv repeat(jenv *E, jv s, int64_t k)
         if (s.u.str.n && (uint64_t)k > E->max_memory / s.u.str.n)
             jv_fail(E, VT_ERR_RANGE, "chat template line %d: a repeated string passes the memory limit", E->line);
         jbuf bb = {0};
-        jbuf *keep = E->out;
-        E->out = NULL;
         for (int64_t i = 0; i < k; i++) jbuf_put_str(E, &bb, s);
-        E->out = keep;
         return jv_from_buf(E, &bb);
     }
     if (s.u.list->n && (uint64_t)k > E->max_memory / (s.u.list->n * sizeof(jv)))
@@ -143,11 +140,8 @@ static jv arith(jenv *E, int op, jv a, jv b)
     if (op == OP_CONCAT) {
         jv x = jv_to_str(E, a), y = jv_to_str(E, b);
         jbuf bb = {0};
-        jbuf *keep = E->out;
-        E->out = NULL;
         jbuf_put_str(E, &bb, x);
         jbuf_put_str(E, &bb, y);
-        E->out = keep;
         return jv_from_buf(E, &bb);
     }
     if (op == OP_ADD && a.k == JV_STR && b.k == JV_STR) return arith(E, OP_CONCAT, a, b);
@@ -377,14 +371,11 @@ static jv slice(jenv *E, jv obj, jv a, jv b, jv c)
         while (i < obj.u.str.n && ((unsigned char)obj.u.str.s[i] & 0xC0) == 0x80) i++;
     }
     jbuf bb = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
     for (int64_t i = s0; st > 0 ? i < s1 : i > s1;) {
         jbuf_put_t(E, &bb, obj.u.str.s + off[i], off[i + 1] - off[i],
                    obj.u.str.t ? obj.u.str.t + off[i] : NULL);
         if (__builtin_add_overflow(i, st, &i)) break;
     }
-    E->out = keep;
     return jv_from_buf(E, &bb);
 }
 
@@ -436,7 +427,7 @@ static jv call_macro(jenv *E, const jmacro *mac, const jv *args, size_t n, const
     E->frame = f;
     for (size_t i = 0; i < m->n_names; i++)
         if (!given[i]) frame_set(E, f, m->names[i], m->kids[i] ? jinja_eval(E, m->kids[i]) : jv_undef());
-    jbuf capture = {0};
+    jbuf capture = {.limited = 1};
     E->out = &capture;
     jinja_run(E, m->a);
     E->out = saved_out;
@@ -680,7 +671,7 @@ static void run_stmt(jenv *E, const jnode *s)
         break;
     }
     case N_SET_BLOCK: {
-        jbuf capture = {0}, *keep = E->out;
+        jbuf capture = {.limited = 1}, *keep = E->out;
         E->out = &capture;
         jinja_run(E, s->a);
         E->out = keep;
@@ -713,6 +704,17 @@ void jinja_run(jenv *E, const jnode *body)
 
 /* ---- the render ---- */
 
+/* the arena's blocks, then the environment */
+static void env_free(jenv *E)
+{
+    while (E->chunks) {
+        void *next = *(void **)E->chunks;
+        free(E->chunks);
+        E->chunks = next;
+    }
+    free(E);
+}
+
 vt_status vt_jinja_check(const char *tmpl, size_t len)
 {
     if (!tmpl) {
@@ -732,12 +734,7 @@ vt_status vt_jinja_check(const char *tmpl, size_t len)
     } else {
         jinja_parse(E, tmpl, len);
     }
-    while (E->chunks) {
-        void *next = *(void **)E->chunks;
-        free(E->chunks);
-        E->chunks = next;
-    }
-    free(E);
+    env_free(E);
     return st;
 }
 
@@ -800,7 +797,7 @@ vt_status vt_jinja_render_spans(const char *tmpl, size_t len, const char *contex
     E->max_memory = lim && lim->max_memory ? lim->max_memory : (size_t)256 << 20;
     E->max_depth = lim && lim->max_depth ? lim->max_depth : 200;
     E->max_steps = lim && lim->max_steps ? lim->max_steps : 10000000;
-    jbuf result = {0};
+    jbuf result = {.limited = 1};
     vt_status st = VT_OK;
     if (setjmp(E->fail)) {
         st = E->st;
@@ -841,11 +838,6 @@ vt_status vt_jinja_render_spans(const char *tmpl, size_t len, const char *contex
     *out = copy;
     if (out_len) *out_len = result.n;
 done:
-    while (E->chunks) {
-        void *next = *(void **)E->chunks;
-        free(E->chunks);
-        E->chunks = next;
-    }
-    free(E);
+    env_free(E);
     return st;
 }

@@ -183,8 +183,6 @@ static size_t line_break(const char *p, size_t n, size_t i)
 static jv indent(jenv *E, jv s, jv ind, int first, int blank)
 {
     jbuf t = {0}, b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
     jbuf_put_str(E, &t, s);
     jbuf_putc(E, &t, '\n');
     if (first) jbuf_put_str(E, &b, ind);
@@ -200,15 +198,12 @@ static jv indent(jenv *E, jv s, jv ind, int first, int blank)
         line0 = 0;
         i = j + k;
     }
-    E->out = keep;
     return jv_from_buf(E, &b);
 }
 
 static jv escape_html(jenv *E, jv s)
 {
     jbuf b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
     for (size_t i = 0; i < s.u.str.n; i++) {
         char c = s.u.str.s[i];
         const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
@@ -218,7 +213,6 @@ static jv escape_html(jenv *E, jv s)
         memset(mk, s.u.str.t ? s.u.str.t[i] : 0, k);
         jbuf_put_t(E, &b, r ? r : &s.u.str.s[i], k, mk);
     }
-    E->out = keep;
     return jv_from_buf(E, &b);
 }
 
@@ -268,10 +262,7 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
             FAIL("chat template line %d: tojson: separators must be two strings", E->line);
         }
         jbuf b = {0};
-        jbuf *keep = E->out;
-        E->out = NULL;
         jv_tojson_opts(E, &b, v, &jo, 0);
-        E->out = keep;
         return jv_from_buf(E, &b);
     }
     if (IS("length") || IS("count")) {
@@ -320,10 +311,7 @@ jv jinja_filter(jenv *E, const char *name, jv v, const jv *a, size_t n, const jv
         if (v.k == JV_STR) {
             jv l = jb_as_list(E, v, "reverse");
             jbuf b = {0};
-            jbuf *keep = E->out;
-            E->out = NULL;
             for (size_t i = l.u.list->n; i-- > 0;) jv_print(E, &b, l.u.list->v[i]);
-            E->out = keep;
             return jv_from_buf(E, &b);
         }
         jv l = jb_as_list(E, v, "reverse"), r = jv_list(E, l.u.list->n + 1);

@@ -130,8 +130,10 @@ enum { OP_ADD = 1, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCA
 /* ---- one render ---- */
 typedef struct jbuf {
     char *p;
-    uint8_t *m; /* taint per byte (jv str.t), made at the first tainted byte */
+    uint8_t *m;  /* taint per byte (jv str.t), made at the first tainted byte */
     size_t n, cap;
+    int limited; /* output (the render's, a macro's or set block's capture): held to
+                    max_output; 0 for scratch text (a value's str, tojson, ...) */
 } jbuf;
 
 struct jenv {
@@ -145,7 +147,7 @@ struct jenv {
     uint64_t max_steps, steps;
     /* scopes: the innermost, and the template's own (macros see it) */
     jframe *frame, *root;
-    jbuf *out;            /* where output goes now (a macro call captures its own) */
+    jbuf *out;            /* where output goes now (a macro call or set block captures its own) */
     int line;             /* of the node being run, for messages */
     /* loop control: 1 break, 2 continue, while unwinding to the loop */
     int loop_ctl;

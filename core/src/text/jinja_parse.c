@@ -161,14 +161,11 @@ static jnode *parse_primary(parser *P)
     case T_STRING: {
         /* adjacent strings are one */
         jbuf b = {0};
-        jbuf *keep = P->E->out;
-        P->E->out = NULL;
         jbuf_put(P->E, &b, t->s, t->n);
         while (peek(P)->k == T_STRING) {
             token *u = next(P);
             jbuf_put(P->E, &b, u->s, u->n);
         }
-        P->E->out = keep;
         x = node(P, X_LITERAL, t->line);
         x->value = jv_str(P->E, b.p ? b.p : "", b.n);
         return x;

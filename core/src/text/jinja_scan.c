@@ -138,8 +138,6 @@ static const char *scan_tag(parser *P, const char *src, const char *p, const cha
         } else if (*p == '\'' || *p == '"') {
             char q = *p++;
             jbuf b = {0};
-            jbuf *keep = E->out;
-            E->out = NULL;
             while (p < end && *p != q) {
                 if (*p == '\\' && p + 1 < end) {
                     char c = p[1];
@@ -199,7 +197,6 @@ static const char *scan_tag(parser *P, const char *src, const char *p, const cha
                     jbuf_putc(E, &b, *p++);
                 }
             }
-            E->out = keep;
             if (p >= end) jv_fail(E, VT_ERR_FORMAT, "chat template line %d: a string is not closed", line);
             p++;
             jv s = jv_str(E, b.p ? b.p : "", b.n);

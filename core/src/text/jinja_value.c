@@ -261,7 +261,7 @@ const char *jv_kind_name(jv v)
 void jbuf_put_t(jenv *E, jbuf *b, const char *s, size_t n, const uint8_t *t)
 {
     if (!n) return;
-    if (b == E->out && b->n + n > E->max_output)
+    if (b->limited && b->n + n > E->max_output)
         jv_fail(E, VT_ERR_RANGE, "the output passes its limit of %zu bytes", E->max_output);
     if (t && !b->m && memchr(t, 1, n)) { /* the first tainted byte: a mask from here on */
         size_t cap = b->cap ? b->cap : 256;
@@ -513,11 +513,8 @@ void jv_repr(jenv *E, jbuf *b, jv v) { put_value(E, b, v, 1, 0); }
 jv jv_to_str(jenv *E, jv v)
 {
     if (v.k == JV_STR) return v;
-    jbuf b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL; /* not the output: no output limit */
+    jbuf b = {0}; /* scratch: not held to the output limit */
     put_value(E, &b, v, 0, 0);
-    E->out = keep;
     return jv_from_buf(E, &b);
 }
 
@@ -653,12 +650,9 @@ void jv_tojson_opts(jenv *E, jbuf *b, jv v, const jv_json_opts *o, int level)
                 put_json_str(E, b, k.u.str.s, k.u.str.n, k.u.str.t, o->ensure_ascii);
             } else { /* Python converts int/float/bool/None keys to strings */
                 jbuf kb = {0};
-                jbuf *keep = E->out;
-                E->out = NULL;
                 if (k.k == JV_NONE) jbuf_puts(E, &kb, "null");
                 else if (k.k == JV_BOOL) jbuf_puts(E, &kb, k.u.b ? "true" : "false");
                 else jv_tojson(E, &kb, k, -1, 0);
-                E->out = keep;
                 put_json_str(E, b, kb.p ? kb.p : "", kb.n, NULL, 0);
             }
             jbuf_put_str(E, b, o->key_sep);
@@ -723,8 +717,6 @@ static vt_status parse_string(jenv *E, jparse *p, jv *out)
 {
     p->s++; /* the quote */
     jbuf b = {0};
-    jbuf *keep = E->out;
-    E->out = NULL;
     while (p->s < p->end && *p->s != '"') {
         unsigned char c = (unsigned char)*p->s;
         if (c < 0x20) goto bad;
@@ -762,11 +754,9 @@ static vt_status parse_string(jenv *E, jparse *p, jv *out)
     }
     if (p->s >= p->end) goto bad;
     p->s++;
-    E->out = keep;
     *out = jv_str(E, b.p ? b.p : "", b.n);
     return VT_OK;
 bad:
-    E->out = keep;
     return VT_ERR_INVALID_ARG;
 }
 
