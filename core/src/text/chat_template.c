@@ -1,7 +1,9 @@
 /*
- * chat_template.c - the families' chat templates as hard-coded renderers
- * (tokenizers.md §10). The GGUF's tokenizer.chat_template (Jinja) is not
- * interpreted; each family's released template is reproduced literally.
+ * chat_template.c - chats rendered as prompts: the families' chat templates
+ * as hard-coded renderers (tokenizers.md §10), each family's released
+ * template reproduced literally (the default), and any Jinja template (the
+ * GGUF's tokenizer.chat_template, or a file's: vt run/serve --jinja)
+ * through the interpreter of jinja.h (vt_chat_render_template).
  *
  * qwen35 (§10.1, models/templates/Qwen3.5-4B.jinja without tools): system only
  * as the first message, user turns, assistant turns (reasoning dropped before
@@ -19,10 +21,12 @@
  * the released template does; the tiny fixtures' simplified template does not
  * trim but renders the same turns otherwise.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "jinja.h"
 #include "tokenizer.h"
 #include "tokenizer_unicode.h"
 
@@ -404,4 +408,110 @@ unsigned vt_chat_flags_for_template(const char *family, const char *chat_templat
         rest.p = m + 1;
     }
     return 0;
+}
+
+/* ---- a Jinja template (the GGUF's own, or a file's): jinja.h ---- */
+
+/* s as a JSON string (UTF-8 kept; quotes, backslash and controls escaped) */
+static void sb_json_str(sbuf *b, const char *s, size_t n)
+{
+    sb_add(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            sb_add(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            sb_add(b, esc, 6);
+        } else {
+            sb_add(b, (const char *)&s[i], 1);
+        }
+    }
+    sb_add(b, "\"", 1);
+}
+
+/* the text of token id (its special form), or "" */
+static void token_text(const vt_tokenizer *tok, int32_t id, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (id < 0) return;
+    int64_t k = vt_token_to_piece(tok, id, 1, buf, cap - 1);
+    if (k < 0 || (size_t)k >= cap) k = 0;
+    buf[k] = 0;
+}
+
+vt_status vt_chat_render_template(const vt_tokenizer *tok, const char *tmpl, const vt_chat_msg *msgs,
+                                  size_t n_msgs, int add_generation_prompt, unsigned flags,
+                                  char **out, vt_text_span **spans, size_t *n_spans)
+{
+    *out = NULL;
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
+    if (!tmpl) {
+        vt_set_error("the model has no chat template (tokenizer.chat_template)");
+        return VT_ERR_NOT_FOUND;
+    }
+    char bos[128], eos[128];
+    token_text(tok, vt_tokenizer_bos(tok), bos, sizeof bos);
+    token_text(tok, vt_tokenizer_eos(tok), eos, sizeof eos);
+    sbuf b = {0};
+    sb_str(&b, "{\"messages\": [");
+    for (size_t i = 0; i < n_msgs; i++) {
+        sb_str(&b, i ? ", {\"role\": " : "{\"role\": ");
+        sb_json_str(&b, msgs[i].role, strlen(msgs[i].role));
+        sb_str(&b, ", \"content\": ");
+        sb_json_str(&b, msgs[i].content, strlen(msgs[i].content));
+        sb_str(&b, "}");
+    }
+    sb_str(&b, "], \"add_generation_prompt\": ");
+    sb_str(&b, add_generation_prompt ? "true" : "false");
+    sb_str(&b, ", \"bos_token\": ");
+    sb_json_str(&b, bos, strlen(bos));
+    sb_str(&b, ", \"eos_token\": ");
+    sb_json_str(&b, eos, strlen(eos));
+    if (flags & (VT_CHAT_NO_THINKING | VT_CHAT_THINKING))
+        sb_str(&b, flags & VT_CHAT_NO_THINKING ? ", \"enable_thinking\": false"
+                                               : ", \"enable_thinking\": true");
+    sb_str(&b, "}");
+    if (b.oom) {
+        free(b.p);
+        vt_set_error_oom(b.oom_bytes, "the chat template's variables");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    static const char *const keep[] = {"bos_token", "eos_token", NULL};
+    char *text = NULL;
+    size_t len = 0, n_sp = 0;
+    vt_jinja_span *sp = NULL;
+    vt_status st = vt_jinja_render_spans(tmpl, strlen(tmpl), b.p, b.n, keep, NULL, &text, &len,
+                                         &sp, &n_sp);
+    free(b.p);
+    if (st != VT_OK) return st;
+    /* the tokenizer adds the BOS id itself: the template's BOS text goes */
+    size_t cut = 0, bl = strlen(bos);
+    if (vt_tokenizer_add_bos(tok) && bl && len >= bl && !memcmp(text, bos, bl) &&
+        !(n_sp && sp[0].off < bl))
+        cut = bl;
+    if (cut) {
+        memmove(text, text + cut, len - cut + 1);
+        for (size_t i = 0; i < n_sp; i++) sp[i].off -= cut;
+    }
+    *out = text;
+    if (spans) {
+        vt_text_span *ts = n_sp ? malloc(n_sp * sizeof *ts) : NULL;
+        if (n_sp && !ts) {
+            free(sp);
+            free(text);
+            *out = NULL;
+            vt_set_error_oom(n_sp * sizeof *ts, "the chat's text spans");
+            return VT_ERR_OUT_OF_MEMORY;
+        }
+        for (size_t i = 0; i < n_sp; i++) ts[i] = (vt_text_span){sp[i].off, sp[i].len};
+        *spans = ts;
+        *n_spans = n_sp;
+    }
+    free(sp);
+    return VT_OK;
 }

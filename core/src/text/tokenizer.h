@@ -163,7 +163,7 @@ vt_status vt_chat_render_spans(const char *family, const vt_chat_msg *msgs, size
 /*
  * Render messages with a Jinja chat template (tmpl: the GGUF's
  * tokenizer.chat_template, vt_tokenizer_chat_template, or a file's) as
- * transformers' apply_chat_template does (chat_jinja.c, jinja.h): the
+ * transformers' apply_chat_template does (chat_template.c, jinja.h): the
  * variables messages [{role, content}], add_generation_prompt, bos_token and
  * eos_token (tok's texts of those ids) and enable_thinking (false with
  * VT_CHAT_NO_THINKING, true with VT_CHAT_THINKING, else left to the
