@@ -97,6 +97,49 @@ static void test_completion_accepted(void **state)
     vt_serve_request_free(&r);
 }
 
+/* tools, tool_choice, assistant tool_calls and tool results: accepted, and
+ * the messages a chat template sees carry them (arguments as an object) */
+static void test_tools_accepted(void **state)
+{
+    (void)state;
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\","
+        "\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+        "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 2}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"sunny\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+        "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}],"
+        "\"tool_choice\":\"auto\",\"parallel_tool_calls\":true,\"response_format\":{\"type\":\"text\"},"
+        "\"chat_template_kwargs\":{\"enable_thinking\":false,\"reasoning_effort\":\"low\"}}";
+    vt_serve_request r;
+    vt_serve_error e;
+    if (parse(VT_SERVE_CHAT, body, &r, &e)) fail_msg("refused: %s", e.message);
+    assert_int_equal(r.n_msgs, 3);
+    assert_int_equal(r.has_tool_calls, 1);
+    assert_int_equal(r.tool_choice, VT_SERVE_TOOLS_AUTO);
+    assert_int_equal(r.thinking, 0);
+    assert_string_equal(r.msgs[1].content, "");
+    assert_non_null(r.tools);
+    assert_non_null(strstr(r.tools, "\"name\":\"get_weather\""));
+    assert_string_equal(r.template_kwargs, "{\"enable_thinking\":false,\"reasoning_effort\":\"low\"}");
+    assert_string_equal(r.tmpl_messages,
+                        "[{\"role\":\"user\",\"content\":\"weather?\"},"
+                        "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_1\","
+                        "\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                        "\"arguments\":{\"city\":\"Paris\",\"days\":2}}}]},"
+                        "{\"role\":\"tool\",\"content\":\"sunny\",\"tool_call_id\":\"call_1\"}]");
+    vt_serve_request_free(&r);
+    /* tool_choice none; arguments that are not a JSON object stay the text they are */
+    const char *b2 = "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+                     "{\"name\":\"f\",\"arguments\":\"[1\"}}]}],\"tool_choice\":\"none\",\"tools\":[]}";
+    if (parse(VT_SERVE_CHAT, b2, &r, &e)) fail_msg("refused: %s", e.message);
+    assert_int_equal(r.tool_choice, VT_SERVE_TOOLS_NONE);
+    assert_null(r.tools);
+    assert_non_null(strstr(r.tmpl_messages, "\"arguments\":\"[1\""));
+    vt_serve_request_free(&r);
+}
+
 static void test_bad_json(void **state)
 {
     (void)state;
@@ -179,7 +222,21 @@ static void test_bad_fields(void **state)
     refused(C, "{" MSG ",\"stream_options\":{\"include_usage\":true}}", 400, "needs 'stream': true");
     refused(C, "{" MSG ",\"stream\":true,\"stream_options\":{\"x\":1}}", 400, "stream_options.x");
     refused(C, "{" MSG ",\"presence_penalty\":0.5}", 400, "'presence_penalty' is not supported");
-    refused(C, "{" MSG ",\"tools\":[]}", 400, "unknown field 'tools'");
+    refused(C, "{" MSG ",\"tools\":{}}", 400, "'tools' must be an array");
+    refused(C, "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", 400, "'tools[0]' must be");
+    refused(C, "{" MSG ",\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]}", 400,
+            "'tools[0]' must be");
+    refused(C, "{" MSG ",\"tool_choice\":\"required\"}", 400, "'tool_choice' \"required\" is not supported");
+    refused(C, "{" MSG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", 400,
+            "naming a function");
+    refused(C, "{" MSG ",\"tool_choice\":3}", 400, "'tool_choice' must be");
+    refused(C, "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", 400,
+            "'response_format' type 'json_object' is not supported");
+    refused(C, "{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", 400, "set by the server");
+    refused(C, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":1}}]}]}",
+            400, "'messages[0].tool_calls[0]' must be");
+    refused(C, "{\"messages\":[{\"role\":\"user\",\"tool_calls\":[]}]}", 400,
+            "'messages[0].tool_calls' is not supported");
     refused(C, "{" MSG ",\"wibble\":{\"deep\":[1,2,{}]}}", 400, "unknown field 'wibble'");
     refused(C, "{" MSG ",\"seed\":\"7\"}", 400, "'seed' must be an integer");
     refused(C, "{" MSG ",\"model\":5}", 400, "'model' must be a string");
@@ -341,6 +398,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_accepted),   cmocka_unit_test(test_completion_accepted),
+        cmocka_unit_test(test_tools_accepted),
         cmocka_unit_test(test_bad_json),        cmocka_unit_test(test_bad_utf8),
         cmocka_unit_test(test_bad_fields),      cmocka_unit_test(test_tokenize_bodies),
         cmocka_unit_test(test_error_json),      cmocka_unit_test(test_key_equal),

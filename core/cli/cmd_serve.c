@@ -147,7 +147,9 @@ static int serve_main(const opts *o_in)
     if (bad) goto out;
     vt_serve_sched_params sp = {.engine = e, .n_parallel = (uint32_t)o->parallel,
                                 .queue_max = (uint32_t)o->queue, .chunk = 0, .model_id = model_id,
-                                .chat_template = tmpl};
+                                .chat_template = tmpl,
+                                /* a test setting: every answer is this text (the tool-call tests) */
+                                .force_output = getenv("VT_TEST_FORCE_OUTPUT")};
     if (!(sched = vt_serve_sched_start(&sp))) goto out;
     vt_serve_http_set_ready(http, sched);
     vt_model_info info;

@@ -251,6 +251,26 @@ static void stream_free(void *cls)
     free(sc);
 }
 
+/* POST /apply-template: {"prompt": the chat request rendered} */
+static enum MHD_Result do_apply_template(vt_serve_http *h, vt_serve_sched *s,
+                                         struct MHD_Connection *c, req_ctx *rc)
+{
+    vt_serve_request req;
+    vt_serve_error err;
+    int parsed = vt_serve_parse_request(VT_SERVE_CHAT, rc->body, rc->n, &req, &err);
+    body_release(h, rc);
+    if (parsed != 0) return send_error(c, &err);
+    char *prompt = NULL;
+    int bad = vt_serve_apply_template(s, &req, &prompt, &err);
+    vt_serve_request_free(&req);
+    if (bad) return send_error(c, &err);
+    const unsigned long mark = vt_serve_json_failures();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", prompt);
+    free(prompt);
+    return send_json(c, 200, o, mark);
+}
+
 static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
                                      vt_serve_kind kind, req_ctx *rc)
 {
@@ -579,7 +599,7 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
                 !strcmp(url, "/metrics") || !strcmp(url, "/v1/chat/completions") ||
                 !strcmp(url, "/chat/completions") || !strcmp(url, "/v1/completions") ||
                 !strcmp(url, "/completions") || !strcmp(url, "/tokenize") ||
-                !strcmp(url, "/detokenize");
+                !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template");
     if (!known) {
         char safe[256], m[32];
         safe_ascii(url, safe, sizeof safe); /* ASCII only: the JSON stays UTF-8 */
@@ -625,6 +645,7 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
     }
     if (!strcmp(url, "/tokenize")) return do_tokenize(h, s, c, rc);
     if (!strcmp(url, "/detokenize")) return do_detokenize(h, s, c, rc);
+    if (!strcmp(url, "/apply-template")) return do_apply_template(h, s, c, rc);
     return do_completion(h, s, c,
                          strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION, rc);
 bad_method: {

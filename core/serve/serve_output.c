@@ -138,11 +138,17 @@ static cJSON *usage_json(const vt_serve_job *j)
     return u;
 }
 
-static const char *finish_name(int f) { return f == FIN_LENGTH ? "length" : "stop"; }
+static const char *finish_name(const vt_serve_job *j)
+{
+    if (j->finish == FIN_LENGTH) return "length";
+    return j->n_tool_calls ? "tool_calls" : "stop";
+}
 
-/* Streaming: one chunk carrying text (reasoning or content), the pending
- * logprobs, and/or the finish reason. */
-static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reasoning, int finish)
+/* Streaming: one chunk carrying text (reasoning or content) or a tool call
+ * (call: {index, id, type, function}), the pending logprobs, and/or the
+ * finish reason. */
+static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reasoning,
+                         const cJSON *call, int finish)
 {
     if (j->json_broken) return;
     const unsigned long mark = vt_serve_json_failures();
@@ -162,6 +168,7 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
             j->sent_role = 1;
         }
         if (n && t) cJSON_AddStringToObject(d, reasoning ? "reasoning_content" : "content", t);
+        if (call) arr_add(cJSON_AddArrayToObject(d, "tool_calls"), cJSON_Duplicate(call, 1));
         if (j->lp_pending && cJSON_GetArraySize(j->lp_pending)) {
             cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
             obj_add(lp, "content", j->lp_pending);
@@ -193,7 +200,7 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
             cJSON_AddNullToObject(c, "logprobs");
         }
     }
-    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish_name(finish));
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish_name(j));
     else cJSON_AddNullToObject(c, "finish_reason");
     if (!t) j->json_broken = 1;
     free(t);
@@ -206,7 +213,7 @@ static void emit(vt_serve_job *j, const char *s, size_t n, int reasoning)
 {
     if (!n) return;
     if (j->req.stream) {
-        stream_chunk(j, s, n, reasoning, 0);
+        stream_chunk(j, s, n, reasoning, NULL, 0);
     } else if (bb_put(reasoning ? &j->reasoning : &j->content, s, n) != 0) {
         j->finish = FIN_ERROR;
     }
@@ -222,14 +229,81 @@ static size_t partial_suffix(const char *p, size_t n, const char *m)
     return 0;
 }
 
+static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* A call's text is complete (closed: its close marker was met): read it
+ * into j->tool_calls and, streaming, send it; text that is not a call in the
+ * model's syntax goes out as content, as the model wrote it. */
+static void end_tool_call(vt_serve_job *j, int closed)
+{
+    const char *open = vt_tool_call_open(j->tool_syntax), *close = vt_tool_call_close(j->tool_syntax);
+    char *name = NULL, *args = NULL, why[160];
+    int rc = vt_tool_call_parse(j->tool_syntax, j->tool_text.p ? j->tool_text.p : "", j->tool_text.n,
+                                j->tools, &name, &args, why, sizeof why);
+    j->in_tool = 0;
+    if (rc == -2) {
+        j->json_broken = 1;
+    } else if (rc) {
+        vt_log(VT_LOG_INFO, "vt serve: request %s: a tool call that does not parse stays text (%s)",
+               j->id, why);
+        emit(j, open, strlen(open), 0);
+        emit(j, j->tool_text.p ? j->tool_text.p : "", j->tool_text.n, 0);
+        if (closed) emit(j, close, strlen(close), 0);
+    } else {
+        const unsigned long mark = vt_serve_json_failures();
+        if (!j->tool_calls) j->tool_calls = cJSON_CreateArray();
+        char id[96];
+        snprintf(id, sizeof id, "call_%s_%d", strchr(j->id, '-') ? strchr(j->id, '-') + 1 : j->id,
+                 j->n_tool_calls);
+        cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
+        if (j->req.stream) cJSON_AddNumberToObject(c, "index", j->n_tool_calls);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        obj_add(c, "function", f);
+        cJSON_AddStringToObject(f, "name", name);
+        cJSON_AddStringToObject(f, "arguments", args);
+        j->n_tool_calls++;
+        if (vt_serve_json_failures() != mark) j->json_broken = 1;
+        if (j->req.stream) {
+            stream_chunk(j, NULL, 0, 0, c, 0);
+            cJSON_Delete(c);
+        } else if (!arr_add(j->tool_calls, c)) {
+            j->json_broken = 1;
+        }
+    }
+    free(name);
+    free(args);
+    j->tool_text.n = 0;
+}
+
 /* Send what of j->pending can be sent; at_end: all of it. Returns 1 when a
  * stop string was met (the text before it was sent). */
 int sv_drain_pending(vt_serve_job *j, int at_end)
 {
+    const char *topen = vt_tool_call_open(j->tool_syntax), *tclose = vt_tool_call_close(j->tool_syntax);
     for (;;) {
         char *p = j->pending.p;
         size_t n = j->pending.n;
-        if (!n) return 0;
+        if (!n) {
+            if (at_end && j->in_tool) end_tool_call(j, 0);
+            return 0;
+        }
+        if (j->in_tool) { /* a call's text gathers until its close marker */
+            char *hit = memmem(p, n, tclose, strlen(tclose));
+            size_t take = hit ? (size_t)(hit - p) : at_end ? n : n - partial_suffix(p, n, tclose);
+            if (bb_put(&j->tool_text, p, take) != 0) {
+                j->finish = FIN_ERROR;
+                return 0;
+            }
+            size_t used = take + (hit ? strlen(tclose) : 0);
+            memmove(p, p + used, n - used);
+            j->pending.n = n - used;
+            if (hit || at_end) {
+                end_tool_call(j, hit != NULL);
+                continue;
+            }
+            return 0;
+        }
         if (j->strip_nl && !j->in_think) {
             size_t k = 0;
             while (k < n && p[k] == '\n') k++;
@@ -238,25 +312,35 @@ int sv_drain_pending(vt_serve_job *j, int at_end)
             j->pending.n = n -= k;
             if (!n) return 0;
         }
-        /* the earliest marker: a stop string, or </think> while thinking */
+        /* the earliest marker: a stop string, </think> while thinking, a tool call's opening */
         size_t best = (size_t)-1, best_len = 0;
-        int best_is_think = 0;
+        int best_kind = 0; /* 0 stop, 1 think, 2 tool */
         for (size_t i = 0; i < j->req.n_stop; i++) {
             char *hit = memmem(p, n, j->req.stop[i], strlen(j->req.stop[i]));
-            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = strlen(j->req.stop[i]), best_is_think = 0;
+            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = strlen(j->req.stop[i]), best_kind = 0;
         }
         if (j->in_think) {
             char *hit = memmem(p, n, "</think>", 8);
-            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = 8, best_is_think = 1;
+            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = 8, best_kind = 1;
+        } else if (j->tool_syntax) {
+            char *hit = memmem(p, n, topen, strlen(topen));
+            if (hit && (size_t)(hit - p) < best) best = (size_t)(hit - p), best_len = strlen(topen), best_kind = 2;
         }
         if (best != (size_t)-1) {
-            emit(j, p, best, j->in_think);
-            if (!best_is_think) {
+            size_t text = best;
+            if (best_kind == 2) /* the blank lines before a call are not content */
+                while (text && is_space(p[text - 1])) text--;
+            emit(j, p, text, j->in_think);
+            if (best_kind == 0) {
                 j->pending.n = 0;
                 return 1;
             }
-            j->in_think = 0;
-            j->strip_nl = 1;
+            if (best_kind == 1) {
+                j->in_think = 0;
+                j->strip_nl = 1;
+            } else {
+                j->in_tool = 1;
+            }
             memmove(p, p + best + best_len, n - best - best_len);
             j->pending.n = n - best - best_len;
             continue;
@@ -267,9 +351,19 @@ int sv_drain_pending(vt_serve_job *j, int at_end)
                 size_t k = partial_suffix(p, n, j->req.stop[i]);
                 if (k > hold) hold = k;
             }
-            if (j->in_think) {
-                size_t k = partial_suffix(p, n, "</think>");
+            const char *m = j->in_think ? "</think>" : j->tool_syntax ? topen : NULL;
+            if (m) {
+                size_t k = partial_suffix(p, n, m);
                 if (k > hold) hold = k;
+            }
+            if (m == topen) /* blank space may come before a call: held until text follows */
+                while (hold < n && is_space(p[n - hold - 1])) hold++;
+        } else if (j->n_tool_calls && !j->in_think) {
+            size_t k = 0; /* the blank space after the calls is not content */
+            while (k < n && is_space(p[k])) k++;
+            if (k == n) {
+                j->pending.n = 0;
+                return 0;
             }
         }
         emit(j, p, n - hold, j->in_think);
@@ -408,7 +502,7 @@ void sv_finish_ok(vt_serve_job *j)
         return;
     }
     if (j->req.stream) {
-        stream_chunk(j, NULL, 0, 0, j->finish);
+        stream_chunk(j, NULL, 0, 0, NULL, j->finish);
         if (j->req.include_usage && !j->json_broken) {
             const unsigned long mark = vt_serve_json_failures();
             cJSON *o = chunk_base(j);
@@ -437,8 +531,15 @@ void sv_finish_ok(vt_serve_job *j)
         if (j->req.kind == VT_SERVE_CHAT) {
             cJSON *msg = cJSON_AddObjectToObject(c, "message");
             cJSON_AddStringToObject(msg, "role", "assistant");
-            cJSON_AddStringToObject(msg, "content", j->content.p ? j->content.p : "");
+            if (j->n_tool_calls && !j->content.n) /* OpenAI: a message of calls alone has null content */
+                cJSON_AddNullToObject(msg, "content");
+            else
+                cJSON_AddStringToObject(msg, "content", j->content.p ? j->content.p : "");
             if (j->reasoning.n) cJSON_AddStringToObject(msg, "reasoning_content", j->reasoning.p);
+            if (j->n_tool_calls) {
+                obj_add(msg, "tool_calls", j->tool_calls);
+                j->tool_calls = NULL;
+            }
             if (j->req.logprobs) {
                 cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
                 obj_add(lp, "content", j->lp_pending ? j->lp_pending : cJSON_CreateArray());
@@ -467,7 +568,7 @@ void sv_finish_ok(vt_serve_job *j)
                 cJSON_AddNullToObject(c, "logprobs");
             }
         }
-        cJSON_AddStringToObject(c, "finish_reason", finish_name(j->finish));
+        cJSON_AddStringToObject(c, "finish_reason", finish_name(j));
         obj_add(o, "usage", usage_json(j));
         char *txt = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);

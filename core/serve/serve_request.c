@@ -305,6 +305,69 @@ static int get_content(const cJSON *v, size_t idx, char **out, vt_serve_error *e
     return 0;
 }
 
+/* cJSON_AddItemToObject that frees v when it cannot be added. */
+static int put(cJSON *o, const char *k, cJSON *v)
+{
+    if (v && cJSON_AddItemToObject(o, k, v)) return 0;
+    cJSON_Delete(v);
+    return -1;
+}
+
+/* An assistant message's tool_calls, checked, into the template's form
+ * (arguments as a JSON object where they parse as one). */
+static int parse_tool_calls(const cJSON *v, const char *name, cJSON *out, vt_serve_error *err)
+{
+    if (!cJSON_IsArray(v)) {
+        vt_serve_error_set(err, 400, name, "'%s.tool_calls' must be an array", name);
+        return -1;
+    }
+    cJSON *arr = cJSON_CreateArray();
+    if (put(out, "tool_calls", arr)) return OOM(err);
+    int i = 0;
+    const cJSON *tc;
+    cJSON_ArrayForEach(tc, v) {
+        char at[96];
+        snprintf(at, sizeof at, "%s.tool_calls[%d]", name, i++);
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(tc, "id");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
+        const cJSON *fname = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (!cJSON_IsObject(tc) || !cJSON_IsObject(fn) || !cJSON_IsString(fname) ||
+            (id && !cJSON_IsString(id)) ||
+            (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))) ||
+            (args && !cJSON_IsString(args) && !cJSON_IsObject(args))) {
+            vt_serve_error_set(err, 400, name, "'%s' must be {\"id\": string, \"type\": "
+                               "\"function\", \"function\": {\"name\": string, \"arguments\": "
+                               "JSON text}}", at);
+            return -1;
+        }
+        cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(arr, c)) {
+            cJSON_Delete(c);
+            cJSON_Delete(f);
+            return OOM(err);
+        }
+        if ((id && put(c, "id", cJSON_CreateString(id->valuestring))) ||
+            put(c, "type", cJSON_CreateString("function")) || put(c, "function", f) ||
+            put(f, "name", cJSON_CreateString(fname->valuestring)))
+            return OOM(err);
+        cJSON *a = NULL;
+        if (cJSON_IsString(args)) { /* OpenAI sends JSON text; templates iterate a mapping */
+            a = cJSON_Parse(args->valuestring);
+            if (a && !cJSON_IsObject(a)) {
+                cJSON_Delete(a);
+                a = NULL;
+            }
+            if (!a) a = cJSON_CreateString(args->valuestring);
+        } else {
+            a = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
+        }
+        if (put(f, "arguments", a)) return OOM(err);
+    }
+    return 0;
+}
+
 static int parse_messages(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
 {
     if (!cJSON_IsArray(v)) {
@@ -322,6 +385,9 @@ static int parse_messages(const cJSON *v, vt_serve_request *r, vt_serve_error *e
         return -1;
     }
     if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return OOM(err);
+    cJSON *tm = cJSON_CreateArray(); /* the messages as a template sees them */
+    if (!tm) return OOM(err);
+    int rc = -1;
     const cJSON *m;
     cJSON_ArrayForEach(m, v) {
         size_t i = r->n_msgs;
@@ -329,7 +395,7 @@ static int parse_messages(const cJSON *v, vt_serve_request *r, vt_serve_error *e
         snprintf(name, sizeof name, "messages[%zu]", i);
         if (!cJSON_IsObject(m)) {
             vt_serve_error_set(err, 400, name, "'%s' must be an object", name);
-            return -1;
+            goto out;
         }
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsString(role) ||
@@ -338,25 +404,76 @@ static int parse_messages(const cJSON *v, vt_serve_request *r, vt_serve_error *e
              strcmp(role->valuestring, "tool"))) {
             vt_serve_error_set(err, 400, name, "'%s.role' must be one of system, developer, user, "
                                "assistant, tool", name);
-            return -1;
+            goto out;
         }
-        for (const cJSON *f = m->child; f; f = f->next)
-            if (strcmp(f->string, "role") && strcmp(f->string, "content") &&
-                strcmp(f->string, "name") && strcmp(f->string, "tool_call_id")) {
-                vt_serve_error_set(err, 400, name, "'%s.%s' is not supported (known: role, "
-                                   "content, name, tool_call_id)", name, f->string);
-                return -1;
+        const int assistant = !strcmp(role->valuestring, "assistant");
+        for (const cJSON *f = m->child; f; f = f->next) {
+            const char *k = f->string;
+            if (!strcmp(k, "role") || !strcmp(k, "content")) continue;
+            if (!strcmp(k, "name") || !strcmp(k, "tool_call_id") ||
+                (assistant && !strcmp(k, "reasoning_content"))) {
+                if (!cJSON_IsString(f) && !cJSON_IsNull(f)) {
+                    vt_serve_error_set(err, 400, name, "'%s.%s' must be a string", name, k);
+                    goto out;
+                }
+                continue;
             }
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        if (!content) {
-            vt_serve_error_set(err, 400, name, "'%s' has no content", name);
-            return -1;
+            if (assistant && !strcmp(k, "tool_calls")) continue;
+            vt_serve_error_set(err, 400, name, "'%s.%s' is not supported (known: role, content, "
+                               "name, tool_call_id%s)", name, k,
+                               assistant ? ", tool_calls, reasoning_content" : "");
+            goto out;
         }
-        if (!(r->msgs[i].role = dup_str(role->valuestring))) return OOM(err);
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (cJSON_IsNull(calls)) calls = NULL;
+        if (!content && !calls) {
+            vt_serve_error_set(err, 400, name, "'%s' has no content", name);
+            goto out;
+        }
+        if (!(r->msgs[i].role = dup_str(role->valuestring))) {
+            rc = OOM(err);
+            goto out;
+        }
         r->n_msgs++;
-        if (get_content(content, i, &r->msgs[i].content, err)) return -1;
+        if (content) {
+            if (get_content(content, i, &r->msgs[i].content, err)) goto out;
+        } else if (!(r->msgs[i].content = dup_str(""))) { /* tool_calls alone: no text */
+            rc = OOM(err);
+            goto out;
+        }
+        cJSON *o = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(tm, o)) {
+            cJSON_Delete(o);
+            rc = OOM(err);
+            goto out;
+        }
+        if (put(o, "role", cJSON_CreateString(role->valuestring)) ||
+            put(o, "content", cJSON_CreateString(r->msgs[i].content))) {
+            rc = OOM(err);
+            goto out;
+        }
+        static const char *const strs[] = {"name", "tool_call_id", "reasoning_content"};
+        for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(m, strs[k]);
+            if (cJSON_IsString(s) && put(o, strs[k], cJSON_CreateString(s->valuestring))) {
+                rc = OOM(err);
+                goto out;
+            }
+        }
+        if (calls) {
+            if (parse_tool_calls(calls, name, o, err)) goto out;
+            r->has_tool_calls = 1;
+        }
     }
-    return 0;
+    if (!(r->tmpl_messages = cJSON_PrintUnformatted(tm))) {
+        rc = OOM(err);
+        goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(tm);
+    return rc;
 }
 
 static int parse_stop(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
@@ -424,6 +541,62 @@ static int parse_prompt(const cJSON *v, vt_serve_request *r, vt_serve_error *err
     }
     vt_serve_error_set(err, 400, "prompt", "'prompt' must be a string, an array of one string or "
                        "a non-empty array of token ids (batches of prompts are not supported)");
+    return -1;
+}
+
+/* "tools": [{"type": "function", "function": {"name", "description"?,
+ * "parameters"?}}], kept as compact JSON for the template and the parser. */
+static int parse_tools(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
+{
+    if (cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsArray(v)) {
+        vt_serve_error_set(err, 400, "tools", "'tools' must be an array of tools");
+        return -1;
+    }
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, v) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") ||
+            !cJSON_IsObject(fn) || !cJSON_IsString(name) || !name->valuestring[0] ||
+            (params && !cJSON_IsObject(params)) || (desc && !cJSON_IsString(desc))) {
+            vt_serve_error_set(err, 400, "tools", "'tools[%d]' must be {\"type\": \"function\", "
+                               "\"function\": {\"name\": string, \"description\": string, "
+                               "\"parameters\": JSON schema object}}", i);
+            return -1;
+        }
+        i++;
+    }
+    if (i && !(r->tools = cJSON_PrintUnformatted(v))) return OOM(err);
+    return 0;
+}
+
+/* "tool_choice": "auto" | "none"; "required" and a named function need
+ * output constrained to a call, which vt does not have yet: refused by name. */
+static int parse_tool_choice(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
+{
+    if (cJSON_IsNull(v)) return 0;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) {
+        r->tool_choice = VT_SERVE_TOOLS_AUTO;
+        return 0;
+    }
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "none")) {
+        r->tool_choice = VT_SERVE_TOOLS_NONE;
+        return 0;
+    }
+    if ((cJSON_IsString(v) && !strcmp(v->valuestring, "required")) || cJSON_IsObject(v)) {
+        vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' %s is not supported: forcing a "
+                           "call needs output constrained to it, which vt does not have yet "
+                           "(\"auto\" and \"none\" are)",
+                           cJSON_IsString(v) ? "\"required\"" : "naming a function");
+        return -1;
+    }
+    vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' must be \"auto\", \"none\", "
+                       "\"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     return -1;
 }
 
@@ -531,15 +704,40 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
                 vt_serve_error_set(err, 400, k, "'chat_template_kwargs' must be an object");
                 return -1;
             }
+            static const char *const reserved[] = {"messages", "tools", "add_generation_prompt",
+                                                   "bos_token", "eos_token"};
             for (const cJSON *o = f->child; o; o = o->next) {
                 if (!strcmp(o->string, "enable_thinking")) {
                     if (get_bool(o, "chat_template_kwargs.enable_thinking", &r->thinking, err))
                         return -1;
-                } else {
-                    vt_serve_error_set(err, 400, k, "'chat_template_kwargs.%s' is not supported "
-                                       "(known: enable_thinking)", o->string);
-                    return -1;
                 }
+                for (size_t q = 0; q < sizeof reserved / sizeof *reserved; q++)
+                    if (!strcmp(o->string, reserved[q])) {
+                        vt_serve_error_set(err, 400, k, "'chat_template_kwargs.%s' is set by the "
+                                           "server, not by the request", o->string);
+                        return -1;
+                    }
+            }
+            if (!(r->template_kwargs = cJSON_PrintUnformatted(f))) return OOM(err);
+        } else if (chat && !strcmp(k, "tools")) {
+            if (parse_tools(f, r, err)) return -1;
+        } else if (chat && !strcmp(k, "tool_choice")) {
+            if (parse_tool_choice(f, r, err)) return -1;
+        } else if (chat && !strcmp(k, "parallel_tool_calls")) {
+            int on;
+            if (get_bool(f, k, &on, err)) return -1; /* several calls are read either way */
+        } else if (chat && !strcmp(k, "response_format")) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(f, "type");
+            if (!cJSON_IsObject(f) || !cJSON_IsString(t)) {
+                vt_serve_error_set(err, 400, k, "'response_format' must be an object with a "
+                                   "string 'type'");
+                return -1;
+            }
+            if (strcmp(t->valuestring, "text")) {
+                vt_serve_error_set(err, 400, k, "'response_format' type '%s' is not supported: "
+                                   "vt does not constrain output to JSON yet (only \"text\")",
+                                   t->valuestring);
+                return -1;
             }
         } else {
             vt_serve_error_set(err, 400, k, "unknown field '%s'", k);
@@ -594,6 +792,9 @@ void vt_serve_request_free(vt_serve_request *r)
     free(r->prompt);
     free(r->prompt_ids);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->tmpl_messages);
+    free(r->tools);
+    free(r->template_kwargs);
     memset(r, 0, sizeof *r);
 }
 

@@ -23,6 +23,9 @@ enum { VT_SERVE_MAX_STOP = 8, VT_SERVE_MAX_TOP_LOGPROBS = 20, VT_SERVE_MAX_MESSA
 
 typedef enum { VT_SERVE_CHAT = 1, VT_SERVE_COMPLETION = 2 } vt_serve_kind;
 
+/* tool_choice: "auto" (the default when tools are given) or "none" */
+typedef enum { VT_SERVE_TOOLS_AUTO = 0, VT_SERVE_TOOLS_NONE = 1 } vt_serve_tool_choice;
+
 typedef struct vt_serve_msg {
     char *role;    /* system | user | assistant | developer | tool */
     char *content; /* UTF-8 text (an array of {"type":"text"} parts is joined) */
@@ -52,6 +55,17 @@ typedef struct vt_serve_request {
     int ignore_eos;         /* llama-server's: an end-of-generation token does not end the text */
     int include_usage;      /* stream_options.include_usage */
     int thinking;           /* chat_template_kwargs.enable_thinking: 1 on, 0 off, -1 the template's default */
+    /* chat, for a Jinja chat template (chat_template.c's variables): */
+    char *tmpl_messages;    /* the messages as a JSON array: role, content (parts joined), and
+                               where given name, tool_call_id, reasoning_content, tool_calls
+                               (each {id, type, function: {name, arguments}}, arguments a JSON
+                               object where the client sent one or a string that parses as one) */
+    char *tools;            /* the "tools" array as compact JSON (each {"type": "function",
+                               "function": {"name", "description"?, "parameters"?}}); NULL: none */
+    vt_serve_tool_choice tool_choice;
+    char *template_kwargs;  /* chat_template_kwargs as a compact JSON object (every member reaches
+                               the template as a variable); NULL: none */
+    int has_tool_calls;     /* a message carries tool_calls (only a Jinja template renders them) */
 } vt_serve_request;
 
 typedef struct vt_serve_error {

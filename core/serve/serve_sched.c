@@ -36,6 +36,9 @@ static void job_unref_locked(vt_serve_job *j)
     free(j->reasoning.p);
     free(j->out.p);
     cJSON_Delete(j->lp_pending);
+    cJSON_Delete(j->tools);
+    cJSON_Delete(j->tool_calls);
+    free(j->tool_text.p);
     pthread_cond_destroy(&j->cv);
     free(j);
 }
@@ -89,6 +92,8 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
         return -1;
     }
     int32_t id = vt_sampler_sample(j->smp, logits);
+    if (s->force_ids) /* the test setting: the given text, then the end of generation */
+        id = j->n_gen < s->n_force ? s->force_ids[j->n_gen] : vt_tokenizer_eos(s->tok);
     if (id < 0) {
         vt_set_error("no token can be sampled after position %lld (every token banned)",
                      (long long)pos - 1);
@@ -349,6 +354,7 @@ vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
     s->family = vt_chat_family_for_arch(vt_engine_arch(p->engine));
     s->chat_template = p->chat_template;
     if (s->family) s->chat_flags = vt_chat_flags_for_template(s->family, vt_tokenizer_chat_template(s->tok));
+    s->tool_syntax = vt_tool_syntax_for(s->family, s->chat_template);
     s->m.n_parallel = s->n_parallel;
     s->m.kv_tokens_total = (uint64_t)s->n_parallel * s->n_ctx;
     pthread_mutex_init(&s->mu, NULL);
@@ -381,6 +387,13 @@ vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
         vt_set_error("every one of the %lld tokens is UNUSED or suppressed: nothing can be sampled",
                      (long long)s->n_vocab);
         goto fail;
+    }
+    if (p->force_output) {
+        if (vt_tokenize(s->tok, p->force_output, strlen(p->force_output), 0, 1, &s->force_ids,
+                        &s->n_force) != VT_OK)
+            goto fail;
+        vt_log(VT_LOG_WARN, "vt serve: every answer is the forced text of the test setting "
+               "(%lld tokens), not the model's", (long long)s->n_force);
     }
     for (uint32_t i = 0; i < s->n_parallel; i++)
         if (vt_engine_seq_new(s->e, &s->slots[i].seq) != VT_OK) {
@@ -449,9 +462,75 @@ void vt_serve_sched_free(vt_serve_sched *s)
     free(s->b_slot);
     free(s->b_tok);
     free(s->banned);
+    free(s->force_ids);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+/* A chat request's messages rendered with the chat template (the Jinja
+ * one, else the family's built-in one): *text (malloc-ed) and the spans of
+ * it that came from the request. 0, or -1 with err filled. */
+static int render_chat(vt_serve_sched *s, const vt_serve_request *req, char **text,
+                       vt_text_span **plain, size_t *n_plain, vt_serve_error *err)
+{
+    if (!s->family && !s->chat_template) {
+        vt_serve_error_set(err, 400, "messages", "the model's architecture '%s' has no chat "
+                           "template in vt; use /v1/completions", vt_engine_arch(s->e));
+        return -1;
+    }
+    if (!s->chat_template && (req->tools || req->has_tool_calls)) {
+        vt_serve_error_set(err, 400, req->tools ? "tools" : "messages",
+                           "tools and tool calls need the model's own chat template, and "
+                           "this server renders with vt's built-in one (start it with "
+                           "--jinja, or --chat-template-file FILE)");
+        return -1;
+    }
+    vt_chat_msg *msgs = calloc(req->n_msgs, sizeof *msgs);
+    if (!msgs) {
+        vt_serve_error_set(err, 500, NULL, "out of memory for the messages");
+        return -1;
+    }
+    for (size_t i = 0; i < req->n_msgs; i++) {
+        const char *role = req->msgs[i].role;
+        /* OpenAI's "developer" is the system prompt; qwen35's template has no such role */
+        if (!s->chat_template && !strcmp(role, "developer") && !strcmp(s->family, "qwen35"))
+            role = "system";
+        msgs[i] = (vt_chat_msg){role, req->msgs[i].content};
+    }
+    unsigned flags = s->chat_flags;
+    if (req->thinking == 0) flags |= VT_CHAT_NO_THINKING;
+    if (req->thinking == 1 && s->family && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
+    vt_status st;
+    if (s->chat_template) /* --jinja: the template itself; thinking as the request asks */
+        st = vt_chat_render_template_json(
+            s->tok, s->chat_template, req->tmpl_messages,
+            req->tool_choice == VT_SERVE_TOOLS_NONE ? NULL : req->tools,
+            req->template_kwargs, 1,
+            req->template_kwargs ? 0 /* enable_thinking is among them */
+            : req->thinking == 0 ? VT_CHAT_NO_THINKING
+            : req->thinking == 1 ? VT_CHAT_THINKING : 0,
+            text, plain, n_plain);
+    else
+        st = vt_chat_render_spans(s->family, msgs, req->n_msgs, 1, flags, text, plain, n_plain);
+    free(msgs);
+    if (st != VT_OK) {
+        vt_serve_error_set(err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "messages", "%s",
+                           vt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int vt_serve_apply_template(vt_serve_sched *s, const vt_serve_request *req, char **prompt,
+                            vt_serve_error *err)
+{
+    vt_text_span *plain = NULL;
+    size_t n_plain = 0;
+    *prompt = NULL;
+    if (render_chat(s, req, prompt, &plain, &n_plain, err)) return -1;
+    free(plain);
+    return 0;
 }
 
 int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out,
@@ -476,41 +555,7 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
     size_t n_plain = 0;
     /* the prompt's tokens */
     if (j->req.kind == VT_SERVE_CHAT) {
-        if (!s->family && !s->chat_template) {
-            vt_serve_error_set(err, 400, "messages", "the model's architecture '%s' has no chat "
-                               "template in vt; use /v1/completions", vt_engine_arch(s->e));
-            goto fail;
-        }
-        vt_chat_msg *msgs = calloc(j->req.n_msgs, sizeof *msgs);
-        if (!msgs) {
-            vt_serve_error_set(err, 500, NULL, "out of memory for the messages");
-            goto fail;
-        }
-        for (size_t i = 0; i < j->req.n_msgs; i++) {
-            const char *role = j->req.msgs[i].role;
-            /* OpenAI's "developer" is the system prompt; qwen35's template has no such role */
-            if (!s->chat_template && !strcmp(role, "developer") && !strcmp(s->family, "qwen35"))
-                role = "system";
-            msgs[i] = (vt_chat_msg){role, j->req.msgs[i].content};
-        }
-        unsigned flags = s->chat_flags;
-        if (j->req.thinking == 0) flags |= VT_CHAT_NO_THINKING;
-        if (j->req.thinking == 1 && s->family && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
-        vt_status st;
-        if (s->chat_template) /* --jinja: the template itself; thinking as the request asks */
-            st = vt_chat_render_template(s->tok, s->chat_template, msgs, j->req.n_msgs, 1,
-                                         j->req.thinking == 0 ? VT_CHAT_NO_THINKING
-                                         : j->req.thinking == 1 ? VT_CHAT_THINKING : 0,
-                                         &text, &plain, &n_plain);
-        else
-            st = vt_chat_render_spans(s->family, msgs, j->req.n_msgs, 1, flags, &text, &plain,
-                                      &n_plain);
-        free(msgs);
-        if (st != VT_OK) {
-            vt_serve_error_set(err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "messages", "%s",
-                               vt_last_error());
-            goto fail;
-        }
+        if (render_chat(s, &j->req, &text, &plain, &n_plain, err)) goto fail;
         if (strlen(text) > s->max_text) {
             vt_serve_error_set(err, 400, "messages", "the messages are %zu bytes of text: more "
                                "than the context's %u tokens can hold (start the server with a "
@@ -527,6 +572,14 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
         if (tl >= 8 && !strcmp(text + tl - 8, "<think>\n") &&
             (s->chat_template || !strcmp(s->family, "qwen35")))
             j->in_think = 1;
+        /* the calls the model writes are read back when the request offers tools */
+        if (j->req.tools && j->req.tool_choice != VT_SERVE_TOOLS_NONE && s->tool_syntax) {
+            j->tool_syntax = s->tool_syntax;
+            if (!(j->tools = cJSON_Parse(j->req.tools))) {
+                vt_serve_error_set(err, 500, NULL, "out of memory for the request's tools");
+                goto fail;
+            }
+        }
     } else if (j->req.prompt) {
         if (strlen(j->req.prompt) > s->max_text) {
             vt_serve_error_set(err, 400, "prompt", "the prompt is %zu bytes of text: more than the "

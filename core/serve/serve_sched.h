@@ -43,6 +43,10 @@ typedef struct vt_serve_sched_params {
                                   tokenizer.h's vt_chat_render_template), or NULL: the
                                   built-in one of the model's family; not owned, valid
                                   until vt_serve_sched_free */
+    const char *force_output; /* a test setting (env VT_TEST_FORCE_OUTPUT of vt serve): every
+                                 answer is this text (tokenized with control tokens parsed)
+                                 and then the end of generation, whatever the logits say;
+                                 NULL: off */
 } vt_serve_sched_params;
 
 /* Makes the slots' sequences and starts the scheduler thread. NULL on error
@@ -58,6 +62,11 @@ void vt_serve_sched_free(vt_serve_sched *s);
 /* Stop taking requests (SIGTERM): submit answers 503 from now on. */
 void vt_serve_sched_drain(vt_serve_sched *s);
 
+/* POST /apply-template (llama-server's): the prompt a chat request renders
+ * to with the server's chat template, tools included; *prompt malloc-ed.
+ * 0, or -1 with err filled (a template error or raise_exception: 400). */
+int vt_serve_apply_template(vt_serve_sched *s, const vt_serve_request *req, char **prompt,
+                            vt_serve_error *err);
 /*
  * Queue a parsed request (ownership of *req moves to the job, *req is
  * zeroed). The prompt is rendered (chat template) and tokenized here, on the

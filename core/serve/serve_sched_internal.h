@@ -15,6 +15,7 @@
 #include "sampler.h"
 #include "serve_metrics.h"
 #include "serve_sched.h"
+#include "serve_tools.h"
 #include "tokenizer.h"
 
 #define SV_INTERNAL __attribute__((visibility("hidden")))
@@ -46,6 +47,13 @@ struct vt_serve_job {
     bbuf pending;            /* text held back (a stop string or </think> may start in it) */
     bbuf content, reasoning; /* non-streaming: the whole answer */
     cJSON *lp_pending;       /* logprob entries not yet sent (streaming) or all (not) */
+    /* tool calls (serve_tools.h): read back where the request offers tools */
+    vt_tool_syntax tool_syntax; /* NONE: the text is all content */
+    cJSON *tools;            /* the request's tools, parsed (schema types of arguments) */
+    int in_tool;             /* inside a call: its text gathers in tool_text */
+    bbuf tool_text;
+    cJSON *tool_calls;       /* the calls read so far: [{id, type, function: {name, arguments}}] */
+    int n_tool_calls;
     cJSON *lp_c_tokens, *lp_c_lps, *lp_c_tops, *lp_c_offs; /* completion logprobs (non-streaming) */
     size_t text_off;
     int json_broken;         /* a cJSON allocation failed while formatting (serve_json.h):
@@ -77,6 +85,9 @@ struct vt_serve_sched {
     const char *family;      /* chat template family, NULL: none */
     unsigned chat_flags;
     const char *chat_template; /* params.chat_template: rendered instead of the family's */
+    vt_tool_syntax tool_syntax; /* how the model writes tool calls (with chat_template) */
+    int32_t *force_ids;      /* params.force_output tokenized (a test setting), or NULL */
+    int64_t n_force;
     uint8_t *banned;         /* [n_vocab]: UNUSED and suppressed tokens */
     float *lp_scratch;       /* [n_vocab] */
     slot *slots;

@@ -450,6 +450,50 @@ vt_status vt_chat_render_template(const vt_tokenizer *tok, const char *tmpl, con
     *out = NULL;
     if (spans) *spans = NULL;
     if (n_spans) *n_spans = 0;
+    sbuf m = {0};
+    sb_str(&m, "[");
+    for (size_t i = 0; i < n_msgs; i++) {
+        sb_str(&m, i ? ", {\"role\": " : "{\"role\": ");
+        sb_json_str(&m, msgs[i].role, strlen(msgs[i].role));
+        sb_str(&m, ", \"content\": ");
+        sb_json_str(&m, msgs[i].content, strlen(msgs[i].content));
+        sb_str(&m, "}");
+    }
+    sb_str(&m, "]");
+    if (m.oom) {
+        free(m.p);
+        vt_set_error_oom(m.oom_bytes, "the chat template's messages");
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    vt_status st = vt_chat_render_template_json(tok, tmpl, m.p, NULL, NULL, add_generation_prompt,
+                                                flags, out, spans, n_spans);
+    free(m.p);
+    return st;
+}
+
+/* The members of JSON object text obj (between its braces), appended after
+ * a comma; nothing for NULL or "{}". */
+static void sb_members(sbuf *b, const char *obj)
+{
+    if (!obj) return;
+    const char *l = strchr(obj, '{'), *r = strrchr(obj, '}');
+    if (!l || !r || r <= l) return;
+    const char *p = l + 1;
+    while (p < r && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
+    if (p == r) return;
+    sb_str(b, ", ");
+    sb_add(b, p, (size_t)(r - p));
+}
+
+vt_status vt_chat_render_template_json(const vt_tokenizer *tok, const char *tmpl,
+                                       const char *messages_json, const char *tools_json,
+                                       const char *kwargs_json, int add_generation_prompt,
+                                       unsigned flags, char **out, vt_text_span **spans,
+                                       size_t *n_spans)
+{
+    *out = NULL;
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
     if (!tmpl) {
         vt_set_error("the model has no chat template (tokenizer.chat_template)");
         return VT_ERR_NOT_FOUND;
@@ -458,15 +502,13 @@ vt_status vt_chat_render_template(const vt_tokenizer *tok, const char *tmpl, con
     token_text(tok, vt_tokenizer_bos(tok), bos, sizeof bos);
     token_text(tok, vt_tokenizer_eos(tok), eos, sizeof eos);
     sbuf b = {0};
-    sb_str(&b, "{\"messages\": [");
-    for (size_t i = 0; i < n_msgs; i++) {
-        sb_str(&b, i ? ", {\"role\": " : "{\"role\": ");
-        sb_json_str(&b, msgs[i].role, strlen(msgs[i].role));
-        sb_str(&b, ", \"content\": ");
-        sb_json_str(&b, msgs[i].content, strlen(msgs[i].content));
-        sb_str(&b, "}");
+    sb_str(&b, "{\"messages\": ");
+    sb_str(&b, messages_json ? messages_json : "[]");
+    if (tools_json) {
+        sb_str(&b, ", \"tools\": ");
+        sb_str(&b, tools_json);
     }
-    sb_str(&b, "], \"add_generation_prompt\": ");
+    sb_str(&b, ", \"add_generation_prompt\": ");
     sb_str(&b, add_generation_prompt ? "true" : "false");
     sb_str(&b, ", \"bos_token\": ");
     sb_json_str(&b, bos, strlen(bos));
@@ -475,6 +517,7 @@ vt_status vt_chat_render_template(const vt_tokenizer *tok, const char *tmpl, con
     if (flags & (VT_CHAT_NO_THINKING | VT_CHAT_THINKING))
         sb_str(&b, flags & VT_CHAT_NO_THINKING ? ", \"enable_thinking\": false"
                                                : ", \"enable_thinking\": true");
+    sb_members(&b, kwargs_json);
     sb_str(&b, "}");
     if (b.oom) {
         free(b.p);

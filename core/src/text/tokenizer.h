@@ -180,6 +180,23 @@ vt_status vt_chat_render_spans(const char *family, const vt_chat_msg *msgs, size
 vt_status vt_chat_render_template(const vt_tokenizer *tok, const char *tmpl, const vt_chat_msg *msgs,
                                   size_t n_msgs, int add_generation_prompt, unsigned flags,
                                   char **out, vt_text_span **spans, size_t *n_spans);
+/*
+ * vt_chat_render_template with the variables as JSON text, as an OpenAI
+ * request carries them: messages_json, a JSON array of message objects
+ * (role, content, tool_calls, tool_call_id, reasoning_content, ...);
+ * tools_json, a JSON array (the "tools" variable) or NULL; kwargs_json, a
+ * JSON object whose members become variables too (chat_template_kwargs:
+ * enable_thinking, reasoning_effort, ...) or NULL. Give enable_thinking in
+ * kwargs_json or by flags, not both. The caller vouches that the texts are
+ * valid JSON (the interpreter refuses them otherwise: VT_ERR_INVALID_ARG).
+ * Output, spans and errors as vt_chat_render_template; every string of the
+ * three is the request's (its spans stay text).
+ */
+vt_status vt_chat_render_template_json(const vt_tokenizer *tok, const char *tmpl,
+                                       const char *messages_json, const char *tools_json,
+                                       const char *kwargs_json, int add_generation_prompt,
+                                       unsigned flags, char **out, vt_text_span **spans,
+                                       size_t *n_spans);
 /* Chat family of a GGUF architecture ("qwen35moe" -> "qwen35", "gemma4" ->
  * "gemma4"), NULL if unknown. */
 const char *vt_chat_family_for_arch(const char *arch);
