@@ -62,6 +62,12 @@ static void test_syntax_of_template(void **state)
     assert_int_equal(vt_tool_syntax_for(NULL, NULL), VT_TOOL_SYNTAX_NONE);
     assert_string_equal(vt_tool_call_open(VT_TOOL_SYNTAX_QWEN), "<tool_call>");
     assert_string_equal(vt_tool_call_close(VT_TOOL_SYNTAX_GEMMA4), "<tool_call|>");
+    assert_true(vt_tool_syntax_marker(VT_TOOL_SYNTAX_GEMMA4, "<|\"|>", 5));
+    assert_true(vt_tool_syntax_marker(VT_TOOL_SYNTAX_GEMMA4, "<|tool_call>", 12));
+    assert_false(vt_tool_syntax_marker(VT_TOOL_SYNTAX_QWEN, "<|\"|>", 5));
+    assert_true(vt_tool_syntax_marker(VT_TOOL_SYNTAX_QWEN, "</tool_call>", 12));
+    assert_false(vt_tool_syntax_marker(VT_TOOL_SYNTAX_QWEN, "<tool_call", 10));
+    assert_false(vt_tool_syntax_marker(VT_TOOL_SYNTAX_NONE, "", 0));
 }
 
 static void test_qwen(void **state)

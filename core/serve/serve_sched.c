@@ -116,6 +116,14 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
     if (j->req.logprobs) sv_add_logprobs(j, logits, id);
     size_t n;
     const char *piece = vt_detok_stream_push(j->ds, id, &n);
+    char marker[32];
+    if (!n && j->tool_syntax) { /* a control token that is a tool-call marker is text here */
+        int64_t k = vt_token_to_piece(s->tok, id, 1, marker, sizeof marker);
+        if (k > 0 && k < (int64_t)sizeof marker && vt_tool_syntax_marker(j->tool_syntax, marker, (size_t)k)) {
+            piece = marker;
+            n = (size_t)k;
+        }
+    }
     if (sv_bb_put_utf8(&j->pending, piece, n) != 0) {
         vt_set_error("out of memory for the output text");
         return -1;

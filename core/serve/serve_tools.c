@@ -42,6 +42,15 @@ const char *vt_tool_call_close(vt_tool_syntax syn)
     return syn == VT_TOOL_SYNTAX_QWEN ? QWEN_CLOSE : syn == VT_TOOL_SYNTAX_GEMMA4 ? GEMMA_CLOSE : "";
 }
 
+int vt_tool_syntax_marker(vt_tool_syntax syn, const char *text, size_t n)
+{
+    const char *m[3] = {vt_tool_call_open(syn), vt_tool_call_close(syn),
+                        syn == VT_TOOL_SYNTAX_GEMMA4 ? GEMMA_QUOTE : ""};
+    for (int i = 0; i < 3; i++)
+        if (*m[i] && strlen(m[i]) == n && !memcmp(m[i], text, n)) return 1;
+    return 0;
+}
+
 /* A cursor over the call's text; err set (and why written) on the first problem. */
 typedef struct cur {
     const char *p, *end, *start;

@@ -40,6 +40,12 @@ vt_tool_syntax vt_tool_syntax_for(const char *family, const char *chat_template)
 const char *vt_tool_call_open(vt_tool_syntax syn);
 const char *vt_tool_call_close(vt_tool_syntax syn);
 
+/* Whether the n bytes of text are one of the syntax's own markers (its open
+ * and close texts; Gemma 4's string quote <|"|>): a vocabulary may hold
+ * them as control tokens, which the server then writes out as text where a
+ * request offers tools, so that the call can be read back. */
+int vt_tool_syntax_marker(vt_tool_syntax syn, const char *text, size_t n);
+
 /*
  * Parse the text between a call's open and close markers (body, n bytes,
  * not NUL-terminated). tools: the request's "tools" array (for the schema
