@@ -233,9 +233,9 @@ static void test_bench_profile(void **s)
     free(err);
 }
 
-/* --jinja renders --chat with the model's own chat template (the demo
+/* --chat renders with the model's own chat template by default (the demo
  * model's has no "<think>\n" after the generation prompt, vt's built-in
- * qwen35 template does); --chat-template-file FILE with a file's; a file
+ * qwen35 template does: --no-jinja); --chat-template-file FILE with a file's; a file
  * that cannot be read and a template that raises are errors naming them. */
 static void test_jinja_flags(void **s)
 {
@@ -252,10 +252,23 @@ static void test_jinja_flags(void **s)
         fail_msg("--jinja: not the model's own template's prompt: %s", err);
     free(out);
     free(err);
-    const char *builtin[] = {"run", "-m", demo, "--chat", "-p", "Hi", "-n", "1", "--temp", "0",
-                             "--verbose-prompt", NULL};
-    if (run_vt(builtin, &out, &err)) fail_msg("vt run --chat failed: %s", err);
+    /* the model's own template is the default; --no-jinja: vt's built-in one */
+    const char *deflt[] = {"run", "-m", demo, "--chat", "-p", "Hi", "-n", "1", "--temp", "0",
+                           "--verbose-prompt", NULL};
+    if (run_vt(deflt, &out, &err)) fail_msg("vt run --chat failed: %s", err);
+    if (!strstr(err, "prompt: \"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n\"\n"))
+        fail_msg("default: not the model's own template's prompt: %s", err);
+    free(out);
+    free(err);
+    const char *builtin[] = {"run", "-m", demo, "--chat", "--no-jinja", "-p", "Hi", "-n", "1", "--temp",
+                             "0", "--verbose-prompt", NULL};
+    if (run_vt(builtin, &out, &err)) fail_msg("vt run --chat --no-jinja failed: %s", err);
     if (!strstr(err, "<|im_start|>assistant\n<think>\n\"")) fail_msg("built-in template: %s", err);
+    free(out);
+    free(err);
+    const char *both[] = {"run", "-m", demo, "--jinja", "--no-jinja", "-p", "Hi", "-n", "1", NULL};
+    if (!run_vt(both, &out, &err) || !strstr(err, "--no-jinja contradicts --jinja"))
+        fail_msg("--jinja --no-jinja: %s", err);
     free(out);
     free(err);
     char tpath[] = "/tmp/vt-cli-tmpl-XXXXXX";
@@ -308,7 +321,7 @@ static void test_chat_template(void **s)
 {
     (void)s;
     if (!(fx = vt_test_fixtures())) return;
-    const char *args[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "--chat", "--system", "  SYS\n",
+    const char *args[] = {"run", "-m", model("qwen35moe-tiny-bf16.gguf"), "--chat", "--no-jinja", "--system", "  SYS\n",
                           "-p", "\tUSER ", "--temp", "0", "-n", "1", "--verbose-prompt", NULL};
     char *out, *err;
     int rc = run_vt(args, &out, &err);
@@ -833,7 +846,7 @@ static void test_llama_flags(void **s)
         {"--ctx-size=4096", NULL, "--ctx"},  {"-fa", NULL, "fused"},
         {"--n-cpu-moe", "10", "streamed"},   {"-ot", "exps=CPU", "residency config"},
         {"-b", "256", "--batch"},            {"-cnv", NULL, "conversation"},
-        {"-hf", "org/model", "-m"},          {"--chat-template", "chatml", "--jinja"},
+        {"-hf", "org/model", "-m"},          {"--chat-template", "chatml", "--chat-template-file"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *args[] = {"run", "-m", "/nonexistent.gguf", c[i].flag, c[i].value, NULL};

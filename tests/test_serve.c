@@ -255,17 +255,17 @@ static void test_equals_vt_run(void **state)
                             ->child->next->valuestring, want);
     cJSON_Delete(j);
     free(want);
-    /* chat: vt run --chat's text is the reasoning (it never closes </think> here) */
+    /* chat, by default with the model's own template (the trained fixture's
+     * opens no think block): vt run --chat's text is the content */
     want = vt_run((const char *const[]){"-p", "What is a list?", "--chat", "-n", "24", "--temp", "0", NULL});
-    assert_null(strstr(want, "</think>"));
     j = json_post(s.port, "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"What is a list?\"}],"
                   "\"max_tokens\":24,\"temperature\":0}", 200);
     cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
-    const char *rc = cJSON_GetStringValue(cJSON_GetObjectItem(msg, "reasoning_content"));
-    assert_non_null(rc);
-    assert_string_equal(rc, want);
-    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, "");
+    assert_null(cJSON_GetStringValue(cJSON_GetObjectItem(msg, "reasoning_content")));
+    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, want);
+    /* 17 prompt tokens: the built-in template's would be 19 (with "<think>\n") */
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint, 17);
     cJSON_Delete(j);
     free(want);
     /* a stop string: the text ends before it, and it is never sent */
@@ -294,27 +294,59 @@ static void test_equals_vt_run(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
-/* vt serve --jinja: chats rendered with the model's own template (the
- * trained fixture's has no "<think>\n" after the generation prompt): the
- * answer is content, not reasoning, and equals vt run --chat --jinja's. */
-static void test_jinja_chat(void **state)
+/* vt serve --no-jinja: chats rendered with vt's built-in qwen35 template,
+ * which opens a think block: vt run --chat --no-jinja's text (it never
+ * closes </think> here) is the reasoning. */
+static void test_no_jinja_chat(void **state)
 {
     (void)state;
     if (!have_model()) return;
     server s;
-    server_start(&s, (const char *const[]){"--jinja", NULL});
-    char *want = vt_run((const char *const[]){"-p", "What is a list?", "--chat", "--jinja", "-n", "24",
-                                              "--temp", "0", NULL});
+    server_start(&s, (const char *const[]){"--no-jinja", NULL});
+    char *want = vt_run((const char *const[]){"-p", "What is a list?", "--chat", "--no-jinja", "-n",
+                                              "24", "--temp", "0", NULL});
+    assert_null(strstr(want, "</think>"));
     cJSON *j = json_post(s.port, "/v1/chat/completions",
                          "{\"messages\":[{\"role\":\"user\",\"content\":\"What is a list?\"}],"
                          "\"max_tokens\":24,\"temperature\":0}", 200);
     cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
-    assert_null(cJSON_GetStringValue(cJSON_GetObjectItem(msg, "reasoning_content")));
-    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, want);
-    /* 17 prompt tokens: the built-in template's would be 19 (with "<think>\n") */
-    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint, 17);
+    const char *rc = cJSON_GetStringValue(cJSON_GetObjectItem(msg, "reasoning_content"));
+    assert_non_null(rc);
+    assert_string_equal(rc, want);
+    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, "");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint, 19);
     cJSON_Delete(j);
     free(want);
+    assert_int_equal(server_stop(&s), 0);
+}
+
+/* POST /apply-template: the prompt a chat renders to with the server's
+ * template (the trained fixture's ChatML-like one), a developer message as
+ * the system prompt of a template that knows no developer role; tools on a
+ * --no-jinja server are a 400 that says why. */
+static void test_apply_template(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){NULL});
+    cJSON *j = json_post(s.port, "/apply-template",
+                         "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+                         "{\"role\":\"user\",\"content\":\"Hi\"}]}", 200);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "prompt")),
+                        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                        "<|im_start|>assistant\n");
+    cJSON_Delete(j);
+    j = json_post(s.port, "/apply-template", "{\"messages\":[]}", 400);
+    cJSON_Delete(j);
+    assert_int_equal(server_stop(&s), 0);
+    server_start(&s, (const char *const[]){"--no-jinja", NULL});
+    j = json_post(s.port, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[{\"type\":"
+                  "\"function\",\"function\":{\"name\":\"f\"}}]}", 400);
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+    if (!m || !strstr(m, "need the model's own chat template")) fail_msg("tools on --no-jinja: %s", m);
+    cJSON_Delete(j);
     assert_int_equal(server_stop(&s), 0);
 }
 
@@ -952,7 +984,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_endpoints, reap_servers),
         cmocka_unit_test_teardown(test_equals_vt_run, reap_servers),
-        cmocka_unit_test_teardown(test_jinja_chat, reap_servers),
+        cmocka_unit_test_teardown(test_no_jinja_chat, reap_servers),
+        cmocka_unit_test_teardown(test_apply_template, reap_servers),
         cmocka_unit_test_teardown(test_parallel_equals_run, reap_servers),
         cmocka_unit_test_teardown(test_random_model_utf8, reap_servers),
         cmocka_unit_test_teardown(test_bad_input, reap_servers),

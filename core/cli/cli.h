@@ -31,7 +31,7 @@ enum {
     O_DEVICE, O_PLUGIN_DIR, O_KERNELS, O_CTX, O_BATCH, O_TYPE, O_IGNORE_EOS, O_NPROMPT, O_REPS,
     O_CONFIG, O_VERBOSE_PROMPT, O_SET, O_SHOW, O_JSON, O_SPARSE, O_ARCH, O_NO_PROGRESS, O_PROFILE,
     O_NO_SPECIAL, O_TRACE, O_HOST, O_PORT, O_PARALLEL, O_API_KEY, O_API_KEY_FILE, O_QUEUE,
-    O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN, O_NO_PREFAULT, O_JINJA, O_CHAT_TEMPLATE_FILE,
+    O_TIMEOUT, O_ALIAS, O_CORS_ORIGIN, O_NO_PREFAULT, O_JINJA, O_NO_JINJA, O_CHAT_TEMPLATE_FILE,
     O_MK_SHAPE = 1199, /* in a command's list: every mkmodel shape option */
     O_MK_BASE = 1200   /* + index into the shape table */
 };
@@ -44,7 +44,8 @@ typedef struct opts {
     const char *sets[64];
     int n_sets, show, json, no_progress, quiet, profile, no_special, no_prefault;
     const char *trace;
-    int jinja;                 /* --jinja or --chat-template-file: a Jinja chat template */
+    int jinja;                 /* --jinja or --chat-template-file: a Jinja chat template, asked for */
+    int no_jinja;              /* --no-jinja: the family's built-in template */
     const char *chat_template_file;
     uint32_t mk_val[32];   /* mkmodel shape options, by index into the shape table */
     uint8_t mk_set[32];
@@ -115,10 +116,12 @@ vt_status cli_open_engine_plan(const opts *o, vt_engine **e);
 /* vt_gguf_open of o->model (header and tensor table, nothing mapped) with a
  * bar of the shards opened of a split model (vt info, vt fit) */
 vt_status cli_open_gguf(const opts *o, vt_gguf **g);
-/* The Jinja chat template --jinja / --chat-template-file FILE chose, parsed
- * once (a syntax error is refused here): malloc-ed (the file's text, or a
- * copy of the model's tokenizer.chat_template); NULL when neither was given,
- * or on error (*failed set, the message through vt_last_error). */
+/* The Jinja chat template chats are rendered with, parsed once: the file of
+ * --chat-template-file, else the model's tokenizer.chat_template (the
+ * default), malloc-ed. NULL: vt's built-in template for the family instead
+ * (--no-jinja; or the model has none, or vt cannot parse its template: a
+ * warning then, an error when --jinja asked for it), or on error (*failed
+ * set, the message through vt_last_error). */
 char *cli_chat_template(const opts *o, const char *model_template, int *failed);
 /* --stats: "weights: 19.58 MiB read from the file in place in 0.012 s (1.60 GiB/s)" */
 void cli_print_weights(FILE *f, const vt_engine *e);

@@ -125,7 +125,16 @@ vt_status cli_open_gguf(const opts *o, vt_gguf **g)
 char *cli_chat_template(const opts *o, const char *model_template, int *failed)
 {
     *failed = 0;
-    if (!o->jinja) return NULL;
+    if (o->no_jinja) {
+        if (o->jinja) {
+            vt_set_error("--no-jinja contradicts %s", o->chat_template_file ? "--chat-template-file"
+                                                                            : "--jinja");
+            *failed = 1;
+        } else {
+            vt_log(VT_LOG_INFO, "chat template: vt's built-in one for the model's family (--no-jinja)");
+        }
+        return NULL;
+    }
     char *t = NULL;
     if (o->chat_template_file) {
         FILE *f = fopen(o->chat_template_file, "rb");
@@ -143,19 +152,30 @@ char *cli_chat_template(const opts *o, const char *model_template, int *failed)
         }
         if (f) fclose(f);
     } else if (!model_template) {
+        if (!o->jinja) {
+            vt_log(VT_LOG_INFO, "chat template: vt's built-in one for the model's family (the model "
+                   "has no tokenizer.chat_template)");
+            return NULL;
+        }
         vt_set_error("--jinja: the model has no chat template (tokenizer.chat_template); give one "
                      "with --chat-template-file FILE");
     } else if (!(t = strdup(model_template))) {
-        vt_set_error("--jinja: out of memory copying the chat template");
+        vt_set_error("out of memory copying the chat template");
     } else {
         vt_log(VT_LOG_INFO, "chat template: the model's own (tokenizer.chat_template, %zu bytes)",
                strlen(t));
     }
     /* a template that does not parse is refused now, not at each chat */
     if (t && vt_jinja_check(t, strlen(t)) != VT_OK) {
-        vt_error_prefix("%s", o->chat_template_file ? o->chat_template_file : "the model's chat template");
         free(t);
         t = NULL;
+        if (!o->jinja) { /* the default: the family's template stands in */
+            vt_log(VT_LOG_WARN, "the model's chat template cannot be read by vt (%s): chats use "
+                   "vt's built-in template for the model's family (--no-jinja says so quietly)",
+                   vt_last_error());
+            return NULL;
+        }
+        vt_error_prefix("%s", o->chat_template_file ? o->chat_template_file : "the model's chat template");
     }
     *failed = !t;
     return t;

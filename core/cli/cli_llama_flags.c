@@ -34,8 +34,8 @@ static const struct {
      "vt has no conversation mode yet: 'vt run --chat -p TEXT' for one turn, or 'vt serve' and an "
      "OpenAI client"},
     {{"--chat-template"},
-     "vt has no named templates: --jinja renders the chat with the model's own chat template, "
-     "--chat-template-file FILE with a template file's (both imply --chat)"},
+     "vt has no named templates: chats render with the model's own chat template (the default), "
+     "--chat-template-file FILE with a template file's, --no-jinja with vt's built-in one"},
     {{"-r", "--reverse-prompt"},
      "vt stops at the model's end-of-generation tokens (--ignore-eos to go on); there is no reverse "
      "prompt"},

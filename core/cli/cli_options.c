@@ -66,9 +66,11 @@ static const cli_option options[] = {
     {O_NO_PROGRESS, "no-progress", NULL, "no progress bar (drawn on stderr only when it is a terminal:\n"
                                          "while the weights come in, a model is written, a split\n"
                                          "model's shards are opened)"},
-    {O_JINJA, "jinja", NULL, "chats (vt run: implies --chat; vt serve's /v1/chat/completions) rendered\n"
-                             "with the model's own chat template (tokenizer.chat_template) instead of\n"
-                             "vt's built-in one for its family"},
+    {O_JINJA, "jinja", NULL, "chats rendered with the model's own chat template (tokenizer.chat_template),\n"
+                             "which is the default; given, vt run chats (implies --chat) and a template\n"
+                             "that vt cannot render is an error instead of a fallback"},
+    {O_NO_JINJA, "no-jinja", NULL, "chats rendered with vt's built-in template for the model's family\n"
+                                   "instead of the model's own (the fallback for a model without one)"},
     {O_CHAT_TEMPLATE_FILE, "chat-template-file", "FILE", "chats rendered with the Jinja chat template in FILE\n"
                                                          "(implies --jinja)"},
     {O_NO_PREFAULT, "no-prefault", NULL, "weights used in place from the file (CPU): read them at first\n"
@@ -248,6 +250,7 @@ static int parse_argv(int argc, char **argv, opts *o)
         case O_NO_PROGRESS: o->no_progress = 1; break;
         case O_NO_PREFAULT: o->no_prefault = 1; break;
         case O_JINJA: o->jinja = 1; break;
+        case O_NO_JINJA: o->no_jinja = 1; break;
         case O_CHAT_TEMPLATE_FILE:
             o->chat_template_file = optarg;
             o->jinja = 1;

@@ -132,17 +132,17 @@ static int run_main(const opts *o_in)
         size_t n = 0;
         if (o->system) msgs[n++] = (vt_chat_msg){"system", o->system};
         msgs[n++] = (vt_chat_msg){"user", o->prompt};
-        if (!family) {
-            vt_set_error("no chat template for architecture '%s'", vt_engine_arch(e));
-            goto out;
-        }
         int bad;
         char *tmpl = cli_chat_template(o, vt_tokenizer_chat_template(tok), &bad);
         if (bad) goto out;
-        if (tmpl) { /* --jinja: the template itself, through vt's interpreter */
+        if (tmpl) { /* the Jinja template itself, through vt's interpreter */
             vt_status st = vt_chat_render_template(tok, tmpl, msgs, n, 1, 0, &text, &plain, &n_plain);
             free(tmpl);
             if (st != VT_OK) goto out;
+        } else if (!family) {
+            vt_set_error("no chat template for architecture '%s' (the model has none; give one "
+                         "with --chat-template-file FILE)", vt_engine_arch(e));
+            goto out;
         } else {
             /* the GGUF's own template decides template variants (gemma4's empty thought channel) */
             unsigned flags = vt_chat_flags_for_template(family, vt_tokenizer_chat_template(tok));
@@ -280,7 +280,8 @@ static const cli_opt_use run_options[] = {
     {O_SYSTEM, NULL, NULL}, {O_STATS, NULL, NULL}, {O_IDS, NULL, NULL}, {O_IGNORE_EOS, NULL, NULL},
     {O_VERBOSE_PROMPT, NULL, NULL},
     {O_NO_SPECIAL, NULL, "control tokens written in the prompt (or --chat messages) stay text"},
-    {O_JINJA, NULL, NULL}, {O_CHAT_TEMPLATE_FILE, NULL, NULL}, {0, NULL, NULL}};
+    {O_JINJA, NULL, NULL}, {O_NO_JINJA, NULL, NULL}, {O_CHAT_TEMPLATE_FILE, NULL, NULL},
+    {0, NULL, NULL}};
 
 const cli_command cli_cmd_run = {
     "run", run_main, "[-m MODEL] -p PROMPT [options]",

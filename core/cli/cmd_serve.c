@@ -184,7 +184,8 @@ static const cli_opt_use serve_options[] = {
     {O_PARALLEL, NULL, "requests served at once (slots), each its own KV cache of --ctx tokens"},
     {O_QUEUE, NULL, NULL}, {O_API_KEY, NULL, NULL}, {O_API_KEY_FILE, NULL, NULL},
     {O_TIMEOUT, NULL, NULL}, {O_ALIAS, NULL, NULL}, {O_CORS_ORIGIN, NULL, NULL},
-    {O_JINJA, NULL, NULL}, {O_CHAT_TEMPLATE_FILE, NULL, NULL}, {0, NULL, NULL}};
+    {O_JINJA, NULL, NULL}, {O_NO_JINJA, NULL, NULL}, {O_CHAT_TEMPLATE_FILE, NULL, NULL},
+    {0, NULL, NULL}};
 
 const cli_command cli_cmd_serve = {
     "serve", serve_main, "-m MODEL [options]",

@@ -510,9 +510,28 @@ static int render_chat(vt_serve_sched *s, const vt_serve_request *req, char **te
     if (req->thinking == 0) flags |= VT_CHAT_NO_THINKING;
     if (req->thinking == 1 && s->family && !strcmp(s->family, "gemma4")) flags |= VT_CHAT_THINKING;
     vt_status st;
-    if (s->chat_template) /* --jinja: the template itself; thinking as the request asks */
+    /* OpenAI's "developer" is the system prompt, for a template that knows no such role */
+    char *dev_msgs = NULL;
+    int has_dev = 0;
+    for (size_t i = 0; i < req->n_msgs; i++) has_dev |= !strcmp(req->msgs[i].role, "developer");
+    if (s->chat_template && has_dev && !strstr(s->chat_template, "developer")) {
+        cJSON *a = cJSON_Parse(req->tmpl_messages), *m;
+        cJSON_ArrayForEach(m, a) {
+            const char *r = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
+            if (r && !strcmp(r, "developer"))
+                cJSON_ReplaceItemInObject(m, "role", cJSON_CreateString("system"));
+        }
+        dev_msgs = a ? cJSON_PrintUnformatted(a) : NULL;
+        cJSON_Delete(a);
+        if (!dev_msgs) {
+            free(msgs);
+            vt_serve_error_set(err, 500, NULL, "out of memory for the messages");
+            return -1;
+        }
+    }
+    if (s->chat_template) /* the Jinja template itself; thinking as the request asks */
         st = vt_chat_render_template_json(
-            s->tok, s->chat_template, req->tmpl_messages,
+            s->tok, s->chat_template, dev_msgs ? dev_msgs : req->tmpl_messages,
             req->tool_choice == VT_SERVE_TOOLS_NONE ? NULL : req->tools,
             req->template_kwargs, 1,
             req->template_kwargs ? 0 /* enable_thinking is among them */
@@ -522,6 +541,7 @@ static int render_chat(vt_serve_sched *s, const vt_serve_request *req, char **te
     else
         st = vt_chat_render_spans(s->family, msgs, req->n_msgs, 1, flags, text, plain, n_plain);
     free(msgs);
+    free(dev_msgs);
     if (st != VT_OK) {
         vt_serve_error_set(err, st == VT_ERR_OUT_OF_MEMORY ? 500 : 400, "messages", "%s",
                            vt_last_error());
