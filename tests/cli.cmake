@@ -20,3 +20,9 @@ set_tests_properties(test_readme PROPERTIES LABELS "cli" TIMEOUT 60)
 add_test(NAME test_default_build
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_default_build.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_default_build PROPERTIES LABELS "cli" TIMEOUT 300)
+# vt chat through a pty and a pipe (tests/cli_chat.sh): turns reuse the KV
+# cache and answer as the whole conversation evaluated afresh would
+add_test(NAME cli_chat
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_chat.sh $<TARGET_FILE:vt> ${VT_FIXTURES_DIR}
+                 ${VT_PLUGIN_OUTPUT_DIR})
+set_tests_properties(cli_chat PROPERTIES LABELS "cli;fixtures" TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -845,7 +845,7 @@ static void test_llama_flags(void **s)
         {"-np", "4", "--parallel"},          {"-c", "4096", "--ctx"},
         {"--ctx-size=4096", NULL, "--ctx"},  {"-fa", NULL, "fused"},
         {"--n-cpu-moe", "10", "streamed"},   {"-ot", "exps=CPU", "residency config"},
-        {"-b", "256", "--batch"},            {"-cnv", NULL, "conversation"},
+        {"-b", "256", "--batch"},            {"-i", NULL, "vt chat"},
         {"-hf", "org/model", "-m"},          {"--chat-template", "chatml", "--chat-template-file"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {

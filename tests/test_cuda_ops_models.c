@@ -168,10 +168,15 @@ static void cmp_logits(const char *what, const float *got, const float *ref, int
  * the same roundings, and a one-token matmul computes each output row on its
  * own: decoding token by token with them (the default) and with
  * VT_FUSED_OPS=0 (the composed ops, separate matrices) must give the same
- * bits, through the recorded graph and op by op (VT_GRAPH=0). A prefill
- * chunk's products run over more rows at once (cuBLAS may then sum in
- * another order): within 1e-3. As users run it: int8 one-token matmuls,
- * tensor-core prefill. */
+ * bits, through the recorded graph and op by op (VT_GRAPH=0), as users run
+ * it (int8 one-token matmuls). A prefill chunk's products: the same bits
+ * too, with the tiled kernel (VT_GPU_GEMM=tiled), whose sum for an output
+ * does not depend on how many rows the matrix has. The default tensor-core
+ * prefill (cuBLAS) picks its kernels, and so its summation order, by the
+ * matrix's shape, and a merged matrix has another shape than its parts: a
+ * last-bit difference there can flip a near-tie of the router and move a
+ * token's logits by 0.1 on these random-weight models (issue 42), so it is
+ * held to the reference by test_model_fixtures instead. */
 static void fused_case(const char *path, int graph)
 {
     enum { N = 20 };
@@ -180,10 +185,10 @@ static void fused_case(const char *path, int graph)
     float *dec[2] = {NULL, NULL}, *pre[2] = {NULL, NULL};
     int64_t V = 0;
     unsetenv("VT_GPU_INT8_DOT");
-    unsetenv("VT_GPU_GEMM");
     if (!graph) setenv("VT_GRAPH", "0", 1);
     for (int f = 0; f < 2; f++) {
         setenv("VT_FUSED_OPS", f ? "0" : "1", 1);
+        unsetenv("VT_GPU_GEMM");
         vt_engine *e = open_engine(path, "cuda", NULL);
         vt_model_info mi = {.struct_size = sizeof mi};
         vt_engine_model_info(e, &mi);
@@ -193,7 +198,9 @@ static void fused_case(const char *path, int graph)
         OKC(vt_engine_reset(e));
         for (int t = 0; t < N; t++)
             OKC(vt_engine_eval(e, &ids[t], 1, dec[f] + (size_t)t * (size_t)V, 0));
-        OKC(vt_engine_reset(e));
+        vt_engine_close(e);
+        setenv("VT_GPU_GEMM", "tiled", 1);
+        e = open_engine(path, "cuda", NULL);
         OKC(vt_engine_eval(e, ids, 16, pre[f], 1));
         vt_engine_close(e);
     }
@@ -207,12 +214,13 @@ static void fused_case(const char *path, int graph)
             fail_msg("%s%s: token %zu logit %zu: fused %.9g, composed %.9g (the bits must agree)",
                      base, graph ? "" : " (VT_GRAPH=0)", i / (size_t)V, i % (size_t)V,
                      (double)dec[0][i], (double)dec[1][i]);
-    char what[160];
-    snprintf(what, sizeof what, "%s%s: %d tokens one by one, fused = composed bit for bit", base,
-             graph ? "" : " (VT_GRAPH=0)", N);
-    fprintf(stderr, "  %s\n", what);
-    snprintf(what, sizeof what, "%s: prefill 16, fused vs composed", base);
-    compare(what, pre[0], pre[1], 16 * V, NULL, 1e-3, 0.0);
+    for (size_t i = 0; i < (size_t)16 * (size_t)V; i++)
+        if (memcmp(&pre[0][i], &pre[1][i], sizeof(float)))
+            fail_msg("%s%s: prefill 16 (tiled) token %zu logit %zu: fused %.9g, composed %.9g "
+                     "(the bits must agree)", base, graph ? "" : " (VT_GRAPH=0)", i / (size_t)V,
+                     i % (size_t)V, (double)pre[0][i], (double)pre[1][i]);
+    fprintf(stderr, "  %s%s: %d tokens one by one and a prefill of 16 (tiled), fused = composed "
+            "bit for bit\n", base, graph ? "" : " (VT_GRAPH=0)", N);
     for (int f = 0; f < 2; f++) {
         free(dec[f]);
         free(pre[f]);

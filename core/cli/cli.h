@@ -20,6 +20,7 @@
 #include "expert_streamer.h"
 #include "mkmodel.h"
 #include "sampler.h"
+#include "tokenizer.h"
 #include "vt/status.h"
 
 #define VT_VERSION_STRING "0.1.0"
@@ -47,6 +48,7 @@ typedef struct opts {
     int jinja;                 /* --jinja or --chat-template-file: a Jinja chat template, asked for */
     int no_jinja;              /* --no-jinja: the family's built-in template */
     const char *chat_template_file;
+    const char *prompt_file;   /* -f FILE: the prompt from FILE ("-": stdin) */
     uint32_t mk_val[32];   /* mkmodel shape options, by index into the shape table */
     uint8_t mk_set[32];
     int mk_sparse;
@@ -77,7 +79,7 @@ typedef struct cli_command {
     const cli_opt_use *options; /* what it reads, {0} ends the list; -v -q -h always */
 } cli_command;
 
-extern const cli_command cli_cmd_run, cli_cmd_logits, cli_cmd_tokenize, cli_cmd_info,
+extern const cli_command cli_cmd_run, cli_cmd_chat, cli_cmd_logits, cli_cmd_tokenize, cli_cmd_info,
     cli_cmd_plugins, cli_cmd_config, cli_cmd_fit, cli_cmd_mkmodel, cli_cmd_bench, cli_cmd_serve;
 
 /* the options every command that opens an engine reads */
@@ -123,6 +125,21 @@ vt_status cli_open_gguf(const opts *o, vt_gguf **g);
  * warning then, an error when --jinja asked for it), or on error (*failed
  * set, the message through vt_last_error). */
 char *cli_chat_template(const opts *o, const char *model_template, int *failed);
+/* The shipped demo model (vt run, vt chat without -m): <bindir>/VT_MODELS_REL_DIR,
+ * or the source tree's models/ for a build tree's vt; NULL (and a message
+ * naming where it looked, as "vt CMD: ...") when it is not there. Names the
+ * model on stderr when say (--stats) or at -v. */
+const char *cli_default_model(const char *cmd, int say);
+/* The prompt of -f FILE, or of -p - (stdin): malloc-ed text (NUL-terminated;
+ * at most 64 MiB), or NULL with the error set naming the file. */
+char *cli_read_prompt(const char *path);
+/* The sampler of the options (--temp, --top-k, ..., the seed from the clock
+ * unless --seed), with UNUSED and suppressed tokens banned (*banned: the
+ * [n_vocab] mask, malloc-ed, for the caller to free after the sampler); *seed: the seed used. */
+vt_status cli_sampler_new(const opts *o, const vt_tokenizer *tok, const vt_model_info *info,
+                          uint8_t **banned, vt_sampler **smp, uint64_t *seed);
+/* vt chat's main, also vt run -cnv's */
+int cli_chat_main(const opts *o);
 /* --stats: "weights: 19.58 MiB read from the file in place in 0.012 s (1.60 GiB/s)" */
 void cli_print_weights(FILE *f, const vt_engine *e);
 

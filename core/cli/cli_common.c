@@ -203,3 +203,97 @@ double cli_peak_rss_mib(void)
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
 }
+
+const char *cli_default_model(const char *cmd, int say)
+{
+    static char path[4096];
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? (exe[n] = 0, strrchr(exe, '/')) : NULL;
+    if (slash) {
+        *slash = 0;
+        snprintf(path, sizeof path, "%s/" VT_MODELS_REL_DIR "/%s", exe, VT_DEMO_MODEL_NAME);
+        if (access(path, R_OK) != 0 && !strcmp(exe, VT_BUILD_BIN_DIR)) /* a build tree's vt */
+            snprintf(path, sizeof path, "%s/%s", VT_SOURCE_MODELS_DIR, VT_DEMO_MODEL_NAME);
+        if (access(path, R_OK) == 0) {
+            if (say || vt_log_get_level() >= VT_LOG_INFO)
+                fprintf(stderr, "vt %s: no -m given: the demo model %s\n", cmd, path);
+            return path;
+        }
+    }
+    fprintf(stderr, "vt %s: no -m MODEL given and the demo model %s is not in <bindir>/"
+            VT_MODELS_REL_DIR " (nor, for a build tree, in %s)\n", cmd, VT_DEMO_MODEL_NAME,
+            VT_SOURCE_MODELS_DIR);
+    return NULL;
+}
+
+char *cli_read_prompt(const char *path)
+{
+    const int in = !strcmp(path, "-");
+    FILE *f = in ? stdin : fopen(path, "rb");
+    if (!f) {
+        vt_set_error("-f %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    const size_t max = (size_t)64 << 20;
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    if (!s) vt_set_error("out of memory for the prompt");
+    while (s) {
+        if (len + 1 == cap) {
+            char *t = cap <= max ? realloc(s, cap * 2) : NULL;
+            if (!t) {
+                free(s);
+                s = NULL;
+                vt_set_error("%s: %s", in ? "the prompt on stdin" : path,
+                             cap > max ? "longer than 64 MiB" : "out of memory");
+                break;
+            }
+            s = t;
+            cap *= 2;
+        }
+        size_t k = fread(s + len, 1, cap - 1 - len, f);
+        len += k;
+        if (k == 0) {
+            if (ferror(f)) {
+                vt_set_error("%s: %s", in ? "reading the prompt from stdin" : path, strerror(errno));
+                free(s);
+                s = NULL;
+            }
+            break;
+        }
+    }
+    if (s) s[len] = 0;
+    if (!in) fclose(f);
+    return s;
+}
+
+vt_status cli_sampler_new(const opts *o, const vt_tokenizer *tok, const vt_model_info *info,
+                          uint8_t **banned, vt_sampler **smp, uint64_t *seed)
+{
+    *smp = NULL;
+    uint8_t *b = calloc((size_t)info->n_vocab, 1);
+    if (!(*banned = b)) {
+        vt_set_error("out of memory for the %lld-token sampling mask", (long long)info->n_vocab);
+        return VT_ERR_OUT_OF_MEMORY;
+    }
+    int64_t n_banned = 0;
+    for (int64_t i = 0; i < info->n_vocab; i++)
+        n_banned += b[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED ||
+                           vt_tokenizer_is_suppressed(tok, (int32_t)i); /* tokenizer.ggml.suppress_tokens */
+    if (n_banned == info->n_vocab) {
+        vt_set_error("%s: every one of the %lld tokens is UNUSED or suppressed: nothing can be "
+                     "sampled", o->model, (long long)info->n_vocab);
+        return VT_ERR_FORMAT;
+    }
+    vt_sampler_params sp = o->sp;
+    if (!o->have_seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sp.seed = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+    }
+    *seed = sp.seed;
+    vt_log(VT_LOG_INFO, "sampling: temp %.3g top-k %d top-p %.3g min-p %.3g seed %llu",
+           sp.temperature, sp.top_k, sp.top_p, sp.min_p, (unsigned long long)sp.seed);
+    return vt_sampler_new(&sp, info->n_vocab, b, smp);
+}

@@ -29,10 +29,7 @@ static const struct {
     {{"-tb", "--threads-batch"}, "use --threads N (one count for prefill and decode)"},
     {{"-s"}, "use --seed S"},
     {{"-fa", "--flash-attn"}, "vt's attention is always one fused kernel: drop the flag"},
-    {{"-f", "--file"}, "vt has no prompt-from-file option yet: -p \"$(cat FILE)\""},
-    {{"-cnv", "--conversation", "-i", "--interactive"},
-     "vt has no conversation mode yet: 'vt run --chat -p TEXT' for one turn, or 'vt serve' and an "
-     "OpenAI client"},
+    {{"-i", "--interactive"}, "for a conversation in the terminal use 'vt chat' (or vt run -cnv)"},
     {{"--chat-template"},
      "vt has no named templates: chats render with the model's own chat template (the default), "
      "--chat-template-file FILE with a template file's, --no-jinja with vt's built-in one"},

@@ -27,7 +27,8 @@ typedef struct cli_option {
 
 static const cli_option options[] = {
     {'m', "model", "FILE", "GGUF file (a split model: its first shard)"},
-    {'p', "prompt", "TEXT", "the prompt"},
+    {'p', "prompt", "TEXT", "the prompt (- : read it from stdin)"},
+    {'f', "file", "FILE", "read the prompt from FILE (- : stdin)"},
     {'n', "n-predict", "N", "tokens to generate (default 64; -1: until end of generation)"},
     {'t', "threads", "N", "CPU threads (default, or 0: one per online core)"},
     {'o', "output", "FILE", "the file to write"},
@@ -204,7 +205,7 @@ static int llama_flag_refused(int argc, char **argv)
             return -1;
         }
         if (a[1] != '-') {
-            if (!a[2] && strchr("mpnto", a[1])) i++; /* -m FILE */
+            if (!a[2] && strchr("mpfnto", a[1])) i++; /* -m FILE */
         } else if (!strchr(a, '=')) {
             for (size_t k = 0; long_opts[k].name; k++)
                 if (!strcmp(long_opts[k].name, a + 2)) {
@@ -229,12 +230,13 @@ static int parse_argv(int argc, char **argv, opts *o)
     long v;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:p:n:t:o:vqh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:f:n:t:o:vqh", long_opts, NULL)) != -1) {
         if (c != '?' && c != ':' && o->n_seen < (int)(sizeof o->seen / sizeof o->seen[0]))
             o->seen[o->n_seen++] = c;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
+        case 'f': o->prompt_file = optarg; break;
         case 'n':
             if (cli_parse_long(optarg, -1, INT_MAX, "-n", &v)) return -1;
             o->n_predict = (int)v;

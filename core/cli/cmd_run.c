@@ -16,28 +16,6 @@
 #include "sampler.h"
 #include "tokenizer.h"
 
-/* vt run without -m: the shipped demo model, installed beside the binary
- * (<bindir>/VT_MODELS_REL_DIR, e.g. ../share/vt/models) or, for the vt of a
- * build tree only, the source tree's models/. */
-static const char *default_model(void)
-{
-    static char path[4096];
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return NULL;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return NULL;
-    *slash = 0;
-    snprintf(path, sizeof path, "%s/" VT_MODELS_REL_DIR "/%s", exe, VT_DEMO_MODEL_NAME);
-    if (access(path, R_OK) == 0) return path;
-    if (!strcmp(exe, VT_BUILD_BIN_DIR)) {
-        snprintf(path, sizeof path, "%s/%s", VT_SOURCE_MODELS_DIR, VT_DEMO_MODEL_NAME);
-        if (access(path, R_OK) == 0) return path;
-    }
-    return NULL;
-}
-
 /* Expert-streaming counters: the total and one line per layer that streamed. */
 static void print_expert_stats(FILE *f, const vt_engine *e)
 {
@@ -95,23 +73,26 @@ static int run_main(const opts *o_in)
 {
     opts local = *o_in;
     const opts *o = &local;
-    if (!o->prompt) {
-        fprintf(stderr, "vt run: -p PROMPT is required\n");
+    if (o->prompt && o->prompt_file) {
+        fprintf(stderr, "vt run: give -p PROMPT or -f FILE, not both\n");
         return 2;
     }
-    if (!o->model) {
-        local.model = default_model();
-        if (!local.model) {
-            fprintf(stderr, "vt run: no -m MODEL given and the demo model %s is not in "
-                    "<bindir>/" VT_MODELS_REL_DIR " (nor, for a build tree, in %s)\n",
-                    VT_DEMO_MODEL_NAME, VT_SOURCE_MODELS_DIR);
-            return 2;
-        }
-        if (o->stats || vt_log_get_level() >= VT_LOG_INFO)
-            fprintf(stderr, "vt run: no -m given: the demo model %s\n", local.model);
+    if (!o->prompt && !o->prompt_file) {
+        fprintf(stderr, "vt run: -p PROMPT (or -f FILE) is required\n");
+        return 2;
+    }
+    if (!o->model && !(local.model = cli_default_model("run", o->stats))) return 2;
+    char *prompt_text = NULL; /* -f FILE, -p -: read before the model loads */
+    if (o->prompt_file || !strcmp(o->prompt, "-")) {
+        if (!(prompt_text = cli_read_prompt(o->prompt_file ? o->prompt_file : "-")))
+            return cli_fail("run");
+        local.prompt = prompt_text;
     }
     vt_engine *e;
-    if (cli_open_engine(o, &e) != VT_OK) return cli_fail("run");
+    if (cli_open_engine(o, &e) != VT_OK) {
+        free(prompt_text);
+        return cli_fail("run");
+    }
     const vt_tokenizer *tok = vt_engine_tokenizer(e);
     vt_model_info info;
     vt_engine_model_info(e, &info);
@@ -122,6 +103,7 @@ static int run_main(const opts *o_in)
     uint8_t *banned = NULL;
     vt_sampler *smp = NULL;
     vt_detok_stream *ds = NULL;
+    uint64_t seed = 0;
 
     const char *prompt = o->prompt;
     vt_text_span *plain = NULL; /* --no-special --chat: where the messages went */
@@ -167,29 +149,7 @@ static int run_main(const opts *o_in)
         for (int64_t i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
         fprintf(stderr, "\n");
     }
-    banned = calloc((size_t)info.n_vocab, 1);
-    if (!banned) {
-        vt_set_error("out of memory for the %lld-token sampling mask", (long long)info.n_vocab);
-        goto out;
-    }
-    int64_t n_banned = 0;
-    for (int64_t i = 0; i < info.n_vocab; i++)
-        n_banned += banned[i] = vt_tokenizer_token_type(tok, (int32_t)i) == VT_TOKEN_UNUSED ||
-                                vt_tokenizer_is_suppressed(tok, (int32_t)i); /* tokenizer.ggml.suppress_tokens */
-    if (n_banned == info.n_vocab) {
-        vt_set_error("%s: every one of the %lld tokens is UNUSED or suppressed: nothing can be "
-                     "sampled", o->model, (long long)info.n_vocab);
-        goto out;
-    }
-    vt_sampler_params sp = o->sp;
-    if (!o->have_seed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        sp.seed = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
-    }
-    vt_log(VT_LOG_INFO, "sampling: temp %.3g top-k %d top-p %.3g min-p %.3g seed %llu",
-           sp.temperature, sp.top_k, sp.top_p, sp.min_p, (unsigned long long)sp.seed);
-    if (vt_sampler_new(&sp, info.n_vocab, banned, &smp) != VT_OK) goto out;
+    if (cli_sampler_new(o, tok, &info, &banned, &smp, &seed) != VT_OK) goto out;
     ds = vt_detok_stream_new(tok, 0);
     if (!ds) {
         vt_set_error("out of memory for the detokenizer");
@@ -253,7 +213,7 @@ static int run_main(const opts *o_in)
                 t1 - t0, n_ids / (t1 - t0));
         fprintf(stderr, "decode: %d tokens in %.4f s (%.1f tokens/s)\n", steps, t2 - t1,
                 steps > 0 ? steps / (t2 - t1) : 0.0);
-        fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
+        fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
         if (info.moe_path) fprintf(stderr, "moe: %s\n", info.moe_path);
         if (info.decode_path) fprintf(stderr, "decode steps: %s\n", info.decode_path);
         print_expert_stats(stderr, e);
@@ -269,13 +229,14 @@ out:
     free(banned);
     free(ids);
     free(text);
+    free(prompt_text);
     vt_engine_close(e);
     return rc;
 }
 
 static const cli_opt_use run_options[] = {
     CLI_ENGINE_OPTIONS,
-    {'p', NULL, NULL}, {'n', NULL, NULL}, {O_TEMP, NULL, NULL}, {O_TOPK, NULL, NULL},
+    {'p', NULL, NULL}, {'f', NULL, NULL}, {'n', NULL, NULL}, {O_TEMP, NULL, NULL}, {O_TOPK, NULL, NULL},
     {O_TOPP, NULL, NULL}, {O_MINP, NULL, NULL}, {O_SEED, NULL, NULL}, {O_CHAT, NULL, NULL},
     {O_SYSTEM, NULL, NULL}, {O_STATS, NULL, NULL}, {O_IDS, NULL, NULL}, {O_IGNORE_EOS, NULL, NULL},
     {O_VERBOSE_PROMPT, NULL, NULL},
@@ -284,7 +245,7 @@ static const cli_opt_use run_options[] = {
     {0, NULL, NULL}};
 
 const cli_command cli_cmd_run = {
-    "run", run_main, "[-m MODEL] -p PROMPT [options]",
+    "run", run_main, "[-m MODEL] -p PROMPT|-f FILE [options]",
     "generate text (streams to stdout)",
     "Generates text from the prompt and streams it to stdout. Without -m, the shipped demo\n"
     "model (" VT_DEMO_MODEL_NAME ", a small trained qwen35moe: see the README).\n",

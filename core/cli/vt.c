@@ -15,7 +15,7 @@
 #endif
 
 static const cli_command *const commands[] = {
-    &cli_cmd_run,     &cli_cmd_logits, &cli_cmd_tokenize, &cli_cmd_info,  &cli_cmd_plugins,
+    &cli_cmd_run,     &cli_cmd_chat,   &cli_cmd_logits, &cli_cmd_tokenize, &cli_cmd_info,  &cli_cmd_plugins,
     &cli_cmd_config,  &cli_cmd_fit,    &cli_cmd_mkmodel,  &cli_cmd_bench, &cli_cmd_serve,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -63,6 +63,15 @@ int main(int argc, char **argv)
         print_overview(stderr);
         return 2;
     }
+    /* vt run -cnv (llama.cpp's conversation flag): vt chat */
+    if (cmd == &cli_cmd_run)
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], "-cnv") || !strcmp(argv[i], "--conversation")) {
+                memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
+                argc--;
+                cmd = &cli_cmd_chat;
+                break;
+            }
     char prog[64];
     snprintf(prog, sizeof prog, "vt %s", cmd->name);
     argv[1] = prog; /* getopt's messages then read "vt run: ..." */
