@@ -350,6 +350,106 @@ static void test_apply_template(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* ollama's API: /api/chat streamed (NDJSON, ollama's default) and not
+ * gives /v1/chat/completions' text for the same chat; /api/generate the
+ * prompt as a user turn, or raw as /v1/completions; /api/tags lists the
+ * model; /props the context and template; what ollama sends that vt does
+ * not do is a 400 naming it. */
+static void test_ollama(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){NULL});
+    cJSON *j = json_post(s.port, "/v1/chat/completions",
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"What is a list?\"}],"
+                         "\"max_tokens\":24,\"temperature\":0}", 200);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    char *want = strdup(cJSON_GetObjectItem(cJSON_GetObjectItem(c0, "message"), "content")->valuestring);
+    const int n_gen = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens")->valueint;
+    char reason[16];
+    snprintf(reason, sizeof reason, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(c0, "finish_reason")));
+    cJSON_Delete(j);
+    response r;
+    assert_int_equal(http(s.port, "POST", "/api/chat", NULL,
+                          "{\"model\":\"any\",\"messages\":[{\"role\":\"user\",\"content\":\"What is a list?\"}],"
+                          "\"options\":{\"temperature\":0,\"num_predict\":24,\"num_ctx\":8192},\"keep_alive\":\"5m\"}",
+                          &r), 0);
+    assert_int_equal(r.status, 200);
+    char got[4096] = "";
+    int lines = 0, done = 0;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        if (!o) fail_msg("/api/chat: not one JSON object per line: %s", line);
+        lines++;
+        assert_false(done); /* nothing after the done object */
+        const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "message"), "content"));
+        assert_non_null(t);
+        strncat(got, t, sizeof got - strlen(got) - 1);
+        if (cJSON_IsTrue(cJSON_GetObjectItem(o, "done"))) {
+            done = 1;
+            assert_int_equal(cJSON_GetObjectItem(o, "eval_count")->valueint, n_gen);
+            assert_int_equal(cJSON_GetObjectItem(o, "prompt_eval_count")->valueint, 17);
+            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(o, "done_reason")), reason);
+        }
+        cJSON_Delete(o);
+    }
+    free(r.body);
+    assert_true(done);
+    assert_true(lines > 2);
+    assert_string_equal(got, want);
+    j = json_post(s.port, "/api/chat",
+                  "{\"model\":\"any\",\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":"
+                  "\"What is a list?\"}],\"options\":{\"temperature\":0,\"num_predict\":24}}", 200);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "message"), "content")->valuestring, want);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "done")));
+    cJSON_Delete(j);
+    j = json_post(s.port, "/api/generate",
+                  "{\"model\":\"any\",\"stream\":false,\"prompt\":\"What is a list?\",\"options\":"
+                  "{\"temperature\":0,\"num_predict\":24}}", 200);
+    assert_string_equal(cJSON_GetObjectItem(j, "response")->valuestring, want);
+    cJSON_Delete(j);
+    free(want);
+    /* raw: the prompt as is, as /v1/completions */
+    want = vt_run((const char *const[]){"-p", "The history of", "-n", "16", "--temp", "0", NULL});
+    j = json_post(s.port, "/api/generate",
+                  "{\"model\":\"any\",\"stream\":false,\"raw\":true,\"prompt\":\"The history of\","
+                  "\"options\":{\"temperature\":0,\"num_predict\":16}}", 200);
+    assert_string_equal(cJSON_GetObjectItem(j, "response")->valuestring, want);
+    cJSON_Delete(j);
+    free(want);
+    assert_int_equal(http(s.port, "GET", "/api/tags", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    j = cJSON_Parse(r.body);
+    free(r.body);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "models"), 0), "name")
+                            ->valuestring, "qwen35moe-trained-q8_0.gguf");
+    cJSON_Delete(j);
+    assert_int_equal(http(s.port, "GET", "/props", NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    j = cJSON_Parse(r.body);
+    free(r.body);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "default_generation_settings"), "n_ctx")
+                         ->valueint, 4096);
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "chat_template")->valuestring, "<|im_start|>"));
+    assert_string_equal(cJSON_GetObjectItem(j, "eos_token")->valuestring, "<|im_end|>");
+    cJSON_Delete(j);
+    static const char *const refused[][2] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"options\":{\"mirostat\":2}}", "options.mirostat"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"format\":\"json\"}", "'format'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\",\"images\":[\"aGk=\"]}]}", "images"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"wibble\":1}", "unknown field 'wibble'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"options\":{\"temperature\":9}}", "temperature"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        j = json_post(s.port, "/api/chat", refused[i][0], 400);
+        const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+        if (!m || !strstr(m, refused[i][1])) fail_msg("/api/chat %s: %s", refused[i][0], m);
+        cJSON_Delete(j);
+    }
+    assert_int_equal(server_stop(&s), 0);
+}
+
 typedef struct par_req {
     int port;
     const char *prompt;
@@ -986,6 +1086,7 @@ int main(void)
         cmocka_unit_test_teardown(test_equals_vt_run, reap_servers),
         cmocka_unit_test_teardown(test_no_jinja_chat, reap_servers),
         cmocka_unit_test_teardown(test_apply_template, reap_servers),
+        cmocka_unit_test_teardown(test_ollama, reap_servers),
         cmocka_unit_test_teardown(test_parallel_equals_run, reap_servers),
         cmocka_unit_test_teardown(test_random_model_utf8, reap_servers),
         cmocka_unit_test_teardown(test_bad_input, reap_servers),

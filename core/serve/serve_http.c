@@ -3,6 +3,7 @@
  */
 
 #include "serve_http.h"
+#include "serve_ollama.h"
 #include "serve_json.h"
 
 #include <cjson/cJSON.h>
@@ -271,12 +272,16 @@ static enum MHD_Result do_apply_template(vt_serve_http *h, vt_serve_sched *s,
     return send_json(c, 200, o, mark);
 }
 
+/* OpenAI's /v1/chat/completions and /v1/completions, ollama's /api/chat and /api/generate */
 static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct MHD_Connection *c,
-                                     vt_serve_kind kind, req_ctx *rc)
+                                     const char *url, req_ctx *rc)
 {
     vt_serve_request req;
     vt_serve_error err;
-    int parsed = vt_serve_parse_request(kind, rc->body, rc->n, &req, &err);
+    const int ollama = !strncmp(url, "/api/", 5);
+    int parsed = ollama ? vt_serve_parse_ollama(!strcmp(url, "/api/generate"), rc->body, rc->n, &req, &err)
+                        : vt_serve_parse_request(strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION,
+                                                 rc->body, rc->n, &req, &err);
     body_release(h, rc);
     if (parsed != 0) return send_error(c, &err);
     vt_serve_job *job;
@@ -301,7 +306,7 @@ static enum MHD_Result do_completion(vt_serve_http *h, vt_serve_sched *s, struct
             stream_free(sc);
             return MHD_NO;
         }
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Content-Type", ollama ? "application/x-ndjson" : "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result ok = queue(c, 200, r);
         MHD_destroy_response(r);
@@ -599,7 +604,9 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
                 !strcmp(url, "/metrics") || !strcmp(url, "/v1/chat/completions") ||
                 !strcmp(url, "/chat/completions") || !strcmp(url, "/v1/completions") ||
                 !strcmp(url, "/completions") || !strcmp(url, "/tokenize") ||
-                !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template");
+                !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template") ||
+                !strcmp(url, "/props") || !strcmp(url, "/api/chat") || !strcmp(url, "/api/generate") ||
+                !strcmp(url, "/api/tags") || !strcmp(url, "/api/version");
     if (!known) {
         char safe[256], m[32];
         safe_ascii(url, safe, sizeof safe); /* ASCII only: the JSON stays UTF-8 */
@@ -624,9 +631,19 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
         if (s) cJSON_AddNumberToObject(m, "context_length", vt_serve_n_ctx(s));
         return send_json(c, 200, o, mark);
     }
+    if (!strcmp(url, "/api/tags") || !strcmp(url, "/api/version")) { /* ollama's */
+        if (!get) goto bad_method;
+        const unsigned long mark = vt_serve_json_failures();
+        return send_json(c, 200, vt_serve_ollama_info_json(url[5] == 'v', h->model_id), mark);
+    }
     if (!s) {
         vt_serve_error_set(&err, 503, NULL, "the model is loading");
         return send_error(c, &err);
+    }
+    if (!strcmp(url, "/props")) {
+        if (!get) goto bad_method;
+        const unsigned long mark = vt_serve_json_failures();
+        return send_json(c, 200, vt_serve_props_json(s), mark);
     }
     if (!strcmp(url, "/metrics")) {
         if (!get) goto bad_method;
@@ -646,8 +663,7 @@ static enum MHD_Result route(vt_serve_http *h, struct MHD_Connection *c, const c
     if (!strcmp(url, "/tokenize")) return do_tokenize(h, s, c, rc);
     if (!strcmp(url, "/detokenize")) return do_detokenize(h, s, c, rc);
     if (!strcmp(url, "/apply-template")) return do_apply_template(h, s, c, rc);
-    return do_completion(h, s, c,
-                         strstr(url, "chat/") ? VT_SERVE_CHAT : VT_SERVE_COMPLETION, rc);
+    return do_completion(h, s, c, url, rc);
 bad_method: {
     char m[32];
     safe_ascii(method, m, sizeof m);

@@ -100,10 +100,11 @@ static void out_event(vt_serve_job *j, cJSON *obj, unsigned long mark)
         free(s);
         return;
     }
+    const int sse = j->req.proto == VT_SERVE_OPENAI; /* else ollama's NDJSON */
     pthread_mutex_lock(&j->sched->mu);
-    out_locked(j, "data: ", 6);
+    if (sse) out_locked(j, "data: ", 6);
     out_locked(j, s, strlen(s));
-    out_locked(j, "\n\n", 2);
+    out_locked(j, "\n\n", sse ? 2 : 1);
     pthread_mutex_unlock(&j->sched->mu);
     free(s);
 }
@@ -152,6 +153,20 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
 {
     if (j->json_broken) return;
     const unsigned long mark = vt_serve_json_failures();
+    if (j->req.proto != VT_SERVE_OPENAI) {
+        char *t = malloc(n + 1);
+        if (!t) {
+            j->json_broken = 1;
+            return;
+        }
+        memcpy(t, text ? text : "", n);
+        t[n] = 0;
+        cJSON *o = sv_ollama_chunk(j, t, reasoning, call, finish);
+        free(t);
+        out_event(j, o, mark);
+        cJSON_Delete(o);
+        return;
+    }
     cJSON *o = chunk_base(j), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
     if (!arr_add(choices, c)) c = NULL; /* freed; what follows adds nothing to NULL */
@@ -477,10 +492,10 @@ void sv_finish_error(vt_serve_job *j, int http, const char *fmt, ...)
     if (!js) http = 500;
     vt_serve_sched *s = j->sched;
     pthread_mutex_lock(&s->mu);
-    if (j->req.stream) {
-        out_locked(j, "data: ", 6);
+    if (j->req.stream) { /* ollama's stream: the error object as one more line */
+        if (j->req.proto == VT_SERVE_OPENAI) out_locked(j, "data: ", 6);
         out_locked(j, body, strlen(body));
-        out_locked(j, "\n\n", 2);
+        out_locked(j, "\n\n", j->req.proto == VT_SERVE_OPENAI ? 2 : 1);
     } else {
         j->out.n = 0;
         out_locked(j, body, strlen(body));
@@ -493,6 +508,63 @@ void sv_finish_error(vt_serve_job *j, int http, const char *fmt, ...)
     free(js);
 }
 
+/* The whole answer in OpenAI's shape (chat.completion or text_completion). */
+static cJSON *openai_body(vt_serve_job *j)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion"
+                                                                        : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)j->created);
+    cJSON_AddStringToObject(o, "model", j->sched->model_id);
+    cJSON *c = cJSON_CreateObject();
+    if (!arr_add(cJSON_AddArrayToObject(o, "choices"), c)) c = NULL; /* freed */
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (j->req.kind == VT_SERVE_CHAT) {
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        if (j->n_tool_calls && !j->content.n) /* OpenAI: a message of calls alone has null content */
+            cJSON_AddNullToObject(msg, "content");
+        else
+            cJSON_AddStringToObject(msg, "content", j->content.p ? j->content.p : "");
+        if (j->reasoning.n) cJSON_AddStringToObject(msg, "reasoning_content", j->reasoning.p);
+        if (j->n_tool_calls) {
+            obj_add(msg, "tool_calls", j->tool_calls);
+            j->tool_calls = NULL;
+        }
+        if (j->req.logprobs) {
+            cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+            obj_add(lp, "content", j->lp_pending ? j->lp_pending : cJSON_CreateArray());
+            j->lp_pending = NULL;
+        } else {
+            cJSON_AddNullToObject(c, "logprobs");
+        }
+    } else {
+        cJSON_AddStringToObject(c, "text", j->content.p ? j->content.p : "");
+        if (j->req.logprobs) {
+            cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+            cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"),
+                  *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
+                  *tops = cJSON_AddArrayToObject(lp, "top_logprobs"),
+                  *offs = cJSON_AddArrayToObject(lp, "text_offset");
+            cJSON *e;
+            cJSON_ArrayForEach(e, j->lp_pending) {
+                arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+                arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+                cJSON *top = cJSON_CreateObject(), *x;
+                cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
+                arr_add(tops, top);
+                arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
+            }
+        } else {
+            cJSON_AddNullToObject(c, "logprobs");
+        }
+    }
+    cJSON_AddStringToObject(c, "finish_reason", finish_name(j));
+    obj_add(o, "usage", usage_json(j));
+    return o;
+}
+
 void sv_finish_ok(vt_serve_job *j)
 {
     vt_serve_sched *s = j->sched;
@@ -503,7 +575,7 @@ void sv_finish_ok(vt_serve_job *j)
     }
     if (j->req.stream) {
         stream_chunk(j, NULL, 0, 0, NULL, j->finish);
-        if (j->req.include_usage && !j->json_broken) {
+        if (j->req.include_usage && !j->json_broken && j->req.proto == VT_SERVE_OPENAI) {
             const unsigned long mark = vt_serve_json_failures();
             cJSON *o = chunk_base(j);
             cJSON_AddArrayToObject(o, "choices");
@@ -516,60 +588,10 @@ void sv_finish_ok(vt_serve_job *j)
             return;
         }
         pthread_mutex_lock(&s->mu);
-        out_locked(j, "data: [DONE]\n\n", 14);
+        if (j->req.proto == VT_SERVE_OPENAI) out_locked(j, "data: [DONE]\n\n", 14);
     } else {
         const unsigned long mark = vt_serve_json_failures();
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "id", j->id);
-        cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion"
-                                                                            : "text_completion");
-        cJSON_AddNumberToObject(o, "created", (double)j->created);
-        cJSON_AddStringToObject(o, "model", s->model_id);
-        cJSON *c = cJSON_CreateObject();
-        if (!arr_add(cJSON_AddArrayToObject(o, "choices"), c)) c = NULL; /* freed */
-        cJSON_AddNumberToObject(c, "index", 0);
-        if (j->req.kind == VT_SERVE_CHAT) {
-            cJSON *msg = cJSON_AddObjectToObject(c, "message");
-            cJSON_AddStringToObject(msg, "role", "assistant");
-            if (j->n_tool_calls && !j->content.n) /* OpenAI: a message of calls alone has null content */
-                cJSON_AddNullToObject(msg, "content");
-            else
-                cJSON_AddStringToObject(msg, "content", j->content.p ? j->content.p : "");
-            if (j->reasoning.n) cJSON_AddStringToObject(msg, "reasoning_content", j->reasoning.p);
-            if (j->n_tool_calls) {
-                obj_add(msg, "tool_calls", j->tool_calls);
-                j->tool_calls = NULL;
-            }
-            if (j->req.logprobs) {
-                cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
-                obj_add(lp, "content", j->lp_pending ? j->lp_pending : cJSON_CreateArray());
-                j->lp_pending = NULL;
-            } else {
-                cJSON_AddNullToObject(c, "logprobs");
-            }
-        } else {
-            cJSON_AddStringToObject(c, "text", j->content.p ? j->content.p : "");
-            if (j->req.logprobs) {
-                cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
-                cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"),
-                      *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
-                      *tops = cJSON_AddArrayToObject(lp, "top_logprobs"),
-                      *offs = cJSON_AddArrayToObject(lp, "text_offset");
-                cJSON *e;
-                cJSON_ArrayForEach(e, j->lp_pending) {
-                    arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
-                    arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
-                    cJSON *top = cJSON_CreateObject(), *x;
-                    cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
-                    arr_add(tops, top);
-                    arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
-                }
-            } else {
-                cJSON_AddNullToObject(c, "logprobs");
-            }
-        }
-        cJSON_AddStringToObject(c, "finish_reason", finish_name(j));
-        obj_add(o, "usage", usage_json(j));
+        cJSON *o = j->req.proto != VT_SERVE_OPENAI ? sv_ollama_body(j) : openai_body(j);
         char *txt = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!txt || vt_serve_json_failures() != mark) {

@@ -23,6 +23,10 @@ enum { VT_SERVE_MAX_STOP = 8, VT_SERVE_MAX_TOP_LOGPROBS = 20, VT_SERVE_MAX_MESSA
 
 typedef enum { VT_SERVE_CHAT = 1, VT_SERVE_COMPLETION = 2 } vt_serve_kind;
 
+/* The API a request came by, which shapes its answer: OpenAI's (SSE), or
+ * ollama's /api/chat and /api/generate (NDJSON; serve_ollama.h). */
+typedef enum { VT_SERVE_OPENAI = 0, VT_SERVE_OLLAMA_CHAT = 1, VT_SERVE_OLLAMA_GENERATE = 2 } vt_serve_proto;
+
 /* tool_choice: "auto" (the default when tools are given) or "none" */
 typedef enum { VT_SERVE_TOOLS_AUTO = 0, VT_SERVE_TOOLS_NONE = 1 } vt_serve_tool_choice;
 
@@ -33,6 +37,7 @@ typedef struct vt_serve_msg {
 
 typedef struct vt_serve_request {
     vt_serve_kind kind;
+    vt_serve_proto proto;   /* set by vt_serve_parse_ollama; OPENAI otherwise */
     char *model;            /* as given (NULL: absent); any value is served by the loaded model */
     vt_serve_msg *msgs;     /* chat: n_msgs >= 1 */
     size_t n_msgs;

@@ -744,6 +744,27 @@ int64_t vt_serve_n_vocab(const vt_serve_sched *s) { return s->n_vocab; }
 uint32_t vt_serve_n_ctx(const vt_serve_sched *s) { return s->n_ctx; }
 const char *vt_serve_model_id(const vt_serve_sched *s) { return s->model_id; }
 
+cJSON *vt_serve_props_json(const vt_serve_sched *s)
+{
+    cJSON *o = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(o, "default_generation_settings");
+    cJSON_AddNumberToObject(d, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(o, "total_slots", s->n_parallel);
+    cJSON_AddStringToObject(o, "model_alias", s->model_id);
+    /* the template chats are rendered with: the Jinja one, else the GGUF's text (the
+     * family's built-in renderer stands in for it: --no-jinja) */
+    const char *t = s->chat_template ? s->chat_template : vt_tokenizer_chat_template(s->tok);
+    cJSON_AddStringToObject(o, "chat_template", t ? t : "");
+    cJSON_AddStringToObject(o, "chat_template_renderer", s->chat_template ? "jinja" : "built-in");
+    char bos[128] = "", eos[128] = "";
+    int64_t k = vt_tokenizer_bos(s->tok) >= 0 ? vt_token_to_piece(s->tok, vt_tokenizer_bos(s->tok), 1, bos, sizeof bos - 1) : 0;
+    bos[k > 0 && k < (int64_t)sizeof bos ? k : 0] = 0;
+    k = vt_tokenizer_eos(s->tok) >= 0 ? vt_token_to_piece(s->tok, vt_tokenizer_eos(s->tok), 1, eos, sizeof eos - 1) : 0;
+    eos[k > 0 && k < (int64_t)sizeof eos ? k : 0] = 0;
+    cJSON_AddStringToObject(o, "bos_token", bos);
+    cJSON_AddStringToObject(o, "eos_token", eos);
+    return o;
+}
+
 uint32_t vt_serve_busy(vt_serve_sched *s)
 {
     pthread_mutex_lock(&s->mu);

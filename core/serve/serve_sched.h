@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "engine.h"
 #include "serve_request.h"
 
@@ -97,6 +99,10 @@ const vt_tokenizer *vt_serve_tokenizer(const vt_serve_sched *s);
 int64_t vt_serve_n_vocab(const vt_serve_sched *s);
 uint32_t vt_serve_n_ctx(const vt_serve_sched *s);
 const char *vt_serve_model_id(const vt_serve_sched *s);
+/* GET /props (llama-server's): the context, the slots, the model's name,
+ * the chat template and the BOS/EOS texts; a cJSON object for the caller to
+ * send and free. */
+cJSON *vt_serve_props_json(const vt_serve_sched *s);
 
 /* Running + queued requests (0: idle). */
 uint32_t vt_serve_busy(vt_serve_sched *s);

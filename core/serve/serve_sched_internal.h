@@ -122,6 +122,12 @@ SV_INTERNAL void sv_metrics_finish(vt_serve_sched *s, int finish);
 /* End a job with an error: an SSE error event, or the error as the body. */
 SV_INTERNAL void sv_finish_error(vt_serve_job *j, int http, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* serve_output_ollama.c: ollama's shape of a streamed piece (text, reasoning
+ * or one call in OpenAI's form; finish: the last object, with the counts) and
+ * of the whole answer. */
+SV_INTERNAL cJSON *sv_ollama_chunk(vt_serve_job *j, const char *text, int reasoning,
+                                   const cJSON *call, int finish);
+SV_INTERNAL cJSON *sv_ollama_body(vt_serve_job *j);
 /* End a job normally: the last chunk and [DONE], or the whole JSON body. */
 SV_INTERNAL void sv_finish_ok(vt_serve_job *j);
 

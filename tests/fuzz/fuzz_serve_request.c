@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve_ollama.h"
 #include "serve_request.h"
 
 #define CHECK(c)                                                                  \
@@ -74,6 +75,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             CHECK(r.prompt || (r.prompt_ids && r.n_prompt_ids > 0));
         }
+        vt_serve_request_free(&r);
+    }
+    for (int g = 0; g < 2; g++) { /* ollama's /api/chat and /api/generate */
+        vt_serve_request r;
+        vt_serve_error e;
+        if (vt_serve_parse_ollama(g, body, size, &r, &e) != 0) {
+            check_error(&e);
+            continue;
+        }
+        CHECK(r.proto == (g ? VT_SERVE_OLLAMA_GENERATE : VT_SERVE_OLLAMA_CHAT));
+        CHECK(r.kind == VT_SERVE_COMPLETION ? r.prompt != NULL : r.n_msgs >= 1);
+        if (r.kind == VT_SERVE_CHAT) CHECK(r.tmpl_messages != NULL);
         vt_serve_request_free(&r);
     }
     vt_serve_tokenize_req t;
