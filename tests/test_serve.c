@@ -450,6 +450,35 @@ static void test_ollama(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* vt serve --temp 0: a request that sets no temperature is greedy (vt run
+ * --temp 0's text); one that sets it keeps its own. */
+static void test_sampling_defaults(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    server s;
+    server_start(&s, (const char *const[]){"--temp", "0", "--top-k", "1", NULL});
+    char *want = vt_run((const char *const[]){"-p", "The history of", "-n", "16", "--temp", "0", NULL});
+    for (int rep = 0; rep < 2; rep++) { /* the same text twice: nothing sampled at random */
+        cJSON *j = json_post(s.port, "/v1/completions",
+                             "{\"prompt\":\"The history of\",\"max_tokens\":16}", 200);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                                "text")->valuestring, want);
+        cJSON_Delete(j);
+    }
+    free(want);
+    want = vt_run((const char *const[]){"-p", "The history of", "-n", "16", "--temp", "1.5", "--top-k",
+                                        "0", "--top-p", "1", "--min-p", "0", "--seed", "7", NULL});
+    cJSON *j = json_post(s.port, "/v1/completions",
+                         "{\"prompt\":\"The history of\",\"max_tokens\":16,\"temperature\":1.5,"
+                         "\"top_k\":0,\"seed\":7}", 200);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                            "text")->valuestring, want);
+    cJSON_Delete(j);
+    free(want);
+    assert_int_equal(server_stop(&s), 0);
+}
+
 typedef struct par_req {
     int port;
     const char *prompt;
@@ -1087,6 +1116,7 @@ int main(void)
         cmocka_unit_test_teardown(test_no_jinja_chat, reap_servers),
         cmocka_unit_test_teardown(test_apply_template, reap_servers),
         cmocka_unit_test_teardown(test_ollama, reap_servers),
+        cmocka_unit_test_teardown(test_sampling_defaults, reap_servers),
         cmocka_unit_test_teardown(test_parallel_equals_run, reap_servers),
         cmocka_unit_test_teardown(test_random_model_utf8, reap_servers),
         cmocka_unit_test_teardown(test_bad_input, reap_servers),

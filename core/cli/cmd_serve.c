@@ -86,6 +86,17 @@ static void *shutdown_watch(void *arg)
     return NULL;
 }
 
+/* The sampling options given on the command line (VT_SERVE_GIVEN_*): the
+ * server's defaults for requests that leave those fields unset. */
+static unsigned serve_defaults_set(const opts *o)
+{
+    unsigned set = 0;
+    for (int k = 0; k < o->n_seen; k++)
+        set |= o->seen[k] == O_TEMP ? VT_SERVE_GIVEN_TEMP : o->seen[k] == O_TOPK ? VT_SERVE_GIVEN_TOP_K
+               : o->seen[k] == O_TOPP ? VT_SERVE_GIVEN_TOP_P : o->seen[k] == O_MINP ? VT_SERVE_GIVEN_MIN_P : 0;
+    return set;
+}
+
 static int serve_main(const opts *o_in)
 {
     opts local = *o_in;
@@ -148,6 +159,7 @@ static int serve_main(const opts *o_in)
     vt_serve_sched_params sp = {.engine = e, .n_parallel = (uint32_t)o->parallel,
                                 .queue_max = (uint32_t)o->queue, .chunk = 0, .model_id = model_id,
                                 .chat_template = tmpl,
+                                .defaults = &o->sp, .defaults_set = serve_defaults_set(o),
                                 /* a test setting: every answer is this text (the tool-call tests) */
                                 .force_output = getenv("VT_TEST_FORCE_OUTPUT")};
     if (!(sched = vt_serve_sched_start(&sp))) goto out;
@@ -179,6 +191,10 @@ out:
 }
 
 static const cli_opt_use serve_options[] = {
+    {O_TEMP, NULL, "the temperature of a request that sets none (default: OpenAI's 1)"},
+    {O_TOPK, NULL, "the top-k of a request that sets none (default: off)"},
+    {O_TOPP, NULL, "the top-p of a request that sets none (default: off)"},
+    {O_MINP, NULL, "the min-p of a request that sets none (default: off)"},
     CLI_ENGINE_OPTIONS,
     {O_HOST, NULL, NULL}, {O_PORT, NULL, NULL},
     {O_PARALLEL, NULL, "requests served at once (slots), each its own KV cache of --ctx tokens"},

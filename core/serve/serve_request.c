@@ -628,13 +628,17 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
             r->max_tokens = x;
         } else if (!strcmp(k, "temperature")) {
             if (get_float(f, k, 0, 2, 0, &r->temperature, err)) return -1;
+            r->given |= VT_SERVE_GIVEN_TEMP;
         } else if (!strcmp(k, "top_p")) {
             if (get_float(f, k, 0, 1, 1, &r->top_p, err)) return -1;
+            r->given |= VT_SERVE_GIVEN_TOP_P;
         } else if (!strcmp(k, "top_k")) {
             if (get_int(f, k, 0, INT32_MAX, &x, err)) return -1;
             r->top_k = (int32_t)x;
+            r->given |= VT_SERVE_GIVEN_TOP_K;
         } else if (!strcmp(k, "min_p")) {
             if (get_float(f, k, 0, 1, 0, &r->min_p, err)) return -1;
+            r->given |= VT_SERVE_GIVEN_MIN_P;
         } else if (!strcmp(k, "seed")) {
             if (cJSON_IsNull(f)) continue;
             /* a double holds integers exactly up to 2^53 */

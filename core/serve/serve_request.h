@@ -71,7 +71,12 @@ typedef struct vt_serve_request {
     char *template_kwargs;  /* chat_template_kwargs as a compact JSON object (every member reaches
                                the template as a variable); NULL: none */
     int has_tool_calls;     /* a message carries tool_calls (only a Jinja template renders them) */
+    unsigned given;         /* VT_SERVE_GIVEN_*: the sampling fields the body set (the others
+                               take the server's defaults, vt serve --temp ...) */
 } vt_serve_request;
+
+enum { VT_SERVE_GIVEN_TEMP = 1, VT_SERVE_GIVEN_TOP_P = 2, VT_SERVE_GIVEN_TOP_K = 4,
+       VT_SERVE_GIVEN_MIN_P = 8 };
 
 typedef struct vt_serve_error {
     int http;        /* 400, 413, ... */

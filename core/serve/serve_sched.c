@@ -363,6 +363,10 @@ vt_serve_sched *vt_serve_sched_start(const vt_serve_sched_params *p)
     s->chat_template = p->chat_template;
     if (s->family) s->chat_flags = vt_chat_flags_for_template(s->family, vt_tokenizer_chat_template(s->tok));
     s->tool_syntax = vt_tool_syntax_for(s->family, s->chat_template);
+    if (p->defaults) {
+        s->defaults = *p->defaults;
+        s->defaults_set = p->defaults_set;
+    }
     s->m.n_parallel = s->n_parallel;
     s->m.kv_tokens_total = (uint64_t)s->n_parallel * s->n_ctx;
     pthread_mutex_init(&s->mu, NULL);
@@ -573,6 +577,12 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
     j->sched = s;
     j->req = *req;
     memset(req, 0, sizeof *req);
+    /* the server's sampling defaults, for what the request left unset */
+    const unsigned dflt = s->defaults_set & ~j->req.given;
+    if (dflt & VT_SERVE_GIVEN_TEMP) j->req.temperature = s->defaults.temperature;
+    if (dflt & VT_SERVE_GIVEN_TOP_P) j->req.top_p = s->defaults.top_p;
+    if (dflt & VT_SERVE_GIVEN_TOP_K) j->req.top_k = s->defaults.top_k;
+    if (dflt & VT_SERVE_GIVEN_MIN_P) j->req.min_p = s->defaults.min_p;
     j->t_arrival = sv_now_s();
     j->created = (long)time(NULL);
     j->refs = 2;

@@ -30,6 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine.h"
+#include "sampler.h"
 #include "serve_request.h"
 
 typedef struct vt_serve_sched vt_serve_sched;
@@ -45,6 +46,11 @@ typedef struct vt_serve_sched_params {
                                   tokenizer.h's vt_chat_render_template), or NULL: the
                                   built-in one of the model's family; not owned, valid
                                   until vt_serve_sched_free */
+    const vt_sampler_params *defaults; /* vt serve --temp, --top-k, --top-p, --min-p: what a
+                                          request that does not set a field gets, for the fields
+                                          in defaults_set (VT_SERVE_GIVEN_*); NULL: OpenAI's
+                                          (temperature 1, no top-k, top-p or min-p) */
+    unsigned defaults_set;
     const char *force_output; /* a test setting (env VT_TEST_FORCE_OUTPUT of vt serve): every
                                  answer is this text (tokenized with control tokens parsed)
                                  and then the end of generation, whatever the logits say;

@@ -86,6 +86,8 @@ struct vt_serve_sched {
     unsigned chat_flags;
     const char *chat_template; /* params.chat_template: rendered instead of the family's */
     vt_tool_syntax tool_syntax; /* how the model writes tool calls (with chat_template) */
+    vt_sampler_params defaults; /* params.defaults, for the fields in defaults_set */
+    unsigned defaults_set;
     int32_t *force_ids;      /* params.force_output tokenized (a test setting), or NULL */
     int64_t n_force;
     uint8_t *banned;         /* [n_vocab]: UNUSED and suppressed tokens */
