@@ -7,6 +7,8 @@ vt_add_test(test_serve_request SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_re
             LIBS vtserve PkgConfig::CJSON LABELS "serve" TIMEOUT 60)
 vt_add_test(test_serve_tools SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_tools.c
             LIBS vtserve PkgConfig::CJSON LABELS "serve" TIMEOUT 60)
+vt_add_test(test_json_schema SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_json_schema.c
+            LIBS vtserve PkgConfig::CJSON LABELS "serve" TIMEOUT 120)
 vt_add_test(test_serve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.c ${CMAKE_CURRENT_SOURCE_DIR}/serve_harness.c
             LIBS vtserve PkgConfig::CJSON Threads::Threads LABELS "serve;fixtures" TIMEOUT 300)
 add_dependencies(test_serve vt backend-cpu model-qwen35)

@@ -230,8 +230,10 @@ static void test_bad_fields(void **state)
     refused(C, "{" MSG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", 400,
             "naming a function");
     refused(C, "{" MSG ",\"tool_choice\":3}", 400, "'tool_choice' must be");
-    refused(C, "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", 400,
-            "'response_format' type 'json_object' is not supported");
+    refused(C, "{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", 400,
+            "'response_format' type 'yaml' is not one of");
+    refused(C, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":3}}}",
+            400, "'response_format.json_schema' must be");
     refused(C, "{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", 400, "set by the server");
     refused(C, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":1}}]}]}",
             400, "'messages[0].tool_calls[0]' must be");

@@ -737,10 +737,21 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
                                    "string 'type'");
                 return -1;
             }
-            if (strcmp(t->valuestring, "text")) {
-                vt_serve_error_set(err, 400, k, "'response_format' type '%s' is not supported: "
-                                   "vt does not constrain output to JSON yet (only \"text\")",
-                                   t->valuestring);
+            if (!strcmp(t->valuestring, "json_object")) {
+                r->json = 1;
+            } else if (!strcmp(t->valuestring, "json_schema")) {
+                const cJSON *js = cJSON_GetObjectItemCaseSensitive(f, "json_schema");
+                const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
+                if (!cJSON_IsObject(js) || (sc && !cJSON_IsObject(sc))) {
+                    vt_serve_error_set(err, 400, k, "'response_format.json_schema' must be an "
+                                       "object whose 'schema' is a JSON schema object");
+                    return -1;
+                }
+                r->json = 2;
+                if (sc && !(r->json_schema = cJSON_PrintUnformatted(sc))) return OOM(err);
+            } else if (strcmp(t->valuestring, "text")) {
+                vt_serve_error_set(err, 400, k, "'response_format' type '%s' is not one of text, "
+                                   "json_object, json_schema", t->valuestring);
                 return -1;
             }
         } else {
@@ -799,6 +810,7 @@ void vt_serve_request_free(vt_serve_request *r)
     free(r->tmpl_messages);
     free(r->tools);
     free(r->template_kwargs);
+    free(r->json_schema);
     memset(r, 0, sizeof *r);
 }
 

@@ -71,6 +71,8 @@ typedef struct vt_serve_request {
     char *template_kwargs;  /* chat_template_kwargs as a compact JSON object (every member reaches
                                the template as a variable); NULL: none */
     int has_tool_calls;     /* a message carries tool_calls (only a Jinja template renders them) */
+    int json;               /* response_format: 0 text, 1 json_object, 2 json_schema */
+    char *json_schema;      /* json_schema: its "schema" as compact JSON (serve_json_schema.h) */
     unsigned given;         /* VT_SERVE_GIVEN_*: the sampling fields the body set (the others
                                take the server's defaults, vt serve --temp ...) */
 } vt_serve_request;

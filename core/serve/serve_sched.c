@@ -38,6 +38,8 @@ static void job_unref_locked(vt_serve_job *j)
     cJSON_Delete(j->lp_pending);
     cJSON_Delete(j->tools);
     cJSON_Delete(j->tool_calls);
+    vt_json_matcher_free(j->jm);
+    vt_json_schema_free(j->schema);
     free(j->tool_text.p);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -79,6 +81,79 @@ static int job_begin(vt_serve_sched *s, vt_serve_job *j)
     return 0;
 }
 
+/* Every token's text, once (the first constrained request): 0 or -1. */
+static int json_tables(vt_serve_sched *s)
+{
+    if (s->pieces) return 0;
+    int64_t total = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        int64_t k = vt_token_to_piece(s->tok, (int32_t)i, 0, NULL, 0);
+        total += k > 0 ? k : 0;
+    }
+    s->piece_off = malloc((size_t)(s->n_vocab + 1) * sizeof *s->piece_off);
+    s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked);
+    s->pieces = malloc((size_t)total + 1);
+    if (!s->piece_off || !s->masked || !s->pieces) {
+        free(s->pieces);
+        s->pieces = NULL;
+        vt_set_error("out of memory for the vocabulary's texts (JSON output)");
+        return -1;
+    }
+    int64_t o = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        s->piece_off[i] = o;
+        int64_t k = vt_token_to_piece(s->tok, (int32_t)i, 0, s->pieces + o, (size_t)(total - o));
+        o += k > 0 ? k : 0;
+    }
+    s->piece_off[s->n_vocab] = o;
+    return 0;
+}
+
+/* Whether token id keeps the JSON answer a prefix of a valid document: an
+ * end-of-generation token once it is complete; a token with no text never. */
+static int json_token_ok(vt_serve_sched *s, vt_serve_job *j, int32_t id)
+{
+    if (json_tables(s)) return 0;
+    if (vt_tokenizer_is_eog(s->tok, id)) return vt_json_matcher_complete(j->jm);
+    const int64_t n = s->piece_off[id + 1] - s->piece_off[id];
+    return n > 0 && vt_json_matcher_accepts(j->jm, s->pieces + s->piece_off[id], (size_t)n);
+}
+
+/* When the answer's tokens left (max_tokens, the context) are down to the
+ * bytes of the shortest text that completes the JSON: the token of the
+ * longest start of that text (the end of generation once it is complete),
+ * so that the answer is whole JSON even then; else -1. */
+static int32_t json_closing_token(vt_serve_sched *s, vt_serve_job *j, int64_t pos)
+{
+    int64_t left = (int64_t)s->n_ctx - pos;
+    if (j->req.max_tokens >= 0 && j->req.max_tokens - j->n_gen < left) left = j->req.max_tokens - j->n_gen;
+    char end[4096];
+    const size_t el = vt_json_matcher_ending(j->jm, end, sizeof end);
+    if (el >= sizeof end || left > (int64_t)el + 1 || json_tables(s)) return -1;
+    if (!el) return vt_tokenizer_eos(s->tok);
+    int32_t best = -1;
+    int64_t best_len = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        const int64_t k = s->piece_off[i + 1] - s->piece_off[i];
+        if (k > best_len && k <= (int64_t)el && !s->banned[i] &&
+            !memcmp(s->pieces + s->piece_off[i], end, (size_t)k)) {
+            best = (int32_t)i;
+            best_len = k;
+        }
+    }
+    return best;
+}
+
+/* s->masked: logits with NaN for every token that would break the JSON (the
+ * sampler never draws a NaN). */
+static int json_mask(vt_serve_sched *s, vt_serve_job *j, const float *logits)
+{
+    if (json_tables(s)) return -1;
+    for (int64_t i = 0; i < s->n_vocab; i++)
+        s->masked[i] = json_token_ok(s, j, (int32_t)i) ? logits[i] : NAN;
+    return 0;
+}
+
 /* Logits of the last evaluated position -> the next token. Returns 1 when
  * the job finished (j->finish set), 0 to go on, -1 on an error. */
 static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
@@ -92,6 +167,19 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
         return -1;
     }
     int32_t id = vt_sampler_sample(j->smp, logits);
+    const int32_t closing = j->jm && !j->in_think ? json_closing_token(s, j, pos) : -1;
+    if (closing >= 0) {
+        id = closing; /* the token budget is down to what closes the JSON */
+    } else if (j->jm && !j->in_think && id >= 0 && !json_token_ok(s, j, id)) {
+        /* the draw would break the JSON: draw again among the tokens that keep it */
+        if (json_mask(s, j, logits) != 0) return -1;
+        id = vt_sampler_sample(j->smp, s->masked);
+        if (id < 0 || !json_token_ok(s, j, id)) {
+            vt_set_error("no token can continue the JSON answer after position %lld",
+                         (long long)pos - 1);
+            return -1;
+        }
+    }
     if (s->force_ids) /* the test setting: the given text, then the end of generation */
         id = j->n_gen < s->n_force ? s->force_ids[j->n_gen] : vt_tokenizer_eos(s->tok);
     if (id < 0) {
@@ -124,6 +212,8 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
             n = (size_t)k;
         }
     }
+    if (j->jm && !j->in_think) vt_json_matcher_feed(j->jm, s->pieces + s->piece_off[id],
+                                                    (size_t)(s->piece_off[id + 1] - s->piece_off[id]));
     if (sv_bb_put_utf8(&j->pending, piece, n) != 0) {
         vt_set_error("out of memory for the output text");
         return -1;
@@ -475,6 +565,9 @@ void vt_serve_sched_free(vt_serve_sched *s)
     free(s->b_tok);
     free(s->banned);
     free(s->force_ids);
+    free(s->pieces);
+    free(s->piece_off);
+    free(s->masked);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -611,6 +704,21 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
             (s->chat_template || !strcmp(s->family, "qwen35")))
             j->in_think = 1;
         /* the calls the model writes are read back when the request offers tools */
+        if (j->req.json) { /* the answer constrained to JSON (after any think block) */
+            cJSON *sc = j->req.json_schema ? cJSON_Parse(j->req.json_schema) : NULL;
+            char why[256];
+            if (j->req.json_schema && !sc) {
+                vt_serve_error_set(err, 500, NULL, "out of memory for the response format");
+                goto fail;
+            }
+            j->schema = vt_json_schema_compile(sc, why, sizeof why);
+            cJSON_Delete(sc);
+            if (!j->schema || !(j->jm = vt_json_matcher_new(j->schema))) {
+                vt_serve_error_set(err, j->schema ? 500 : 400, "response_format",
+                                   "response_format: %s", j->schema ? "out of memory" : why);
+                goto fail;
+            }
+        }
         if (j->req.tools && j->req.tool_choice != VT_SERVE_TOOLS_NONE && s->tool_syntax) {
             j->tool_syntax = s->tool_syntax;
             if (!(j->tools = cJSON_Parse(j->req.tools))) {

@@ -15,6 +15,7 @@
 #include "sampler.h"
 #include "serve_metrics.h"
 #include "serve_sched.h"
+#include "serve_json_schema.h"
 #include "serve_tools.h"
 #include "tokenizer.h"
 
@@ -52,6 +53,8 @@ struct vt_serve_job {
     cJSON *tools;            /* the request's tools, parsed (schema types of arguments) */
     int in_tool;             /* inside a call: its text gathers in tool_text */
     bbuf tool_text;
+    vt_json_schema *schema;  /* response_format json_object / json_schema: the output's */
+    vt_json_matcher *jm;     /* the answer so far against it (after any think block) */
     cJSON *tool_calls;       /* the calls read so far: [{id, type, function: {name, arguments}}] */
     int n_tool_calls;
     cJSON *lp_c_tokens, *lp_c_lps, *lp_c_tops, *lp_c_offs; /* completion logprobs (non-streaming) */
@@ -88,6 +91,9 @@ struct vt_serve_sched {
     vt_tool_syntax tool_syntax; /* how the model writes tool calls (with chat_template) */
     vt_sampler_params defaults; /* params.defaults, for the fields in defaults_set */
     unsigned defaults_set;
+    char *pieces;            /* every token's text (special 0), for the JSON mask; built at */
+    int64_t *piece_off;      /* the first constrained request: [n_vocab + 1] offsets */
+    float *masked;           /* [n_vocab]: the logits with the tokens the JSON refuses masked */
     int32_t *force_ids;      /* params.force_output tokenized (a test setting), or NULL */
     int64_t n_force;
     uint8_t *banned;         /* [n_vocab]: UNUSED and suppressed tokens */
