@@ -806,7 +806,8 @@ static void test_command_help(void **s)
     } c[] = {
         {"run", {"--temp", "--chat", "--ctx"}, {"--port", "--tokens", "--n-embd"}},
         {"info", {"--model", "usage: vt info -m MODEL", NULL}, {"--temp", "--ctx", "--port"}},
-        {"serve", {"--port", "--api-key", "--cors-origin"}, {"--temp", "--tokens", "--n-embd"}},
+        {"serve", {"--port", "--api-key", "--temp"}, {"--ids", "--tokens", "--n-embd"}},
+        {"chat", {"--system", "--temp", "--no-jinja"}, {"--port", "--tokens", "--chat "}},
         {"mkmodel", {"--n-embd", "--type", "--nextn"}, {"--port", "--temp", "--model"}},
         {"bench", {"--reps", "--profile", "--trace"}, {"--port", "--chat", "--n-embd"}},
         {"fit", {"--parallel", "--device", NULL}, {"--temp", "--port", "--reps"}},

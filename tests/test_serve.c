@@ -553,6 +553,46 @@ static void test_json_output(void **state)
     assert_int_equal(server_stop(&s), 0);
 }
 
+/* tool_choice "required" and a named function: the answer opens a call
+ * (in the Qwen3.5 template's syntax; the trained fixture knows no tools, so
+ * what follows the forced opening is its own, and may not parse as a call:
+ * then it stays content). */
+static void test_tool_choice(void **state)
+{
+    (void)state;
+    if (!have_model()) return;
+    const char *src = getenv("VT_TEST_SOURCE_DIR");
+    assert_non_null(src);
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/tests/jinja/Qwen3.5-4B.jinja", src);
+    server s;
+    server_start(&s, (const char *const[]){"--chat-template-file", tmpl, NULL});
+    static const char *const choice[][2] = {
+        {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "<tool_call>\n<function=get_weather>\n"},
+        {"\"required\"", "<tool_call>\n<function="},
+    };
+    for (int i = 0; i < 2; i++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"tools\":[{\"type\":"
+                 "\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+                 "\"properties\":{\"city\":{\"type\":\"string\"}}}}}],\"tool_choice\":%s,\"max_tokens\":"
+                 "24,\"temperature\":0,\"chat_template_kwargs\":{\"enable_thinking\":false}}", choice[i][0]);
+        cJSON *j = json_post(s.port, "/v1/chat/completions", body, 200);
+        cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
+        const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+        const cJSON *calls = cJSON_GetObjectItem(m, "tool_calls");
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function"), "name"));
+        int opened = (content && !strncmp(content, choice[i][1], strlen(choice[i][1]))) ||
+                     (name && (i == 1 || !strcmp(name, "get_weather")));
+        if (!opened) fail_msg("tool_choice %s: the answer does not open a call: %s", choice[i][0],
+                              cJSON_PrintUnformatted(m));
+        cJSON_Delete(j);
+    }
+    assert_int_equal(server_stop(&s), 0);
+}
+
 typedef struct par_req {
     int port;
     const char *prompt;
@@ -1192,6 +1232,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ollama, reap_servers),
         cmocka_unit_test_teardown(test_sampling_defaults, reap_servers),
         cmocka_unit_test_teardown(test_json_output, reap_servers),
+        cmocka_unit_test_teardown(test_tool_choice, reap_servers),
         cmocka_unit_test_teardown(test_parallel_equals_run, reap_servers),
         cmocka_unit_test_teardown(test_random_model_utf8, reap_servers),
         cmocka_unit_test_teardown(test_bad_input, reap_servers),

@@ -226,9 +226,10 @@ static void test_bad_fields(void **state)
     refused(C, "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", 400, "'tools[0]' must be");
     refused(C, "{" MSG ",\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]}", 400,
             "'tools[0]' must be");
-    refused(C, "{" MSG ",\"tool_choice\":\"required\"}", 400, "'tool_choice' \"required\" is not supported");
-    refused(C, "{" MSG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", 400,
-            "naming a function");
+    refused(C, "{" MSG ",\"tool_choice\":\"required\"}", 400, "'tool_choice' \"required\" needs 'tools'");
+    refused(C, "{" MSG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+            "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}", 400,
+            "'tool_choice' names 'f', which is not one of 'tools'");
     refused(C, "{" MSG ",\"tool_choice\":3}", 400, "'tool_choice' must be");
     refused(C, "{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", 400,
             "'response_format' type 'yaml' is not one of");

@@ -119,6 +119,23 @@ static void add_top(cJSON *top, const cJSON *x)
     cJSON_AddNumberToObject(top, tok, lp->valuedouble);
 }
 
+/* The legacy completions' logprobs of c: parallel arrays of the entries. */
+static void legacy_logprobs(cJSON *c, const cJSON *entries)
+{
+    cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+    cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"), *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
+          *tops = cJSON_AddArrayToObject(lp, "top_logprobs"), *offs = cJSON_AddArrayToObject(lp, "text_offset");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) {
+        arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+        arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+        cJSON *top = cJSON_CreateObject(), *x;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
+        arr_add(tops, top);
+        arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
+    }
+}
+
 static cJSON *chunk_base(vt_serve_job *j)
 {
     cJSON *o = cJSON_CreateObject();
@@ -195,20 +212,7 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
         cJSON_AddStringToObject(c, "text", t ? t : "");
         if (j->lp_pending && cJSON_GetArraySize(j->lp_pending)) {
             /* legacy completions shape: parallel arrays */
-            cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
-            cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"),
-                  *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
-                  *tops = cJSON_AddArrayToObject(lp, "top_logprobs"),
-                  *offs = cJSON_AddArrayToObject(lp, "text_offset");
-            cJSON *e;
-            cJSON_ArrayForEach(e, j->lp_pending) {
-                arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
-                arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
-                cJSON *top = cJSON_CreateObject(), *x;
-                cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
-                arr_add(tops, top);
-                arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
-            }
+            legacy_logprobs(c, j->lp_pending);
             cJSON_Delete(j->lp_pending);
             j->lp_pending = cJSON_CreateArray();
         } else {
@@ -542,20 +546,7 @@ static cJSON *openai_body(vt_serve_job *j)
     } else {
         cJSON_AddStringToObject(c, "text", j->content.p ? j->content.p : "");
         if (j->req.logprobs) {
-            cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
-            cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"),
-                  *lps = cJSON_AddArrayToObject(lp, "token_logprobs"),
-                  *tops = cJSON_AddArrayToObject(lp, "top_logprobs"),
-                  *offs = cJSON_AddArrayToObject(lp, "text_offset");
-            cJSON *e;
-            cJSON_ArrayForEach(e, j->lp_pending) {
-                arr_add(toks, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
-                arr_add(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
-                cJSON *top = cJSON_CreateObject(), *x;
-                cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "top_logprobs")) add_top(top, x);
-                arr_add(tops, top);
-                arr_add(offs, cJSON_Duplicate(cJSON_GetObjectItem(e, "text_offset"), 1));
-            }
+            legacy_logprobs(c, j->lp_pending);
         } else {
             cJSON_AddNullToObject(c, "logprobs");
         }

@@ -575,25 +575,25 @@ static int parse_tools(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
     return 0;
 }
 
-/* "tool_choice": "auto" | "none"; "required" and a named function need
- * output constrained to a call, which vt does not have yet: refused by name. */
+/* "tool_choice": "auto" | "none" | "required" | {"type": "function",
+ * "function": {"name": NAME}} (NAME checked against tools after all fields) */
 static int parse_tool_choice(const cJSON *v, vt_serve_request *r, vt_serve_error *err)
 {
     if (cJSON_IsNull(v)) return 0;
-    if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) {
-        r->tool_choice = VT_SERVE_TOOLS_AUTO;
+    static const char *const names[] = {"auto", "none", "required"};
+    for (int i = 0; cJSON_IsString(v) && i < 3; i++)
+        if (!strcmp(v->valuestring, names[i])) {
+            r->tool_choice = (vt_serve_tool_choice)(i == 0 ? VT_SERVE_TOOLS_AUTO : i == 1 ? VT_SERVE_TOOLS_NONE
+                                                                                   : VT_SERVE_TOOLS_REQUIRED);
+            return 0;
+        }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "function"), "name");
+    if (cJSON_IsObject(v) && cJSON_IsString(type) && !strcmp(type->valuestring, "function") &&
+        cJSON_IsString(name) && name->valuestring[0]) {
+        r->tool_choice = VT_SERVE_TOOLS_NAMED;
+        if (!(r->tool_name = dup_str(name->valuestring))) return OOM(err);
         return 0;
-    }
-    if (cJSON_IsString(v) && !strcmp(v->valuestring, "none")) {
-        r->tool_choice = VT_SERVE_TOOLS_NONE;
-        return 0;
-    }
-    if ((cJSON_IsString(v) && !strcmp(v->valuestring, "required")) || cJSON_IsObject(v)) {
-        vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' %s is not supported: forcing a "
-                           "call needs output constrained to it, which vt does not have yet "
-                           "(\"auto\" and \"none\" are)",
-                           cJSON_IsString(v) ? "\"required\"" : "naming a function");
-        return -1;
     }
     vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' must be \"auto\", \"none\", "
                        "\"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
@@ -767,6 +767,23 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
         vt_serve_error_set(err, 400, "prompt", "'prompt' is required");
         return -1;
     }
+    if (r->tool_choice >= VT_SERVE_TOOLS_REQUIRED) { /* a call is forced: of a tool given */
+        cJSON *tools = r->tools ? cJSON_Parse(r->tools) : NULL;
+        int found = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) {
+            const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(t, "function"), "name"));
+            found |= n && (!r->tool_name || !strcmp(n, r->tool_name));
+        }
+        cJSON_Delete(tools);
+        if (!found) {
+            vt_serve_error_set(err, 400, "tool_choice", r->tool_name ? "'tool_choice' names '%s', "
+                               "which is not one of 'tools'" : "'tool_choice' \"required\" needs "
+                               "'tools'%s", r->tool_name ? r->tool_name : "");
+            return -1;
+        }
+    }
     if (chat && r->top_logprobs > 0 && !r->logprobs) {
         vt_serve_error_set(err, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         return -1;
@@ -811,6 +828,7 @@ void vt_serve_request_free(vt_serve_request *r)
     free(r->tools);
     free(r->template_kwargs);
     free(r->json_schema);
+    free(r->tool_name);
     memset(r, 0, sizeof *r);
 }
 

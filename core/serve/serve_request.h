@@ -27,8 +27,15 @@ typedef enum { VT_SERVE_CHAT = 1, VT_SERVE_COMPLETION = 2 } vt_serve_kind;
  * ollama's /api/chat and /api/generate (NDJSON; serve_ollama.h). */
 typedef enum { VT_SERVE_OPENAI = 0, VT_SERVE_OLLAMA_CHAT = 1, VT_SERVE_OLLAMA_GENERATE = 2 } vt_serve_proto;
 
-/* tool_choice: "auto" (the default when tools are given) or "none" */
-typedef enum { VT_SERVE_TOOLS_AUTO = 0, VT_SERVE_TOOLS_NONE = 1 } vt_serve_tool_choice;
+/* tool_choice: "auto" (the default when tools are given), "none", "required"
+ * (the answer begins with a call: its opening is forced), or a named
+ * function (its opening with that name forced) */
+typedef enum {
+    VT_SERVE_TOOLS_AUTO = 0,
+    VT_SERVE_TOOLS_NONE = 1,
+    VT_SERVE_TOOLS_REQUIRED = 2,
+    VT_SERVE_TOOLS_NAMED = 3
+} vt_serve_tool_choice;
 
 typedef struct vt_serve_msg {
     char *role;    /* system | user | assistant | developer | tool */
@@ -68,6 +75,7 @@ typedef struct vt_serve_request {
     char *tools;            /* the "tools" array as compact JSON (each {"type": "function",
                                "function": {"name", "description"?, "parameters"?}}); NULL: none */
     vt_serve_tool_choice tool_choice;
+    char *tool_name;        /* tool_choice NAMED: the function (one of tools) */
     char *template_kwargs;  /* chat_template_kwargs as a compact JSON object (every member reaches
                                the template as a variable); NULL: none */
     int has_tool_calls;     /* a message carries tool_calls (only a Jinja template renders them) */

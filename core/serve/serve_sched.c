@@ -39,6 +39,7 @@ static void job_unref_locked(vt_serve_job *j)
     cJSON_Delete(j->tools);
     cJSON_Delete(j->tool_calls);
     vt_json_matcher_free(j->jm);
+    free(j->call_ids);
     vt_json_schema_free(j->schema);
     free(j->tool_text.p);
     pthread_cond_destroy(&j->cv);
@@ -168,7 +169,9 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
     }
     int32_t id = vt_sampler_sample(j->smp, logits);
     const int32_t closing = j->jm && !j->in_think ? json_closing_token(s, j, pos) : -1;
-    if (closing >= 0) {
+    if (j->call_done < j->n_call_ids && !j->in_think) {
+        id = j->call_ids[j->call_done++]; /* tool_choice: the call's opening */
+    } else if (closing >= 0) {
         id = closing; /* the token budget is down to what closes the JSON */
     } else if (j->jm && !j->in_think && id >= 0 && !json_token_ok(s, j, id)) {
         /* the draw would break the JSON: draw again among the tokens that keep it */
@@ -723,6 +726,24 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
             j->tool_syntax = s->tool_syntax;
             if (!(j->tools = cJSON_Parse(j->req.tools))) {
                 vt_serve_error_set(err, 500, NULL, "out of memory for the request's tools");
+                goto fail;
+            }
+        }
+        if (j->req.tool_choice >= VT_SERVE_TOOLS_REQUIRED) { /* the answer opens a call */
+            if (!j->tool_syntax) {
+                vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' forces a call, and this "
+                                   "model's chat template writes calls in no syntax vt reads");
+                goto fail;
+            }
+            char open[320];
+            if (j->tool_syntax == VT_TOOL_SYNTAX_QWEN)
+                snprintf(open, sizeof open, "<tool_call>\n<function=%s%s",
+                         j->req.tool_name ? j->req.tool_name : "", j->req.tool_name ? ">\n" : "");
+            else
+                snprintf(open, sizeof open, "<|tool_call>call:%s%s", j->req.tool_name ? j->req.tool_name : "",
+                         j->req.tool_name ? "{" : "");
+            if (vt_tokenize(s->tok, open, strlen(open), 0, 1, &j->call_ids, &j->n_call_ids) != VT_OK) {
+                vt_serve_error_set(err, 500, NULL, "%s", vt_last_error());
                 goto fail;
             }
         }

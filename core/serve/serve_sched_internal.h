@@ -55,6 +55,8 @@ struct vt_serve_job {
     bbuf tool_text;
     vt_json_schema *schema;  /* response_format json_object / json_schema: the output's */
     vt_json_matcher *jm;     /* the answer so far against it (after any think block) */
+    int32_t *call_ids;       /* tool_choice required / named: the call's opening, tokenized, */
+    int64_t n_call_ids, call_done; /* forced once any think block is closed */
     cJSON *tool_calls;       /* the calls read so far: [{id, type, function: {name, arguments}}] */
     int n_tool_calls;
     cJSON *lp_c_tokens, *lp_c_lps, *lp_c_tops, *lp_c_offs; /* completion logprobs (non-streaming) */
