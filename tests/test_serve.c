@@ -590,6 +590,13 @@ static void test_tool_choice(void **state)
                               cJSON_PrintUnformatted(m));
         cJSON_Delete(j);
     }
+    /* what the template raises is a 400 with its message */
+    cJSON *j = json_post(s.port, "/v1/chat/completions",
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"system\","
+                         "\"content\":\"late\"}]}", 400);
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+    if (!msg || !strstr(msg, "System message must be at the beginning.")) fail_msg("raise: %s", msg);
+    cJSON_Delete(j);
     assert_int_equal(server_stop(&s), 0);
 }
 
