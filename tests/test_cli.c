@@ -283,12 +283,24 @@ static void test_jinja_flags(void **s)
     if (!strstr(err, "prompt: \"[system:SYSuser:HI]\"")) fail_msg("--chat-template-file: %s", err);
     free(out);
     free(err);
+    file[6] = "--chat-template"; /* llama.cpp's name for it */
+    if (run_vt(file, &out, &err) || !strstr(err, "prompt: \"[system:SYSuser:HI]\""))
+        fail_msg("--chat-template FILE: %s", err);
+    free(out);
+    free(err);
+    file[6] = "--chat-template-file";
     FILE *f = fopen(tpath, "w");
     assert_non_null(f);
     fputs("{{ raise_exception('no such thing') }}", f);
     fclose(f);
     if (!run_vt(file, &out, &err) || !strstr(err, "raised: no such thing"))
         fail_msg("a template that raises: %s", err);
+    free(out);
+    free(err);
+    /* llama.cpp's --chat-template: a file here; a template's name is not one */
+    const char *named[] = {"run", "-m", demo, "--chat-template", "chatml", "-p", "Hi", "-n", "1", NULL};
+    if (!run_vt(named, &out, &err) || !strstr(err, "chatml") || !strstr(err, "named templates"))
+        fail_msg("--chat-template chatml: %s", err);
     free(out);
     free(err);
     const char *missing[] = {"run", "-m", demo, "--chat", "--chat-template-file", "/nonexistent/t.jinja",
@@ -847,7 +859,7 @@ static void test_llama_flags(void **s)
         {"--ctx-size=4096", NULL, "--ctx"},  {"-fa", NULL, "fused"},
         {"--n-cpu-moe", "10", "streamed"},   {"-ot", "exps=CPU", "residency config"},
         {"-b", "256", "--batch"},            {"-i", NULL, "vt chat"},
-        {"-hf", "org/model", "-m"},          {"--chat-template", "chatml", "--chat-template-file"},
+        {"-hf", "org/model", "-m"},          {"-r", "x", "reverse"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *args[] = {"run", "-m", "/nonexistent.gguf", c[i].flag, c[i].value, NULL};

@@ -145,8 +145,12 @@ char *cli_chat_template(const opts *o, const char *model_template, int *failed)
             t[n] = 0;
             vt_log(VT_LOG_INFO, "chat template: %s (--chat-template-file)", o->chat_template_file);
         } else {
-            vt_set_error("--chat-template-file %s: %s", o->chat_template_file,
-                         !f ? strerror(errno) : n > (16l << 20) ? "larger than 16 MiB" : "cannot be read");
+            vt_set_error("--chat-template-file %s: %s%s", o->chat_template_file,
+                         !f ? strerror(errno) : n > (16l << 20) ? "larger than 16 MiB" : "cannot be read",
+                         !f && !strchr(o->chat_template_file, '/') && !strchr(o->chat_template_file, '.')
+                             ? " (vt takes a Jinja template file; llama.cpp's named templates are not "
+                               "built in: the model's own template is the default)"
+                             : "");
             free(t);
             t = NULL;
         }

@@ -30,9 +30,6 @@ static const struct {
     {{"-s"}, "use --seed S"},
     {{"-fa", "--flash-attn"}, "vt's attention is always one fused kernel: drop the flag"},
     {{"-i", "--interactive"}, "for a conversation in the terminal use 'vt chat' (or vt run -cnv)"},
-    {{"--chat-template"},
-     "vt has no named templates: chats render with the model's own chat template (the default), "
-     "--chat-template-file FILE with a template file's, --no-jinja with vt's built-in one"},
     {{"-r", "--reverse-prompt"},
      "vt stops at the model's end-of-generation tokens (--ignore-eos to go on); there is no reverse "
      "prompt"},

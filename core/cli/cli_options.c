@@ -74,6 +74,8 @@ static const cli_option options[] = {
                                    "instead of the model's own (the fallback for a model without one)"},
     {O_CHAT_TEMPLATE_FILE, "chat-template-file", "FILE", "chats rendered with the Jinja chat template in FILE\n"
                                                          "(implies --jinja)"},
+    /* llama.cpp's --chat-template takes a template's name; here only a file (the same option) */
+    {O_CHAT_TEMPLATE_FILE, "chat-template", "FILE", "the same as --chat-template-file"},
     {O_NO_PREFAULT, "no-prefault", NULL, "weights used in place from the file (CPU): read them at first\n"
                                          "use, not at load (a faster start, a slower first prompt)"},
     {O_PROFILE, "profile", NULL, "then one round with every backend op timed (op, calls, ms per step;\n"
