@@ -231,6 +231,8 @@ static void test_bad_fields(void **state)
             "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}", 400,
             "'tool_choice' names 'f', which is not one of 'tools'");
     refused(C, "{" MSG ",\"tool_choice\":3}", 400, "'tool_choice' must be");
+    refused(C, "{" MSG ",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
+            "{\"name\":\"g\"}}],\"response_format\":{\"type\":\"json_object\"}}", 400, "give one of them");
     refused(C, "{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", 400,
             "'response_format' type 'yaml' is not one of");
     refused(C, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":3}}}",

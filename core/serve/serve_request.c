@@ -767,6 +767,11 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
         vt_serve_error_set(err, 400, "prompt", "'prompt' is required");
         return -1;
     }
+    if (r->tool_choice >= VT_SERVE_TOOLS_REQUIRED && r->json) {
+        vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' forces a tool call and "
+                           "'response_format' JSON: give one of them");
+        return -1;
+    }
     if (r->tool_choice >= VT_SERVE_TOOLS_REQUIRED) { /* a call is forced: of a tool given */
         cJSON *tools = r->tools ? cJSON_Parse(r->tools) : NULL;
         int found = 0;

@@ -215,7 +215,7 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
             n = (size_t)k;
         }
     }
-    if (j->jm && !j->in_think) vt_json_matcher_feed(j->jm, s->pieces + s->piece_off[id],
+    if (j->jm && !j->in_think && !json_tables(s)) vt_json_matcher_feed(j->jm, s->pieces + s->piece_off[id],
                                                     (size_t)(s->piece_off[id + 1] - s->piece_off[id]));
     if (sv_bb_put_utf8(&j->pending, piece, n) != 0) {
         vt_set_error("out of memory for the output text");
