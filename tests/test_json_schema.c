@@ -101,6 +101,46 @@ static void test_documents(void **state)
     vt_json_schema_free(s);
 }
 
+/* The shortest ending stays bounded work and says when it does not fit,
+ * however the schema's minimums multiply (minItems in minItems); a schema
+ * nested as deep as the matcher's frames allow is refused at compile time. */
+static void test_ending_bounds(void **state)
+{
+    (void)state;
+    vt_json_schema *s = compile("{\"type\":\"array\",\"minItems\":100000,\"items\":{\"type\":"
+                                "\"array\",\"minItems\":100000}}");
+    vt_json_matcher *m = vt_json_matcher_new(s);
+    char end[64];
+    assert_true(vt_json_matcher_ending(m, end, sizeof end) >= sizeof end);
+    vt_json_matcher_free(m);
+    vt_json_schema_free(s);
+    char deep[2048] = "", tail[256] = "";
+    for (int d = 0; d < 40; d++) {
+        char sch[2048 + 64];
+        snprintf(sch, sizeof sch, "{\"type\":\"array\",\"items\":%s}", d ? deep : "{\"type\":\"integer\"}");
+        snprintf(deep, sizeof deep, "%s", sch);
+        cJSON *j = cJSON_Parse(deep);
+        char why[256];
+        vt_json_schema *x = vt_json_schema_compile(j, why, sizeof why);
+        cJSON_Delete(j);
+        if (!x) {
+            assert_non_null(strstr(why, "nested deeper"));
+            break;
+        }
+        /* what compiles can be written out whole: the deepest document */
+        vt_json_matcher *mm = vt_json_matcher_new(x);
+        int n = 0;
+        for (int k = 0; k <= d; k++) tail[n++] = '[';
+        tail[n++] = '1';
+        for (int k = 0; k <= d; k++) tail[n++] = ']';
+        tail[n] = 0;
+        if (vt_json_matcher_feed(mm, tail, (size_t)n) || !vt_json_matcher_complete(mm))
+            fail_msg("depth %d compiles but its document is refused", d + 1);
+        vt_json_matcher_free(mm);
+        vt_json_schema_free(x);
+    }
+}
+
 static void test_refused_keywords(void **state)
 {
     (void)state;
@@ -113,6 +153,8 @@ static void test_refused_keywords(void **state)
         {"{\"type\":[\"string\",\"null\"]}", "a list of types"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "'required' names 'b'"},
         {"{\"type\":\"date\"}", "type 'date'"},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "'additionalProperties' as a schema"},
+        {"{\"type\":\"string\",\"enum\":[1,2]}", "not of type 'string'"},
         {"{\"type\":\"object\",\"properties\":{\"a\\\"b\":{}}}", "quotes"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -200,6 +242,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_refused_keywords),
+        cmocka_unit_test(test_ending_bounds),
         cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -543,7 +543,29 @@ static void test_json_output(void **state)
         free(text);
         free(finish);
     }
+    /* every budget from 2 tokens on ends in a whole document (greedy: the
+     * cheapest ending must fit what a free token left) */
+    for (int mt = 2; mt <= 40; mt++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                 "\"temperature\":0,\"max_tokens\":%d,\"response_format\":{\"type\":\"json_object\"}}", mt);
+        cJSON *j = json_post(s.port, "/v1/chat/completions", body, 200);
+        const char *t = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+            cJSON_GetObjectItem(j, "choices"), 0), "message"), "content")->valuestring;
+        cJSON *d = cJSON_Parse(t);
+        if (!cJSON_IsObject(d)) fail_msg("max_tokens %d: not a whole object: %s", mt, t);
+        cJSON_Delete(d);
+        cJSON_Delete(j);
+    }
     cJSON *j = json_post(s.port, "/v1/chat/completions",
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1,"
+                         "\"response_format\":{\"type\":\"json_object\"}}", 400);
+    cJSON_Delete(j);
+    j = json_post(s.port, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"}\"],"
+                  "\"response_format\":{\"type\":\"json_object\"}}", 400);
+    cJSON_Delete(j);
+    j = json_post(s.port, "/v1/chat/completions",
                          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
                          "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":"
                          "\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"^x\"}}}}}}", 400);

@@ -93,6 +93,9 @@ static void test_qwen(void **state)
        "note", "{\"text\":\"line one\\nline two\",\"n\":2.5,\"w\":\"hello world\"}");
     /* no parameters; the model stopped before </function> */
     ok(Q, "<function=now>\n</function>", "now", "{}");
+    /* an integer past 2^63 (no cast overflows: UBSan) */
+    ok(Q, "<function=get_weather>\n<parameter=days>\n1e300\n</parameter>\n</function>", "get_weather",
+       "{\"days\":1e+300}");
     ok(Q, "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n", "get_weather",
        "{\"city\":\"Oslo\"}");
     /* non-ASCII and quotes in a value */
@@ -118,6 +121,10 @@ static void test_gemma4(void **state)
           "f:{<|\"|>q k<|\"|>:[]}}",
        "f", "{\"a\":true,\"b\":false,\"c\":null,\"d\":-150,\"e\":[1,\"x, y\",{\"k\":\"v\"}],\"f\":{\"q k\":[]}}");
     ok(G, "call:now{}", "now", "{}");
+    /* the schema's types: a string parameter written bare stays text; "true" for a boolean */
+    ok(G, "call:get_weather{zip:75001,metric:<|\"|>true<|\"|>,days:<|\"|>3<|\"|>,city:7}", "get_weather",
+       "{\"zip\":\"75001\",\"metric\":true,\"days\":3,\"city\":\"7\"}");
+    ok(G, "call:get_weather {\"zip\":<|\"|>1<|\"|>}", "get_weather", "{\"zip\":\"1\"}");
     /* a string may hold the syntax's own characters */
     ok(G, "call:say{text:<|\"|>a:{b},[c]<|\"|>}", "say", "{\"text\":\"a:{b},[c]\"}");
     /* an unquoted word is kept as the text it is */

@@ -8,6 +8,7 @@
  */
 #include "serve_json_schema.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,9 +109,12 @@ static node *compile_object(cctx *c, const cJSON *j, const char *path, int depth
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(j, "required");
     node *n = new_node(c->s, K_OBJECT);
     if (!n) return cfail(c, "", "out of memory");
+    const cJSON *ap = cJSON_GetObjectItemCaseSensitive(j, "additionalProperties");
+    if (ap && !cJSON_IsBool(ap))
+        return cfail(c, path, "'additionalProperties' as a schema is not supported (true or false are)");
     if (!props) {
         if (req && cJSON_GetArraySize(req)) return cfail(c, path, "'required' without 'properties' is not supported");
-        n->free_keys = 1;
+        n->free_keys = !cJSON_IsFalse(ap); /* false: no keys at all, "{}" */
         return n;
     }
     if (!cJSON_IsObject(props)) return cfail(c, path, "'properties' must be an object");
@@ -148,7 +152,7 @@ static node *compile_object(cctx *c, const cJSON *j, const char *path, int depth
 
 static node *compile(cctx *c, const cJSON *j, const char *path, int depth)
 {
-    if (depth > MAX_DEPTH) return cfail(c, path, "nested deeper than %d", MAX_DEPTH);
+    if (depth >= MAX_DEPTH - 1) return cfail(c, path, "nested deeper than %d", MAX_DEPTH - 2);
     if (cJSON_IsTrue(j)) return &c->s->any;
     if (!cJSON_IsObject(j)) return cfail(c, path, "a schema must be an object");
     static const char *const ignored[] = {"title", "description", "$schema", "$id", "default",
@@ -164,6 +168,20 @@ static node *compile(cctx *c, const cJSON *j, const char *path, int depth)
     }
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(j, "enum");
     const cJSON *cn = cJSON_GetObjectItemCaseSensitive(j, "const");
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
+    if ((en || cn) && ty) { /* a value of another type than 'type' would not validate */
+        if (!cJSON_IsString(ty)) return cfail(c, path, "'type' must be one type name");
+        for (const cJSON *v = en ? en->child : cn; v; v = en ? v->next : NULL) {
+            const char *t = ty->valuestring;
+            int ok = !strcmp(t, "string") ? cJSON_IsString(v) : !strcmp(t, "number") ? cJSON_IsNumber(v)
+                     : !strcmp(t, "integer") ? cJSON_IsNumber(v) && fabs(v->valuedouble) < 9007199254740992.0 &&
+                                                   v->valuedouble == (double)(int64_t)v->valuedouble
+                     : !strcmp(t, "boolean") ? cJSON_IsBool(v) : !strcmp(t, "null") ? cJSON_IsNull(v)
+                     : !strcmp(t, "object") ? cJSON_IsObject(v) : !strcmp(t, "array") ? cJSON_IsArray(v) : 0;
+            if (!ok) return cfail(c, path, "an 'enum'/'const' value is not of type '%s'", t);
+            if (!en) break;
+        }
+    }
     if (en || cn) { /* the values' JSON text, byte for byte */
         if (en && (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)))
             return cfail(c, path, "'enum' must be a non-empty array");
@@ -508,6 +526,13 @@ vt_json_matcher *vt_json_matcher_new(const vt_json_schema *s)
 
 void vt_json_matcher_free(vt_json_matcher *m) { free(m); }
 
+vt_json_matcher *vt_json_matcher_dup(const vt_json_matcher *m)
+{
+    vt_json_matcher *d = malloc(sizeof *d);
+    if (d) memcpy(d, m, sizeof *d);
+    return d;
+}
+
 int vt_json_matcher_feed(vt_json_matcher *m, const char *text, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -542,15 +567,19 @@ typedef struct wbuf {
     size_t n, cap;
 } wbuf;
 
+/* Writes stop counting past cap: the caller learns only that the ending does
+ * not fit, and the work stays bounded however large the schema's minimums
+ * multiply (minItems nested in minItems). */
+static int w_full(const wbuf *w) { return w->n >= w->cap; }
 static void w_put(wbuf *w, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++, w->n++)
+    for (size_t i = 0; i < n && !w_full(w); i++, w->n++)
         if (w->n + 1 < w->cap) w->p[w->n] = s[i];
 }
 static void w_str(wbuf *w, const char *s) { w_put(w, s, strlen(s)); }
 static void w_rep(wbuf *w, char c, int64_t k)
 {
-    for (int64_t i = 0; i < k && i < (1 << 20); i++) w_put(w, &c, 1);
+    for (int64_t i = 0; i < k && !w_full(w); i++) w_put(w, &c, 1);
 }
 
 static const char *shortest_lit(const node *n, uint64_t cand, int pos)
@@ -568,7 +597,7 @@ static void min_value(wbuf *w, const node *n, int depth);
 /* the object's required properties after `last`, each `,"k":v` (first: no comma) */
 static void rest_required(wbuf *w, const node *n, int last, int first, int depth)
 {
-    for (int i = last + 1; i < n->n; i++) {
+    for (int i = last + 1; i < n->n && !w_full(w); i++) {
         if (!(n->required >> i & 1)) continue;
         if (!first) w_str(w, ",");
         first = 0;
@@ -581,13 +610,13 @@ static void rest_required(wbuf *w, const node *n, int last, int first, int depth
 
 static void min_value(wbuf *w, const node *n, int depth)
 {
-    if (depth > MAX_DEPTH) return;
+    if (depth > MAX_DEPTH || w_full(w)) return;
     switch (n->k) {
     case K_STRING: w_str(w, "\""); w_rep(w, 'a', n->min); w_str(w, "\""); return;
     case K_LIT: w_str(w, shortest_lit(n, ~(uint64_t)0, 0)); return;
     case K_ARRAY:
         w_str(w, "[");
-        for (int64_t i = 0; i < n->min && i < (1 << 20); i++) {
+        for (int64_t i = 0; i < n->min && !w_full(w); i++) {
             if (i) w_str(w, ",");
             min_value(w, n->items, depth + 1);
         }
@@ -605,7 +634,7 @@ static void min_value(wbuf *w, const node *n, int depth)
 size_t vt_json_matcher_ending(const vt_json_matcher *m, char *buf, size_t cap)
 {
     wbuf w = {buf, 0, cap};
-    for (int d = m->depth - 1; d >= 0; d--) {
+    for (int d = m->depth - 1; d >= 0 && !w_full(&w); d--) {
         const frame *f = &m->f[d];
         const node *n = f->n;
         switch (n->k) {
@@ -635,7 +664,7 @@ size_t vt_json_matcher_ending(const vt_json_matcher *m, char *buf, size_t cap)
             if (f->st == 3) { /* after ',': an item is due */
                 min_value(&w, n->items, 1);
             }
-            for (int64_t i = have; i < n->min && i < (1 << 20); i++) {
+            for (int64_t i = have; i < n->min && !w_full(&w); i++) {
                 if (i || f->st == 3) w_str(&w, ",");
                 min_value(&w, n->items, 1);
             }

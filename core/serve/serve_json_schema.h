@@ -44,6 +44,8 @@ void vt_json_schema_free(vt_json_schema *s);
 /* A matcher at the start of a document (malloc-ed; NULL: out of memory). */
 vt_json_matcher *vt_json_matcher_new(const vt_json_schema *s);
 void vt_json_matcher_free(vt_json_matcher *m);
+/* A copy of m (malloc-ed; NULL: out of memory). */
+vt_json_matcher *vt_json_matcher_dup(const vt_json_matcher *m);
 
 /* Whether the n bytes of text can follow what the matcher has seen (n = 0:
  * 1). Does not change m. */

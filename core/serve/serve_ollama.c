@@ -128,12 +128,8 @@ int vt_serve_parse_ollama(int generate, const char *body, size_t len, vt_serve_r
                           vt_serve_error *err)
 {
     memset(out, 0, sizeof *out);
-    cJSON *j = cJSON_ParseWithLength(body, len);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        vt_serve_error_set(err, 400, NULL, "the body is not a JSON object");
-        return -1;
-    }
+    cJSON *j = vt_serve_parse_body(body, len, err); /* the checks of every body */
+    if (!j) return -1;
     cJSON *oa = cJSON_CreateObject(); /* the OpenAI body */
     int rc = -1, stream = 1, raw = 0;
     const cJSON *prompt = NULL, *system = NULL;
@@ -184,6 +180,10 @@ int vt_serve_parse_ollama(int generate, const char *body, size_t len, vt_serve_r
         } else if (generate && !strcmp(k, "system")) {
             system = f;
         } else if (generate && !strcmp(k, "raw")) {
+            if (!cJSON_IsBool(f)) {
+                vt_serve_error_set(err, 400, k, "'raw' must be true or false");
+                goto out;
+            }
             raw = cJSON_IsTrue(f);
         } else {
             vt_serve_error_set(err, 400, k, "unknown field '%s'", k);

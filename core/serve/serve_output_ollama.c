@@ -38,7 +38,9 @@ static cJSON *ollama_call(const cJSON *c)
     const cJSON *f = cJSON_GetObjectItem(c, "function");
     cJSON *o = cJSON_CreateObject(), *g = cJSON_AddObjectToObject(o, "function");
     cJSON_AddStringToObject(g, "name", cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")));
-    cJSON *args = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")));
+    const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+    cJSON *args = cJSON_Parse(text);
+    if (!args) args = cJSON_CreateString(text ? text : ""); /* too deep to parse again: as text */
     if (!args || !cJSON_AddItemToObject(g, "arguments", args)) {
         cJSON_Delete(args);
         cJSON_Delete(o);

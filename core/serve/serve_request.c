@@ -122,7 +122,7 @@ static int depth_ok(const cJSON *j, int depth)
 }
 
 /* The body as a JSON object, or NULL with err set. */
-static cJSON *parse_object(const char *body, size_t len, vt_serve_error *err)
+cJSON *vt_serve_parse_body(const char *body, size_t len, vt_serve_error *err)
 {
     if (len == 0) {
         vt_serve_error_set(err, 400, NULL, "the request body is empty; a JSON object is expected");
@@ -767,6 +767,12 @@ static int parse_fields(const cJSON *j, vt_serve_kind kind, vt_serve_request *r,
         vt_serve_error_set(err, 400, "prompt", "'prompt' is required");
         return -1;
     }
+    if (r->json && r->n_stop) {
+        vt_serve_error_set(err, 400, "stop", "'stop' would cut a JSON answer ('response_format' "
+                           "%s) short of a whole document: give one of them",
+                           r->json == 1 ? "json_object" : "json_schema");
+        return -1;
+    }
     if (r->tool_choice >= VT_SERVE_TOOLS_REQUIRED && r->json) {
         vt_serve_error_set(err, 400, "tool_choice", "'tool_choice' forces a tool call and "
                            "'response_format' JSON: give one of them");
@@ -809,7 +815,7 @@ int vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len,
     out->temperature = 1.0f;
     out->top_p = 1.0f;
     out->thinking = -1;
-    cJSON *j = parse_object(body, len, err);
+    cJSON *j = vt_serve_parse_body(body, len, err);
     if (!j) return -1;
     int rc = parse_fields(j, kind, out, err);
     cJSON_Delete(j);
@@ -843,7 +849,7 @@ int vt_serve_parse_tokenize(const char *body, size_t len, vt_serve_tokenize_req 
     memset(out, 0, sizeof *out);
     out->add_special = 0;
     out->parse_special = 1;
-    cJSON *j = parse_object(body, len, err);
+    cJSON *j = vt_serve_parse_body(body, len, err);
     if (!j) return -1;
     int rc = -1;
     for (const cJSON *f = j->child; f; f = f->next) {
@@ -888,7 +894,7 @@ int vt_serve_parse_detokenize(const char *body, size_t len, int64_t n_vocab, int
 {
     *ids = NULL;
     *n = 0;
-    cJSON *j = parse_object(body, len, err);
+    cJSON *j = vt_serve_parse_body(body, len, err);
     if (!j) return -1;
     int rc = -1;
     const cJSON *t = NULL;

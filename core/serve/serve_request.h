@@ -107,6 +107,11 @@ typedef struct vt_serve_error {
 int vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len,
                            vt_serve_request *out, vt_serve_error *err);
 void vt_serve_request_free(vt_serve_request *r);
+/* The checks every body gets (valid UTF-8, JSON, an object, nesting within
+ * VT_SERVE_MAX_DEPTH, no key twice in an object) and the parsed object
+ * (cJSON_Delete it), or NULL with *err filled. */
+struct cJSON;
+struct cJSON *vt_serve_parse_body(const char *body, size_t len, vt_serve_error *err);
 
 /* POST /tokenize {"content": "...", "add_special": bool, "parse_special": bool}. */
 typedef struct vt_serve_tokenize_req {

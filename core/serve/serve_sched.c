@@ -120,17 +120,10 @@ static int json_token_ok(vt_serve_sched *s, vt_serve_job *j, int32_t id)
     return n > 0 && vt_json_matcher_accepts(j->jm, s->pieces + s->piece_off[id], (size_t)n);
 }
 
-/* When the answer's tokens left (max_tokens, the context) are down to the
- * bytes of the shortest text that completes the JSON: the token of the
- * longest start of that text (the end of generation once it is complete),
- * so that the answer is whole JSON even then; else -1. */
-static int32_t json_closing_token(vt_serve_sched *s, vt_serve_job *j, int64_t pos)
+/* The token of the longest start of text end[0..el) (the end of generation
+ * when el is 0), or -1. */
+static int32_t json_ending_token(vt_serve_sched *s, const char *end, size_t el)
 {
-    int64_t left = (int64_t)s->n_ctx - pos;
-    if (j->req.max_tokens >= 0 && j->req.max_tokens - j->n_gen < left) left = j->req.max_tokens - j->n_gen;
-    char end[4096];
-    const size_t el = vt_json_matcher_ending(j->jm, end, sizeof end);
-    if (el >= sizeof end || left > (int64_t)el + 1 || json_tables(s)) return -1;
     if (!el) return vt_tokenizer_eos(s->tok);
     int32_t best = -1;
     int64_t best_len = 0;
@@ -143,6 +136,34 @@ static int32_t json_closing_token(vt_serve_sched *s, vt_serve_job *j, int64_t po
         }
     }
     return best;
+}
+
+/* The token budget of a JSON answer (max_tokens, the context): id as drawn
+ * while it leaves room for the shortest text that completes the document
+ * afterwards (its bytes bound its tokens), else the first token of that text
+ * now, so that the answer is whole JSON when the budget ends. */
+static int32_t json_budget(vt_serve_sched *s, vt_serve_job *j, int64_t pos, int32_t id)
+{
+    int64_t left = (int64_t)s->n_ctx - pos;
+    if (j->req.max_tokens >= 0 && j->req.max_tokens - j->n_gen < left) left = j->req.max_tokens - j->n_gen;
+    char end[4096];
+    const size_t el = vt_json_matcher_ending(j->jm, end, sizeof end);
+    if (el >= sizeof end || left > (int64_t)el + 64 || json_tables(s)) return id; /* far off */
+    if (left <= (int64_t)el + 1) {
+        const int32_t c = json_ending_token(s, end, el);
+        return c >= 0 ? c : id;
+    }
+    if (id < 0 || vt_tokenizer_is_eog(s->tok, id)) return id;
+    vt_json_matcher *t = vt_json_matcher_dup(j->jm);
+    char end2[4096];
+    size_t el2 = sizeof end2;
+    if (t && !vt_json_matcher_feed(t, s->pieces + s->piece_off[id],
+                                   (size_t)(s->piece_off[id + 1] - s->piece_off[id])))
+        el2 = vt_json_matcher_ending(t, end2, sizeof end2);
+    vt_json_matcher_free(t);
+    if (el2 + 1 <= (size_t)left - 1) return id;
+    const int32_t c = json_ending_token(s, end, el);
+    return c >= 0 ? c : id;
 }
 
 /* s->masked: logits with NaN for every token that would break the JSON (the
@@ -168,11 +189,8 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
         return -1;
     }
     int32_t id = vt_sampler_sample(j->smp, logits);
-    const int32_t closing = j->jm && !j->in_think ? json_closing_token(s, j, pos) : -1;
     if (j->call_done < j->n_call_ids && !j->in_think) {
         id = j->call_ids[j->call_done++]; /* tool_choice: the call's opening */
-    } else if (closing >= 0) {
-        id = closing; /* the token budget is down to what closes the JSON */
     } else if (j->jm && !j->in_think && id >= 0 && !json_token_ok(s, j, id)) {
         /* the draw would break the JSON: draw again among the tokens that keep it */
         if (json_mask(s, j, logits) != 0) return -1;
@@ -183,6 +201,7 @@ static int on_logits(vt_serve_sched *s, slot *sl, const float *logits)
             return -1;
         }
     }
+    if (j->jm && !j->in_think) id = json_budget(s, j, pos, id); /* room left to close it */
     if (s->force_ids) /* the test setting: the given text, then the end of generation */
         id = j->n_gen < s->n_force ? s->force_ids[j->n_gen] : vt_tokenizer_eos(s->tok);
     if (id < 0) {
@@ -719,6 +738,16 @@ int vt_serve_submit(vt_serve_sched *s, vt_serve_request *req, vt_serve_job **out
             if (!j->schema || !(j->jm = vt_json_matcher_new(j->schema))) {
                 vt_serve_error_set(err, j->schema ? 500 : 400, "response_format",
                                    "response_format: %s", j->schema ? "out of memory" : why);
+                goto fail;
+            }
+            char end[4096];
+            const size_t el = vt_json_matcher_ending(j->jm, end, sizeof end);
+            if (el >= sizeof end || (j->req.max_tokens >= 0 && j->req.max_tokens < (int64_t)el)) {
+                vt_serve_error_set(err, 400, "response_format", el >= sizeof end
+                                   ? "response_format: the shortest document the schema allows is "
+                                     "over 4 KiB"
+                                   : "'max_tokens' %lld cannot hold the shortest document the schema "
+                                     "allows (%zu bytes)", (long long)j->req.max_tokens, el);
                 goto fail;
             }
         }

@@ -4,7 +4,9 @@
  */
 #include "serve_tools.h"
 
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +130,9 @@ static int has_type(const cJSON *v, const char *t)
 {
     if (!strcmp(t, "string")) return cJSON_IsString(v);
     if (!strcmp(t, "number")) return cJSON_IsNumber(v);
-    if (!strcmp(t, "integer")) return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble;
+    if (!strcmp(t, "integer")) /* whole; from 2^53 on every double is (and no cast overflows) */
+        return cJSON_IsNumber(v) && (fabs(v->valuedouble) >= 9007199254740992.0 ||
+                                     v->valuedouble == (double)(int64_t)v->valuedouble);
     if (!strcmp(t, "boolean")) return cJSON_IsBool(v);
     if (!strcmp(t, "object")) return cJSON_IsObject(v);
     if (!strcmp(t, "array")) return cJSON_IsArray(v);
@@ -267,6 +271,7 @@ static char *gemma_key(cur *c)
         fail(c, "expected KEY:VALUE");
         return NULL;
     }
+    if (e - s >= 2 && *s == '"' && e[-1] == '"') s++, e--; /* a JSON-quoted key */
     return dup_n(c, s, (size_t)(e - s));
 }
 
@@ -368,7 +373,41 @@ static cJSON *gemma_value(cur *c, int depth)
     return v ? v : oom(c);
 }
 
-static cJSON *parse_gemma(cur *c, char **name)
+/* Gemma 4 writes its values untyped where a string needs no quotes: each
+ * top-level argument takes its schema's type where its text reads as one
+ * (a number or boolean for a "string" parameter becomes its text; "true" /
+ * "false" for a "boolean" one, a number's text for "integer" / "number",
+ * their values). */
+static int gemma_types(cur *c, cJSON *args, const cJSON *tools, const char *name)
+{
+    for (cJSON *a = args->child; a; a = a->next) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(param_schema(tools, name, a->string), "type");
+        const char *t = cJSON_GetStringValue(ty);
+        if (!t) continue;
+        cJSON *v = NULL;
+        if (!strcmp(t, "string") && (cJSON_IsNumber(a) || cJSON_IsBool(a))) {
+            char *txt = cJSON_PrintUnformatted(a);
+            v = txt ? cJSON_CreateString(txt) : NULL;
+            free(txt);
+            if (!v) return oom(c), -1;
+        } else if (cJSON_IsString(a) && (!strcmp(t, "boolean") || !strcmp(t, "integer") || !strcmp(t, "number"))) {
+            const char *endp = NULL;
+            v = cJSON_ParseWithOpts(a->valuestring, &endp, 1);
+            if (v && !has_type(v, t)) {
+                cJSON_Delete(v);
+                v = NULL;
+            }
+        }
+        if (v && !cJSON_ReplaceItemInObjectCaseSensitive(args, a->string, v)) {
+            cJSON_Delete(v);
+            return oom(c), -1;
+        }
+        if (v) a = v; /* the replacement holds a's place in the list */
+    }
+    return 0;
+}
+
+static cJSON *parse_gemma(cur *c, const cJSON *tools, char **name)
 {
     skip_ws(c);
     if (!take(c, "call:")) {
@@ -380,12 +419,19 @@ static cJSON *parse_gemma(cur *c, char **name)
         fail(c, "a function name followed by '{' expected");
         return NULL;
     }
-    if (!(*name = dup_n(c, c->p, (size_t)(br - c->p)))) return NULL;
+    const char *ne = br;
+    while (ne > c->p && (ne[-1] == ' ' || ne[-1] == '\t')) ne--; /* "call:NAME {" */
+    if (ne == c->p) {
+        fail(c, "a function name followed by '{' expected");
+        return NULL;
+    }
+    if (!(*name = dup_n(c, c->p, (size_t)(ne - c->p)))) return NULL;
     c->p = br + 1;
     cJSON *args = gemma_object(c, 0);
     if (args) {
         skip_ws(c);
         if (c->p != c->end) fail(c, "text after the arguments' '}'");
+        else gemma_types(c, args, tools, *name);
     }
     if (c->err) {
         cJSON_Delete(args);
@@ -404,7 +450,7 @@ int vt_tool_call_parse(vt_tool_syntax syn, const char *body, size_t n, const cJS
     *arguments = NULL;
     cJSON *args = NULL;
     if (syn == VT_TOOL_SYNTAX_QWEN) args = parse_qwen(&c, tools, name);
-    else if (syn == VT_TOOL_SYNTAX_GEMMA4) args = parse_gemma(&c, name);
+    else if (syn == VT_TOOL_SYNTAX_GEMMA4) args = parse_gemma(&c, tools, name);
     else fail(&c, "this model has no tool-call syntax vt reads");
     if (args && !(*arguments = cJSON_PrintUnformatted(args))) oom(&c);
     cJSON_Delete(args);
