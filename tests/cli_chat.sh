@@ -63,6 +63,8 @@ printf 'The history of\nPython' >"$tmp/prompt"
 grep -q "$tmp/nonexistent" "$tmp/err" || fail "-f of a missing file: $(cat "$tmp/err")"
 [ "$(echo 'What is a list?' | "${run[@]}" -cnv)" = "$(echo 'What is a list?' | "${chat[@]}" -n 8 -q)" ] ||
   fail "vt run -cnv is not vt chat"
+printf 'a\0b\n/exit\n' | "${chat[@]}" -q 2>"$tmp/err" >/dev/null || fail "a NUL byte in a line: exit $?"
+grep -q "NUL byte" "$tmp/err" || fail "a NUL byte in a line was taken: $(cat "$tmp/err")"
 echo "cli_chat: -f FILE, -p -, vt run -cnv: ok"
 
 # 3. a pipe: the answers with the cache kept = vt serve's from an empty cache

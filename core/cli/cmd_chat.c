@@ -216,6 +216,11 @@ int cli_chat_main(const opts *o_in)
         ssize_t n = getline(&line, &line_cap, stdin);
         if (n < 0) break;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (memchr(line, 0, (size_t)n)) { /* the text would end at it, silently */
+            fprintf(stderr, "vt chat: a line holding a NUL byte is not a turn (ignored)\n");
+            turn--;
+            continue;
+        }
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
         if (!strcmp(line, "/clear")) {
             pop_msgs(&c, c.n_fixed);
