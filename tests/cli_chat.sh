@@ -71,13 +71,8 @@ echo "cli_chat: -f FILE, -p -, vt run -cnv: ok"
 printf 'What is a list?\nAnd a tuple?\nWhy?\n' | "${chat[@]}" -q >"$tmp/out"
 "$vt" serve -m "$model" --plugin-dir "$plugins" --device cpu -t 2 --port 0 2>"$tmp/log" &
 pid=$!
-port=""
-for _ in $(seq 1 600); do
-  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/log" | head -1)
-  if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-  kill -0 $pid 2>/dev/null || fail "vt serve exited: $(cat "$tmp/log")"
-  sleep 0.1
-done
+. "$(dirname "$0")/serve/serve_ready.sh"
+vt_serve_wait "$tmp/log" $pid
 python3 - "$port" "$tmp/out" <<'PY'
 import json, sys, urllib.request
 port, out = sys.argv[1], open(sys.argv[2], encoding="utf-8").read()

@@ -223,10 +223,6 @@ int vt_serve_parse_ollama(int generate, const char *body, size_t len, vt_serve_r
         }
     }
     if (put(oa, "stream", cJSON_CreateBool(stream))) goto oom;
-    if (stream) {
-        cJSON *so = cJSON_CreateObject();
-        if (put(oa, "stream_options", so) || put(so, "include_usage", cJSON_CreateTrue())) goto oom;
-    }
     char *text = cJSON_PrintUnformatted(oa);
     if (!text) goto oom;
     const int chat = !generate || !raw;

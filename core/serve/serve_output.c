@@ -83,6 +83,17 @@ static void obj_add(cJSON *obj, const char *key, cJSON *item)
     if (!cJSON_AddItemToObject(obj, key, item)) cJSON_Delete(item);
 }
 
+/* One event of a streamed answer, framed for its API: "data: TEXT" and a
+ * blank line (OpenAI's SSE), or TEXT and a newline (ollama's NDJSON);
+ * sched->mu held. */
+static void frame_locked(vt_serve_job *j, const char *text)
+{
+    const int sse = j->req.proto == VT_SERVE_OPENAI;
+    if (sse) out_locked(j, "data: ", 6);
+    out_locked(j, text, strlen(text));
+    out_locked(j, "\n\n", sse ? 2 : 1);
+}
+
 /* One SSE event of obj, built since `mark` (vt_serve_json_failures): an
  * object missing a member (an allocation failed) or one that cannot be
  * printed is not sent; the job is marked broken and its caller ends it with
@@ -100,11 +111,8 @@ static void out_event(vt_serve_job *j, cJSON *obj, unsigned long mark)
         free(s);
         return;
     }
-    const int sse = j->req.proto == VT_SERVE_OPENAI; /* else ollama's NDJSON */
     pthread_mutex_lock(&j->sched->mu);
-    if (sse) out_locked(j, "data: ", 6);
-    out_locked(j, s, strlen(s));
-    out_locked(j, "\n\n", sse ? 2 : 1);
+    frame_locked(j, s);
     pthread_mutex_unlock(&j->sched->mu);
     free(s);
 }
@@ -136,12 +144,14 @@ static void legacy_logprobs(cJSON *c, const cJSON *entries)
     }
 }
 
-static cJSON *chunk_base(vt_serve_job *j)
+/* The members an answer and each of its chunks start with; whole: the
+ * answer's "object" name rather than a chunk's. */
+static cJSON *answer_base(vt_serve_job *j, int whole)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", j->id);
-    cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion.chunk"
-                                                                        : "text_completion");
+    cJSON_AddStringToObject(o, "object", j->req.kind != VT_SERVE_CHAT ? "text_completion"
+                                         : whole ? "chat.completion" : "chat.completion.chunk");
     cJSON_AddNumberToObject(o, "created", (double)j->created);
     cJSON_AddStringToObject(o, "model", j->sched->model_id);
     return o;
@@ -184,7 +194,7 @@ static void stream_chunk(vt_serve_job *j, const char *text, size_t n, int reason
         cJSON_Delete(o);
         return;
     }
-    cJSON *o = chunk_base(j), *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *o = answer_base(j, 0), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
     if (!arr_add(choices, c)) c = NULL; /* freed; what follows adds nothing to NULL */
     cJSON_AddNumberToObject(c, "index", 0);
@@ -496,10 +506,8 @@ void sv_finish_error(vt_serve_job *j, int http, const char *fmt, ...)
     if (!js) http = 500;
     vt_serve_sched *s = j->sched;
     pthread_mutex_lock(&s->mu);
-    if (j->req.stream) { /* ollama's stream: the error object as one more line */
-        if (j->req.proto == VT_SERVE_OPENAI) out_locked(j, "data: ", 6);
-        out_locked(j, body, strlen(body));
-        out_locked(j, "\n\n", j->req.proto == VT_SERVE_OPENAI ? 2 : 1);
+    if (j->req.stream) {
+        frame_locked(j, body);
     } else {
         j->out.n = 0;
         out_locked(j, body, strlen(body));
@@ -515,12 +523,7 @@ void sv_finish_error(vt_serve_job *j, int http, const char *fmt, ...)
 /* The whole answer in OpenAI's shape (chat.completion or text_completion). */
 static cJSON *openai_body(vt_serve_job *j)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", j->id);
-    cJSON_AddStringToObject(o, "object", j->req.kind == VT_SERVE_CHAT ? "chat.completion"
-                                                                        : "text_completion");
-    cJSON_AddNumberToObject(o, "created", (double)j->created);
-    cJSON_AddStringToObject(o, "model", j->sched->model_id);
+    cJSON *o = answer_base(j, 1);
     cJSON *c = cJSON_CreateObject();
     if (!arr_add(cJSON_AddArrayToObject(o, "choices"), c)) c = NULL; /* freed */
     cJSON_AddNumberToObject(c, "index", 0);
@@ -568,7 +571,7 @@ void sv_finish_ok(vt_serve_job *j)
         stream_chunk(j, NULL, 0, 0, NULL, j->finish);
         if (j->req.include_usage && !j->json_broken && j->req.proto == VT_SERVE_OPENAI) {
             const unsigned long mark = vt_serve_json_failures();
-            cJSON *o = chunk_base(j);
+            cJSON *o = answer_base(j, 0);
             cJSON_AddArrayToObject(o, "choices");
             obj_add(o, "usage", usage_json(j));
             out_event(j, o, mark);

@@ -32,21 +32,11 @@ want_completion=$("${run[@]}" -p "The history of" -n 24 --temp 0; echo x)
 want_completion=${want_completion%$'\nx'}
 
 log=$(mktemp)
-# after "vt serve ... &": wait until it answers /health; sets port
-wait_ready() {
-  pid=$!
-  port=""
-  for _ in $(seq 1 600); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-    kill -0 $pid 2>/dev/null || { cat "$log" >&2; echo "serve_openai_node: vt serve exited" >&2; exit 1; }
-    sleep 0.1
-  done
-  [ -n "$port" ] || { cat "$log" >&2; exit 1; }
-}
+. "$here/serve_ready.sh"
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
 "$vt" serve -m "$model" --plugin-dir "$plugins" --device cpu -t 2 --port 0 --api-key sk-test 2>"$log" &
-wait_ready
+pid=$!
+vt_serve_wait "$log" $pid
 
 node "$here/openai_sdk.mjs" "$port" sk-test "$want_chat" "$want_completion"
 
@@ -74,7 +64,8 @@ forced=$'The user asks about Paris.\n</think>\n\nI will look it up.\n\n<tool_cal
 : >"$log"
 VT_TEST_FORCE_OUTPUT="$forced" "$vt" serve -m "$model" --plugin-dir "$plugins" --device cpu -t 2 --port 0 \
   --api-key sk-test --chat-template-file "$here/../jinja/Qwen3.5-4B.jinja" 2>"$log" &
-wait_ready
+pid=$!
+vt_serve_wait "$log" $pid
 node "$here/tool_calls.mjs" "$port" sk-test
 kill -TERM $pid
 wait $pid
